@@ -1,0 +1,33 @@
+# Everything runs on the pinned Node LTS that `make setup` installs into the cache (outside git).
+CACHE ?= $(or $(HOLT_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/holt)
+NODE_VERSION := $(shell cat .node-version)
+export PATH := $(CACHE)/node/$(NODE_VERSION)/bin:$(CACHE)/tools/bin:$(PATH)
+export NODE_OPTIONS ?= --no-warnings=ExperimentalWarning
+
+.PHONY: setup test typecheck lint format unit demo bench help
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+setup: ## install everything the project needs (idempotent)
+	@bash scripts/setup.sh
+
+test: typecheck lint unit ## typecheck + lint + all tests (the CI command)
+
+typecheck: ## TypeScript strict typecheck
+	npx --no-install tsc --noEmit -p tsconfig.json
+
+lint: ## Biome lint and format check
+	npx --no-install biome check .
+
+format: ## apply Biome's formatting and safe fixes
+	npx --no-install biome check --write .
+
+unit: ## run every test file (real servers, started per file)
+	npx --no-install vitest run
+
+demo: ## run the demo
+	@bash scripts/demo.sh
+
+bench: ## run the benchmarks (print JSON figures)
+	@for b in bench/*/main.ts; do [ -f "$$b" ] && node "$$b"; done; true

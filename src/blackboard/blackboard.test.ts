@@ -1,0 +1,224 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { Blackboard } from './client.ts';
+import { BlackboardDataError } from './codec.ts';
+import { subscribe } from './subscriber.ts';
+import { Artefact, type Claim } from './types.ts';
+
+let redis: RedisServer;
+let bb: Blackboard;
+beforeAll(async () => {
+  redis = await startRedis();
+  bb = Blackboard.connect(redis.url, 'test');
+});
+afterAll(async () => {
+  await bb?.close();
+  await redis?.stop();
+});
+
+function goal(): Artefact {
+  const id = randomUUID();
+  return {
+    id,
+    logical_id: id,
+    version: 1,
+    structural_type: 'Standard',
+    type: 'GoalDefined',
+    payload: 'build it',
+    source_artefacts: [],
+    produced_by_role: 'user',
+    created_at_ms: 1730000000000,
+  };
+}
+
+function newClaim(artefactId: string): Claim {
+  return {
+    id: randomUUID(),
+    artefact_id: artefactId,
+    status: 'pending_review',
+    granted_review_agents: [],
+    granted_parallel_agents: [],
+    granted_exclusive_agent: '',
+  };
+}
+
+describe('blackboard: Holt byte compatibility', () => {
+  it('stores an artefact as Holt hash fields and publishes its JSON', async () => {
+    const sub = new Redis(redis.url);
+    const got = new Promise<string>((resolve) => sub.on('message', (_c, m) => resolve(m)));
+    await sub.subscribe('holt:test:artefact_events');
+    const a = goal();
+    expect((await bb.createArtefact(a)).created).toBe(true);
+    const h = await bb.redis.hgetall(`holt:test:artefact:${a.id}`);
+    expect(h).toEqual({
+      id: a.id,
+      logical_id: a.id,
+      version: '1',
+      structural_type: 'Standard',
+      type: 'GoalDefined',
+      payload: 'build it',
+      source_artefacts: '[]',
+      produced_by_role: 'user',
+      created_at_ms: '1730000000000',
+    });
+    expect(JSON.parse(await got)).toEqual(a);
+    expect(await bb.redis.zrevrange(`holt:test:thread:${a.id}`, 0, 0, 'WITHSCORES')).toEqual([a.id, '1']);
+    sub.disconnect();
+  });
+
+  it('reads a hash written by Holt (nil slice as "null", bool as 1)', async () => {
+    const id = randomUUID();
+    await bb.redis.hset(`holt:test:artefact:${id}`, {
+      id,
+      logical_id: randomUUID(),
+      version: '2',
+      structural_type: 'Review',
+      type: 'Review',
+      payload: '{}',
+      source_artefacts: 'null',
+      produced_by_role: 'reviewer',
+      created_at_ms: '5',
+    });
+    const a = await bb.getArtefact(id);
+    expect(a?.source_artefacts).toEqual([]);
+    expect(a?.version).toBe(2);
+    const cid = randomUUID();
+    await bb.redis.hset(`holt:test:claim:${cid}`, {
+      id: cid,
+      artefact_id: id,
+      status: 'pending_exclusive',
+      granted_review_agents: '[]',
+      granted_parallel_agents: 'null',
+      granted_exclusive_agent: 'coder',
+      additional_context_ids: 'null',
+      termination_reason: '',
+      phase_state: JSON.stringify({
+        current: 'exclusive',
+        granted_agents: ['coder'],
+        received: {},
+        all_bids: { coder: 'exclusive' },
+        start_time_ms: 1,
+      }),
+      grant_queue: '',
+      last_grant_agent: '',
+      last_grant_time: '0',
+      artefact_expected: '1',
+      granted_agent_image_id: '',
+    });
+    const c = await bb.getClaim(cid);
+    expect(c?.rev).toBe(0);
+    expect(c?.claim.phase_state?.current).toBe('exclusive');
+    expect(c?.claim.artefact_expected).toBe(true);
+  });
+
+  it('artefacts are validated on write and write-once', async () => {
+    await expect(bb.createArtefact({ ...goal(), id: 'not-a-uuid' })).rejects.toThrow(/UUID/);
+    await expect(bb.createArtefact({ ...goal(), version: 0 })).rejects.toThrow(/version/);
+    const a = goal();
+    await bb.createArtefact(a);
+    const again = await bb.createArtefact({ ...a, payload: 'changed' });
+    expect(again.created).toBe(false);
+    expect((await bb.getArtefact(a.id))?.payload).toBe('build it');
+  });
+
+  it('a malformed stored artefact is a clear error, not a crash', async () => {
+    const id = randomUUID();
+    await bb.redis.hset(`holt:test:artefact:${id}`, { id, version: 'x' });
+    await expect(bb.getArtefact(id)).rejects.toThrow(BlackboardDataError);
+  });
+
+  it('claim creation is idempotent per artefact; a feedback claim overwrites the index', async () => {
+    const a = goal();
+    const c1 = newClaim(a.id);
+    const c2 = newClaim(a.id);
+    expect(await bb.createClaim(c1)).toEqual({ created: true, id: c1.id });
+    expect(await bb.createClaim(c2)).toEqual({ created: false, id: c1.id });
+    expect(await bb.getClaim(c2.id)).toBeNull();
+    const fb = { ...newClaim(a.id), status: 'pending_assignment' as const, granted_exclusive_agent: 'coder' };
+    expect((await bb.createClaim(fb, { overwriteIndex: true })).created).toBe(true);
+    expect(await bb.claimIdForArtefact(a.id)).toBe(fb.id);
+  });
+
+  it('claim updates are compare-and-set: two writers cannot both move a claim', async () => {
+    const c = newClaim(goal().id);
+    await bb.createClaim(c);
+    const read = (await bb.getClaim(c.id))!;
+    const a = bb.updateClaim({ ...read.claim, status: 'pending_parallel' }, read.rev);
+    const b = bb.updateClaim({ ...read.claim, status: 'pending_exclusive' }, read.rev);
+    const results = await Promise.all([a, b]);
+    expect(results.filter((r) => r !== null)).toHaveLength(1);
+    const after = (await bb.getClaim(c.id))!;
+    expect(after.rev).toBe(read.rev + 1);
+    expect(await bb.activeClaimIds()).toContain(c.id);
+    await bb.updateClaim({ ...after.claim, status: 'complete' }, after.rev);
+    expect(await bb.activeClaimIds()).not.toContain(c.id);
+  });
+
+  it('bids, grant notifications and workflow events use Holt shapes', async () => {
+    const sub = new Redis(redis.url);
+    const msgs: [string, string][] = [];
+    sub.on('message', (ch, m) => msgs.push([ch, m]));
+    await sub.subscribe('holt:test:workflow_events', 'holt:test:agent:coder:events');
+    const cid = randomUUID();
+    await bb.setBid(cid, 'coder', 'exclusive');
+    await bb.publishGrant('coder', cid, 'exclusive');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await bb.getBids(cid)).toEqual({ coder: 'exclusive' });
+    expect(msgs.map(([c, m]) => [c, JSON.parse(m)])).toEqual([
+      [
+        'holt:test:workflow_events',
+        { event: 'bid_submitted', data: { claim_id: cid, agent_name: 'coder', bid_type: 'exclusive' } },
+      ],
+      ['holt:test:agent:coder:events', { event_type: 'grant', claim_id: cid, claim_type: 'exclusive' }],
+    ]);
+    sub.disconnect();
+  });
+
+  it('the lease admits one holder; another takes over after it expires', async () => {
+    expect(await bb.acquireLock('a', 200)).toBe(true);
+    expect(await bb.acquireLock('b', 200)).toBe(false);
+    expect(await bb.acquireLock('a', 200)).toBe(true);
+    expect(await bb.redis.get('holt:test:lock')).toMatch(/^orchestrator:\d+$/);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await bb.acquireLock('b', 200)).toBe(true);
+    await bb.releaseLock('a');
+    expect(await bb.lockHolder()).toBe('b');
+    await bb.releaseLock('b');
+    expect(await bb.lockHolder()).toBeNull();
+  });
+
+  it('the agent registry is replaced atomically and revisioned', async () => {
+    const r1 = await bb.setAgents([
+      { role: 'b', kind: 'standard' },
+      { role: 'a', kind: 'scalable', worker_target: 'a' },
+    ]);
+    const got = await bb.getAgents();
+    expect(got.rev).toBe(r1);
+    expect(got.agents.map((a) => a.role)).toEqual(['a', 'b']);
+    await expect(bb.setAgents([{ role: 'x', kind: 'scalable', worker_target: 'Bad.Token' }])).rejects.toThrow(
+      /NATS subject token/,
+    );
+  });
+
+  it('the subscriber drops malformed messages without crashing', async () => {
+    const good: unknown[] = [];
+    const bad: string[] = [];
+    const s = await subscribe(
+      redis.url,
+      ['holt:test:artefact_events'],
+      Artefact,
+      (m) => good.push(m),
+      (_c, raw) => bad.push(raw),
+    );
+    await bb.redis.publish('holt:test:artefact_events', 'not json');
+    await bb.redis.publish('holt:test:artefact_events', '{"id":"x"}');
+    const a = goal();
+    await bb.createArtefact(a);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(bad).toEqual(['not json', '{"id":"x"}']);
+    expect(good).toEqual([a]);
+    await s.close();
+  });
+});

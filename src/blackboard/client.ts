@@ -1,0 +1,276 @@
+import { Redis, type RedisOptions } from 'ioredis';
+import { artefactToHash, claimToHash, claimToJson, hashToArtefact, hashToClaim } from './codec.ts';
+import { type Keys, keys } from './keys.ts';
+import {
+  acquireLockScript,
+  createArtefactScript,
+  createClaimScript,
+  releaseLockScript,
+  setAgentsScript,
+  updateClaimScript,
+} from './scripts.ts';
+import {
+  AgentRegistration,
+  Artefact,
+  type BidType,
+  type Claim,
+  type ClaimType,
+  type GrantNotification,
+  type WorkflowEvent,
+} from './types.ts';
+
+export interface VersionedClaim {
+  claim: Claim;
+  /** Compare-and-set revision (our extension field `rev`; Holt ignores it). */
+  rev: number;
+}
+
+export type NewArtefact = Omit<Artefact, 'created_at_ms'> & { created_at_ms?: number };
+
+const FINAL = new Set(['complete', 'terminated']);
+
+function flat(h: Record<string, string>): string[] {
+  return Object.entries(h).flat();
+}
+
+/**
+ * Typed access to one instance's blackboard. Every write that must not race is one Lua script
+ * (write-once artefacts, idempotent claim creation, compare-and-set claim updates).
+ */
+export class Blackboard {
+  readonly k: Keys;
+  readonly redis: Redis;
+  readonly instance: string;
+  constructor(redis: Redis, instance: string) {
+    this.redis = redis;
+    this.instance = instance;
+    this.k = keys(instance);
+  }
+
+  static connect(url: string, instance: string, opts: RedisOptions = {}): Blackboard {
+    return new Blackboard(new Redis(url, { maxRetriesPerRequest: 3, ...opts }), instance);
+  }
+
+  async close(): Promise<void> {
+    this.redis.disconnect();
+  }
+
+  // ---- artefacts ----
+
+  /** Validates and writes an artefact once. Returns false (and writes nothing) when the id exists. */
+  async createArtefact(input: NewArtefact): Promise<{ created: boolean; artefact: Artefact }> {
+    const artefact = Artefact.parse({ ...input, created_at_ms: input.created_at_ms || Date.now() });
+    const json = JSON.stringify(artefact);
+    const res = await createArtefactScript.run(
+      this.redis,
+      [
+        this.k.artefact(artefact.id),
+        this.k.thread(artefact.logical_id),
+        this.k.artefactIndex,
+        this.k.channels.artefactEvents,
+      ],
+      [artefact.id, artefact.version, artefact.created_at_ms, json, ...flat(artefactToHash(artefact))],
+    );
+    return { created: res === 1, artefact };
+  }
+
+  async getArtefact(id: string): Promise<Artefact | null> {
+    const h = await this.redis.hgetall(this.k.artefact(id));
+    return Object.keys(h).length ? hashToArtefact(id, h) : null;
+  }
+
+  /** One pipelined round trip; null for a missing id. */
+  async getArtefacts(ids: string[]): Promise<(Artefact | null)[]> {
+    if (!ids.length) return [];
+    const p = this.redis.pipeline();
+    for (const id of ids) p.hgetall(this.k.artefact(id));
+    const res = (await p.exec()) ?? [];
+    return ids.map((id, i) => {
+      const [err, h] = res[i] ?? [null, {}];
+      if (err) throw err;
+      const hash = h as Record<string, string>;
+      return Object.keys(hash).length ? hashToArtefact(id, hash) : null;
+    });
+  }
+
+  /** Latest version id of each thread (one pipelined round trip). */
+  async latestInThreads(logicalIds: string[]): Promise<Map<string, { id: string; version: number }>> {
+    const out = new Map<string, { id: string; version: number }>();
+    if (!logicalIds.length) return out;
+    const p = this.redis.pipeline();
+    for (const l of logicalIds) p.zrevrange(this.k.thread(l), 0, 0, 'WITHSCORES');
+    const res = (await p.exec()) ?? [];
+    logicalIds.forEach((l, i) => {
+      const [err, v] = res[i] ?? [null, []];
+      if (err) throw err;
+      const [id, score] = v as string[];
+      if (id && score) out.set(l, { id, version: Number(score) });
+    });
+    return out;
+  }
+
+  /** Artefact ids in creation order within [sinceMs, untilMs]. */
+  async listArtefactIds(
+    opts: { sinceMs?: number; untilMs?: number; limit?: number } = {},
+  ): Promise<string[]> {
+    const min = opts.sinceMs ?? '-inf';
+    const max = opts.untilMs ?? '+inf';
+    if (opts.limit) return this.redis.zrangebyscore(this.k.artefactIndex, min, max, 'LIMIT', 0, opts.limit);
+    return this.redis.zrangebyscore(this.k.artefactIndex, min, max);
+  }
+
+  // ---- claims ----
+
+  /**
+   * Creates a claim for its artefact unless one exists (then returns the existing id). A feedback
+   * claim passes `overwriteIndex` (Holt's behaviour: it replaces claim_by_artefact for the target).
+   */
+  async createClaim(
+    claim: Claim,
+    opts: { overwriteIndex?: boolean } = {},
+  ): Promise<{ created: boolean; id: string }> {
+    const json = JSON.stringify(claimToJson(claim));
+    const id = (await createClaimScript.run(
+      this.redis,
+      [
+        this.k.claim(claim.id),
+        this.k.claimByArtefact(claim.artefact_id),
+        this.k.claimIndex,
+        this.k.activeClaims,
+        this.k.channels.claimEvents,
+        this.k.channels.claimUpdates,
+      ],
+      [claim.id, Date.now(), json, opts.overwriteIndex ? '1' : '0', ...flat(claimToHash(claim))],
+    )) as string;
+    return { created: id === claim.id, id };
+  }
+
+  async claimIdForArtefact(artefactId: string): Promise<string | null> {
+    return this.redis.get(this.k.claimByArtefact(artefactId));
+  }
+
+  async getClaim(id: string): Promise<VersionedClaim | null> {
+    const h = await this.redis.hgetall(this.k.claim(id));
+    if (!Object.keys(h).length) return null;
+    return { claim: hashToClaim(id, h), rev: Number(h.rev ?? 0) };
+  }
+
+  async getClaims(ids: string[]): Promise<(VersionedClaim | null)[]> {
+    if (!ids.length) return [];
+    const p = this.redis.pipeline();
+    for (const id of ids) p.hgetall(this.k.claim(id));
+    const res = (await p.exec()) ?? [];
+    return ids.map((id, i) => {
+      const [err, h] = res[i] ?? [null, {}];
+      if (err) throw err;
+      const hash = h as Record<string, string>;
+      return Object.keys(hash).length ? { claim: hashToClaim(id, hash), rev: Number(hash.rev ?? 0) } : null;
+    });
+  }
+
+  /** Compare-and-set: writes `claim` only if it is still at `rev`. Returns the new rev, or null on conflict. */
+  async updateClaim(claim: Claim, rev: number): Promise<number | null> {
+    const res = (await updateClaimScript.run(
+      this.redis,
+      [this.k.claim(claim.id), this.k.activeClaims, this.k.channels.claimUpdates],
+      [
+        String(rev),
+        claim.id,
+        FINAL.has(claim.status) ? '1' : '0',
+        JSON.stringify(claimToJson(claim)),
+        ...flat(claimToHash(claim)),
+      ],
+    )) as number;
+    return res < 0 ? null : res;
+  }
+
+  async activeClaimIds(): Promise<string[]> {
+    return this.redis.smembers(this.k.activeClaims);
+  }
+
+  async listClaimIds(): Promise<string[]> {
+    return this.redis.zrange(this.k.claimIndex, '0', '-1');
+  }
+
+  // ---- bids ----
+
+  async setBid(claimId: string, role: string, bid: BidType): Promise<void> {
+    await this.redis
+      .multi()
+      .hset(this.k.bids(claimId), role, bid)
+      .publish(
+        this.k.channels.workflowEvents,
+        JSON.stringify({
+          event: 'bid_submitted',
+          data: { claim_id: claimId, agent_name: role, bid_type: bid },
+        }),
+      )
+      .exec();
+  }
+
+  /** Raw bids (role -> value as written; the orchestrator sanitises unknown values). */
+  async getBids(claimId: string): Promise<Record<string, string>> {
+    return this.redis.hgetall(this.k.bids(claimId));
+  }
+
+  // ---- notifications ----
+
+  async publishGrant(role: string, claimId: string, claimType: ClaimType): Promise<void> {
+    const n: GrantNotification = { event_type: 'grant', claim_id: claimId, claim_type: claimType };
+    await this.redis.publish(this.k.channels.agentEvents(role), JSON.stringify(n));
+  }
+
+  async publishWorkflowEvent(ev: WorkflowEvent): Promise<void> {
+    await this.redis.publish(this.k.channels.workflowEvents, JSON.stringify(ev));
+  }
+
+  // ---- instance lease ----
+
+  /** Takes or renews the single-orchestrator lease. Holt's lock value format is kept for its tools. */
+  async acquireLock(holder: string, ttlMs: number): Promise<boolean> {
+    const value = `orchestrator:${Math.floor(Date.now() / 1000)}`;
+    const res = await acquireLockScript.run(
+      this.redis,
+      [this.k.lock, `${this.k.lock}:holder`],
+      [holder, ttlMs, value],
+    );
+    return res === 1;
+  }
+
+  async releaseLock(holder: string): Promise<void> {
+    await releaseLockScript.run(this.redis, [this.k.lock, `${this.k.lock}:holder`], [holder]);
+  }
+
+  async lockHolder(): Promise<string | null> {
+    return this.redis.get(`${this.k.lock}:holder`);
+  }
+
+  // ---- agent registry ----
+
+  async setAgents(agents: AgentRegistration[]): Promise<number> {
+    const args = agents.flatMap((a) => [a.role, JSON.stringify(AgentRegistration.parse(a))]);
+    return (await setAgentsScript.run(
+      this.redis,
+      [this.k.agents, this.k.agentsRevision, this.k.channels.agentsChanged],
+      args,
+    )) as number;
+  }
+
+  /** The registry and its revision, read atomically. Malformed entries are reported, not dropped silently. */
+  async getAgents(): Promise<{ rev: number; agents: AgentRegistration[]; invalid: string[] }> {
+    const res = await this.redis.multi().hgetall(this.k.agents).get(this.k.agentsRevision).exec();
+    const h = (res?.[0]?.[1] ?? {}) as Record<string, string>;
+    const rev = Number((res?.[1]?.[1] as string | null) ?? 0);
+    const agents: AgentRegistration[] = [];
+    const invalid: string[] = [];
+    for (const [role, json] of Object.entries(h)) {
+      try {
+        agents.push(AgentRegistration.parse(JSON.parse(json)));
+      } catch {
+        invalid.push(role);
+      }
+    }
+    agents.sort((a, b) => (a.role < b.role ? -1 : a.role > b.role ? 1 : 0));
+    return { rev, agents, invalid };
+  }
+}

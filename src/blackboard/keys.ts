@@ -1,0 +1,40 @@
+/**
+ * Holt's Redis key and channel names (pkg/blackboard/schema.go), kept byte-for-byte so Holt's own tools
+ * can read and write our blackboard. Keys marked "extension" are ours; Holt ignores them.
+ */
+export function keys(instance: string) {
+  const p = `holt:${instance}:`;
+  return {
+    prefix: p,
+    artefact: (id: string) => `${p}artefact:${id}`,
+    claim: (id: string) => `${p}claim:${id}`,
+    bids: (claimId: string) => `${p}claim:${claimId}:bids`,
+    claimByArtefact: (artefactId: string) => `${p}claim_by_artefact:${artefactId}`,
+    thread: (logicalId: string) => `${p}thread:${logicalId}`,
+    grantQueue: (role: string) => `${p}grant_queue:${role}`,
+    agentImages: `${p}agent_images`,
+    lock: `${p}lock`,
+    /** extension: ZSET artefact id by created_at_ms, for replay and listing without SCAN. */
+    artefactIndex: `${p}index:artefacts`,
+    /** extension: ZSET claim id by creation ms, for listing and recovery without SCAN. */
+    claimIndex: `${p}index:claims`,
+    /** extension: SET of claim ids not yet complete/terminated (the orchestrator's work list). */
+    activeClaims: `${p}index:active_claims`,
+    /** extension: HASH role -> AgentRegistration JSON (the runtime agent registry). */
+    agents: `${p}agents`,
+    /** extension: STRING, bumped whenever the registry changes. */
+    agentsRevision: `${p}agents:rev`,
+    channels: {
+      artefactEvents: `${p}artefact_events`,
+      claimEvents: `${p}claim_events`,
+      workflowEvents: `${p}workflow_events`,
+      agentEvents: (role: string) => `${p}agent:${role}:events`,
+      /** extension: every claim change (Holt publishes only creations on claim_events). */
+      claimUpdates: `${p}claim_updates`,
+      /** extension: registry changed. */
+      agentsChanged: `${p}agents_changed`,
+    },
+  };
+}
+
+export type Keys = ReturnType<typeof keys>;

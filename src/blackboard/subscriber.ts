@@ -1,0 +1,51 @@
+import { Redis } from 'ioredis';
+import type { z } from 'zod';
+
+export interface Subscription {
+  close(): Promise<void>;
+}
+
+export type OnInvalid = (channel: string, raw: string, error: Error) => void;
+
+/**
+ * Pub/sub on a dedicated connection (ioredis re-subscribes after a reconnect). Each message is parsed
+ * with `schema`; a malformed one goes to `onInvalid` and never reaches the handler or throws.
+ * Pub/sub is at-most-once: callers must also reconcile from stored state.
+ */
+export async function subscribe<S extends z.ZodType>(
+  url: string,
+  channels: string[],
+  schema: S,
+  handler: (msg: z.infer<S>, channel: string) => void,
+  onInvalid: OnInvalid,
+): Promise<Subscription> {
+  const sub = new Redis(url, { maxRetriesPerRequest: null, autoResubscribe: true });
+  sub.on('error', () => {
+    // reconnects on its own; errors surface through the readers' health checks
+  });
+  sub.on('message', (channel: string, raw: string) => {
+    let value: unknown;
+    try {
+      value = JSON.parse(raw);
+    } catch (e) {
+      onInvalid(channel, raw, e as Error);
+      return;
+    }
+    const parsed = schema.safeParse(value);
+    if (!parsed.success) {
+      onInvalid(
+        channel,
+        raw,
+        new Error(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')),
+      );
+      return;
+    }
+    handler(parsed.data, channel);
+  });
+  await sub.subscribe(...channels);
+  return {
+    async close() {
+      sub.disconnect();
+    },
+  };
+}

@@ -1,0 +1,154 @@
+import { z } from 'zod';
+
+export const STRUCTURAL_TYPES = ['Standard', 'Review', 'Question', 'Answer', 'Failure', 'Terminal'] as const;
+export const StructuralType = z.enum(STRUCTURAL_TYPES);
+export type StructuralType = z.infer<typeof StructuralType>;
+
+export const BID_TYPES = ['review', 'claim', 'exclusive', 'ignore'] as const;
+export const BidType = z.enum(BID_TYPES);
+export type BidType = z.infer<typeof BidType>;
+
+/** The grant type a pup receives: the bid that won it. */
+export const ClaimType = z.enum(['review', 'claim', 'exclusive']);
+export type ClaimType = z.infer<typeof ClaimType>;
+
+export const CLAIM_STATUSES = [
+  'pending_review',
+  'pending_parallel',
+  'pending_exclusive',
+  'pending_assignment',
+  'complete',
+  'terminated',
+] as const;
+export const ClaimStatus = z.enum(CLAIM_STATUSES);
+export type ClaimStatus = z.infer<typeof ClaimStatus>;
+
+const uuid = z.uuid({ version: undefined, error: 'must be a UUID' });
+const role = z.string().min(1, 'must not be empty');
+
+export const Artefact = z.object({
+  id: uuid,
+  logical_id: uuid,
+  version: z.number().int().min(1, 'version must be >= 1'),
+  structural_type: StructuralType,
+  type: z.string().min(1, 'type must not be empty'),
+  payload: z.string(),
+  source_artefacts: z.array(uuid),
+  produced_by_role: role,
+  created_at_ms: z.number().int().nonnegative(),
+});
+export type Artefact = z.infer<typeof Artefact>;
+
+export const Phase = z.enum(['review', 'parallel', 'exclusive']);
+export type Phase = z.infer<typeof Phase>;
+
+export const PhaseState = z.object({
+  current: Phase,
+  granted_agents: z.array(z.string()),
+  received: z.record(z.string(), z.string()),
+  all_bids: z.record(z.string(), BidType),
+  start_time_ms: z.number().int(),
+});
+export type PhaseState = z.infer<typeof PhaseState>;
+
+export const GrantQueueEntry = z.object({
+  paused_at_ms: z.number().int(),
+  agent_name: z.string(),
+  position: z.number().int().default(0),
+});
+export type GrantQueueEntry = z.infer<typeof GrantQueueEntry>;
+
+export const Claim = z.object({
+  id: uuid,
+  artefact_id: uuid,
+  status: ClaimStatus,
+  granted_review_agents: z.array(z.string()),
+  granted_parallel_agents: z.array(z.string()),
+  granted_exclusive_agent: z.string(),
+  additional_context_ids: z.array(z.string()).optional(),
+  termination_reason: z.string().optional(),
+  phase_state: PhaseState.nullable().optional(),
+  grant_queue: GrantQueueEntry.nullable().optional(),
+  last_grant_agent: z.string().optional(),
+  last_grant_time: z.number().int().optional(),
+  artefact_expected: z.boolean().optional(),
+  granted_agent_image_id: z.string().optional(),
+});
+export type Claim = z.infer<typeof Claim>;
+
+export const GrantNotification = z.object({
+  event_type: z.literal('grant'),
+  claim_id: uuid,
+  claim_type: ClaimType,
+});
+export type GrantNotification = z.infer<typeof GrantNotification>;
+
+/** The six workflow events Holt publishes on workflow_events, with their exact data keys. */
+export const WorkflowEvent = z.discriminatedUnion('event', [
+  z.object({
+    event: z.literal('bid_submitted'),
+    data: z.object({ claim_id: z.string(), agent_name: z.string(), bid_type: z.string() }),
+  }),
+  z.object({
+    event: z.literal('claim_granted'),
+    data: z.object({
+      claim_id: z.string(),
+      agent_name: z.string(),
+      grant_type: ClaimType,
+      agent_image_id: z.string(),
+    }),
+  }),
+  z.object({
+    event: z.literal('review_approved'),
+    data: z.object({ original_artefact_id: z.string(), reviewer_role: z.string() }),
+  }),
+  z.object({
+    event: z.literal('review_rejected'),
+    data: z.object({ original_artefact_id: z.string(), reviewer_role: z.string(), feedback: z.string() }),
+  }),
+  z.object({
+    event: z.literal('feedback_claim_created'),
+    data: z.object({
+      feedback_claim_id: z.string(),
+      original_claim_id: z.string(),
+      target_agent_role: z.string(),
+      iteration: z.number().int(),
+    }),
+  }),
+  z.object({
+    event: z.literal('artefact_reworked'),
+    data: z.object({
+      new_artefact_id: z.string(),
+      logical_id: z.string(),
+      new_version: z.number().int(),
+      previous_version_id: z.string(),
+      artefact_type: z.string(),
+      produced_by_role: z.string(),
+    }),
+  }),
+  // Extension (ours): consensus closed by the bid timeout, naming the agents that never bid.
+  z.object({
+    event: z.literal('bid_timeout'),
+    data: z.object({
+      claim_id: z.string(),
+      silent_agents: z.array(z.string()),
+      timeout_ms: z.number().int(),
+    }),
+  }),
+]);
+export type WorkflowEvent = z.infer<typeof WorkflowEvent>;
+export type WorkflowEventName = WorkflowEvent['event'];
+
+/** How the orchestrator reaches an agent (runtime data, written by `holt up` or the operator). */
+export const AgentRegistration = z.object({
+  role: role,
+  /** standard: grants announced on the role's channel; scalable: grants become inbox rows for workers. */
+  kind: z.enum(['standard', 'scalable']).default('standard'),
+  worker_target: z
+    .string()
+    .regex(/^[a-z0-9_-]+$/, 'worker target must be one NATS subject token of [a-z0-9_-]')
+    .optional(),
+  max_concurrent: z.number().int().positive().optional(),
+  image_id: z.string().optional(),
+});
+export type AgentRegistration = z.infer<typeof AgentRegistration>;

@@ -1,0 +1,43 @@
+import { type Logger, pino } from 'pino';
+
+export type { Logger } from 'pino';
+
+/** Field paths that may carry secrets; pino replaces them before a line is written. */
+export const REDACT_PATHS = [
+  '*.password',
+  '*.apiKey',
+  '*.api_key',
+  '*.token',
+  '*.authorization',
+  '*.Authorization',
+  'password',
+  'apiKey',
+  'api_key',
+  'token',
+  'env.OPENAI_API_KEY',
+  'env.HOLT_LLM_API_KEY',
+];
+
+/** Credentials inside URLs (redis://:pw@host, postgres://u:pw@host) are masked in any string we log. */
+export function redactUrl(url: string): string {
+  return url.replace(/(\/\/[^/@:]*:)[^@/]*@/, '$1***@');
+}
+
+/**
+ * JSON lines on stdout with Holt's shape: timestamp (RFC3339 UTC), level, component, event_type.
+ * HOLT_LOG_LEVEL picks the level (info by default).
+ */
+export function createLogger(component: string, bindings: Record<string, unknown> = {}): Logger {
+  return pino({
+    level: process.env.HOLT_LOG_LEVEL ?? 'info',
+    base: { component, ...bindings },
+    messageKey: 'message',
+    timestamp: () => `,"timestamp":"${new Date().toISOString()}"`,
+    formatters: { level: (label) => ({ level: label }) },
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+  });
+}
+
+export function silentLogger(): Logger {
+  return pino({ level: 'silent' });
+}

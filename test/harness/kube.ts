@@ -1,0 +1,367 @@
+import { execFile } from 'node:child_process';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { stringify } from 'yaml';
+import { kubeBinary } from './bins.ts';
+import { freePort } from './ports.ts';
+import { type ServerProcess, spawnServer, waitReady } from './proc.ts';
+import { makeTempDir, removeDir } from './tmp.ts';
+
+/**
+ * A real control plane for operator tests, as controller-runtime's envtest runs one: etcd and
+ * kube-apiserver (and optionally kube-controller-manager and kube-scheduler) on free loopback
+ * ports, all state in one temp dir, removed by stop(). No kubelet: pods are never run unless a
+ * test runs them itself.
+ */
+export interface KubeOptions {
+  /** Run kube-controller-manager (garbage collection, Deployment → ReplicaSet → Pod, Jobs, service accounts, namespace deletion). */
+  controllerManager?: boolean;
+  /** Run kube-scheduler (binds pods to nodes; only useful with a test kubelet that registers a Node). */
+  scheduler?: boolean;
+}
+
+export interface KubeRunOptions {
+  /** Written to kubectl's stdin (for `apply -f -`). */
+  input?: string;
+  /** Resolve with the output instead of throwing when kubectl exits non-zero. */
+  allowFail?: boolean;
+}
+
+export interface KubeResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface KubeCluster {
+  /** https://127.0.0.1:<port> */
+  server: string;
+  /** Bearer token of the admin user (`holt-admin`, group system:masters). */
+  token: string;
+  /** PEM bundle that verifies the apiserver's serving certificate. */
+  caPath: string;
+  kubeconfigPath: string;
+  kubeconfig: KubeConfig;
+  /** Runs kubectl against this cluster; resolves with stdout, throws with stderr on failure. */
+  kubectl(args: string[], opts?: KubeRunOptions): Promise<string>;
+  /** Like kubectl() but resolves with the exit code and both streams. */
+  kubectlResult(args: string[], opts?: KubeRunOptions): Promise<KubeResult>;
+  /** Runs helm against this cluster, with its own config/cache/data dirs in the temp dir. */
+  helm(args: string[], opts?: KubeRunOptions): Promise<string>;
+  dir: string;
+  etcdUrl: string;
+  procs: ServerProcess[];
+  stop(): Promise<void>;
+}
+
+const ADMIN_USER = 'holt-admin';
+const SERVICE_CIDR = '10.0.0.0/24';
+const ISSUER = 'https://kubernetes.default.svc.cluster.local';
+
+/** GET https://127.0.0.1:<port><path> with the token, trusting `ca`; resolves with status and body. */
+function httpsGet(
+  port: number,
+  path: string,
+  ca: string,
+  token: string,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: 'GET',
+        ca,
+        headers: { authorization: `Bearer ${token}` },
+        timeout: 2000,
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          body += d;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function run(
+  bin: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  opts: KubeRunOptions = {},
+): Promise<KubeResult> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      bin,
+      args,
+      { env, maxBuffer: 64 << 20, timeout: 120_000 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+        const result = { code, stdout: String(stdout), stderr: String(stderr) };
+        if (code !== 0 && !opts.allowFail) {
+          reject(
+            new Error(`${bin.split('/').pop()} ${args.join(' ')} exited ${code}: ${result.stderr.trim()}`),
+          );
+        } else {
+          resolve(result);
+        }
+      },
+    );
+    if (opts.input !== undefined) child.stdin?.end(opts.input);
+    else child.stdin?.end();
+  });
+}
+
+function writeKubeconfig(path: string, server: string, caPath: string, user: string, token: string): void {
+  const config = {
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [
+      {
+        name: 'holt-test',
+        cluster: { server, 'certificate-authority-data': readFileSync(caPath).toString('base64') },
+      },
+    ],
+    users: [{ name: user, user: { token } }],
+    contexts: [{ name: 'holt-test', context: { cluster: 'holt-test', user, namespace: 'default' } }],
+    'current-context': 'holt-test',
+    preferences: {},
+  };
+  writeFileSync(path, stringify(config), { mode: 0o600 });
+}
+
+async function startEtcd(dir: string): Promise<{ proc: ServerProcess; url: string }> {
+  const client = await freePort();
+  const peer = await freePort();
+  const url = `http://127.0.0.1:${client}`;
+  const peerUrl = `http://127.0.0.1:${peer}`;
+  const proc = spawnServer({
+    name: 'etcd',
+    command: kubeBinary('etcd'),
+    args: [
+      '--name=holt-test',
+      `--data-dir=${join(dir, 'etcd')}`,
+      `--listen-client-urls=${url}`,
+      `--advertise-client-urls=${url}`,
+      `--listen-peer-urls=${peerUrl}`,
+      `--initial-advertise-peer-urls=${peerUrl}`,
+      `--initial-cluster=holt-test=${peerUrl}`,
+      '--initial-cluster-state=new',
+      // Test data is throwaway: skip fsync (as envtest does).
+      '--unsafe-no-fsync=true',
+      '--log-level=warn',
+    ],
+    dir,
+  });
+  await waitReady(proc, async () => {
+    const res = await fetch(`${url}/health`);
+    return res.ok && ((await res.json()) as { health?: string }).health === 'true';
+  });
+  return { proc, url };
+}
+
+export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
+  const dir = makeTempDir('kube');
+  const procs: ServerProcess[] = [];
+  const stopAll = async (): Promise<void> => {
+    // Dependents first, etcd last.
+    for (const p of [...procs].reverse()) await p.stop(10_000);
+    procs.length = 0;
+  };
+  try {
+    const certDir = join(dir, 'certs');
+    mkdirSync(certDir, { mode: 0o700 });
+
+    // Service-account token signing keys.
+    const { publicKey, privateKey } = generateKeyPairSync('rsa', {
+      modulusLength: 2048,
+      publicKeyEncoding: { type: 'spki', format: 'pem' },
+      privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
+    });
+    const saPub = join(certDir, 'sa.pub');
+    const saKey = join(certDir, 'sa.key');
+    writeFileSync(saPub, publicKey);
+    writeFileSync(saKey, privateKey, { mode: 0o600 });
+
+    // Static tokens: token,user,uid,"groups".
+    const token = randomBytes(24).toString('hex');
+    const kcmToken = randomBytes(24).toString('hex');
+    const schedToken = randomBytes(24).toString('hex');
+    const tokenFile = join(certDir, 'tokens.csv');
+    writeFileSync(
+      tokenFile,
+      [
+        `${token},${ADMIN_USER},holt-admin,"system:masters"`,
+        // Bootstrap RBAC grants these users exactly what the components need.
+        `${kcmToken},system:kube-controller-manager,system:kube-controller-manager`,
+        `${schedToken},system:kube-scheduler,system:kube-scheduler`,
+      ].join('\n') + '\n',
+      { mode: 0o600 },
+    );
+
+    const etcd = await startEtcd(dir);
+    procs.push(etcd.proc);
+
+    const port = await freePort();
+    const server = `https://127.0.0.1:${port}`;
+    // The apiserver writes a self-signed CA + serving cert (SANs: 127.0.0.1, localhost, kubernetes.default.svc, ...)
+    // to <cert-dir>/apiserver.crt; the file holds the serving cert followed by its CA.
+    const caPath = join(certDir, 'apiserver.crt');
+    const apiserver = spawnServer({
+      name: 'kube-apiserver',
+      command: kubeBinary('kube-apiserver'),
+      args: [
+        `--etcd-servers=${etcd.url}`,
+        `--cert-dir=${certDir}`,
+        `--secure-port=${port}`,
+        '--bind-address=127.0.0.1',
+        '--advertise-address=127.0.0.1',
+        `--token-auth-file=${tokenFile}`,
+        '--authorization-mode=Node,RBAC',
+        `--service-account-key-file=${saPub}`,
+        `--service-account-signing-key-file=${saKey}`,
+        `--service-account-issuer=${ISSUER}`,
+        `--service-cluster-ip-range=${SERVICE_CIDR}`,
+        '--allow-privileged=true',
+        // Without a controller manager nothing creates the `default` ServiceAccount, so the
+        // ServiceAccount admission plugin would reject every pod (envtest disables it too).
+        ...(opts.controllerManager ? [] : ['--disable-admission-plugins=ServiceAccount']),
+        '--profiling=false',
+        '--v=1',
+      ],
+      dir,
+    });
+    procs.push(apiserver);
+    await waitReady(
+      apiserver,
+      async () => {
+        if (!existsSync(caPath)) return false;
+        const res = await httpsGet(port, '/readyz', readFileSync(caPath, 'utf8'), token);
+        return res.status === 200;
+      },
+      60_000,
+      100,
+    );
+
+    const kubeconfigPath = join(dir, 'kubeconfig');
+    writeKubeconfig(kubeconfigPath, server, caPath, ADMIN_USER, token);
+    const kubeconfig = new KubeConfig();
+    kubeconfig.loadFromFile(kubeconfigPath);
+
+    if (opts.controllerManager) {
+      const kcmConfig = join(dir, 'kube-controller-manager.kubeconfig');
+      writeKubeconfig(kcmConfig, server, caPath, 'system:kube-controller-manager', kcmToken);
+      const kcmPort = await freePort();
+      const kcm = spawnServer({
+        name: 'kube-controller-manager',
+        command: kubeBinary('kube-controller-manager'),
+        args: [
+          `--kubeconfig=${kcmConfig}`,
+          `--authentication-kubeconfig=${kcmConfig}`,
+          `--authorization-kubeconfig=${kcmConfig}`,
+          '--bind-address=127.0.0.1',
+          `--secure-port=${kcmPort}`,
+          `--cert-dir=${join(dir, 'kcm-certs')}`,
+          '--leader-elect=false',
+          // Each controller gets its own service account and token, as in a real cluster.
+          '--use-service-account-credentials=true',
+          `--service-account-private-key-file=${saKey}`,
+          `--root-ca-file=${caPath}`,
+          `--service-cluster-ip-range=${SERVICE_CIDR}`,
+          '--controllers=*,-nodeipam-controller,-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller,-persistentvolume-attach-detach-controller,-persistentvolume-binder-controller,-persistentvolume-expander-controller',
+          '--v=1',
+        ],
+        dir,
+      });
+      procs.push(kcm);
+      await waitReady(
+        kcm,
+        async () => {
+          const ca = join(dir, 'kcm-certs', 'kube-controller-manager.crt');
+          if (!existsSync(ca)) return false;
+          return (await httpsGet(kcmPort, '/healthz', readFileSync(ca, 'utf8'), token)).status === 200;
+        },
+        60_000,
+        100,
+      );
+    }
+
+    if (opts.scheduler) {
+      const schedConfig = join(dir, 'kube-scheduler.kubeconfig');
+      writeKubeconfig(schedConfig, server, caPath, 'system:kube-scheduler', schedToken);
+      const schedPort = await freePort();
+      const sched = spawnServer({
+        name: 'kube-scheduler',
+        command: kubeBinary('kube-scheduler'),
+        args: [
+          `--kubeconfig=${schedConfig}`,
+          `--authentication-kubeconfig=${schedConfig}`,
+          `--authorization-kubeconfig=${schedConfig}`,
+          '--bind-address=127.0.0.1',
+          `--secure-port=${schedPort}`,
+          `--cert-dir=${join(dir, 'scheduler-certs')}`,
+          '--leader-elect=false',
+          '--v=1',
+        ],
+        dir,
+      });
+      procs.push(sched);
+      await waitReady(
+        sched,
+        async () => {
+          const ca = join(dir, 'scheduler-certs', 'kube-scheduler.crt');
+          if (!existsSync(ca)) return false;
+          return (await httpsGet(schedPort, '/healthz', readFileSync(ca, 'utf8'), token)).status === 200;
+        },
+        60_000,
+        100,
+      );
+    }
+
+    const toolEnv: NodeJS.ProcessEnv = {
+      ...process.env,
+      KUBECONFIG: kubeconfigPath,
+      HOME: dir,
+      HELM_CONFIG_HOME: join(dir, 'helm', 'config'),
+      HELM_CACHE_HOME: join(dir, 'helm', 'cache'),
+      HELM_DATA_HOME: join(dir, 'helm', 'data'),
+    };
+    const kubectlResult = (args: string[], o?: KubeRunOptions) =>
+      run(kubeBinary('kubectl'), args, toolEnv, o);
+    return {
+      server,
+      token,
+      caPath,
+      kubeconfigPath,
+      kubeconfig,
+      kubectlResult,
+      async kubectl(args, o) {
+        return (await kubectlResult(args, o)).stdout;
+      },
+      async helm(args, o) {
+        return (await run(kubeBinary('helm'), args, toolEnv, o)).stdout;
+      },
+      dir,
+      etcdUrl: etcd.url,
+      procs,
+      async stop() {
+        await stopAll();
+        removeDir(dir);
+      },
+    };
+  } catch (err) {
+    await stopAll();
+    removeDir(dir);
+    throw err;
+  }
+}

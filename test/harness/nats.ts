@@ -1,0 +1,45 @@
+import { join } from 'node:path';
+import { findBinary } from './bins.ts';
+import { freePort } from './ports.ts';
+import { type ServerProcess, spawnServer, waitReady } from './proc.ts';
+import { makeTempDir, removeDir } from './tmp.ts';
+
+export interface NatsServer {
+  url: string;
+  port: number;
+  monitorUrl: string;
+  proc: ServerProcess;
+  stop(): Promise<void>;
+  restart(): Promise<void>;
+}
+
+export async function startNats(): Promise<NatsServer> {
+  const bin = findBinary('nats-server', ['/usr/sbin', '/usr/bin', '/usr/local/bin']);
+  const dir = makeTempDir('nats');
+  const port = await freePort();
+  const monitor = await freePort();
+  const args = ['-a', '127.0.0.1', '-p', String(port), '-m', String(monitor), '-js', '-sd', join(dir, 'js')];
+  const launch = async (): Promise<ServerProcess> => {
+    const proc = spawnServer({ name: 'nats', command: bin, args, dir });
+    await waitReady(proc, async () => {
+      const res = await fetch(`http://127.0.0.1:${monitor}/healthz?js-enabled-only=true`);
+      return res.ok;
+    });
+    return proc;
+  };
+  const server: NatsServer = {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    monitorUrl: `http://127.0.0.1:${monitor}`,
+    proc: await launch(),
+    async stop() {
+      await server.proc.stop();
+      removeDir(dir);
+    },
+    async restart() {
+      await server.proc.stop();
+      server.proc = await launch();
+    },
+  };
+  return server;
+}
