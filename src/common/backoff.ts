@@ -1,0 +1,32 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface RetryOptions {
+  tries?: number;
+  baseMs?: number;
+  maxMs?: number;
+  onRetry?: (error: unknown, attempt: number, delayMs: number) => void;
+  signal?: AbortSignal;
+}
+
+/** Exponential backoff with full jitter: delay_n = random(0, min(max, base * 2^n)). */
+export function backoffDelay(attempt: number, baseMs = 100, maxMs = 10_000): number {
+  return Math.round(Math.random() * Math.min(maxMs, baseMs * 2 ** attempt));
+}
+
+/** Runs `fn` up to `tries` times, sleeping with backoff between failures; rethrows the last error. */
+export async function retry<T>(fn: () => Promise<T>, opts: RetryOptions = {}): Promise<T> {
+  const tries = opts.tries ?? 3;
+  let last: unknown;
+  for (let attempt = 0; attempt < tries; attempt++) {
+    try {
+      return await fn();
+    } catch (e) {
+      last = e;
+      if (attempt === tries - 1 || opts.signal?.aborted) break;
+      const d = backoffDelay(attempt, opts.baseMs, opts.maxMs);
+      opts.onRetry?.(e, attempt + 1, d);
+      await sleep(d, undefined, { signal: opts.signal }).catch(() => undefined);
+    }
+  }
+  throw last;
+}

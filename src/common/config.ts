@@ -1,0 +1,46 @@
+import { z } from 'zod';
+
+/** A configuration problem, reported to the user as one line that names the setting. */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+/** One line per issue, naming the variable: `HOLT_AGENT_COMMAND: must be a JSON array of strings`. */
+export function formatIssues(error: z.ZodError): string {
+  return error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+}
+
+/** Parses the process environment (or any string map) with a zod object schema. */
+export function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv = process.env): z.infer<S> {
+  const r = schema.safeParse(env);
+  if (!r.success) throw new ConfigError(`invalid configuration: ${formatIssues(r.error)}`);
+  return r.data;
+}
+
+/** An env var holding a JSON array of strings (Holt's HOLT_AGENT_COMMAND format). */
+export const jsonArgv = z
+  .string()
+  .transform((s, ctx) => {
+    try {
+      return JSON.parse(s) as unknown;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'must be a JSON array of strings, e.g. ["/app/run.sh"]' });
+      return z.NEVER;
+    }
+  })
+  .pipe(z.array(z.string()).min(1, 'must be a non-empty JSON array of strings'));
+
+/** Milliseconds from an env string ("250") with a default. */
+export const envMs = (def: number) => z.coerce.number().int().nonnegative().default(def);
+
+/** Exit with one clear line for configuration errors; anything else keeps its stack. */
+export function exitOnConfigError(e: unknown, program: string): never {
+  if (e instanceof ConfigError) {
+    process.stderr.write(`${program}: ${e.message}\n`);
+    process.exit(1);
+  }
+  throw e;
+}
