@@ -1,0 +1,207 @@
+import { z } from 'zod';
+import {
+  argv,
+  BidType,
+  envVar,
+  MAX_REPLICAS,
+  resources,
+  roleName,
+  workerTarget,
+  workspaceMode,
+} from './common.ts';
+
+export const AgentBidding = z
+  .object({
+    strategy: BidType.optional().describe(
+      'Static bid for every claim: review, claim, exclusive or ignore. Also the fallback when the bid script or LLM bid fails.',
+    ),
+    script: argv
+      .optional()
+      .describe(
+        'Bid script argv (no shell): gets the target artefact JSON on stdin, prints one of review|claim|exclusive|ignore.',
+      ),
+    llm: z.boolean().optional().describe('Ask the model to bid, with prompts.claim and the target artefact.'),
+  })
+  .describe('How this agent bids on claims. At least one of strategy, script or llm is required.');
+
+export const AgentTool = z
+  .object({
+    name: z
+      .string()
+      .regex(/^[a-zA-Z0-9_-]{1,64}$/, 'tool name must be 1-64 of [a-zA-Z0-9_-]')
+      .describe('Tool name shown to the model.'),
+    description: z.string().default('').describe('What the tool does, shown to the model.'),
+    parameters: z
+      .record(z.string(), z.unknown())
+      .default({ type: 'object', properties: {} })
+      .describe('JSON Schema of the arguments the model may pass.'),
+    argv: argv.describe(
+      'Command template; {{name}} is replaced by the argument of that name. Run without a shell, in the workspace.',
+    ),
+    timeoutSeconds: z
+      .number()
+      .int()
+      .positive()
+      .max(3600)
+      .default(60)
+      .describe('Kill the tool after this many seconds.'),
+    defaults: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe('Values for arguments the model leaves out.'),
+    fixed: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe('Arguments always injected and hidden from the model.'),
+    env: z
+      .record(z.string(), z.string())
+      .optional()
+      .describe('Extra environment for this tool, hidden from the model.'),
+  })
+  .describe('A tool the model may call.');
+
+export const AgentLlm = z
+  .object({
+    model: z.string().min(1).optional().describe('Model name; defaults to the Holt-wide model.'),
+    baseUrl: z.url().optional().describe('OpenAI-compatible base URL; defaults to the Holt-wide endpoint.'),
+    temperature: z.number().min(0).max(2).optional().describe('Sampling temperature.'),
+    maxTokens: z.number().int().positive().optional().describe('Maximum tokens per reply.'),
+    timeoutSeconds: z.number().int().positive().max(3600).default(120).describe('Timeout of one model call.'),
+    maxSteps: z.number().int().min(1).max(200).default(8).describe('Maximum ReAct steps per turn.'),
+    mustEndWith: z.string().optional().describe('Tool the turn must end with (e.g. submit_result).'),
+    planning: z
+      .boolean()
+      .default(false)
+      .describe('Decompose the goal into tasks and subtasks before acting.'),
+    workingMemoryBytes: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(0)
+      .describe('Size of working memory kept between turns (0 = off).'),
+    tools: z.array(AgentTool).default([]).describe('Tools declared for the model.'),
+    allowedTools: z
+      .array(z.string())
+      .optional()
+      .describe('Allowlist of tool names (built-ins included); all declared tools when omitted.'),
+  })
+  .describe('Drive this agent with a model (the pup agent loop) instead of, or besides, a command.');
+
+export const AgentBudgets = z
+  .object({
+    windowSeconds: z.number().int().positive().default(3600).describe('Length of the rolling window.'),
+    callsPerWindow: z.number().int().positive().optional().describe('Maximum model calls per window.'),
+    tokensPerWindow: z.number().int().positive().optional().describe('Maximum tokens per window.'),
+    maxCostUsd: z
+      .number()
+      .positive()
+      .optional()
+      .describe('Total cost budget in USD; a call that would exceed it is not made.'),
+    maxConsecutiveErrors: z
+      .number()
+      .int()
+      .positive()
+      .default(5)
+      .describe('Pause the agent after this many errors in a row.'),
+  })
+  .describe('Budgets and pacing of model use.');
+
+export const HealthCheck = z
+  .object({
+    command: argv.describe('Command run in the workspace; exit 0 means healthy.'),
+    intervalSeconds: z.number().int().positive().default(30).describe('Seconds between runs.'),
+    timeoutSeconds: z.number().int().positive().default(5).describe('Seconds before a run counts as failed.'),
+  })
+  .describe('Custom health check that /healthz includes.');
+
+export const AgentWorker = z
+  .object({
+    image: z.string().min(1).optional().describe('Image of the worker pods (defaults to the agent image).'),
+    command: argv.optional().describe('Tool argv the workers run (defaults to the agent command).'),
+    maxConcurrent: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_REPLICAS)
+      .default(1)
+      .describe('At most this many claims of the role run at once.'),
+    workspaceMode: workspaceMode.optional(),
+    target: workerTarget.optional().describe('Worker target (defaults to the role, lower-cased).'),
+  })
+  .describe("Holt's controller/worker form: a controller bids, workers execute.");
+
+const agentSpecShape = {
+  role: roleName
+    .optional()
+    .describe('The agent role (defaults to metadata.name in Kubernetes, the map key in a Holt file).'),
+  image: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Container image of the agent (Kubernetes only; ignored by holt up).'),
+  command: argv
+    .optional()
+    .describe('Tool argv run for each granted claim (no shell). Required unless llm is set.'),
+  env: z.array(envVar).default([]).describe('Environment of the agent process.'),
+  resources: resources.optional(),
+  bidding: AgentBidding,
+  prompts: z
+    .object({
+      claim: z.string().optional().describe('Prompt used to decide the bid (LLM bidding).'),
+      execution: z.string().optional().describe('System prompt of the execution turn (LLM agents).'),
+    })
+    .default({})
+    .describe('Prompts for LLM agents.'),
+  replicas: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_REPLICAS)
+    .default(1)
+    .describe(
+      '1: one standard pup. More than 1: a controller bids and this many workers execute from the inbox.',
+    ),
+  strategy: z
+    .enum(['reuse', 'fresh_per_call'])
+    .default('reuse')
+    .describe('reuse: long-lived workers; fresh_per_call: one Job per claim.'),
+  workspace: z
+    .object({ mode: workspaceMode.default('ro') })
+    .default({ mode: 'ro' })
+    .describe('Workspace mount.'),
+  healthCheck: HealthCheck.optional(),
+  llm: AgentLlm.optional(),
+  budgets: AgentBudgets.optional(),
+  worker: AgentWorker.optional(),
+  workerPool: z
+    .string()
+    .optional()
+    .describe('Name of an existing WorkerPool to use instead of creating one.'),
+  egress: z
+    .boolean()
+    .default(false)
+    .describe('Allow network egress beyond the Holt stores (e.g. to an LLM endpoint).'),
+};
+
+/** The agent as the engine sees it, wherever it came from (holt.yml, Holt file or an Agent resource). */
+export const AgentSpec = z.object(agentSpecShape).superRefine((a, ctx) => {
+  if (!a.command && !a.llm)
+    ctx.addIssue({ code: 'custom', path: ['command'], message: 'command is required unless llm is set' });
+  if (!a.bidding.strategy && !a.bidding.script && !a.bidding.llm)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['bidding'],
+      message: 'bidding needs a strategy, a script or llm: true',
+    });
+});
+export type AgentSpec = z.infer<typeof AgentSpec>;
+
+/** Whether grants of this agent go to workers (inbox + doorbell) rather than to one standard pup. */
+export function isScalable(a: Pick<AgentSpec, 'replicas' | 'strategy' | 'worker'>): boolean {
+  return a.replicas > 1 || a.strategy === 'fresh_per_call' || a.worker !== undefined;
+}
+
+/** Worker target of a scalable agent: explicit, else the role lower-cased into a subject token. */
+export function workerTargetOf(a: Pick<AgentSpec, 'role' | 'worker'>, role: string): string {
+  return a.worker?.target ?? role.toLowerCase().replace(/[^a-z0-9_-]/g, '-');
+}

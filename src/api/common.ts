@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import { BidType } from '../blackboard/types.ts';
+
+/** API group and version of every holt.io resource. */
+export const GROUP = 'holt.io';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+/** Hard cap on replicas of any agent or pool: a typo must not start a thousand pods. */
+export const MAX_REPLICAS = 100;
+
+export const roleName = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9-]+$/, 'role must be 1-64 characters of letters, digits and hyphens')
+  .describe('The agent role: 1-64 letters, digits or hyphens. Unique within a Holt.');
+
+export const workerTarget = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(/^[a-z0-9_-]+$/, 'worker target must be one NATS subject token of [a-z0-9_-]')
+  .describe(
+    'Worker target: a single NATS subject token ([a-z0-9_-]). Targets starting with svc1_ have exactly one consumer.',
+  );
+
+export const argv = z.array(z.string()).min(1, 'must be a non-empty list of strings');
+
+export const workspaceMode = z
+  .enum(['ro', 'rw'])
+  .describe('How the workspace is mounted: ro (read-only) or rw.');
+
+export const secretKeyRef = z
+  .object({
+    name: z.string().min(1).describe('Name of a Secret in the same namespace.'),
+    key: z.string().min(1).describe('Key inside the Secret.'),
+  })
+  .describe('A key of a Secret in the same namespace.');
+
+export const envVar = z
+  .object({
+    name: z.string().min(1).describe('Environment variable name.'),
+    value: z.string().optional().describe('Literal value.'),
+    secretKeyRef: secretKeyRef.optional().describe('Take the value from a Secret key instead.'),
+  })
+  .describe('One environment variable for the agent process.');
+
+export const resources = z
+  .object({
+    requests: z
+      .record(z.string(), z.string())
+      .optional()
+      .describe('Minimum resources, e.g. {cpu: 100m, memory: 128Mi}.'),
+    limits: z
+      .record(z.string(), z.string())
+      .optional()
+      .describe('Maximum resources, e.g. {cpu: "1", memory: 512Mi}.'),
+  })
+  .describe('Compute resources of each pod (Kubernetes ResourceRequirements).');
+
+export { BidType };

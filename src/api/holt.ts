@@ -1,0 +1,125 @@
+import { z } from 'zod';
+import { secretKeyRef } from './common.ts';
+
+const storeBase = {
+  mode: z
+    .enum(['bundled', 'external'])
+    .default('bundled')
+    .describe('bundled: the operator runs it (StatefulSet + PVC); external: use an existing server.'),
+  image: z.string().min(1).optional().describe('Image of the bundled server (official images by default).'),
+  storage: z.string().default('1Gi').describe('PVC size of the bundled server.'),
+  storageClassName: z
+    .string()
+    .optional()
+    .describe('StorageClass of the bundled PVC (cluster default when omitted).'),
+  resources: z
+    .object({
+      requests: z.record(z.string(), z.string()).optional(),
+      limits: z.record(z.string(), z.string()).optional(),
+    })
+    .optional()
+    .describe('Resources of the bundled server.'),
+};
+
+const urlStore = (what: string) =>
+  z
+    .object({
+      ...storeBase,
+      url: z.string().optional().describe(`URL of an external ${what} (external mode; or use urlSecretRef).`),
+      urlSecretRef: secretKeyRef.optional().describe(`Secret key holding the URL of an external ${what}.`),
+    })
+    .default({ mode: 'bundled', storage: '1Gi' })
+    .describe(`Where the Holt's ${what} comes from.`);
+
+export const HoltStores = z
+  .object({
+    redis: urlStore('Redis (the blackboard)'),
+    nats: urlStore('NATS server (doorbells and events)'),
+    postgres: z
+      .object({
+        ...storeBase,
+        secretName: z
+          .string()
+          .optional()
+          .describe(
+            "External mode: a Secret with CloudNativePG's -app keys: uri host port username password dbname.",
+          ),
+        url: z.string().optional().describe('External mode for local runs: a postgres:// URL.'),
+      })
+      .default({ mode: 'bundled', storage: '1Gi' })
+      .describe("Where the Holt's Postgres (inbox and durable state) comes from."),
+  })
+  .default({
+    redis: { mode: 'bundled', storage: '1Gi' },
+    nats: { mode: 'bundled', storage: '1Gi' },
+    postgres: { mode: 'bundled', storage: '1Gi' },
+  })
+  .describe('The three stores a Holt needs.');
+
+export const HoltOrchestrator = z
+  .object({
+    maxReviewIterations: z
+      .number()
+      .int()
+      .min(0)
+      .default(3)
+      .describe('Reworks allowed after rejecting reviews; 0 = unlimited.'),
+    bidTimeoutSeconds: z
+      .number()
+      .positive()
+      .max(3600)
+      .default(30)
+      .describe('Missing bids count as ignore after this many seconds.'),
+    replicas: z
+      .number()
+      .int()
+      .min(1)
+      .max(3)
+      .default(1)
+      .describe('Orchestrator pods; one is active (leased), the others stand by.'),
+    image: z
+      .string()
+      .optional()
+      .describe('Runtime image of the orchestrator (operator default when omitted).'),
+  })
+  .default({ maxReviewIterations: 3, bidTimeoutSeconds: 30, replicas: 1 })
+  .describe('Orchestrator settings and policy.');
+
+export const HoltLlm = z
+  .object({
+    baseUrl: z.url().optional().describe('Default OpenAI-compatible endpoint of the Holt.'),
+    model: z.string().optional().describe('Default model.'),
+    apiKeySecretRef: secretKeyRef.optional().describe('Secret key holding the API key (never logged).'),
+    apiKeyEnv: z.string().optional().describe('Local mode: environment variable holding the API key.'),
+  })
+  .optional()
+  .describe('Default LLM endpoint and model for LLM agents.');
+
+export const HoltWorkspace = z
+  .object({
+    size: z.string().default('1Gi').describe('Size of the workspace PVC.'),
+    storageClassName: z.string().optional().describe('StorageClass of the workspace PVC.'),
+    accessMode: z
+      .enum(['ReadWriteOnce', 'ReadWriteMany'])
+      .default('ReadWriteOnce')
+      .describe('Access mode of the workspace PVC.'),
+    gitUrl: z.string().optional().describe('Seed the workspace by cloning this Git URL once.'),
+    path: z
+      .string()
+      .optional()
+      .describe('Local mode: the workspace directory (the Holt file directory by default).'),
+  })
+  .default({ size: '1Gi', accessMode: 'ReadWriteOnce' })
+  .describe('The shared workspace the agents work in.');
+
+export const HoltSpec = z.object({
+  stores: HoltStores,
+  orchestrator: HoltOrchestrator,
+  llm: HoltLlm,
+  workspace: HoltWorkspace,
+  runtimeImage: z
+    .string()
+    .optional()
+    .describe('Image with the orchestrator and the pup (operator default when omitted).'),
+});
+export type HoltSpec = z.infer<typeof HoltSpec>;
