@@ -1,0 +1,54 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { findBinary } from './bins.ts';
+import { freePort } from './ports.ts';
+import { type ServerProcess, spawnServer, waitReady } from './proc.ts';
+import { makeTempDir, removeDir } from './tmp.ts';
+
+export interface NatsServer {
+  url: string;
+  port: number;
+  monitorUrl: string;
+  proc: ServerProcess;
+  stop(): Promise<void>;
+  restart(): Promise<void>;
+}
+
+export interface NatsOptions {
+  /** A persistent directory (kept on stop); a fresh temp dir by default. */
+  dir?: string;
+  port?: number;
+}
+
+export async function startNats(opts: NatsOptions = {}): Promise<NatsServer> {
+  const bin = findBinary('nats-server', ['/usr/sbin', '/usr/bin', '/usr/local/bin']);
+  const dir = opts.dir ?? makeTempDir('nats');
+  const keep = opts.dir !== undefined;
+  mkdirSync(dir, { recursive: true });
+  const port = opts.port ?? (await freePort());
+  const monitor = await freePort();
+  const args = ['-a', '127.0.0.1', '-p', String(port), '-m', String(monitor), '-js', '-sd', join(dir, 'js')];
+  const launch = async (): Promise<ServerProcess> => {
+    const proc = spawnServer({ name: 'nats', command: bin, args, dir });
+    await waitReady(proc, async () => {
+      const res = await fetch(`http://127.0.0.1:${monitor}/healthz?js-enabled-only=true`);
+      return res.ok;
+    });
+    return proc;
+  };
+  const server: NatsServer = {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    monitorUrl: `http://127.0.0.1:${monitor}`,
+    proc: await launch(),
+    async stop() {
+      await server.proc.stop();
+      if (!keep) removeDir(dir);
+    },
+    async restart() {
+      await server.proc.stop();
+      server.proc = await launch();
+    },
+  };
+  return server;
+}

@@ -1,0 +1,134 @@
+import { execFileSync } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { postgresBinDir } from './bins.ts';
+import { freePort } from './ports.ts';
+import { type ServerProcess, spawnServer, waitReady } from './proc.ts';
+import { makeTempDir, removeDir } from './tmp.ts';
+
+export interface PostgresServer {
+  /** Connection string of the test file's own database. */
+  url: string;
+  port: number;
+  database: string;
+  proc: ServerProcess;
+  /** A connection string for another fresh database on the same server. */
+  createDatabase(name: string): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** Postgres refuses to run as root: as root, drop to the `postgres` user (Debian's package creates it). */
+function runAs(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  try {
+    const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
+    const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
+    return { uid, gid };
+  } catch {
+    throw new Error('running as root needs the `postgres` user to start Postgres: run `make setup`');
+  }
+}
+
+const USER = 'holt';
+
+export interface PostgresOptions {
+  database?: string;
+  /** A persistent directory (initdb only the first time; kept on stop); a fresh temp dir by default. */
+  dir?: string;
+  port?: number;
+}
+
+export async function startPostgres(opts: PostgresOptions | string = {}): Promise<PostgresServer> {
+  const o = typeof opts === 'string' ? { database: opts } : opts;
+  const database = o.database ?? 'holt_test';
+  const bin = postgresBinDir();
+  const dir = o.dir ?? makeTempDir('pg');
+  const keep = o.dir !== undefined;
+  const data = join(dir, 'data');
+  const sock = join(dir, 'sock');
+  const fresh = !existsSync(join(data, 'PG_VERSION'));
+  mkdirSync(data, { recursive: true, mode: 0o700 });
+  mkdirSync(sock, { recursive: true });
+  const ids = runAs();
+  if (ids) {
+    chownSync(data, ids.uid, ids.gid);
+    chownSync(sock, ids.uid, ids.gid);
+  }
+  if (fresh)
+    execFileSync(
+      join(bin, 'initdb'),
+      ['-D', data, '-U', USER, '-A', 'trust', '--no-sync', '-E', 'UTF8', '--locale', 'C'],
+      {
+        stdio: 'pipe',
+        uid: ids?.uid,
+        gid: ids?.gid,
+        env: { ...process.env, LC_ALL: 'C' },
+      },
+    );
+  const port = o.port ?? (await freePort());
+  const proc = spawnServer({
+    name: 'postgres',
+    command: join(bin, 'postgres'),
+    args: [
+      '-D',
+      data,
+      '-p',
+      String(port),
+      '-k',
+      sock,
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'fsync=off',
+      '-c',
+      'synchronous_commit=off',
+      '-c',
+      'full_page_writes=off',
+      '-c',
+      'max_connections=200',
+    ],
+    dir,
+    uid: ids?.uid,
+    gid: ids?.gid,
+  });
+  const base = `postgres://${USER}@127.0.0.1:${port}`;
+  await waitReady(proc, async () => {
+    const c = new pg.Client({ connectionString: `${base}/postgres` });
+    await c.connect();
+    await c.end();
+    return true;
+  });
+  const createDatabase = async (name: string): Promise<string> => {
+    const c = new pg.Client({ connectionString: `${base}/postgres` });
+    await c.connect();
+    try {
+      await c.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+    } finally {
+      await c.end();
+    }
+    return `${base}/${name}`;
+  };
+  const exists = async (): Promise<boolean> => {
+    const c = new pg.Client({ connectionString: `${base}/postgres` });
+    await c.connect();
+    try {
+      return (await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [database])).rowCount === 1;
+    } finally {
+      await c.end();
+    }
+  };
+  return {
+    url: (await exists()) ? `${base}/${database}` : await createDatabase(database),
+    port,
+    database,
+    proc,
+    createDatabase,
+    async stop() {
+      // SIGINT is Postgres's "fast shutdown": aborts sessions, exits cleanly.
+      proc.child.kill('SIGINT');
+      await proc.stop(5000);
+      if (!keep) removeDir(dir);
+    },
+  };
+}

@@ -1,0 +1,109 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/**
+ * Every server a test starts records its pid under the run's pid directory (set by global-setup),
+ * so the global teardown can kill whatever a crashed test file left behind.
+ */
+export function pidDir(): string | undefined {
+  return process.env.HOLT_TEST_PID_DIR;
+}
+
+export interface ServerProcess {
+  readonly name: string;
+  readonly child: ChildProcess;
+  readonly logFile: string;
+  /** The last lines the process wrote, for error messages. */
+  tail(lines?: number): string;
+  stop(graceMs?: number): Promise<void>;
+}
+
+export interface SpawnServerOptions {
+  name: string;
+  command: string;
+  args: string[];
+  dir: string;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+  uid?: number;
+  gid?: number;
+}
+
+export function spawnServer(opts: SpawnServerOptions): ServerProcess {
+  mkdirSync(opts.dir, { recursive: true });
+  const logFile = join(opts.dir, `${opts.name}.log`);
+  const fd = openSync(logFile, 'a');
+  const child = spawn(opts.command, opts.args, {
+    cwd: opts.cwd ?? opts.dir,
+    env: opts.env ?? process.env,
+    stdio: ['ignore', fd, fd],
+    uid: opts.uid,
+    gid: opts.gid,
+  });
+  const pd = pidDir();
+  const pidFile = pd && child.pid ? join(pd, `${child.pid}`) : undefined;
+  if (pidFile) writeFileSync(pidFile, `${opts.name}\n`);
+  let exited = child.exitCode !== null;
+  const exitedP = new Promise<void>((resolve) => {
+    child.once('exit', () => {
+      exited = true;
+      if (pidFile) rmSync(pidFile, { force: true });
+      resolve();
+    });
+    child.once('error', () => {
+      exited = true;
+      resolve();
+    });
+  });
+  const tail = (lines = 20): string => {
+    try {
+      return readFileSync(logFile, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    } catch {
+      return '';
+    }
+  };
+  return {
+    name: opts.name,
+    child,
+    logFile,
+    tail,
+    async stop(graceMs = 5000) {
+      if (exited) return;
+      child.kill('SIGTERM');
+      const t = await Promise.race([exitedP.then(() => 'exit'), sleep(graceMs).then(() => 'timeout')]);
+      if (t === 'timeout' && !exited) {
+        child.kill('SIGKILL');
+        await exitedP;
+      }
+    },
+  };
+}
+
+/** Polls `probe` until it resolves truthy; fails early if the process dies, with its log tail. */
+export async function waitReady(
+  proc: ServerProcess,
+  probe: () => Promise<boolean>,
+  timeoutMs = 30_000,
+  intervalMs = 50,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (proc.child.exitCode !== null || proc.child.signalCode !== null) {
+      throw new Error(
+        `${proc.name} exited (${proc.child.exitCode ?? proc.child.signalCode}) before it was ready:\n${proc.tail()}`,
+      );
+    }
+    try {
+      if (await probe()) return;
+    } catch {
+      // not ready yet
+    }
+    if (Date.now() > deadline) {
+      await proc.stop(1000);
+      throw new Error(`${proc.name} not ready after ${timeoutMs} ms:\n${proc.tail()}`);
+    }
+    await sleep(intervalMs);
+  }
+}
