@@ -1,0 +1,69 @@
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { Blackboard } from '../../blackboard/client.ts';
+import { CliError, EXIT, out } from '../output.ts';
+import { resolveInstance } from '../resolve.ts';
+import { watch } from './watch.ts';
+
+/** Holt refuses a dirty workspace (untracked files included) so agents start from a known commit. */
+export function checkClean(workspace: string): void {
+  let status: string;
+  try {
+    status = execFileSync('git', ['status', '--porcelain'], {
+      cwd: workspace,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }).toString();
+  } catch {
+    throw new CliError(
+      `${workspace} is not a git repository: run \`git init\` there, or pass --allow-dirty`,
+      EXIT.dirty,
+    );
+  }
+  if (status.trim())
+    throw new CliError(
+      `Git workspace is not clean: commit or stash these first, or pass --allow-dirty\n${status.trimEnd()}`,
+      EXIT.dirty,
+    );
+}
+
+export async function forage(opts: {
+  goal: string;
+  name?: string;
+  watch?: boolean;
+  allowDirty?: boolean;
+  output?: string;
+  timeout?: string;
+}): Promise<void> {
+  if (!opts.goal.trim()) throw new CliError('--goal: must not be empty', EXIT.usage);
+  const s = resolveInstance(opts.name);
+  if (!opts.allowDirty) checkClean(s.workspace);
+  const id = randomUUID();
+  const createGoal = async () => {
+    const bb = Blackboard.connect(s.redisUrl!, s.name);
+    try {
+      await bb.createArtefact({
+        id,
+        logical_id: id,
+        version: 1,
+        structural_type: 'Standard',
+        type: 'GoalDefined',
+        payload: opts.goal,
+        source_artefacts: [],
+        produced_by_role: 'user',
+      });
+    } finally {
+      await bb.close();
+    }
+    // JSONL output stays machine-readable: the goal appears in the stream itself.
+    if (!opts.watch || opts.output === 'default' || !opts.output) out(`Goal artefact created: ${id}`);
+  };
+  if (!opts.watch) return createGoal();
+  // Subscribe first so nothing the goal sets off is missed.
+  await watch({
+    name: s.name,
+    output: opts.output ?? 'default',
+    exitOnCompletion: true,
+    timeout: opts.timeout,
+    onReady: createGoal,
+  });
+}

@@ -1,0 +1,134 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { HoltFileError, loadHoltFile } from '../../api/holtfile.ts';
+import {
+  effectiveStatus,
+  INSTANCE_NAME,
+  instanceDir,
+  isAlive,
+  listInstances,
+  readState,
+} from '../../local/instance.ts';
+import { CliError, EXIT, err, out, paint, progress } from '../output.ts';
+import { workspaceOf } from '../resolve.ts';
+
+const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'main.ts');
+
+export interface UpOptions {
+  file: string;
+  name?: string;
+  force?: boolean;
+  timeout: string;
+}
+
+function nextDefaultName(): string {
+  const used = listInstances()
+    .map((s) => /^default-(\d+)$/.exec(s.name)?.[1])
+    .filter((n): n is string => n !== undefined)
+    .map(Number);
+  return `default-${used.length ? Math.max(...used) + 1 : 1}`;
+}
+
+export async function up(opts: UpOptions): Promise<void> {
+  const file = resolve(opts.file);
+  if (!existsSync(file))
+    throw new CliError(`${opts.file} not found: write a Holt file or pass -f <file>`, EXIT.notFound);
+  let holt: ReturnType<typeof loadHoltFile>;
+  try {
+    holt = loadHoltFile(file);
+  } catch (e) {
+    if (e instanceof HoltFileError) throw new CliError(e.message, EXIT.usage);
+    throw e;
+  }
+  for (const w of holt.warnings) err(paint('yellow', `warning: ${w}`, process.stderr));
+  const name = opts.name ?? holt.name ?? nextDefaultName();
+  if (!INSTANCE_NAME.test(name) || name.length > 63)
+    throw new CliError(
+      `invalid instance name '${name}': use lowercase letters, digits and '-' (max 63)`,
+      EXIT.usage,
+    );
+  const existing = readState(name);
+  if (existing && isAlive(existing.supervisorPid))
+    throw new CliError(
+      `instance '${name}' already exists and is ${effectiveStatus(existing)}: \`holt down --name ${name}\` first`,
+    );
+  const workspace = holt.holt.workspace.path
+    ? resolve(dirname(file), holt.holt.workspace.path)
+    : workspaceOf(dirname(file));
+  const clash = listInstances().find((s) => s.workspace === workspace && isAlive(s.supervisorPid));
+  if (clash && !opts.force)
+    throw new CliError(
+      `workspace in use by instance '${clash.name}': use --force to run another instance on it`,
+    );
+
+  const dir = instanceDir(name);
+  mkdirSync(dir, { recursive: true });
+  const logFile = join(dir, 'supervisor.log');
+  const fd = openSync(logFile, 'a');
+  const child = spawn(
+    process.execPath,
+    [
+      '--no-warnings=ExperimentalWarning',
+      CLI,
+      '__supervise',
+      '--name',
+      name,
+      '--file',
+      file,
+      '--workspace',
+      workspace,
+    ],
+    { detached: true, stdio: ['ignore', fd, fd], env: process.env },
+  );
+  child.unref();
+
+  const timeoutMs = Number.parseInt(opts.timeout, 10) * 1000;
+  const p = progress(`Starting instance '${name}'`);
+  const deadline = Date.now() + timeoutMs + 15_000;
+  for (;;) {
+    await sleep(200);
+    const s = readState(name);
+    if (s && s.supervisorPid === child.pid) {
+      const pending = s.components.filter((c) => c.status !== 'running').map((c) => c.name);
+      p.update(pending.length ? `(waiting for ${pending.join(', ')})` : '');
+      if (s.status === 'running') {
+        p.done();
+        out(
+          `${paint('green', '✓')} Instance '${name}' started successfully (${s.components.filter((c) => c.kind !== 'orchestrator').length} agents ready)`,
+        );
+        out(`  workspace: ${workspace}`);
+        out(`  logs:      ${join(dir, 'logs')}   (holt logs <role|orchestrator>)`);
+        out(`  next:      holt forage --goal "..." --watch`);
+        return;
+      }
+      if (s.status === 'failed' || (s.status === 'stopped' && !isAlive(child.pid))) {
+        p.done();
+        throw new CliError(
+          `instance '${name}' failed to start: ${s.error ?? 'unknown error'}\n${tail(logFile)}`,
+        );
+      }
+    } else if (!isAlive(child.pid)) {
+      p.done();
+      throw new CliError(`instance '${name}' failed to start:\n${tail(logFile)}`);
+    }
+    if (Date.now() > deadline) {
+      p.done();
+      process.kill(child.pid!, 'SIGTERM');
+      throw new CliError(
+        `instance '${name}' not ready after ${opts.timeout}s; rolled back (see ${logFile})`,
+        EXIT.timeout,
+      );
+    }
+  }
+}
+
+function tail(file: string, lines = 15): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}

@@ -1,0 +1,162 @@
+import { Command, CommanderError, Option } from 'commander';
+import { ConfigError } from '../common/config.ts';
+import { convert } from './commands/convert.ts';
+import { down } from './commands/down.ts';
+import { forage } from './commands/forage.ts';
+import { hoard } from './commands/hoard.ts';
+import { list } from './commands/list.ts';
+import { logs } from './commands/logs.ts';
+import { answer, questions } from './commands/questions.ts';
+import { status } from './commands/status.ts';
+import { up } from './commands/up.ts';
+import { watch } from './commands/watch.ts';
+import { CliError, EXIT, err, paint } from './output.ts';
+
+const EXIT_HELP = `
+Exit codes:
+  0  success            3  instance, artefact or component not found
+  1  error              4  the git workspace is not clean (forage)
+  2  bad usage or file  5  timed out waiting`;
+
+const nameOpt = () =>
+  new Option('-n, --name <instance>', 'instance name (default: the instance of this workspace)');
+const outOpt = () =>
+  new Option('-o, --output <format>', 'output format: default or jsonl').default('default');
+
+function program(): Command {
+  const p = new Command('holt')
+    .description('Holt: clans of tool-equipped AI agents cooperating through a shared blackboard.')
+    .version('0.1.0')
+    .showHelpAfterError('(run with --help for usage)')
+    .addHelpText('after', EXIT_HELP)
+    .exitOverride();
+
+  p.command('up')
+    .description('start a Holt on this machine: Redis, NATS, Postgres, the orchestrator and every agent')
+    .option('-f, --file <file>', 'Holt file (Holt holt.yml v1.0 or version 2)', 'holt.yml')
+    .addOption(nameOpt())
+    .option('--force', 'start even if another instance uses this workspace')
+    .option('--timeout <seconds>', 'how long to wait for every component to be healthy', '60')
+    .action((o) => up(o));
+  p.command('down')
+    .description('stop an instance and every process it started')
+    .addOption(nameOpt())
+    .option('--purge', 'also delete its data (blackboard, inbox, logs)')
+    .action((o) => down(o));
+  p.command('list')
+    .description('list local instances')
+    .option('-j, --json', 'JSON output')
+    .action((o) => list(o));
+  p.command('status')
+    .description('an instance: its components and their health, claims by status')
+    .addOption(nameOpt())
+    .option('-j, --json', 'JSON output')
+    .action((o) => status(o));
+  p.command('forage')
+    .description('start a workflow: create a GoalDefined artefact')
+    .requiredOption('-g, --goal <text>', 'the goal')
+    .addOption(nameOpt())
+    .option('-w, --watch', 'stream the workflow until it completes')
+    .option('--allow-dirty', 'do not require a clean git workspace')
+    .addOption(outOpt())
+    .option('--timeout <seconds>', 'with --watch: give up after this many seconds (exit 5)')
+    .action((o) => forage(o));
+  p.command('watch')
+    .description('live events, with history replay when a filter is given')
+    .addOption(nameOpt())
+    .addOption(outOpt())
+    .option('--since <time>', 'RFC3339 time or a duration before now (5m)')
+    .option('--until <time>', 'RFC3339 time or a duration before now')
+    .option('--type <glob>', 'only artefacts whose type matches')
+    .option('--agent <role>', 'only artefacts produced by this role')
+    .option('--exit-on-completion', 'exit 0 on a Terminal artefact (1 on an orchestrator Failure)')
+    .option('--timeout <seconds>', 'give up after this many seconds (exit 5)')
+    .action((o) => watch(o));
+  p.command('hoard')
+    .description('list artefacts, or show one by id (a prefix of 6+ characters is enough)')
+    .argument('[id]', 'artefact id or prefix')
+    .addOption(nameOpt())
+    .addOption(outOpt())
+    .option('--since <time>', 'RFC3339 time or a duration before now')
+    .option('--until <time>', 'RFC3339 time or a duration before now')
+    .option('--type <glob>', 'only artefacts whose type matches')
+    .option('--agent <role>', 'only artefacts produced by this role')
+    .action((id, o) => hoard(id, o));
+  p.command('questions')
+    .description('questions agents asked that nobody answered yet')
+    .addOption(nameOpt())
+    .addOption(outOpt())
+    .option('--wait', 'block until a question appears')
+    .action((o) => questions(o));
+  p.command('answer')
+    .description('answer a question; the asking agent resumes')
+    .argument('<question-id>', 'question id or prefix')
+    .argument('<text>', 'the answer')
+    .addOption(nameOpt())
+    .action((id, text, o) => answer(id, text, o));
+  p.command('logs')
+    .description("show a component's log (an agent role, or orchestrator)")
+    .argument('<component>', 'agent role or orchestrator')
+    .addOption(nameOpt())
+    .option('-f, --follow', 'keep printing new lines')
+    .option('--lines <n>', 'lines to show', '100')
+    .action((c, o) => logs(c, o));
+  p.command('convert')
+    .description('print the Kubernetes manifests (Holt, Agent, WorkerPool) equivalent to a Holt file')
+    .argument('[file]', 'Holt file', 'holt.yml')
+    .addOption(nameOpt())
+    .option('--namespace <ns>', 'namespace to put in the manifests')
+    .action((f, o) => convert(f, o));
+
+  // Programs of the runtime, run inside pods or by `holt up`.
+  p.command('orchestrator', { hidden: false })
+    .description('run the orchestrator (configured by environment; see docs)')
+    .allowUnknownOption()
+    .helpOption(false)
+    .action(async (_o, cmd: Command) => {
+      const m = await import('../orchestrator/main.ts');
+      process.exitCode = await m.main(cmd.args, process.env);
+    });
+  p.command('pup')
+    .description('run the agent pup (configured by environment; see docs)')
+    .allowUnknownOption()
+    .helpOption(false)
+    .action(async (_o, cmd: Command) => {
+      const m = await import('../pup/main.ts');
+      process.exitCode = await m.main(cmd.args, process.env);
+    });
+  p.command('__supervise', { hidden: true })
+    .requiredOption('--name <name>')
+    .requiredOption('--file <file>')
+    .requiredOption('--workspace <dir>')
+    .action(async (o) => {
+      const m = await import('../local/daemon.ts');
+      process.exitCode = await m.runDaemon(o);
+    });
+  return p;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  try {
+    await program().parseAsync(argv, { from: 'user' });
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (e) {
+    if (e instanceof CommanderError) return e.exitCode === 0 ? 0 : EXIT.usage;
+    if (e instanceof CliError) {
+      err(`${paint('red', 'Error:', process.stderr)} ${e.message}`);
+      return e.code;
+    }
+    if (e instanceof ConfigError) {
+      err(`${paint('red', 'Error:', process.stderr)} ${e.message}`);
+      return EXIT.usage;
+    }
+    err(`${paint('red', 'Error:', process.stderr)} ${e instanceof Error ? e.message : String(e)}`);
+    if (process.env.HOLT_DEBUG) err(String((e as Error).stack));
+    return EXIT.error;
+  }
+}
+
+if (import.meta.main) {
+  const code = await main(process.argv.slice(2));
+  process.exitCode = code;
+}

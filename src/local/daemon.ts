@@ -1,0 +1,173 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { isScalable } from '../api/agent.ts';
+import { type HoltFile, type HoltFileAgent, loadHoltFile } from '../api/holtfile.ts';
+import { pupEnvironment } from '../api/pupenv.ts';
+import { registrationOf } from '../api/registry.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import { createLogger } from '../common/logger.ts';
+import { type InstanceState, instanceDir, writeState } from './instance.ts';
+import { startNats } from './nats.ts';
+import { freePort } from './ports.ts';
+import { startPostgres } from './postgres.ts';
+import { startRedis } from './redis.ts';
+import { type ComponentSpec, Supervisor } from './supervisor.ts';
+
+const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'cli', 'main.ts');
+
+export interface DaemonOptions {
+  name: string;
+  file: string;
+  workspace: string;
+  /** How long components get to pass their health checks before `up` is rolled back. */
+  readyTimeoutMs?: number;
+}
+
+/** `${VAR}` and `$VAR` from the environment of `holt up`, as Holt's os.ExpandEnv does on the host. */
+export function expandEnv(value: string, env: NodeJS.ProcessEnv): string {
+  return value.replace(
+    /\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+    (_m, a, b) => env[a ?? b] ?? '',
+  );
+}
+
+function holtCommand(args: string[]): { command: string; args: string[] } {
+  return { command: process.execPath, args: ['--no-warnings=ExperimentalWarning', CLI, ...args] };
+}
+
+/** Postgres refuses root, and /root is not traversable by the postgres user: keep its data elsewhere. */
+function postgresDir(name: string): string {
+  return process.getuid?.() === 0
+    ? join('/var/lib/holt/instances', name, 'postgres')
+    : join(instanceDir(name), 'data', 'postgres');
+}
+
+async function agentComponents(
+  file: HoltFile,
+  agent: HoltFileAgent,
+  base: { instance: string; workspace: string; conn: Record<string, string> },
+): Promise<ComponentSpec[]> {
+  const make = async (
+    name: string,
+    kind: ComponentSpec['kind'],
+    mode: 'standard' | 'controller' | 'worker',
+  ) => {
+    const healthPort = await freePort();
+    const env = pupEnvironment(
+      { ...agent, env: agent.env.map((e) => ({ ...e, value: e.value && expandEnv(e.value, process.env) })) },
+      { instance: base.instance, role: agent.role, workspace: base.workspace, healthPort, mode },
+    );
+    return {
+      name,
+      kind,
+      role: agent.role,
+      ...holtCommand(['pup']),
+      env: { ...process.env, ...base.conn, ...env },
+      cwd: base.workspace,
+      healthPort,
+    };
+  };
+  void file;
+  if (!isScalable(agent)) return [await make(agent.role, 'agent', 'standard')];
+  // Until inbox workers exist, a scalable role runs as a controller that bids plus a standard pup.
+  return [await make(`${agent.role}`, 'agent', 'standard')];
+}
+
+/** The local instance supervisor: stores, registry, orchestrator and pups; runs until SIGTERM. */
+export async function runDaemon(opts: DaemonOptions): Promise<number> {
+  const dir = instanceDir(opts.name);
+  const log = createLogger('holt-up', { instance: opts.name });
+  const state: InstanceState = {
+    name: opts.name,
+    workspace: opts.workspace,
+    holtFile: resolve(opts.file),
+    supervisorPid: process.pid,
+    startedAt: Date.now(),
+    status: 'starting',
+    components: [],
+  };
+  let sup: Supervisor | undefined;
+  const save = () => {
+    state.components = sup?.states() ?? [];
+    writeState(state);
+  };
+  save();
+  const stores: { stop(): Promise<void> }[] = [];
+  const abort = new AbortController();
+  const shutdown = async (status: 'stopped' | 'failed') => {
+    abort.abort();
+    state.status = 'stopping';
+    save();
+    await sup?.stopAll();
+    for (const s of stores.reverse()) await s.stop().catch(() => undefined);
+    state.status = status;
+    save();
+  };
+  try {
+    const file = loadHoltFile(opts.file);
+    mkdirSync(join(dir, 'data'), { recursive: true });
+    const fileStores = file.holt.stores;
+    const redisUrl = fileStores.redis.url ?? process.env.HOLT_REDIS_URL;
+    const natsUrl = fileStores.nats.url ?? process.env.HOLT_NATS_URL;
+    const pgUrl = fileStores.postgres.url ?? process.env.HOLT_DATABASE_URL;
+    const [redis, nats, pg] = await Promise.all([
+      redisUrl ? undefined : startRedis({ dir: join(dir, 'data', 'redis'), aof: 'everysec' }),
+      natsUrl ? undefined : startNats({ dir: join(dir, 'data', 'nats') }),
+      pgUrl ? undefined : startPostgres({ dir: postgresDir(opts.name), database: 'holt' }),
+    ]);
+    for (const s of [redis, nats, pg]) if (s) stores.push(s);
+    state.redisUrl = redisUrl ?? redis!.url;
+    state.natsUrl = natsUrl ?? nats!.url;
+    state.postgresUrl = pgUrl ?? pg!.url;
+    save();
+
+    const bb = Blackboard.connect(state.redisUrl, opts.name);
+    await bb.setAgents(file.agents.map(registrationOf));
+    await bb.close();
+
+    const conn = { REDIS_URL: state.redisUrl, NATS_URL: state.natsUrl, DATABASE_URL: state.postgresUrl };
+    sup = new Supervisor(join(dir, 'logs'), log, save);
+    const orchPort = await freePort();
+    sup.add({
+      name: 'orchestrator',
+      kind: 'orchestrator',
+      ...holtCommand(['orchestrator']),
+      env: {
+        ...process.env,
+        ...conn,
+        HOLT_INSTANCE_NAME: opts.name,
+        HOLT_HEALTH_PORT: String(orchPort),
+        HOLT_MAX_REVIEW_ITERATIONS: String(file.holt.orchestrator.maxReviewIterations),
+        HOLT_BID_TIMEOUT_MS: String(file.holt.orchestrator.bidTimeoutSeconds * 1000),
+      },
+      cwd: opts.workspace,
+      healthPort: orchPort,
+    });
+    for (const agent of file.agents)
+      for (const c of await agentComponents(file, agent, {
+        instance: opts.name,
+        workspace: opts.workspace,
+        conn,
+      }))
+        sup.add(c);
+
+    const pending = await sup.waitHealthy(opts.readyTimeoutMs ?? 30_000);
+    if (pending.length)
+      throw new Error(`not healthy in time: ${pending.join(', ')} (see ${join(dir, 'logs')})`);
+    state.status = 'running';
+    save();
+    void sup.watchHealth(abort.signal);
+  } catch (e) {
+    state.error = e instanceof Error ? e.message : String(e);
+    log.error({ event_type: 'up_failed', error: state.error }, 'start failed; rolling back');
+    await shutdown('failed');
+    return 1;
+  }
+  await new Promise<void>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  await shutdown('stopped');
+  return 0;
+}

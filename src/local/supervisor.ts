@@ -1,0 +1,173 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, openSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { backoffDelay } from '../common/backoff.ts';
+import type { Logger } from '../common/logger.ts';
+import type { ComponentState } from './instance.ts';
+
+/** One supervised child process (the orchestrator or a pup). */
+export interface ComponentSpec {
+  name: string;
+  kind: ComponentState['kind'];
+  role?: string;
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+  healthPort?: number;
+}
+
+interface Running {
+  spec: ComponentSpec;
+  state: ComponentState;
+  child?: ChildProcess;
+  startedAt: number;
+  exited?: Promise<void>;
+}
+
+/** A child that stayed up this long has its restart backoff reset. */
+const STABLE_MS = 60_000;
+
+/**
+ * Keeps components running: restarts one that dies, with exponential backoff, and logs each
+ * component to its own file. `onChange` is called whenever a component's state changes.
+ */
+export class Supervisor {
+  private readonly running = new Map<string, Running>();
+  private stopping = false;
+  private readonly logDir: string;
+  private readonly log: Logger;
+  private readonly onChange: () => void;
+
+  constructor(logDir: string, log: Logger, onChange: () => void) {
+    this.logDir = logDir;
+    this.log = log;
+    this.onChange = onChange;
+    mkdirSync(logDir, { recursive: true });
+  }
+
+  states(): ComponentState[] {
+    return [...this.running.values()].map((r) => r.state);
+  }
+
+  add(spec: ComponentSpec): void {
+    const state: ComponentState = {
+      name: spec.name,
+      kind: spec.kind,
+      role: spec.role,
+      status: 'starting',
+      restarts: 0,
+      healthPort: spec.healthPort,
+      logFile: join(this.logDir, `${spec.name}.log`),
+    };
+    const r: Running = { spec, state, startedAt: 0 };
+    this.running.set(spec.name, r);
+    this.spawn(r);
+  }
+
+  private spawn(r: Running): void {
+    const fd = openSync(r.state.logFile, 'a');
+    const child = spawn(r.spec.command, r.spec.args, {
+      cwd: r.spec.cwd,
+      env: r.spec.env,
+      stdio: ['ignore', fd, fd],
+    });
+    r.child = child;
+    r.startedAt = Date.now();
+    r.state.pid = child.pid;
+    r.state.status = 'starting';
+    this.onChange();
+    r.exited = new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        r.state.lastExit = signal ? `signal ${signal}` : `exit code ${code}`;
+        r.state.pid = undefined;
+        resolve();
+        void this.onExit(r, child);
+      });
+      child.once('error', (e) => {
+        r.state.lastExit = e.message;
+      });
+    });
+  }
+
+  private async onExit(r: Running, child: ChildProcess): Promise<void> {
+    if (this.stopping || r.child !== child) {
+      r.state.status = 'stopped';
+      this.onChange();
+      return;
+    }
+    if (Date.now() - r.startedAt > STABLE_MS) r.state.restarts = 0;
+    const delay = Math.max(250, backoffDelay(r.state.restarts, 1000, 30_000));
+    r.state.restarts++;
+    r.state.status = 'restarting';
+    this.log.warn(
+      {
+        event_type: 'component_restart',
+        component_name: r.spec.name,
+        last_exit: r.state.lastExit,
+        delay_ms: delay,
+      },
+      `${r.spec.name} exited (${r.state.lastExit}); restarting in ${delay} ms`,
+    );
+    this.onChange();
+    await sleep(delay);
+    if (!this.stopping) this.spawn(r);
+  }
+
+  /** Marks a component running once its health endpoint answered. */
+  markHealthy(name: string): void {
+    const r = this.running.get(name);
+    if (r && r.state.status === 'starting') {
+      r.state.status = 'running';
+      this.onChange();
+    }
+  }
+
+  /** Waits until every component with a health port answers 200 on /healthz. */
+  async waitHealthy(timeoutMs: number, onProgress?: (pending: string[]) => void): Promise<string[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const pending: string[] = [];
+      await Promise.all(
+        [...this.running.values()].map(async (r) => {
+          if (r.state.status === 'running') return;
+          if (!r.spec.healthPort) return this.markHealthy(r.spec.name);
+          try {
+            const res = await fetch(`http://127.0.0.1:${r.spec.healthPort}/healthz`, {
+              signal: AbortSignal.timeout(1000),
+            });
+            if (res.ok) return this.markHealthy(r.spec.name);
+          } catch {
+            // not up yet
+          }
+          pending.push(r.spec.name);
+        }),
+      );
+      onProgress?.(pending);
+      if (!pending.length || Date.now() > deadline) return pending.sort();
+      await sleep(200);
+    }
+  }
+
+  /** Keeps re-checking health so a restarted component goes back to running. */
+  async watchHealth(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await sleep(1000, undefined, { signal }).catch(() => undefined);
+      if (!this.stopping) await this.waitHealthy(0);
+    }
+  }
+
+  /** SIGTERM everything (in reverse start order, agents before the orchestrator), SIGKILL after the grace. */
+  async stopAll(graceMs = 10_000): Promise<void> {
+    this.stopping = true;
+    const all = [...this.running.values()].reverse();
+    for (const r of all) r.child?.kill('SIGTERM');
+    const done = Promise.all(all.map((r) => r.exited));
+    const t = await Promise.race([done.then(() => 'done'), sleep(graceMs).then(() => 'timeout')]);
+    if (t === 'timeout') {
+      for (const r of all) if (r.state.pid) r.child?.kill('SIGKILL');
+      await done;
+    }
+  }
+}
