@@ -60,6 +60,16 @@ export interface KubeCluster {
 const ADMIN_USER = 'holt-admin';
 const SERVICE_CIDR = '10.0.0.0/24';
 const ISSUER = 'https://kubernetes.default.svc.cluster.local';
+const KCM_DISABLED = [
+  'cloud-node-lifecycle-controller',
+  'service-lb-controller',
+  'node-route-controller',
+  'node-ipam-controller',
+  'persistentvolume-attach-detach-controller',
+  'persistentvolume-binder-controller',
+  'persistentvolume-expander-controller',
+  'horizontal-pod-autoscaler-controller',
+];
 
 /** GET https://127.0.0.1:<port><path> with the token, trusting `ca`; resolves with status and body. */
 function httpsGet(
@@ -236,6 +246,9 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
         // Without a controller manager nothing creates the `default` ServiceAccount, so the
         // ServiceAccount admission plugin would reject every pod (envtest disables it too).
         ...(opts.controllerManager ? [] : ['--disable-admission-plugins=ServiceAccount']),
+        // The `kubernetes` Service's endpoints would be 127.0.0.1, which Endpoints reject as loopback:
+        // skip reconciling them instead of logging an error every 10 s.
+        '--endpoint-reconciler-type=none',
         '--profiling=false',
         '--v=1',
       ],
@@ -267,8 +280,8 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
         command: kubeBinary('kube-controller-manager'),
         args: [
           `--kubeconfig=${kcmConfig}`,
-          `--authentication-kubeconfig=${kcmConfig}`,
-          `--authorization-kubeconfig=${kcmConfig}`,
+          // Its own HTTPS endpoint only serves /healthz (always allowed) to the harness: no delegated
+          // authn/authz, which would look for a client-CA ConfigMap this apiserver does not publish.
           '--bind-address=127.0.0.1',
           `--secure-port=${kcmPort}`,
           `--cert-dir=${join(dir, 'kcm-certs')}`,
@@ -278,7 +291,8 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
           `--service-account-private-key-file=${saKey}`,
           `--root-ca-file=${caPath}`,
           `--service-cluster-ip-range=${SERVICE_CIDR}`,
-          '--controllers=*,-nodeipam-controller,-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller,-persistentvolume-attach-detach-controller,-persistentvolume-binder-controller,-persistentvolume-expander-controller',
+          // Everything on by default except what needs a cloud, volumes, node CIDRs or metrics.
+          `--controllers=*,${KCM_DISABLED.map((c) => `-${c}`).join(',')}`,
           '--v=1',
         ],
         dir,
@@ -305,8 +319,6 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
         command: kubeBinary('kube-scheduler'),
         args: [
           `--kubeconfig=${schedConfig}`,
-          `--authentication-kubeconfig=${schedConfig}`,
-          `--authorization-kubeconfig=${schedConfig}`,
           '--bind-address=127.0.0.1',
           `--secure-port=${schedPort}`,
           `--cert-dir=${join(dir, 'scheduler-certs')}`,
