@@ -222,3 +222,77 @@ describe('blackboard: Holt byte compatibility', () => {
     await s.close();
   });
 });
+
+describe('blackboard: orchestrator support', () => {
+  it('indexes the children of each source inside the artefact write', async () => {
+    const g = goal();
+    await bb.createArtefact(g);
+    const childId = randomUUID();
+    await bb.createArtefact({ ...goal(), id: childId, logical_id: childId, source_artefacts: [g.id, g.id] });
+    expect(await bb.childrenOf(g.id)).toEqual([childId]);
+    // An artefact written by Holt's own pup (plain HSET) joins the indexes through indexArtefacts.
+    const foreign = { ...goal(), id: randomUUID(), source_artefacts: [g.id], created_at_ms: 42 };
+    await bb.indexArtefacts([foreign]);
+    expect((await bb.childrenOf(g.id)).sort()).toEqual([childId, foreign.id].sort());
+    expect(await bb.artefactIdsSince(0)).toContainEqual({ id: foreign.id, ms: 42 });
+    expect((await bb.artefactIdsSince(1730000000001)).map((x) => x.id)).not.toContain(g.id);
+  });
+
+  it('claim extension fields round-trip and are left alone by updates', async () => {
+    const c = { ...newClaim(goal().id), expected_bidders: ['a', 'b'], created_at_ms: 7 };
+    await bb.createClaim(c);
+    const read = (await bb.getClaim(c.id))!;
+    expect(read.claim.expected_bidders).toEqual(['a', 'b']);
+    expect(read.claim.created_at_ms).toBe(7);
+    await bb.updateClaim({ ...read.claim, dormant_reason: 'no_bids_in_any_phase' }, read.rev);
+    const after = (await bb.getClaim(c.id))!;
+    expect(after.claim.dormant_reason).toBe('no_bids_in_any_phase');
+    expect(await bb.claimRevs([c.id, randomUUID()])).toEqual([after.rev, null]);
+    expect(await bb.claimIdsForArtefacts([c.artefact_id, randomUUID()])).toEqual([c.id, null]);
+  });
+
+  it('lists and trims Holt grant queues', async () => {
+    await bb.redis.zadd('holt:test:grant_queue:Coder', 2, 'c2', 1, 'c1');
+    expect((await bb.grantQueues()).get('Coder')).toEqual(['c1', 'c2']);
+    await bb.removeFromGrantQueue('Coder', 'c1');
+    expect((await bb.grantQueues()).get('Coder')).toEqual(['c2']);
+  });
+});
+
+describe('blackboard: pup support', () => {
+  it('hasBids and artefactsExist answer per id in one pipeline', async () => {
+    const c1 = newClaim(goal().id);
+    const c2 = newClaim(goal().id);
+    await bb.setBid(c1.id, 'coder', 'review');
+    expect(await bb.hasBids([c1.id, c2.id], 'coder')).toEqual([true, false]);
+    const a = goal();
+    await bb.createArtefact(a);
+    expect(await bb.artefactsExist([a.id, randomUUID()])).toEqual([true, false]);
+  });
+
+  it('contextLevel returns each artefact and its newer thread version in one script call', async () => {
+    const v1 = goal();
+    const v2 = { ...goal(), logical_id: v1.logical_id, version: 2, source_artefacts: [v1.id] };
+    const solo = goal();
+    for (const a of [v1, v2, solo]) await bb.createArtefact(a);
+    const missing = randomUUID();
+    const { found, malformed } = await bb.contextLevel([v1.id, solo.id, missing, v2.id]);
+    expect(found).toEqual([
+      { artefact: v1, latest: v2 },
+      { artefact: solo, latest: null },
+      { artefact: null, latest: null },
+      { artefact: v2, latest: null },
+    ]);
+    expect(malformed).toEqual([]);
+  });
+
+  it('an execution lease is exclusive until released by its owner', async () => {
+    const id = randomUUID();
+    expect(await bb.acquireExecution(id, 'a', 60_000)).toBe(true);
+    expect(await bb.acquireExecution(id, 'b', 60_000)).toBe(false);
+    await bb.releaseExecution(id, 'b');
+    expect(await bb.acquireExecution(id, 'b', 60_000)).toBe(false);
+    await bb.releaseExecution(id, 'a');
+    expect(await bb.acquireExecution(id, 'b', 60_000)).toBe(true);
+  });
+});

@@ -1,6 +1,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { artefactToHash, claimToHash, claimToJson, hashToArtefact, hashToClaim } from './codec.ts';
 import { type Keys, keys } from './keys.ts';
+import { contextLevelScript, releaseLeaseScript } from './pup-scripts.ts';
 import {
   acquireLockScript,
   createArtefactScript,
@@ -68,6 +69,7 @@ export class Blackboard {
         this.k.thread(artefact.logical_id),
         this.k.artefactIndex,
         this.k.channels.artefactEvents,
+        ...new Set(artefact.source_artefacts.map((src) => this.k.children(src))),
       ],
       [artefact.id, artefact.version, artefact.created_at_ms, json, ...flat(artefactToHash(artefact))],
     );
@@ -222,6 +224,141 @@ export class Blackboard {
 
   async publishWorkflowEvent(ev: WorkflowEvent): Promise<void> {
     await this.redis.publish(this.k.channels.workflowEvents, JSON.stringify(ev));
+  }
+
+  // ---- pup support ----
+
+  /** For each claim, whether `role` has bid on it (one pipelined round trip). */
+  async hasBids(claimIds: string[], role: string): Promise<boolean[]> {
+    if (!claimIds.length) return [];
+    const p = this.redis.pipeline();
+    for (const id of claimIds) p.hexists(this.k.bids(id), role);
+    const res = (await p.exec()) ?? [];
+    return claimIds.map((_, i) => {
+      const [err, v] = res[i] ?? [null, 0];
+      if (err) throw err;
+      return v === 1;
+    });
+  }
+
+  /** Whether each artefact id exists (one pipelined round trip). */
+  async artefactsExist(ids: string[]): Promise<boolean[]> {
+    if (!ids.length) return [];
+    const p = this.redis.pipeline();
+    for (const id of ids) p.exists(this.k.artefact(id));
+    const res = (await p.exec()) ?? [];
+    return ids.map((_, i) => {
+      const [err, v] = res[i] ?? [null, 0];
+      if (err) throw err;
+      return v === 1;
+    });
+  }
+
+  /**
+   * One level of context assembly in one round trip: each id's artefact and, when its thread has a
+   * higher version, that latest version. Missing ids give nulls; malformed hashes are listed, not thrown.
+   */
+  async contextLevel(
+    ids: string[],
+  ): Promise<{ found: { artefact: Artefact | null; latest: Artefact | null }[]; malformed: string[] }> {
+    if (!ids.length) return { found: [], malformed: [] };
+    const res = (await contextLevelScript.run(this.redis, [], [this.k.prefix, ...ids])) as string[][];
+    const malformed: string[] = [];
+    const decode = (id: string, flatHash: string[] | undefined): Artefact | null => {
+      if (!flatHash?.length) return null;
+      const h: Record<string, string> = {};
+      for (let j = 0; j + 1 < flatHash.length; j += 2) h[flatHash[j] as string] = flatHash[j + 1] as string;
+      try {
+        return hashToArtefact(h.id ?? id, h);
+      } catch {
+        malformed.push(h.id ?? id);
+        return null;
+      }
+    };
+    const found = ids.map((id, i) => ({
+      artefact: decode(id, res[2 * i]),
+      latest: decode(id, res[2 * i + 1]),
+    }));
+    return { found, malformed };
+  }
+
+  /** extension key: a pup's lease on one execution (its output artefact id), so no two pups run it at once. */
+  executionLeaseKey(outputId: string): string {
+    return `${this.k.prefix}pup:execution:${outputId}`;
+  }
+
+  /** Takes the execution lease if free; it expires on its own if the holder dies. */
+  async acquireExecution(outputId: string, owner: string, ttlMs: number): Promise<boolean> {
+    return (await this.redis.set(this.executionLeaseKey(outputId), owner, 'PX', ttlMs, 'NX')) === 'OK';
+  }
+
+  async releaseExecution(outputId: string, owner: string): Promise<void> {
+    await releaseLeaseScript.run(this.redis, [this.executionLeaseKey(outputId)], [owner]);
+  }
+
+  // ---- orchestrator support ----
+
+  /** Ids of the artefacts that list `artefactId` among their sources (the outputs of its claims). */
+  async childrenOf(artefactId: string): Promise<string[]> {
+    return this.redis.smembers(this.k.children(artefactId));
+  }
+
+  /**
+   * Adds artefacts written by someone else (Holt's own pups HSET directly) to our indexes, so the
+   * reconcile loop and output lookups see them. Idempotent; keeps an existing index score.
+   */
+  async indexArtefacts(artefacts: Artefact[]): Promise<void> {
+    if (!artefacts.length) return;
+    const p = this.redis.pipeline();
+    for (const a of artefacts) {
+      p.zadd(this.k.artefactIndex, 'NX', a.created_at_ms, a.id);
+      for (const src of a.source_artefacts) p.sadd(this.k.children(src), a.id);
+    }
+    for (const [err] of (await p.exec()) ?? []) if (err) throw err;
+  }
+
+  /** Artefact ids with their index score (created_at_ms) at or after `sinceMs`. */
+  async artefactIdsSince(sinceMs: number): Promise<{ id: string; ms: number }[]> {
+    const flatRes = await this.redis.zrangebyscore(this.k.artefactIndex, sinceMs, '+inf', 'WITHSCORES');
+    const out: { id: string; ms: number }[] = [];
+    for (let i = 0; i + 1 < flatRes.length; i += 2) out.push({ id: flatRes[i]!, ms: Number(flatRes[i + 1]) });
+    return out;
+  }
+
+  /** claim_by_artefact for many artefacts in one round trip. */
+  async claimIdsForArtefacts(artefactIds: string[]): Promise<(string | null)[]> {
+    if (!artefactIds.length) return [];
+    return this.redis.mget(artefactIds.map((id) => this.k.claimByArtefact(id)));
+  }
+
+  /** The compare-and-set revision of each claim (null when missing), one round trip. */
+  async claimRevs(ids: string[]): Promise<(number | null)[]> {
+    if (!ids.length) return [];
+    const p = this.redis.pipeline();
+    for (const id of ids) p.hget(this.k.claim(id), 'rev');
+    const res = (await p.exec()) ?? [];
+    return ids.map((_, i) => {
+      const [err, v] = res[i] ?? [null, null];
+      if (err) throw err;
+      return v === null || v === undefined ? null : Number(v);
+    });
+  }
+
+  /** Holt's paused grants (M3.5): role -> claim ids, oldest first. */
+  async grantQueues(): Promise<Map<string, string[]>> {
+    const out = new Map<string, string[]>();
+    const prefix = this.k.grantQueue('');
+    let cursor = '0';
+    do {
+      const [next, found] = await this.redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', '500');
+      cursor = next;
+      for (const key of found) out.set(key.slice(prefix.length), await this.redis.zrange(key, '0', '-1'));
+    } while (cursor !== '0');
+    return out;
+  }
+
+  async removeFromGrantQueue(role: string, claimId: string): Promise<void> {
+    await this.redis.zrem(this.k.grantQueue(role), claimId);
   }
 
   // ---- instance lease ----

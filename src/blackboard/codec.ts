@@ -60,7 +60,12 @@ export function hashToArtefact(id: string, h: Record<string, string>): Artefact 
 }
 
 export function claimToHash(c: Claim): Record<string, string> {
+  const ext: Record<string, string> = {};
+  if (c.expected_bidders) ext.expected_bidders = JSON.stringify(c.expected_bidders);
+  if (c.created_at_ms) ext.created_at_ms = String(c.created_at_ms);
+  if (c.dormant_reason) ext.dormant_reason = c.dormant_reason;
   return {
+    ...ext,
     id: c.id,
     artefact_id: c.artefact_id,
     status: c.status,
@@ -96,6 +101,9 @@ export function hashToClaim(id: string, h: Record<string, string>): Claim {
       last_grant_time: int(h.last_grant_time) || undefined,
       artefact_expected: h.artefact_expected === '1' || h.artefact_expected === 'true' || undefined,
       granted_agent_image_id: h.granted_agent_image_id || undefined,
+      expected_bidders: h.expected_bidders ? jsonArray(h.expected_bidders) : undefined,
+      created_at_ms: int(h.created_at_ms) || undefined,
+      dormant_reason: h.dormant_reason || undefined,
     });
   } catch (e) {
     throw new BlackboardDataError('claim', id, e);
@@ -120,5 +128,8 @@ export function claimToJson(c: Claim): Record<string, unknown> {
   if (c.last_grant_time) out.last_grant_time = c.last_grant_time;
   if (c.artefact_expected) out.artefact_expected = true;
   if (c.granted_agent_image_id) out.granted_agent_image_id = c.granted_agent_image_id;
+  if (c.expected_bidders) out.expected_bidders = c.expected_bidders;
+  if (c.created_at_ms) out.created_at_ms = c.created_at_ms;
+  if (c.dormant_reason) out.dormant_reason = c.dormant_reason;
   return out;
 }

@@ -18,6 +18,8 @@ export function keys(instance: string) {
     artefactIndex: `${p}index:artefacts`,
     /** extension: ZSET claim id by creation ms, for listing and recovery without SCAN. */
     claimIndex: `${p}index:claims`,
+    /** extension: SET of the ids of artefacts listing this one in source_artefacts (outputs of its claims). */
+    children: (artefactId: string) => `${p}index:children:${artefactId}`,
     /** extension: SET of claim ids not yet complete/terminated (the orchestrator's work list). */
     activeClaims: `${p}index:active_claims`,
     /** extension: HASH role -> AgentRegistration JSON (the runtime agent registry). */

@@ -1,7 +1,8 @@
 import { LuaScript } from './script.ts';
 
 /**
- * Write-once artefact: KEYS = artefact, thread, artefact index, artefact_events channel.
+ * Write-once artefact: KEYS = artefact, thread, artefact index, artefact_events channel, then the
+ * children index of each source (so a claim's outputs are found without a scan).
  * ARGV = id, version, created_at_ms, json, then field/value pairs. Returns 1 if written, 0 if it existed.
  */
 export const createArtefactScript = new LuaScript(`
@@ -11,6 +12,7 @@ for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+for i = 5, #KEYS do redis.call('SADD', KEYS[i], ARGV[1]) end
 redis.call('PUBLISH', KEYS[4], ARGV[4])
 return 1
 `);

@@ -73,6 +73,13 @@ export const Claim = z.object({
   last_grant_time: z.number().int().optional(),
   artefact_expected: z.boolean().optional(),
   granted_agent_image_id: z.string().optional(),
+  // Extensions (ours; Holt ignores unknown hash fields and JSON keys):
+  /** The registered roles when the claim was created: the bidders its consensus waits for. */
+  expected_bidders: z.array(z.string()).optional(),
+  /** When the claim was created (ms), the start of its bid timeout. */
+  created_at_ms: z.number().int().optional(),
+  /** Set when nothing is left to grant (Holt's "dormant": the status stays pending_*). */
+  dormant_reason: z.string().optional(),
 });
 export type Claim = z.infer<typeof Claim>;
 

@@ -86,6 +86,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     startedAt: Date.now(),
     status: 'starting',
     components: [],
+    stores: [],
   };
   let sup: Supervisor | undefined;
   const save = () => {
@@ -117,6 +118,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
       pgUrl ? undefined : startPostgres({ dir: postgresDir(opts.name), database: 'holt' }),
     ]);
     for (const s of [redis, nats, pg]) if (s) stores.push(s);
+    state.stores = [redis, nats, pg].flatMap((s) => (s?.proc.child.pid ? [{ name: s.proc.name, pid: s.proc.child.pid }] : []));
     state.redisUrl = redisUrl ?? redis!.url;
     state.natsUrl = natsUrl ?? nats!.url;
     state.postgresUrl = pgUrl ?? pg!.url;

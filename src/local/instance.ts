@@ -39,6 +39,8 @@ export const InstanceState = z.object({
   natsUrl: z.string().optional(),
   postgresUrl: z.string().optional(),
   components: z.array(ComponentState).default([]),
+  /** Store servers started for this instance (pid per name), so `down` can prove they are gone. */
+  stores: z.array(z.object({ name: z.string(), pid: z.number().int() })).default([]),
 });
 export type InstanceState = z.infer<typeof InstanceState>;
 

@@ -20,7 +20,7 @@ export async function down(opts: { name?: string; purge?: boolean }): Promise<vo
     }
   }
   // Anything the supervisor could not stop (it was killed itself) is stopped here.
-  for (const c of s.components) if (c.pid && isAlive(c.pid)) process.kill(c.pid, 'SIGKILL');
+  for (const c of [...s.components, ...s.stores]) if (c.pid && isAlive(c.pid)) process.kill(c.pid, 'SIGKILL');
   p.done();
   if (opts.purge) rmSync(instanceDir(s.name), { recursive: true, force: true });
   out(

@@ -1,0 +1,160 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isAlive, type InstanceState } from '../src/local/instance.ts';
+
+const run = promisify(execFile);
+const ROOT = resolve(import.meta.dirname, '..');
+const HOLT = join(ROOT, 'bin', 'holt');
+
+let scratch: string;
+let ws: string;
+let env: NodeJS.ProcessEnv;
+
+async function holt(args: string[], opts: { cwd?: string; ok?: boolean } = {}) {
+  try {
+    const r = await run(HOLT, args, { cwd: opts.cwd ?? ws, env, maxBuffer: 20 * 1024 * 1024 });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (e) {
+    const x = e as { code: number; stdout: string; stderr: string };
+    if (opts.ok) throw new Error(`holt ${args.join(' ')} failed (${x.code}): ${x.stderr}`);
+    return { code: x.code, stdout: x.stdout, stderr: x.stderr };
+  }
+}
+
+function state(name: string): InstanceState {
+  return JSON.parse(readFileSync(join(env.HOLT_HOME!, 'instances', name, 'state.json'), 'utf8')) as InstanceState;
+}
+
+function newWorkspace(name: string): string {
+  const dir = join(scratch, name);
+  cpSync(join(ROOT, 'examples', 'demo'), dir, { recursive: true });
+  const git = (...a: string[]) => execFileSync('git', a, { cwd: dir });
+  git('init', '-q');
+  git('add', '-A');
+  git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'init');
+  return dir;
+}
+
+beforeAll(() => {
+  scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'cli-'));
+  env = { ...process.env, HOLT_HOME: join(scratch, 'home'), NO_COLOR: '1' };
+  ws = newWorkspace('ws');
+});
+
+afterAll(async () => {
+  for (const n of ['demo', 'survivor']) await holt(['down', '--name', n]);
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('holt CLI end to end (real binary, real servers)', () => {
+  it('up → forage --watch → hoard shows the whole protocol; down leaves no process', async () => {
+    const upRes = await holt(['up', '--name', 'demo'], { ok: true });
+    expect(upRes.stdout).toContain("Instance 'demo' started successfully (5 agents ready)");
+
+    const w = await holt(['forage', '--name', 'demo', '--goal', 'plan it', '--watch', '-o', 'jsonl', '--timeout', '90'], {
+      ok: true,
+    });
+    const events = w.stdout.trim().split('\n').map((l) => JSON.parse(l) as { event: string; data: Record<string, unknown> });
+    expect(events.at(-1)?.event).toBe('workflow_completed');
+    expect(events.map((e) => e.event)).toContain('feedback_claim_created');
+
+    const hoard = await holt(['hoard', '--name', 'demo', '-o', 'jsonl'], { ok: true });
+    const trail = hoard.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string; version: number; structural_type: string; payload: string });
+    expect(trail.map((a) => `${a.type}@${a.version}`)).toEqual([
+      'GoalDefined@1',
+      'Draft@1',
+      'Review@1',
+      'Draft@2',
+      'Review@1',
+      ...(trail[5]?.type === 'LintReport' ? ['LintReport@1', 'CodeCommit@1'] : ['CodeCommit@1', 'LintReport@1']),
+      'WorkflowComplete@1',
+    ]);
+    expect(trail.at(-1)?.structural_type).toBe('Terminal');
+    const commit = trail.find((a) => a.type === 'CodeCommit')!.payload;
+    expect(execFileSync('git', ['log', '--format=%H %s', '-1'], { cwd: ws }).toString()).toContain(`${commit} Publish plan v2`);
+    expect(readFileSync(join(ws, 'docs', 'plan.md'), 'utf8')).toContain('## Summary');
+
+    const st = JSON.parse((await holt(['status', '--name', 'demo', '--json'], { ok: true })).stdout) as {
+      claims: Record<string, number>;
+    };
+    // goal, Draft v1 (terminated by the rejection), feedback claim, Draft v2, CodeCommit complete; LintReport dormant.
+    expect(st.claims.terminated).toBe(1);
+    expect(st.claims.complete).toBeGreaterThanOrEqual(4);
+
+    const before = state('demo');
+    const pids = [before.supervisorPid, ...before.components.map((c) => c.pid), ...before.stores.map((s) => s.pid)];
+    expect(pids.filter(Boolean).length).toBeGreaterThanOrEqual(10);
+    const downRes = await holt(['down', '--name', 'demo'], { ok: true });
+    expect(downRes.stdout).toContain("Instance 'demo' removed successfully");
+    expect(pids.filter((p) => isAlive(p))).toEqual([]);
+  });
+
+  it('survives an agent killed mid-workflow: the supervisor restarts it and the workflow completes', async () => {
+    const dir = newWorkspace('ws2');
+    await holt(['up', '--name', 'survivor'], { cwd: dir, ok: true });
+    const publisher = state('survivor').components.find((c) => c.role === 'Publisher')!;
+    process.kill(publisher.pid!, 'SIGKILL');
+    const w = await holt(['forage', '--name', 'survivor', '--goal', 'again', '--watch', '-o', 'jsonl', '--timeout', '90'], {
+      cwd: dir,
+    });
+    expect(w.code).toBe(0);
+    const after = state('survivor').components.find((c) => c.role === 'Publisher')!;
+    expect(after.restarts).toBeGreaterThanOrEqual(1);
+    expect(after.pid).not.toBe(publisher.pid);
+    await holt(['down', '--name', 'survivor'], { ok: true });
+  });
+
+  it("accepts Holt's controller/worker holt.yml and prints manifests", async () => {
+    const f = join(scratch, 'controller.yml');
+    writeFileSync(
+      f,
+      `version: "1.0"
+agents:
+  CoderController:
+    mode: "controller"
+    image: "example-git-agent:latest"
+    command: ["/app/pup"]
+    bidding_strategy: "exclusive"
+    worker: {image: "example-git-agent:latest", max_concurrent: 2, command: ["/app/run.sh"], workspace: {mode: rw}}
+`,
+    );
+    const r = await holt(['convert', f, '--name', 'ctl'], { ok: true });
+    expect(r.stdout).toContain('kind: WorkerPool');
+    expect(r.stdout).toContain('maxConcurrent: 2');
+  });
+
+  it('a malformed file gets a message naming the field, exit 2, and starts nothing', async () => {
+    const f = join(scratch, 'bad.yml');
+    writeFileSync(f, 'version: "1.0"\nagents:\n  Coder: {image: x, bidding_strategy: exclusive}\n');
+    const r = await holt(['up', '-f', f, '--name', 'bad']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('agents.Coder.command: required');
+    const list = JSON.parse((await holt(['list', '--json'], { ok: true })).stdout) as { name: string }[];
+    expect(list.map((i) => i.name)).not.toContain('bad');
+  });
+
+  it('forage refuses a dirty workspace unless --allow-dirty', async () => {
+    const dir = newWorkspace('ws3');
+    writeFileSync(join(dir, 'untracked.txt'), 'x');
+    await holt(['up', '--name', 'dirty'], { cwd: dir, ok: true });
+    try {
+      const r = await holt(['forage', '--name', 'dirty', '--goal', 'x'], { cwd: dir });
+      expect(r.code).toBe(4);
+      expect(r.stderr).toContain('Git workspace is not clean');
+      expect(r.stderr).toContain('untracked.txt');
+      const ok = await holt(['forage', '--name', 'dirty', '--goal', 'x', '--allow-dirty'], { cwd: dir, ok: true });
+      expect(ok.stdout).toMatch(/Goal artefact created: [0-9a-f-]{36}/);
+    } finally {
+      await holt(['down', '--name', 'dirty']);
+      await sleep(10);
+    }
+  });
+});

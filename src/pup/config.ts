@@ -1,0 +1,126 @@
+import { z } from 'zod';
+import { BID_TYPES } from '../blackboard/types.ts';
+import { ConfigError, formatIssues, jsonArgv } from '../common/config.ts';
+
+export type PupMode = 'standard' | 'controller' | 'worker';
+
+const blankAsUndefined = (v: unknown) => (v === '' ? undefined : v);
+/** An integer setting; unset or blank takes the default (coercing '' would give 0). */
+const num = (def: number, min = 1, max = Number.MAX_SAFE_INTEGER) =>
+  z.preprocess((v) => (v === '' || v === undefined ? def : v), z.coerce.number().int().min(min).max(max));
+
+/** Holt's pup variables, then ours (HOLT_HEALTH_PORT onwards). */
+export const PupEnv = z
+  .object({
+    HOLT_INSTANCE_NAME: z.string({ error: 'is required' }).min(1, 'is required'),
+    HOLT_AGENT_NAME: z
+      .string({ error: 'is required' })
+      .regex(/^[A-Za-z0-9-]{1,64}$/, 'must be 1-64 characters of [A-Za-z0-9-] (the role)'),
+    REDIS_URL: z
+      .string({ error: 'is required' })
+      .regex(/^rediss?:\/\/.+/, 'must be a redis:// or rediss:// URL'),
+    HOLT_AGENT_COMMAND: z.preprocess(blankAsUndefined, jsonArgv.optional()),
+    HOLT_BIDDING_STRATEGY: z.preprocess(
+      blankAsUndefined,
+      z.enum(BID_TYPES, { error: 'must be one of review, claim, exclusive, ignore' }).optional(),
+    ),
+    HOLT_AGENT_BID_SCRIPT: z.preprocess(blankAsUndefined, jsonArgv.optional()),
+    HOLT_MODE: z.preprocess(
+      blankAsUndefined,
+      z
+        .enum(['standard', 'controller', 'worker'], { error: 'must be standard, controller or worker' })
+        .optional(),
+    ),
+    HOLT_PROMPT_CLAIM: z.string().optional(),
+    HOLT_PROMPT_EXECUTION: z.string().optional(),
+    HOLT_HEALTH_PORT: num(8080, 0, 65535),
+    HOLT_WORKSPACE: z.preprocess(blankAsUndefined, z.string().default('/workspace')),
+    HOLT_TOOL_TIMEOUT_MS: num(5 * 60_000),
+    HOLT_TOOL_OUTPUT_LIMIT_BYTES: num(10 * 1024 * 1024),
+    HOLT_BID_SCRIPT_TIMEOUT_MS: num(10_000),
+    HOLT_RESCAN_INTERVAL_MS: num(5_000),
+    HOLT_REDIS_RETRIES: num(3, 1, 20),
+    HOLT_SHUTDOWN_GRACE_MS: num(25_000, 0),
+    HOLT_HEALTH_CHECK_COMMAND: z.preprocess(blankAsUndefined, jsonArgv.optional()),
+    HOLT_HEALTH_CHECK_INTERVAL_MS: num(30_000),
+    HOLT_HEALTH_CHECK_TIMEOUT_MS: num(5_000),
+  })
+  .transform((e) => ({
+    instance: e.HOLT_INSTANCE_NAME,
+    role: e.HOLT_AGENT_NAME,
+    redisUrl: e.REDIS_URL,
+    command: e.HOLT_AGENT_COMMAND,
+    biddingStrategy: e.HOLT_BIDDING_STRATEGY,
+    bidScript: e.HOLT_AGENT_BID_SCRIPT,
+    modeSetting: e.HOLT_MODE,
+    promptClaim: e.HOLT_PROMPT_CLAIM,
+    promptExecution: e.HOLT_PROMPT_EXECUTION,
+    healthPort: e.HOLT_HEALTH_PORT,
+    workspace: e.HOLT_WORKSPACE,
+    toolTimeoutMs: e.HOLT_TOOL_TIMEOUT_MS,
+    outputLimitBytes: e.HOLT_TOOL_OUTPUT_LIMIT_BYTES,
+    bidScriptTimeoutMs: e.HOLT_BID_SCRIPT_TIMEOUT_MS,
+    rescanIntervalMs: e.HOLT_RESCAN_INTERVAL_MS,
+    redisRetries: e.HOLT_REDIS_RETRIES,
+    shutdownGraceMs: e.HOLT_SHUTDOWN_GRACE_MS,
+    healthCheck: e.HOLT_HEALTH_CHECK_COMMAND
+      ? {
+          command: e.HOLT_HEALTH_CHECK_COMMAND,
+          intervalMs: e.HOLT_HEALTH_CHECK_INTERVAL_MS,
+          timeoutMs: e.HOLT_HEALTH_CHECK_TIMEOUT_MS,
+        }
+      : undefined,
+  }));
+
+export type PupSettings = z.output<typeof PupEnv>;
+export type PupConfig = PupSettings & { mode: PupMode; executeClaim?: string };
+
+/**
+ * Seed 000 §4: an explicit `--execute-claim` wins (worker), then the controller setting, else standard.
+ * HOLT_MODE=worker without a claim is refused: the inbox-driven worker loop does not exist yet.
+ */
+export function detectMode(
+  executeClaim: string | undefined,
+  modeSetting: PupSettings['modeSetting'],
+): PupMode | { error: string } {
+  if (executeClaim !== undefined) return 'worker';
+  if (modeSetting === 'controller') return 'controller';
+  if (modeSetting === 'worker') return { error: 'HOLT_MODE: worker mode needs --execute-claim <claim_id>' };
+  return 'standard';
+}
+
+/** `--execute-claim <id>` or `--execute-claim=<id>`; anything else is an error naming the argument. */
+export function parseArgs(argv: string[]): { executeClaim?: string } {
+  const out: { executeClaim?: string } = {};
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--execute-claim') {
+      const v = argv[++i];
+      if (!v) throw new ConfigError('--execute-claim: needs a claim id');
+      out.executeClaim = v;
+    } else if (a.startsWith('--execute-claim=')) {
+      out.executeClaim = a.slice('--execute-claim='.length);
+    } else {
+      // Holt passes the agent's `command` as container args after the pup; they are ignored there too.
+    }
+  }
+  if (out.executeClaim !== undefined && !z.uuid().safeParse(out.executeClaim).success) {
+    throw new ConfigError('--execute-claim: must be a claim UUID');
+  }
+  return out;
+}
+
+/** Reads and checks everything; throws a ConfigError whose message is one line naming the variable. */
+export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): PupConfig {
+  const r = PupEnv.safeParse(env);
+  if (!r.success) throw new ConfigError(formatIssues(r.error));
+  const s = r.data;
+  const { executeClaim } = parseArgs(argv);
+  const mode = detectMode(executeClaim, s.modeSetting);
+  if (typeof mode !== 'string') throw new ConfigError(mode.error);
+  if (mode !== 'controller' && !s.command) throw new ConfigError('HOLT_AGENT_COMMAND: is required');
+  if (mode !== 'worker' && !s.biddingStrategy && !s.bidScript) {
+    throw new ConfigError('HOLT_BIDDING_STRATEGY: is required unless HOLT_AGENT_BID_SCRIPT is set');
+  }
+  return { ...s, mode, executeClaim };
+}

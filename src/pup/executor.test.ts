@@ -1,0 +1,278 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import type { Claim, ClaimType } from '../blackboard/types.ts';
+import { silentLogger } from '../common/logger.ts';
+import { outputId } from './decide.ts';
+import { Executor } from './executor.ts';
+import { PupMetrics } from './metrics.ts';
+import { artefact, config, grantedClaim, node, sh } from './test-helpers.ts';
+
+let redis: RedisServer;
+let bb: Blackboard;
+let ws: string;
+beforeAll(async () => {
+  redis = await startRedis();
+  bb = Blackboard.connect(redis.url, 'test');
+  ws = makeTempDir('ws');
+  execFileSync('git', ['init', '-q', ws]);
+});
+afterAll(async () => {
+  await bb?.close();
+  await redis?.stop();
+  removeDir(ws);
+});
+
+function executor(command: string[], over: Record<string, string> = {}) {
+  const cfg = config({
+    REDIS_URL: redis.url,
+    HOLT_WORKSPACE: ws,
+    HOLT_AGENT_COMMAND: JSON.stringify(command),
+    ...over,
+  });
+  const metrics = new PupMetrics({ instance: 'test', role: cfg.role, mode: cfg.mode });
+  return { ex: new Executor({ bb, cfg, log: quiet, metrics, owner: 'me' }), metrics };
+}
+
+const quiet = silentLogger();
+
+async function output(c: Claim, type: ClaimType = 'exclusive') {
+  const a = await bb.getArtefact(outputId('test', c.id, 'coder', type));
+  if (!a) throw new Error('no output artefact');
+  return a;
+}
+
+const exclusive = { status: 'pending_exclusive', granted_exclusive_agent: 'coder' } as const;
+
+describe('tool contract', () => {
+  it('round trip: stdin carries the real claim type, target and ordered context; cwd is the workspace', async () => {
+    const goal = artefact();
+    const spec = artefact({ type: 'DesignSpec', source_artefacts: [goal.id], produced_by_role: 'architect' });
+    await bb.createArtefact(goal);
+    const { claim } = await grantedClaim(
+      bb,
+      { status: 'pending_parallel', granted_parallel_agents: ['coder'] },
+      spec,
+    );
+    const { ex, metrics } = executor(node('echo.mjs'));
+    expect(await ex.execute({ claimId: claim.id, claimType: 'claim' })).toBe('success');
+    const out = await output(claim, 'claim');
+    expect(out).toMatchObject({
+      structural_type: 'Standard',
+      type: 'EchoResult',
+      version: 1,
+      logical_id: out.id,
+      source_artefacts: [spec.id],
+      produced_by_role: 'coder',
+    });
+    expect(JSON.parse(out.payload)).toEqual({
+      claim_type: 'claim',
+      target: spec.id,
+      context: [goal.id],
+      cwd: ws,
+    });
+    // the output is thread-tracked
+    expect(await bb.latestInThreads([out.logical_id])).toEqual(
+      new Map([[out.logical_id, { id: out.id, version: 1 }]]),
+    );
+    expect(await metrics.registry.getSingleMetricAsString('holt_pup_tool_runs_total')).toMatch(
+      /outcome="success"[^\n]* 1/,
+    );
+  });
+
+  it('reviewer: approval {} and rejection become Review artefacts', async () => {
+    const { ex } = executor(node('reviewer.mjs'));
+    for (const [payload, expected] of [
+      ['fine', '{}'],
+      ['please reject', '{"issue":"needs tests"}'],
+    ]) {
+      const { claim } = await grantedClaim(
+        bb,
+        { status: 'pending_review', granted_review_agents: ['coder'] },
+        artefact({ payload }),
+      );
+      expect(await ex.execute({ claimId: claim.id, claimType: 'review' })).toBe('success');
+      expect(await output(claim, 'review')).toMatchObject({
+        structural_type: 'Review',
+        type: 'Review',
+        payload: expected,
+      });
+    }
+  });
+
+  it('a feedback claim yields a rework (same thread, v+1, target type) and artefact_reworked', async () => {
+    const v1 = artefact({ type: 'RecipeYAML', produced_by_role: 'coder' });
+    const review = artefact({
+      structural_type: 'Review',
+      type: 'Review',
+      payload: 'no',
+      source_artefacts: [v1.id],
+    });
+    await bb.createArtefact(review);
+    const sub = new Redis(redis.url);
+    const events: string[] = [];
+    sub.on('message', (_c, m) => events.push(m));
+    await sub.subscribe('holt:test:workflow_events');
+    const { claim } = await grantedClaim(
+      bb,
+      { ...exclusive, status: 'pending_assignment', additional_context_ids: [review.id] },
+      v1,
+    );
+    const { ex } = executor(node('echo.mjs'));
+    expect(await ex.execute({ claimId: claim.id, claimType: 'exclusive' })).toBe('success');
+    const v2 = await output(claim);
+    expect(v2).toMatchObject({
+      logical_id: v1.logical_id,
+      version: 2,
+      type: 'RecipeYAML',
+      source_artefacts: [v1.id, review.id],
+    });
+    // feedback reaches the tool inside context_chain (with v1 itself, through the review's sources)
+    expect(JSON.parse(v2.payload).context).toEqual([v1.id, review.id]);
+    expect((await bb.latestInThreads([v1.logical_id])).get(v1.logical_id)).toEqual({ id: v2.id, version: 2 });
+    await bb.redis.ping(); // let the subscriber drain
+    await sub.ping();
+    expect(events.map((e) => JSON.parse(e))).toContainEqual({
+      event: 'artefact_reworked',
+      data: {
+        new_artefact_id: v2.id,
+        logical_id: v1.logical_id,
+        new_version: 2,
+        previous_version_id: v1.id,
+        artefact_type: 'RecipeYAML',
+        produced_by_role: 'coder',
+      },
+    });
+    sub.disconnect();
+  });
+
+  it('Question artefacts and checked CodeCommits', async () => {
+    const q = await grantedClaim(bb, exclusive);
+    expect(
+      await executor(node('echo.mjs', 'question')).ex.execute({
+        claimId: q.claim.id,
+        claimType: 'exclusive',
+      }),
+    ).toBe('success');
+    expect(await output(q.claim)).toMatchObject({
+      structural_type: 'Question',
+      payload: 'Is GoalDefined in scope?',
+    });
+
+    const good = await grantedClaim(bb, exclusive);
+    await executor(node('echo.mjs', 'commit')).ex.execute({ claimId: good.claim.id, claimType: 'exclusive' });
+    const commit = await output(good.claim);
+    expect(commit.type).toBe('CodeCommit');
+    expect(execFileSync('git', ['rev-parse', 'HEAD'], { cwd: ws, encoding: 'utf8' }).trim()).toBe(
+      commit.payload,
+    );
+
+    const bad = await grantedClaim(bb, exclusive);
+    expect(
+      await executor(node('echo.mjs', 'bad-commit')).ex.execute({
+        claimId: bad.claim.id,
+        claimType: 'exclusive',
+      }),
+    ).toBe('failure');
+    const f = await output(bad.claim);
+    expect(f).toMatchObject({ structural_type: 'Failure', type: 'ToolExecutionFailure' });
+    expect(JSON.parse(f.payload).reason).toMatch(
+      /^Tool succeeded but artefact creation failed: git commit validation failed/,
+    );
+  });
+});
+
+describe('every tool failure becomes a ToolExecutionFailure', () => {
+  const cases: [string, string[], Record<string, string>, RegExp, number | undefined][] = [
+    ['exits 3', sh('exit3.sh'), {}, /^process exited with code 3$/, 3],
+    ['prints garbage', sh('garbage.sh', 'text'), {}, /^Failed to parse tool output: invalid JSON/, undefined],
+    [
+      'prints two objects',
+      sh('garbage.sh', 'two'),
+      {},
+      /^Failed to parse tool output: invalid JSON/,
+      undefined,
+    ],
+    ['prints nothing', sh('garbage.sh', 'empty'), {}, /^tool produced no output on stdout$/, undefined],
+    ['wrong shape', sh('garbage.sh', 'schema'), {}, /does not match the tool contract/, undefined],
+    [
+      'times out',
+      sh('slow.sh', '30'),
+      { HOLT_TOOL_TIMEOUT_MS: '300' },
+      /^tool execution timeout \(300 ms\)$/,
+      -1,
+    ],
+    ['writes 20 MB', sh('flood.sh'), {}, /^tool output exceeded the 10485760 byte limit$/, -1],
+    ['cannot start', ['/nonexistent/tool'], {}, /^failed to start tool: .*ENOENT/, -1],
+  ];
+  it.each(cases)('%s', async (_name, cmd, env, reason, code) => {
+    const { claim, target } = await grantedClaim(bb, exclusive);
+    const { ex, metrics } = executor(cmd, env);
+    expect(await ex.execute({ claimId: claim.id, claimType: 'exclusive' })).toBe('failure');
+    const f = await output(claim);
+    expect(f).toMatchObject({
+      structural_type: 'Failure',
+      type: 'ToolExecutionFailure',
+      source_artefacts: [target.id],
+      produced_by_role: 'coder',
+    });
+    const body = JSON.parse(f.payload);
+    expect(body.reason).toMatch(reason);
+    expect(body.error).toBe(body.reason);
+    expect(body.exit_code).toBe(code);
+    expect(body.stdout.length).toBeLessThanOrEqual(5003);
+    if (_name === 'exits 3')
+      expect(body).toMatchObject({ stdout: 'partial output\n', stderr: 'something went wrong\n' });
+    expect(await metrics.registry.getSingleMetricAsString('holt_pup_tool_runs_total')).toMatch(
+      /outcome="failure"[^\n]* 1/,
+    );
+  });
+
+  it('a missing target or workspace is a failure too, with exit code -1', async () => {
+    const c = await grantedClaim(bb, exclusive);
+    await bb.redis.del(`holt:test:artefact:${c.target.id}`);
+    expect(await executor(node('echo.mjs')).ex.execute({ claimId: c.claim.id, claimType: 'exclusive' })).toBe(
+      'failure',
+    );
+    expect(JSON.parse((await output(c.claim)).payload)).toMatchObject({
+      exit_code: -1,
+      reason: expect.stringMatching(/^target artefact .* not found$/),
+    });
+    const d = await grantedClaim(bb, exclusive);
+    const noWs = executor(node('echo.mjs'), { HOLT_WORKSPACE: join(ws, 'missing') }).ex;
+    expect(await noWs.execute({ claimId: d.claim.id, claimType: 'exclusive' })).toBe('failure');
+    expect(JSON.parse((await output(d.claim)).payload).reason).toMatch(/^workspace .* does not exist$/);
+  });
+});
+
+describe('a grant runs once', () => {
+  it('a second execution of the same grant (duplicate announcement, re-scan) writes nothing and runs no tool', async () => {
+    const runs = join(ws, 'runs.txt');
+    const { claim } = await grantedClaim(bb, exclusive);
+    const { ex } = executor(node('echo.mjs'), {});
+    process.env.ECHO_RUNS_FILE = runs;
+    try {
+      const both = await Promise.all([
+        ex.execute({ claimId: claim.id, claimType: 'exclusive' }),
+        ex.execute({ claimId: claim.id, claimType: 'exclusive' }),
+      ]);
+      expect(both.sort()).toEqual(['leased_elsewhere', 'success']);
+      expect(await ex.execute({ claimId: claim.id, claimType: 'exclusive' })).toBe('already_done');
+    } finally {
+      delete process.env.ECHO_RUNS_FILE;
+    }
+    expect(readFileSync(runs, 'utf8').trim().split('\n')).toHaveLength(1);
+  });
+
+  it('refuses a grant the claim does not give this role', async () => {
+    const { claim } = await grantedClaim(bb, { ...exclusive, granted_exclusive_agent: 'other' });
+    const { ex } = executor(node('echo.mjs'));
+    expect(await ex.execute({ claimId: claim.id, claimType: 'exclusive' })).toBe('not_granted');
+    expect(await ex.execute({ claimId: claim.id, claimType: 'review' })).toBe('not_granted');
+  });
+});

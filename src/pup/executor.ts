@@ -1,0 +1,206 @@
+import { existsSync } from 'node:fs';
+import type { Blackboard } from '../blackboard/client.ts';
+import type { Artefact, Claim } from '../blackboard/types.ts';
+import { retry } from '../common/backoff.ts';
+import type { Logger } from '../common/logger.ts';
+import type { PupConfig } from './config.ts';
+import { assembleContext } from './context.ts';
+import { type Grant, isGranted, outputId } from './decide.ts';
+import { commitExists } from './git.ts';
+import type { PupMetrics } from './metrics.ts';
+import { runProcess } from './process.ts';
+import {
+  evaluateRun,
+  type FailureReport,
+  failureArtefact,
+  isRework,
+  resultArtefact,
+  reworkEvent,
+  toolInput,
+} from './result.ts';
+
+export type Outcome =
+  | 'success'
+  | 'failure'
+  | 'not_granted'
+  | 'already_done'
+  | 'leased_elsewhere'
+  | 'aborted'
+  | 'error';
+
+export interface ExecutorDeps {
+  bb: Blackboard;
+  cfg: PupConfig;
+  log: Logger;
+  metrics: PupMetrics;
+  /** This process's identity for execution leases. */
+  owner: string;
+}
+
+/** Slack over the tool timeout before another pup may take over a lease whose holder vanished. */
+const LEASE_SLACK_MS = 60_000;
+
+/**
+ * Runs one grant to exactly one artefact. The output id is derived from the grant, artefacts are
+ * write-once, and a Redis lease covers the run: a duplicate announcement, a re-scan or a second pup never
+ * yields a second result. If the pup dies between running the tool and writing, the lease expires and
+ * the re-scan runs the grant again (at-least-once tool runs, exactly-once result).
+ */
+export class Executor {
+  private readonly d: ExecutorDeps;
+  constructor(deps: ExecutorDeps) {
+    this.d = deps;
+  }
+
+  private redis<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    return retry(fn, {
+      tries: this.d.cfg.redisRetries,
+      onRetry: (e, attempt, delayMs) =>
+        this.d.log.warn({
+          event_type: 'redis_retry',
+          op: what,
+          attempt,
+          delay_ms: delayMs,
+          error: String(e),
+        }),
+    });
+  }
+
+  async execute(grant: Grant, signal?: AbortSignal): Promise<Outcome> {
+    const { bb, cfg, log, owner } = this.d;
+    const id = outputId(cfg.instance, grant.claimId, cfg.role, grant.claimType);
+    const l = log.child({ claim_id: grant.claimId, claim_type: grant.claimType, output_id: id });
+    try {
+      const vc = await this.redis('get_claim', () => bb.getClaim(grant.claimId));
+      if (!vc || !isGranted(vc.claim, cfg.role, grant.claimType)) {
+        l.warn({ event_type: 'grant_not_for_me', status: vc?.claim.status ?? 'missing' });
+        return 'not_granted';
+      }
+      const [exists] = await this.redis('output_exists', () => bb.artefactsExist([id]));
+      if (exists) {
+        l.info({ event_type: 'grant_already_executed' });
+        return 'already_done';
+      }
+      const ttl = cfg.toolTimeoutMs + LEASE_SLACK_MS;
+      if (!(await this.redis('lease', () => bb.acquireExecution(id, owner, ttl)))) {
+        l.info({ event_type: 'grant_leased_elsewhere' });
+        return 'leased_elsewhere';
+      }
+      try {
+        return await this.run(vc.claim, grant, id, l, signal);
+      } finally {
+        await bb.releaseExecution(id, owner).catch(() => undefined);
+      }
+    } catch (e) {
+      l.error({ event_type: 'execution_error', error: e instanceof Error ? e.message : String(e) });
+      return 'error';
+    }
+  }
+
+  private async run(
+    claim: Claim,
+    grant: Grant,
+    id: string,
+    l: Logger,
+    signal?: AbortSignal,
+  ): Promise<Outcome> {
+    const { bb, cfg, metrics } = this.d;
+    const fail = (reason: string): FailureReport => ({ reason, exit_code: -1, stdout: '', stderr: '' });
+    let target: Artefact | null;
+    try {
+      target = await this.redis('get_target', () => bb.getArtefact(claim.artefact_id));
+    } catch (e) {
+      return this.writeFailure(
+        claim,
+        id,
+        fail(`failed to fetch target artefact: ${(e as Error).message}`),
+        l,
+      );
+    }
+    if (!target)
+      return this.writeFailure(claim, id, fail(`target artefact ${claim.artefact_id} not found`), l);
+    if (!existsSync(cfg.workspace)) {
+      return this.writeFailure(claim, id, fail(`workspace ${cfg.workspace} does not exist`), l);
+    }
+    let stdin: string;
+    try {
+      const roots = [...target.source_artefacts, ...(claim.additional_context_ids ?? [])];
+      const ctx = await assembleContext(roots, (ids) =>
+        this.redis('context_level', () => bb.contextLevel(ids)),
+      );
+      if (ctx.malformed.length) l.warn({ event_type: 'context_malformed', ids: ctx.malformed });
+      stdin = toolInput(grant.claimType, target, ctx.chain);
+      l.info({ event_type: 'tool_started', context_size: ctx.chain.length, context_levels: ctx.levels });
+    } catch (e) {
+      return this.writeFailure(claim, id, fail(`input preparation failed: ${(e as Error).message}`), l);
+    }
+    const run = await runProcess({
+      argv: cfg.command ?? [],
+      cwd: cfg.workspace,
+      stdin,
+      timeoutMs: cfg.toolTimeoutMs,
+      maxBytes: cfg.outputLimitBytes,
+      signal,
+    });
+    if (signal?.aborted) {
+      l.warn({ event_type: 'tool_aborted', reason: 'shutdown grace period over; the grant stays open' });
+      return 'aborted';
+    }
+    const ev = evaluateRun(run, { timeoutMs: cfg.toolTimeoutMs, outputLimitBytes: cfg.outputLimitBytes });
+    const secs = run.durationMs / 1000;
+    if (!ev.ok) {
+      metrics.toolDuration.observe({ outcome: 'failure' }, secs);
+      return this.writeFailure(claim, id, ev.failure, l);
+    }
+    if (ev.result.type === 'CodeCommit' && !isRework(claim)) {
+      const c = await commitExists(cfg.workspace, ev.result.payload);
+      if (!c.ok) {
+        metrics.toolDuration.observe({ outcome: 'failure' }, secs);
+        const reason = `Tool succeeded but artefact creation failed: git commit validation failed for ${JSON.stringify(ev.result.payload)}: ${c.detail}`;
+        return this.writeFailure(
+          claim,
+          id,
+          { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
+          l,
+        );
+      }
+    }
+    const artefact = resultArtefact(id, cfg.role, claim, target, ev.result);
+    try {
+      const { created, artefact: written } = await this.redis('write_result', () =>
+        bb.createArtefact(artefact),
+      );
+      if (created && isRework(claim)) {
+        await this.redis('rework_event', () => bb.publishWorkflowEvent(reworkEvent(written, target)));
+      }
+    } catch (e) {
+      // e.g. a claim whose additional_context_ids are not artefact ids: the result cannot be stored as is
+      const reason = `Tool succeeded but artefact creation failed: ${(e as Error).message}`;
+      return this.writeFailure(
+        claim,
+        id,
+        { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
+        l,
+      );
+    }
+    metrics.toolRuns.inc({ outcome: 'success' });
+    metrics.toolDuration.observe({ outcome: 'success' }, secs);
+    l.info({
+      event_type: 'artefact_created',
+      artefact_type: artefact.type,
+      structural_type: artefact.structural_type,
+      version: artefact.version,
+      duration_ms: Math.round(run.durationMs),
+    });
+    return 'success';
+  }
+
+  private async writeFailure(claim: Claim, id: string, f: FailureReport, l: Logger): Promise<Outcome> {
+    this.d.metrics.toolRuns.inc({ outcome: 'failure' });
+    l.warn({ event_type: 'tool_failed', reason: f.reason, exit_code: f.exit_code });
+    await this.redis('write_failure', () =>
+      this.d.bb.createArtefact(failureArtefact(id, this.d.cfg.role, claim, f)),
+    );
+    return 'failure';
+  }
+}

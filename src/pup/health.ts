@@ -1,0 +1,66 @@
+import type { Logger } from '../common/logger.ts';
+import { runProcess } from './process.ts';
+
+export interface HealthCheckOptions {
+  command: string[];
+  intervalMs: number;
+  timeoutMs: number;
+  cwd: string;
+}
+
+/**
+ * The agent's custom health check (Holt's `health_check`, which Holt never wired): the command runs every
+ * interval; exit 0 is healthy. Healthy until the first run finishes; a run still going is not doubled.
+ */
+export class CustomHealthCheck {
+  private state: { ok: boolean; reason?: string } = { ok: true };
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+  private readonly opts: HealthCheckOptions;
+  private readonly log: Logger;
+
+  constructor(opts: HealthCheckOptions, log: Logger) {
+    this.opts = opts;
+    this.log = log;
+  }
+
+  start(): void {
+    void this.runOnce();
+    this.timer = setInterval(() => void this.runOnce(), this.opts.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  get status(): { ok: boolean; reason?: string } {
+    return this.state;
+  }
+
+  async runOnce(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      const r = await runProcess({
+        argv: this.opts.command,
+        cwd: this.opts.cwd,
+        stdin: '',
+        timeoutMs: this.opts.timeoutMs,
+        maxBytes: 64 * 1024,
+      });
+      const reason = r.spawnError
+        ? `health check could not start: ${r.spawnError}`
+        : r.timedOut
+          ? `health check timed out after ${this.opts.timeoutMs} ms`
+          : r.exitCode !== 0
+            ? `health check exited with ${r.exitCode ?? r.signal}: ${(r.stderr || r.stdout).trim().slice(0, 200)}`
+            : undefined;
+      if (reason && this.state.ok) this.log.warn({ event_type: 'health_check_failed', reason });
+      if (!reason && !this.state.ok) this.log.info({ event_type: 'health_check_recovered' });
+      this.state = reason ? { ok: false, reason } : { ok: true };
+    } finally {
+      this.running = false;
+    }
+  }
+}

@@ -1,0 +1,104 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import { outputId } from './decide.ts';
+import { grantedClaim, node, pupEnv, sh, waitFor } from './test-helpers.ts';
+
+/** The pup as a real process: `node src/pup/main.ts`, signals and exit codes. */
+
+let redis: RedisServer;
+let bb: Blackboard;
+let ws: string;
+beforeAll(async () => {
+  redis = await startRedis();
+  bb = Blackboard.connect(redis.url, 'proc');
+  ws = makeTempDir('ws');
+});
+afterAll(async () => {
+  await bb?.close();
+  await redis?.stop();
+  removeDir(ws);
+});
+
+function runPup(env: Record<string, string>, args: string[] = []) {
+  const child: ChildProcess = spawn(process.execPath, [join(import.meta.dirname, 'main.ts'), ...args], {
+    env: {
+      ...process.env,
+      ...pupEnv({ REDIS_URL: redis.url, HOLT_INSTANCE_NAME: 'proc', HOLT_WORKSPACE: ws, ...env }),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (b) => {
+    stdout += b;
+  });
+  child.stderr?.on('data', (b) => {
+    stderr += b;
+  });
+  const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on('exit', (code) => resolve({ code, stdout, stderr })),
+  );
+  return { child, exited, log: () => stdout };
+}
+
+const grantExclusive = { status: 'pending_exclusive', granted_exclusive_agent: 'coder' } as const;
+
+describe('pup process', () => {
+  it('a bad variable exits 1 with one line naming it', async () => {
+    const { exited } = runPup({ HOLT_TOOL_OUTPUT_LIMIT_BYTES: 'lots' });
+    const r = await exited;
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/^holt pup: invalid configuration: HOLT_TOOL_OUTPUT_LIMIT_BYTES: /);
+  });
+
+  it('SIGTERM during a tool: stops bidding, lets the tool finish, writes its result, exits 0', async () => {
+    const { claim } = await grantedClaim(bb, grantExclusive);
+    const p = runPup({ HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '2')) });
+    const out = outputId('proc', claim.id, 'coder', 'exclusive');
+    await waitFor(() => bb.redis.exists(bb.executionLeaseKey(out)), 'the tool to start');
+    p.child.kill('SIGTERM');
+    const late = await grantedClaim(bb, {});
+    const r = await p.exited;
+    expect(r.code).toBe(0);
+    expect((await bb.getArtefact(out))?.type).toBe('SlowResult');
+    expect(await bb.getBids(late.claim.id)).toEqual({});
+    const events = r.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l).event_type);
+    expect(events).toEqual(
+      expect.arrayContaining(['signal_received', 'pup_stopping', 'artefact_created', 'pup_stopped']),
+    );
+    expect(events.indexOf('pup_stopping')).toBeLessThan(events.indexOf('artefact_created'));
+  });
+
+  it('past the grace period the tool is killed, the grant stays open, and a worker (--execute-claim) runs it', async () => {
+    const { claim } = await grantedClaim(bb, grantExclusive);
+    const p = runPup({
+      HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '30')),
+      HOLT_SHUTDOWN_GRACE_MS: '200',
+    });
+    const out = outputId('proc', claim.id, 'coder', 'exclusive');
+    await waitFor(() => bb.redis.exists(bb.executionLeaseKey(out)), 'the tool to start');
+    p.child.kill('SIGTERM');
+    expect((await p.exited).code).toBe(0);
+    expect(await bb.getArtefact(out)).toBeNull();
+    expect(await bb.redis.exists(bb.executionLeaseKey(out))).toBe(0);
+
+    const w = runPup({ HOLT_BIDDING_STRATEGY: '', HOLT_AGENT_COMMAND: JSON.stringify(node('echo.mjs')) }, [
+      '--execute-claim',
+      claim.id,
+    ]);
+    const r = await w.exited;
+    expect(r.code).toBe(0);
+    expect((await bb.getArtefact(out))?.type).toBe('EchoResult');
+    // a worker for a claim that is not granted to its role exits 1
+    const other = await grantedClaim(bb, { ...grantExclusive, granted_exclusive_agent: 'someone-else' });
+    expect((await runPup({}, ['--execute-claim', other.claim.id]).exited).code).toBe(1);
+  });
+});

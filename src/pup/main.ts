@@ -1,0 +1,58 @@
+import { ConfigError } from '../common/config.ts';
+import { createLogger } from '../common/logger.ts';
+import { loadConfig } from './config.ts';
+import { Pup } from './pup.ts';
+
+/**
+ * The pup's composition root (`holt pup` / `node src/pup/main.ts`). Returns the exit code: 1 for bad
+ * configuration (one line naming the variable) or an unreachable Redis at start, 0 after a signal.
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let cfg: ReturnType<typeof loadConfig>;
+  try {
+    cfg = loadConfig(argv, env);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`holt pup: invalid configuration: ${e.message}\n`);
+      return 1;
+    }
+    throw e;
+  }
+  const log = createLogger('pup', { instance: cfg.instance, agent: cfg.role, mode: cfg.mode });
+  const pup = new Pup(cfg, log);
+  let signalled: (sig: string) => void = () => undefined;
+  const signal = new Promise<string>((resolve) => {
+    signalled = resolve;
+  });
+  const onSignal = (sig: NodeJS.Signals) => signalled(sig);
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+  try {
+    if (cfg.mode === 'worker') {
+      const run = pup.runClaim(cfg.executeClaim as string);
+      void signal.then(() => pup.stop());
+      const { code, outcome } = await run;
+      log.info({ event_type: 'worker_finished', outcome, exit_code: code });
+      await pup.stop(0);
+      return code;
+    }
+    try {
+      await pup.start();
+    } catch (e) {
+      log.error({ event_type: 'startup_failed', error: e instanceof Error ? e.message : String(e) });
+      await pup.stop(0);
+      return 1;
+    }
+    const sig = await signal;
+    log.info({ event_type: 'signal_received', signal: sig });
+    await pup.stop();
+    return 0;
+  } finally {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+  }
+}
+
+if (import.meta.main) {
+  process.exitCode = await main(process.argv.slice(2), process.env);
+}

@@ -1,0 +1,184 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import type { Claim } from '../blackboard/types.ts';
+import { outputId } from './decide.ts';
+import { Pup } from './pup.ts';
+import { artefact, claim, config, grantedClaim, sh, waitFor } from './test-helpers.ts';
+
+let redis: RedisServer;
+let ws: string;
+const pups: Pup[] = [];
+const boards: Blackboard[] = [];
+beforeAll(async () => {
+  redis = await startRedis();
+  ws = makeTempDir('ws');
+});
+afterAll(async () => {
+  await Promise.all(pups.map((p) => p.stop(0)));
+  await Promise.all(boards.map((b) => b.close()));
+  await redis?.stop();
+  removeDir(ws);
+});
+
+async function startPup(instance: string, env: Record<string, string>) {
+  const pup = new Pup(
+    config({ REDIS_URL: redis.url, HOLT_INSTANCE_NAME: instance, HOLT_WORKSPACE: ws, ...env }),
+  );
+  pups.push(pup);
+  await pup.start();
+  return pup;
+}
+
+function board(instance: string) {
+  const bb = Blackboard.connect(redis.url, instance);
+  bb.redis.on('error', () => undefined); // the health test stops Redis under it
+  boards.push(bb);
+  return bb;
+}
+
+const bidOf = (bb: Blackboard, c: Claim) =>
+  waitFor(async () => (await bb.getBids(c.id)).coder, `bid on ${c.id}`);
+const outputOf = (bb: Blackboard, c: Claim, t: 'review' | 'claim' | 'exclusive' = 'exclusive') =>
+  waitFor(() => bb.getArtefact(outputId(bb.instance, c.id, 'coder', t)), `output of ${c.id}`);
+
+async function grant(bb: Blackboard, c: Claim, over: Partial<Claim>, announce: boolean) {
+  const vc = await bb.getClaim(c.id);
+  if (!vc) throw new Error('no claim');
+  const updated = { ...vc.claim, ...over };
+  expect(await bb.updateClaim(updated, vc.rev)).not.toBeNull();
+  if (announce) await bb.publishGrant('coder', c.id, 'exclusive');
+  return updated;
+}
+
+async function http(pup: Pup, path: string) {
+  const res = await fetch(`http://127.0.0.1:${pup.port}${path}`);
+  return { status: res.status, body: await res.text() };
+}
+
+describe('standard mode', () => {
+  it('bids on claims from before its start and from claim_events, and keeps bidding while a tool runs', async () => {
+    const bb = board('std');
+    const before = await grantedClaim(bb, {});
+    // no timer re-scan here: what happens is due to the start-up scan and the channels
+    const pup = await startPup('std', {
+      HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '3')),
+      HOLT_RESCAN_INTERVAL_MS: '600000',
+    });
+    expect(await bidOf(bb, before.claim)).toBe('exclusive');
+    const b = await grantedClaim(bb, {});
+    expect(await bidOf(bb, b.claim)).toBe('exclusive');
+
+    await grant(bb, b.claim, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
+    const out = outputId('std', b.claim.id, 'coder', 'exclusive');
+    await waitFor(() => bb.redis.exists(bb.executionLeaseKey(out)), 'the tool to start');
+    const c = await grantedClaim(bb, {});
+    expect(await bidOf(bb, c.claim)).toBe('exclusive');
+    // the bid landed while the slow tool was still running
+    expect(await bb.getArtefact(out)).toBeNull();
+    expect(await bb.redis.exists(bb.executionLeaseKey(out))).toBe(1);
+    expect((await outputOf(bb, b.claim)).type).toBe('SlowResult');
+
+    // the artefact is written before the run is counted: wait for the count
+    const metrics = await waitFor(async () => {
+      const m = (await http(pup, '/metrics')).body;
+      return /holt_pup_tool_duration_seconds_count\{[^}]*outcome="success"[^}]*\} 1/.test(m) && m;
+    }, 'the tool run in /metrics');
+    expect(metrics).toMatch(/holt_pup_bids_total\{[^}]*bid_type="exclusive",source="strategy"[^}]*\} 3/);
+    expect(metrics).toMatch(/holt_pup_grants_total\{[^}]*claim_type="exclusive",via="event"[^}]*\} 1/);
+    expect((await http(pup, '/readyz')).status).toBe(200);
+  });
+
+  it('a lost grant announcement is recovered by the re-scan; a feedback claim is reworked', async () => {
+    const bb = board('lost');
+    const pup = await startPup('lost', {});
+    const { claim: c } = await grantedClaim(bb, {});
+    await bidOf(bb, c);
+    await grant(bb, c, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, false);
+    expect((await outputOf(bb, c)).type).toBe('EchoResult');
+    expect(await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).toMatch(
+      /via="rescan"/,
+    );
+
+    const v1 = artefact({ produced_by_role: 'coder', type: 'RecipeYAML' });
+    const fb = await grantedClaim(bb, { status: 'pending_assignment', granted_exclusive_agent: 'coder' }, v1);
+    expect(await outputOf(bb, fb.claim)).toMatchObject({
+      version: 2,
+      logical_id: v1.logical_id,
+      type: 'RecipeYAML',
+    });
+    expect(await bb.getBids(fb.claim.id)).toEqual({}); // feedback claims are assigned, never bid on
+  });
+});
+
+describe('controller mode and bid scripts', () => {
+  it('bids with the script, falls back to the strategy, bids ignore on an unreadable target, never executes', async () => {
+    const bb = board('ctl');
+    const pup = await startPup('ctl', {
+      HOLT_MODE: 'controller',
+      HOLT_AGENT_COMMAND: '',
+      HOLT_BIDDING_STRATEGY: 'claim',
+      HOLT_AGENT_BID_SCRIPT: JSON.stringify(sh('bid.sh', 'review')),
+      HOLT_BID_SCRIPT_TIMEOUT_MS: '300',
+    });
+    const cases: [string, string][] = [
+      ['Plain', 'review'],
+      ['FailBid', 'claim'],
+      ['VagueBid', 'claim'],
+      ['SlowBid', 'claim'],
+    ];
+    for (const [type, bid] of cases) {
+      const { claim: c } = await grantedClaim(bb, {}, artefact({ type }));
+      expect([type, await bidOf(bb, c)]).toEqual([type, bid]);
+    }
+    const orphan = claim(artefact().id); // its target was never written
+    await bb.createClaim(orphan);
+    expect(await bidOf(bb, orphan)).toBe('ignore');
+
+    const g = await grantedClaim(bb, {});
+    await bidOf(bb, g.claim);
+    await grant(bb, g.claim, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
+    const later = await grantedClaim(bb, {});
+    await bidOf(bb, later.claim);
+    expect(await bb.getArtefact(outputId('ctl', g.claim.id, 'coder', 'exclusive'))).toBeNull();
+    expect(await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).not.toMatch(/ \d+$/m);
+  });
+});
+
+describe('health', () => {
+  it('/healthz follows the custom check, and flips to 503 when Redis stops and back when it returns', async () => {
+    const flag = `${ws}/unhealthy`;
+    const pup = await startPup('health', {
+      HOLT_HEALTH_CHECK_COMMAND: JSON.stringify(sh('health.sh', flag)),
+      HOLT_HEALTH_CHECK_INTERVAL_MS: '100',
+    });
+    expect(await http(pup, '/healthz')).toMatchObject({ status: 200 });
+    const { writeFileSync, rmSync } = await import('node:fs');
+    writeFileSync(flag, '');
+    const bad = await waitFor(async () => {
+      const r = await http(pup, '/healthz');
+      return r.status === 503 && r;
+    }, 'health check failure');
+    expect(JSON.parse(bad.body)).toMatchObject({
+      status: 'unhealthy',
+      error: expect.stringMatching(/unhealthy: .* exists/),
+    });
+    rmSync(flag);
+    await waitFor(async () => (await http(pup, '/healthz')).status === 200, 'health check recovery');
+
+    await redis.proc.stop();
+    const down = await waitFor(async () => {
+      const r = await http(pup, '/healthz');
+      return r.status === 503 && r;
+    }, '503 with Redis down');
+    expect(JSON.parse(down.body)).toMatchObject({ status: 'unhealthy', redis: 'disconnected' });
+    expect((await http(pup, '/readyz')).status).toBe(503);
+    await redis.restart();
+    await waitFor(async () => (await http(pup, '/healthz')).status === 200, '200 after Redis returns');
+    // and it works again after the reconnect
+    const bb = board('health');
+    const { claim: c } = await grantedClaim(bb, {});
+    expect(await bidOf(bb, c)).toBe('exclusive');
+  });
+});

@@ -1,0 +1,214 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Blackboard } from '../blackboard/client.ts';
+import { retry } from '../common/backoff.ts';
+import { type Check, startProbeServer } from '../common/http.ts';
+import { type Logger, redactUrl, silentLogger } from '../common/logger.ts';
+import type { PupConfig } from './config.ts';
+import { currentGrant, type Grant, outputId } from './decide.ts';
+import { Executor, type Outcome } from './executor.ts';
+import { CustomHealthCheck } from './health.ts';
+import { PupMetrics } from './metrics.ts';
+import { WorkSlot } from './slot.ts';
+import { ClaimWatcher, type GrantSource } from './watcher.ts';
+
+const PING_TIMEOUT_MS = 2_000;
+
+/**
+ * One agent's runner. standard: watcher + executor joined by a work slot of one; controller: watcher
+ * only (bids); worker: `runClaim` for one claim. Usable in-process (tests) and from main.ts.
+ */
+export class Pup {
+  readonly cfg: PupConfig;
+  readonly log: Logger;
+  readonly metrics: PupMetrics;
+  readonly bb: Blackboard;
+  private readonly executor: Executor;
+  private readonly slot = new WorkSlot<Grant>();
+  /** Output ids queued or running here, so a grant seen twice (event + re-scan) runs once. */
+  private readonly inFlight = new Set<string>();
+  private watcher: ClaimWatcher | undefined;
+  private probe: { port: number; close(): Promise<void> } | undefined;
+  private custom: CustomHealthCheck | undefined;
+  private loop: Promise<void> | undefined;
+  private current: Promise<Outcome> | undefined;
+  private readonly abort = new AbortController();
+  private started = false;
+  private stopping = false;
+
+  constructor(cfg: PupConfig, log: Logger = silentLogger()) {
+    this.cfg = cfg;
+    this.log = log;
+    this.metrics = new PupMetrics({ instance: cfg.instance, role: cfg.role, mode: cfg.mode });
+    this.bb = Blackboard.connect(cfg.redisUrl, cfg.instance, {
+      maxRetriesPerRequest: cfg.redisRetries,
+      connectTimeout: 5_000,
+      retryStrategy: (times) => Math.min(100 * 2 ** times, 5_000),
+    });
+    let lastError = '';
+    this.bb.redis.on('error', (e: Error) => {
+      // ioredis reconnects by itself; log each distinct error once rather than on every attempt
+      if (e.message !== lastError) log.warn({ event_type: 'redis_error', error: e.message });
+      lastError = e.message;
+    });
+    this.bb.redis.on('ready', () => {
+      if (lastError) log.info({ event_type: 'redis_reconnected' });
+      lastError = '';
+    });
+    this.executor = new Executor({
+      bb: this.bb,
+      cfg,
+      log,
+      metrics: this.metrics,
+      owner: `${hostname()}/${process.pid}/${randomUUID()}`,
+    });
+  }
+
+  /** The probe server's port (useful when HOLT_HEALTH_PORT=0). */
+  get port(): number | undefined {
+    return this.probe?.port;
+  }
+
+  /** Waits for Redis (with retries), then starts probes, the watcher and (standard) the executor loop. */
+  async start(): Promise<void> {
+    const { cfg, log } = this;
+    await retry(() => this.ping(), { tries: cfg.redisRetries, baseMs: 200 });
+    if (cfg.healthCheck) {
+      this.custom = new CustomHealthCheck({ ...cfg.healthCheck, cwd: cfg.workspace }, log);
+      this.custom.start();
+    }
+    this.probe = await startProbeServer({
+      port: cfg.healthPort,
+      healthz: () => this.health(),
+      readyz: async () => {
+        if (!this.started || this.stopping)
+          return { ok: false, reason: this.stopping ? 'shutting down' : 'starting' };
+        return this.health();
+      },
+      registry: this.metrics.registry,
+    });
+    const standard = cfg.mode === 'standard';
+    this.watcher = new ClaimWatcher({
+      bb: this.bb,
+      cfg,
+      log,
+      metrics: this.metrics,
+      onGrant: standard ? (g, via) => this.offer(g, via) : undefined,
+    });
+    if (standard) this.loop = this.executeLoop();
+    await this.watcher.start();
+    this.started = true;
+    log.info({
+      event_type: 'pup_started',
+      mode: cfg.mode,
+      redis: redactUrl(cfg.redisUrl),
+      health_port: this.probe.port,
+      workspace: cfg.workspace,
+    });
+  }
+
+  /** `/healthz`: Redis answers a PING and the custom check (if any) passes. */
+  async health(): Promise<Check> {
+    try {
+      await this.ping();
+    } catch (e) {
+      return { ok: false, reason: `redis: ${(e as Error).message}`, details: { redis: 'disconnected' } };
+    }
+    const c = this.custom?.status;
+    if (c && !c.ok)
+      return { ok: false, reason: c.reason, details: { redis: 'connected', health_check: 'failing' } };
+    return {
+      ok: true,
+      details: { redis: 'connected', mode: this.cfg.mode, busy: this.current !== undefined },
+    };
+  }
+
+  private async ping(): Promise<void> {
+    const ac = new AbortController();
+    try {
+      await Promise.race([
+        this.bb.redis.ping(),
+        sleep(PING_TIMEOUT_MS, undefined, { signal: ac.signal }).then(() => {
+          throw new Error(`no PING reply within ${PING_TIMEOUT_MS} ms`);
+        }),
+      ]);
+    } finally {
+      ac.abort();
+    }
+  }
+
+  private offer(g: Grant, via: GrantSource): boolean {
+    if (this.stopping) return false;
+    const id = outputId(this.cfg.instance, g.claimId, this.cfg.role, g.claimType);
+    if (this.inFlight.has(id)) return true;
+    if (!this.slot.offer(g)) return false;
+    this.inFlight.add(id);
+    this.metrics.grants.inc({ claim_type: g.claimType, via });
+    this.log.info({ event_type: 'grant_queued', claim_id: g.claimId, claim_type: g.claimType, via });
+    return true;
+  }
+
+  private async executeLoop(): Promise<void> {
+    for (;;) {
+      const g = await this.slot.take();
+      if (!g) return;
+      this.current = this.executor.execute(g, this.abort.signal);
+      await this.current;
+      this.current = undefined;
+      this.inFlight.delete(outputId(this.cfg.instance, g.claimId, this.cfg.role, g.claimType));
+      // Grants refused while busy are still open on the blackboard: look for them now, not at the next tick.
+      if (!this.stopping) void this.watcher?.rescan();
+    }
+  }
+
+  /** Worker mode: one claim, in the phase the claim is in; exit code semantics as Holt (tool failure is 0). */
+  async runClaim(claimId: string): Promise<{ code: number; outcome: Outcome | 'no_claim' | 'not_granted' }> {
+    const vc = await retry(() => this.bb.getClaim(claimId), { tries: this.cfg.redisRetries });
+    if (!vc) {
+      this.log.error({ event_type: 'claim_not_found', claim_id: claimId });
+      return { code: 1, outcome: 'no_claim' };
+    }
+    const t = currentGrant(vc.claim, this.cfg.role);
+    if (!t) {
+      this.log.error({ event_type: 'grant_not_for_me', claim_id: claimId, status: vc.claim.status });
+      return { code: 1, outcome: 'not_granted' };
+    }
+    this.metrics.grants.inc({ claim_type: t, via: 'claim' });
+    this.current = this.executor.execute({ claimId, claimType: t }, this.abort.signal);
+    const outcome = await this.current;
+    this.current = undefined;
+    return { code: outcome === 'error' ? 1 : 0, outcome };
+  }
+
+  /**
+   * Stops bidding at once, lets a running tool finish for up to `graceMs`, then kills it (its grant stays
+   * open on the blackboard and is run again after a restart).
+   */
+  async stop(graceMs = this.cfg.shutdownGraceMs): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.log.info({ event_type: 'pup_stopping', busy: this.current !== undefined, grace_ms: graceMs });
+    await this.watcher?.stop();
+    this.slot.close();
+    const running = this.current;
+    if (running) {
+      const ac = new AbortController();
+      const finished = await Promise.race([
+        running.then(() => true),
+        sleep(graceMs, false, { signal: ac.signal }).catch(() => false),
+      ]);
+      ac.abort();
+      if (!finished) {
+        this.log.warn({ event_type: 'shutdown_grace_expired', grace_ms: graceMs });
+        this.abort.abort();
+        await running;
+      }
+    }
+    await this.loop;
+    this.custom?.stop();
+    await this.probe?.close();
+    await this.bb.close();
+    this.log.info({ event_type: 'pup_stopped' });
+  }
+}

@@ -1,0 +1,82 @@
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Blackboard } from '../blackboard/client.ts';
+import type { Artefact, Claim } from '../blackboard/types.ts';
+import { loadConfig, type PupConfig } from './config.ts';
+
+/** Shared by the pup's tests (not a test file itself). */
+
+export const AGENTS = join(import.meta.dirname, '../../test/fixtures/agents');
+export const node = (script: string, ...args: string[]) => [process.execPath, join(AGENTS, script), ...args];
+export const sh = (script: string, ...args: string[]) => [join(AGENTS, script), ...args];
+
+export function pupEnv(over: Record<string, string>): Record<string, string> {
+  return {
+    HOLT_INSTANCE_NAME: 'test',
+    HOLT_AGENT_NAME: 'coder',
+    REDIS_URL: 'redis://127.0.0.1:1',
+    HOLT_AGENT_COMMAND: JSON.stringify(node('echo.mjs')),
+    HOLT_BIDDING_STRATEGY: 'exclusive',
+    HOLT_HEALTH_PORT: '0',
+    HOLT_RESCAN_INTERVAL_MS: '200',
+    ...over,
+  };
+}
+
+export function config(over: Record<string, string>, argv: string[] = []): PupConfig {
+  return loadConfig(argv, pupEnv(over));
+}
+
+let clock = 1_700_000_000_000;
+
+export function artefact(over: Partial<Artefact> = {}): Artefact {
+  const id = over.id ?? randomUUID();
+  return {
+    id,
+    logical_id: id,
+    version: 1,
+    structural_type: 'Standard',
+    type: 'GoalDefined',
+    payload: 'build it',
+    source_artefacts: [],
+    produced_by_role: 'user',
+    created_at_ms: clock++,
+    ...over,
+  };
+}
+
+export function claim(artefactId: string, over: Partial<Claim> = {}): Claim {
+  return {
+    id: randomUUID(),
+    artefact_id: artefactId,
+    status: 'pending_review',
+    granted_review_agents: [],
+    granted_parallel_agents: [],
+    granted_exclusive_agent: '',
+    ...over,
+  };
+}
+
+/** A stored target plus a claim on it, granted as `over` says. */
+export async function grantedClaim(bb: Blackboard, over: Partial<Claim>, target = artefact()) {
+  await bb.createArtefact(target);
+  const c = claim(target.id, over);
+  await bb.createClaim(c);
+  return { target, claim: c };
+}
+
+/** Polls until `fn` returns a value (not a timed assertion: the limit only stops a hung test). */
+export async function waitFor<T>(
+  fn: () => Promise<T | undefined | null | false>,
+  what: string,
+  limitMs = 20_000,
+): Promise<T> {
+  const deadline = Date.now() + limitMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await sleep(50);
+  }
+}

@@ -1,0 +1,234 @@
+import { existsSync } from 'node:fs';
+import { z } from 'zod';
+import type { Blackboard, VersionedClaim } from '../blackboard/client.ts';
+import { BlackboardDataError } from '../blackboard/codec.ts';
+import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
+import { GrantNotification } from '../blackboard/types.ts';
+import { retry } from '../common/backoff.ts';
+import type { Logger } from '../common/logger.ts';
+import { decideBid } from './bid.ts';
+import type { PupConfig } from './config.ts';
+import { biddingOpen, currentGrant, type Grant, outputId } from './decide.ts';
+import type { PupMetrics } from './metrics.ts';
+
+/** claim_events carries the whole claim, but only as a hint: the watcher re-reads the stored claim. */
+const ClaimEvent = z.looseObject({ id: z.uuid() });
+
+export type GrantSource = 'event' | 'rescan' | 'claim_event';
+
+export interface WatcherDeps {
+  bb: Blackboard;
+  cfg: PupConfig;
+  log: Logger;
+  metrics: PupMetrics;
+  /** Standard mode only: hands a grant to the executor; false when the work slot is busy. */
+  onGrant?: (g: Grant, via: GrantSource) => boolean;
+}
+
+/**
+ * The claim watcher: bids on every claim open for bidding and finds this role's grants. Pub/sub is only
+ * a hint (at-most-once): at start and every re-scan interval it also reads the active claims and bids on
+ * those lacking this role's bid and offers the grants lacking this role's output.
+ */
+export class ClaimWatcher {
+  private readonly d: WatcherDeps;
+  private subs: Subscription[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private readonly toBid = new Set<string>();
+  private draining: Promise<void> | undefined;
+  private scanning: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(deps: WatcherDeps) {
+    this.d = deps;
+  }
+
+  async start(): Promise<void> {
+    const { bb, cfg, log } = this.d;
+    const onInvalid = (channel: string, raw: string, error: Error) =>
+      log.warn({ event_type: 'invalid_message', channel, raw: raw.slice(0, 500), error: error.message });
+    this.subs.push(
+      await subscribe(
+        cfg.redisUrl,
+        [bb.k.channels.claimEvents],
+        ClaimEvent,
+        (m) => this.bidLater(m.id),
+        onInvalid,
+      ),
+    );
+    const onGrant = this.d.onGrant;
+    if (onGrant) {
+      this.subs.push(
+        await subscribe(
+          cfg.redisUrl,
+          [bb.k.channels.agentEvents(cfg.role)],
+          GrantNotification,
+          (n) => {
+            log.info({ event_type: 'grant_received', claim_id: n.claim_id, claim_type: n.claim_type });
+            if (!onGrant({ claimId: n.claim_id, claimType: n.claim_type }, 'event')) {
+              log.info({
+                event_type: 'grant_deferred',
+                claim_id: n.claim_id,
+                reason: 'busy; the re-scan offers it again',
+              });
+            }
+          },
+          onInvalid,
+        ),
+      );
+    }
+    this.timer = setInterval(() => void this.rescan(), cfg.rescanIntervalMs);
+    await this.rescan();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await Promise.all(this.subs.map((s) => s.close()));
+    this.subs = [];
+    this.toBid.clear();
+    await this.draining;
+    await this.scanning;
+  }
+
+  private redis<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    return retry(fn, {
+      tries: this.d.cfg.redisRetries,
+      onRetry: (e, attempt, delayMs) =>
+        this.d.log.warn({
+          event_type: 'redis_retry',
+          op: what,
+          attempt,
+          delay_ms: delayMs,
+          error: String(e),
+        }),
+    });
+  }
+
+  /** Re-reads the active claims: bids where this role's bid is missing, offers grants lacking output. */
+  rescan(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    this.scanning ??= this.scan()
+      .catch((e: unknown) => this.d.log.warn({ event_type: 'rescan_failed', error: String(e) }))
+      .finally(() => {
+        this.scanning = undefined;
+      });
+    return this.scanning;
+  }
+
+  private async scan(): Promise<void> {
+    const { bb, cfg } = this.d;
+    const ids = await this.redis('active_claims', () => bb.activeClaimIds());
+    const claims = (await this.readClaims(ids))
+      .filter((c): c is VersionedClaim => c !== null)
+      .map((c) => c.claim);
+    const open = claims.filter(biddingOpen);
+    const bid = await this.redis('has_bids', () =>
+      bb.hasBids(
+        open.map((c) => c.id),
+        cfg.role,
+      ),
+    );
+    open.forEach((c, i) => {
+      if (!bid[i]) this.bidLater(c.id);
+    });
+    if (!this.d.onGrant) return;
+    const grants: Grant[] = [];
+    for (const c of claims) {
+      const t = currentGrant(c, cfg.role);
+      if (t) grants.push({ claimId: c.id, claimType: t });
+    }
+    const outs = grants.map((g) => outputId(cfg.instance, g.claimId, cfg.role, g.claimType));
+    const have = await this.redis('outputs_exist', () => bb.artefactsExist(outs));
+    for (const [i, g] of grants.entries()) {
+      if (have[i] || this.stopped) continue;
+      if (!this.d.onGrant(g, 'rescan')) break; // slot busy: the next scan continues
+    }
+  }
+
+  /** A malformed claim must not hide the others from the scan. */
+  private async readClaims(ids: string[]): Promise<(VersionedClaim | null)[]> {
+    const { bb, log } = this.d;
+    try {
+      return await this.redis('get_claims', () => bb.getClaims(ids));
+    } catch (e) {
+      if (!(e instanceof BlackboardDataError)) throw e;
+      const out: (VersionedClaim | null)[] = [];
+      for (const id of ids) {
+        out.push(
+          await bb.getClaim(id).catch((err: unknown) => {
+            log.warn({ event_type: 'malformed_claim', claim_id: id, error: String(err) });
+            return null;
+          }),
+        );
+      }
+      return out;
+    }
+  }
+
+  private bidLater(claimId: string): void {
+    if (this.stopped) return;
+    this.toBid.add(claimId);
+    this.draining ??= this.drain().finally(() => {
+      this.draining = undefined;
+    });
+  }
+
+  /** Bids one claim at a time (a bid script is a process; one at a time keeps the pod's footprint flat). */
+  private async drain(): Promise<void> {
+    while (!this.stopped) {
+      const next = this.toBid.values().next();
+      if (next.done) return;
+      this.toBid.delete(next.value);
+      await this.bidOn(next.value).catch((e: unknown) =>
+        this.d.log.warn({ event_type: 'bid_failed', claim_id: next.value, error: String(e) }),
+      );
+    }
+  }
+
+  private async bidOn(claimId: string): Promise<void> {
+    const { bb, cfg, log, metrics } = this.d;
+    const vc = await this.redis('get_claim', () => bb.getClaim(claimId));
+    if (!vc) return;
+    const claim = vc.claim;
+    if (!biddingOpen(claim)) {
+      // A feedback claim is assigned, not bid on (Holt pushes it straight to the work queue).
+      const t = currentGrant(claim, cfg.role);
+      if (t && claim.status === 'pending_assignment' && this.d.onGrant) {
+        this.d.onGrant({ claimId, claimType: t }, 'claim_event');
+      }
+      return;
+    }
+    const [already] = await this.redis('has_bid', () => bb.hasBids([claimId], cfg.role));
+    if (already || this.stopped) return;
+    let target = null;
+    try {
+      target = await this.redis('get_target', () => bb.getArtefact(claim.artefact_id));
+    } catch (e) {
+      log.warn({ event_type: 'target_unreadable', claim_id: claimId, error: String(e) });
+    }
+    const script = cfg.bidScript
+      ? {
+          argv: cfg.bidScript,
+          cwd: existsSync(cfg.workspace) ? cfg.workspace : process.cwd(),
+          timeoutMs: cfg.bidScriptTimeoutMs,
+        }
+      : undefined;
+    // A pup that cannot read the target says so with `ignore` rather than leaving consensus waiting.
+    const choice = target
+      ? await decideBid(target, cfg.biddingStrategy, script)
+      : { bid: 'ignore' as const, source: 'default' as const, fallbackReason: 'target artefact unreadable' };
+    if (choice.fallbackReason) {
+      log.warn({
+        event_type: 'bid_fallback',
+        claim_id: claimId,
+        reason: choice.fallbackReason,
+        bid: choice.bid,
+      });
+    }
+    if (this.stopped) return;
+    await this.redis('set_bid', () => bb.setBid(claimId, cfg.role, choice.bid));
+    metrics.bids.inc({ bid_type: choice.bid, source: choice.source });
+    log.info({ event_type: 'bid_submitted', claim_id: claimId, bid_type: choice.bid, source: choice.source });
+  }
+}
