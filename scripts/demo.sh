@@ -11,7 +11,7 @@ mkdir -p "$ws" && cp -r "$root/examples/demo/." "$ws/"
 git -C "$ws" init -q && git -C "$ws" add -A
 git -C "$ws" -c user.name=demo -c user.email=demo@holt.local commit -qm "demo workspace"
 
-cleanup() { "$holt" down --name demo >/dev/null 2>&1 || true; }
+cleanup() { "$holt" down --name demo --purge >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 echo "==> holt up (workspace: $ws)"

@@ -41,7 +41,7 @@ function program(): Command {
   p.command('down')
     .description('stop an instance and every process it started')
     .addOption(nameOpt())
-    .option('--purge', 'also delete its data (blackboard, inbox, logs)')
+    .option('--purge', 'also delete its data (blackboard, inbox); logs are kept')
     .action((o) => down(o));
   p.command('list')
     .description('list local instances')

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,10 +38,11 @@ function holtCommand(args: string[]): { command: string; args: string[] } {
 }
 
 /** Postgres refuses root, and /root is not traversable by the postgres user: keep its data elsewhere. */
-function postgresDir(name: string): string {
-  return process.getuid?.() === 0
-    ? join('/var/lib/holt/instances', name, 'postgres')
-    : join(instanceDir(name), 'data', 'postgres');
+export function postgresDir(name: string): string {
+  const own = join(instanceDir(name), 'data', 'postgres');
+  if (process.getuid?.() !== 0) return own;
+  // Keyed by the instance dir, so two HOLT_HOMEs with the same instance name never share data.
+  return join('/var/lib/holt', `${name}-${createHash('sha256').update(own).digest('hex').slice(0, 12)}`);
 }
 
 async function agentComponents(
@@ -118,7 +120,9 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
       pgUrl ? undefined : startPostgres({ dir: postgresDir(opts.name), database: 'holt' }),
     ]);
     for (const s of [redis, nats, pg]) if (s) stores.push(s);
-    state.stores = [redis, nats, pg].flatMap((s) => (s?.proc.child.pid ? [{ name: s.proc.name, pid: s.proc.child.pid }] : []));
+    state.stores = [redis, nats, pg].flatMap((s) =>
+      s?.proc.child.pid ? [{ name: s.proc.name, pid: s.proc.child.pid }] : [],
+    );
     state.redisUrl = redisUrl ?? redis!.url;
     state.natsUrl = natsUrl ?? nats!.url;
     state.postgresUrl = pgUrl ?? pg!.url;

@@ -48,6 +48,8 @@ export async function startPostgres(opts: PostgresOptions | string = {}): Promis
   const data = join(dir, 'data');
   const sock = join(dir, 'sock');
   const fresh = !existsSync(join(data, 'PG_VERSION'));
+  // The parents must be traversable by the postgres user; only the data dir itself is private.
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
   mkdirSync(data, { recursive: true, mode: 0o700 });
   mkdirSync(sock, { recursive: true });
   const ids = runAs();

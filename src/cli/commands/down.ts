@@ -1,6 +1,8 @@
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { instanceDir, isAlive } from '../../local/instance.ts';
+import { postgresDir } from '../../local/daemon.ts';
+import { instanceDir, isAlive, stateFile } from '../../local/instance.ts';
 import { CliError, EXIT, out, paint, progress } from '../output.ts';
 import { resolveInstance } from '../resolve.ts';
 
@@ -22,7 +24,12 @@ export async function down(opts: { name?: string; purge?: boolean }): Promise<vo
   // Anything the supervisor could not stop (it was killed itself) is stopped here.
   for (const c of [...s.components, ...s.stores]) if (c.pid && isAlive(c.pid)) process.kill(c.pid, 'SIGKILL');
   p.done();
-  if (opts.purge) rmSync(instanceDir(s.name), { recursive: true, force: true });
+  if (opts.purge) {
+    rmSync(postgresDir(s.name), { recursive: true, force: true });
+    // Data and state go; the logs stay for a post-mortem.
+    rmSync(join(instanceDir(s.name), 'data'), { recursive: true, force: true });
+    rmSync(stateFile(s.name), { force: true });
+  }
   out(
     `${paint('green', '✓')} Instance '${s.name}' removed successfully${opts.purge ? ' (data deleted)' : ''}`,
   );
