@@ -1,0 +1,565 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import { type AgentRegistration, type Artefact, WorkflowEvent } from '../blackboard/types.ts';
+import type { Orchestrator } from './orchestrator.ts';
+import {
+  type AgentScript,
+  claimFor,
+  newGoal,
+  recordChannels,
+  register,
+  ScriptedAgent,
+  startOrchestrator,
+  waitClaim,
+  waitFor,
+} from './testkit.ts';
+
+// Holt's checklist (holt-protocol.md §8): one test per row, named after it, against a real Redis.
+
+let redis: RedisServer;
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await redis?.stop();
+});
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+interface World {
+  instance: string;
+  bb: Blackboard;
+  orch: Orchestrator;
+  agents: Record<string, ScriptedAgent>;
+  rec: Awaited<ReturnType<typeof recordChannels>>;
+}
+
+async function world(
+  scripts: AgentScript[],
+  over: Parameters<typeof startOrchestrator>[2] = {},
+  extraRoles: (string | AgentRegistration)[] = [],
+): Promise<World> {
+  const instance = `t${randomUUID().slice(0, 8)}`;
+  const bb = Blackboard.connect(redis.url, instance);
+  const listed = new Set(extraRoles.map((r) => (typeof r === 'string' ? r : r.role)));
+  await register(bb, [...scripts.map((s) => s.role).filter((r) => !listed.has(r)), ...extraRoles]);
+  const rec = await recordChannels(redis.url, instance);
+  const agents: Record<string, ScriptedAgent> = {};
+  for (const s of scripts) agents[s.role] = await ScriptedAgent.start(redis.url, instance, s);
+  const orch = startOrchestrator(redis.url, instance, over);
+  await orch.whenLeader();
+  cleanups.push(async () => {
+    await orch.stop();
+    for (const a of Object.values(agents)) await a.stop();
+    rec.close();
+    await bb.close();
+  });
+  return { instance, bb, orch, agents, rec };
+}
+
+const isGoal = (a: Artefact) => a.type === 'GoalDefined';
+const onGoal = (bid: string) => (a: Artefact) => (isGoal(a) ? bid : 'ignore');
+const produce = (type: string) => () => ({ type, payload: 'done' });
+const approve = () => ({ type: 'Review', payload: '{}' });
+
+describe('Holt checklist', () => {
+  it('row 1: namespaced keys and channels per instance', async () => {
+    const a = await world([{ role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') }]);
+    const b = await world([{ role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') }]);
+    const g = newGoal();
+    await a.bb.createArtefact(g);
+    await waitClaim(a.bb, (await claimFor(a.bb, g.id)).id, (c) => c.status === 'complete', 'complete in a');
+    expect(await b.bb.claimIdForArtefact(g.id)).toBeNull();
+    expect(await b.bb.listClaimIds()).toEqual([]);
+    expect(b.rec.messages).toEqual([]);
+    expect(b.agents.Coder?.grants).toEqual([]);
+    const keysOfB = await b.bb.redis.keys(`holt:${b.instance}:*`);
+    expect(keysOfB.every((k) => !k.includes(g.id))).toBe(true);
+  });
+
+  it('row 2: artefact schema and validation', async () => {
+    const { bb } = await world([]);
+    await expect(bb.createArtefact({ ...newGoal(), id: 'nope' })).rejects.toThrow(/UUID/);
+    await expect(bb.createArtefact({ ...newGoal(), type: '' })).rejects.toThrow(/type/);
+    await expect(bb.createArtefact({ ...newGoal(), produced_by_role: '' })).rejects.toThrow();
+    await expect(
+      bb.createArtefact({ ...newGoal(), structural_type: 'Bogus' as 'Standard' }),
+    ).rejects.toThrow();
+    const { created_at_ms: _, ...noTime } = newGoal();
+    const before = Date.now();
+    const { artefact } = await bb.createArtefact(noTime);
+    expect(artefact.created_at_ms).toBeGreaterThanOrEqual(before);
+    expect(Object.keys(await bb.redis.hgetall(bb.k.artefact(artefact.id))).sort()).toEqual(
+      [
+        'id',
+        'logical_id',
+        'version',
+        'structural_type',
+        'type',
+        'payload',
+        'source_artefacts',
+        'produced_by_role',
+        'created_at_ms',
+      ].sort(),
+    );
+  });
+
+  it('row 3: write-once artefacts + artefact event', async () => {
+    const { bb, rec } = await world([]);
+    const g = newGoal();
+    expect((await bb.createArtefact(g)).created).toBe(true);
+    expect((await bb.createArtefact({ ...g, payload: 'other' })).created).toBe(false);
+    await waitFor(() => rec.messages.some((m) => m.channel === 'artefact_events'), 'artefact event');
+    expect(rec.messages.filter((m) => m.channel === 'artefact_events').map((m) => m.msg)).toEqual([g]);
+    expect((await bb.getArtefact(g.id))?.payload).toBe('build it');
+  });
+
+  it('row 4: thread ZSET / latest version', async () => {
+    const { bb } = await world([]);
+    const v1 = { ...newGoal(), type: 'Draft' };
+    const v1w = { ...v1, logical_id: v1.id };
+    await bb.createArtefact(v1w);
+    const v2 = { ...v1w, id: randomUUID(), version: 2, source_artefacts: [v1w.id] };
+    await bb.createArtefact(v2);
+    expect((await bb.latestInThreads([v1w.id])).get(v1w.id)).toEqual({ id: v2.id, version: 2 });
+  });
+
+  it('row 5: claim per claimable artefact', async () => {
+    const { bb } = await world([], {}, ['Silent']);
+    const claimable = ['Standard', 'Question', 'Answer'] as const;
+    const skipped = ['Review', 'Failure', 'Terminal'] as const;
+    const made = [...claimable, ...skipped].map((st) => newGoal('x', { structural_type: st }));
+    for (const a of made) await bb.createArtefact(a);
+    for (const a of made.slice(0, 3)) expect((await claimFor(bb, a.id)).status).toBe('pending_review');
+    // A later artefact proves the orchestrator has handled the earlier ones (events are in order).
+    const marker = newGoal();
+    await bb.createArtefact(marker);
+    await claimFor(bb, marker.id);
+    for (const a of made.slice(3)) expect(await bb.claimIdForArtefact(a.id)).toBeNull();
+    expect(await bb.listClaimIds()).toHaveLength(4);
+  });
+
+  it('row 6: idempotent claim creation', async () => {
+    const { bb } = await world([], {}, ['Silent']);
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const first = await claimFor(bb, g.id);
+    // The same artefact event again (a replay, or a second publisher).
+    await bb.redis.publish(bb.k.channels.artefactEvents, JSON.stringify(g));
+    const marker = newGoal();
+    await bb.createArtefact(marker);
+    await claimFor(bb, marker.id);
+    expect(await bb.claimIdForArtefact(g.id)).toBe(first.id);
+    expect(await bb.listClaimIds()).toHaveLength(2);
+  });
+
+  it('row 7: every agent bids on every claim', async () => {
+    const roles = ['A', 'B', 'C'];
+    const { bb, rec } = await world(roles.map((role) => ({ role, bid: () => 'ignore' })));
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await claimFor(bb, g.id);
+    await waitClaim(bb, c.id, (x) => x.dormant_reason !== undefined, 'consensus');
+    expect(await bb.getBids(c.id)).toEqual({ A: 'ignore', B: 'ignore', C: 'ignore' });
+    expect(
+      rec
+        .events('bid_submitted')
+        .filter((d) => d.claim_id === c.id)
+        .map((d) => d.agent_name)
+        .sort(),
+    ).toEqual(roles);
+  });
+
+  it('row 8: full consensus before granting', async () => {
+    const { bb, agents } = await world(
+      [{ role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') }],
+      { bidTimeoutMs: 60_000 },
+      ['Late'],
+    );
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await claimFor(bb, g.id);
+    await waitFor(async () => (await bb.getBids(c.id)).Coder, 'the first bid');
+    // Several bid polls later, one role is still missing: nothing may be granted.
+    await sleep(300);
+    const pending = (await bb.getClaim(c.id))?.claim;
+    expect(pending?.phase_state ?? null).toBeNull();
+    expect(pending?.granted_exclusive_agent).toBe('');
+    expect(agents.Coder?.grants).toEqual([]);
+    await bb.setBid(c.id, 'Late', 'ignore');
+    await waitClaim(bb, c.id, (x) => x.status === 'complete', 'complete after the last bid');
+  });
+
+  it('row 9: invalid bid => ignore', async () => {
+    const { bb } = await world([
+      { role: 'Weird', bid: () => 'foobar', respond: produce('X') },
+      { role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') },
+    ]);
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
+    expect(c.phase_state?.all_bids).toEqual({ Weird: 'ignore', Coder: 'exclusive' });
+    expect(c.granted_exclusive_agent).toBe('Coder');
+  });
+
+  it('row 10: exclusive tie-break', async () => {
+    const roles = ['b', 'a', 'B', 'Ab'];
+    const { bb } = await world(
+      roles.map((role) => ({ role, bid: onGoal('exclusive'), respond: produce('Code') })),
+    );
+    for (let run = 0; run < 3; run++) {
+      const g = newGoal();
+      await bb.createArtefact(g);
+      const c = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
+      // Byte order: uppercase before lowercase.
+      expect(c.granted_exclusive_agent).toBe('Ab');
+    }
+  });
+
+  it('row 11: phase ordering + skipping', async () => {
+    const { bb, rec } = await world([
+      { role: 'Reviewer', bid: onGoal('review'), respond: approve },
+      { role: 'ParallelWorker', bid: onGoal('claim'), respond: produce('ParallelWorkComplete') },
+      { role: 'Coder', bid: onGoal('exclusive'), respond: produce('CodeCommit') },
+    ]);
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
+    expect(c.granted_review_agents).toEqual(['Reviewer']);
+    expect(c.granted_parallel_agents).toEqual(['ParallelWorker']);
+    expect(c.granted_exclusive_agent).toBe('Coder');
+    const statuses = rec.messages
+      .filter((m) => m.channel === 'claim_updates' && (m.msg as { id: string }).id === c.id)
+      .map((m) => (m.msg as { status: string }).status);
+    expect([...new Set(statuses)]).toEqual([
+      'pending_review',
+      'pending_parallel',
+      'pending_exclusive',
+      'complete',
+    ]);
+    const grantOrder = rec.events('claim_granted').filter((d) => d.claim_id === c.id);
+    expect(grantOrder.map((d) => d.grant_type)).toEqual(['review', 'claim', 'exclusive']);
+
+    // Skipping: an exclusive-only clan goes straight to pending_exclusive.
+    const only = await world([
+      { role: 'GitAgent', bid: onGoal('exclusive'), respond: produce('CodeCommit') },
+    ]);
+    const g2 = newGoal();
+    await only.bb.createArtefact(g2);
+    const c2 = await waitClaim(only.bb, (await claimFor(only.bb, g2.id)).id, (x) => x.status === 'complete');
+    const s2 = only.rec.messages
+      .filter((m) => m.channel === 'claim_updates' && (m.msg as { id: string }).id === c2.id)
+      .map((m) => (m.msg as { status: string }).status);
+    expect([...new Set(s2)]).toEqual(['pending_review', 'pending_exclusive', 'complete']);
+  });
+
+  it('row 12: dormant claims', async () => {
+    const { bb, agents } = await world([{ role: 'Idle', bid: () => 'ignore', respond: produce('X') }]);
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.dormant_reason !== undefined);
+    expect(c.status).toBe('pending_review');
+    expect(c.dormant_reason).toBe('no_bids_in_any_phase');
+    expect(c.granted_exclusive_agent).toBe('');
+    expect(agents.Idle?.grants).toEqual([]);
+    expect(await bb.activeClaimIds()).toContain(c.id);
+  });
+
+  it('row 14: single veto + all feedback consolidated', async () => {
+    const draft = (a: Artefact) => a.type === 'Draft';
+    const { bb } = await world([
+      { role: 'Writer', bid: (a) => (isGoal(a) ? 'exclusive' : 'ignore'), respond: produce('Draft') },
+      {
+        role: 'R1',
+        bid: (a) => (draft(a) ? 'review' : 'ignore'),
+        respond: () => ({ type: 'Review', payload: 'needs tests' }),
+      },
+      { role: 'R2', bid: (a) => (draft(a) ? 'review' : 'ignore'), respond: approve },
+      {
+        role: 'R3',
+        bid: (a) => (draft(a) ? 'review' : 'ignore'),
+        respond: () => ({ type: 'Review', payload: '{"x":1}' }),
+      },
+    ]);
+    // Writer answers the rework by failing, so the loop ends there.
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const goalClaim = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
+    const draftId = goalClaim.phase_state?.received.Writer as string;
+    const draftClaimId = (await waitFor(async () => {
+      const ids = await bb.listClaimIds();
+      for (const id of ids) {
+        const vc = await bb.getClaim(id);
+        if (vc?.claim.artefact_id === draftId && vc.claim.status === 'terminated') return id;
+      }
+      return null;
+    }, 'the draft claim terminated')) as string;
+    const terminated = (await bb.getClaim(draftClaimId))?.claim;
+    const received = terminated?.phase_state?.received ?? {};
+    const rejecting = [received.R1, received.R3].sort();
+    const fbId = await bb.claimIdForArtefact(draftId);
+    const fb = (await bb.getClaim(fbId as string))?.claim;
+    expect(fb?.status === 'pending_assignment' || fb?.status === 'complete').toBe(true);
+    expect(fb?.granted_exclusive_agent).toBe('Writer');
+    expect([...(fb?.additional_context_ids ?? [])].sort()).toEqual(rejecting);
+    expect(terminated?.termination_reason).toMatch(
+      /^Terminated due to negative review feedback\. See artefacts: \[/,
+    );
+    for (const id of rejecting) expect(terminated?.termination_reason).toContain(id as string);
+  });
+
+  it('row 15: parallel phase waits for all', async () => {
+    const { bb, agents } = await world([
+      { role: 'P1', bid: onGoal('claim'), respond: produce('Part1') },
+      { role: 'P2', bid: onGoal('claim'), respond: produce('Part2') },
+      { role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') },
+    ]);
+    agents.P2?.pause();
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await claimFor(bb, g.id);
+    await waitClaim(bb, c.id, (x) => x.phase_state?.received.P1 !== undefined, 'P1 output received');
+    const mid = (await bb.getClaim(c.id))?.claim;
+    expect(mid?.status).toBe('pending_parallel');
+    expect(mid?.granted_exclusive_agent).toBe('');
+    expect(agents.Coder?.grants).toEqual([]);
+    await agents.P2?.release();
+    const done = await waitClaim(bb, c.id, (x) => x.status === 'complete');
+    expect(done.granted_exclusive_agent).toBe('Coder');
+  });
+
+  it('row 16: exclusive completion', async () => {
+    const { bb, agents } = await world([
+      { role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') },
+    ]);
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
+    expect(c.phase_state?.received).toEqual({ Coder: agents.Coder?.outputs[0]?.id });
+    expect(await bb.activeClaimIds()).not.toContain(c.id);
+  });
+
+  it('row 17: grant notification', async () => {
+    const { bb, rec, agents } = await world(
+      [{ role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') }],
+      {},
+      [{ role: 'Coder', kind: 'standard', image_id: 'sha256:abc' }],
+    );
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
+    const notes = rec.messages.filter((m) => m.channel === 'agent:Coder:events').map((m) => m.msg);
+    expect(notes).toEqual([{ event_type: 'grant', claim_id: c.id, claim_type: 'exclusive' }]);
+    expect(rec.events('claim_granted')).toEqual([
+      { claim_id: c.id, agent_name: 'Coder', grant_type: 'exclusive', agent_image_id: 'sha256:abc' },
+    ]);
+    // The grant is on the claim before the notification goes out (the pup checks it).
+    expect(agents.Coder?.executed.has(c.id)).toBe(true);
+  });
+
+  it('row 23: Failure/Terminal close their claim', async () => {
+    const { bb } = await world([
+      {
+        role: 'Coder',
+        bid: onGoal('exclusive'),
+        respond: ({ target }) =>
+          target.payload === 'fail'
+            ? { structural_type: 'Failure', type: 'ToolExecutionFailure', payload: '{"reason":"boom"}' }
+            : { structural_type: 'Terminal', type: 'Done', payload: 'ok' },
+      },
+    ]);
+    const bad = newGoal('fail');
+    const good = newGoal('finish');
+    await bb.createArtefact(bad);
+    await bb.createArtefact(good);
+    const t = await waitClaim(bb, (await claimFor(bb, bad.id)).id, (x) => x.status === 'terminated');
+    expect(t.termination_reason).toMatch(/Failure from agent 'Coder' \(ToolExecutionFailure .*boom/);
+    const c = await waitClaim(bb, (await claimFor(bb, good.id)).id, (x) => x.status === 'complete');
+    expect(c.status).toBe('complete');
+  });
+
+  it('row 25: feedback loop', async () => {
+    const { bb, rec } = await world([
+      { role: 'Writer', bid: (a) => (isGoal(a) ? 'exclusive' : 'ignore'), respond: produce('Draft') },
+      {
+        role: 'Reviewer',
+        bid: (a) => (a.type === 'Draft' ? 'review' : 'ignore'),
+        respond: ({ target }) => ({ type: 'Review', payload: target.version === 1 ? 'needs tests' : '{}' }),
+      },
+    ]);
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const goalClaim = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
+    const v1Id = goalClaim.phase_state?.received.Writer as string;
+    const v1 = (await bb.getArtefact(v1Id)) as Artefact;
+    const fbEvent = await waitFor(() => rec.events('feedback_claim_created')[0], 'feedback_claim_created');
+    expect(fbEvent.target_agent_role).toBe('Writer');
+    expect(fbEvent.iteration).toBe(1);
+    const fb = await waitClaim(
+      bb,
+      fbEvent.feedback_claim_id as string,
+      (x) => x.status === 'complete',
+      'rework done',
+    );
+    expect(fb.status).toBe('complete');
+    const latest = await waitFor(async () => {
+      const l = (await bb.latestInThreads([v1.logical_id])).get(v1.logical_id);
+      return l && l.version === 2 ? l : null;
+    }, 'v2');
+    const v2 = (await bb.getArtefact(latest.id)) as Artefact;
+    expect(v2).toMatchObject({ logical_id: v1.logical_id, type: 'Draft', produced_by_role: 'Writer' });
+    expect(v2.source_artefacts[0]).toBe(v1.id);
+    expect(v2.source_artefacts.slice(1)).toEqual(fb.additional_context_ids);
+    // The rework gets a brand-new claim, which is reviewed again and approved.
+    const c2 = await waitClaim(bb, (await claimFor(bb, v2.id)).id, (x) => x.dormant_reason !== undefined);
+    expect(c2.granted_review_agents).toEqual(['Reviewer']);
+    expect(c2.dormant_reason).toBe('no_grants_remaining_after_review');
+    expect(rec.events('review_approved')).toContainEqual({
+      original_artefact_id: v2.id,
+      reviewer_role: 'Reviewer',
+    });
+  });
+
+  it('row 26: max iterations', async () => {
+    const { bb } = await world(
+      [
+        { role: 'Writer', bid: (a) => (isGoal(a) ? 'exclusive' : 'ignore'), respond: produce('Draft') },
+        {
+          role: 'Reviewer',
+          bid: (a) => (a.type === 'Draft' ? 'review' : 'ignore'),
+          respond: () => ({ type: 'Review', payload: 'no' }),
+        },
+      ],
+      { maxReviewIterations: 2 },
+    );
+    await bb.createArtefact(newGoal());
+    const failure = await waitFor(async () => {
+      for (const id of await bb.listArtefactIds()) {
+        const a = await bb.getArtefact(id);
+        if (a?.type === 'MaxIterationsExceeded') return a;
+      }
+      return null;
+    }, 'MaxIterationsExceeded');
+    expect(failure.structural_type).toBe('Failure');
+    expect(failure.produced_by_role).toBe('orchestrator');
+    const v3 = (await bb.getArtefact(failure.source_artefacts[0] as string)) as Artefact;
+    expect(v3.version).toBe(3);
+    expect(failure.payload).toBe(
+      `Max review iterations (2) reached for artefact ${v3.id} (version 3). Review feedback loop terminated.`,
+    );
+    const claims = (await bb.getClaims(await bb.listClaimIds())).map((x) => x?.claim);
+    const last = claims.find((c) => c?.artefact_id === v3.id && c.status === 'terminated');
+    // The reason the loop stopped is kept (Holt overwrote it with the review text).
+    expect(last?.termination_reason).toBe('Terminated after reaching max review iterations (2).');
+    expect(claims.filter((c) => c?.status === 'pending_assignment')).toEqual([]);
+  });
+
+  it('row 27: missing producer', async () => {
+    const { bb } = await world([
+      { role: 'Reviewer', bid: onGoal('review'), respond: () => ({ type: 'Review', payload: 'bad goal' }) },
+    ]);
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'terminated');
+    expect(c.termination_reason).toBe(
+      "Cannot create feedback claim: agent with role 'user' no longer exists in configuration.",
+    );
+    const kids = await bb.getArtefacts(await bb.childrenOf(g.id));
+    const failure = kids.find((a) => a?.type === 'MissingAgentConfiguration');
+    expect(failure?.structural_type).toBe('Failure');
+    expect(failure?.produced_by_role).toBe('orchestrator');
+  });
+
+  it('row 34: phase state persistence', async () => {
+    const { bb, agents } = await world([
+      { role: 'P1', bid: onGoal('claim'), respond: produce('Part1') },
+      { role: 'P2', bid: onGoal('claim'), respond: produce('Part2') },
+    ]);
+    agents.P2?.pause();
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await claimFor(bb, g.id);
+    const mid = await waitClaim(bb, c.id, (x) => x.phase_state?.received.P1 !== undefined);
+    // `received` is written on every receipt, not only at the grant.
+    const raw = JSON.parse((await bb.redis.hget(bb.k.claim(c.id), 'phase_state')) as string);
+    expect(raw).toEqual({
+      current: 'parallel',
+      granted_agents: ['P1', 'P2'],
+      received: { P1: agents.P1?.outputs[0]?.id },
+      all_bids: { P1: 'claim', P2: 'claim' },
+      start_time_ms: mid.phase_state?.start_time_ms,
+    });
+    await agents.P2?.release();
+    await waitClaim(bb, c.id, (x) => x.dormant_reason === 'no_grants_remaining_after_parallel');
+  });
+
+  it('row 38: ms timestamps', async () => {
+    const { bb } = await world([{ role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') }]);
+    const before = Date.now();
+    const { created_at_ms: _, ...g } = newGoal();
+    const { artefact } = await bb.createArtefact(g);
+    const c = await waitClaim(bb, (await claimFor(bb, artefact.id)).id, (x) => x.status === 'complete');
+    for (const ms of [artefact.created_at_ms, c.phase_state?.start_time_ms, c.created_at_ms]) {
+      expect(Number.isInteger(ms)).toBe(true);
+      expect(ms).toBeGreaterThanOrEqual(before);
+      expect(ms).toBeLessThan(before + 10 * 60_000);
+    }
+  });
+
+  it('row 41: workflow event stream', async () => {
+    const { bb, rec } = await world([
+      { role: 'Writer', bid: (a) => (isGoal(a) ? 'exclusive' : 'ignore'), respond: produce('Draft') },
+      {
+        role: 'Reviewer',
+        bid: (a) => (a.type === 'Draft' ? 'review' : 'ignore'),
+        respond: ({ target }) => ({ type: 'Review', payload: target.version === 1 ? 'x'.repeat(300) : '[]' }),
+      },
+    ]);
+    await bb.createArtefact(newGoal());
+    await waitFor(() => rec.events('review_approved').length > 0, 'the approval of v2');
+    const keysOf: Record<string, string[]> = {
+      bid_submitted: ['agent_name', 'bid_type', 'claim_id'],
+      claim_granted: ['agent_image_id', 'agent_name', 'claim_id', 'grant_type'],
+      review_approved: ['original_artefact_id', 'reviewer_role'],
+      review_rejected: ['feedback', 'original_artefact_id', 'reviewer_role'],
+      feedback_claim_created: ['feedback_claim_id', 'iteration', 'original_claim_id', 'target_agent_role'],
+      artefact_reworked: [
+        'artefact_type',
+        'logical_id',
+        'new_version',
+        'previous_version_id',
+        'produced_by_role',
+      ].concat('new_artefact_id'),
+    };
+    for (const [name, keys] of Object.entries(keysOf)) {
+      const evs = rec.events(name);
+      expect(evs.length, name).toBeGreaterThan(0);
+      for (const d of evs) expect(Object.keys(d).sort(), name).toEqual([...keys].sort());
+    }
+    for (const m of rec.messages.filter((x) => x.channel === 'workflow_events')) {
+      expect(WorkflowEvent.safeParse(m.msg).success).toBe(true);
+    }
+    expect(rec.events('review_rejected')[0]?.feedback).toBe(`${'x'.repeat(200)}...`);
+  });
+
+  it('row 49: bid timeout (a hung agent)', async () => {
+    const { bb, rec } = await world(
+      [
+        { role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') },
+        { role: 'Hung', bid: () => null },
+      ],
+      { bidTimeoutMs: 300 },
+    );
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
+    expect(c.phase_state?.all_bids).toEqual({ Coder: 'exclusive', Hung: 'ignore' });
+    expect(rec.events('bid_timeout')).toEqual([{ claim_id: c.id, silent_agents: ['Hung'], timeout_ms: 300 }]);
+  });
+});

@@ -1,0 +1,159 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../test/harness/ports.ts';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { ConfigError } from '../common/config.ts';
+import { DEFAULTS, loadConfig } from './config.ts';
+import { waitFor } from './testkit.ts';
+
+const base = { HOLT_INSTANCE_NAME: 'demo', REDIS_URL: 'redis://127.0.0.1:6379' };
+
+describe('orchestrator configuration', () => {
+  it('reads env with defaults (bid timeout 30 s, max review iterations 3, health port 8080)', () => {
+    const c = loadConfig(base);
+    expect(c).toMatchObject({
+      instance: 'demo',
+      bidTimeoutMs: 30_000,
+      maxReviewIterations: 3,
+      healthPort: 8080,
+    });
+    expect(c.reconcileIntervalMs).toBe(DEFAULTS.reconcileIntervalMs);
+    expect(
+      loadConfig({
+        ...base,
+        HOLT_BID_TIMEOUT_MS: '250',
+        HOLT_MAX_REVIEW_ITERATIONS: '0',
+        HOLT_HEALTH_PORT: '',
+      }),
+    ).toMatchObject({
+      bidTimeoutMs: 250,
+      maxReviewIterations: 0,
+      healthPort: 8080,
+    });
+  });
+
+  it('merges a YAML or JSON config file under the environment', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'orch-cfg-'));
+    const yml = join(dir, 'o.yaml');
+    writeFileSync(yml, 'bid_timeout_ms: 500\nmax_review_iterations: 5\nreconcile_interval_ms: 2000\n');
+    expect(
+      loadConfig({ ...base, HOLT_ORCHESTRATOR_CONFIG: yml, HOLT_MAX_REVIEW_ITERATIONS: '1' }),
+    ).toMatchObject({
+      bidTimeoutMs: 500,
+      maxReviewIterations: 1,
+      reconcileIntervalMs: 2000,
+    });
+    const json = join(dir, 'o.json');
+    writeFileSync(json, JSON.stringify({ instance: 'fromfile', redis_url: 'redis://h:1' }));
+    expect(loadConfig({ HOLT_ORCHESTRATOR_CONFIG: json })).toMatchObject({
+      instance: 'fromfile',
+      redisUrl: 'redis://h:1',
+    });
+    writeFileSync(yml, 'bid_timout_ms: 5\n');
+    expect(() => loadConfig({ ...base, HOLT_ORCHESTRATOR_CONFIG: yml })).toThrow(/Unrecognized key/);
+  });
+
+  it('bad configuration is a one-line ConfigError naming the setting', () => {
+    expect(() => loadConfig({ REDIS_URL: 'redis://x' })).toThrow(
+      new ConfigError('HOLT_INSTANCE_NAME: required'),
+    );
+    expect(() => loadConfig({ ...base, HOLT_BID_TIMEOUT_MS: 'soon' })).toThrow(/HOLT_BID_TIMEOUT_MS/);
+    expect(() => loadConfig({ ...base, REDIS_URL: 'http://x' })).toThrow(/REDIS_URL/);
+    expect(() => loadConfig({ ...base, HOLT_ORCHESTRATOR_CONFIG: '/nonexistent.yaml' })).toThrow(
+      /cannot read/,
+    );
+  });
+});
+
+describe('holt orchestrator process', () => {
+  let redis: RedisServer;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  const main = join(import.meta.dirname, 'main.ts');
+
+  it('exits 1 with one line on bad configuration', async () => {
+    const p = spawn(process.execPath, [main], { env: { PATH: process.env.PATH, REDIS_URL: 'redis://x' } });
+    let err = '';
+    p.stderr.on('data', (d) => {
+      err += String(d);
+    });
+    const code = await new Promise<number | null>((r) => p.on('exit', r));
+    expect(code).toBe(1);
+    expect(err).toBe('holt orchestrator: HOLT_INSTANCE_NAME: required\n');
+  });
+
+  it('serves /healthz and /metrics, and exits 0 on SIGTERM', async () => {
+    const port = await freePort();
+    const p = spawn(process.execPath, [main], {
+      env: {
+        PATH: process.env.PATH,
+        HOLT_INSTANCE_NAME: 'proc',
+        REDIS_URL: redis.url,
+        HOLT_HEALTH_PORT: String(port),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    p.stdout.on('data', (d) => {
+      out += String(d);
+    });
+    const health = await waitFor(
+      () =>
+        fetch(`http://127.0.0.1:${port}/healthz`).then(
+          (r) => r.status === 200 && r.json(),
+          () => null,
+        ),
+      '/healthz',
+    );
+    expect(health).toEqual({ status: 'healthy', redis: 'connected' });
+    await waitFor(() => out.includes('"event_type":"recovery_complete"'), 'recovery_complete log');
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(metrics).toContain('holt_orchestrator_claims{status="pending_review"}');
+    expect(metrics).toContain('holt_orchestrator_leader 1');
+    expect(metrics).toContain('holt_orchestrator_bid_latency_seconds');
+    p.kill('SIGTERM');
+    const code = await new Promise<number | null>((r) => p.on('exit', r));
+    expect(code).toBe(0);
+    const line = JSON.parse(out.split('\n').find((l) => l.includes('lease_acquired')) as string);
+    expect(line).toMatchObject({
+      component: 'orchestrator',
+      instance: 'proc',
+      level: 'info',
+      event_type: 'lease_acquired',
+    });
+    expect(typeof line.timestamp).toBe('string');
+  });
+
+  it('/healthz is 503 when Redis is down', async () => {
+    const port = await freePort();
+    const deadPort = await freePort();
+    const p = spawn(process.execPath, [main], {
+      env: {
+        PATH: process.env.PATH,
+        HOLT_INSTANCE_NAME: 'proc',
+        REDIS_URL: `redis://127.0.0.1:${deadPort}`,
+        HOLT_HEALTH_PORT: String(port),
+      },
+      stdio: 'ignore',
+    });
+    const res = await waitFor(
+      () =>
+        fetch(`http://127.0.0.1:${port}/healthz`).then(
+          (r) => r,
+          () => null,
+        ),
+      '/healthz',
+    );
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ status: 'unhealthy', redis: 'disconnected' });
+    p.kill('SIGTERM');
+    await new Promise((r) => p.on('exit', r));
+  });
+});

@@ -1,0 +1,116 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ConfigError, formatIssues } from '../common/config.ts';
+
+/** Settings of one orchestrator; env wins over the optional config file, which wins over defaults. */
+export interface OrchestratorConfig {
+  instance: string;
+  redisUrl: string;
+  bidTimeoutMs: number;
+  /** 0 = unlimited. */
+  maxReviewIterations: number;
+  healthPort: number;
+  reconcileIntervalMs: number;
+  /** How often a claim collecting bids re-reads its bids hash (bid_submitted events also wake it). */
+  bidPollMs: number;
+  leaseTtlMs: number;
+  /** How often a standby tries to take the lease. */
+  standbyPollMs: number;
+  /** How far back (by created_at_ms) the reconcile loop re-checks artefacts for missed events. */
+  artefactLookbackMs: number;
+}
+
+const ms = z.coerce.number().int().nonnegative();
+const positiveMs = z.coerce.number().int().positive();
+
+const FileSchema = z
+  .object({
+    instance: z.string().min(1),
+    redis_url: z.string().min(1),
+    bid_timeout_ms: positiveMs,
+    max_review_iterations: z.coerce.number().int().nonnegative(),
+    health_port: z.coerce.number().int().min(0).max(65535),
+    reconcile_interval_ms: positiveMs,
+    bid_poll_ms: positiveMs,
+    lease_ttl_ms: positiveMs,
+    standby_poll_ms: positiveMs,
+    artefact_lookback_ms: ms,
+  })
+  .partial()
+  .strict();
+
+const EnvSchema = z.object({
+  HOLT_INSTANCE_NAME: z.string().min(1).optional(),
+  REDIS_URL: z.string().min(1).optional(),
+  HOLT_BID_TIMEOUT_MS: positiveMs.optional(),
+  HOLT_MAX_REVIEW_ITERATIONS: z.coerce.number().int().nonnegative().optional(),
+  HOLT_HEALTH_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  HOLT_RECONCILE_INTERVAL_MS: positiveMs.optional(),
+  HOLT_BID_POLL_MS: positiveMs.optional(),
+  HOLT_LEASE_TTL_MS: positiveMs.optional(),
+  HOLT_STANDBY_POLL_MS: positiveMs.optional(),
+  HOLT_ARTEFACT_LOOKBACK_MS: ms.optional(),
+  HOLT_ORCHESTRATOR_CONFIG: z.string().min(1).optional(),
+});
+
+export const DEFAULTS = {
+  bidTimeoutMs: 30_000,
+  maxReviewIterations: 3,
+  healthPort: 8080,
+  reconcileIntervalMs: 1_000,
+  bidPollMs: 100,
+  leaseTtlMs: 10_000,
+  standbyPollMs: 1_000,
+  artefactLookbackMs: 60_000,
+} as const;
+
+function readFile(path: string): z.infer<typeof FileSchema> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ConfigError(`HOLT_ORCHESTRATOR_CONFIG: cannot read ${path}: ${(e as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    // YAML is a superset of JSON, so one parser reads both.
+    raw = parseYaml(text) ?? {};
+  } catch (e) {
+    throw new ConfigError(`${path}: not valid YAML/JSON: ${(e as Error).message.split('\n')[0]}`);
+  }
+  const r = FileSchema.safeParse(raw);
+  if (!r.success) throw new ConfigError(`${path}: ${formatIssues(r.error)}`);
+  return r.data;
+}
+
+/** Reads the environment and the optional config file; a problem is a ConfigError naming the setting. */
+export function loadConfig(env: NodeJS.ProcessEnv): OrchestratorConfig {
+  // An empty variable means "not set" (what a blank line in a manifest usually intends).
+  const r = EnvSchema.safeParse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== '')));
+  if (!r.success) throw new ConfigError(`invalid configuration: ${formatIssues(r.error)}`);
+  const e = r.data;
+  const f = e.HOLT_ORCHESTRATOR_CONFIG ? readFile(e.HOLT_ORCHESTRATOR_CONFIG) : {};
+  const instance = e.HOLT_INSTANCE_NAME ?? f.instance;
+  const redisUrl = e.REDIS_URL ?? f.redis_url;
+  if (!instance) throw new ConfigError('HOLT_INSTANCE_NAME: required');
+  if (!redisUrl) throw new ConfigError('REDIS_URL: required');
+  if (!/^rediss?:\/\//.test(redisUrl))
+    throw new ConfigError('REDIS_URL: must start with redis:// or rediss://');
+  const cfg: OrchestratorConfig = {
+    instance,
+    redisUrl,
+    bidTimeoutMs: e.HOLT_BID_TIMEOUT_MS ?? f.bid_timeout_ms ?? DEFAULTS.bidTimeoutMs,
+    maxReviewIterations:
+      e.HOLT_MAX_REVIEW_ITERATIONS ?? f.max_review_iterations ?? DEFAULTS.maxReviewIterations,
+    healthPort: e.HOLT_HEALTH_PORT ?? f.health_port ?? DEFAULTS.healthPort,
+    reconcileIntervalMs:
+      e.HOLT_RECONCILE_INTERVAL_MS ?? f.reconcile_interval_ms ?? DEFAULTS.reconcileIntervalMs,
+    bidPollMs: e.HOLT_BID_POLL_MS ?? f.bid_poll_ms ?? DEFAULTS.bidPollMs,
+    leaseTtlMs: e.HOLT_LEASE_TTL_MS ?? f.lease_ttl_ms ?? DEFAULTS.leaseTtlMs,
+    standbyPollMs: e.HOLT_STANDBY_POLL_MS ?? f.standby_poll_ms ?? DEFAULTS.standbyPollMs,
+    artefactLookbackMs: e.HOLT_ARTEFACT_LOOKBACK_MS ?? f.artefact_lookback_ms ?? DEFAULTS.artefactLookbackMs,
+  };
+  if (cfg.leaseTtlMs < 3 * 50) throw new ConfigError('lease TTL: must be at least 150 ms');
+  return cfg;
+}

@@ -1,0 +1,370 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import type { Artefact, Claim } from '../blackboard/types.ts';
+import type { OrchestratorConfig } from './config.ts';
+import type { Grant, GrantDispatcher } from './dispatch.ts';
+import type { Orchestrator, OrchestratorOptions } from './orchestrator.ts';
+import {
+  type AgentScript,
+  claimFor,
+  newGoal,
+  recordChannels,
+  register,
+  ScriptedAgent,
+  startOrchestrator,
+  waitClaim,
+  waitFor,
+} from './testkit.ts';
+
+let redis: RedisServer;
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await redis?.stop();
+});
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const isGoal = (a: Artefact) => a.type === 'GoalDefined';
+const onGoal = (bid: string) => (a: Artefact) => (isGoal(a) ? bid : 'ignore');
+
+/** Review → parallel → exclusive on the goal; every output is Terminal-free Standard except the last. */
+const threePhase: AgentScript[] = [
+  { role: 'Reviewer', bid: onGoal('review'), respond: () => ({ type: 'Review', payload: '{}' }) },
+  { role: 'Par', bid: onGoal('claim'), respond: () => ({ type: 'Part', payload: 'p' }) },
+  { role: 'Coder', bid: onGoal('exclusive'), respond: () => ({ type: 'Code', payload: 'c' }) },
+];
+
+async function setup(scripts: AgentScript[], extraRoles: string[] = []) {
+  const instance = `r${randomUUID().slice(0, 8)}`;
+  const bb = Blackboard.connect(redis.url, instance);
+  await register(bb, [...scripts.map((s) => s.role), ...extraRoles]);
+  const rec = await recordChannels(redis.url, instance);
+  const agents: ScriptedAgent[] = [];
+  for (const s of scripts) agents.push(await ScriptedAgent.start(redis.url, instance, s));
+  const orchs: Orchestrator[] = [];
+  cleanups.push(async () => {
+    for (const o of orchs) await o.stop().catch(() => undefined);
+    for (const a of agents) await a.stop();
+    rec.close();
+    await bb.close();
+  });
+  const start = (over: Partial<OrchestratorConfig> = {}, opts: Omit<OrchestratorOptions, 'config'> = {}) => {
+    const o = startOrchestrator(redis.url, instance, over, opts);
+    orchs.push(o);
+    return o;
+  };
+  return { instance, bb, rec, agents, start };
+}
+
+/** Each (claim, role) got at most one claim_granted, and no claim's recorded grant ever changed. */
+function assertNoDuplicateGrant(rec: Awaited<ReturnType<typeof recordChannels>>): void {
+  const seen = new Map<string, number>();
+  for (const d of rec.events('claim_granted')) {
+    const k = `${d.claim_id}/${d.agent_name}`;
+    seen.set(k, (seen.get(k) ?? 0) + 1);
+  }
+  expect([...seen.values()].filter((n) => n > 1)).toEqual([]);
+  const exclusive = new Map<string, string>();
+  for (const m of rec.messages.filter((x) => x.channel === 'claim_updates')) {
+    const c = m.msg as Claim;
+    if (!c.granted_exclusive_agent) continue;
+    expect(exclusive.get(c.id) ?? c.granted_exclusive_agent).toBe(c.granted_exclusive_agent);
+    exclusive.set(c.id, c.granted_exclusive_agent);
+  }
+}
+
+describe('orchestrator resilience', () => {
+  it('100 claims in flight with one agent that never bids finish in about the bid timeout', async () => {
+    const timeout = 300;
+    const { bb, start } = await setup([
+      {
+        role: 'Coder',
+        bid: onGoal('exclusive'),
+        respond: () => ({ structural_type: 'Terminal', type: 'Done' }),
+      },
+      { role: 'Silent', bid: () => null },
+    ]);
+    const orch = start({ bidTimeoutMs: timeout });
+    await orch.whenLeader();
+    const t0 = Date.now();
+    const goals = Array.from({ length: 100 }, (_, i) => newGoal(`g${i}`));
+    await Promise.all(goals.map((g) => bb.createArtefact(g)));
+    await waitFor(async () => {
+      const ids = await bb.claimIdsForArtefacts(goals.map((g) => g.id));
+      if (ids.some((id) => !id)) return false;
+      const claims = await bb.getClaims(ids as string[]);
+      return claims.every((c) => c?.claim.status === 'complete');
+    }, 'all 100 claims complete');
+    const elapsed = Date.now() - t0;
+    // A correctness bound: serial consensus (Holt) would need 100 timeouts.
+    expect(elapsed).toBeLessThan(100 * timeout);
+  });
+
+  it('row 36: single-orchestrator lock/heartbeat — one works, one waits, the standby takes over', async () => {
+    const { bb, rec, start } = await setup([
+      { role: 'Coder', bid: onGoal('exclusive'), respond: () => ({ type: 'Code', payload: 'c' }) },
+    ]);
+    const a = start({ leaseTtlMs: 400 }, { holder: 'first' });
+    const b = start({ leaseTtlMs: 400 }, { holder: 'second' });
+    await Promise.race([a.whenLeader(), b.whenLeader()]);
+    const [leader, standby] = a.isLeader() ? [a, b] : [b, a];
+    expect(standby.isLeader()).toBe(false);
+    expect(await bb.lockHolder()).toBe(leader.holder);
+    expect(await bb.redis.get(bb.k.lock)).toMatch(/^orchestrator:\d+$/);
+
+    const g1 = newGoal();
+    await bb.createArtefact(g1);
+    await waitClaim(bb, (await claimFor(bb, g1.id)).id, (c) => c.status === 'complete');
+    expect(standby.isLeader()).toBe(false);
+
+    leader.halt(); // dies without releasing: the standby must wait for the lease to expire
+    await standby.whenLeader();
+    expect(await bb.lockHolder()).toBe(standby.holder);
+    const g2 = newGoal();
+    await bb.createArtefact(g2);
+    await waitClaim(bb, (await claimFor(bb, g2.id)).id, (c) => c.status === 'complete');
+    assertNoDuplicateGrant(rec);
+  });
+
+  it('losing the lease stops work immediately', async () => {
+    const { bb, start } = await setup([], ['Silent']);
+    const a = start({ leaseTtlMs: 300 }, { holder: 'a' });
+    await a.whenLeader();
+    // Someone else takes the lease (an operator's fencing, or a clock jump): `a` must stand down.
+    await bb.redis.set(`${bb.k.lock}:holder`, 'intruder', 'PX', 60_000);
+    await bb.redis.set(bb.k.lock, 'orchestrator:1', 'PX', 60_000);
+    await waitFor(() => !a.isLeader(), 'a to stand down');
+    const g = newGoal();
+    await bb.createArtefact(g);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await bb.claimIdForArtefact(g.id)).toBeNull();
+    await bb.redis.del(`${bb.k.lock}:holder`, bb.k.lock);
+    await a.whenLeader();
+    // The new term's reconcile finds the artefact it missed.
+    await claimFor(bb, g.id);
+  });
+
+  it('row 35: restart recovery', async () => {
+    const par2Hold: AgentScript = { role: 'Par2', bid: onGoal('claim'), respond: () => ({ type: 'Part2' }) };
+    const { bb, rec, agents, start } = await setup([...threePhase, par2Hold], ['Idle']);
+    await bb.setAgents(
+      ['Reviewer', 'Par', 'Coder', 'Par2'].map((role) => ({ role, kind: 'standard' as const })),
+    );
+    const par2 = agents[3] as ScriptedAgent;
+    par2.pause();
+    const o1 = start();
+    await o1.whenLeader();
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await claimFor(bb, g.id);
+    await waitClaim(
+      bb,
+      c.id,
+      (x) => x.phase_state?.current === 'parallel' && x.phase_state.received.Par !== undefined,
+    );
+    await o1.stop();
+
+    // While it is down: Par2's output arrives, a new goal arrives, and a Holt-style paused grant exists.
+    await par2.release();
+    await waitFor(() => par2.outputs.length === 1, 'Par2 output');
+    const g2 = newGoal();
+    await bb.createArtefact(g2);
+    const queuedGoal = newGoal('queued');
+    await bb.createArtefact(queuedGoal);
+    const queued: Claim = {
+      id: randomUUID(),
+      artefact_id: queuedGoal.id,
+      status: 'pending_exclusive',
+      granted_review_agents: [],
+      granted_parallel_agents: [],
+      granted_exclusive_agent: '',
+      grant_queue: { paused_at_ms: Date.now(), agent_name: 'Coder', position: 0 },
+      phase_state: {
+        current: 'exclusive',
+        granted_agents: [''],
+        received: {},
+        all_bids: { Coder: 'exclusive' },
+        start_time_ms: Date.now(),
+      },
+    };
+    await bb.createClaim(queued);
+    await bb.redis.zadd(bb.k.grantQueue('Coder'), Date.now(), queued.id);
+
+    const o2 = start();
+    await o2.whenLeader();
+    await waitClaim(bb, c.id, (x) => x.status === 'complete', 'the interrupted claim completes');
+    await waitClaim(
+      bb,
+      (await claimFor(bb, g2.id)).id,
+      (x) => x.status === 'complete',
+      'the goal made while down',
+    );
+    const q = await waitClaim(bb, queued.id, (x) => x.status === 'complete', 'the queued grant drains');
+    expect(q.granted_exclusive_agent).toBe('Coder');
+    expect(await bb.redis.zcard(bb.k.grantQueue('Coder'))).toBe(0);
+    assertNoDuplicateGrant(rec);
+  });
+
+  it('row 35: a restart re-announces a grant still lacking output and keeps dormant claims', async () => {
+    const { bb, rec, agents, start } = await setup([
+      { role: 'Coder', bid: onGoal('exclusive'), respond: () => ({ type: 'Code' }) },
+      { role: 'Idle', bid: () => 'ignore' },
+    ]);
+    const coder = agents[0] as ScriptedAgent;
+    coder.pause();
+    const o1 = start();
+    await o1.whenLeader();
+    const note = newGoal('n', { type: 'Note' });
+    await bb.createArtefact(note);
+    const dormant = await waitClaim(
+      bb,
+      (await claimFor(bb, note.id)).id,
+      (x) => x.dormant_reason !== undefined,
+    );
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await waitClaim(
+      bb,
+      (await claimFor(bb, g.id)).id,
+      (x) => x.granted_exclusive_agent === 'Coder',
+    );
+    await waitFor(() => coder.grants.length === 1, 'the first notification');
+    o1.halt();
+    // The agent lost its queued work (say it restarted): only the re-announcement can bring it back.
+    coder.drop();
+    const o2 = start();
+    await o2.whenLeader();
+    await waitFor(() => coder.grants.length >= 2, 'the re-announcement');
+    await waitClaim(bb, c.id, (x) => x.status === 'complete');
+    expect(rec.events('claim_granted').filter((d) => d.claim_id === c.id)).toHaveLength(1);
+    // Dormant claims are reported, not terminated, by recovery (Holt terminated them).
+    const after = (await bb.getClaim(dormant.id))?.claim;
+    expect(after?.status).toBe('pending_review');
+    expect(after?.dormant_reason).toBe('no_bids_in_any_phase');
+  });
+
+  it('crash between any two steps: the workflow completes after restart with no duplicate grant', async () => {
+    // Count the step boundaries of one clean run, then crash at each one in turn.
+    const count = async (): Promise<number> => {
+      const { bb, start } = await setup(threePhase);
+      let n = 0;
+      const o = start({}, { onStep: () => void n++ });
+      await o.whenLeader();
+      const g = newGoal();
+      await bb.createArtefact(g);
+      await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
+      await o.stop();
+      return n;
+    };
+    const boundaries = await count();
+    expect(boundaries).toBeGreaterThan(5);
+    for (let k = 1; k <= boundaries; k++) {
+      const { bb, rec, start } = await setup(threePhase);
+      let n = 0;
+      let crashed = false;
+      const victim: Orchestrator = start(
+        { leaseTtlMs: 300 },
+        {
+          onStep: (name) => {
+            if (++n === k) {
+              crashed = true;
+              victim.halt();
+              throw new Error(`crash injected at ${name}`);
+            }
+          },
+        },
+      );
+      await victim.whenLeader();
+      const g = newGoal();
+      await bb.createArtefact(g);
+      await waitFor(() => crashed, `crash ${k}`);
+      const heir = start({ leaseTtlMs: 300 });
+      await heir.whenLeader();
+      const c = await waitClaim(
+        bb,
+        (await claimFor(bb, g.id)).id,
+        (x) => x.status === 'complete',
+        `complete after crash ${k}`,
+      );
+      expect(c.granted_exclusive_agent).toBe('Coder');
+      assertNoDuplicateGrant(rec);
+      await heir.stop();
+      for (const fn of cleanups.splice(0).reverse()) await fn();
+    }
+  });
+
+  it('the registry is runtime data: a change applies to new claims without a restart', async () => {
+    const { bb, start, agents } = await setup([
+      { role: 'Coder', bid: onGoal('exclusive'), respond: () => ({ type: 'Code' }) },
+      { role: 'Extra', bid: onGoal('exclusive'), respond: () => ({ type: 'Code' }) },
+    ]);
+    await bb.setAgents([{ role: 'Coder', kind: 'standard' }]);
+    const o = start({ bidTimeoutMs: 60_000 });
+    await o.whenLeader();
+    const g1 = newGoal();
+    await bb.createArtefact(g1);
+    const c1 = await waitClaim(bb, (await claimFor(bb, g1.id)).id, (x) => x.status === 'complete');
+    expect(c1.expected_bidders).toEqual(['Coder']);
+    expect(c1.granted_exclusive_agent).toBe('Coder');
+
+    // Register Extra (byte-wise first): new claims wait for it and it wins the tie.
+    await bb.setAgents([
+      { role: 'Coder', kind: 'standard' },
+      { role: 'Extra', kind: 'standard' },
+      { role: 'Aaa', kind: 'standard' },
+    ]);
+    const g2 = newGoal();
+    await waitFor(async () => {
+      // The change notification is asynchronous; a claim made before it still uses the old snapshot.
+      const probe = newGoal();
+      await bb.createArtefact(probe);
+      return (await claimFor(bb, probe.id)).expected_bidders?.includes('Aaa');
+    }, 'the new registry');
+    await bb.createArtefact(g2);
+    const c2 = await claimFor(bb, g2.id);
+    expect(c2.expected_bidders).toEqual(['Aaa', 'Coder', 'Extra']);
+    // Aaa never bids: the claim waits (consensus is on the snapshot), and a bid releases it.
+    await waitFor(async () => Object.keys(await bb.getBids(c2.id)).length === 2, 'two bids');
+    expect((await bb.getClaim(c2.id))?.claim.phase_state ?? null).toBeNull();
+    await bb.setBid(c2.id, 'Aaa', 'ignore');
+    const done = await waitClaim(bb, c2.id, (x) => x.status === 'complete');
+    expect(done.granted_exclusive_agent).toBe('Coder');
+    expect(agents[1]?.grants.length ?? 0).toBe(0);
+  });
+
+  it('grants to scalable roles go to the injected dispatcher', async () => {
+    const handed: Grant[] = [];
+    const pool: GrantDispatcher = {
+      async dispatch(g) {
+        handed.push(g);
+      },
+    };
+    const { bb, start } = await setup([{ role: 'Coder', bid: onGoal('exclusive') }]);
+    await bb.setAgents([{ role: 'Coder', kind: 'scalable', worker_target: 'coder' }]);
+    const o = start({}, { scalableDispatcher: pool });
+    await o.whenLeader();
+    await waitFor(async () => {
+      const g = newGoal();
+      await bb.createArtefact(g);
+      const c = await claimFor(bb, g.id);
+      return (await waitClaim(bb, c.id, (x) => x.phase_state !== undefined)).granted_exclusive_agent ===
+        'Coder'
+        ? handed.length > 0
+        : false;
+    }, 'a scalable grant');
+    expect(handed[0]).toMatchObject({
+      role: 'Coder',
+      claimType: 'exclusive',
+      phase: 'exclusive',
+      reason: 'grant',
+    });
+    expect(handed[0]?.claim.granted_exclusive_agent).toBe('Coder');
+  });
+});

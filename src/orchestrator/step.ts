@@ -1,0 +1,214 @@
+import type { Blackboard, VersionedClaim } from '../blackboard/client.ts';
+import type { Artefact, Claim } from '../blackboard/types.ts';
+import type { Logger } from '../common/logger.ts';
+import type { StepOutcome } from './claim-runner.ts';
+import { type Decision, decide, type Effect, type LogLine, type Policy } from './decide.ts';
+import type { GrantDispatcher } from './dispatch.ts';
+import type { OrchestratorMetrics } from './metrics.ts';
+
+/** Called at every step boundary; tests inject crashes here. */
+export type StepHook = (name: string, claimId: string) => void | Promise<void>;
+
+export class NotLeaderError extends Error {
+  constructor() {
+    super('this orchestrator no longer holds the instance lease');
+    this.name = 'NotLeaderError';
+  }
+}
+
+export interface StepDeps {
+  bb: Blackboard;
+  policy: Policy;
+  bidPollMs: number;
+  dispatcher: GrantDispatcher;
+  log: Logger;
+  metrics: OrchestratorMetrics;
+  registered: () => ReadonlySet<string>;
+  /** False once the lease is lost or the term halted: no write may start after that. */
+  alive: () => boolean;
+  kick: (claimId: string) => void;
+  onStep?: StepHook;
+}
+
+export function emit(log: Logger, line: LogLine): void {
+  const { level, event_type, ...rest } = line;
+  log[level ?? 'info']({ event_type, ...rest }, event_type);
+}
+
+/**
+ * One step of one claim: read a snapshot, decide, then apply the decision with a single
+ * compare-and-set. Durable side effects (Failure artefacts, feedback claims) go before the CAS with
+ * derived ids; announcements go after it, so a grant is always on the claim before anyone hears of it.
+ */
+export class ClaimStepper {
+  private readonly d: StepDeps;
+  private readonly firstSeen = new Map<string, number>();
+  private readonly bidsSeen = new Map<string, number>();
+  /** The rev at which a claim last settled with nothing timed to do (the reconcile loop skips it). */
+  readonly idleRev = new Map<string, number | null>();
+
+  constructor(deps: StepDeps) {
+    this.d = deps;
+  }
+
+  private async hook(name: string, claimId: string): Promise<void> {
+    await this.d.onStep?.(name, claimId);
+    if (!this.d.alive()) throw new NotLeaderError();
+  }
+
+  /** Outputs of a claim: the target's children plus anything its phase state already received. */
+  async outputs(c: Claim): Promise<Artefact[]> {
+    const ids = new Set(await this.d.bb.childrenOf(c.artefact_id));
+    for (const id of Object.values(c.phase_state?.received ?? {})) if (id) ids.add(id);
+    const found = (await this.d.bb.getArtefacts([...ids])).filter(
+      (a): a is Artefact => a?.source_artefacts.includes(c.artefact_id) === true,
+    );
+    return found.sort(
+      (a, b) => a.created_at_ms - b.created_at_ms || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+    );
+  }
+
+  step = async (id: string): Promise<StepOutcome> => {
+    const { bb, metrics } = this.d;
+    const vc = await bb.getClaim(id);
+    if (!vc) {
+      this.idleRev.set(id, null);
+      return {};
+    }
+    const c = vc.claim;
+    metrics.claimStatus(id, c.status, c.status);
+    if (c.status === 'complete' || c.status === 'terminated') {
+      this.forget(id);
+      return {};
+    }
+    if (c.dormant_reason) {
+      this.idleRev.set(id, vc.rev);
+      return {};
+    }
+    const collecting = !c.phase_state && c.status === 'pending_review' && !c.grant_queue;
+    if (!this.firstSeen.has(id)) this.firstSeen.set(id, Date.now());
+    const [target, bids, outputs] = await Promise.all([
+      bb.getArtefact(c.artefact_id),
+      collecting ? bb.getBids(id) : Promise.resolve({}),
+      this.outputs(c),
+    ]);
+    const now = Date.now();
+    const decision = decide({
+      claim: c,
+      target,
+      bids,
+      outputs,
+      registered: this.d.registered(),
+      firstSeenMs: this.firstSeen.get(id) ?? now,
+      now,
+      policy: this.d.policy,
+    });
+    switch (decision.kind) {
+      case 'done':
+        this.forget(id);
+        return {};
+      case 'idle':
+        this.idleRev.set(id, vc.rev);
+        return {};
+      case 'wait': {
+        const n = Object.keys(bids).length;
+        if (n !== this.bidsSeen.get(id)) {
+          this.bidsSeen.set(id, n);
+          this.d.log.debug(
+            { event_type: 'bid_received', claim_id: id, waiting_for: decision.missing },
+            'bid_received',
+          );
+        }
+        return { wakeAt: Math.min(now + this.d.bidPollMs, decision.untilMs) };
+      }
+      case 'write':
+        return this.apply(vc, decision, target);
+    }
+  };
+
+  private async apply(
+    vc: VersionedClaim,
+    d: Extract<Decision, { kind: 'write' }>,
+    target: Artefact | null,
+  ): Promise<StepOutcome> {
+    const id = vc.claim.id;
+    await this.hook('before_effects', id);
+    for (const e of d.before) {
+      await this.run(e, d.claim);
+      await this.hook(`after_${e.kind}`, id);
+    }
+    await this.hook('before_cas', id);
+    const rev = await this.d.bb.updateClaim(d.claim, vc.rev);
+    if (rev === null) return { again: true }; // someone moved it: re-read and decide again
+    this.idleRev.delete(id);
+    for (const line of d.logs) emit(this.d.log, line);
+    this.observe(vc.claim, d, target);
+    await this.hook('after_cas', id);
+    for (const e of d.after) {
+      await this.run(e, d.claim);
+      await this.hook(`after_${e.kind}`, id);
+    }
+    return { again: true };
+  }
+
+  private async run(e: Effect, claim: Claim): Promise<void> {
+    if (!this.d.alive()) throw new NotLeaderError();
+    const { bb } = this.d;
+    switch (e.kind) {
+      case 'artefact':
+        await bb.createArtefact(e.artefact);
+        return;
+      case 'feedback_claim':
+        // Derived id: after a crash the same claim is found and not created (or re-indexed) again.
+        if (!(await bb.getClaim(e.claim.id))) await bb.createClaim(e.claim, { overwriteIndex: true });
+        this.d.kick(e.claim.id);
+        return;
+      case 'grant': {
+        const grantClaim = e.claim ?? claim;
+        await this.d.dispatcher.dispatch({
+          claim: grantClaim,
+          role: e.role,
+          claimType: e.claimType,
+          phase: e.phase,
+          reason: e.reason,
+        });
+        this.d.metrics.grants.inc({ claim_type: e.claimType, reason: e.reason });
+        emit(this.d.log, {
+          event_type: 'grant_notification_published',
+          claim_id: grantClaim.id,
+          agent_name: e.role,
+          claim_type: e.claimType,
+        });
+        return;
+      }
+      case 'event':
+        await bb.publishWorkflowEvent(e.event);
+        return;
+      case 'dequeue':
+        await bb.removeFromGrantQueue(e.role, claim.id);
+        return;
+    }
+  }
+
+  private observe(before: Claim, d: Extract<Decision, { kind: 'write' }>, target: Artefact | null): void {
+    const { metrics } = this.d;
+    metrics.claimStatus(d.claim.id, d.claim.status, before.status);
+    for (const t of d.timings) {
+      if (t.metric === 'bid_latency') {
+        metrics.bidLatency.observe(t.ms / 1000);
+        if (d.after.some((e) => e.kind === 'event' && e.event.event === 'bid_timeout'))
+          metrics.bidTimeouts.inc();
+        if (target && d.after.some((e) => e.kind === 'grant')) {
+          metrics.grantLatency.observe(Math.max(0, Date.now() - target.created_at_ms) / 1000);
+        }
+      } else metrics.phaseDuration.observe({ phase: t.phase }, t.ms / 1000);
+    }
+  }
+
+  forget(id: string): void {
+    this.firstSeen.delete(id);
+    this.bidsSeen.delete(id);
+    this.idleRev.delete(id);
+    this.d.metrics.forget(id);
+  }
+}

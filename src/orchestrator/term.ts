@@ -1,0 +1,342 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { Blackboard } from '../blackboard/client.ts';
+import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
+import { type AgentRegistration, Artefact, type Claim } from '../blackboard/types.ts';
+import type { Logger } from '../common/logger.ts';
+import { ClaimRunner } from './claim-runner.ts';
+import type { OrchestratorConfig } from './config.ts';
+import { pendingGrants } from './decide.ts';
+import type { GrantDispatcher } from './dispatch.ts';
+import type { OrchestratorMetrics } from './metrics.ts';
+import { sortRoles } from './phases.ts';
+import { ClaimStepper, NotLeaderError, type StepHook } from './step.ts';
+
+const NO_CLAIM = new Set(['Review', 'Failure', 'Terminal']);
+const BATCH = 500;
+
+const BidSubmitted = z.object({
+  event: z.literal('bid_submitted'),
+  data: z.object({ claim_id: z.string() }),
+});
+
+export interface TermDeps {
+  bb: Blackboard;
+  config: OrchestratorConfig;
+  log: Logger;
+  metrics: OrchestratorMetrics;
+  dispatcher: GrantDispatcher;
+  registry: Map<string, AgentRegistration>;
+  leaseValid: () => boolean;
+  onStep?: StepHook;
+}
+
+/**
+ * One term of leadership: from taking the lease to losing it. Everything it knows is rebuilt from
+ * Redis when it starts, so a new term (here or in another process) simply carries on.
+ */
+export class Term {
+  private readonly d: TermDeps;
+  private readonly runner: ClaimRunner;
+  private readonly stepper: ClaimStepper;
+  private sub: Subscription | null = null;
+  private reconcileTimer: NodeJS.Timeout | null = null;
+  private halted = false;
+  private registryRev = -1;
+  /** Artefacts already handled, by created_at_ms, within the reconcile look-back. */
+  private readonly seen = new Map<string, number>();
+  private maxSeenMs = 0;
+  private reconciling: Promise<void> | null = null;
+
+  constructor(deps: TermDeps) {
+    this.d = deps;
+    this.stepper = new ClaimStepper({
+      bb: deps.bb,
+      policy: {
+        bidTimeoutMs: deps.config.bidTimeoutMs,
+        maxReviewIterations: deps.config.maxReviewIterations,
+      },
+      bidPollMs: deps.config.bidPollMs,
+      dispatcher: deps.dispatcher,
+      log: deps.log,
+      metrics: deps.metrics,
+      registered: () => new Set(deps.registry.keys()),
+      alive: () => this.alive(),
+      kick: (id) => this.runner.kick(id),
+      onStep: deps.onStep,
+    });
+    this.runner = new ClaimRunner(this.stepper.step, (id, e) => this.failed(e, { claim_id: id }));
+  }
+
+  alive(): boolean {
+    return !this.halted && this.d.leaseValid();
+  }
+
+  private failed(e: unknown, ctx: Record<string, unknown>): void {
+    if (e instanceof NotLeaderError || this.halted) return;
+    this.d.log.error(
+      { event_type: 'error', ...ctx, error: e instanceof Error ? e.message : String(e) },
+      'error',
+    );
+  }
+
+  async start(): Promise<void> {
+    const { bb, config } = this.d;
+    const k = bb.k.channels;
+    // Subscribe before recovering, so nothing published during recovery is missed (Holt's order lost it).
+    this.sub = await subscribe(
+      config.redisUrl,
+      [k.artefactEvents, k.workflowEvents, k.agentsChanged],
+      z.unknown(),
+      (msg, channel) => this.onMessage(msg, channel),
+      (channel, raw, error) =>
+        this.d.log.warn(
+          { event_type: 'invalid_message', channel, raw: raw.slice(0, 200), error: error.message },
+          'invalid_message',
+        ),
+    );
+    await this.loadRegistry();
+    await this.recover();
+    await this.reconcile();
+    this.scheduleReconcile();
+  }
+
+  /** Stops at once (the lease is gone or the process is crashing): nothing new is written. */
+  halt(): void {
+    this.halted = true;
+    if (this.reconcileTimer) clearTimeout(this.reconcileTimer);
+    void this.runner.stop(false);
+    void this.sub?.close();
+  }
+
+  /** Graceful end: stop scheduling and let the steps in flight finish. */
+  async stop(): Promise<void> {
+    if (this.reconcileTimer) clearTimeout(this.reconcileTimer);
+    await this.sub?.close();
+    await this.runner.stop(true);
+    await this.reconciling;
+    this.halted = true;
+  }
+
+  private onMessage(msg: unknown, channel: string): void {
+    if (this.halted) return;
+    const k = this.d.bb.k.channels;
+    if (channel === k.artefactEvents) {
+      const a = Artefact.safeParse(msg);
+      if (!a.success) {
+        this.d.log.warn(
+          { event_type: 'invalid_message', channel, error: a.error.message },
+          'invalid_message',
+        );
+        return;
+      }
+      this.onArtefact(a.data, true).catch((e: unknown) => this.failed(e, { artefact_id: a.data.id }));
+    } else if (channel === k.workflowEvents) {
+      const b = BidSubmitted.safeParse(msg);
+      // A new bid only matters to a claim still collecting bids; its step is cheap otherwise.
+      if (b.success && this.runner.busy(b.data.data.claim_id)) this.runner.kick(b.data.data.claim_id);
+    } else if (channel === k.agentsChanged) {
+      this.loadRegistry().catch((e: unknown) => this.failed(e, { during: 'registry_reload' }));
+    }
+  }
+
+  private async loadRegistry(): Promise<void> {
+    const { rev, agents, invalid } = await this.d.bb.getAgents();
+    if (rev === this.registryRev) return;
+    this.registryRev = rev;
+    this.d.registry.clear();
+    for (const a of agents) this.d.registry.set(a.role, a);
+    for (const role of invalid) {
+      this.d.log.warn({ event_type: 'invalid_agent_registration', role }, 'invalid_agent_registration');
+    }
+    this.d.log.info(
+      { event_type: 'registry_loaded', revision: rev, roles: [...this.d.registry.keys()] },
+      'registry_loaded',
+    );
+  }
+
+  // ---- artefacts ----
+
+  private async onArtefact(a: Artefact, live: boolean): Promise<void> {
+    this.markSeen(a.id, a.created_at_ms);
+    const { bb, log } = this.d;
+    if (live)
+      log.info(
+        {
+          event_type: 'artefact_received',
+          artefact_id: a.id,
+          type: a.type,
+          structural_type: a.structural_type,
+        },
+        'artefact_received',
+      );
+    // Holt's own pups write artefacts with a plain HSET: index them so outputs are found without a scan.
+    const indexed = live ? bb.indexArtefacts([a]) : Promise.resolve();
+    if (NO_CLAIM.has(a.structural_type)) {
+      if (live)
+        log.info(
+          { event_type: 'claim_creation_skipped', artefact_id: a.id, structural_type: a.structural_type },
+          'claim_creation_skipped',
+        );
+    } else await this.ensureClaim(a, live);
+    await indexed;
+    // The artefact may be an output of the claims on its sources.
+    const owners = await bb.claimIdsForArtefacts(a.source_artefacts);
+    for (const id of owners) if (id) this.runner.kick(id);
+  }
+
+  private async ensureClaim(a: Artefact, live: boolean): Promise<void> {
+    if (!this.alive()) throw new NotLeaderError();
+    const now = Date.now();
+    const claim: Claim = {
+      id: randomUUID(),
+      artefact_id: a.id,
+      status: 'pending_review',
+      granted_review_agents: [],
+      granted_parallel_agents: [],
+      granted_exclusive_agent: '',
+      // The bidders this claim's consensus waits for, fixed now even if the registry changes later.
+      expected_bidders: sortRoles(this.d.registry.keys()),
+      created_at_ms: now,
+    };
+    await this.d.onStep?.('before_create_claim', claim.id);
+    if (!this.alive()) throw new NotLeaderError();
+    const r = await this.d.bb.createClaim(claim);
+    if (r.created) {
+      this.d.log.info(
+        {
+          event_type: 'claim_created',
+          claim_id: claim.id,
+          artefact_id: a.id,
+          latency_ms: now - a.created_at_ms,
+        },
+        'claim_created',
+      );
+      this.d.metrics.claimStatus(claim.id, 'pending_review');
+      await this.d.onStep?.('after_create_claim', claim.id);
+    } else if (live) {
+      this.d.log.info(
+        { event_type: 'duplicate_artefact', artefact_id: a.id, claim_id: r.id },
+        'duplicate_artefact',
+      );
+    }
+    this.runner.kick(r.id);
+  }
+
+  private markSeen(id: string, ms: number): void {
+    this.seen.set(id, ms);
+    if (ms > this.maxSeenMs) this.maxSeenMs = ms;
+  }
+
+  // ---- recovery and reconcile ----
+
+  /** Rebuilds from Redis: every active claim resumes, and grants still lacking output are re-announced. */
+  private async recover(): Promise<void> {
+    const { bb, log } = this.d;
+    const t0 = Date.now();
+    const ids = await bb.activeClaimIds();
+    let recovered = 0;
+    let renotified = 0;
+    for (let i = 0; i < ids.length; i += BATCH) {
+      const claims = await bb.getClaims(ids.slice(i, i + BATCH));
+      for (const vc of claims) {
+        if (!vc || !this.alive()) continue;
+        const c = vc.claim;
+        if (c.status === 'complete' || c.status === 'terminated') continue;
+        recovered++;
+        log.info({ event_type: 'claim_recovered', claim_id: c.id, status: c.status }, 'claim_recovered');
+        if (c.dormant_reason) {
+          // Reported, not terminated (Holt terminated all-ignore claims on restart).
+          log.info(
+            { event_type: 'claim_dormant', claim_id: c.id, reason: c.dormant_reason, recovered: true },
+            'claim_dormant',
+          );
+          this.stepper.idleRev.set(c.id, vc.rev);
+          continue;
+        }
+        // Pups dedupe on (claim, role), so re-announcing a grant whose work is under way is harmless.
+        for (const g of pendingGrants(c, await this.stepper.outputs(c))) {
+          await this.d.dispatcher.dispatch({ claim: c, ...g, reason: 'recovery' });
+          renotified++;
+          log.info(
+            { event_type: 'grant_renotified', claim_id: c.id, agent_name: g.role, claim_type: g.claimType },
+            'grant_renotified',
+          );
+        }
+        this.runner.kick(c.id);
+      }
+    }
+    // Holt's paused grants (M3.5): resume them instead of only counting them.
+    let queued = 0;
+    for (const [role, claimIds] of await bb.grantQueues()) {
+      for (const id of claimIds) {
+        const vc = await bb.getClaim(id);
+        if (!vc || vc.claim.status === 'complete' || vc.claim.status === 'terminated') {
+          await bb.removeFromGrantQueue(role, id);
+        } else {
+          queued++;
+          this.runner.kick(id);
+        }
+      }
+    }
+    if (queued) log.info({ event_type: 'grant_queues_recovered', queued }, 'grant_queues_recovered');
+    log.info(
+      {
+        event_type: 'recovery_complete',
+        claims_recovered: recovered,
+        grants_renotified: renotified,
+        duration_ms: Date.now() - t0,
+      },
+      'recovery_complete',
+    );
+  }
+
+  private scheduleReconcile(): void {
+    if (this.halted) return;
+    this.reconcileTimer = setTimeout(() => {
+      this.reconciling = this.reconcile()
+        .catch((e: unknown) => this.failed(e, { during: 'reconcile' }))
+        .finally(() => {
+          this.reconciling = null;
+          this.scheduleReconcile();
+        });
+    }, this.d.config.reconcileIntervalMs);
+  }
+
+  /**
+   * Pub/sub is at-most-once: re-read recent artefacts and the active claims, so a lost message only
+   * delays work by one interval.
+   */
+  async reconcile(): Promise<void> {
+    const { bb, config } = this.d;
+    await this.loadRegistry();
+    const active = new Set(await bb.activeClaimIds());
+
+    const since = this.maxSeenMs ? this.maxSeenMs - config.artefactLookbackMs : 0;
+    const fresh = (await bb.artefactIdsSince(since)).filter((x) => !this.seen.has(x.id));
+    for (let i = 0; i < fresh.length && this.alive(); i += BATCH) {
+      const artefacts = (await bb.getArtefacts(fresh.slice(i, i + BATCH).map((x) => x.id))).filter(
+        (a): a is Artefact => a !== null,
+      );
+      const claimable = artefacts.filter((a) => !NO_CLAIM.has(a.structural_type));
+      const existing = await bb.claimIdsForArtefacts(claimable.map((a) => a.id));
+      for (const [j, a] of claimable.entries()) if (!existing[j]) await this.ensureClaim(a, false);
+      const sources = [...new Set(artefacts.flatMap((a) => a.source_artefacts))];
+      for (const id of await bb.claimIdsForArtefacts(sources)) if (id && active.has(id)) this.runner.kick(id);
+      for (const a of artefacts) this.markSeen(a.id, a.created_at_ms);
+    }
+    for (const [id, ms] of this.seen) if (ms < since) this.seen.delete(id);
+
+    // Claims that settled at a rev they still have need nothing; anything else gets a step.
+    const candidates = [...active].filter((id) => !this.runner.busy(id));
+    const settled = candidates.filter((id) => this.stepper.idleRev.has(id));
+    const revs = await bb.claimRevs(settled);
+    const revOf = new Map(settled.map((id, i) => [id, revs[i] ?? null]));
+    for (const id of candidates) {
+      if (!this.alive()) return;
+      if (revOf.has(id) && revOf.get(id) === this.stepper.idleRev.get(id)) continue;
+      this.runner.kick(id);
+    }
+    for (const id of this.stepper.idleRev.keys()) if (!active.has(id)) this.stepper.idleRev.delete(id);
+  }
+}

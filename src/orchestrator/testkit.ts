@@ -1,0 +1,282 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { z } from 'zod';
+import { Blackboard } from '../blackboard/client.ts';
+import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
+import {
+  type AgentRegistration,
+  type Artefact,
+  type Claim,
+  type ClaimType,
+  GrantNotification,
+  type StructuralType,
+} from '../blackboard/types.ts';
+import { silentLogger } from '../common/logger.ts';
+import { DEFAULTS, type OrchestratorConfig } from './config.ts';
+import { Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
+
+/**
+ * Test and benchmark helpers: agents that bid and answer through Redis directly (standing in for the
+ * pup), orchestrators with fast settings, and a recorder of every message on an instance's channels.
+ */
+
+export interface Output {
+  structural_type?: StructuralType;
+  type?: string;
+  payload?: string;
+}
+
+export interface AgentScript {
+  role: string;
+  /** The bid for a claim's target; null = never bid (a silent agent); any string is stored as is. */
+  bid: (target: Artefact) => string | null;
+  /** What the agent produces for a grant; null = nothing (a hung agent). */
+  respond?: (g: { claimType: ClaimType; claim: Claim; target: Artefact }) => Output | null;
+}
+
+const ClaimEvent = z.object({
+  id: z.string(),
+  artefact_id: z.string(),
+  status: z.string(),
+  granted_exclusive_agent: z.string().optional(),
+});
+
+/** A stand-in for a standard pup: bids on claim_events, executes grants once per (claim, role). */
+export class ScriptedAgent {
+  readonly script: AgentScript;
+  readonly bb: Blackboard;
+  /** Grant notifications received, duplicates included. */
+  readonly grants: GrantNotification[] = [];
+  /** Claims executed (deduplicated like the pup does). */
+  readonly executed = new Set<string>();
+  readonly outputs: Artefact[] = [];
+  private sub: Subscription | null = null;
+  private paused = false;
+  private readonly held: (() => Promise<void>)[] = [];
+
+  constructor(url: string, instance: string, script: AgentScript) {
+    this.script = script;
+    this.bb = Blackboard.connect(url, instance);
+  }
+
+  static async start(url: string, instance: string, script: AgentScript): Promise<ScriptedAgent> {
+    const a = new ScriptedAgent(url, instance, script);
+    const k = a.bb.k.channels;
+    a.sub = await subscribe(
+      url,
+      [k.claimEvents, k.agentEvents(script.role)],
+      z.unknown(),
+      (msg, channel) => {
+        const work = channel === k.claimEvents ? a.onClaim(msg) : a.onGrant(msg);
+        work.catch(() => undefined);
+      },
+      () => undefined,
+    );
+    return a;
+  }
+
+  /** Holds executions until `release` (to observe a phase waiting for its last agent). */
+  pause(): void {
+    this.paused = true;
+  }
+
+  /** Resumes, losing the held work (as an agent that restarted would). */
+  drop(): void {
+    this.held.length = 0;
+    this.paused = false;
+  }
+
+  async release(): Promise<void> {
+    this.paused = false;
+    for (const run of this.held.splice(0)) await run();
+  }
+
+  private async onClaim(msg: unknown): Promise<void> {
+    const c = ClaimEvent.parse(msg);
+    if (c.status === 'pending_assignment') {
+      if (c.granted_exclusive_agent === this.script.role) await this.execute(c.id, 'exclusive');
+      return;
+    }
+    const target = await this.bb.getArtefact(c.artefact_id);
+    if (!target) return;
+    const bid = this.script.bid(target);
+    if (bid === null) return;
+    await this.bb.redis.hset(this.bb.k.bids(c.id), this.script.role, bid);
+    await this.bb.publishWorkflowEvent({
+      event: 'bid_submitted',
+      data: { claim_id: c.id, agent_name: this.script.role, bid_type: bid },
+    });
+  }
+
+  private async onGrant(msg: unknown): Promise<void> {
+    const g = GrantNotification.parse(msg);
+    this.grants.push(g);
+    await this.execute(g.claim_id, g.claim_type);
+  }
+
+  private async execute(claimId: string, claimType: ClaimType): Promise<void> {
+    if (this.paused) {
+      this.held.push(() => this.execute(claimId, claimType));
+      return;
+    }
+    if (this.executed.has(claimId)) return;
+    const vc = await this.bb.getClaim(claimId);
+    if (!vc) return;
+    const c = vc.claim;
+    const role = this.script.role;
+    const mine =
+      c.granted_exclusive_agent === role ||
+      c.granted_review_agents.includes(role) ||
+      c.granted_parallel_agents.includes(role);
+    if (!mine) return;
+    this.executed.add(claimId);
+    const target = await this.bb.getArtefact(c.artefact_id);
+    if (!target) return;
+    const out = this.script.respond?.({ claimType, claim: c, target });
+    if (!out) return;
+    const rework = c.status === 'pending_assignment';
+    const id = randomUUID();
+    const artefact = rework
+      ? {
+          id,
+          logical_id: target.logical_id,
+          version: target.version + 1,
+          type: target.type,
+          source_artefacts: [target.id, ...(c.additional_context_ids ?? [])],
+        }
+      : { id, logical_id: id, version: 1, type: out.type ?? 'Output', source_artefacts: [target.id] };
+    const { artefact: written } = await this.bb.createArtefact({
+      ...artefact,
+      structural_type: out.structural_type ?? (out.type === 'Review' ? 'Review' : 'Standard'),
+      payload: out.payload ?? '',
+      produced_by_role: role,
+    });
+    this.outputs.push(written);
+    if (rework) {
+      await this.bb.publishWorkflowEvent({
+        event: 'artefact_reworked',
+        data: {
+          new_artefact_id: id,
+          logical_id: target.logical_id,
+          new_version: target.version + 1,
+          previous_version_id: target.id,
+          artefact_type: target.type,
+          produced_by_role: role,
+        },
+      });
+    }
+  }
+
+  async stop(): Promise<void> {
+    await this.sub?.close();
+    await this.bb.close();
+  }
+}
+
+/** Polls `cond` until it holds; the limit only stops a broken test from hanging (not a speed check). */
+export async function waitFor<T>(
+  cond: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  what = 'condition',
+  limitMs = 30_000,
+): Promise<T> {
+  const end = Date.now() + limitMs;
+  for (;;) {
+    const v = await cond();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+export function testConfig(
+  url: string,
+  instance: string,
+  over: Partial<OrchestratorConfig> = {},
+): OrchestratorConfig {
+  return {
+    ...DEFAULTS,
+    instance,
+    redisUrl: url,
+    healthPort: 0,
+    reconcileIntervalMs: 200,
+    bidPollMs: 50,
+    leaseTtlMs: 600,
+    standbyPollMs: 50,
+    ...over,
+  };
+}
+
+export function startOrchestrator(
+  url: string,
+  instance: string,
+  over: Partial<OrchestratorConfig> = {},
+  opts: Omit<OrchestratorOptions, 'config'> = {},
+): Orchestrator {
+  const o = new Orchestrator({ logger: silentLogger(), ...opts, config: testConfig(url, instance, over) });
+  o.start();
+  return o;
+}
+
+export function newGoal(payload = 'build it', over: Partial<Artefact> = {}): Artefact {
+  const id = randomUUID();
+  return {
+    id,
+    logical_id: randomUUID(),
+    version: 1,
+    structural_type: 'Standard',
+    type: 'GoalDefined',
+    payload,
+    source_artefacts: [],
+    produced_by_role: 'user',
+    created_at_ms: Date.now(),
+    ...over,
+  };
+}
+
+export async function register(bb: Blackboard, roles: (string | AgentRegistration)[]): Promise<void> {
+  await bb.setAgents(roles.map((r) => (typeof r === 'string' ? { role: r, kind: 'standard' as const } : r)));
+}
+
+/** The claim made for an artefact, once it exists. */
+export async function claimFor(bb: Blackboard, artefactId: string): Promise<Claim> {
+  const id = await waitFor(() => bb.claimIdForArtefact(artefactId), `a claim for ${artefactId}`);
+  const vc = await bb.getClaim(id);
+  if (!vc) throw new Error(`claim ${id} vanished`);
+  return vc.claim;
+}
+
+export async function waitClaim(
+  bb: Blackboard,
+  claimId: string,
+  pred: (c: Claim) => boolean,
+  what = 'claim state',
+): Promise<Claim> {
+  return waitFor(async () => {
+    const vc = await bb.getClaim(claimId);
+    return vc && pred(vc.claim) ? vc.claim : null;
+  }, what);
+}
+
+export interface Recorded {
+  channel: string;
+  msg: unknown;
+}
+
+/** Every message published on the instance's channels, in order. */
+export async function recordChannels(url: string, instance: string) {
+  const r = new Redis(url);
+  const messages: Recorded[] = [];
+  r.on('pmessage', (_p: string, channel: string, raw: string) => {
+    messages.push({ channel: channel.slice(`holt:${instance}:`.length), msg: JSON.parse(raw) as unknown });
+  });
+  await r.psubscribe(`holt:${instance}:*`);
+  return {
+    messages,
+    events: (name: string) =>
+      messages
+        .filter((m) => m.channel === 'workflow_events' && (m.msg as { event: string }).event === name)
+        .map((m) => (m.msg as { data: Record<string, unknown> }).data),
+    close: () => r.disconnect(),
+  };
+}
