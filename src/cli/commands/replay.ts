@@ -1,17 +1,7 @@
 import type { Blackboard } from '../../blackboard/client.ts';
 import type { Artefact, WorkflowEvent } from '../../blackboard/types.ts';
+import { feedbackExcerpt, isApproval } from '../../orchestrator/review.ts';
 import type { WatchItem } from '../format.ts';
-
-/** Holt's approval rule: an empty JSON object or array approves; anything else rejects. */
-export function isApproval(payload: string): boolean {
-  try {
-    const v: unknown = JSON.parse(payload);
-    if (Array.isArray(v)) return v.length === 0;
-    return v !== null && typeof v === 'object' && Object.keys(v).length === 0;
-  } catch {
-    return false;
-  }
-}
 
 /**
  * History rebuilt from what the blackboard stores (as Holt's watch does): artefacts, claims at their
@@ -73,7 +63,7 @@ export async function replayHistory(
                 data: {
                   original_artefact_id: original,
                   reviewer_role: a.produced_by_role,
-                  feedback: a.payload.length > 200 ? `${a.payload.slice(0, 200)}...` : a.payload,
+                  feedback: feedbackExcerpt(a.payload),
                 },
               },
         ),
