@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isAlive, type InstanceState } from '../src/local/instance.ts';
+import { type InstanceState, isAlive } from '../src/local/instance.ts';
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '..');
@@ -27,7 +27,9 @@ async function holt(args: string[], opts: { cwd?: string; ok?: boolean } = {}) {
 }
 
 function state(name: string): InstanceState {
-  return JSON.parse(readFileSync(join(env.HOLT_HOME!, 'instances', name, 'state.json'), 'utf8')) as InstanceState;
+  return JSON.parse(
+    readFileSync(join(env.HOLT_HOME!, 'instances', name, 'state.json'), 'utf8'),
+  ) as InstanceState;
 }
 
 function newWorkspace(name: string): string {
@@ -56,10 +58,16 @@ describe('holt CLI end to end (real binary, real servers)', () => {
     const upRes = await holt(['up', '--name', 'demo'], { ok: true });
     expect(upRes.stdout).toContain("Instance 'demo' started successfully (5 agents ready)");
 
-    const w = await holt(['forage', '--name', 'demo', '--goal', 'plan it', '--watch', '-o', 'jsonl', '--timeout', '90'], {
-      ok: true,
-    });
-    const events = w.stdout.trim().split('\n').map((l) => JSON.parse(l) as { event: string; data: Record<string, unknown> });
+    const w = await holt(
+      ['forage', '--name', 'demo', '--goal', 'plan it', '--watch', '-o', 'jsonl', '--timeout', '90'],
+      {
+        ok: true,
+      },
+    );
+    const events = w.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { event: string; data: Record<string, unknown> });
     expect(events.at(-1)?.event).toBe('workflow_completed');
     expect(events.map((e) => e.event)).toContain('feedback_claim_created');
 
@@ -67,19 +75,25 @@ describe('holt CLI end to end (real binary, real servers)', () => {
     const trail = hoard.stdout
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as { type: string; version: number; structural_type: string; payload: string });
+      .map(
+        (l) => JSON.parse(l) as { type: string; version: number; structural_type: string; payload: string },
+      );
     expect(trail.map((a) => `${a.type}@${a.version}`)).toEqual([
       'GoalDefined@1',
       'Draft@1',
       'Review@1',
       'Draft@2',
       'Review@1',
-      ...(trail[5]?.type === 'LintReport' ? ['LintReport@1', 'CodeCommit@1'] : ['CodeCommit@1', 'LintReport@1']),
+      ...(trail[5]?.type === 'LintReport'
+        ? ['LintReport@1', 'CodeCommit@1']
+        : ['CodeCommit@1', 'LintReport@1']),
       'WorkflowComplete@1',
     ]);
     expect(trail.at(-1)?.structural_type).toBe('Terminal');
     const commit = trail.find((a) => a.type === 'CodeCommit')!.payload;
-    expect(execFileSync('git', ['log', '--format=%H %s', '-1'], { cwd: ws }).toString()).toContain(`${commit} Publish plan v2`);
+    expect(execFileSync('git', ['log', '--format=%H %s', '-1'], { cwd: ws }).toString()).toContain(
+      `${commit} Publish plan v2`,
+    );
     expect(readFileSync(join(ws, 'docs', 'plan.md'), 'utf8')).toContain('## Summary');
 
     const st = JSON.parse((await holt(['status', '--name', 'demo', '--json'], { ok: true })).stdout) as {
@@ -90,7 +104,11 @@ describe('holt CLI end to end (real binary, real servers)', () => {
     expect(st.claims.complete).toBeGreaterThanOrEqual(4);
 
     const before = state('demo');
-    const pids = [before.supervisorPid, ...before.components.map((c) => c.pid), ...before.stores.map((s) => s.pid)];
+    const pids = [
+      before.supervisorPid,
+      ...before.components.map((c) => c.pid),
+      ...before.stores.map((s) => s.pid),
+    ];
     expect(pids.filter(Boolean).length).toBeGreaterThanOrEqual(10);
     const downRes = await holt(['down', '--name', 'demo'], { ok: true });
     expect(downRes.stdout).toContain("Instance 'demo' removed successfully");
@@ -102,9 +120,12 @@ describe('holt CLI end to end (real binary, real servers)', () => {
     await holt(['up', '--name', 'survivor'], { cwd: dir, ok: true });
     const publisher = state('survivor').components.find((c) => c.role === 'Publisher')!;
     process.kill(publisher.pid!, 'SIGKILL');
-    const w = await holt(['forage', '--name', 'survivor', '--goal', 'again', '--watch', '-o', 'jsonl', '--timeout', '90'], {
-      cwd: dir,
-    });
+    const w = await holt(
+      ['forage', '--name', 'survivor', '--goal', 'again', '--watch', '-o', 'jsonl', '--timeout', '90'],
+      {
+        cwd: dir,
+      },
+    );
     expect(w.code).toBe(0);
     const after = state('survivor').components.find((c) => c.role === 'Publisher')!;
     expect(after.restarts).toBeGreaterThanOrEqual(1);
@@ -150,7 +171,10 @@ agents:
       expect(r.code).toBe(4);
       expect(r.stderr).toContain('Git workspace is not clean');
       expect(r.stderr).toContain('untracked.txt');
-      const ok = await holt(['forage', '--name', 'dirty', '--goal', 'x', '--allow-dirty'], { cwd: dir, ok: true });
+      const ok = await holt(['forage', '--name', 'dirty', '--goal', 'x', '--allow-dirty'], {
+        cwd: dir,
+        ok: true,
+      });
       expect(ok.stdout).toMatch(/Goal artefact created: [0-9a-f-]{36}/);
     } finally {
       await holt(['down', '--name', 'dirty']);
