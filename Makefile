@@ -4,7 +4,7 @@ NODE_VERSION := $(shell cat .node-version)
 export PATH := $(CACHE)/node/$(NODE_VERSION)/bin:$(CACHE)/tools/bin:$(PATH)
 export NODE_OPTIONS ?= --no-warnings=ExperimentalWarning
 
-.PHONY: setup test typecheck lint format unit demo bench help
+.PHONY: setup test typecheck lint format unit demo bench crds help
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ format: ## apply Biome's formatting and safe fixes
 
 unit: ## run every test file (real servers, started per file)
 	npx --no-install vitest run
+
+crds: ## regenerate crds/, the Helm chart's CRDs and examples/k8s/demo.yaml from src/api
+	node scripts/gen-crds.ts
 
 demo: ## run the demo
 	@bash scripts/demo.sh

@@ -2,7 +2,9 @@ import { z } from 'zod';
 import {
   argv,
   BidType,
+  dnsLabel,
   envVar,
+  holtName,
   MAX_REPLICAS,
   resources,
   roleName,
@@ -183,8 +185,7 @@ const agentSpecShape = {
     .describe('Allow network egress beyond the Holt stores (e.g. to an LLM endpoint).'),
 };
 
-/** The agent as the engine sees it, wherever it came from (holt.yml, Holt file or an Agent resource). */
-export const AgentSpec = z.object(agentSpecShape).superRefine((a, ctx) => {
+function checkAgent(a: z.infer<z.ZodObject<typeof agentSpecShape>>, ctx: z.RefinementCtx): void {
   if (!a.command && !a.llm)
     ctx.addIssue({ code: 'custom', path: ['command'], message: 'command is required unless llm is set' });
   if (!a.bidding.strategy && !a.bidding.script && !a.bidding.llm)
@@ -193,8 +194,54 @@ export const AgentSpec = z.object(agentSpecShape).superRefine((a, ctx) => {
       path: ['bidding'],
       message: 'bidding needs a strategy, a script or llm: true',
     });
-});
+}
+
+/** The agent as the engine sees it, wherever it came from (holt.yml, Holt file or an Agent resource). */
+export const AgentSpec = z.object(agentSpecShape).superRefine(checkAgent);
 export type AgentSpec = z.infer<typeof AgentSpec>;
+
+export const AgentVolume = z
+  .object({
+    name: dnsLabel.describe('Volume name (a DNS label), unique within the agent.'),
+    mountPath: z
+      .string()
+      .regex(/^\/[^:]*$/, 'mountPath must be an absolute path without ":"')
+      .max(1024)
+      .describe('Absolute path where the volume appears in the agent container (always read-only).'),
+    configMap: z.string().min(1).optional().describe('Name of a ConfigMap in the same namespace.'),
+    secret: z.string().min(1).optional().describe('Name of a Secret in the same namespace.'),
+  })
+  .refine((v) => (v.configMap === undefined) !== (v.secret === undefined), {
+    message: 'a volume needs exactly one of configMap or secret',
+  })
+  .describe(
+    'A ConfigMap or Secret mounted read-only into the agent container (scripts, prompts, certificates).',
+  );
+
+/** spec of the Agent resource: the engine's AgentSpec plus what only Kubernetes needs. */
+export const AgentResourceSpec = z
+  .object({
+    holt: holtName.describe('Name of the Holt (same namespace) this agent belongs to.'),
+    ...agentSpecShape,
+    volumes: z
+      .array(AgentVolume)
+      .max(16)
+      .default([])
+      .refine((vs) => new Set(vs.map((v) => v.name)).size === vs.length, {
+        message: 'volume names must be unique',
+      })
+      .describe('Extra read-only volumes (Kubernetes only).'),
+  })
+  .superRefine((a, ctx) => {
+    checkAgent(a, ctx);
+    if (a.workerPool !== undefined && !isScalable(a))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['workerPool'],
+        message: 'workerPool is only used by scalable agents (replicas > 1, fresh_per_call or worker)',
+      });
+  });
+export type AgentResourceSpec = z.infer<typeof AgentResourceSpec>;
 
 /** Whether grants of this agent go to workers (inbox + doorbell) rather than to one standard pup. */
 export function isScalable(a: Pick<AgentSpec, 'replicas' | 'strategy' | 'worker'>): boolean {

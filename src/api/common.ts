@@ -9,6 +9,24 @@ export const API_VERSION = `${GROUP}/${VERSION}`;
 /** Hard cap on replicas of any agent or pool: a typo must not start a thousand pods. */
 export const MAX_REPLICAS = 100;
 
+/** A DNS-1123 label (Service, volume and container names). */
+export const dnsLabel = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS label: lower-case letters, digits and hyphens');
+
+/** Reference to a Holt by name: a DNS-1123 subdomain, as metadata.name is. */
+export const holtName = z
+  .string()
+  .min(1)
+  .max(253)
+  .regex(
+    /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/,
+    'must be the name of a Holt: lower-case letters, digits, "-" and "."',
+  )
+  .describe('Name of a Holt in the same namespace.');
+
 export const roleName = z
   .string()
   .min(1)
@@ -43,6 +61,9 @@ export const envVar = z
     name: z.string().min(1).describe('Environment variable name.'),
     value: z.string().optional().describe('Literal value.'),
     secretKeyRef: secretKeyRef.optional().describe('Take the value from a Secret key instead.'),
+  })
+  .refine((e) => e.value === undefined || e.secretKeyRef === undefined, {
+    message: 'set value or secretKeyRef, not both',
   })
   .describe('One environment variable for the agent process.');
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { secretKeyRef } from './common.ts';
+import { resources, secretKeyRef } from './common.ts';
 
 const storeBase = {
   mode: z
@@ -12,13 +12,7 @@ const storeBase = {
     .string()
     .optional()
     .describe('StorageClass of the bundled PVC (cluster default when omitted).'),
-  resources: z
-    .object({
-      requests: z.record(z.string(), z.string()).optional(),
-      limits: z.record(z.string(), z.string()).optional(),
-    })
-    .optional()
-    .describe('Resources of the bundled server.'),
+  resources: resources.optional().describe('Resources of the bundled server.'),
 };
 
 const urlStore = (what: string) =>
@@ -27,6 +21,9 @@ const urlStore = (what: string) =>
       ...storeBase,
       url: z.string().optional().describe(`URL of an external ${what} (external mode; or use urlSecretRef).`),
       urlSecretRef: secretKeyRef.optional().describe(`Secret key holding the URL of an external ${what}.`),
+    })
+    .refine((s) => s.mode !== 'external' || s.url !== undefined || s.urlSecretRef !== undefined, {
+      message: `an external ${what} needs url or urlSecretRef`,
     })
     .default({ mode: 'bundled', storage: '1Gi' })
     .describe(`Where the Holt's ${what} comes from.`);
@@ -45,6 +42,10 @@ export const HoltStores = z
             "External mode: a Secret with CloudNativePG's -app keys: uri host port username password dbname.",
           ),
         url: z.string().optional().describe('External mode for local runs: a postgres:// URL.'),
+      })
+      .refine((s) => s.mode !== 'external' || s.secretName !== undefined || s.url !== undefined, {
+        message:
+          'an external Postgres needs secretName (a Secret with keys uri host port username password dbname) or url',
       })
       .default({ mode: 'bundled', storage: '1Gi' })
       .describe("Where the Holt's Postgres (inbox and durable state) comes from."),
@@ -91,6 +92,9 @@ export const HoltLlm = z
     model: z.string().optional().describe('Default model.'),
     apiKeySecretRef: secretKeyRef.optional().describe('Secret key holding the API key (never logged).'),
     apiKeyEnv: z.string().optional().describe('Local mode: environment variable holding the API key.'),
+  })
+  .refine((l) => l.apiKeySecretRef === undefined || l.apiKeyEnv === undefined, {
+    message: 'set apiKeySecretRef or apiKeyEnv, not both',
   })
   .optional()
   .describe('Default LLM endpoint and model for LLM agents.');

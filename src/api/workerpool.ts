@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { argv, envVar, MAX_REPLICAS, resources, roleName, workerTarget } from './common.ts';
+import { argv, envVar, holtName, MAX_REPLICAS, resources, roleName, workerTarget } from './common.ts';
 
 export const Autoscaling = z
   .object({
@@ -67,29 +67,45 @@ export const Autoscaling = z
   })
   .describe('How spec.replicas is driven.');
 
-export const WorkerPoolSpec = z.object({
-  holt: z.string().min(1).describe('Name of the Holt this pool belongs to.'),
-  role: roleName.describe('Agent role whose claims these workers execute.'),
-  target: workerTarget,
-  replicas: z
-    .number()
-    .int()
-    .min(0)
-    .max(MAX_REPLICAS)
-    .optional()
-    .describe('Desired workers (the scale subresource).'),
-  concurrency: z.number().int().min(1).max(64).default(1).describe('Claims one worker runs at once.'),
-  image: z.string().min(1).optional().describe('Worker image (defaults to the agent image).'),
-  command: argv.optional().describe('Tool argv (defaults to the agent command).'),
-  env: z.array(envVar).default([]).describe('Extra environment of the workers.'),
-  resources: resources.optional(),
-  terminationGracePeriodSeconds: z
-    .number()
-    .int()
-    .min(1)
-    .max(3600)
-    .default(60)
-    .describe('Drain time on scale-in.'),
-  autoscaling: Autoscaling,
-});
+export const WorkerPoolSpec = z
+  .object({
+    holt: holtName.describe('Name of the Holt this pool belongs to.'),
+    role: roleName.describe('Agent role whose claims these workers execute.'),
+    target: workerTarget,
+    replicas: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_REPLICAS)
+      .optional()
+      .describe('Desired workers (the scale subresource).'),
+    concurrency: z.number().int().min(1).max(64).default(1).describe('Claims one worker runs at once.'),
+    image: z.string().min(1).optional().describe('Worker image (defaults to the agent image).'),
+    command: argv.optional().describe('Tool argv (defaults to the agent command).'),
+    env: z.array(envVar).default([]).describe('Extra environment of the workers.'),
+    resources: resources.optional(),
+    terminationGracePeriodSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(3600)
+      .default(60)
+      .describe('Drain time on scale-in.'),
+    autoscaling: Autoscaling,
+  })
+  // The same cross-field rules as the CRD's CEL (src/api/crd/rules.ts).
+  .superRefine((p, ctx) => {
+    const max = p.autoscaling.maxReplicas;
+    const over = (path: (string | number)[], message: string) =>
+      ctx.addIssue({ code: 'custom', path, message });
+    if (p.autoscaling.minReplicas > max)
+      over(['autoscaling', 'minReplicas'], 'autoscaling.minReplicas must not exceed autoscaling.maxReplicas');
+    if (p.autoscaling.fallbackReplicas !== undefined && p.autoscaling.fallbackReplicas > max)
+      over(
+        ['autoscaling', 'fallbackReplicas'],
+        'autoscaling.fallbackReplicas must not exceed autoscaling.maxReplicas',
+      );
+    if (p.replicas !== undefined && p.replicas > max)
+      over(['replicas'], 'replicas must not exceed autoscaling.maxReplicas');
+  });
 export type WorkerPoolSpec = z.infer<typeof WorkerPoolSpec>;

@@ -1,0 +1,127 @@
+import { z } from 'zod';
+
+/**
+ * Status of the holt.io kinds, written only by the operator (through /status). Same zod-once rule as
+ * the specs: the CRDs are generated from these. Conditions follow metav1.Condition exactly.
+ */
+
+const time = z.iso.datetime().describe('RFC 3339 time.');
+const count = (what: string) => z.number().int().min(0).describe(what);
+const observedGeneration = count('The metadata.generation the operator last acted on.');
+
+export const Condition = z
+  .object({
+    type: z
+      .string()
+      .max(316)
+      .regex(
+        /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$/,
+      )
+      .describe('Condition type in CamelCase: Ready, Progressing, Degraded or a component condition.'),
+    status: z.enum(['True', 'False', 'Unknown']).describe('True, False or Unknown.'),
+    observedGeneration: observedGeneration
+      .optional()
+      .describe('The metadata.generation this condition was computed from.'),
+    lastTransitionTime: time.describe('When the status last changed.'),
+    reason: z
+      .string()
+      .min(1)
+      .max(1024)
+      .regex(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/)
+      .describe('Why, in one CamelCase word (e.g. StoresNotReady).'),
+    message: z.string().max(32768).describe('Human-readable details; may be empty.'),
+  })
+  .describe('One aspect of the current state (metav1.Condition).');
+export type Condition = z.infer<typeof Condition>;
+
+export const conditions = z
+  .array(Condition)
+  .max(32)
+  .optional()
+  .describe('Latest observations: Ready is the summary; Progressing and Degraded beside it.');
+
+/** The summary conditions every kind carries. */
+export const CONDITION_TYPES = ['Ready', 'Progressing', 'Degraded'] as const;
+
+export const HoltPhase = z
+  .enum(['Pending', 'Progressing', 'Ready', 'Degraded'])
+  .describe('One-word summary of the conditions, for humans (kubectl get); automation reads conditions.');
+
+export const HoltStatus = z
+  .object({
+    observedGeneration: observedGeneration.optional(),
+    phase: HoltPhase.optional(),
+    conditions,
+    endpoints: z
+      .object({
+        redis: z.string().optional().describe('host:port of the Redis the Holt uses (no credentials).'),
+        nats: z.string().optional().describe('host:port of the NATS server the Holt uses.'),
+        postgres: z.string().optional().describe('host:port of the Postgres the Holt uses.'),
+        orchestrator: z.string().optional().describe('host:port of the orchestrator health/metrics Service.'),
+      })
+      .optional()
+      .describe('Where the Holt components can be reached inside the cluster.'),
+    agents: z
+      .object({
+        total: count('Agent resources that reference this Holt.'),
+        ready: count('Of those, how many are Ready.'),
+      })
+      .optional()
+      .describe('Agent counts.'),
+  })
+  .describe('Observed state of the Holt, written by the operator.');
+export type HoltStatus = z.infer<typeof HoltStatus>;
+
+export const AgentStatus = z
+  .object({
+    observedGeneration: observedGeneration.optional(),
+    conditions,
+    role: z.string().optional().describe('The resolved role (spec.role, else metadata.name).'),
+    mode: z
+      .enum(['standard', 'scalable', 'freshPerCall'])
+      .optional()
+      .describe(
+        'How the agent runs: one standard pup, a controller with a WorkerPool, or one Job per claim.',
+      ),
+    workerPool: z.string().optional().describe('Name of the WorkerPool executing its claims (scalable).'),
+    replicas: count('Pods of the agent (controller or standard pup).').optional(),
+    readyReplicas: count('Ready pods of the agent.').optional(),
+    claimsInFlight: count('Claims granted to the role and not yet answered.').optional(),
+    budget: z
+      .object({
+        windowStart: time.optional().describe('Start of the current budget window.'),
+        calls: count('Model calls in the current window.').optional(),
+        tokens: count('Tokens used in the current window.').optional(),
+        costUsd: z.number().min(0).optional().describe('Total cost so far in USD.'),
+        paused: z.boolean().optional().describe('True while a budget or error limit pauses the agent.'),
+      })
+      .optional()
+      .describe('Model use against spec.budgets (LLM agents).'),
+  })
+  .describe('Observed state of the Agent, written by the operator.');
+export type AgentStatus = z.infer<typeof AgentStatus>;
+
+export const WorkerPoolStatus = z
+  .object({
+    observedGeneration: observedGeneration.optional(),
+    conditions,
+    replicas: count('Current worker pods (the scale subresource status).').optional(),
+    readyReplicas: count('Ready worker pods.').optional(),
+    selector: z
+      .string()
+      .optional()
+      .describe('Label selector of the worker pods, as a string (the scale subresource; HPA needs it).'),
+    desiredReplicas: count('What the autoscaler last decided.').optional(),
+    backlog: count('Pending inbox rows of the target at the last read.').optional(),
+    lastActiveTime: time
+      .optional()
+      .describe(
+        'Last time the backlog exceeded the activation threshold (kept so a new leader keeps the cooldown).',
+      ),
+    lastScaleTime: time.optional().describe('Last time spec.replicas was changed by the autoscaler.'),
+    backlogReadFailures: count(
+      'Consecutive failed backlog reads (fallback applies after autoscaling.fallbackAfterFailures).',
+    ).optional(),
+  })
+  .describe('Observed state of the WorkerPool, written by the operator.');
+export type WorkerPoolStatus = z.infer<typeof WorkerPoolStatus>;

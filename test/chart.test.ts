@@ -1,0 +1,173 @@
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { V1PodSpec } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import { type KubeCluster, startKube } from './harness/kube.ts';
+
+/** charts/holt-operator: lint, template, and install/upgrade/uninstall on a real kube-apiserver. */
+const CHART = join(import.meta.dirname, '../charts/holt-operator');
+const NS = 'holt-system';
+
+interface Obj {
+  kind: string;
+  metadata: { name: string; namespace?: string; annotations?: Record<string, string> };
+  spec?: { template?: { spec?: V1PodSpec } };
+  rules?: Rule[];
+}
+type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
+
+describe('the holt-operator Helm chart', () => {
+  let kube: KubeCluster;
+  const helmSA = `system:serviceaccount:${NS}:holt-holt-operator`;
+  const render = async (...set: string[]): Promise<Obj[]> => {
+    const out = await kube.helm(['template', 'holt', CHART, '-n', NS, ...set.flatMap((s) => ['--set', s])]);
+    return parseAllDocuments(out)
+      .map((d) => d.toJS() as Obj | null)
+      .filter((d): d is Obj => d !== null);
+  };
+  const canI = async (...args: string[]) =>
+    (
+      await kube.kubectlResult(['auth', 'can-i', ...args, `--as=${helmSA}`], { allowFail: true })
+    ).stdout.trim();
+
+  beforeAll(async () => {
+    kube = await startKube();
+  });
+  afterAll(async () => {
+    await kube?.stop();
+  });
+
+  it('helm lint --strict passes without warnings', async () => {
+    const out = await kube.helm(['lint', '--strict', CHART]);
+    expect(out).toContain('0 chart(s) failed');
+    expect(out).not.toMatch(/\[(WARNING|ERROR)\]/);
+  });
+
+  it('renders a hardened operator Deployment, metrics Service and least-privilege RBAC', async () => {
+    const objs = await render();
+    const kinds = objs.map((o) => `${o.kind}/${o.metadata.name}`).sort();
+    expect(kinds).toEqual([
+      'ClusterRole/holt-holt-operator',
+      'ClusterRole/holt-holt-operator-edit',
+      'ClusterRole/holt-holt-operator-view',
+      'ClusterRoleBinding/holt-holt-operator',
+      'CustomResourceDefinition/agents.holt.io',
+      'CustomResourceDefinition/holts.holt.io',
+      'CustomResourceDefinition/workerpools.holt.io',
+      'Deployment/holt-holt-operator',
+      'Role/holt-holt-operator-leader-election',
+      'RoleBinding/holt-holt-operator-leader-election',
+      'Service/holt-holt-operator-metrics',
+      'ServiceAccount/holt-holt-operator',
+    ]);
+    for (const crd of objs.filter((o) => o.kind === 'CustomResourceDefinition'))
+      expect(crd.metadata.annotations?.['helm.sh/resource-policy']).toBe('keep');
+
+    const pod = objs.find((o) => o.kind === 'Deployment')!.spec!.template!.spec!;
+    expect(pod.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    const c = pod.containers[0]!;
+    expect(c.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(c.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'health' });
+    expect(c.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    expect(c.ports?.map((p) => p.name)).toEqual(['metrics', 'health']);
+
+    const rules = objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === 'holt-holt-operator')!
+      .rules!;
+    for (const r of rules) {
+      expect(r.verbs).not.toContain('*');
+      expect(r.resources).not.toContain('*');
+    }
+    const granted = (group: string, resource: string) =>
+      rules
+        .filter((r) => r.apiGroups.includes(group) && r.resources.includes(resource))
+        .flatMap((r) => r.verbs);
+    expect(granted('', 'pods').sort()).toEqual(['delete', 'get', 'list', 'patch', 'watch']);
+    expect(granted('', 'nodes')).toEqual([]);
+    expect(granted('rbac.authorization.k8s.io', 'roles')).toEqual([]);
+    expect(granted('holt.io', 'workerpools/scale').sort()).toEqual(['get', 'patch', 'update']);
+    expect(granted('events.k8s.io', 'events').sort()).toEqual(['create', 'patch']);
+
+    // Watching listed namespaces: Roles there, nothing cluster-wide but the user roles.
+    const scoped = await render('watchNamespaces={team-a,team-b}', 'crds.install=false');
+    const roles = scoped
+      .filter((o) => o.kind === 'Role')
+      .map((o) => `${o.metadata.namespace}/${o.metadata.name}`);
+    expect(roles.sort()).toEqual([
+      `${NS}/holt-holt-operator-leader-election`,
+      'team-a/holt-holt-operator',
+      'team-b/holt-holt-operator',
+    ]);
+    expect(scoped.some((o) => o.kind === 'ClusterRoleBinding')).toBe(false);
+    expect(scoped.some((o) => o.kind === 'CustomResourceDefinition')).toBe(false);
+  });
+
+  it('helm install creates the objects and CRDs; the ServiceAccount can do only what the operator needs', async () => {
+    await kube.helm(['install', 'holt', CHART, '-n', NS, '--create-namespace']);
+    const names = await kube.kubectl([
+      'get',
+      'deployment,serviceaccount,service,role,rolebinding',
+      '-n',
+      NS,
+      '-o',
+      'name',
+    ]);
+    for (const n of [
+      'deployment.apps/holt-holt-operator',
+      'serviceaccount/holt-holt-operator',
+      'service/holt-holt-operator-metrics',
+      'role.rbac.authorization.k8s.io/holt-holt-operator-leader-election',
+    ])
+      expect(names).toContain(n);
+    await kube.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/workerpools.holt.io']);
+
+    expect(await canI('create', 'deployments.apps', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('patch', 'workerpools.holt.io', '--subresource=scale', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('update', 'holts.holt.io', '--subresource=status', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('create', 'leases.coordination.k8s.io', '-n', NS)).toBe('yes');
+    expect(await canI('create', 'leases.coordination.k8s.io', '-n', 'default')).toBe('no');
+    expect(await canI('create', 'pods', '-n', 'anywhere')).toBe('no');
+    expect(await canI('get', 'nodes')).toBe('no');
+    expect(await canI('create', 'clusterroles')).toBe('no');
+    expect(await canI('delete', 'customresourcedefinitions')).toBe('no');
+  });
+
+  it('helm upgrade re-applies changed CRDs; helm uninstall keeps them', async () => {
+    // The next chart version changes a CRD (a printer column renamed): upgrade must apply it.
+    const next = join(kube.dir, 'chart-next');
+    cpSync(CHART, next, { recursive: true });
+    const crdFile = join(next, 'files/crds/holt.io_holts.yaml');
+    writeFileSync(crdFile, readFileSync(crdFile, 'utf8').replace('name: Phase', 'name: State'));
+    await kube.helm(['upgrade', 'holt', next, '-n', NS, '--set', 'replicaCount=2']);
+    const cols = await kube.kubectl([
+      'get',
+      'crd',
+      'holts.holt.io',
+      '-o',
+      'jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}',
+    ]);
+    expect(cols.split(' ')).toEqual(['State', 'Ready', 'Agents', 'Agents-Ready', 'Reason', 'Age']);
+    expect(
+      await kube.kubectl([
+        'get',
+        'deploy',
+        'holt-holt-operator',
+        '-n',
+        NS,
+        '-o',
+        'jsonpath={.spec.replicas}',
+      ]),
+    ).toBe('2');
+
+    await kube.helm(['uninstall', 'holt', '-n', NS]);
+    expect(await kube.kubectl(['get', 'deploy', '-n', NS, '-o', 'name'])).toBe('');
+    expect(await kube.kubectl(['get', 'crd', '-o', 'name'])).toMatch(/holts\.holt\.io/);
+  });
+});
