@@ -6,6 +6,47 @@ export interface PupContext {
   workspace: string;
   healthPort: number;
   mode?: 'standard' | 'controller' | 'worker';
+  /** The Holt-wide LLM defaults (endpoint, model, the name of the API key's variable). */
+  llm?: { baseUrl?: string; model?: string; apiKeyEnv?: string };
+}
+
+/**
+ * LLM settings as HOLT_LLM_* / HOLT_BUDGET_* (read by src/llm/config.ts). The API key itself is never
+ * written here: locally HOLT_LLM_API_KEY_ENV names the variable holding it; in Kubernetes the
+ * operator sets HOLT_LLM_API_KEY from the Secret (valueFrom), so no value ever sits in a spec or a log.
+ */
+export function llmEnvironment(agent: AgentSpec, holt: PupContext['llm']): Record<string, string> {
+  const env: Record<string, string> = {};
+  const l = agent.llm;
+  if (!l && !agent.bidding.llm) return env;
+  const set = (k: string, v: string | number | boolean | undefined) => {
+    if (v !== undefined) env[k] = String(v);
+  };
+  if (l) env.HOLT_LLM_ENABLED = 'true';
+  if (agent.bidding.llm) env.HOLT_LLM_BID = 'true';
+  set('HOLT_LLM_MODEL', l?.model ?? holt?.model);
+  set('HOLT_LLM_BASE_URL', l?.baseUrl ?? holt?.baseUrl);
+  set('HOLT_LLM_API_KEY_ENV', holt?.apiKeyEnv);
+  if (l) {
+    set('HOLT_LLM_TEMPERATURE', l.temperature);
+    set('HOLT_LLM_MAX_TOKENS', l.maxTokens);
+    set('HOLT_LLM_TIMEOUT_MS', l.timeoutSeconds * 1000);
+    set('HOLT_LLM_MAX_STEPS', l.maxSteps);
+    set('HOLT_LLM_MUST_END_WITH', l.mustEndWith);
+    set('HOLT_LLM_PLANNING', l.planning);
+    set('HOLT_LLM_WORKING_MEMORY_BYTES', l.workingMemoryBytes);
+    if (l.tools.length) env.HOLT_LLM_TOOLS = JSON.stringify(l.tools);
+    if (l.allowedTools) env.HOLT_LLM_ALLOWED_TOOLS = JSON.stringify(l.allowedTools);
+  }
+  const b = agent.budgets;
+  if (b) {
+    set('HOLT_BUDGET_WINDOW_MS', b.windowSeconds * 1000);
+    set('HOLT_BUDGET_CALLS', b.callsPerWindow);
+    set('HOLT_BUDGET_TOKENS', b.tokensPerWindow);
+    set('HOLT_BUDGET_COST_USD', b.maxCostUsd);
+    set('HOLT_BUDGET_MAX_CONSECUTIVE_ERRORS', b.maxConsecutiveErrors);
+  }
+  return env;
 }
 
 /**
@@ -31,6 +72,7 @@ export function pupEnvironment(agent: AgentSpec, ctx: PupContext): Record<string
     env.HOLT_HEALTH_CHECK_INTERVAL_MS = String(agent.healthCheck.intervalSeconds * 1000);
     env.HOLT_HEALTH_CHECK_TIMEOUT_MS = String(agent.healthCheck.timeoutSeconds * 1000);
   }
+  Object.assign(env, llmEnvironment(agent, ctx.llm));
   // Literal user environment last-but-not-over ours: HOLT_* set above win.
   for (const e of agent.env) if (e.value !== undefined && !(e.name in env)) env[e.name] = e.value;
   return env;

@@ -58,7 +58,14 @@ async function agentComponents(
     const healthPort = await freePort();
     const env = pupEnvironment(
       { ...agent, env: agent.env.map((e) => ({ ...e, value: e.value && expandEnv(e.value, process.env) })) },
-      { instance: base.instance, role: agent.role, workspace: base.workspace, healthPort, mode },
+      {
+        instance: base.instance,
+        role: agent.role,
+        workspace: base.workspace,
+        healthPort,
+        mode,
+        llm: file.holt.llm,
+      },
     );
     return {
       name,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { BID_TYPES } from '../blackboard/types.ts';
 import { ConfigError, formatIssues, jsonArgv } from '../common/config.ts';
+import { type LlmSettings, loadLlmSettings } from '../llm/config.ts';
 
 export type PupMode = 'standard' | 'controller' | 'worker';
 
@@ -73,7 +74,8 @@ export const PupEnv = z
   }));
 
 export type PupSettings = z.output<typeof PupEnv>;
-export type PupConfig = PupSettings & { mode: PupMode; executeClaim?: string };
+/** `llm`: the agent's spec names a model (src/llm: HOLT_LLM_*, HOLT_BUDGET_*). */
+export type PupConfig = PupSettings & { mode: PupMode; executeClaim?: string; llm?: LlmSettings };
 
 /**
  * Seed 000 §4: an explicit `--execute-claim` wins (worker), then the controller setting, else standard.
@@ -118,9 +120,11 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): PupConfig {
   const { executeClaim } = parseArgs(argv);
   const mode = detectMode(executeClaim, s.modeSetting);
   if (typeof mode !== 'string') throw new ConfigError(mode.error);
-  if (mode !== 'controller' && !s.command) throw new ConfigError('HOLT_AGENT_COMMAND: is required');
-  if (mode !== 'worker' && !s.biddingStrategy && !s.bidScript) {
+  const llm = loadLlmSettings(env);
+  if (mode !== 'controller' && !s.command && !llm?.execute)
+    throw new ConfigError('HOLT_AGENT_COMMAND: is required unless HOLT_LLM_ENABLED is true');
+  if (mode !== 'worker' && !s.biddingStrategy && !s.bidScript && !llm?.bid) {
     throw new ConfigError('HOLT_BIDDING_STRATEGY: is required unless HOLT_AGENT_BID_SCRIPT is set');
   }
-  return { ...s, mode, executeClaim };
+  return { ...s, mode, executeClaim, llm };
 }

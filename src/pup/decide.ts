@@ -63,7 +63,7 @@ export type BidScriptOutcome = { ok: true; stdout: string } | { ok: false; reaso
 
 export interface BidChoice {
   bid: BidType;
-  source: 'script' | 'strategy' | 'default';
+  source: 'script' | 'strategy' | 'llm' | 'default';
   /** Why the script's answer was not used. */
   fallbackReason?: string;
 }

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import type { Blackboard } from '../blackboard/client.ts';
+import type { Blackboard, NewArtefact } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { retry } from '../common/backoff.ts';
 import type { Logger } from '../common/logger.ts';
@@ -26,7 +26,24 @@ export type Outcome =
   | 'already_done'
   | 'leased_elsewhere'
   | 'aborted'
+  /** LLM turn suspended on a Question until its Answer arrives (src/llm). */
+  | 'waiting'
   | 'error';
+
+/**
+ * Where a run's artefact goes: by default straight to the blackboard; an inbox worker holds it and
+ * writes it under its fence. `onCreated` runs only if the write created it (e.g. the rework event).
+ */
+export type ArtefactSink = (
+  artefact: NewArtefact,
+  onCreated: (written: Artefact) => Promise<void>,
+) => Promise<void>;
+
+export interface ExecuteOptions {
+  sink?: ArtefactSink;
+  /** The caller holds an inbox fence: no Redis execution lease. */
+  fenced?: boolean;
+}
 
 export interface ExecutorDeps {
   bb: Blackboard;
@@ -66,7 +83,8 @@ export class Executor {
     });
   }
 
-  async execute(grant: Grant, signal?: AbortSignal): Promise<Outcome> {
+  async execute(grant: Grant, signal?: AbortSignal, opts: ExecuteOptions = {}): Promise<Outcome> {
+    const sink = opts.sink ?? this.toBlackboard;
     const { bb, cfg, log, owner } = this.d;
     const id = outputId(cfg.instance, grant.claimId, cfg.role, grant.claimType);
     const l = log.child({ claim_id: grant.claimId, claim_type: grant.claimType, output_id: id });
@@ -82,14 +100,15 @@ export class Executor {
         return 'already_done';
       }
       const ttl = cfg.toolTimeoutMs + LEASE_SLACK_MS;
-      if (!(await this.redis('lease', () => bb.acquireExecution(id, owner, ttl)))) {
+      // An inbox worker's fence (Postgres lease + epoch) replaces the Redis execution lease.
+      if (!opts.fenced && !(await this.redis('lease', () => bb.acquireExecution(id, owner, ttl)))) {
         l.info({ event_type: 'grant_leased_elsewhere' });
         return 'leased_elsewhere';
       }
       try {
-        return await this.run(vc.claim, grant, id, l, signal);
+        return await this.run(vc.claim, grant, id, l, sink, signal);
       } finally {
-        await bb.releaseExecution(id, owner).catch(() => undefined);
+        if (!opts.fenced) await bb.releaseExecution(id, owner).catch(() => undefined);
       }
     } catch (e) {
       l.error({ event_type: 'execution_error', error: e instanceof Error ? e.message : String(e) });
@@ -102,6 +121,7 @@ export class Executor {
     grant: Grant,
     id: string,
     l: Logger,
+    sink: ArtefactSink,
     signal?: AbortSignal,
   ): Promise<Outcome> {
     const { bb, cfg, metrics } = this.d;
@@ -114,13 +134,12 @@ export class Executor {
         claim,
         id,
         fail(`failed to fetch target artefact: ${(e as Error).message}`),
-        l,
-      );
+        l, sink);
     }
     if (!target)
-      return this.writeFailure(claim, id, fail(`target artefact ${claim.artefact_id} not found`), l);
+      return this.writeFailure(claim, id, fail(`target artefact ${claim.artefact_id} not found`), l, sink);
     if (!existsSync(cfg.workspace)) {
-      return this.writeFailure(claim, id, fail(`workspace ${cfg.workspace} does not exist`), l);
+      return this.writeFailure(claim, id, fail(`workspace ${cfg.workspace} does not exist`), l, sink);
     }
     let stdin: string;
     try {
@@ -132,7 +151,7 @@ export class Executor {
       stdin = toolInput(grant.claimType, target, ctx.chain);
       l.info({ event_type: 'tool_started', context_size: ctx.chain.length, context_levels: ctx.levels });
     } catch (e) {
-      return this.writeFailure(claim, id, fail(`input preparation failed: ${(e as Error).message}`), l);
+      return this.writeFailure(claim, id, fail(`input preparation failed: ${(e as Error).message}`), l, sink);
     }
     const run = await runProcess({
       argv: cfg.command ?? [],
@@ -150,7 +169,7 @@ export class Executor {
     const secs = run.durationMs / 1000;
     if (!ev.ok) {
       metrics.toolDuration.observe({ outcome: 'failure' }, secs);
-      return this.writeFailure(claim, id, ev.failure, l);
+      return this.writeFailure(claim, id, ev.failure, l, sink);
     }
     if (ev.result.type === 'CodeCommit' && !isRework(claim)) {
       const c = await commitExists(cfg.workspace, ev.result.payload);
@@ -161,18 +180,15 @@ export class Executor {
           claim,
           id,
           { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
-          l,
-        );
+          l, sink);
       }
     }
     const artefact = resultArtefact(id, cfg.role, claim, target, ev.result);
     try {
-      const { created, artefact: written } = await this.redis('write_result', () =>
-        bb.createArtefact(artefact),
-      );
-      if (created && isRework(claim)) {
-        await this.redis('rework_event', () => bb.publishWorkflowEvent(reworkEvent(written, target)));
-      }
+      await sink(artefact, async (written) => {
+        if (isRework(claim))
+          await this.redis('rework_event', () => bb.publishWorkflowEvent(reworkEvent(written, target)));
+      });
     } catch (e) {
       // e.g. a claim whose additional_context_ids are not artefact ids: the result cannot be stored as is
       const reason = `Tool succeeded but artefact creation failed: ${(e as Error).message}`;
@@ -180,8 +196,7 @@ export class Executor {
         claim,
         id,
         { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
-        l,
-      );
+        l, sink);
     }
     metrics.toolRuns.inc({ outcome: 'success' });
     metrics.toolDuration.observe({ outcome: 'success' }, secs);
@@ -195,12 +210,24 @@ export class Executor {
     return 'success';
   }
 
-  private async writeFailure(claim: Claim, id: string, f: FailureReport, l: Logger): Promise<Outcome> {
+  private async writeFailure(
+    claim: Claim,
+    id: string,
+    f: FailureReport,
+    l: Logger,
+    sink: ArtefactSink,
+  ): Promise<Outcome> {
     this.d.metrics.toolRuns.inc({ outcome: 'failure' });
     l.warn({ event_type: 'tool_failed', reason: f.reason, exit_code: f.exit_code });
-    await this.redis('write_failure', () =>
-      this.d.bb.createArtefact(failureArtefact(id, this.d.cfg.role, claim, f)),
-    );
+    await sink(failureArtefact(id, this.d.cfg.role, claim, f), async () => undefined);
     return 'failure';
   }
+
+  /** The default sink: write the artefact now (write-once by id). */
+  private readonly toBlackboard: ArtefactSink = async (artefact, onCreated) => {
+    const { created, artefact: written } = await this.redis('write_result', () =>
+      this.d.bb.createArtefact(artefact),
+    );
+    if (created) await onCreated(written);
+  };
 }

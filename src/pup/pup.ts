@@ -5,6 +5,7 @@ import { Blackboard } from '../blackboard/client.ts';
 import { retry } from '../common/backoff.ts';
 import { type Check, startProbeServer } from '../common/http.ts';
 import { type Logger, redactUrl, silentLogger } from '../common/logger.ts';
+import { type LlmRuntime, startLlmRuntime } from '../llm/runtime.ts';
 import type { PupConfig } from './config.ts';
 import { currentGrant, type Grant, outputId } from './decide.ts';
 import { Executor, type Outcome } from './executor.ts';
@@ -24,7 +25,8 @@ export class Pup {
   readonly log: Logger;
   readonly metrics: PupMetrics;
   readonly bb: Blackboard;
-  private readonly executor: Executor;
+  private executor: Pick<Executor, 'execute'>;
+  private llm: LlmRuntime | undefined;
   private readonly slot = new WorkSlot<Grant>();
   /** Output ids queued or running here, so a grant seen twice (event + re-scan) runs once. */
   private readonly inFlight = new Set<string>();
@@ -65,6 +67,14 @@ export class Pup {
     });
   }
 
+  /** LLM agents: the model, Postgres turn store and NATS events (src/llm); the LLM executor replaces the command one. */
+  private async startLlm(): Promise<void> {
+    const { cfg } = this;
+    if (!cfg.llm || this.llm) return;
+    this.llm = await startLlmRuntime({ ...cfg, llm: cfg.llm }, this.bb, this.log);
+    if (this.llm.executor) this.executor = this.llm.executor;
+  }
+
   /** The probe server's port (useful when HOLT_HEALTH_PORT=0). */
   get port(): number | undefined {
     return this.probe?.port;
@@ -74,6 +84,7 @@ export class Pup {
   async start(): Promise<void> {
     const { cfg, log } = this;
     await retry(() => this.ping(), { tries: cfg.redisRetries, baseMs: 200 });
+    await this.startLlm();
     if (cfg.healthCheck) {
       this.custom = new CustomHealthCheck({ ...cfg.healthCheck, cwd: cfg.workspace }, log);
       this.custom.start();
@@ -95,6 +106,7 @@ export class Pup {
       log,
       metrics: this.metrics,
       onGrant: standard ? (g, via) => this.offer(g, via) : undefined,
+      decideBid: this.llm ? (t) => this.llm!.decideBid(t) : undefined,
     });
     if (standard) this.loop = this.executeLoop();
     await this.watcher.start();
@@ -154,16 +166,19 @@ export class Pup {
       const g = await this.slot.take();
       if (!g) return;
       this.current = this.executor.execute(g, this.abort.signal);
-      await this.current;
+      const outcome = await this.current;
       this.current = undefined;
       this.inFlight.delete(outputId(this.cfg.instance, g.claimId, this.cfg.role, g.claimType));
       // Grants refused while busy are still open on the blackboard: look for them now, not at the next tick.
-      if (!this.stopping) void this.watcher?.rescan();
+      // Not after a turn that waits (for an Answer, a lease): the timer re-scan retries it without spinning.
+      if (!this.stopping && outcome !== 'waiting' && outcome !== 'leased_elsewhere')
+        void this.watcher?.rescan();
     }
   }
 
   /** Worker mode: one claim, in the phase the claim is in; exit code semantics as Holt (tool failure is 0). */
   async runClaim(claimId: string): Promise<{ code: number; outcome: Outcome | 'no_claim' | 'not_granted' }> {
+    await this.startLlm();
     const vc = await retry(() => this.bb.getClaim(claimId), { tries: this.cfg.redisRetries });
     if (!vc) {
       this.log.error({ event_type: 'claim_not_found', claim_id: claimId });
@@ -206,6 +221,7 @@ export class Pup {
       }
     }
     await this.loop;
+    await this.llm?.close();
     this.custom?.stop();
     await this.probe?.close();
     await this.bb.close();

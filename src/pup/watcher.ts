@@ -3,12 +3,12 @@ import { z } from 'zod';
 import type { Blackboard, VersionedClaim } from '../blackboard/client.ts';
 import { BlackboardDataError } from '../blackboard/codec.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
-import { GrantNotification } from '../blackboard/types.ts';
+import { type Artefact, GrantNotification } from '../blackboard/types.ts';
 import { retry } from '../common/backoff.ts';
 import type { Logger } from '../common/logger.ts';
 import { decideBid } from './bid.ts';
 import type { PupConfig } from './config.ts';
-import { biddingOpen, currentGrant, type Grant, outputId } from './decide.ts';
+import { type BidChoice, biddingOpen, currentGrant, type Grant, outputId } from './decide.ts';
 import type { PupMetrics } from './metrics.ts';
 
 /** claim_events carries the whole claim, but only as a hint: the watcher re-reads the stored claim. */
@@ -23,6 +23,8 @@ export interface WatcherDeps {
   metrics: PupMetrics;
   /** Standard mode only: hands a grant to the executor; false when the work slot is busy. */
   onGrant?: (g: Grant, via: GrantSource) => boolean;
+  /** Replaces the script/strategy decision (LLM agents: model bid, pause, own answers). */
+  decideBid?: (target: Artefact) => Promise<BidChoice>;
 }
 
 /**
@@ -216,7 +218,7 @@ export class ClaimWatcher {
       : undefined;
     // A pup that cannot read the target says so with `ignore` rather than leaving consensus waiting.
     const choice = target
-      ? await decideBid(target, cfg.biddingStrategy, script)
+      ? await (this.d.decideBid ? this.d.decideBid(target) : decideBid(target, cfg.biddingStrategy, script))
       : { bid: 'ignore' as const, source: 'default' as const, fallbackReason: 'target artefact unreadable' };
     if (choice.fallbackReason) {
       log.warn({

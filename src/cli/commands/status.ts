@@ -1,4 +1,5 @@
 import { Blackboard } from '../../blackboard/client.ts';
+import { type AgentStatus, readAgentStatuses } from '../../llm/status.ts';
 import { effectiveStatus } from '../../local/instance.ts';
 import { out, paint, table, uptime } from '../output.ts';
 import { resolveInstance } from '../resolve.ts';
@@ -7,16 +8,20 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
   const s = resolveInstance(opts.name, { mustRun: false });
   const st = effectiveStatus(s);
   const claims: Record<string, number> = {};
+  let llm = new Map<string, AgentStatus>();
   if (st === 'running' || st === 'degraded') {
     const bb = Blackboard.connect(s.redisUrl!, s.name, { maxRetriesPerRequest: 1 });
     try {
       for (const c of await bb.getClaims(await bb.listClaimIds()))
         if (c) claims[c.claim.status] = (claims[c.claim.status] ?? 0) + 1;
+      const roles = (await bb.getAgents()).agents.map((a) => a.role);
+      llm = await readAgentStatuses(bb.redis, s.name, roles);
     } finally {
       await bb.close();
     }
   }
-  if (opts.json) return out(JSON.stringify({ ...s, status: st, claims }, null, 2));
+  if (opts.json)
+    return out(JSON.stringify({ ...s, status: st, claims, llm_agents: Object.fromEntries(llm) }, null, 2));
   const colour = st === 'running' ? 'green' : st === 'failed' ? 'red' : 'yellow';
   out(
     `Instance ${s.name}: ${paint(colour, st)}${st === 'running' ? ` (up ${uptime(Date.now() - s.startedAt)})` : ''}`,
@@ -43,4 +48,24 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
     'terminated',
   ];
   out(`Claims: ${order.map((k) => `${k}=${claims[k] ?? 0}`).join('  ')}`);
+  if (!llm.size) return;
+  // LLM budget use (src/llm/status.ts: holt:{i}:agent_status:{role}); 0 as a limit means none.
+  const lim = (v: number, l: number) => (l ? `${v}/${l}` : String(v));
+  out('');
+  const llmRows = [...llm].map(([role, a]) => [
+    role,
+    a.state === 'paused' ? paint('yellow', 'paused') : 'active',
+    lim(a.calls_in_window, a.calls_limit),
+    lim(a.tokens_in_window, a.tokens_limit),
+    a.cost_usd_limit
+      ? `$${a.cost_usd_total.toFixed(4)}/$${a.cost_usd_limit}`
+      : `$${a.cost_usd_total.toFixed(4)}`,
+    String(a.consecutive_errors),
+    a.paused_reason,
+  ]);
+  for (const l of table([
+    ['LLM AGENT', 'STATE', 'CALLS', 'TOKENS', 'COST', 'ERRORS', 'PAUSED BECAUSE'],
+    ...llmRows,
+  ]))
+    out(l);
 }

@@ -1,0 +1,71 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type NatsServer, startNats } from '../../test/harness/nats.ts';
+import { until } from '../inbox/testing.ts';
+import { connectBus } from './connect.ts';
+import { type Doorbell, ringDoorbell, subscribeDoorbell } from './doorbell.ts';
+import { natsAgentEvents, TaskEvent } from './events.ts';
+import { agentEventSubject, assertWorkerTarget, doorbellSubject } from './subjects.ts';
+
+let nats: NatsServer;
+let nc: NatsConnection;
+beforeAll(async () => {
+  nats = await startNats();
+  nc = await connectBus(nats.url, 'bus-test');
+});
+afterAll(async () => {
+  await nc?.drain();
+  await nats?.stop();
+});
+
+describe('subjects', () => {
+  it('worker targets are single subject tokens', () => {
+    expect(doorbellSubject('worker_generic')).toBe('cmd.agent.worker_generic.wakeup');
+    for (const bad of ['a.b', 'a*', '>', 'has space', 'Upper', ''])
+      expect(() => assertWorkerTarget(bad), bad).toThrow(/invalid worker target/);
+  });
+});
+
+describe('doorbells', () => {
+  it('each bell reaches one member of the queue group; malformed and foreign bells are ignored', async () => {
+    const got: [number, Doorbell][] = [];
+    const subs = [0, 1, 2].map((i) => subscribeDoorbell(nc, 'inst', 'pool', (b) => got.push([i, b])));
+    const other = await connectBus(nats.url, 'other');
+    for (let i = 0; i < 30; i++) ringDoorbell(other, 'inst', 'pool', 'enqueue');
+    other.publish(doorbellSubject('pool'), 'not json');
+    other.publish(doorbellSubject('pool'), JSON.stringify({ instance: 'inst', target: 'pool' }));
+    ringDoorbell(other, 'another-instance', 'pool', 'enqueue');
+    ringDoorbell(other, 'inst', 'pool', 'manual'); // the last one: once it is in, all before it are
+    await until(() => got.some(([, b]) => b.reason === 'manual'), 'the last bell');
+    await other.drain();
+    for (const s of subs) s.unsubscribe();
+    expect(got).toHaveLength(31);
+    expect(got.every(([, b]) => b.instance === 'inst' && b.target === 'pool')).toBe(true);
+  });
+
+  it('agent events are validated and published on evt.agent.{actor}.task', async () => {
+    const actor = '7b3c5a3e-1f0a-4b0b-9b1e-6a2f7c9d0e11';
+    const seen: unknown[] = [];
+    const sub = nc.subscribe(agentEventSubject(actor, 'task'), {
+      callback: (_e, m) => {
+        seen.push(m.json());
+      },
+    });
+    const ev = natsAgentEvents(nc);
+    const e = {
+      actor_id: actor,
+      turn_id: actor,
+      turn_epoch: 2,
+      at_ms: 1,
+      status: 'success' as const,
+      claim_id: 'c',
+      role: 'r',
+      deliverable_id: 'd',
+    };
+    ev.task(e);
+    expect(() => ev.task({ ...e, turn_epoch: 1.5 })).toThrow();
+    await until(() => seen.length > 0, 'the task event');
+    sub.unsubscribe();
+    expect(seen.map((x) => TaskEvent.parse(x))).toEqual([e]);
+  });
+});

@@ -1,0 +1,152 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { actorIdOf, resultArtefactId, turnIdOf } from './ids.ts';
+import { acquireTargetLease } from './leases.ts';
+import { migrate } from './migrate.ts';
+import { fenceOf } from './schema.ts';
+import { InboxStore } from './store.ts';
+import { fakeClaim, ROLE } from './testing.ts';
+import { sweep } from './watchdog.ts';
+
+let pg: PostgresServer;
+let store: InboxStore;
+const I = 'store-test';
+const retry = { maxAttempts: 2, baseDelayMs: 0, maxDelayMs: 0 };
+const grant = (target = 'pool') => ({
+  instance: I,
+  workerTarget: target,
+  claimId: fakeClaim().id,
+  role: ROLE,
+  claimType: 'claim' as const,
+  phase: 'exclusive' as const,
+});
+
+beforeAll(async () => {
+  pg = await startPostgres();
+  // Twice and concurrently: the migration lock makes racing callers safe, the second run is a no-op.
+  const [a, b] = await Promise.all([migrate(pg.url), migrate(pg.url)]);
+  expect(a.length === 0 || b.length === 0).toBe(true);
+  expect([...a, ...b]).toContain('1767225600000_inbox');
+  store = InboxStore.connect(pg.url);
+});
+afterAll(async () => {
+  await store?.close();
+  await pg?.stop();
+});
+
+describe('inbox store', () => {
+  it('enqueue is idempotent per (claim, role, phase) and mints the turn on the head', async () => {
+    const g = grant();
+    const a = await store.enqueue(g);
+    const b = await store.enqueue(g);
+    expect(a.created).toBe(true);
+    expect(b.created).toBe(false);
+    expect(b.row.id).toBe(a.row.id);
+    expect(a.row.actor_id).toBe(actorIdOf(I, g.claimId, ROLE));
+    const head = await store.head(I, a.row.actor_id);
+    expect(head).toMatchObject({
+      status: 'dispatched',
+      active_turn_id: turnIdOf(I, g.claimId, ROLE, 'exclusive'),
+    });
+  });
+
+  it('a stale fence writes nothing: not the step, not the result, not the side effect', async () => {
+    const { row } = await store.enqueue(grant('stale'));
+    const [a] = await store.claim(I, ['stale'], 'worker-a', 1, 1);
+    expect(a?.id).toBe(row.id);
+    // worker-a stalls; its 1 ms lease expires and the watchdog takes the row back (epoch + 1).
+    await new Promise((r) => setTimeout(r, 5));
+    const s = await sweep(store, { instance: I, maxAttempts: 5, ring: () => undefined });
+    expect(s.reclaimed.map((x) => x.id)).toContain(row.id);
+    const [b] = await store.claim(I, ['stale'], 'worker-b', 1, 60_000);
+    expect(b!.turn_epoch).toBeGreaterThan(a!.turn_epoch);
+    const fa = fenceOf(a!);
+    let sideEffects = 0;
+    expect(
+      await store.recordStep(fa, { seq: 0, kind: 'llm', metadata: { llm_usage: { total_tokens: 1 } } }),
+    ).toBe(false);
+    expect(await store.waitTool(fa, { toolCallId: 'c1', toolName: 'sh' })).toBe(false);
+    expect(await store.complete(fa, { value: 'a' }, async () => void sideEffects++)).toBe(false);
+    expect(await store.release(fa)).toBe(false);
+    expect(await store.fail(fa, a!.attempts, 'x', true, retry)).toBe('stale');
+    expect(sideEffects).toBe(0);
+    const fb = fenceOf(b!);
+    expect(
+      await store.recordStep(fb, {
+        seq: 0,
+        kind: 'llm',
+        toolCallIds: ['c1'],
+        metadata: { llm_response_cost: 0.01 },
+      }),
+    ).toBe(true);
+    const aid = resultArtefactId(b!.claim_id, ROLE, b!.turn_id);
+    expect(await store.complete(fb, { value: 'b', artefactId: aid }, async () => void sideEffects++)).toBe(
+      true,
+    );
+    expect(sideEffects).toBe(1);
+    expect(await store.turn(b!.turn_id)).toMatchObject({
+      status: 'done',
+      result: 'b',
+      result_artefact_id: aid,
+    });
+    expect(await store.head(I, b!.actor_id)).toMatchObject({ status: 'idle', active_turn_id: null });
+    // Completing twice is refused too: the fence is spent.
+    expect(await store.complete(fb, { value: 'b2' })).toBe(false);
+  });
+
+  it('a failing side effect rolls the completion back; the fence stays usable', async () => {
+    await store.enqueue(grant('rollback'));
+    const [r] = await store.claim(I, ['rollback'], 'w', 1, 60_000);
+    const f = fenceOf(r!);
+    await expect(
+      store.complete(f, { value: 1 }, async () => Promise.reject(new Error('redis down'))),
+    ).rejects.toThrow('redis down');
+    expect((await store.row(r!.id))?.status).toBe('claimed');
+    expect(await store.complete(f, { value: 1 })).toBe(true);
+  });
+
+  it('failures back off, then fail for good and are reported once', async () => {
+    const { row } = await store.enqueue(grant('flaky'));
+    const [r1] = await store.claim(I, ['flaky'], 'w', 1, 60_000);
+    expect(await store.fail(fenceOf(r1!), r1!.attempts, 'boom', true, retry)).toBe('pending');
+    const [r2] = await store.claim(I, ['flaky'], 'w', 1, 60_000);
+    expect(r2!.attempts).toBe(2);
+    expect(await store.fail(fenceOf(r2!), r2!.attempts, 'boom again', true, retry)).toBe('failed');
+    expect(await store.claim(I, ['flaky'], 'w', 1, 60_000)).toEqual([]);
+    const reported: string[] = [];
+    const onFailed = async (x: { id: string }) => void reported.push(x.id);
+    await sweep(store, { instance: I, maxAttempts: 2, ring: () => undefined, onFailed });
+    await sweep(store, { instance: I, maxAttempts: 2, ring: () => undefined, onFailed });
+    expect(reported.filter((id) => id === row.id)).toHaveLength(1);
+    expect(await store.turn(row.turn_id)).toMatchObject({ status: 'failed', error: 'boom again' });
+  });
+
+  it('release gives the row back without counting the attempt', async () => {
+    await store.enqueue(grant('drain'));
+    const [r] = await store.claim(I, ['drain'], 'w', 1, 60_000);
+    expect(await store.release(fenceOf(r!))).toBe(true);
+    const [again] = await store.claim(I, ['drain'], 'w2', 1, 60_000);
+    expect(again).toMatchObject({ id: r!.id, attempts: 1 });
+  });
+
+  it('queue depth counts pending, in flight and the oldest due row per target', async () => {
+    for (let i = 0; i < 3; i++) await store.enqueue(grant('depth'));
+    await store.claim(I, ['depth'], 'w', 1, 60_000);
+    const d = (await store.queueDepth(I)).find((x) => x.worker_target === 'depth');
+    expect(d).toMatchObject({ pending: 2, in_flight: 1 });
+    expect(d!.oldest_pending_seconds).toBeGreaterThanOrEqual(0);
+  });
+
+  it('svc1_ rows go only to the holder of the target lease', async () => {
+    const t = 'svc1_store_test';
+    await store.enqueue(grant(t));
+    expect(await acquireTargetLease(store.pool, I, t, 'first', 60_000)).toBe(true);
+    expect(await acquireTargetLease(store.pool, I, t, 'second', 60_000)).toBe(false);
+    expect(await store.claim(I, [t], 'second', 5, 60_000)).toEqual([]);
+    expect(await store.claim(I, [t], 'first', 5, 60_000)).toHaveLength(1);
+  });
+
+  it('rejects a worker target that is not one subject token', async () => {
+    await expect(store.enqueue(grant('a.b'))).rejects.toThrow(/worker target/);
+  });
+});

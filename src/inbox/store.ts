@@ -1,0 +1,389 @@
+import pg from 'pg';
+import { actorIdOf, stepIdOf, turnIdOf } from './ids.ts';
+import { afterFailure, type RetryPolicy } from './policy.ts';
+import {
+  DepthRow,
+  type Fence,
+  GrantInput,
+  HeadRow,
+  InboxRow,
+  type QueueDepth,
+  StepInput,
+  TurnRow,
+} from './schema.ts';
+import { ms, tx } from './sql.ts';
+
+const rows = (r: pg.QueryResult) => r.rows.map((x) => InboxRow.parse(x));
+
+// Claim: due rows of our targets, skipping rows others hold; the actor's head takes the turn with
+// epoch+1 (the fencing token of this execution). svc1_* rows only go to the holder of the target lease.
+// The turn row is left alone here (the head says it runs): two writes fewer on the hot path.
+const CLAIM = `
+WITH picked AS (
+  SELECT i.id, i.actor_id, i.turn_id FROM holt.agent_inbox i
+  WHERE i.instance = $1 AND i.worker_target = $2 AND i.status = 'pending'
+    AND i.available_at <= now()
+    -- a scalar subquery (not NOT EXISTS): stays a per-row filter on the ordered index scan
+    AND COALESCE((SELECT b.active_turn_id FROM holt.agent_state_head b WHERE b.instance = i.instance
+                  AND b.actor_id = i.actor_id), i.turn_id) = i.turn_id
+    AND (i.worker_target NOT LIKE 'svc1\\_%' OR EXISTS (
+          SELECT 1 FROM holt.target_leases l WHERE l.instance = i.instance
+          AND l.worker_target = i.worker_target AND l.owner = $3 AND l.expires_at > now()))
+  ORDER BY i.available_at, i.id
+  LIMIT $4
+  FOR UPDATE OF i SKIP LOCKED
+), heads AS (
+  UPDATE holt.agent_state_head h
+  SET status = 'running', active_turn_id = p.turn_id, turn_epoch = h.turn_epoch + 1,
+      lease_owner = $3, lease_expires_at = now() + $5::interval, updated_at = now()
+  FROM picked p
+  WHERE h.instance = $1 AND h.actor_id = p.actor_id
+    AND (h.active_turn_id IS NULL OR h.active_turn_id = p.turn_id)
+  RETURNING h.turn_epoch, p.id AS inbox_id
+)
+UPDATE holt.agent_inbox i
+SET status = 'claimed', attempts = i.attempts + 1, lease_owner = $3,
+    lease_expires_at = now() + $5::interval, turn_epoch = hd.turn_epoch, updated_at = now()
+FROM heads hd WHERE i.id = hd.inbox_id
+RETURNING i.*`;
+
+// The fence check shared by every write of an execution: our lease on the row, our epoch on the head.
+// The row is locked first (the watchdog skips locked rows), then the head.
+const LOCK_ROW = `SELECT 1 FROM holt.agent_inbox WHERE id = $1 AND status = 'claimed'
+  AND lease_owner = $2 AND turn_epoch = $3 FOR UPDATE`;
+const LOCK_HEAD = `SELECT 1 FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2
+  AND turn_epoch = $3 AND active_turn_id = $4 AND status IN ('running', 'suspended') FOR UPDATE`;
+
+// Completion: one statement, so the gate and the writes are atomic. Zero rows = stale fence.
+const COMPLETE = `
+WITH i AS (
+  SELECT id, updated_at FROM holt.agent_inbox WHERE id = $1 AND status = 'claimed' AND lease_owner = $2
+    AND turn_epoch = $3 FOR UPDATE
+), h AS (
+  UPDATE holt.agent_state_head h SET status = 'idle', active_turn_id = NULL, lease_owner = NULL,
+         lease_expires_at = NULL, updated_at = now()
+  FROM i WHERE h.instance = $4 AND h.actor_id = $5 AND h.turn_epoch = $3 AND h.active_turn_id = $6
+    AND h.status IN ('running', 'suspended')
+  RETURNING h.actor_id
+), t AS (
+  UPDATE holt.agent_turns t SET status = 'done', result = $7::jsonb, result_artefact_id = $8,
+         turn_epoch = $3, started_at = COALESCE(t.started_at, (SELECT updated_at FROM i)), ended_at = now()
+  FROM h WHERE t.turn_id = $6
+)
+UPDATE holt.agent_inbox x SET status = 'done', lease_owner = NULL, lease_expires_at = NULL,
+       updated_at = now()
+FROM h, i WHERE x.id = i.id
+RETURNING x.id`;
+
+// Giving a row back (drain, lost run, failure): the epoch moves on so the old fence dies.
+const GIVE_BACK = `
+WITH i AS (
+  SELECT id FROM holt.agent_inbox WHERE id = $1 AND status = 'claimed' AND lease_owner = $2
+    AND turn_epoch = $3 FOR UPDATE
+), h AS (
+  UPDATE holt.agent_state_head h
+  SET turn_epoch = h.turn_epoch + 1, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+      status = CASE WHEN $7::text = 'failed' THEN 'idle' ELSE 'dispatched' END,
+      active_turn_id = CASE WHEN $7::text = 'failed' THEN NULL ELSE h.active_turn_id END
+  FROM i WHERE h.instance = $4 AND h.actor_id = $5 AND h.turn_epoch = $3 AND h.active_turn_id = $6
+  RETURNING h.actor_id
+), t AS (
+  UPDATE holt.agent_turns t SET status = CASE WHEN $7::text = 'failed' THEN 'failed' ELSE 'queued' END,
+         error = COALESCE($9::text, t.error), ended_at = CASE WHEN $7::text = 'failed' THEN now() END
+  FROM h WHERE t.turn_id = $6
+)
+UPDATE holt.agent_inbox x
+SET status = $7::text, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+    available_at = now() + $8::interval, last_error = COALESCE($9::text, x.last_error),
+    attempts = x.attempts + $10::int
+FROM h, i WHERE x.id = i.id
+RETURNING x.id`;
+
+export interface InboxStoreOptions {
+  /** Connections in the pool (a worker needs about its concurrency + 2). */
+  max?: number;
+}
+
+/** The inbox and the turn state in Postgres: every write of an execution is gated by its fence. */
+export class InboxStore {
+  readonly pool: pg.Pool;
+  private rotation = 0;
+  constructor(pool: pg.Pool) {
+    this.pool = pool;
+  }
+
+  static connect(databaseUrl: string, opts: InboxStoreOptions = {}): InboxStore {
+    const pool = new pg.Pool({ connectionString: databaseUrl, max: opts.max ?? 10 });
+    // An idle client losing its server must not crash the process; the next query reconnects.
+    pool.on('error', () => undefined);
+    return new InboxStore(pool);
+  }
+
+  close(): Promise<void> {
+    return this.pool.end();
+  }
+
+  /**
+   * Records a grant: the actor's head, the turn and the inbox row, in one transaction. Idempotent
+   * per (claim, role, phase): dispatching the same grant again returns the existing row.
+   */
+  async enqueue(input: GrantInput): Promise<{ created: boolean; row: InboxRow }> {
+    const g = GrantInput.parse(input);
+    const actor = actorIdOf(g.instance, g.claimId, g.role);
+    const turn = turnIdOf(g.instance, g.claimId, g.role, g.phase);
+    return tx<{ created: boolean; row: InboxRow }>(this.pool, async (c) => {
+      await c.query(
+        `INSERT INTO holt.agent_state_head (instance, actor_id, role, worker_target, claim_id)
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+        [g.instance, actor, g.role, g.workerTarget, g.claimId],
+      );
+      const t = await c.query(
+        `INSERT INTO holt.agent_turns (turn_id, instance, actor_id, claim_id, role, phase, claim_type)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING turn_id`,
+        [turn, g.instance, actor, g.claimId, g.role, g.phase, g.claimType],
+      );
+      if (!t.rowCount) {
+        const old = await c.query('SELECT * FROM holt.agent_inbox WHERE turn_id = $1', [turn]);
+        return { value: { created: false, row: InboxRow.parse(old.rows[0]) } };
+      }
+      const r = await c.query(
+        `INSERT INTO holt.agent_inbox (instance, worker_target, actor_id, turn_id, claim_id, role,
+           claim_type, phase, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
+        [g.instance, g.workerTarget, actor, turn, g.claimId, g.role, g.claimType, g.phase, g.payload],
+      );
+      // L0 mints the turn: the head points at it unless another turn of the actor is active.
+      await c.query(
+        `UPDATE holt.agent_state_head SET status = 'dispatched', active_turn_id = $3, updated_at = now()
+         WHERE instance = $1 AND actor_id = $2 AND active_turn_id IS NULL`,
+        [g.instance, actor, turn],
+      );
+      return { value: { created: true, row: InboxRow.parse(r.rows[0]) } };
+    });
+  }
+
+  /**
+   * Claims up to `limit` due rows of `targets` under a lease (FOR UPDATE SKIP LOCKED). One query per
+   * target, so each is an ordered scan of the target's due index that stops at the limit.
+   */
+  async claim(instance: string, targets: string[], owner: string, limit: number, leaseMs: number) {
+    const got: InboxRow[] = [];
+    // Start at a rotating target so that one busy target cannot starve the others.
+    const start = targets.length ? this.rotation % targets.length : 0;
+    this.rotation++;
+    for (let k = 0; k < targets.length && got.length < limit; k++) {
+      const t = targets[(start + k) % targets.length]!;
+      got.push(
+        ...rows(
+          await this.pool.query({
+            name: 'holt_inbox_claim',
+            text: CLAIM,
+            values: [instance, t, owner, limit - got.length, ms(leaseMs)],
+          }),
+        ),
+      );
+    }
+    return got;
+  }
+
+  /** Extends the leases `owner` still holds; returns the ids it still holds (a missing id = lease lost). */
+  async renew(owner: string, fences: Fence[], leaseMs: number): Promise<Set<string>> {
+    if (!fences.length) return new Set();
+    const r = await this.pool.query(
+      `WITH i AS (
+         UPDATE holt.agent_inbox x SET lease_expires_at = now() + $4::interval, updated_at = now()
+         FROM unnest($2::bigint[], $3::bigint[]) AS f(id, epoch)
+         WHERE x.id = f.id AND x.turn_epoch = f.epoch AND x.status = 'claimed' AND x.lease_owner = $1
+         RETURNING x.id, x.instance, x.actor_id, x.turn_epoch
+       ), h AS (
+         UPDATE holt.agent_state_head h SET lease_expires_at = now() + $4::interval
+         FROM i WHERE h.instance = i.instance AND h.actor_id = i.actor_id AND h.turn_epoch = i.turn_epoch
+       )
+       SELECT id::text FROM i`,
+      [owner, fences.map((f) => f.inboxId), fences.map((f) => f.epoch), ms(leaseMs)],
+    );
+    return new Set(r.rows.map((x: { id: string }) => x.id));
+  }
+
+  /**
+   * Commits the turn under the fence. `publish` (the blackboard write) runs while the fence is held
+   * and locked, so nobody can take the claim over in between; a stale fence never reaches it.
+   * Returns false, with no side effect, when the fence is stale.
+   */
+  async complete(
+    f: Fence,
+    result: { value?: unknown; artefactId?: string },
+    publish?: () => Promise<void>,
+  ): Promise<boolean> {
+    const args = [
+      f.inboxId,
+      f.owner,
+      f.epoch,
+      f.instance,
+      f.actorId,
+      f.turnId,
+      JSON.stringify(result.value ?? null),
+      result.artefactId ?? null,
+    ];
+    // Named: prepared once per connection, this is the hot path.
+    const q = { name: 'holt_inbox_complete', text: COMPLETE, values: args };
+    if (!publish) return (await this.pool.query(q)).rowCount === 1;
+    return tx(this.pool, async (c) => {
+      if (!(await this.locked(c, f))) return { value: false, rollback: true };
+      await publish();
+      const done = (await c.query(q)).rowCount === 1;
+      return { value: done, rollback: !done };
+    });
+  }
+
+  /** Hands a row back untouched (drain): pending again, the attempt not counted, the fence dead. */
+  async release(f: Fence): Promise<boolean> {
+    return this.giveBack(f, 'pending', 0, null, -1);
+  }
+
+  /** A failed attempt: retried after a backoff, or failed for good (the watchdog reports it). */
+  async fail(
+    f: Fence,
+    attempts: number,
+    error: string,
+    retryable: boolean,
+    policy: RetryPolicy,
+  ): Promise<'pending' | 'failed' | 'stale'> {
+    const d = afterFailure(attempts, retryable, policy);
+    const ok = await this.giveBack(f, d.status, d.status === 'pending' ? d.delayMs : 0, error, 0);
+    return ok ? d.status : 'stale';
+  }
+
+  private async giveBack(
+    f: Fence,
+    status: 'pending' | 'failed',
+    delayMs: number,
+    error: string | null,
+    attemptsDelta: number,
+  ): Promise<boolean> {
+    const r = await this.pool.query(GIVE_BACK, [
+      f.inboxId,
+      f.owner,
+      f.epoch,
+      f.instance,
+      f.actorId,
+      f.turnId,
+      status,
+      ms(delayMs),
+      error,
+      attemptsDelta,
+    ]);
+    return r.rowCount === 1;
+  }
+
+  private async locked(c: pg.PoolClient, f: Fence): Promise<boolean> {
+    if (!(await c.query(LOCK_ROW, [f.inboxId, f.owner, f.epoch])).rowCount) return false;
+    return (await c.query(LOCK_HEAD, [f.instance, f.actorId, f.epoch, f.turnId])).rowCount === 1;
+  }
+
+  /** Records a step of the turn (LLM usage and cost in metadata, tool call ids); false when stale. */
+  async recordStep(f: Fence, input: StepInput): Promise<boolean> {
+    const s = StepInput.parse(input);
+    const r = await this.pool.query(
+      `INSERT INTO holt.agent_steps (step_id, instance, actor_id, turn_id, turn_epoch, seq, kind, status,
+         tool_call_ids, metadata, error, ended_at)
+       SELECT $1::uuid, h.instance, h.actor_id, $4::uuid, h.turn_epoch, $5::int, $6::text, $7::text,
+              $8::jsonb, $9::jsonb, $10::text, CASE WHEN $7::text = 'started' THEN NULL ELSE now() END
+       FROM holt.agent_state_head h
+       WHERE h.instance = $2 AND h.actor_id = $3 AND h.turn_epoch = $11 AND h.active_turn_id = $4
+         AND h.status IN ('running', 'suspended')
+       FOR SHARE OF h
+       ON CONFLICT (step_id) DO UPDATE SET turn_epoch = EXCLUDED.turn_epoch, status = EXCLUDED.status,
+         tool_call_ids = EXCLUDED.tool_call_ids, metadata = EXCLUDED.metadata, error = EXCLUDED.error,
+         ended_at = EXCLUDED.ended_at
+       WHERE holt.agent_steps.turn_epoch <= EXCLUDED.turn_epoch`,
+      [
+        stepIdOf(f.turnId, s.seq),
+        f.instance,
+        f.actorId,
+        f.turnId,
+        s.seq,
+        s.kind,
+        s.status,
+        JSON.stringify(s.toolCallIds),
+        JSON.stringify(s.metadata),
+        s.error ?? null,
+        f.epoch,
+      ],
+    );
+    return r.rowCount === 1;
+  }
+
+  /** Records that the turn waits for a tool call's result; false when stale. */
+  async waitTool(
+    f: Fence,
+    w: { toolCallId: string; toolName: string; seq?: number; resumeDeadlineMs?: number },
+  ): Promise<boolean> {
+    const r = await this.pool.query(
+      `INSERT INTO holt.turn_waiting_tools (instance, actor_id, turn_id, turn_epoch, tool_call_id, step_id,
+         tool_name, resume_deadline)
+       SELECT h.instance, h.actor_id, $3::uuid, h.turn_epoch, $5::text, $6::uuid, $7::text,
+              now() + $8::interval
+       FROM holt.agent_state_head h
+       WHERE h.instance = $1 AND h.actor_id = $2 AND h.turn_epoch = $4 AND h.active_turn_id = $3
+         AND h.status IN ('running', 'suspended')
+       FOR SHARE OF h
+       ON CONFLICT (turn_id, tool_call_id) DO NOTHING`,
+      [
+        f.instance,
+        f.actorId,
+        f.turnId,
+        f.epoch,
+        w.toolCallId,
+        w.seq === undefined ? null : stepIdOf(f.turnId, w.seq),
+        w.toolName,
+        ms(w.resumeDeadlineMs ?? 30_000),
+      ],
+    );
+    return r.rowCount === 1;
+  }
+
+  /** Delivers a tool result: single winner on the waiting row; a duplicate returns false. */
+  async receiveTool(turnId: string, toolCallId: string, result: unknown): Promise<boolean> {
+    const r = await this.pool.query(
+      `UPDATE holt.turn_waiting_tools SET wait_status = 'received', result = $3::jsonb, received_at = now()
+       WHERE turn_id = $1 AND tool_call_id = $2 AND wait_status = 'waiting'`,
+      [turnId, toolCallId, JSON.stringify(result ?? null)],
+    );
+    return r.rowCount === 1;
+  }
+
+  /** Pending, in flight and the age of the oldest due pending row, per worker target. */
+  async queueDepth(instance: string): Promise<QueueDepth[]> {
+    const r = await this.pool.query(
+      `SELECT worker_target,
+         count(*) FILTER (WHERE status = 'pending') AS pending,
+         count(*) FILTER (WHERE status = 'claimed') AS in_flight,
+         COALESCE(EXTRACT(EPOCH FROM now() - min(available_at)
+           FILTER (WHERE status = 'pending' AND available_at <= now())), 0) AS oldest_pending_seconds
+       FROM holt.agent_inbox WHERE instance = $1 AND status IN ('pending', 'claimed')
+       GROUP BY worker_target ORDER BY worker_target`,
+      [instance],
+    );
+    return r.rows.map((x) => DepthRow.parse(x));
+  }
+
+  // ---- reads (status, tests) ----
+
+  async row(id: string): Promise<InboxRow | null> {
+    const r = await this.pool.query('SELECT * FROM holt.agent_inbox WHERE id = $1', [id]);
+    return r.rows[0] ? InboxRow.parse(r.rows[0]) : null;
+  }
+
+  async head(instance: string, actorId: string): Promise<HeadRow | null> {
+    const r = await this.pool.query(
+      'SELECT * FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2',
+      [instance, actorId],
+    );
+    return r.rows[0] ? HeadRow.parse(r.rows[0]) : null;
+  }
+
+  async turn(turnId: string): Promise<TurnRow | null> {
+    const r = await this.pool.query('SELECT * FROM holt.agent_turns WHERE turn_id = $1', [turnId]);
+    return r.rows[0] ? TurnRow.parse(r.rows[0]) : null;
+  }
+}

@@ -1,0 +1,195 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type NatsServer, startNats } from '../../test/harness/nats.ts';
+import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import type { Claim } from '../blackboard/types.ts';
+import { connectBus } from '../bus/connect.ts';
+import { Doorbell, ringer } from '../bus/doorbell.ts';
+import { doorbellSubject } from '../bus/subjects.ts';
+import { silentLogger } from '../common/logger.ts';
+import { InboxDispatcher } from './dispatcher.ts';
+import { migrate } from './migrate.ts';
+import type { InboxRow } from './schema.ts';
+import { InboxStore } from './store.ts';
+import { fakeClaim, ROLE, until, writeResult } from './testing.ts';
+import { Watchdog } from './watchdog.ts';
+import { InboxWorker } from './worker.ts';
+
+const I = 'worker-test';
+let pg: PostgresServer;
+let nats: NatsServer;
+let redis: RedisServer;
+let store: InboxStore;
+let nc: NatsConnection;
+let bb: Blackboard;
+
+beforeAll(async () => {
+  [pg, nats, redis] = await Promise.all([startPostgres(), startNats(), startRedis()]);
+  await migrate(pg.url);
+  store = InboxStore.connect(pg.url, { max: 30 });
+  nc = await connectBus(nats.url, 'worker-test');
+  bb = Blackboard.connect(redis.url, I);
+});
+afterAll(async () => {
+  await bb?.close();
+  await nc?.drain();
+  await store?.close();
+  await Promise.all([pg?.stop(), nats?.stop(), redis?.stop()]);
+});
+
+const claimOf = (): Claim => ({
+  ...fakeClaim(),
+  status: 'pending_exclusive',
+  granted_review_agents: [],
+  granted_parallel_agents: [],
+  granted_exclusive_agent: ROLE,
+});
+
+/** A pool of in-process workers that count executions per claim and write the result artefact. */
+function pool(target: string, n: number, opts: { concurrency?: number; hold?: () => Promise<void> } = {}) {
+  const runs = new Map<string, number>();
+  const byWorker = new Map<number, number>();
+  const workers = Array.from({ length: n }, (_, i) => {
+    return new InboxWorker({
+      store,
+      nc,
+      instance: I,
+      targets: [target],
+      concurrency: opts.concurrency ?? 4,
+      leaseMs: 10_000,
+      graceMs: 200,
+      log: silentLogger(),
+      execute: async (row: InboxRow, _f, signal) => {
+        runs.set(row.claim_id, (runs.get(row.claim_id) ?? 0) + 1);
+        byWorker.set(i, (byWorker.get(i) ?? 0) + 1);
+        if (opts.hold)
+          await Promise.race([
+            opts.hold(),
+            new Promise((_, rej) => signal.addEventListener('abort', () => rej(signal.reason))),
+          ]);
+        return { worker: i };
+      },
+      publish: async (row) => void (await writeResult(bb, row, `w${i}`)),
+    });
+  });
+  return {
+    workers,
+    runs,
+    byWorker,
+    start: () => Promise.all(workers.map((w) => w.start())),
+    stop: () => Promise.all(workers.map((w) => w.stop())),
+  };
+}
+
+const doneCount = async (target: string) =>
+  Number(
+    (
+      await store.pool.query(
+        `SELECT count(*) AS n FROM holt.agent_inbox WHERE instance = $1 AND worker_target = $2 AND status = 'done'`,
+        [I, target],
+      )
+    ).rows[0].n,
+  );
+
+describe('inbox workers', () => {
+  it('1 000 claims over 8 workers: each executed exactly once, one result artefact each', async () => {
+    const target = 'bulk';
+    const p = pool(target, 8);
+    await p.start();
+    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: ringer(nc, I) });
+    const claims = Array.from({ length: 1000 }, claimOf);
+    for (let i = 0; i < claims.length; i += 50)
+      await Promise.all(
+        claims
+          .slice(i, i + 50)
+          .map((claim) => d.dispatch({ claim, role: ROLE, claimType: 'exclusive', phase: 'exclusive' })),
+      );
+    // A re-dispatch (restart recovery) of the same grants must not make more work.
+    await Promise.all(
+      claims
+        .slice(0, 20)
+        .map((claim) =>
+          d.dispatch({ claim, role: ROLE, claimType: 'exclusive', phase: 'exclusive', reason: 'recovery' }),
+        ),
+    );
+    const dog = new Watchdog(store, { instance: I, maxAttempts: 3, ring: ringer(nc, I), intervalMs: 500 });
+    dog.start(); // as in production; a doorbell lost to a busy worker is re-rung
+    await until(async () => (await doneCount(target)) === 1000, '1000 claims done', 120_000);
+    await dog.stop();
+    await p.stop();
+    expect(p.runs.size).toBe(1000);
+    expect([...p.runs.values()].every((n) => n === 1)).toBe(true);
+    expect([...p.byWorker.keys()].length).toBeGreaterThan(1);
+    const results = (await bb.listArtefactIds()).length;
+    expect(results).toBe(1000);
+  });
+
+  it('doorbells dropped on purpose: the watchdog re-rings and all work completes', async () => {
+    const target = 'lossy';
+    const p = pool(target, 3);
+    await p.start();
+    const bells: Doorbell[] = [];
+    const spy = nc.subscribe(doorbellSubject(target), {
+      callback: (_e, m) => {
+        bells.push(Doorbell.parse(m.json()));
+      },
+    });
+    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: () => undefined });
+    for (let i = 0; i < 30; i++)
+      await d.dispatch({ claim: claimOf(), role: ROLE, claimType: 'claim', phase: 'parallel' });
+    await nc.flush();
+    expect(await doneCount(target)).toBe(0); // nobody was told
+    const dog = new Watchdog(store, { instance: I, maxAttempts: 3, ring: ringer(nc, I), intervalMs: 300 });
+    dog.start();
+    await until(async () => (await doneCount(target)) === 30, '30 claims done');
+    await dog.stop();
+    await p.stop();
+    spy.unsubscribe();
+    expect(bells.length).toBeGreaterThan(0);
+    expect(bells.every((b) => b.reason === 'watchdog')).toBe(true);
+    expect([...p.runs.values()].every((n) => n === 1)).toBe(true);
+  });
+
+  it('svc1_ target: the second consumer stays idle, and takes over when the first stops', async () => {
+    const target = 'svc1_inbox_test';
+    const first = pool(target, 1);
+    const second = pool(target, 1);
+    await first.start();
+    await second.start();
+    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: ringer(nc, I) });
+    for (let i = 0; i < 20; i++)
+      await d.dispatch({ claim: claimOf(), role: ROLE, claimType: 'claim', phase: 'parallel' });
+    await until(async () => (await doneCount(target)) === 20, 'svc1 claims done');
+    expect(first.runs.size).toBe(20);
+    expect(second.runs.size).toBe(0);
+    expect(second.workers[0]!.activeTargets).toEqual([]);
+    await first.stop(); // releases the target lease; the standby picks it up
+    for (let i = 0; i < 5; i++)
+      await d.dispatch({ claim: claimOf(), role: ROLE, claimType: 'claim', phase: 'parallel' });
+    await until(async () => (await doneCount(target)) === 25, 'standby takes over');
+    await second.stop();
+    expect(second.runs.size).toBe(5);
+  });
+
+  it('stop drains: a claim still running after the grace period is released and re-run elsewhere', async () => {
+    const target = 'drain';
+    let unblock = () => {};
+    const blocked = new Promise<void>((r) => {
+      unblock = r;
+    });
+    const slow = pool(target, 1, { hold: () => blocked });
+    await slow.start();
+    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: ringer(nc, I) });
+    await d.dispatch({ claim: claimOf(), role: ROLE, claimType: 'claim', phase: 'parallel' });
+    await until(() => slow.runs.size === 1, 'the slow worker to start');
+    await slow.stop(); // grace 200 ms, then release
+    unblock();
+    const fresh = pool(target, 1);
+    await fresh.start();
+    await until(async () => (await doneCount(target)) === 1, 'the released claim to be re-run');
+    await fresh.stop();
+    expect(fresh.runs.size).toBe(1);
+  });
+});

@@ -1,0 +1,283 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { subscribeDoorbell } from '../bus/doorbell.ts';
+import { type AgentEvents, noAgentEvents } from '../bus/events.ts';
+import { assertWorkerTarget } from '../bus/subjects.ts';
+import type { Logger } from '../common/logger.ts';
+import { resultArtefactId } from './ids.ts';
+import { acquireTargetLease, releaseTargetLease } from './leases.ts';
+import { DEFAULT_RETRY, isSingleConsumer, type RetryPolicy } from './policy.ts';
+import { type Fence, fenceOf, type InboxRow } from './schema.ts';
+import type { InboxStore } from './store.ts';
+
+export type Outcome = 'done' | 'stale' | 'retry' | 'failed' | 'released';
+
+export interface WorkerOptions<R> {
+  store: InboxStore;
+  nc: NatsConnection;
+  instance: string;
+  targets: string[];
+  /** Claims run at once in this process. */
+  concurrency: number;
+  /** Lease of a claimed row; renewed every `renewEveryMs` (a third of it by default). */
+  leaseMs?: number;
+  renewEveryMs?: number;
+  /** On stop: how long running claims may take before they are released. */
+  graceMs?: number;
+  retry?: RetryPolicy;
+  owner?: string;
+  /** Runs one claim. Must hold no state outside its arguments; `signal` aborts when the lease is lost. */
+  execute(row: InboxRow, fence: Fence, signal: AbortSignal): Promise<R>;
+  /**
+   * Makes the result visible (the blackboard write), called while the fence is held and locked, with
+   * the turn's deterministic artefact id: a re-run after a crash writes the same id, i.e. nothing new.
+   */
+  publish?(row: InboxRow, result: R, artefactId: string): Promise<void>;
+  /** Errors that should not be retried (bad input): the row fails at once. */
+  isPermanent?(error: unknown): boolean;
+  events?: AgentEvents;
+  log?: Logger;
+  onOutcome?(row: InboxRow, outcome: Outcome): void;
+}
+
+interface Running {
+  fence: Fence;
+  abort: AbortController;
+  lost: boolean;
+  released: boolean;
+  done: Promise<void>;
+}
+
+/**
+ * The inbox-driven worker loop: doorbells (a queue group per target) wake it, it claims due rows
+ * with SKIP LOCKED under a lease, runs up to `concurrency` of them, renews their leases, and commits
+ * each under its fence. Independent of what a claim execution is (the pup plugs in `execute`).
+ */
+export class InboxWorker<R> {
+  readonly o: WorkerOptions<R>;
+  readonly owner: string;
+  private readonly leaseMs: number;
+  private readonly running = new Map<string, Running>();
+  private readonly subs = new Map<string, Subscription>();
+  private stopping = false;
+  private filling = false;
+  private again = false;
+  private timers: NodeJS.Timeout[] = [];
+
+  constructor(o: WorkerOptions<R>) {
+    for (const t of o.targets) assertWorkerTarget(t);
+    this.o = o;
+    this.owner = o.owner ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+    this.leaseMs = o.leaseMs ?? 30_000;
+  }
+
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  /** Targets this process may consume now (svc1_* only while it holds the target's lease). */
+  get activeTargets(): string[] {
+    return [...this.subs.keys()];
+  }
+
+  async start(): Promise<void> {
+    for (const t of this.o.targets) if (!isSingleConsumer(t)) this.listen(t);
+    const single = this.o.targets.filter(isSingleConsumer);
+    if (single.length) {
+      await this.holdTargets(single);
+      this.timers.push(setInterval(() => void this.holdTargets(single), Math.max(50, this.leaseMs / 3)));
+    }
+    this.timers.push(
+      setInterval(() => void this.renew(), this.o.renewEveryMs ?? Math.max(50, this.leaseMs / 3)),
+    );
+    // Work may be waiting from before we started; after that, doorbells (and the watchdog) wake us.
+    void this.fill();
+  }
+
+  private listen(target: string): void {
+    if (this.subs.has(target) || this.stopping) return;
+    this.subs.set(
+      target,
+      subscribeDoorbell(this.o.nc, this.o.instance, target, () => void this.fill(), this.o.log),
+    );
+  }
+
+  // Only the lease holder of a svc1_* target subscribes; a standby keeps trying and takes over on expiry.
+  private async holdTargets(targets: string[]): Promise<void> {
+    if (this.stopping) return;
+    for (const t of targets) {
+      const held = await acquireTargetLease(
+        this.o.store.pool,
+        this.o.instance,
+        t,
+        this.owner,
+        this.leaseMs,
+      ).catch(() => false);
+      if (held && !this.subs.has(t)) {
+        this.o.log?.info(
+          { event_type: 'target_lease_acquired', worker_target: t },
+          'single-consumer target held',
+        );
+        this.listen(t);
+        void this.fill();
+      } else if (!held && this.subs.has(t)) {
+        this.subs.get(t)?.unsubscribe();
+        this.subs.delete(t);
+      }
+    }
+  }
+
+  /** Claims as long as there is room and work; a bell while claiming makes it look once more. */
+  private async fill(): Promise<void> {
+    if (this.filling) {
+      this.again = true;
+      return;
+    }
+    this.filling = true;
+    try {
+      do {
+        this.again = false;
+        while (!this.stopping) {
+          const room = this.o.concurrency - this.running.size;
+          const targets = this.activeTargets;
+          if (room <= 0 || !targets.length) break;
+          const rows = await this.o.store.claim(this.o.instance, targets, this.owner, room, this.leaseMs);
+          for (const row of rows) this.run(row);
+          if (rows.length < room) break;
+        }
+      } while (this.again && !this.stopping);
+    } catch (e) {
+      this.o.log?.warn(
+        { event_type: 'claim_error', error: String(e) },
+        'claiming failed; waiting for the next bell',
+      );
+    } finally {
+      this.filling = false;
+    }
+  }
+
+  private run(row: InboxRow): void {
+    const fence = fenceOf(row);
+    const r: Running = {
+      fence,
+      abort: new AbortController(),
+      lost: false,
+      released: false,
+      done: Promise.resolve(),
+    };
+    this.running.set(row.id, r);
+    r.done = this.execute(row, r)
+      .then(
+        (outcome) => this.o.onOutcome?.(row, outcome),
+        (e: unknown) =>
+          this.o.log?.error(
+            { event_type: 'worker_error', inbox_id: row.id, error: String(e) },
+            'claim run failed',
+          ),
+      )
+      .finally(() => {
+        this.running.delete(row.id);
+        if (!this.stopping) void this.fill();
+      });
+  }
+
+  private async execute(row: InboxRow, r: Running): Promise<Outcome> {
+    const { fence } = r;
+    const ev = this.o.events ?? noAgentEvents;
+    const base = {
+      actor_id: row.actor_id,
+      turn_id: row.turn_id,
+      turn_epoch: fence.epoch,
+      claim_id: row.claim_id,
+      role: row.role,
+    };
+    ev.step({ ...base, phase: 'started', at_ms: Date.now() });
+    const artefactId = resultArtefactId(row.claim_id, row.role, row.turn_id);
+    let result: R;
+    try {
+      result = await this.o.execute(row, fence, r.abort.signal);
+    } catch (e) {
+      if (r.lost) return 'stale';
+      if (r.released) return 'released';
+      if (r.abort.signal.aborted) return (await this.o.store.release(fence)) ? 'released' : 'stale';
+      const permanent = this.o.isPermanent?.(e) ?? false;
+      const s = await this.o.store.fail(
+        fence,
+        row.attempts,
+        String(e),
+        !permanent,
+        this.o.retry ?? DEFAULT_RETRY,
+      );
+      this.o.log?.warn(
+        { event_type: 'claim_attempt_failed', inbox_id: row.id, next: s, error: String(e) },
+        'claim failed',
+      );
+      if (s === 'failed')
+        ev.task({ ...base, status: 'failed', deliverable_id: null, error: String(e), at_ms: Date.now() });
+      return s === 'pending' ? 'retry' : s;
+    }
+    if (r.lost) return 'stale';
+    if (r.released) return 'released';
+    const publish = this.o.publish;
+    const ok = await this.o.store.complete(
+      fence,
+      { value: result, artefactId },
+      publish ? () => publish(row, result, artefactId) : undefined,
+    );
+    if (!ok) {
+      this.o.log?.warn(
+        { event_type: 'stale_fence', inbox_id: row.id, epoch: fence.epoch },
+        'lease taken over; result dropped',
+      );
+      return 'stale';
+    }
+    ev.step({ ...base, phase: 'completed', at_ms: Date.now() });
+    ev.task({ ...base, status: 'success', deliverable_id: artefactId, at_ms: Date.now() });
+    return 'done';
+  }
+
+  // Renews every held lease in one statement; a lease not renewed was taken: abort that run.
+  private async renew(): Promise<void> {
+    const all = [...this.running.values()];
+    if (!all.length) return;
+    try {
+      const held = await this.o.store.renew(
+        this.owner,
+        all.map((r) => r.fence),
+        this.leaseMs,
+      );
+      for (const r of all)
+        if (!held.has(r.fence.inboxId) && this.running.get(r.fence.inboxId) === r && !r.lost) {
+          r.lost = true;
+          r.abort.abort(new Error('lease lost'));
+        }
+    } catch (e) {
+      this.o.log?.warn({ event_type: 'renew_error', error: String(e) }, 'lease renewal failed');
+    }
+  }
+
+  /** Stops claiming, lets running claims finish within the grace period, then releases the rest. */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    for (const s of this.subs.values()) s.unsubscribe();
+    const held = [...this.subs.keys()].filter(isSingleConsumer);
+    this.subs.clear();
+    const drained = Promise.allSettled([...this.running.values()].map((r) => r.done));
+    const grace = this.o.graceMs ?? 30_000;
+    const timedOut = await Promise.race([drained.then(() => false), sleep(grace).then(() => true)]);
+    if (timedOut) {
+      const left = [...this.running.values()];
+      // Release first (the fence dies), then abort: a run that ignores the signal can commit nothing.
+      for (const r of left) r.released = true;
+      await Promise.allSettled(left.map((r) => this.o.store.release(r.fence)));
+      for (const r of left) r.abort.abort(new Error('worker stopping'));
+      await Promise.race([Promise.allSettled(left.map((r) => r.done)), sleep(1000)]);
+    }
+    for (const t of this.timers) clearInterval(t);
+    for (const t of held)
+      await releaseTargetLease(this.o.store.pool, this.o.instance, t, this.owner).catch(() => undefined);
+  }
+}

@@ -1,0 +1,153 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import type { Logger } from '../common/logger.ts';
+import { afterError, afterSuccess, checkBudget, costOf, type ErrorState, estimateCall } from './budget.ts';
+import type { LlmSettings } from './config.ts';
+import { type ChatOptions, type ChatReply, type ChatRequest, type ModelClient, ModelError } from './model.ts';
+import { writeAgentStatus } from './status.ts';
+import type { TurnStore } from './store.ts';
+
+/** The agent is paused (budget exhausted or too many errors in a row): no call is made. */
+export class PausedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PausedError';
+  }
+}
+
+export interface LlmAgentDeps {
+  instance: string;
+  role: string;
+  settings: LlmSettings;
+  model: ModelClient;
+  /** Absent for agents that only bid with the model: no ledger, limits apply per process. */
+  store?: TurnStore;
+  redis?: Redis;
+  log: Logger;
+  now?: () => number;
+}
+
+/**
+ * Every model call of one agent goes through here (seed 002): the budget is checked against the
+ * role's ledger before the call (no debt), usage and cost are recorded after it, consecutive errors
+ * back off exponentially and pause the agent after N; the status hash is rewritten each time.
+ */
+export class LlmAgent {
+  readonly d: LlmAgentDeps;
+  private errors: ErrorState = afterSuccess();
+  private nextCallAtMs = 0;
+  private paused: { reason: string; untilMs?: number } | undefined;
+  /** Calls of a store-less (bid-only) agent, for its window. */
+  private local: { atMs: number; tokens: number; costUsd: number }[] = [];
+  constructor(d: LlmAgentDeps) {
+    this.d = d;
+  }
+
+  private now(): number {
+    return this.d.now?.() ?? Date.now();
+  }
+
+  /** Why the agent is paused now, if it is (a timed pause lifts by itself). */
+  pausedReason(): string | undefined {
+    if (this.paused?.untilMs !== undefined && this.paused.untilMs <= this.now()) {
+      this.d.log.info({ event_type: 'llm_agent_resumed', after: this.paused.reason });
+      this.paused = undefined;
+      this.errors = afterSuccess();
+      void this.publishStatus();
+    }
+    return this.paused?.reason;
+  }
+
+  private pause(reason: string, untilMs?: number): PausedError {
+    this.paused = { reason, untilMs };
+    this.d.log.warn({ event_type: 'llm_agent_paused', reason, until_ms: untilMs ?? null });
+    void this.publishStatus();
+    return new PausedError(`agent paused: ${reason}`);
+  }
+
+  private async ledger() {
+    const { store, instance, role, settings } = this.d;
+    if (store) return store.ledger(instance, role, settings.budget.windowMs);
+    const from = this.now() - settings.budget.windowMs;
+    this.local = this.local.filter((r) => r.atMs > from);
+    return { window: this.local, totalCostUsd: 0 };
+  }
+
+  async call(
+    purpose: 'bid' | 'turn' | 'plan',
+    turnId: string | null,
+    req: ChatRequest,
+    opts: ChatOptions = {},
+  ): Promise<ChatReply & { costUsd: number }> {
+    const { settings, log } = this.d;
+    const why = this.pausedReason();
+    if (why) throw new PausedError(`agent paused: ${why}`);
+    const chars = JSON.stringify(req.messages).length + JSON.stringify(req.tools ?? []).length;
+    const est = estimateCall(chars, settings.maxTokens);
+    const v = checkBudget(
+      await this.ledger(),
+      settings.budget,
+      est,
+      costOf(est, settings.prices),
+      this.now(),
+    );
+    if (!v.ok) throw this.pause(v.reason, v.retryAtMs);
+    const wait = this.nextCallAtMs - this.now();
+    if (wait > 0) await sleep(wait, undefined, { signal: opts.signal }).catch(() => undefined);
+    let reply: ChatReply;
+    try {
+      reply = await this.d.model.chat(req, {
+        ...opts,
+        onRetry: (error, attempt, delayMs) =>
+          log.warn({ event_type: 'llm_retry', purpose, attempt, delay_ms: delayMs, error }),
+      });
+    } catch (e) {
+      if (opts.signal?.aborted) throw e;
+      const next = afterError(this.errors, settings.budget, this.now());
+      this.errors = { consecutive: next.consecutive };
+      this.nextCallAtMs = this.now() + next.delayMs;
+      const msg = e instanceof Error ? e.message : String(e);
+      log.warn({ event_type: 'llm_call_failed', purpose, consecutive_errors: next.consecutive, error: msg });
+      if (next.pausedUntilMs !== undefined)
+        this.pause(`${next.consecutive} model errors in a row (last: ${msg})`, next.pausedUntilMs);
+      else void this.publishStatus();
+      throw e instanceof ModelError ? e : new ModelError(msg, false);
+    }
+    this.errors = afterSuccess();
+    this.nextCallAtMs = 0;
+    const costUsd = costOf(reply.usage, settings.prices);
+    if (this.d.store)
+      await this.d.store.addUsage(this.d.instance, this.d.role, turnId, purpose, reply.usage, costUsd);
+    else this.local.push({ atMs: this.now(), tokens: reply.usage.totalTokens, costUsd });
+    await this.publishStatus();
+    return { ...reply, costUsd };
+  }
+
+  /** Rewrites `holt:{i}:agent_status:{role}` (best effort: status is for people, not for decisions). */
+  async publishStatus(): Promise<void> {
+    const { redis, instance, role, settings } = this.d;
+    if (!redis) return;
+    try {
+      const l = await this.ledger();
+      const b = settings.budget;
+      const inWindow = l.window.filter((r) => r.atMs > this.now() - b.windowMs);
+      await writeAgentStatus(redis, instance, role, {
+        state: this.paused ? 'paused' : 'active',
+        paused_reason: this.paused?.reason ?? '',
+        paused_until_ms: this.paused?.untilMs ?? 0,
+        model: settings.model,
+        calls_in_window: inWindow.length,
+        tokens_in_window: inWindow.reduce((n, r) => n + r.tokens, 0),
+        window_ms: b.windowMs,
+        calls_limit: b.calls ?? 0,
+        tokens_limit: b.tokens ?? 0,
+        cost_usd_total: l.totalCostUsd,
+        cost_usd_limit: b.costUsd ?? 0,
+        consecutive_errors: this.errors.consecutive,
+        updated_at_ms: this.now(),
+      });
+    } catch (e) {
+      this.d.log.warn({ event_type: 'agent_status_write_failed', error: String(e) });
+    }
+  }
+}

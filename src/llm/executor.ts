@@ -1,0 +1,219 @@
+import { existsSync } from 'node:fs';
+import type { Blackboard } from '../blackboard/client.ts';
+import type { Artefact, Claim } from '../blackboard/types.ts';
+import { StructuralType } from '../blackboard/types.ts';
+import { type AgentEvents, noAgentEvents } from '../bus/events.ts';
+import type { Logger } from '../common/logger.ts';
+import type { Fence } from '../inbox/schema.ts';
+import type { PupConfig } from '../pup/config.ts';
+import { assembleContext } from '../pup/context.ts';
+import { type Grant, isGranted, outputId } from '../pup/decide.ts';
+import type { Outcome } from '../pup/executor.ts';
+import { failureArtefact, resultArtefact } from '../pup/result.ts';
+import type { LlmAgent } from './agent.ts';
+import type { LlmSettings } from './config.ts';
+import type { Scrubber } from './secrets.ts';
+import type { TurnStore } from './store.ts';
+import { Turn, type TurnEnd } from './turn.ts';
+
+export interface LlmExecutorDeps {
+  bb: Blackboard;
+  cfg: PupConfig;
+  settings: LlmSettings;
+  agent: LlmAgent;
+  store: TurnStore;
+  scrub: Scrubber;
+  events?: AgentEvents;
+  log: Logger;
+  owner: string;
+}
+
+/**
+ * The LLM path beside the command path (executor.ts): one grant → one turn → exactly one artefact,
+ * whose id is the pup's output id (write-once). The turn is leased in Postgres (renewed while it runs);
+ * a pup that dies loses the lease after `turnLeaseMs` and the next execution resumes the same turn.
+ */
+export class LlmExecutor {
+  private readonly d: LlmExecutorDeps;
+  constructor(d: LlmExecutorDeps) {
+    this.d = d;
+  }
+
+  async execute(grant: Grant, signal?: AbortSignal): Promise<Outcome> {
+    const { bb, cfg, log } = this.d;
+    const id = outputId(cfg.instance, grant.claimId, cfg.role, grant.claimType);
+    const l = log.child({ claim_id: grant.claimId, claim_type: grant.claimType, output_id: id });
+    try {
+      const vc = await bb.getClaim(grant.claimId);
+      if (!vc || !isGranted(vc.claim, cfg.role, grant.claimType)) {
+        l.warn({ event_type: 'grant_not_for_me', status: vc?.claim.status ?? 'missing' });
+        return 'not_granted';
+      }
+      if ((await bb.artefactsExist([id]))[0]) return 'already_done';
+      const got = await this.d.store.acquire({
+        instance: cfg.instance,
+        claimId: grant.claimId,
+        role: cfg.role,
+        claimType: grant.claimType,
+        owner: this.d.owner,
+        leaseMs: this.d.settings.turnLeaseMs,
+      });
+      if (got.kind === 'busy') return 'leased_elsewhere';
+      if (got.kind === 'finished') return 'already_done';
+      return await this.leased(vc.claim, grant, id, got.fence, l, signal);
+    } catch (e) {
+      l.error({
+        event_type: 'execution_error',
+        error: this.d.scrub.text(e instanceof Error ? e.message : String(e)),
+      });
+      return 'error';
+    }
+  }
+
+  private async leased(
+    claim: Claim,
+    grant: Grant,
+    id: string,
+    fence: Fence,
+    l: Logger,
+    signal?: AbortSignal,
+  ): Promise<Outcome> {
+    const { bb, cfg, settings, store } = this.d;
+    const ev = this.d.events ?? noAgentEvents;
+    const ac = new AbortController();
+    const onAbort = () => ac.abort();
+    signal?.addEventListener('abort', onAbort);
+    // Lost lease = someone else runs the turn now: stop at once (our writes would be refused anyway).
+    const timer = setInterval(
+      () => {
+        store.renew(fence, settings.turnLeaseMs).then(
+          (ok) => {
+            if (!ok) {
+              l.warn({ event_type: 'turn_lease_lost' });
+              ac.abort();
+            }
+          },
+          (e: unknown) => l.warn({ event_type: 'turn_lease_renew_failed', error: String(e) }),
+        );
+      },
+      Math.max(100, Math.floor(settings.turnLeaseMs / 3)),
+    );
+    const tl = l.child({ turn_id: fence.turnId, turn_epoch: fence.epoch });
+    try {
+      const target = await bb.getArtefact(claim.artefact_id);
+      const paused = this.d.agent.pausedReason();
+      let end: TurnEnd;
+      if (!target)
+        end = { kind: 'failure', reason: `target artefact ${claim.artefact_id} not found`, transcript: '' };
+      else if (paused) end = { kind: 'failure', reason: `agent paused: ${paused}`, transcript: '' };
+      else if (!existsSync(cfg.workspace))
+        end = { kind: 'failure', reason: `workspace ${cfg.workspace} does not exist`, transcript: '' };
+      else
+        end = await new Turn({
+          agent: this.d.agent,
+          store,
+          bb,
+          settings,
+          instance: cfg.instance,
+          role: cfg.role,
+          systemPrompt: cfg.promptExecution,
+          workspace: cfg.workspace,
+          fence,
+          claim,
+          claimType: grant.claimType,
+          target,
+          context: async () => {
+            const roots = [...target.source_artefacts, ...(claim.additional_context_ids ?? [])];
+            return (await assembleContext(roots, (ids) => bb.contextLevel(ids))).chain;
+          },
+          scrub: this.d.scrub,
+          events: ev,
+          log: tl,
+          signal: ac.signal,
+        }).run();
+      return await this.conclude(claim, target, id, fence, end, tl);
+    } finally {
+      clearInterval(timer);
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private async conclude(
+    claim: Claim,
+    target: Artefact | null,
+    id: string,
+    fence: Fence,
+    end: TurnEnd,
+    l: Logger,
+  ): Promise<Outcome> {
+    const { bb, cfg, store, scrub } = this.d;
+    const ev = this.d.events ?? noAgentEvents;
+    const base = {
+      actor_id: fence.actorId,
+      turn_id: fence.turnId,
+      turn_epoch: fence.epoch,
+      claim_id: claim.id,
+      role: cfg.role,
+    };
+    switch (end.kind) {
+      case 'stale':
+        l.warn({ event_type: 'turn_stale', reason: 'the turn was taken over; nothing written' });
+        return 'leased_elsewhere';
+      case 'aborted':
+        await store.release(fence, 'dispatched').catch(() => false);
+        l.warn({ event_type: 'turn_aborted', reason: 'shutdown or lease lost; the turn resumes later' });
+        return 'aborted';
+      case 'waiting':
+        await store.release(fence, 'suspended');
+        l.info({ event_type: 'turn_waiting', question_id: end.questionId });
+        return 'waiting';
+      case 'result': {
+        const st = StructuralType.safeParse(end.result.structural_type);
+        const art = resultArtefact(id, cfg.role, claim, target!, {
+          structural_type: st.success ? st.data : 'Standard',
+          type: end.result.type,
+          payload: scrub.text(end.result.payload),
+          summary: end.result.summary,
+        });
+        const ok = await store.finish(
+          fence,
+          { status: 'done', artefactId: id, result: { summary: scrub.text(end.result.summary) } },
+          async () => {
+            await bb.createArtefact(art);
+          },
+        );
+        if (!ok) return 'leased_elsewhere';
+        l.info({
+          event_type: 'artefact_created',
+          artefact_type: art.type,
+          structural_type: art.structural_type,
+        });
+        ev.step({ ...base, phase: 'completed', at_ms: Date.now() });
+        ev.task({ ...base, status: 'success', deliverable_id: id, at_ms: Date.now() });
+        return 'success';
+      }
+      case 'failure': {
+        const reason = scrub.text(end.reason);
+        const art = failureArtefact(id, cfg.role, claim, { reason, exit_code: -1, stdout: '', stderr: '' });
+        // Holt's failure payload plus what the model did, so a human can see where it went wrong.
+        art.payload = JSON.stringify(
+          { ...JSON.parse(art.payload), transcript: scrub.text(end.transcript) },
+          null,
+          2,
+        );
+        const ok = await store.finish(
+          fence,
+          { status: 'failed', artefactId: id, error: reason },
+          async () => {
+            await bb.createArtefact(art);
+          },
+        );
+        if (!ok) return 'leased_elsewhere';
+        l.warn({ event_type: 'tool_failed', reason });
+        ev.step({ ...base, phase: 'failed', at_ms: Date.now() });
+        ev.task({ ...base, status: 'failed', deliverable_id: id, error: reason, at_ms: Date.now() });
+        return 'failure';
+      }
+    }
+  }
+}

@@ -1,0 +1,417 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  call,
+  type LlmServer,
+  type ScriptedReply,
+  startLlmServer,
+  submit,
+  text,
+} from '../../test/harness/llm.ts';
+import { type NatsServer, startNats } from '../../test/harness/nats.ts';
+import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import type { Artefact } from '../blackboard/types.ts';
+import { silentLogger } from '../common/logger.ts';
+import { outputId } from '../pup/decide.ts';
+import { artefact, config, grantedClaim } from '../pup/test-helpers.ts';
+import { type LlmRuntime, startLlmRuntime } from './runtime.ts';
+import { agentStatusKey } from './status.ts';
+
+let redis: RedisServer;
+let postgres: PostgresServer;
+let nats: NatsServer;
+let llm: LlmServer;
+let ws: string;
+let pool: pg.Pool;
+const cleanup: (() => Promise<void>)[] = [];
+let n = 0;
+
+beforeAll(async () => {
+  [redis, postgres, nats, llm] = await Promise.all([
+    startRedis(),
+    startPostgres(),
+    startNats(),
+    startLlmServer(),
+  ]);
+  ws = makeTempDir('llm-ws');
+  pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
+  pool.on('connect', (c) => c.on('error', () => undefined));
+});
+afterAll(async () => {
+  for (const c of cleanup.reverse()) await c().catch(() => undefined);
+  await pool?.end();
+  await Promise.all([redis?.stop(), postgres?.stop(), nats?.stop(), llm?.close()]);
+  removeDir(ws);
+});
+
+const node = process.execPath;
+/** A tool that counts its runs in a file and prints something new each time. */
+const counter = (file: string) => ({
+  name: 'count',
+  description: 'count',
+  parameters: { type: 'object', properties: { tag: { type: 'string' } } },
+  argv: [
+    node,
+    '-e',
+    `const f=require('fs');f.appendFileSync(${JSON.stringify(file)},'x');console.log('run',f.readFileSync(${JSON.stringify(file)},'utf8').length)`,
+  ],
+});
+const constant = { name: 'read', description: 'reads', argv: [node, '-e', 'console.log("same")'] };
+
+interface Setup {
+  instance: string;
+  bb: Blackboard;
+  rt: LlmRuntime;
+}
+
+async function setup(script: ScriptedReply[], env: Record<string, string> = {}): Promise<Setup> {
+  const instance = `llm${++n}`;
+  llm.reset(script);
+  const cfg = config({
+    REDIS_URL: redis.url,
+    HOLT_INSTANCE_NAME: instance,
+    HOLT_WORKSPACE: ws,
+    HOLT_AGENT_COMMAND: '',
+    HOLT_LLM_ENABLED: 'true',
+    HOLT_LLM_BASE_URL: llm.url,
+    HOLT_LLM_MODEL: 'scripted',
+    HOLT_LLM_MAX_RETRIES: '1',
+    HOLT_BUDGET_ERROR_BASE_MS: '5',
+    DATABASE_URL: postgres.url,
+    NATS_URL: nats.url,
+    ...env,
+  });
+  const bb = Blackboard.connect(redis.url, instance);
+  const rt = await startLlmRuntime({ ...cfg, llm: cfg.llm! }, bb, silentLogger(), {
+    HOLT_LLM_API_KEY: 'sk-unit-test-key-000',
+  });
+  cleanup.push(async () => {
+    await rt.close();
+    await bb.close();
+  });
+  return { instance, bb, rt };
+}
+
+async function grantAndRun(s: Setup, target?: Artefact) {
+  const { claim } = await grantedClaim(
+    s.bb,
+    { status: 'pending_exclusive', granted_exclusive_agent: 'coder' },
+    target,
+  );
+  const grant = { claimId: claim.id, claimType: 'exclusive' as const };
+  const outcome = await s.rt.executor!.execute(grant);
+  const out = await s.bb.getArtefact(outputId(s.instance, claim.id, 'coder', 'exclusive'));
+  return { claim, grant, outcome, out };
+}
+
+const toolMessages = (i: number) =>
+  llm.requests[i]!.body.messages.filter((m) => m.role === 'tool').map((m) => m.content ?? '');
+const lastTool = (i: number) => toolMessages(i).at(-1) ?? '';
+
+describe('the turn', () => {
+  it('submit_result becomes the artefact (once per turn); steps, usage and chunks are recorded', async () => {
+    const nc: NatsConnection = await connect({ servers: nats.url });
+    const chunks: string[] = [];
+    const sub = nc.subscribe('evt.agent.*.chunk', {
+      callback: (_e, m) => {
+        chunks.push((m.json() as { text: string }).text);
+      },
+    });
+    const s = await setup([
+      call('submit_result', { artefact_type: 'Doc' }), // invalid: schema error fed back
+      {
+        text: 'Here is the answer.',
+        toolCalls: [
+          {
+            name: 'submit_result',
+            arguments: {
+              artefact_type: 'Doc',
+              artefact_payload: 'v1',
+              summary: 's1',
+              structural_type: 'Standard',
+            },
+          },
+          {
+            name: 'submit_result',
+            arguments: { artefact_type: 'Doc', artefact_payload: 'v2', summary: 's2' },
+          },
+        ],
+      },
+    ]);
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('success');
+    expect(r.out).toMatchObject({
+      type: 'Doc',
+      payload: 'v1',
+      structural_type: 'Standard',
+      produced_by_role: 'coder',
+    });
+    expect(lastTool(1)).toMatch(/invalid arguments for submit_result: .*artefact_payload/);
+    expect(llm.requests[0]!.body.stream).toBe(true);
+    const steps = await pool.query(
+      `SELECT s.kind, s.tool_call_ids, s.metadata FROM holt.agent_steps s JOIN holt.agent_turns t USING (turn_id)
+       WHERE t.instance = $1 ORDER BY s.seq`,
+      [s.instance],
+    );
+    expect(steps.rows.map((x) => x.kind)).toEqual(['init', 'llm', 'tool', 'llm', 'tool']);
+    expect(steps.rows[3].metadata.llm_usage).toMatchObject({ promptTokens: 100, completionTokens: 20 });
+    expect(steps.rows[3].tool_call_ids).toHaveLength(2);
+    const usage = await pool.query('SELECT count(*)::int AS n FROM holt.llm_usage WHERE instance = $1', [
+      s.instance,
+    ]);
+    expect(usage.rows[0].n).toBe(2);
+    const turn = await pool.query('SELECT status FROM holt.agent_turns WHERE instance = $1', [s.instance]);
+    expect(turn.rows[0].status).toBe('done');
+    await nc.flush();
+    expect(chunks.join('')).toContain('Here is the answer.');
+    sub.unsubscribe();
+    await nc.close();
+  });
+
+  it('declared tools: defaults fill, fixed args and env are injected and hidden; bad args get the schema error', async () => {
+    const tool = {
+      name: 'echo',
+      description: 'echo',
+      parameters: {
+        type: 'object',
+        properties: { msg: { type: 'string' }, n: { type: 'integer' }, secret: { type: 'string' } },
+        required: ['msg'],
+      },
+      argv: [
+        node,
+        '-e',
+        'console.log(process.argv.slice(1).join("|"), process.env.TOOL_FLAG)',
+        '{{msg}}',
+        '{{n}}',
+        '{{secret}}',
+      ],
+      defaults: { n: 7 },
+      fixed: { secret: 'hidden-value' },
+      env: { TOOL_FLAG: 'flag-on' },
+    };
+    const s = await setup([call('echo', { msg: 42 }), call('echo', { msg: 'hi' }), submit('ok')], {
+      HOLT_LLM_TOOLS: JSON.stringify([tool]),
+    });
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('success');
+    const visible = llm.requests[0]!.body.tools!.find((t) => t.function.name === 'echo')!;
+    expect(Object.keys(visible.function.parameters.properties ?? {})).toEqual(['msg', 'n']);
+    expect(lastTool(1)).toMatch(/invalid arguments for echo: msg/);
+    expect(lastTool(2)).toContain('hi|7|hidden-value flag-on');
+  });
+
+  it('must_end_with: a reply without tools is nudged; without must_end_with its text is the result', async () => {
+    const s1 = await setup([text('I think I am done'), submit('final')], {
+      HOLT_LLM_MUST_END_WITH: 'submit_result',
+    });
+    const r1 = await grantAndRun(s1);
+    expect(r1.out?.payload).toBe('final');
+    expect(llm.requests[1]!.body.messages.at(-1)?.content).toMatch(/must end with a call to submit_result/);
+    const s2 = await setup([text('plain answer')]);
+    const r2 = await grantAndRun(s2);
+    expect(r2.out).toMatchObject({ type: 'LlmResult', payload: 'plain answer' });
+  });
+
+  it('step budget: warning two steps before the end, last step only submit_result, then a Failure with the transcript', async () => {
+    const file = `${ws}/budget-${n}`;
+    const s = await setup(
+      [call('count', { tag: 'a' }), call('count', { tag: 'b' }), call('count', { tag: 'c' })],
+      {
+        HOLT_LLM_TOOLS: JSON.stringify([counter(file)]),
+        HOLT_LLM_MAX_STEPS: '3',
+      },
+    );
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('failure');
+    expect(r.out?.structural_type).toBe('Failure');
+    const body = JSON.parse(r.out!.payload);
+    expect(body.reason).toMatch(/step budget exhausted: 3 steps/);
+    expect(body.transcript).toMatch(/step 1: count/);
+    expect(llm.requests[1]!.body.messages.at(-1)?.content).toMatch(/Two steps remain/);
+    expect(llm.requests[2]!.body.tools!.map((t) => t.function.name)).toEqual(['submit_result']);
+    expect(lastTool(2)).toContain('run 2');
+  });
+
+  it('loop guard: the third identical call, A-B-A-B and repeated identical reads are blocked and recorded', async () => {
+    const file = `${ws}/loop-${n}`;
+    const s = await setup(
+      [
+        call('count', { tag: 'x' }),
+        call('count', { tag: 'x' }),
+        call('count', { tag: 'x' }), // 3rd identical: blocked
+        call('count', { tag: 'y' }),
+        call('count', { tag: 'z' }),
+        call('count', { tag: 'y' }),
+        call('count', { tag: 'z' }), // A-B-A-B: blocked
+        call('read'),
+        call('read'), // same result again: blocked from now on
+        call('read'),
+        submit('done'),
+      ],
+      { HOLT_LLM_TOOLS: JSON.stringify([counter(file), constant]), HOLT_LLM_MAX_STEPS: '20' },
+    );
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('success');
+    expect(lastTool(3)).toMatch(/BLOCKED.*already made 2 times/);
+    expect(lastTool(7)).toMatch(/BLOCKED.*A-B-A-B/);
+    expect(lastTool(9)).toMatch(/exactly the same result/);
+    expect(lastTool(10)).toMatch(/BLOCKED.*blocked earlier/);
+    const { readFileSync } = await import('node:fs');
+    expect(readFileSync(file, 'utf8')).toHaveLength(5); // x, x, y, z, y ran; the blocked ones did not
+    const blocks = await pool.query(
+      `SELECT s.metadata->'block'->>'rule' AS rule FROM holt.agent_steps s JOIN holt.agent_turns t USING (turn_id)
+       WHERE t.instance = $1 AND s.metadata ? 'block' ORDER BY s.seq`,
+      [s.instance],
+    );
+    expect(blocks.rows.map((x) => x.rule)).toEqual(['repeat', 'alternation', 'same_result', 'blocked']);
+  });
+
+  it('planning: decomposes, advances on mark_subtask_complete, escalates a subtask failing twice, then gives up', async () => {
+    const s = await setup(
+      [
+        text('{"tasks":[{"description":"T","subtasks":["first","second"]}]}'),
+        call('mark_subtask_complete', { success: true }),
+        call('mark_subtask_complete', { success: false, reason: 'broke' }),
+        call('mark_subtask_complete', { success: false, reason: 'broke again' }),
+        text('{"subtasks":["second-a","second-b"]}'),
+        call('mark_subtask_complete', { success: false, reason: 'no' }),
+        call('mark_subtask_complete', { success: false, reason: 'still no' }),
+      ],
+      { HOLT_LLM_PLANNING: 'true', HOLT_LLM_MAX_STEPS: '10' },
+    );
+    const r = await grantAndRun(s);
+    expect(llm.requests[0]!.body.response_format).toEqual({ type: 'json_object' });
+    expect(llm.requests[1]!.body.messages.at(-1)?.content).toMatch(/→ \[1\.1\] first/);
+    expect(lastTool(2)).toMatch(/Next subtask: \[1\.2\] second/);
+    expect(lastTool(3)).toMatch(/failed \(1 time\)/);
+    expect(lastTool(5)).toMatch(/broken into smaller steps. Next: \[1\.2\.1\] second-a/);
+    expect(r.outcome).toBe('failure');
+    expect(JSON.parse(r.out!.payload).reason).toMatch(/planning gave up: subtask 1\.2\.1 failed 2 times/);
+  });
+});
+
+describe('budgets and model failures', () => {
+  it('the call over the window budget is not made: Failure, the agent pauses, the next claim fails without a call', async () => {
+    const s = await setup([call('read'), text('x')], {
+      HOLT_LLM_TOOLS: JSON.stringify([constant]),
+      HOLT_BUDGET_CALLS: '1',
+      HOLT_LLM_MUST_END_WITH: 'submit_result',
+    });
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('failure');
+    expect(JSON.parse(r.out!.payload).reason).toMatch(/agent paused: call budget exhausted: 1\/1/);
+    expect(llm.requests).toHaveLength(1);
+    const st = await s.bb.redis.hgetall(agentStatusKey(s.instance, 'coder'));
+    expect(st).toMatchObject({ state: 'paused', calls_in_window: '1', calls_limit: '1' });
+    expect(st.paused_reason).toMatch(/call budget/);
+    const r2 = await grantAndRun(s);
+    expect(JSON.parse(r2.out!.payload).reason).toMatch(/agent paused/);
+    expect(llm.requests).toHaveLength(1);
+    expect((await s.rt.decideBid(artefact())).bid).toBe('ignore');
+  });
+
+  it('cost budget, no debt: a call whose estimate would exceed it is never made', async () => {
+    const s = await setup([submit('x')], {
+      HOLT_LLM_PRICE_INPUT_PER_MTOK: '1000',
+      HOLT_BUDGET_COST_USD: '0.01',
+    });
+    const r = await grantAndRun(s);
+    expect(JSON.parse(r.out!.payload).reason).toMatch(/cost budget exhausted/);
+    expect(llm.requests).toHaveLength(0);
+  });
+
+  it('429, 500 and malformed JSON are retried; a model that keeps failing gives a Failure and pauses after N errors', async () => {
+    const s = await setup(
+      [
+        { status: 429 },
+        { malformed: true },
+        { status: 500 },
+        submit('after retries'),
+        { status: 500 },
+        { status: 500 },
+        { status: 503 },
+        { status: 500 },
+      ],
+      { HOLT_LLM_MAX_RETRIES: '3', HOLT_BUDGET_MAX_CONSECUTIVE_ERRORS: '2' },
+    );
+    const ok = await grantAndRun(s);
+    expect(ok.out?.payload).toBe('after retries');
+    const bad = await grantAndRun(s);
+    expect(bad.outcome).toBe('failure');
+    expect(JSON.parse(bad.out!.payload).reason).toMatch(/model call failed after 4 attempt\(s\): HTTP 5/);
+    const bad2 = await grantAndRun(s);
+    expect(JSON.parse(bad2.out!.payload).reason).toMatch(/model call failed|agent paused/);
+    expect(await s.bb.redis.hget(agentStatusKey(s.instance, 'coder'), 'state')).toBe('paused');
+  });
+
+  it('LLM bidding: a schema-parsed word, and any failure bids ignore', async () => {
+    const s = await setup(
+      [text('{"bid":"exclusive","reason":"mine"}'), text('I would love to'), { status: 400 }],
+      { HOLT_LLM_BID: 'true' },
+    );
+    expect(await s.rt.decideBid(artefact())).toMatchObject({ bid: 'exclusive', source: 'llm' });
+    expect(await s.rt.decideBid(artefact())).toMatchObject({
+      bid: 'ignore',
+      fallbackReason: expect.stringMatching(/not one of/),
+    });
+    expect(await s.rt.decideBid(artefact())).toMatchObject({
+      bid: 'ignore',
+      fallbackReason: expect.stringMatching(/HTTP 400/),
+    });
+    expect(llm.requests[0]!.body.stream).toBeFalsy();
+  });
+});
+
+describe('questions and memory', () => {
+  it('ask_question posts a Question, the turn waits, and the Answer citing it resumes the same turn', async () => {
+    const s = await setup([call('ask_question', { question: 'Which colour?' }), submit('blue it is')], {
+      HOLT_LLM_WORKING_MEMORY_BYTES: '16',
+    });
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('waiting');
+    expect(r.out).toBeNull();
+    const qs = (await s.bb.getArtefacts(await s.bb.listArtefactIds())).filter(
+      (a) => a?.structural_type === 'Question',
+    );
+    expect(qs).toHaveLength(1);
+    expect(qs[0]).toMatchObject({ payload: 'Which colour?', produced_by_role: 'coder' });
+    expect(await s.rt.executor!.execute(r.grant)).toBe('waiting'); // no answer yet: no model call
+    expect(llm.requests).toHaveLength(1);
+    const answer = artefact({
+      structural_type: 'Answer',
+      type: 'Answer',
+      payload: 'blue',
+      source_artefacts: [qs[0]!.id],
+      produced_by_role: 'user',
+    });
+    await s.bb.createArtefact(answer);
+    expect((await s.rt.decideBid(answer)).bid).toBe('ignore'); // the asking turn takes it, not a new claim
+    expect(await s.rt.executor!.execute(r.grant)).toBe('success');
+    expect(lastTool(1)).toContain('"answer":"blue"');
+    expect((await s.bb.getArtefact(outputId(s.instance, r.claim.id, 'coder', 'exclusive')))?.payload).toBe(
+      'blue it is',
+    );
+  });
+
+  it('working memory is kept between turns, bounded in size', async () => {
+    const s = await setup(
+      [
+        call('update_working_memory', { content: 'remember: the sky is green today' }),
+        submit('a'),
+        submit('b'),
+      ],
+      {
+        HOLT_LLM_WORKING_MEMORY_BYTES: '20',
+      },
+    );
+    await grantAndRun(s);
+    await grantAndRun(s);
+    const prompt = llm.requests[2]!.body.messages[1]!.content ?? '';
+    expect(prompt).toContain('Your working memory:\nremember: the sky is…');
+    expect(prompt).not.toContain('green');
+  });
+});

@@ -1,0 +1,127 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { NatsConnection } from '@nats-io/transport-node';
+import pg from 'pg';
+import type { Blackboard } from '../blackboard/client.ts';
+import type { Artefact } from '../blackboard/types.ts';
+import { connectBus } from '../bus/connect.ts';
+import { type AgentEvents, natsAgentEvents, noAgentEvents } from '../bus/events.ts';
+import type { Logger } from '../common/logger.ts';
+import { migrate } from '../inbox/migrate.ts';
+import { decideBid } from '../pup/bid.ts';
+import type { PupConfig } from '../pup/config.ts';
+import type { BidChoice } from '../pup/decide.ts';
+import { LlmAgent } from './agent.ts';
+import { llmBid } from './bid.ts';
+import { apiKeyFrom, type LlmSettings } from './config.ts';
+import { LlmExecutor } from './executor.ts';
+import { OpenAiModel } from './model.ts';
+import { Scrubber } from './secrets.ts';
+import { TurnStore } from './store.ts';
+
+/** What the pup plugs in for an LLM agent: the executor (LLM turns) and/or the bid decision. */
+export interface LlmRuntime {
+  agent: LlmAgent;
+  executor?: LlmExecutor;
+  decideBid(target: Artefact): Promise<BidChoice>;
+  close(): Promise<void>;
+}
+
+/**
+ * Composition root of the LLM path. Postgres is migrated (idempotent, advisory-locked) so a pup
+ * never runs against a schema without its tables; NATS is optional (events are lossy anyway).
+ */
+export async function startLlmRuntime(
+  cfg: PupConfig & { llm: LlmSettings },
+  bb: Blackboard,
+  log: Logger,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<LlmRuntime> {
+  const s = cfg.llm;
+  const apiKey = apiKeyFrom(env, s);
+  const scrub = new Scrubber([apiKey]);
+  let pool: pg.Pool | undefined;
+  let store: TurnStore | undefined;
+  if (s.databaseUrl) {
+    await migrate(s.databaseUrl, log);
+    pool = new pg.Pool({ connectionString: s.databaseUrl, max: 4 });
+    // A dropped idle connection must not crash the pup: the next query reconnects (or fails the step).
+    pool.on('error', () => undefined);
+    pool.on('connect', (c) => c.on('error', () => undefined));
+    store = new TurnStore(pool);
+  }
+  let nc: NatsConnection | undefined;
+  let events: AgentEvents = noAgentEvents;
+  if (s.natsUrl && s.execute) {
+    try {
+      nc = await connectBus(s.natsUrl, `pup-${cfg.instance}-${cfg.role}`);
+      events = natsAgentEvents(nc);
+    } catch (e) {
+      log.warn({ event_type: 'nats_unavailable', error: String(e), effect: 'no step/chunk events' });
+    }
+  }
+  const model = new OpenAiModel({
+    baseUrl: s.baseUrl,
+    apiKey,
+    model: s.model,
+    temperature: s.temperature,
+    maxTokens: s.maxTokens,
+    timeoutMs: s.timeoutMs,
+    maxRetries: s.maxRetries,
+    retryBaseMs: Math.max(50, Math.min(500, s.budget.errorBaseMs)),
+  });
+  const agent = new LlmAgent({
+    instance: cfg.instance,
+    role: cfg.role,
+    settings: s,
+    model,
+    store,
+    redis: bb.redis,
+    log,
+  });
+  await agent.publishStatus();
+  const executor =
+    s.execute && store
+      ? new LlmExecutor({
+          bb,
+          cfg,
+          settings: s,
+          agent,
+          store,
+          scrub,
+          events,
+          log,
+          owner: `${hostname()}/${process.pid}/${randomUUID()}`,
+        })
+      : undefined;
+  const script = cfg.bidScript
+    ? { argv: cfg.bidScript, cwd: cfg.workspace, timeoutMs: cfg.bidScriptTimeoutMs }
+    : undefined;
+  return {
+    agent,
+    executor,
+    async decideBid(target) {
+      const paused = agent.pausedReason();
+      if (paused) return { bid: 'ignore', source: 'default', fallbackReason: `agent paused: ${paused}` };
+      if (await answersOwnQuestion(bb, target, cfg.role))
+        return {
+          bid: 'ignore',
+          source: 'default',
+          fallbackReason: 'an Answer to our own question resumes the asking turn',
+        };
+      if (s.bid) return llmBid(agent, target, cfg.promptClaim, log);
+      return decideBid(target, cfg.biddingStrategy, script);
+    },
+    async close() {
+      await nc?.drain().catch(() => undefined);
+      await pool?.end().catch(() => undefined);
+    },
+  };
+}
+
+/** The asking turn picks its Answer up itself (turn.ts); the Answer's own claim is not ours to work. */
+async function answersOwnQuestion(bb: Blackboard, target: Artefact, role: string): Promise<boolean> {
+  if (target.structural_type !== 'Answer') return false;
+  const srcs = await bb.getArtefacts(target.source_artefacts);
+  return srcs.some((a) => a?.structural_type === 'Question' && a.produced_by_role === role);
+}

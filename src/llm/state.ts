@@ -1,0 +1,114 @@
+import { z } from 'zod';
+import { emptyLoopState } from './loop-guard.ts';
+import type { ChatMessage, ToolCall } from './model.ts';
+import type { Plan } from './plan.ts';
+
+// The turn's state is a fold over its stored steps: each step appends messages and carries the
+// control state after it. Resuming = loading the steps and folding; nothing lives only in memory.
+
+const ToolCallS = z.object({
+  id: z.string(),
+  type: z.literal('function'),
+  function: z.object({ name: z.string(), arguments: z.string() }),
+});
+export const ChatMessageS = z.union([
+  z.object({ role: z.enum(['system', 'user']), content: z.string() }),
+  z.object({ role: z.literal('assistant'), content: z.string(), tool_calls: z.array(ToolCallS).optional() }),
+  z.object({ role: z.literal('tool'), tool_call_id: z.string(), content: z.string() }),
+]);
+
+const PlanNodeS: z.ZodType<Plan['tasks'][number]> = z.lazy(() =>
+  z.object({
+    id: z.string(),
+    description: z.string(),
+    status: z.enum(['pending', 'done', 'failed', 'decomposed']),
+    failures: z.number(),
+    reasons: z.array(z.string()),
+    children: z.array(PlanNodeS),
+  }),
+);
+
+export const Ctl = z.object({
+  /** Model calls of the turn's ReAct loop (the step budget counts these). */
+  llmSteps: z.number().int().default(0),
+  loop: z
+    .object({
+      actions: z.array(z.object({ sig: z.string(), resultHash: z.string().optional() })),
+      blocked: z.array(z.string()),
+    })
+    .default(emptyLoopState),
+  plan: z.object({ goal: z.string(), tasks: z.array(PlanNodeS) }).optional(),
+  planned: z.boolean().default(false),
+  blocks: z
+    .array(z.object({ tool: z.string(), rule: z.string(), reason: z.string(), llmStep: z.number() }))
+    .default([]),
+  waiting: z.object({ toolCallId: z.string(), questionId: z.string() }).optional(),
+  submitted: z
+    .object({
+      artefact_type: z.string(),
+      artefact_payload: z.string(),
+      summary: z.string(),
+      structural_type: z.enum(['Standard', 'Review', 'Answer', 'Terminal']).optional(),
+    })
+    .optional(),
+  failed: z.object({ reason: z.string() }).optional(),
+  /** The model's text when the turn ended without a tool (must_end_with empty). */
+  finalText: z.string().optional(),
+});
+export type Ctl = z.infer<typeof Ctl>;
+
+/** What one stored step carries in `agent_steps.metadata` (plus diagnostics: usage, cost, tool, ...). */
+export const StepMeta = z.looseObject({
+  messages: z.array(ChatMessageS).default([]),
+  ctl: Ctl.optional(),
+});
+export type StepMeta = z.infer<typeof StepMeta>;
+
+export interface TurnState {
+  messages: ChatMessage[];
+  ctl: Ctl;
+  nextSeq: number;
+}
+
+export const initialCtl = (): Ctl => Ctl.parse({});
+
+export function foldSteps(steps: { seq: number; metadata: unknown }[]): TurnState {
+  const messages: ChatMessage[] = [];
+  let ctl = initialCtl();
+  let nextSeq = 0;
+  for (const s of [...steps].sort((a, b) => a.seq - b.seq)) {
+    const m = StepMeta.parse(s.metadata);
+    messages.push(...(m.messages as ChatMessage[]));
+    if (m.ctl) ctl = m.ctl;
+    nextSeq = s.seq + 1;
+  }
+  return { messages, ctl, nextSeq };
+}
+
+/** Tool calls of the last assistant message without a result yet (the ones a resume must still run). */
+export function pendingToolCalls(s: TurnState): ToolCall[] {
+  let i = s.messages.length - 1;
+  while (i >= 0 && s.messages[i]!.role === 'tool') i--;
+  const last = s.messages[i];
+  if (last?.role !== 'assistant' || !last.tool_calls?.length) return [];
+  const done = new Set(s.messages.slice(i + 1).flatMap((m) => (m.role === 'tool' ? [m.tool_call_id] : [])));
+  return last.tool_calls.filter((c) => !done.has(c.id) && c.id !== s.ctl.waiting?.toolCallId);
+}
+
+const cut = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}…` : s);
+
+/** A short account of the turn for a Failure artefact: each model step and each tool outcome. */
+export function transcriptSummary(messages: ChatMessage[], limit = 4000): string {
+  const lines: string[] = [];
+  let step = 0;
+  for (const m of messages) {
+    if (m.role === 'assistant') {
+      step++;
+      const calls = (m.tool_calls ?? []).map((c) => `${c.function.name}(${cut(c.function.arguments, 80)})`);
+      lines.push(
+        `step ${step}: ${calls.length ? calls.join(', ') : `said ${JSON.stringify(cut(m.content, 120))}`}`,
+      );
+    } else if (m.role === 'tool') lines.push(`  → ${cut(m.content.replace(/\s+/g, ' '), 120)}`);
+  }
+  return cut(lines.join('\n'), limit);
+}

@@ -1,0 +1,53 @@
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+
+/**
+ * An LLM agent's status for `holt status` (and later the Agent's Kubernetes status): Redis hash
+ * `holt:{instance}:agent_status:{role}` (extension; Holt ignores it), rewritten after every call.
+ */
+export const agentStatusKey = (instance: string, role: string) => `holt:${instance}:agent_status:${role}`;
+
+export const AgentStatus = z.object({
+  state: z.enum(['active', 'paused']),
+  paused_reason: z.string().default(''),
+  paused_until_ms: z.coerce.number().default(0),
+  model: z.string().default(''),
+  calls_in_window: z.coerce.number().default(0),
+  tokens_in_window: z.coerce.number().default(0),
+  window_ms: z.coerce.number().default(0),
+  calls_limit: z.coerce.number().default(0),
+  tokens_limit: z.coerce.number().default(0),
+  cost_usd_total: z.coerce.number().default(0),
+  cost_usd_limit: z.coerce.number().default(0),
+  consecutive_errors: z.coerce.number().default(0),
+  updated_at_ms: z.coerce.number().default(0),
+});
+export type AgentStatus = z.infer<typeof AgentStatus>;
+
+export async function writeAgentStatus(
+  redis: Redis,
+  instance: string,
+  role: string,
+  s: AgentStatus,
+): Promise<void> {
+  await redis.hset(
+    agentStatusKey(instance, role),
+    Object.fromEntries(Object.entries(s).map(([k, v]) => [k, String(v)])),
+  );
+}
+
+/** Statuses of the given roles; roles without one (command agents) are left out. */
+export async function readAgentStatuses(
+  redis: Redis,
+  instance: string,
+  roles: string[],
+): Promise<Map<string, AgentStatus>> {
+  const out = new Map<string, AgentStatus>();
+  for (const role of roles) {
+    const h = await redis.hgetall(agentStatusKey(instance, role));
+    if (!Object.keys(h).length) continue;
+    const r = AgentStatus.safeParse(h);
+    if (r.success) out.set(role, r.data);
+  }
+  return out;
+}

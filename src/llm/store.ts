@@ -1,0 +1,214 @@
+import type pg from 'pg';
+import { z } from 'zod';
+import type { ClaimType } from '../blackboard/types.ts';
+import { actorIdOf, turnIdOf } from '../inbox/ids.ts';
+import type { Fence, StepInput } from '../inbox/schema.ts';
+import { ms, tx } from '../inbox/sql.ts';
+import { InboxStore } from '../inbox/store.ts';
+import type { Ledger } from './budget.ts';
+import type { Usage } from './model.ts';
+
+/** The grant's phase, as the inbox names turns (turnIdOf). */
+export const phaseOf = (t: ClaimType) => (t === 'claim' ? 'parallel' : t);
+
+export type Acquired =
+  | { kind: 'acquired'; fence: Fence }
+  | { kind: 'busy' }
+  | { kind: 'finished'; status: 'done' | 'failed' };
+
+const StepRow = z.object({ seq: z.number().int(), metadata: z.unknown() });
+const UsageRow = z.object({ at_ms: z.coerce.number(), tokens: z.coerce.number(), cost: z.coerce.number() });
+
+/**
+ * Turn state of LLM agents in the inbox's tables (holt.agent_state_head / agent_turns / agent_steps):
+ * a standard pup leases the actor's head itself (epoch + 1, the fencing token), as the inbox's claim
+ * does for workers; every step is written under that fence with InboxStore.recordStep.
+ */
+export class TurnStore {
+  readonly pool: pg.Pool;
+  readonly inbox: InboxStore;
+  constructor(pool: pg.Pool) {
+    this.pool = pool;
+    this.inbox = new InboxStore(pool);
+  }
+
+  /** Takes (or resumes) the turn of a grant under a lease; `busy` while another live pup holds it. */
+  async acquire(g: {
+    instance: string;
+    claimId: string;
+    role: string;
+    claimType: ClaimType;
+    owner: string;
+    leaseMs: number;
+  }): Promise<Acquired> {
+    const actor = actorIdOf(g.instance, g.claimId, g.role);
+    const phase = phaseOf(g.claimType);
+    const turn = turnIdOf(g.instance, g.claimId, g.role, phase);
+    return tx<Acquired>(this.pool, async (c) => {
+      await c.query(
+        `INSERT INTO holt.agent_state_head (instance, actor_id, role, worker_target, claim_id)
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+        [g.instance, actor, g.role, g.role.toLowerCase().replace(/[^a-z0-9_-]/g, '-'), g.claimId],
+      );
+      await c.query(
+        `INSERT INTO holt.agent_turns (turn_id, instance, actor_id, claim_id, role, phase, claim_type)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+        [turn, g.instance, actor, g.claimId, g.role, phase, g.claimType],
+      );
+      const t = await c.query<{ status: string }>(
+        'SELECT status FROM holt.agent_turns WHERE turn_id = $1 FOR UPDATE',
+        [turn],
+      );
+      const st = t.rows[0]?.status;
+      if (st === 'done' || st === 'failed') return { value: { kind: 'finished', status: st } };
+      // A dead holder's lease expires; then the epoch moves on and its fence is worthless.
+      const h = await c.query<{ turn_epoch: string }>(
+        `UPDATE holt.agent_state_head SET status = 'running', active_turn_id = $3, turn_epoch = turn_epoch + 1,
+           lease_owner = $4, lease_expires_at = now() + $5::interval, updated_at = now()
+         WHERE instance = $1 AND actor_id = $2 AND (active_turn_id IS NULL OR active_turn_id = $3)
+           AND (lease_owner IS NULL OR lease_expires_at < now() OR lease_owner = $4)
+         RETURNING turn_epoch`,
+        [g.instance, actor, turn, g.owner, ms(g.leaseMs)],
+      );
+      if (!h.rowCount) return { value: { kind: 'busy' } };
+      const epoch = Number(h.rows[0]!.turn_epoch);
+      await c.query(
+        `UPDATE holt.agent_turns SET status = 'running', turn_epoch = $2, started_at = COALESCE(started_at, now())
+         WHERE turn_id = $1`,
+        [turn, epoch],
+      );
+      return {
+        value: {
+          kind: 'acquired',
+          fence: { instance: g.instance, inboxId: '', actorId: actor, turnId: turn, epoch, owner: g.owner },
+        },
+      };
+    });
+  }
+
+  private readonly FENCED = `instance = $1 AND actor_id = $2 AND turn_epoch = $3 AND active_turn_id = $4
+    AND lease_owner = $5`;
+  private fenceArgs = (f: Fence) => [f.instance, f.actorId, f.epoch, f.turnId, f.owner];
+
+  /** Extends the lease; false = lost (someone took the turn over). */
+  async renew(f: Fence, leaseMs: number): Promise<boolean> {
+    const r = await this.pool.query(
+      `UPDATE holt.agent_state_head SET lease_expires_at = now() + $6::interval WHERE ${this.FENCED}`,
+      [...this.fenceArgs(f), ms(leaseMs)],
+    );
+    return r.rowCount === 1;
+  }
+
+  /** Gives the lease up (the turn stays active: a waiting question, a shutdown). */
+  async release(f: Fence, status: 'suspended' | 'dispatched'): Promise<boolean> {
+    const r = await this.pool.query(
+      `UPDATE holt.agent_state_head SET status = $6, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+       WHERE ${this.FENCED}`,
+      [...this.fenceArgs(f), status],
+    );
+    return r.rowCount === 1;
+  }
+
+  /**
+   * Ends the turn under the fence; `publish` (the blackboard write of the deliverable) runs while the
+   * head is locked, so a pup that lost its lease can neither publish nor commit. False when stale.
+   */
+  async finish(
+    f: Fence,
+    end: { status: 'done' | 'failed'; artefactId: string; error?: string; result?: unknown },
+    publish: () => Promise<void>,
+  ): Promise<boolean> {
+    return tx(this.pool, async (c) => {
+      const h = await c.query(
+        `SELECT 1 FROM holt.agent_state_head WHERE ${this.FENCED} FOR UPDATE`,
+        this.fenceArgs(f),
+      );
+      if (!h.rowCount) return { value: false, rollback: true };
+      await publish();
+      await c.query(
+        `UPDATE holt.agent_state_head SET status = 'idle', active_turn_id = NULL, lease_owner = NULL,
+           lease_expires_at = NULL, updated_at = now() WHERE ${this.FENCED}`,
+        this.fenceArgs(f),
+      );
+      await c.query(
+        `UPDATE holt.agent_turns SET status = $2, result_artefact_id = $3, error = $4, result = $5::jsonb,
+           ended_at = now() WHERE turn_id = $1`,
+        [f.turnId, end.status, end.artefactId, end.error ?? null, JSON.stringify(end.result ?? null)],
+      );
+      return { value: true };
+    });
+  }
+
+  async steps(turnId: string): Promise<{ seq: number; metadata: unknown }[]> {
+    const r = await this.pool.query(
+      'SELECT seq, metadata FROM holt.agent_steps WHERE turn_id = $1 ORDER BY seq',
+      [turnId],
+    );
+    return r.rows.map((x) => StepRow.parse(x));
+  }
+
+  /** Stored before the next step starts; false when the fence is stale (stop: no side effects). */
+  recordStep(f: Fence, s: StepInput): Promise<boolean> {
+    return this.inbox.recordStep(f, s);
+  }
+
+  async addUsage(
+    instance: string,
+    role: string,
+    turnId: string | null,
+    purpose: 'bid' | 'turn' | 'plan',
+    u: Usage,
+    costUsd: number,
+  ): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO holt.llm_usage (instance, role, turn_id, purpose, prompt_tokens, completion_tokens, total_tokens,
+         cost_usd) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [instance, role, turnId, purpose, u.promptTokens, u.completionTokens, u.totalTokens, costUsd],
+    );
+  }
+
+  /** The role's calls in the window (oldest first) and its total cost. */
+  async ledger(instance: string, role: string, windowMs: number): Promise<Ledger> {
+    const w = await this.pool.query(
+      `SELECT (EXTRACT(EPOCH FROM at) * 1000)::bigint AS at_ms, total_tokens AS tokens, cost_usd AS cost
+       FROM holt.llm_usage WHERE instance = $1 AND role = $2 AND at > now() - $3::interval ORDER BY at`,
+      [instance, role, ms(windowMs)],
+    );
+    const t = await this.pool.query<{ total: string | null }>(
+      'SELECT sum(cost_usd) AS total FROM holt.llm_usage WHERE instance = $1 AND role = $2',
+      [instance, role],
+    );
+    return {
+      window: w.rows
+        .map((x) => UsageRow.parse(x))
+        .map((x) => ({ atMs: x.at_ms, tokens: x.tokens, costUsd: x.cost })),
+      totalCostUsd: Number(t.rows[0]?.total ?? 0),
+    };
+  }
+
+  async memory(instance: string, role: string): Promise<string | undefined> {
+    const r = await this.pool.query<{ content: string }>(
+      'SELECT content FROM holt.llm_memory WHERE instance = $1 AND role = $2',
+      [instance, role],
+    );
+    return r.rows[0]?.content;
+  }
+
+  async setMemory(instance: string, role: string, content: string): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO holt.llm_memory (instance, role, content) VALUES ($1, $2, $3)
+       ON CONFLICT (instance, role) DO UPDATE SET content = EXCLUDED.content, updated_at = now()`,
+      [instance, role, content],
+    );
+  }
+
+  /** The reasons of the role's last failed turns, newest first (seed 002's failure history). */
+  async recentFailures(instance: string, role: string, limit = 3): Promise<string[]> {
+    const r = await this.pool.query<{ error: string }>(
+      `SELECT error FROM holt.agent_turns WHERE instance = $1 AND role = $2 AND status = 'failed'
+         AND error IS NOT NULL ORDER BY ended_at DESC NULLS LAST LIMIT $3`,
+      [instance, role, limit],
+    );
+    return r.rows.map((x) => x.error);
+  }
+}

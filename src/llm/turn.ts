@@ -1,0 +1,569 @@
+import { v5 as uuidv5 } from 'uuid';
+import type { z } from 'zod';
+import type { AgentTool } from '../api/agent.ts';
+import type { Blackboard } from '../blackboard/client.ts';
+import type { Artefact, Claim, ClaimType } from '../blackboard/types.ts';
+import type { AgentEvents } from '../bus/events.ts';
+import type { Logger } from '../common/logger.ts';
+import type { Fence } from '../inbox/schema.ts';
+import { runProcess } from '../pup/process.ts';
+import { isRework } from '../pup/result.ts';
+import { type LlmAgent, PausedError } from './agent.ts';
+import type { LlmSettings } from './config.ts';
+import { checkAction, clearBlocks, hashResult, recordAction, recordBlock, signature } from './loop-guard.ts';
+import type { ChatMessage, ToolCall } from './model.ts';
+import {
+  activeLeaf,
+  Decomposition,
+  decompose,
+  markSubtask,
+  planFrom,
+  renderPlan,
+  SubDecomposition,
+  trivialPlan,
+} from './plan.ts';
+import { nextStep, onNoToolCalls } from './policy.ts';
+import { extractJson, planMessages, subPlanMessages, truncateBytes, turnMessages } from './prompt.ts';
+import { type Scrubber, toolEnvironment } from './secrets.ts';
+import { type Ctl, foldSteps, pendingToolCalls, type TurnState, transcriptSummary } from './state.ts';
+import type { TurnStore } from './store.ts';
+import {
+  ASK_QUESTION,
+  AskArgs,
+  buildToolSet,
+  builtinArgs,
+  declaredArgs,
+  MARK_SUBTASK_COMPLETE,
+  MarkArgs,
+  MemoryArgs,
+  parseArgs,
+  renderArgv,
+  SUBMIT_RESULT,
+  SubmitArgs,
+  specsNamed,
+  type ToolSet,
+  UPDATE_MEMORY,
+} from './tools.ts';
+
+type Tool = z.output<typeof AgentTool>;
+
+export type TurnEnd =
+  | { kind: 'result'; result: { type: string; payload: string; summary: string; structural_type?: string } }
+  | { kind: 'failure'; reason: string; transcript: string }
+  | { kind: 'waiting'; questionId: string }
+  | { kind: 'stale' }
+  | { kind: 'aborted' };
+
+export interface TurnDeps {
+  agent: LlmAgent;
+  store: TurnStore;
+  bb: Blackboard;
+  settings: LlmSettings;
+  instance: string;
+  role: string;
+  systemPrompt?: string;
+  workspace: string;
+  fence: Fence;
+  claim: Claim;
+  claimType: ClaimType;
+  target: Artefact;
+  /** Assembled only for a fresh turn (a resumed one has its prompt stored). */
+  context: () => Promise<Artefact[]>;
+  scrub: Scrubber;
+  events: AgentEvents;
+  log: Logger;
+  signal: AbortSignal;
+}
+
+class Stale extends Error {}
+
+const QUESTION_NS = 'c1d0f5a4-3b2e-4f6a-9d8c-7e6b5a4f3c2d';
+
+/**
+ * One turn of the agent loop: a state machine over the stored steps. Each pass looks at the folded
+ * state, does one thing (a model call, one tool call, a plan change), and stores it as a step before
+ * the next pass; so a turn killed anywhere resumes from its last stored step and never re-runs a tool
+ * call whose result is stored.
+ */
+export class Turn {
+  private readonly d: TurnDeps;
+  private readonly tools: ToolSet;
+  private s: TurnState = { messages: [], ctl: {} as Ctl, nextSeq: 0 };
+  private chunkSeq = 0;
+  constructor(d: TurnDeps) {
+    this.d = d;
+    const st = d.settings;
+    this.tools = buildToolSet(st.tools, {
+      allowed: st.allowedTools,
+      planning: st.planning,
+      memory: st.workingMemoryBytes > 0,
+    });
+  }
+
+  async run(): Promise<TurnEnd> {
+    try {
+      return await this.loop();
+    } catch (e) {
+      if (e instanceof Stale) return { kind: 'stale' };
+      throw e;
+    }
+  }
+
+  private base() {
+    const f = this.d.fence;
+    return { actor_id: f.actorId, turn_id: f.turnId, turn_epoch: f.epoch, at_ms: Date.now() };
+  }
+
+  private async record(
+    kind: string,
+    messages: ChatMessage[],
+    ctl: Ctl,
+    extra: Record<string, unknown> = {},
+    toolCallIds: string[] = [],
+  ) {
+    const metadata = this.d.scrub.json({ messages, ctl, ...extra });
+    const ok = await this.d.store.recordStep(this.d.fence, {
+      seq: this.s.nextSeq,
+      kind,
+      status: extra.error ? 'failed' : 'completed',
+      toolCallIds,
+      metadata,
+      error: typeof extra.error === 'string' ? extra.error : undefined,
+    });
+    if (!ok) throw new Stale('fence lost');
+    this.s = {
+      messages: [...this.s.messages, ...metadata.messages],
+      ctl: metadata.ctl,
+      nextSeq: this.s.nextSeq + 1,
+    };
+  }
+
+  private async loop(): Promise<TurnEnd> {
+    const { d } = this;
+    this.s = foldSteps(await d.store.steps(d.fence.turnId));
+    if (this.s.nextSeq > 0)
+      d.log.info({ event_type: 'turn_resumed', from_seq: this.s.nextSeq, llm_steps: this.s.ctl.llmSteps });
+    else await this.start();
+    if (d.settings.planning && !this.s.ctl.planned) await this.plan();
+    for (;;) {
+      if (d.signal.aborted) return { kind: 'aborted' };
+      const { ctl } = this.s;
+      if (ctl.failed) return this.failure(ctl.failed.reason);
+      if (ctl.submitted)
+        return {
+          kind: 'result',
+          result: {
+            type: ctl.submitted.artefact_type,
+            payload: ctl.submitted.artefact_payload,
+            summary: ctl.submitted.summary,
+            structural_type:
+              ctl.submitted.structural_type ?? (d.claimType === 'review' ? 'Review' : undefined),
+          },
+        };
+      if (ctl.finalText !== undefined)
+        return {
+          kind: 'result',
+          result: {
+            type: d.claimType === 'review' ? 'Review' : d.settings.resultType,
+            payload: ctl.finalText,
+            summary: ctl.finalText.slice(0, 200),
+          },
+        };
+      if (ctl.waiting) {
+        if (!(await this.answer(ctl.waiting))) return { kind: 'waiting', questionId: ctl.waiting.questionId };
+        continue;
+      }
+      const [call] = pendingToolCalls(this.s);
+      if (call) {
+        await this.handle(call);
+        continue;
+      }
+      const step = nextStep(ctl.llmSteps, d.settings.maxSteps);
+      if (step.kind === 'exhausted')
+        return this.failure(`step budget exhausted: ${d.settings.maxSteps} steps without ${SUBMIT_RESULT}`);
+      await this.think(step.step, step.onlySubmit, step.warning);
+    }
+  }
+
+  private failure(reason: string): TurnEnd {
+    return { kind: 'failure', reason, transcript: transcriptSummary(this.s.messages) };
+  }
+
+  /** Step 0: the prompt, built once (target, context oldest first, memory, failures). */
+  private async start(): Promise<void> {
+    const { d } = this;
+    const st = d.settings;
+    const [context, memory, failures] = await Promise.all([
+      d.context(),
+      st.workingMemoryBytes > 0 ? d.store.memory(d.instance, d.role) : undefined,
+      d.store.recentFailures(d.instance, d.role),
+    ]);
+    const messages = turnMessages({
+      role: d.role,
+      system: d.systemPrompt,
+      claimType: d.claimType,
+      rework: isRework(d.claim),
+      target: d.target,
+      context,
+      memory,
+      memoryBytes: st.workingMemoryBytes,
+      failures,
+      mustEndWith: st.mustEndWith,
+      maxSteps: st.maxSteps,
+    });
+    await this.record('init', messages, { ...this.s.ctl, llmSteps: 0 }, { context_size: context.length });
+    d.events.step({ ...this.base(), phase: 'started', claim_id: d.claim.id, role: d.role });
+  }
+
+  /** Planning agents decompose the goal first (structured output); a bad plan falls back to one task. */
+  private async plan(): Promise<void> {
+    const { d } = this;
+    d.events.step({ ...this.base(), phase: 'planning', claim_id: d.claim.id, role: d.role });
+    const goal = d.target.payload.slice(0, 500) || d.target.type;
+    let plan = trivialPlan(goal);
+    const extra: Record<string, unknown> = {};
+    try {
+      const r = await d.agent.call(
+        'plan',
+        d.fence.turnId,
+        { messages: planMessages(this.s.messages), json: true },
+        { signal: d.signal },
+      );
+      const parsed = Decomposition.safeParse(extractJson(r.content));
+      if (parsed.success) plan = planFrom(goal, parsed.data);
+      else extra.plan_error = `decomposition unusable: ${parsed.error.issues[0]?.message}`;
+      extra.llm_usage = r.usage;
+      extra.llm_response_cost = r.costUsd;
+    } catch (e) {
+      if (e instanceof PausedError) {
+        await this.record(
+          'plan',
+          [],
+          { ...this.s.ctl, planned: true, failed: { reason: e.message } },
+          { error: e.message },
+        );
+        return;
+      }
+      extra.plan_error = e instanceof Error ? e.message : String(e);
+    }
+    if (extra.plan_error) d.log.warn({ event_type: 'plan_fallback', reason: extra.plan_error });
+    const note: ChatMessage = {
+      role: 'user',
+      content: `Your plan (work on the subtask marked →; call ${MARK_SUBTASK_COMPLETE} when it is done or has failed):\n${renderPlan(plan)}`,
+    };
+    await this.record('plan', [note], { ...this.s.ctl, planned: true, plan }, extra);
+  }
+
+  /** One model call (a ReAct step), stored with its usage and cost before anything acts on it. */
+  private async think(step: number, onlySubmit: boolean, warning?: string): Promise<void> {
+    const { d } = this;
+    const pre: ChatMessage[] = warning ? [{ role: 'user', content: warning }] : [];
+    const tools = onlySubmit ? specsNamed(this.tools, [SUBMIT_RESULT]) : this.tools.specs;
+    let reply: Awaited<ReturnType<LlmAgent['call']>>;
+    try {
+      reply = await d.agent.call(
+        'turn',
+        d.fence.turnId,
+        { messages: [...this.s.messages, ...pre], tools, stream: d.settings.stream },
+        {
+          signal: d.signal,
+          onChunk: (text) =>
+            d.events.chunk({ ...this.base(), seq: this.chunkSeq++, text: d.scrub.text(text) }),
+        },
+      );
+    } catch (e) {
+      if (d.signal.aborted) return;
+      const reason = e instanceof Error ? e.message : String(e);
+      await this.record('llm', [], { ...this.s.ctl, failed: { reason } }, { error: reason, step });
+      return;
+    }
+    // Our own ids: unique in the turn whatever the server sends, so "has a result" is exact on resume.
+    const calls: ToolCall[] = reply.toolCalls.map((c, i) => ({ ...c, id: `call_${this.s.nextSeq}_${i}` }));
+    const assistant: ChatMessage = {
+      role: 'assistant',
+      content: reply.content,
+      ...(calls.length ? { tool_calls: calls } : {}),
+    };
+    const ctl: Ctl = { ...this.s.ctl, llmSteps: this.s.ctl.llmSteps + 1 };
+    const post: ChatMessage[] = [];
+    if (!calls.length) {
+      const n = onNoToolCalls(d.settings.mustEndWith, reply.content);
+      if (n.kind === 'end') ctl.finalText = n.text;
+      else post.push({ role: 'user', content: n.message });
+    }
+    await this.record(
+      'llm',
+      [...pre, assistant, ...post],
+      ctl,
+      {
+        step,
+        llm_usage: reply.usage,
+        llm_response_cost: reply.costUsd,
+        finish_reason: reply.finishReason,
+        model: d.settings.model,
+      },
+      calls.map((c) => c.id),
+    );
+  }
+
+  private toolMsg = (call: ToolCall, content: string): ChatMessage => ({
+    role: 'tool',
+    tool_call_id: call.id,
+    content,
+  });
+
+  /** One pending tool call → its result message (or an error the model is told), stored. */
+  private async handle(call: ToolCall): Promise<void> {
+    const { d } = this;
+    const name = call.function.name;
+    const ctl = this.s.ctl;
+    const reply = (content: string, next: Ctl = ctl, extra: Record<string, unknown> = {}) =>
+      this.record('tool', [this.toolMsg(call, d.scrub.text(content))], next, { tool: name, ...extra }, [
+        call.id,
+      ]);
+    if (ctl.llmSteps >= d.settings.maxSteps && name !== SUBMIT_RESULT)
+      return reply(`error: only ${SUBMIT_RESULT} is allowed on the last step`, ctl, { outcome: 'refused' });
+    const known = this.tools.declared.has(name) || this.tools.builtins.includes(name);
+    if (!known)
+      return reply(
+        `error: unknown tool "${name}". Available: ${this.tools.specs.map((s) => s.function.name).join(', ')}`,
+        ctl,
+        { outcome: 'unknown_tool' },
+      );
+    const parsed = parseArgs(call.function.arguments);
+    if (!parsed.ok)
+      return reply(`error: ${parsed.error}. Call ${name} again with arguments matching its schema.`, ctl, {
+        outcome: 'invalid_args',
+      });
+    const bad = (error: string) =>
+      reply(
+        `error: invalid arguments for ${name}: ${error}. Call it again with arguments matching its schema.`,
+        ctl,
+        {
+          outcome: 'invalid_args',
+        },
+      );
+    switch (name) {
+      case SUBMIT_RESULT: {
+        const a = builtinArgs(SubmitArgs, parsed.args);
+        if (!a.ok) return bad(a.error);
+        return reply('submitted; the turn ends', { ...ctl, submitted: a.value }, { outcome: 'submitted' });
+      }
+      case ASK_QUESTION: {
+        const a = builtinArgs(AskArgs, parsed.args);
+        if (!a.ok) return bad(a.error);
+        return this.ask(call, a.value.question);
+      }
+      case MARK_SUBTASK_COMPLETE: {
+        const a = builtinArgs(MarkArgs, parsed.args);
+        if (!a.ok) return bad(a.error);
+        return this.mark(call, a.value.success, a.value.reason);
+      }
+      case UPDATE_MEMORY: {
+        const a = builtinArgs(MemoryArgs, parsed.args);
+        if (!a.ok) return bad(a.error);
+        const content = truncateBytes(d.scrub.text(a.value.content), d.settings.workingMemoryBytes);
+        await d.store.setMemory(d.instance, d.role, content);
+        return reply(`working memory saved (${Buffer.byteLength(content)} bytes)`, ctl, { outcome: 'ok' });
+      }
+    }
+    const tool = this.tools.declared.get(name)!;
+    const a = declaredArgs(tool, parsed.args);
+    if (!a.ok) return bad(a.error);
+    const sig = signature(name, a.value);
+    const v = checkAction(ctl.loop, sig);
+    if (!v.ok) {
+      d.log.warn({ event_type: 'loop_blocked', tool: name, rule: v.rule, reason: v.reason });
+      const block = { tool: name, rule: v.rule, reason: v.reason, llmStep: ctl.llmSteps };
+      return reply(
+        `BLOCKED by the loop guard: ${v.reason}. This call was not run. Try a different approach.`,
+        { ...ctl, loop: recordBlock(ctl.loop, sig), blocks: [...ctl.blocks, block] },
+        { outcome: 'blocked', block },
+      );
+    }
+    return this.runTool(call, tool, a.value, sig);
+  }
+
+  private async runTool(
+    call: ToolCall,
+    tool: Tool,
+    args: Record<string, unknown>,
+    sig: string,
+  ): Promise<void> {
+    const { d } = this;
+    const ctl = this.s.ctl;
+    d.events.step({ ...this.base(), phase: 'executing', claim_id: d.claim.id, role: d.role });
+    const run = await runProcess({
+      argv: renderArgv(tool.argv, args),
+      cwd: d.workspace,
+      stdin: '',
+      timeoutMs: tool.timeoutSeconds * 1000,
+      maxBytes: 1024 * 1024,
+      env: toolEnvironment(process.env, tool.env, d.settings.apiKeyEnv),
+      signal: d.signal,
+    });
+    if (d.signal.aborted) return; // not stored: the call runs again on resume
+    const status = run.spawnError
+      ? `failed to start: ${run.spawnError}`
+      : run.timedOut
+        ? `timed out after ${tool.timeoutSeconds}s`
+        : `exit code ${run.exitCode ?? run.signal}`;
+    const limit = d.settings.toolResultChars;
+    const cut = (s: string) => (s.length > limit ? `${s.slice(0, limit)}…[truncated]` : s);
+    let content = d.scrub.text(
+      `${status}\nstdout:\n${cut(run.stdout)}${run.stderr ? `\nstderr:\n${cut(run.stderr)}` : ''}`,
+    );
+    const r = recordAction(ctl.loop, sig, hashResult(content));
+    const next: Ctl = { ...ctl, loop: r.state };
+    const extra: Record<string, unknown> = {
+      outcome: 'ok',
+      exit_code: run.exitCode,
+      duration_ms: Math.round(run.durationMs),
+    };
+    if (!r.verdict.ok) {
+      const block = {
+        tool: tool.name,
+        rule: r.verdict.rule,
+        reason: r.verdict.reason,
+        llmStep: ctl.llmSteps,
+      };
+      next.blocks = [...ctl.blocks, block];
+      extra.block = block;
+      content += `\n[loop guard] ${r.verdict.reason}; this call is blocked from now on. Use what you learned.`;
+      d.log.warn({
+        event_type: 'loop_blocked',
+        tool: tool.name,
+        rule: r.verdict.rule,
+        reason: r.verdict.reason,
+      });
+    }
+    await this.record('tool', [this.toolMsg(call, content)], next, { tool: tool.name, ...extra }, [call.id]);
+  }
+
+  /** ask_question: the Question artefact first (idempotent id), then the waiting state; the turn suspends. */
+  private async ask(call: ToolCall, question: string): Promise<void> {
+    const { d } = this;
+    const id = uuidv5(`${d.fence.turnId}/${call.id}`, QUESTION_NS);
+    await d.bb.createArtefact({
+      id,
+      logical_id: id,
+      version: 1,
+      structural_type: 'Question',
+      type: 'Question',
+      payload: d.scrub.text(question),
+      source_artefacts: [d.target.id],
+      produced_by_role: d.role,
+    });
+    d.log.info({ event_type: 'question_asked', question_id: id });
+    await this.record(
+      'question',
+      [],
+      { ...this.s.ctl, waiting: { toolCallId: call.id, questionId: id } },
+      { question_id: id, tool: ASK_QUESTION },
+      [call.id],
+    );
+  }
+
+  /** An Answer citing the question resumes the turn: it becomes ask_question's result. */
+  private async answer(w: { toolCallId: string; questionId: string }): Promise<boolean> {
+    const { d } = this;
+    const kids = await d.bb.getArtefacts(await d.bb.childrenOf(w.questionId));
+    const a = kids
+      .filter((x): x is Artefact => x?.structural_type === 'Answer')
+      .sort((x, y) => x.created_at_ms - y.created_at_ms)[0];
+    if (!a) return false;
+    d.log.info({ event_type: 'question_answered', question_id: w.questionId, answer_id: a.id });
+    const msg: ChatMessage = {
+      role: 'tool',
+      tool_call_id: w.toolCallId,
+      content: d.scrub.text(JSON.stringify({ answer: a.payload, answered_by: a.produced_by_role })),
+    };
+    await this.record('answer', [msg], { ...this.s.ctl, waiting: undefined }, { answer_id: a.id }, [
+      w.toolCallId,
+    ]);
+    return true;
+  }
+
+  /** mark_subtask_complete: advance, retry, or escalate (decompose further, then give up). */
+  private async mark(call: ToolCall, success: boolean, reason: string): Promise<void> {
+    const { d } = this;
+    const ctl = this.s.ctl;
+    const msg = (content: string, next: Ctl, extra: Record<string, unknown> = {}) =>
+      this.record('subtask', [this.toolMsg(call, content)], next, { tool: MARK_SUBTASK_COMPLETE, ...extra }, [
+        call.id,
+      ]);
+    if (!ctl.plan) return msg('error: there is no plan in this turn', ctl);
+    const { plan, effect } = markSubtask(ctl.plan, success, reason || (success ? 'done' : 'failed'));
+    const next: Ctl = { ...ctl, plan };
+    switch (effect.kind) {
+      case 'no_active':
+      case 'complete':
+        return msg(
+          `All subtasks are complete. Call ${SUBMIT_RESULT} now.`,
+          { ...next, loop: clearBlocks(ctl.loop) },
+          { effect: 'complete' },
+        );
+      case 'advanced':
+        return msg(
+          `Subtask done. Next subtask: [${effect.next.id}] ${effect.next.description}\n${renderPlan(plan)}`,
+          { ...next, loop: clearBlocks(ctl.loop) },
+          { effect: 'advanced' },
+        );
+      case 'retry':
+        return msg(
+          `Subtask [${effect.node.id}] failed (${effect.node.failures} time). Try it again another way.`,
+          next,
+          { effect: 'retry' },
+        );
+      case 'give_up':
+        return msg(
+          `Subtask failed for good: ${effect.reason}`,
+          { ...next, failed: { reason: `planning gave up: ${effect.reason}` } },
+          { effect: 'give_up' },
+        );
+      case 'decompose': {
+        let subtasks: string[] | undefined;
+        const extra: Record<string, unknown> = { effect: 'decompose' };
+        try {
+          const r = await d.agent.call(
+            'plan',
+            d.fence.turnId,
+            {
+              messages: subPlanMessages(
+                this.s.messages.slice(0, 2),
+                effect.node.description,
+                effect.node.reasons,
+              ),
+              json: true,
+            },
+            { signal: d.signal },
+          );
+          extra.llm_usage = r.usage;
+          extra.llm_response_cost = r.costUsd;
+          const p = SubDecomposition.safeParse(extractJson(r.content));
+          if (p.success) subtasks = p.data.subtasks;
+        } catch (e) {
+          extra.plan_error = e instanceof Error ? e.message : String(e);
+        }
+        if (!subtasks)
+          return msg(
+            'Subtask failed twice and could not be broken down; giving up.',
+            {
+              ...next,
+              failed: {
+                reason: `planning gave up: subtask ${effect.node.id} failed twice and could not be decomposed`,
+              },
+            },
+            extra,
+          );
+        const p2 = decompose(plan, effect.node.id, subtasks);
+        const leaf = activeLeaf(p2)?.node;
+        return msg(
+          `Subtask [${effect.node.id}] failed twice; it is now broken into smaller steps. Next: [${leaf?.id}] ${leaf?.description}\n${renderPlan(p2)}`,
+          { ...next, plan: p2, loop: clearBlocks(ctl.loop) },
+          extra,
+        );
+      }
+    }
+  }
+}
