@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { realpathSync } from 'node:fs';
+import { z } from 'zod';
 import { effectiveStatus, type InstanceState, listInstances, readState } from '../local/instance.ts';
 import { CliError, EXIT } from './output.ts';
 
@@ -63,4 +64,11 @@ export function parseTime(flag: string, value: string, now = Date.now()): number
   if (Number.isNaN(t))
     throw new CliError(`${flag}: "${value}" is neither an RFC3339 time nor a duration like 5m`, EXIT.usage);
   return t;
+}
+
+/** A whole number flag (seconds, lines) parsed with a schema: `--timeout abc` is a usage error, not NaN. */
+export function positiveInt(flag: string, value: string): number {
+  const r = z.coerce.number().int().positive().safeParse(value);
+  if (!r.success) throw new CliError(`${flag}: "${value}" must be a positive whole number`, EXIT.usage);
+  return r.data;
 }

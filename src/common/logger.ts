@@ -20,7 +20,15 @@ export const REDACT_PATHS = [
 
 /** Credentials inside URLs (redis://:pw@host, postgres://u:pw@host) are masked in any string we log. */
 export function redactUrl(url: string): string {
-  return url.replace(/(\/\/[^/@:]*:)[^@/]*@/, '$1***@');
+  try {
+    const u = new URL(url);
+    if (!u.password) return url;
+    u.password = '***';
+    return u.toString();
+  } catch {
+    // Not a URL: mask anything between "user:" and the last "@" of the authority.
+    return url.replace(/(\/\/[^/@:]*:).*@/, '$1***@');
+  }
 }
 
 /**

@@ -4,6 +4,7 @@ import type { Artefact, Claim } from '../blackboard/types.ts';
 import { StructuralType } from '../blackboard/types.ts';
 import { type AgentEvents, noAgentEvents } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
+import type { Scrubber } from '../common/secrets.ts';
 import type { Fence } from '../inbox/schema.ts';
 import type { PupConfig } from '../pup/config.ts';
 import { assembleContext } from '../pup/context.ts';
@@ -12,7 +13,6 @@ import type { Outcome } from '../pup/executor.ts';
 import { failureArtefact, resultArtefact } from '../pup/result.ts';
 import type { LlmAgent } from './agent.ts';
 import type { LlmSettings } from './config.ts';
-import type { Scrubber } from './secrets.ts';
 import type { TurnStore } from './store.ts';
 import { Turn, type TurnEnd } from './turn.ts';
 

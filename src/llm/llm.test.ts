@@ -1,5 +1,5 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   call,
@@ -16,6 +16,7 @@ import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
+import { createPool } from '../common/pg.ts';
 import { outputId } from '../pup/decide.ts';
 import { artefact, config, grantedClaim } from '../pup/test-helpers.ts';
 import { type LlmRuntime, startLlmRuntime } from './runtime.ts';
@@ -38,7 +39,7 @@ beforeAll(async () => {
     startLlmServer(),
   ]);
   ws = makeTempDir('llm-ws');
-  pool = new pg.Pool({ connectionString: postgres.url, max: 2 });
+  pool = createPool(postgres.url, { max: 2 });
   pool.on('connect', (c) => c.on('error', () => undefined));
 });
 afterAll(async () => {

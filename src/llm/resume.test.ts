@@ -8,6 +8,7 @@ import { type PostgresServer, startPostgres } from '../../test/harness/postgres.
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { createPool } from '../common/pg.ts';
 import { outputId } from '../pup/decide.ts';
 import { grantedClaim, pupEnv, waitFor } from '../pup/test-helpers.ts';
 
@@ -117,7 +118,7 @@ describe('resume after SIGKILL', () => {
     expect(resumed[3]!.content).not.toContain(KEY);
     for (const a of await bb.getArtefacts(await bb.listArtefactIds()))
       expect(JSON.stringify(a)).not.toContain(KEY);
-    const pool = new pg.Pool({ connectionString: postgres.url, max: 1 });
+    const pool = createPool(postgres.url, { max: 1 });
     pool.on('connect', (c) => c.on('error', () => undefined));
     const dump = await pool.query(
       `SELECT (SELECT json_agg(s) FROM holt.agent_steps s)::text AS steps, (SELECT json_agg(t) FROM holt.agent_turns t)::text AS turns`,

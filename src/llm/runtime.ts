@@ -1,12 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
-import pg from 'pg';
+import type pg from 'pg';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { connectBus } from '../bus/connect.ts';
 import { type AgentEvents, natsAgentEvents, noAgentEvents } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
+import { createPool } from '../common/pg.ts';
+import { Scrubber } from '../common/secrets.ts';
 import { migrate } from '../inbox/migrate.ts';
 import { decideBid } from '../pup/bid.ts';
 import type { PupConfig } from '../pup/config.ts';
@@ -16,7 +18,6 @@ import { llmBid } from './bid.ts';
 import { apiKeyFrom, type LlmSettings } from './config.ts';
 import { LlmExecutor } from './executor.ts';
 import { OpenAiModel } from './model.ts';
-import { Scrubber } from './secrets.ts';
 import { TurnStore } from './store.ts';
 
 /** What the pup plugs in for an LLM agent: the executor (LLM turns) and/or the bid decision. */
@@ -44,10 +45,8 @@ export async function startLlmRuntime(
   let store: TurnStore | undefined;
   if (s.databaseUrl) {
     await migrate(s.databaseUrl, log);
-    pool = new pg.Pool({ connectionString: s.databaseUrl, max: 4 });
-    // A dropped idle connection must not crash the pup: the next query reconnects (or fails the step).
-    pool.on('error', () => undefined);
-    pool.on('connect', (c) => c.on('error', () => undefined));
+    // A dropped connection must not crash the pup: the next query reconnects (or fails the step).
+    pool = createPool(s.databaseUrl, { max: 4 }, log);
     store = new TurnStore(pool);
   }
   let nc: NatsConnection | undefined;

@@ -5,6 +5,7 @@ import type { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim, ClaimType } from '../blackboard/types.ts';
 import type { AgentEvents } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
+import { type Scrubber, toolEnvironment } from '../common/secrets.ts';
 import type { Fence } from '../inbox/schema.ts';
 import { runProcess } from '../pup/process.ts';
 import { isRework } from '../pup/result.ts';
@@ -24,7 +25,6 @@ import {
 } from './plan.ts';
 import { nextStep, onNoToolCalls } from './policy.ts';
 import { extractJson, planMessages, subPlanMessages, truncateBytes, turnMessages } from './prompt.ts';
-import { type Scrubber, toolEnvironment } from './secrets.ts';
 import { type Ctl, foldSteps, pendingToolCalls, type TurnState, transcriptSummary } from './state.ts';
 import type { TurnStore } from './store.ts';
 import {

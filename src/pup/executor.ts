@@ -3,6 +3,7 @@ import type { Blackboard, NewArtefact } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { retry } from '../common/backoff.ts';
 import type { Logger } from '../common/logger.ts';
+import { Scrubber, secretsFromEnv, toolEnvironment } from '../common/secrets.ts';
 import type { PupConfig } from './config.ts';
 import { assembleContext } from './context.ts';
 import { type Grant, isGranted, outputId } from './decide.ts';
@@ -65,8 +66,11 @@ const LEASE_SLACK_MS = 60_000;
  */
 export class Executor {
   private readonly d: ExecutorDeps;
+  /** Tool output can echo anything; credentials the pup holds are cut out of failure payloads. */
+  private readonly scrub: Scrubber;
   constructor(deps: ExecutorDeps) {
     this.d = deps;
+    this.scrub = new Scrubber(secretsFromEnv(process.env));
   }
 
   private redis<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -134,7 +138,9 @@ export class Executor {
         claim,
         id,
         fail(`failed to fetch target artefact: ${(e as Error).message}`),
-        l, sink);
+        l,
+        sink,
+      );
     }
     if (!target)
       return this.writeFailure(claim, id, fail(`target artefact ${claim.artefact_id} not found`), l, sink);
@@ -156,6 +162,8 @@ export class Executor {
     const run = await runProcess({
       argv: cfg.command ?? [],
       cwd: cfg.workspace,
+      // The tool never sees the pup's own credentials (database URL, LLM key).
+      env: toolEnvironment(process.env, undefined, undefined),
       stdin,
       timeoutMs: cfg.toolTimeoutMs,
       maxBytes: cfg.outputLimitBytes,
@@ -171,7 +179,8 @@ export class Executor {
       metrics.toolDuration.observe({ outcome: 'failure' }, secs);
       return this.writeFailure(claim, id, ev.failure, l, sink);
     }
-    if (ev.result.type === 'CodeCommit' && !isRework(claim)) {
+    // A rework keeps the target's type, so check either name (a reworked CodeCommit is a commit too).
+    if (ev.result.type === 'CodeCommit' || (isRework(claim) && target.type === 'CodeCommit')) {
       const c = await commitExists(cfg.workspace, ev.result.payload);
       if (!c.ok) {
         metrics.toolDuration.observe({ outcome: 'failure' }, secs);
@@ -180,7 +189,9 @@ export class Executor {
           claim,
           id,
           { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
-          l, sink);
+          l,
+          sink,
+        );
       }
     }
     const artefact = resultArtefact(id, cfg.role, claim, target, ev.result);
@@ -196,7 +207,9 @@ export class Executor {
         claim,
         id,
         { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
-        l, sink);
+        l,
+        sink,
+      );
     }
     metrics.toolRuns.inc({ outcome: 'success' });
     metrics.toolDuration.observe({ outcome: 'success' }, secs);
@@ -219,7 +232,8 @@ export class Executor {
   ): Promise<Outcome> {
     this.d.metrics.toolRuns.inc({ outcome: 'failure' });
     l.warn({ event_type: 'tool_failed', reason: f.reason, exit_code: f.exit_code });
-    await sink(failureArtefact(id, this.d.cfg.role, claim, f), async () => undefined);
+    const report = { ...f, stdout: this.scrub.text(f.stdout), stderr: this.scrub.text(f.stderr) };
+    await sink(failureArtefact(id, this.d.cfg.role, claim, report), async () => undefined);
     return 'failure';
   }
 

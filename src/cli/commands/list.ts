@@ -8,7 +8,8 @@ export function list(opts: { json?: boolean }): void {
     const down = s.components.filter((c) => c.status !== 'running').length;
     return {
       name: s.name,
-      status: status === 'running' && down ? 'degraded' : status,
+      // Holt's words: Running / Degraded / Stopped (plus Starting, Stopping, Failed).
+      status: capitalise(status === 'running' && down ? 'degraded' : status),
       workspace: s.workspace,
       uptime: live ? uptime(Date.now() - s.startedAt) : '-',
     };
@@ -27,4 +28,8 @@ export function list(opts: { json?: boolean }): void {
     ...rows.map((r) => [r.name, r.status, ws(r.workspace), r.uptime]),
   ]))
     out(l);
+}
+
+function capitalise(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
 }

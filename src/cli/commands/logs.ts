@@ -1,6 +1,6 @@
 import { createReadStream, existsSync, readFileSync, statSync, watchFile } from 'node:fs';
 import { CliError, EXIT, out } from '../output.ts';
-import { resolveInstance } from '../resolve.ts';
+import { positiveInt, resolveInstance } from '../resolve.ts';
 
 export async function logs(
   target: string,
@@ -13,7 +13,7 @@ export async function logs(
     throw new CliError(`no component '${target}' in instance '${s.name}' (known: ${names})`, EXIT.notFound);
   }
   if (!existsSync(c.logFile)) throw new CliError(`no log yet for ${target} (${c.logFile})`, EXIT.notFound);
-  const n = Number.parseInt(opts.lines, 10);
+  const n = positiveInt('--lines', opts.lines);
   const text = readFileSync(c.logFile, 'utf8').trimEnd();
   if (text) out(text.split('\n').slice(-n).join('\n'));
   if (!opts.follow) return;

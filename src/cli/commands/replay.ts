@@ -1,7 +1,12 @@
 import type { Blackboard } from '../../blackboard/client.ts';
-import type { Artefact, WorkflowEvent } from '../../blackboard/types.ts';
+import type { Artefact, Claim, WorkflowEvent } from '../../blackboard/types.ts';
 import { feedbackExcerpt, isApproval } from '../../orchestrator/review.ts';
 import type { WatchItem } from '../format.ts';
+
+/** A feedback (rework) claim: assigned straight to the producer with the reviews as context, never bid on. */
+function isFeedbackClaim(c: Claim): boolean {
+  return (c.additional_context_ids?.length ?? 0) > 0 && !c.phase_state && c.granted_exclusive_agent !== '';
+}
 
 /**
  * History rebuilt from what the blackboard stores (as Holt's watch does): artefacts, claims at their
@@ -24,6 +29,24 @@ export async function replayHistory(
     if (!target) continue;
     const t = target.created_at_ms;
     items.push({ kind: 'claim', at: t, claim });
+    if (isFeedbackClaim(claim)) {
+      // Holt announces a rework with feedback_claim_created, never with claim_granted.
+      const original = claims.find(
+        (c) => c.claim.artefact_id === claim.artefact_id && c.claim.id !== claim.id,
+      );
+      items.push(
+        ev(t + 100, {
+          event: 'feedback_claim_created',
+          data: {
+            feedback_claim_id: claim.id,
+            original_claim_id: original?.claim.id ?? '',
+            target_agent_role: claim.granted_exclusive_agent,
+            iteration: target.version,
+          },
+        }),
+      );
+      continue;
+    }
     const bids = Object.entries(claim.phase_state?.all_bids ?? {});
     for (const [i, [agent, bid]] of bids.entries())
       items.push(

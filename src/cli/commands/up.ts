@@ -13,7 +13,7 @@ import {
   readState,
 } from '../../local/instance.ts';
 import { CliError, EXIT, err, out, paint, progress } from '../output.ts';
-import { workspaceOf } from '../resolve.ts';
+import { positiveInt, workspaceOf } from '../resolve.ts';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'main.ts');
 
@@ -34,6 +34,7 @@ function nextDefaultName(): string {
 
 export async function up(opts: UpOptions): Promise<void> {
   const file = resolve(opts.file);
+  const timeoutMs = positiveInt('--timeout', opts.timeout) * 1000;
   if (!existsSync(file))
     throw new CliError(`${opts.file} not found: write a Holt file or pass -f <file>`, EXIT.notFound);
   let holt: ReturnType<typeof loadHoltFile>;
@@ -85,7 +86,6 @@ export async function up(opts: UpOptions): Promise<void> {
   );
   child.unref();
 
-  const timeoutMs = Number.parseInt(opts.timeout, 10) * 1000;
   const p = progress(`Starting instance '${name}'`);
   const deadline = Date.now() + timeoutMs + 15_000;
   for (;;) {

@@ -3,7 +3,7 @@ import { Blackboard } from '../../blackboard/client.ts';
 import { Artefact, Claim, WorkflowEvent } from '../../blackboard/types.ts';
 import { formatJsonl, formatLine, globMatch, type WatchItem } from '../format.ts';
 import { CliError, EXIT, err, out, paint } from '../output.ts';
-import { parseTime, resolveInstance } from '../resolve.ts';
+import { parseTime, positiveInt, resolveInstance } from '../resolve.ts';
 import { replayHistory } from './replay.ts';
 
 export interface WatchOptions {
@@ -56,41 +56,38 @@ export async function watch(opts: WatchOptions): Promise<void> {
 
   let finish: (code: number) => void = () => undefined;
   const done = new Promise<number>((resolve) => (finish = resolve));
+  // Live items are held back while history replays, then released without the ones replayed.
+  let backlog: WatchItem[] | undefined = [];
+  const replayed = new Set<string>();
+  const live = (item: WatchItem) => {
+    if (backlog) return void backlog.push(item);
+    if (item.kind === 'artefact' && replayed.has(item.artefact.id)) return;
+    if (item.kind === 'claim' && replayed.has(item.claim.id)) return;
+    emit(item);
+    if (item.kind !== 'artefact' || !opts.exitOnCompletion) return;
+    const a = item.artefact;
+    if (a.structural_type === 'Terminal') finish(EXIT.ok);
+    if (a.structural_type === 'Failure' && a.produced_by_role === 'orchestrator') finish(EXIT.error);
+  };
   sub.on('message', (channel: string, raw: string) => {
-    let value: unknown;
-    try {
-      value = JSON.parse(raw);
-    } catch {
-      return;
-    }
-    const now = Date.now();
-    if (channel === k.artefactEvents) {
-      const a = Artefact.safeParse(value);
-      if (!a.success) return;
-      emit({ kind: 'artefact', at: a.data.created_at_ms || now, artefact: a.data });
-      if (opts.exitOnCompletion && a.data.structural_type === 'Terminal') finish(EXIT.ok);
-      if (
-        opts.exitOnCompletion &&
-        a.data.structural_type === 'Failure' &&
-        a.data.produced_by_role === 'orchestrator'
-      )
-        finish(EXIT.error);
-    } else if (channel === k.claimEvents) {
-      const c = Claim.safeParse(value);
-      if (c.success) emit({ kind: 'claim', at: now, claim: c.data });
-    } else if (channel === k.workflowEvents) {
-      const e = WorkflowEvent.safeParse(value);
-      if (e.success) emit({ kind: 'workflow', at: now, event: e.data });
-    }
+    const item = parseLive(k, channel, raw);
+    if (item) live(item);
   });
   await sub.subscribe(k.artefactEvents, k.claimEvents, k.workflowEvents);
 
   if (since !== undefined || until !== undefined || opts.type || opts.agent) {
-    for (const item of await replayHistory(bb, { since, until })) emit(item);
+    for (const item of await replayHistory(bb, { since, until })) {
+      if (item.kind === 'artefact') replayed.add(item.artefact.id);
+      if (item.kind === 'claim') replayed.add(item.claim.id);
+      emit(item);
+    }
     if (until !== undefined && until < Date.now()) finish(EXIT.ok);
   }
+  const held = backlog;
+  backlog = undefined;
+  for (const item of held) live(item);
   if (opts.onReady) await opts.onReady();
-  const timeoutS = opts.timeout ? Number(opts.timeout) : 0;
+  const timeoutS = opts.timeout ? positiveInt('--timeout', opts.timeout) : 0;
   const timer = timeoutS > 0 ? setTimeout(() => finish(EXIT.timeout), timeoutS * 1000) : undefined;
   process.once('SIGINT', () => finish(EXIT.ok));
   const code = await done;
@@ -99,4 +96,25 @@ export async function watch(opts: WatchOptions): Promise<void> {
   await bb.close();
   if (code === EXIT.timeout) throw new CliError(`no completion within ${timeoutS}s`, EXIT.timeout);
   if (code !== EXIT.ok) throw new CliError('the workflow failed (see the Failure artefact above)', code);
+}
+
+/** One message of the three live channels as a watch item; anything malformed is dropped. */
+function parseLive(k: Blackboard['k']['channels'], channel: string, raw: string): WatchItem | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  const now = Date.now();
+  if (channel === k.artefactEvents) {
+    const a = Artefact.safeParse(value);
+    return a.success ? { kind: 'artefact', at: a.data.created_at_ms || now, artefact: a.data } : undefined;
+  }
+  if (channel === k.claimEvents) {
+    const c = Claim.safeParse(value);
+    return c.success ? { kind: 'claim', at: now, claim: c.data } : undefined;
+  }
+  const e = WorkflowEvent.safeParse(value);
+  return e.success ? { kind: 'workflow', at: now, event: e.data } : undefined;
 }

@@ -33,3 +33,23 @@ export function toolEnvironment(
   for (const k of ['HOLT_LLM_API_KEY', 'OPENAI_API_KEY', 'DATABASE_URL', apiKeyEnv]) if (k) delete env[k];
   return { ...env, ...extra };
 }
+
+/** The credentials a process was given: the LLM key and the passwords inside the store URLs. */
+export function secretsFromEnv(env: NodeJS.ProcessEnv, apiKeyEnv?: string): string[] {
+  const out: string[] = [];
+  for (const k of ['HOLT_LLM_API_KEY', 'OPENAI_API_KEY', apiKeyEnv]) {
+    const v = k ? env[k] : undefined;
+    if (v) out.push(v);
+  }
+  for (const k of ['DATABASE_URL', 'REDIS_URL', 'NATS_URL']) {
+    const v = env[k];
+    if (!v) continue;
+    try {
+      const u = new URL(v);
+      if (u.password) out.push(decodeURIComponent(u.password));
+    } catch {
+      // not a URL: nothing to extract
+    }
+  }
+  return out;
+}

@@ -1,0 +1,14 @@
+import pg from 'pg';
+import type { Logger } from './logger.ts';
+
+/**
+ * A pg pool that survives its server going away: an idle client's connection error is logged (it is
+ * dropped from the pool and replaced on next use) instead of becoming an unhandled 'error' event.
+ */
+export function createPool(connectionString: string, opts: pg.PoolConfig = {}, log?: Logger): pg.Pool {
+  const pool = new pg.Pool({ connectionString, ...opts });
+  pool.on('error', (e) => log?.warn({ event_type: 'postgres_idle_client_error', error: e.message }));
+  // A checked-out client's connection dying (server restart, admin shutdown) fails its query; not the process.
+  pool.on('connect', (c) => c.on('error', () => undefined));
+  return pool;
+}
