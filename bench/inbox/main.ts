@@ -24,6 +24,8 @@ const { values } = parseArgs({
   },
 });
 const ROUNDS = Number(values.rounds);
+/** Share of one core the benchmark process itself used during the inbox rounds (zod, pg protocol). */
+const clientCpu: number[] = [];
 const ROWS = Number(values.rows);
 const K = Number(values.workers);
 const SAMPLES = Number(values.samples);
@@ -59,6 +61,7 @@ try {
         raw_skip_locked_per_s: r(raw),
         inbox_claim_complete_per_s: r(inbox),
         ratio: r(inbox / raw),
+        inbox_client_cpu_share: clientCpu.map(r),
         ratio_target: 0.5,
         doorbell_to_claim_ms: { samples: SAMPLES, ...latency },
         latency_target_p99_ms: 10,
@@ -125,6 +128,7 @@ async function inboxRate(url: string, round: number): Promise<number> {
       ),
     );
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   let done = 0;
   await Promise.all(
     Array.from({ length: K }, async (_, w) => {
@@ -136,7 +140,10 @@ async function inboxRate(url: string, round: number): Promise<number> {
       }
     }),
   );
-  const rate = done / ((performance.now() - t0) / 1000);
+  const wall = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  clientCpu.push((cpu.user + cpu.system) / 1000 / wall);
+  const rate = done / (wall / 1000);
   await store.close();
   return rate;
 }

@@ -7,6 +7,7 @@ import { hoard } from './commands/hoard.ts';
 import { list } from './commands/list.ts';
 import { logs } from './commands/logs.ts';
 import { answer, questions } from './commands/questions.ts';
+import { scale } from './commands/scale.ts';
 import { status } from './commands/status.ts';
 import { up } from './commands/up.ts';
 import { watch } from './commands/watch.ts';
@@ -101,6 +102,13 @@ function program(): Command {
     .option('-f, --follow', 'keep printing new lines')
     .option('--lines <n>', 'lines to show', '100')
     .action((c, o) => logs(c, o));
+  p.command('scale')
+    .description('set the number of worker processes of a scalable agent (local mode)')
+    .argument('<role>', 'agent role')
+    .argument('<count>', 'worker processes (0 stops them all; the controller keeps bidding)')
+    .addOption(nameOpt())
+    .option('--timeout <seconds>', 'how long to wait for the workers to start or stop', '30')
+    .action((role, count, o) => scale(role, count, o));
   p.command('convert')
     .description('print the Kubernetes manifests (Holt, Agent, WorkerPool) equivalent to a Holt file')
     .argument('[file]', 'Holt file', 'holt.yml')
@@ -123,6 +131,16 @@ function program(): Command {
     .helpOption(false)
     .action(async (_o, cmd: Command) => {
       const m = await import('../pup/main.ts');
+      process.exitCode = await m.main(cmd.args, process.env);
+    });
+  p.command('operator')
+    .description(
+      'run the Kubernetes operator (flags: --namespaces, --leader-elect, --lease-name, ports; see docs)',
+    )
+    .allowUnknownOption()
+    .helpOption(false)
+    .action(async (_o, cmd: Command) => {
+      const m = await import('../operator/main.ts');
       process.exitCode = await m.main(cmd.args, process.env);
     });
   p.command('__supervise', { hidden: true })

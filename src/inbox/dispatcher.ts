@@ -14,13 +14,17 @@ export class InboxDispatcher implements GrantDispatcher {
   readonly targetOf: (role: string) => string | undefined | Promise<string | undefined>;
   readonly ring: RingFn;
   readonly log: Logger | undefined;
+  readonly announce: ((g: Grant) => Promise<void>) | undefined;
   constructor(opts: {
     store: InboxStore;
     instance: string;
     targetOf: (role: string) => string | undefined | Promise<string | undefined>;
     ring: RingFn;
+    /** Holt's claim_granted workflow event for a new grant (observability: `holt watch`). */
+    announce?: (g: Grant) => Promise<void>;
     log?: Logger;
   }) {
+    this.announce = opts.announce;
     this.store = opts.store;
     this.instance = opts.instance;
     this.targetOf = opts.targetOf;
@@ -40,6 +44,7 @@ export class InboxDispatcher implements GrantDispatcher {
       phase: g.phase,
       payload: { artefact_id: g.claim.artefact_id, reason: g.reason ?? 'grant' },
     });
+    if (created && (g.reason ?? 'grant') === 'grant') await this.announce?.(g);
     if (created)
       this.log?.info(
         {

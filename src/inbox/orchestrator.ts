@@ -5,19 +5,32 @@ import { connectBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
+import type { Grant } from '../orchestrator/dispatch.ts';
 import { outputId } from '../pup/decide.ts';
 import { failureArtefact } from '../pup/result.ts';
 import { InboxDispatcher } from './dispatcher.ts';
 import { migrate } from './migrate.ts';
-import type { InboxRow } from './schema.ts';
+import type { InboxRow, QueueDepth } from './schema.ts';
 import { InboxStore } from './store.ts';
 import { Watchdog } from './watchdog.ts';
 
 const blank = (v: unknown) => (v === '' ? undefined : v);
 
 export const OrchestratorInboxEnv = z.object({
-  DATABASE_URL: z.preprocess(blank, z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional()),
-  NATS_URL: z.preprocess(blank, z.string().regex(/^(nats|tls):\/\//, 'must be a nats:// URL').optional()),
+  DATABASE_URL: z.preprocess(
+    blank,
+    z
+      .string()
+      .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+      .optional(),
+  ),
+  NATS_URL: z.preprocess(
+    blank,
+    z
+      .string()
+      .regex(/^(nats|tls):\/\//, 'must be a nats:// URL')
+      .optional(),
+  ),
   HOLT_INBOX_WATCHDOG_MS: envMs(2_000),
   HOLT_INBOX_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
 });
@@ -40,10 +53,15 @@ export async function startOrchestratorInbox(o: {
   bb: Blackboard;
   isLeader: () => boolean;
   log: Logger;
+  /** Queue depth per worker target after each sweep (the metrics). */
+  onDepth?: (depths: QueueDepth[]) => void;
 }): Promise<OrchestratorInbox | undefined> {
   const env = parseEnv(OrchestratorInboxEnv, o.env);
   if (!env.DATABASE_URL || !env.NATS_URL) {
-    o.log.warn({ event_type: 'inbox_disabled' }, 'no DATABASE_URL/NATS_URL: scalable roles use the standard path');
+    o.log.warn(
+      { event_type: 'inbox_disabled' },
+      'no DATABASE_URL/NATS_URL: scalable roles use the standard path',
+    );
     return undefined;
   }
   await migrate(env.DATABASE_URL, o.log);
@@ -56,22 +74,45 @@ export async function startOrchestratorInbox(o: {
     throw e;
   }
   const ring = ringer(nc, o.instance);
-  const targetOf = async (role: string) =>
-    (await o.bb.getAgents()).agents.find((a) => a.role === role)?.worker_target;
-  const dispatcher = new InboxDispatcher({ store, instance: o.instance, targetOf, ring, log: o.log });
+  const registration = async (role: string) => (await o.bb.getAgents()).agents.find((a) => a.role === role);
+  const targetOf = async (role: string) => (await registration(role))?.worker_target;
+  const announce = async (g: Grant) =>
+    o.bb.publishWorkflowEvent({
+      event: 'claim_granted',
+      data: {
+        claim_id: g.claim.id,
+        agent_name: g.role,
+        grant_type: g.claimType,
+        agent_image_id: (await registration(g.role))?.image_id ?? '',
+      },
+    });
+  const dispatcher = new InboxDispatcher({
+    store,
+    instance: o.instance,
+    targetOf,
+    ring,
+    announce,
+    log: o.log,
+  });
   const onFailed = async (row: InboxRow) => {
     const vc = await o.bb.getClaim(row.claim_id);
     if (!vc) return; // the claim is gone: nothing to terminate
     const id = outputId(o.instance, row.claim_id, row.role, row.claim_type);
     const reason = `worker execution failed after ${row.attempts} attempt(s): ${row.last_error ?? 'unknown error'}`;
-    await o.bb.createArtefact(failureArtefact(id, row.role, vc.claim, { reason, exit_code: -1, stdout: '', stderr: '' }));
-    o.log.warn({ event_type: 'inbox_row_failed', claim_id: row.claim_id, role: row.role, reason }, 'claim failed on workers');
+    await o.bb.createArtefact(
+      failureArtefact(id, row.role, vc.claim, { reason, exit_code: -1, stdout: '', stderr: '' }),
+    );
+    o.log.warn(
+      { event_type: 'inbox_row_failed', claim_id: row.claim_id, role: row.role, reason },
+      'claim failed on workers',
+    );
   };
   const watchdog = new Watchdog(store, {
     instance: o.instance,
     maxAttempts: env.HOLT_INBOX_MAX_ATTEMPTS,
     ring,
     onFailed,
+    onDepth: o.onDepth,
     intervalMs: env.HOLT_INBOX_WATCHDOG_MS,
     active: o.isLeader,
     log: o.log,

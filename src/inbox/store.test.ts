@@ -1,7 +1,9 @@
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { actorIdOf, resultArtefactId, turnIdOf } from './ids.ts';
 import { acquireTargetLease } from './leases.ts';
+import { InboxMetrics } from './metrics.ts';
 import { migrate } from './migrate.ts';
 import { fenceOf } from './schema.ts';
 import { InboxStore } from './store.ts';
@@ -135,6 +137,13 @@ describe('inbox store', () => {
     const d = (await store.queueDepth(I)).find((x) => x.worker_target === 'depth');
     expect(d).toMatchObject({ pending: 2, in_flight: 1 });
     expect(d!.oldest_pending_seconds).toBeGreaterThanOrEqual(0);
+    const registry = new Registry();
+    const m = new InboxMetrics(registry);
+    m.observe(await store.queueDepth(I));
+    m.observe([]); // the target emptied out: it reads 0, not its last value
+    const text = await registry.metrics();
+    expect(text).toContain('holt_inbox_depth{worker_target="depth",state="pending"} 0');
+    expect(text).toContain('holt_inbox_oldest_pending_seconds{worker_target="depth"} 0');
   });
 
   it('svc1_ rows go only to the holder of the target lease', async () => {

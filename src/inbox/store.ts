@@ -1,4 +1,6 @@
-import pg from 'pg';
+import type pg from 'pg';
+import type { Logger } from '../common/logger.ts';
+import { createPool } from '../common/pg.ts';
 import { actorIdOf, stepIdOf, turnIdOf } from './ids.ts';
 import { afterFailure, type RetryPolicy } from './policy.ts';
 import {
@@ -46,6 +48,12 @@ SET status = 'claimed', attempts = i.attempts + 1, lease_owner = $3,
     lease_expires_at = now() + $5::interval, turn_epoch = hd.turn_epoch, updated_at = now()
 FROM heads hd WHERE i.id = hd.inbox_id
 RETURNING i.*`;
+
+// `--execute-claim`: the one row of (claim, role), whatever its target (for fresh_per_call Jobs).
+const CLAIM_ONE = CLAIM.replace(
+  'i.worker_target = $2 AND',
+  "i.claim_id = split_part($2, '/', 1) AND i.role = split_part($2, '/', 2) AND",
+);
 
 // The fence check shared by every write of an execution: our lease on the row, our epoch on the head.
 // The row is locked first (the watchdog skips locked rows), then the head.
@@ -102,6 +110,7 @@ RETURNING x.id`;
 export interface InboxStoreOptions {
   /** Connections in the pool (a worker needs about its concurrency + 2). */
   max?: number;
+  log?: Logger;
 }
 
 /** The inbox and the turn state in Postgres: every write of an execution is gated by its fence. */
@@ -113,10 +122,8 @@ export class InboxStore {
   }
 
   static connect(databaseUrl: string, opts: InboxStoreOptions = {}): InboxStore {
-    const pool = new pg.Pool({ connectionString: databaseUrl, max: opts.max ?? 10 });
-    // An idle client losing its server must not crash the process; the next query reconnects.
-    pool.on('error', () => undefined);
-    return new InboxStore(pool);
+    // A client losing its server must not crash the process; the next query reconnects.
+    return new InboxStore(createPool(databaseUrl, { max: opts.max ?? 10 }, opts.log));
   }
 
   close(): Promise<void> {
@@ -183,6 +190,12 @@ export class InboxStore {
       );
     }
     return got;
+  }
+
+  /** Claims the due row of one grant (claim, role), for a process started for that claim alone. */
+  async claimGrant(instance: string, claimId: string, role: string, owner: string, leaseMs: number) {
+    const key = `${claimId}/${role}`;
+    return rows(await this.pool.query(CLAIM_ONE, [instance, key, owner, 1, ms(leaseMs)]))[0];
   }
 
   /** Extends the leases `owner` still holds; returns the ids it still holds (a missing id = lease lost). */

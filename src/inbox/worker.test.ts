@@ -173,6 +173,19 @@ describe('inbox workers', () => {
     expect(second.runs.size).toBe(5);
   });
 
+  it('runGrant (--execute-claim) runs exactly the row of that grant, once', async () => {
+    const target = 'single';
+    const [a, b] = [claimOf(), claimOf()];
+    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: () => undefined });
+    for (const claim of [a, b])
+      await d.dispatch({ claim, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const p = pool(target, 1);
+    expect(await p.workers[0]!.runGrant(a.id, ROLE)).toBe('done');
+    expect(await pool(target, 1).workers[0]!.runGrant(a.id, ROLE)).toBe('no_row');
+    expect([...p.runs.keys()]).toEqual([a.id]);
+    expect(await doneCount(target)).toBe(1);
+  });
+
   it('stop drains: a claim still running after the grace period is released and re-run elsewhere', async () => {
     const target = 'drain';
     let unblock = () => {};

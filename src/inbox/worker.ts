@@ -35,6 +35,8 @@ export interface WorkerOptions<R> {
    * the turn's deterministic artefact id: a re-run after a crash writes the same id, i.e. nothing new.
    */
   publish?(row: InboxRow, result: R, artefactId: string): Promise<void>;
+  /** The result artefact's id (deterministic per grant); the turn's `resultArtefactId` by default. */
+  artefactIdOf?(row: InboxRow): string;
   /** Errors that should not be retried (bad input): the row fails at once. */
   isPermanent?(error: unknown): boolean;
   events?: AgentEvents;
@@ -93,7 +95,29 @@ export class InboxWorker<R> {
       setInterval(() => void this.renew(), this.o.renewEveryMs ?? Math.max(50, this.leaseMs / 3)),
     );
     // Work may be waiting from before we started; after that, doorbells (and the watchdog) wake us.
-    void this.fill();
+    await this.fill();
+  }
+
+  /**
+   * Runs the one row of a grant (`--execute-claim`): no doorbells, just this claim under its lease.
+   * Resolves with the outcome, or `no_row` when nothing is due for it (done, or held elsewhere).
+   */
+  async runGrant(claimId: string, role: string): Promise<Outcome | 'no_row'> {
+    const row = await this.o.store.claimGrant(this.o.instance, claimId, role, this.owner, this.leaseMs);
+    if (!row) return 'no_row';
+    this.stopping = true; // one claim only: nothing is claimed after it
+    const renew = setInterval(() => void this.renew(), this.o.renewEveryMs ?? Math.max(50, this.leaseMs / 3));
+    try {
+      let outcome: Outcome = 'stale';
+      this.run(row, (o) => {
+        outcome = o;
+        this.o.onOutcome?.(row, o);
+      });
+      await this.running.get(row.id)?.done;
+      return outcome;
+    } finally {
+      clearInterval(renew);
+    }
   }
 
   private listen(target: string): void {
@@ -158,7 +182,7 @@ export class InboxWorker<R> {
     }
   }
 
-  private run(row: InboxRow): void {
+  private run(row: InboxRow, report: (o: Outcome) => void = (o) => this.o.onOutcome?.(row, o)): void {
     const fence = fenceOf(row);
     const r: Running = {
       fence,
@@ -170,7 +194,7 @@ export class InboxWorker<R> {
     this.running.set(row.id, r);
     r.done = this.execute(row, r)
       .then(
-        (outcome) => this.o.onOutcome?.(row, outcome),
+        (outcome) => report(outcome),
         (e: unknown) =>
           this.o.log?.error(
             { event_type: 'worker_error', inbox_id: row.id, error: String(e) },
@@ -194,7 +218,7 @@ export class InboxWorker<R> {
       role: row.role,
     };
     ev.step({ ...base, phase: 'started', at_ms: Date.now() });
-    const artefactId = resultArtefactId(row.claim_id, row.role, row.turn_id);
+    const artefactId = this.o.artefactIdOf?.(row) ?? resultArtefactId(row.claim_id, row.role, row.turn_id);
     let result: R;
     try {
       result = await this.o.execute(row, fence, r.abort.signal);
@@ -267,17 +291,30 @@ export class InboxWorker<R> {
     this.subs.clear();
     const drained = Promise.allSettled([...this.running.values()].map((r) => r.done));
     const grace = this.o.graceMs ?? 30_000;
-    const timedOut = await Promise.race([drained.then(() => false), sleep(grace).then(() => true)]);
+    const timedOut = !(await within(drained, grace));
     if (timedOut) {
       const left = [...this.running.values()];
       // Release first (the fence dies), then abort: a run that ignores the signal can commit nothing.
       for (const r of left) r.released = true;
       await Promise.allSettled(left.map((r) => this.o.store.release(r.fence)));
       for (const r of left) r.abort.abort(new Error('worker stopping'));
-      await Promise.race([Promise.allSettled(left.map((r) => r.done)), sleep(1000)]);
+      await within(Promise.allSettled(left.map((r) => r.done)), 1000);
     }
     for (const t of this.timers) clearInterval(t);
     for (const t of held)
       await releaseTargetLease(this.o.store.pool, this.o.instance, t, this.owner).catch(() => undefined);
+  }
+}
+
+/** Whether `p` settled within `ms` (the timer is cancelled either way: it must not hold the process). */
+async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  const ac = new AbortController();
+  try {
+    return await Promise.race([
+      p.then(() => true),
+      sleep(ms, false, { signal: ac.signal }).catch(() => false),
+    ]);
+  } finally {
+    ac.abort();
   }
 }

@@ -2,17 +2,19 @@ import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isScalable } from '../api/agent.ts';
+import { isScalable, workerTargetOf } from '../api/agent.ts';
 import { type HoltFile, type HoltFileAgent, loadHoltFile } from '../api/holtfile.ts';
 import { pupEnvironment } from '../api/pupenv.ts';
 import { registrationOf } from '../api/registry.ts';
 import { Blackboard } from '../blackboard/client.ts';
-import { createLogger } from '../common/logger.ts';
+import { createLogger, type Logger } from '../common/logger.ts';
+import { migrate } from '../inbox/migrate.ts';
 import { type InstanceState, instanceDir, writeState } from './instance.ts';
 import { startNats } from './nats.ts';
 import { freePort } from './ports.ts';
 import { startPostgres } from './postgres.ts';
 import { startRedis } from './redis.ts';
+import { readScale, workerCount, workerName } from './scale.ts';
 import { type ComponentSpec, Supervisor } from './supervisor.ts';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'cli', 'main.ts');
@@ -45,16 +47,18 @@ export function postgresDir(name: string): string {
   return join('/var/lib/holt', `${name}-${createHash('sha256').update(own).digest('hex').slice(0, 12)}`);
 }
 
-async function agentComponents(
+type Make = (
+  name: string,
+  kind: ComponentSpec['kind'],
+  mode: 'standard' | 'controller' | 'worker',
+) => Promise<ComponentSpec>;
+
+function componentMaker(
   file: HoltFile,
   agent: HoltFileAgent,
   base: { instance: string; workspace: string; conn: Record<string, string> },
-): Promise<ComponentSpec[]> {
-  const make = async (
-    name: string,
-    kind: ComponentSpec['kind'],
-    mode: 'standard' | 'controller' | 'worker',
-  ) => {
+): Make {
+  return async (name: string, kind: ComponentSpec['kind'], mode: 'standard' | 'controller' | 'worker') => {
     const healthPort = await freePort();
     const env = pupEnvironment(
       { ...agent, env: agent.env.map((e) => ({ ...e, value: e.value && expandEnv(e.value, process.env) })) },
@@ -77,10 +81,48 @@ async function agentComponents(
       healthPort,
     };
   };
-  void file;
+}
+
+async function agentComponents(
+  file: HoltFile,
+  agent: HoltFileAgent,
+  base: { instance: string; workspace: string; conn: Record<string, string>; scaled?: number },
+): Promise<ComponentSpec[]> {
+  const make = componentMaker(file, agent, base);
   if (!isScalable(agent)) return [await make(agent.role, 'agent', 'standard')];
-  // Until inbox workers exist, a scalable role runs as a controller that bids plus a standard pup.
-  return [await make(`${agent.role}`, 'agent', 'standard')];
+  // Scalable: one controller bids; workers execute from the inbox (fresh_per_call too: no Jobs locally).
+  const workers = workerCount(agent, base.scaled);
+  const specs: ComponentSpec[] = [await make(agent.role, 'controller', 'controller')];
+  for (let i = 0; i < workers; i++) specs.push(await workerSpec(make, agent, i));
+  return specs;
+}
+
+async function workerSpec(make: Make, agent: HoltFileAgent, i: number): Promise<ComponentSpec> {
+  const c = await make(workerName(agent.role, i), 'worker', 'worker');
+  c.env = { ...c.env, HOLT_WORKER_TARGET: workerTargetOf(agent, agent.role), HOLT_WORKER_CONCURRENCY: '1' };
+  return c;
+}
+
+/** SIGHUP from `holt scale`: start or stop worker processes until each role has what scale.json says. */
+async function rescale(
+  sup: Supervisor,
+  file: HoltFile,
+  base: { instance: string; workspace: string; conn: Record<string, string> },
+  log: Logger,
+): Promise<void> {
+  const wanted = readScale(base.instance);
+  for (const agent of file.agents) {
+    if (!isScalable(agent)) continue;
+    const n = workerCount(agent, wanted[agent.role]);
+    const have = sup.names().filter((x) => x.startsWith(`${agent.role}-worker-`));
+    for (let i = 0; i < n; i++) {
+      if (have.includes(workerName(agent.role, i))) continue;
+      sup.add(await workerSpec(componentMaker(file, agent, base), agent, i));
+    }
+    for (const name of have)
+      if (Number(name.slice(`${agent.role}-worker-`.length)) >= n) await sup.remove(name);
+    log.info({ event_type: 'scaled', role: agent.role, workers: n }, `${agent.role}: ${n} worker(s)`);
+  }
 }
 
 /** The local instance supervisor: stores, registry, orchestrator and pups; runs until SIGTERM. */
@@ -139,6 +181,8 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     await bb.setAgents(file.agents.map(registrationOf));
     await bb.close();
 
+    // The inbox schema before any process that uses it (the orchestrator and workers also tolerate a race).
+    await migrate(state.postgresUrl, log);
     const conn = { REDIS_URL: state.redisUrl, NATS_URL: state.natsUrl, DATABASE_URL: state.postgresUrl };
     sup = new Supervisor(join(dir, 'logs'), log, save);
     const orchPort = await freePort();
@@ -157,13 +201,20 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
       cwd: opts.workspace,
       healthPort: orchPort,
     });
+    const base = { instance: opts.name, workspace: opts.workspace, conn };
+    const scaled = readScale(opts.name);
     for (const agent of file.agents)
-      for (const c of await agentComponents(file, agent, {
-        instance: opts.name,
-        workspace: opts.workspace,
-        conn,
-      }))
-        sup.add(c);
+      for (const c of await agentComponents(file, agent, { ...base, scaled: scaled[agent.role] })) sup.add(c);
+    const s = sup;
+    let scaling = Promise.resolve();
+    process.on('SIGHUP', () => {
+      // One rescale at a time: a second `holt scale` waits for the first.
+      scaling = scaling
+        .then(() => rescale(s, file, base, log))
+        .then(save, (e: unknown) =>
+          log.error({ event_type: 'scale_failed', error: String(e) }, 'scale failed'),
+        );
+    });
 
     const pending = await sup.waitHealthy(opts.readyTimeoutMs ?? 30_000);
     if (pending.length)

@@ -158,6 +158,26 @@ export class Supervisor {
     }
   }
 
+  names(): string[] {
+    return [...this.running.keys()];
+  }
+
+  /** Stops one component for good (scale-in): SIGTERM, so a worker drains; SIGKILL after the grace. */
+  async remove(name: string, graceMs = 30_000): Promise<void> {
+    const r = this.running.get(name);
+    if (!r) return;
+    this.running.delete(name);
+    const child = r.child;
+    r.child = undefined; // onExit then records a stop, not a crash to restart
+    child?.kill('SIGTERM');
+    const t = await Promise.race([
+      (r.exited ?? Promise.resolve()).then(() => 'done'),
+      sleep(graceMs).then(() => 'timeout'),
+    ]);
+    if (t === 'timeout') child?.kill('SIGKILL');
+    this.onChange();
+  }
+
   /** SIGTERM everything (in reverse start order, agents before the orchestrator), SIGKILL after the grace. */
   async stopAll(graceMs = 10_000): Promise<void> {
     this.stopping = true;

@@ -1,6 +1,10 @@
 import { fileURLToPath } from 'node:url';
+import { Blackboard } from '../blackboard/client.ts';
 import { ConfigError } from '../common/config.ts';
 import { startProbeServer } from '../common/http.ts';
+import { createLogger } from '../common/logger.ts';
+import { InboxMetrics } from '../inbox/metrics.ts';
+import { startOrchestratorInbox } from '../inbox/orchestrator.ts';
 import { loadConfig } from './config.ts';
 import { Orchestrator } from './orchestrator.ts';
 
@@ -21,7 +25,30 @@ export async function main(_argv: string[], env: NodeJS.ProcessEnv): Promise<num
     }
     throw e;
   }
-  const orch = new Orchestrator({ config });
+  // Scalable roles: grants become inbox rows + doorbells; the watchdog sweeps while we lead.
+  let orch: Orchestrator | undefined;
+  let depth: InboxMetrics | undefined;
+  const inboxBb = Blackboard.connect(config.redisUrl, config.instance);
+  let inbox: Awaited<ReturnType<typeof startOrchestratorInbox>>;
+  try {
+    inbox = await startOrchestratorInbox({
+      instance: config.instance,
+      env,
+      bb: inboxBb,
+      isLeader: () => orch?.isLeader() ?? false,
+      onDepth: (d) => depth?.observe(d),
+      log: createLogger('orchestrator', { instance: config.instance }),
+    });
+  } catch (e) {
+    await inboxBb.close();
+    if (e instanceof ConfigError) {
+      process.stderr.write(`${PROGRAM}: ${e.message}\n`);
+      return 1;
+    }
+    throw e;
+  }
+  orch = new Orchestrator({ config, scalableDispatcher: inbox?.dispatcher });
+  depth = inbox ? new InboxMetrics(orch.metrics.registry) : undefined;
   const probes = await startProbeServer({
     port: config.healthPort,
     registry: orch.metrics.registry,
@@ -45,6 +72,8 @@ export async function main(_argv: string[], env: NodeJS.ProcessEnv): Promise<num
   });
   orch.log.info({ event_type: 'shutdown', signal }, 'shutdown');
   await orch.stop();
+  await inbox?.close();
+  await inboxBb.close();
   await probes.close();
   return 0;
 }

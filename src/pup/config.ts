@@ -79,7 +79,7 @@ export type PupConfig = PupSettings & { mode: PupMode; executeClaim?: string; ll
 
 /**
  * Seed 000 §4: an explicit `--execute-claim` wins (worker), then the controller setting, else standard.
- * HOLT_MODE=worker without a claim is refused: the inbox-driven worker loop does not exist yet.
+ * HOLT_MODE=worker without a claim runs the inbox-driven worker loop.
  */
 export function detectMode(
   executeClaim: string | undefined,
@@ -87,7 +87,7 @@ export function detectMode(
 ): PupMode | { error: string } {
   if (executeClaim !== undefined) return 'worker';
   if (modeSetting === 'controller') return 'controller';
-  if (modeSetting === 'worker') return { error: 'HOLT_MODE: worker mode needs --execute-claim <claim_id>' };
+  if (modeSetting === 'worker') return 'worker'; // inbox-driven (src/pup/inbox-worker.ts)
   return 'standard';
 }
 

@@ -42,7 +42,6 @@ describe('configuration', () => {
     [{ REDIS_URL: 'localhost:6379' }, /^REDIS_URL: must be a redis/],
     [{ HOLT_TOOL_TIMEOUT_MS: 'soon' }, /^HOLT_TOOL_TIMEOUT_MS: /],
     [{ HOLT_HEALTH_CHECK_COMMAND: '{"a":1}' }, /^HOLT_HEALTH_CHECK_COMMAND: /],
-    [{ HOLT_MODE: 'worker' }, /^HOLT_MODE: worker mode needs --execute-claim/],
     [{ HOLT_MODE: 'boss' }, /^HOLT_MODE: must be standard, controller or worker/],
   ])('a bad value is one line naming the variable: %j', (over, msg) => {
     let err: unknown;
@@ -60,6 +59,8 @@ describe('configuration', () => {
     expect(detectMode('x', 'controller')).toBe('worker');
     expect(detectMode(undefined, 'controller')).toBe('controller');
     expect(detectMode(undefined, undefined)).toBe('standard');
+    // HOLT_MODE=worker alone: the inbox-driven worker (src/pup/inbox-worker.ts)
+    expect(detectMode(undefined, 'worker')).toBe('worker');
     const id = '0b7e8b5e-4f39-4a57-9b43-3a0e6f1d2c11';
     expect(loadConfig(['--execute-claim', id], pupEnv({ HOLT_BIDDING_STRATEGY: '' }))).toMatchObject({
       mode: 'worker',

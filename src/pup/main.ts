@@ -1,6 +1,7 @@
 import { ConfigError } from '../common/config.ts';
 import { createLogger } from '../common/logger.ts';
 import { loadConfig } from './config.ts';
+import { loadWorkerEnv } from './inbox-worker.ts';
 import { Pup } from './pup.ts';
 
 /**
@@ -28,6 +29,32 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
   try {
+    if (cfg.mode === 'worker' && !cfg.executeClaim) {
+      // Inbox-driven: claims from the worker target's inbox until SIGTERM, then drains.
+      try {
+        await pup.startInbox(loadWorkerEnv(env));
+      } catch (e) {
+        const msg = e instanceof Error ? e.message : String(e);
+        if (e instanceof ConfigError) process.stderr.write(`holt pup: invalid configuration: ${msg}\n`);
+        else log.error({ event_type: 'startup_failed', error: msg });
+        await pup.stop(0);
+        return 1;
+      }
+      log.info({ event_type: 'signal_received', signal: await signal });
+      await pup.stop();
+      return 0;
+    }
+    if (cfg.mode === 'worker' && env.DATABASE_URL && env.NATS_URL) {
+      // --execute-claim of a scalable role: through the grant's inbox row (fenced, exactly one result).
+      const run = pup.runInboxClaim(loadWorkerEnv(env), cfg.executeClaim as string);
+      void signal.then(() => pup.stop());
+      const outcome = await run;
+      if (outcome !== 'no_row') {
+        log.info({ event_type: 'worker_finished', outcome, source: 'inbox' });
+        await pup.stop(0);
+        return outcome === 'done' || outcome === 'stale' ? 0 : 1;
+      }
+    }
     if (cfg.mode === 'worker') {
       const run = pup.runClaim(cfg.executeClaim as string);
       void signal.then(() => pup.stop());

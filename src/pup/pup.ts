@@ -10,6 +10,7 @@ import type { PupConfig } from './config.ts';
 import { currentGrant, type Grant, outputId } from './decide.ts';
 import { Executor, type Outcome } from './executor.ts';
 import { CustomHealthCheck } from './health.ts';
+import { startInboxWorker, type WorkerEnv } from './inbox-worker.ts';
 import { PupMetrics } from './metrics.ts';
 import { WorkSlot } from './slot.ts';
 import { ClaimWatcher, type GrantSource } from './watcher.ts';
@@ -27,6 +28,7 @@ export class Pup {
   readonly bb: Blackboard;
   private executor: Pick<Executor, 'execute'>;
   private llm: LlmRuntime | undefined;
+  private inbox: Awaited<ReturnType<typeof startInboxWorker>> | undefined;
   private readonly slot = new WorkSlot<Grant>();
   /** Output ids queued or running here, so a grant seen twice (event + re-scan) runs once. */
   private readonly inFlight = new Set<string>();
@@ -176,6 +178,50 @@ export class Pup {
     }
   }
 
+  /**
+   * Inbox worker mode (HOLT_MODE=worker without --execute-claim): probes, then claims from the inbox
+   * of the role's worker target until stopped. No bidding: the controller pup bids for the role.
+   */
+  async startInbox(env: WorkerEnv): Promise<void> {
+    await retry(() => this.ping(), { tries: this.cfg.redisRetries, baseMs: 200 });
+    await this.startLlm();
+    this.probe = await startProbeServer({
+      port: this.cfg.healthPort,
+      healthz: () => this.health(),
+      readyz: async () =>
+        this.started && !this.stopping ? this.health() : { ok: false, reason: 'not running' },
+      registry: this.metrics.registry,
+    });
+    this.inbox = await startInboxWorker({
+      cfg: this.cfg,
+      env,
+      bb: this.bb,
+      executor: this.executor,
+      log: this.log,
+    });
+    await this.inbox.worker.start();
+    this.started = true;
+    this.log.info({
+      event_type: 'pup_started',
+      mode: 'worker',
+      source: 'inbox',
+      health_port: this.probe.port,
+    });
+  }
+
+  /** `--execute-claim` through the grant's inbox row; `no_row` when the claim has none (not scalable). */
+  async runInboxClaim(env: WorkerEnv, claimId: string): Promise<string> {
+    await this.startLlm();
+    this.inbox = await startInboxWorker({
+      cfg: this.cfg,
+      env,
+      bb: this.bb,
+      executor: this.executor,
+      log: this.log,
+    });
+    return this.inbox.worker.runGrant(claimId, this.cfg.role);
+  }
+
   /** Worker mode: one claim, in the phase the claim is in; exit code semantics as Holt (tool failure is 0). */
   async runClaim(claimId: string): Promise<{ code: number; outcome: Outcome | 'no_claim' | 'not_granted' }> {
     await this.startLlm();
@@ -221,6 +267,7 @@ export class Pup {
       }
     }
     await this.loop;
+    await this.inbox?.close(); // drains: running claims finish within the grace period or are released
     await this.llm?.close();
     this.custom?.stop();
     await this.probe?.close();

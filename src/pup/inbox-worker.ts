@@ -1,0 +1,117 @@
+import { z } from 'zod';
+import type { Blackboard } from '../blackboard/client.ts';
+import { Artefact } from '../blackboard/types.ts';
+import { connectBus } from '../bus/connect.ts';
+import { natsAgentEvents } from '../bus/events.ts';
+import { ConfigError, envMs, formatIssues } from '../common/config.ts';
+import type { Logger } from '../common/logger.ts';
+import type { InboxRow } from '../inbox/schema.ts';
+import { InboxStore } from '../inbox/store.ts';
+import { InboxWorker, type Outcome as RowOutcome } from '../inbox/worker.ts';
+import type { PupConfig } from './config.ts';
+import { outputId } from './decide.ts';
+import type { ArtefactSink, ExecuteOptions, Executor, Outcome } from './executor.ts';
+
+const blank = (v: unknown) => (v === '' ? undefined : v);
+
+/** The worker's own settings (besides the pup's): where the inbox is, which target, how many at once. */
+export const WorkerEnv = z.object({
+  DATABASE_URL: z
+    .string({ error: 'is required for an inbox worker' })
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
+  NATS_URL: z
+    .string({ error: 'is required for an inbox worker' })
+    .regex(/^(nats|tls):\/\//, 'must be a nats:// URL'),
+  HOLT_WORKER_TARGET: z.preprocess(
+    blank,
+    z
+      .string()
+      .regex(/^[a-z0-9_-]+$/, 'must be one NATS subject token of [a-z0-9_-]')
+      .optional(),
+  ),
+  HOLT_WORKER_CONCURRENCY: z.preprocess(blank, z.coerce.number().int().min(1).max(256).default(1)),
+  HOLT_WORKER_LEASE_MS: envMs(30_000),
+});
+export type WorkerEnv = z.infer<typeof WorkerEnv>;
+
+export function loadWorkerEnv(env: NodeJS.ProcessEnv): WorkerEnv {
+  const r = WorkerEnv.safeParse(env);
+  if (!r.success) throw new ConfigError(formatIssues(r.error));
+  return r.data;
+}
+
+/** What a claim run produced: the outcome, and the artefact writes held back for the fenced commit. */
+interface RunResult {
+  outcome: Outcome;
+  writes: { artefact: Artefact; onCreated: (a: Artefact) => Promise<void> }[];
+}
+
+class RetryableOutcome extends Error {}
+
+/**
+ * The pup's inbox-driven worker mode: the generic worker loop (src/inbox/worker.ts) with the pup's
+ * executor as the claim run. The executor's artefact goes through a sink that holds it, so the
+ * blackboard write happens inside the fence (a stale worker writes nothing), under the grant's output id.
+ */
+export async function startInboxWorker(o: {
+  cfg: PupConfig;
+  env: WorkerEnv;
+  bb: Blackboard;
+  executor: Pick<Executor, 'execute'>;
+  log: Logger;
+  concurrency?: number;
+}): Promise<{ worker: InboxWorker<RunResult>; close(): Promise<void> }> {
+  const { cfg, env, bb, log } = o;
+  const store = InboxStore.connect(env.DATABASE_URL, { max: env.HOLT_WORKER_CONCURRENCY + 3 });
+  const nc = await connectBus(env.NATS_URL, `worker-${cfg.instance}-${cfg.role}`);
+  const target = env.HOLT_WORKER_TARGET ?? cfg.role.toLowerCase().replace(/[^a-z0-9_-]/g, '-');
+  const worker = new InboxWorker<RunResult>({
+    store,
+    nc,
+    instance: cfg.instance,
+    targets: [target],
+    concurrency: o.concurrency ?? env.HOLT_WORKER_CONCURRENCY,
+    leaseMs: env.HOLT_WORKER_LEASE_MS,
+    graceMs: cfg.shutdownGraceMs,
+    log,
+    events: natsAgentEvents(nc),
+    execute: async (row: InboxRow, _fence, signal) => {
+      const writes: RunResult['writes'] = [];
+      // Validated now, written later: a bad artefact is the executor's Failure, not a failed commit.
+      const sink: ArtefactSink = async (a, onCreated) => {
+        writes.push({
+          artefact: Artefact.parse({ ...a, created_at_ms: a.created_at_ms || Date.now() }),
+          onCreated,
+        });
+      };
+      const opts: ExecuteOptions = { sink, fenced: true };
+      const outcome = await o.executor.execute(
+        { claimId: row.claim_id, claimType: row.claim_type },
+        signal,
+        opts,
+      );
+      // error: Redis trouble and the like; waiting: an LLM turn parked on a Question. Both come back later.
+      if (outcome === 'error' || outcome === 'waiting' || outcome === 'leased_elsewhere')
+        throw new RetryableOutcome(`claim run ended with ${outcome}`);
+      if (outcome === 'aborted') throw new Error('aborted');
+      return { outcome, writes };
+    },
+    publish: async (_row, result) => {
+      for (const w of result.writes) {
+        const { created, artefact } = await bb.createArtefact(w.artefact);
+        if (created) await w.onCreated(artefact);
+      }
+    },
+    artefactIdOf: (row) => outputId(cfg.instance, row.claim_id, row.role, row.claim_type),
+    onOutcome: (row, outcome: RowOutcome) =>
+      log.info({ event_type: 'inbox_claim_finished', claim_id: row.claim_id, inbox_id: row.id, outcome }),
+  });
+  return {
+    worker,
+    async close() {
+      await worker.stop();
+      await nc.drain().catch(() => undefined);
+      await store.close();
+    },
+  };
+}
