@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { waitFor } from '../orchestrator/testkit.ts';
 import { Blackboard } from './client.ts';
-import { BlackboardDataError } from './codec.ts';
+import { artefactToHash, BlackboardDataError } from './codec.ts';
 import { subscribe } from './subscriber.ts';
 import { Artefact, type Claim } from './types.ts';
 
@@ -164,7 +165,7 @@ describe('blackboard: Holt byte compatibility', () => {
     const cid = randomUUID();
     await bb.setBid(cid, 'coder', 'exclusive');
     await bb.publishGrant('coder', cid, 'exclusive');
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor(() => msgs.length >= 2, 'both messages');
     expect(await bb.getBids(cid)).toEqual({ coder: 'exclusive' });
     expect(msgs.map(([c, m]) => [c, JSON.parse(m)])).toEqual([
       [
@@ -181,8 +182,8 @@ describe('blackboard: Holt byte compatibility', () => {
     expect(await bb.acquireLock('b', 200)).toBe(false);
     expect(await bb.acquireLock('a', 200)).toBe(true);
     expect(await bb.redis.get('holt:test:lock')).toMatch(/^orchestrator:\d+$/);
-    await new Promise((r) => setTimeout(r, 300));
-    expect(await bb.acquireLock('b', 200)).toBe(true);
+    // b gets it once a's lease expires (a stopped renewing).
+    await waitFor(() => bb.acquireLock('b', 200), 'the lease to expire');
     await bb.releaseLock('a');
     expect(await bb.lockHolder()).toBe('b');
     await bb.releaseLock('b');
@@ -216,7 +217,8 @@ describe('blackboard: Holt byte compatibility', () => {
     await bb.redis.publish('holt:test:artefact_events', '{"id":"x"}');
     const a = goal();
     await bb.createArtefact(a);
-    await new Promise((r) => setTimeout(r, 100));
+    // Delivered in publish order: once the good one is in, both bad ones were handled before it.
+    await waitFor(() => good.length >= 1, 'the valid message');
     expect(bad).toEqual(['not json', '{"id":"x"}']);
     expect(good).toEqual([a]);
     await s.close();
@@ -249,6 +251,67 @@ describe('blackboard: orchestrator support', () => {
     expect(after.claim.dormant_reason).toBe('no_bids_in_any_phase');
     expect(await bb.claimRevs([c.id, randomUUID()])).toEqual([after.rev, null]);
     expect(await bb.claimIdsForArtefacts([c.artefact_id, randomUUID()])).toEqual([c.id, null]);
+  });
+
+  it('dormant claims leave the active set for the dormant set; final claims leave both', async () => {
+    const c = newClaim(goal().id);
+    await bb.createClaim(c);
+    expect(await bb.activeClaimIds()).toContain(c.id);
+    const r1 = (await bb.updateClaim({ ...c, dormant_reason: 'no_bids_in_any_phase' }, 1)) as number;
+    expect(await bb.activeClaimIds()).not.toContain(c.id);
+    expect(await bb.dormantClaimIds()).toContain(c.id);
+    const r2 = (await bb.updateClaim({ ...c }, r1)) as number; // not dormant any more: active again
+    expect(await bb.activeClaimIds()).toContain(c.id);
+    expect(await bb.dormantClaimIds()).not.toContain(c.id);
+    await bb.updateClaim({ ...c, dormant_reason: 'x' }, r2);
+    await bb.updateClaim({ ...c, dormant_reason: 'x', status: 'terminated' }, r2 + 1);
+    expect(await bb.activeClaimIds()).not.toContain(c.id);
+    expect(await bb.dormantClaimIds()).not.toContain(c.id);
+    // Created dormant (a copy, say): straight into the dormant set.
+    const d = { ...newClaim(goal().id), dormant_reason: 'no_bids_in_any_phase' };
+    await bb.createClaim(d);
+    expect(await bb.dormantClaimIds()).toContain(d.id);
+    expect(await bb.activeClaimIds()).not.toContain(d.id);
+    // Claims made dormant before the set existed are moved by the orchestrator's recovery.
+    const legacy = newClaim(goal().id);
+    await bb.createClaim(legacy);
+    await bb.moveToDormant([legacy.id]);
+    expect(await bb.dormantClaimIds()).toContain(legacy.id);
+    expect(await bb.activeClaimIds()).not.toContain(legacy.id);
+  });
+
+  it('indexes artefacts written without the index (Holt tools) with one SCAN', async () => {
+    const other = Blackboard.connect(redis.url, 'scan');
+    try {
+      const ours = { ...goal(), created_at_ms: 10 };
+      await other.createArtefact(ours);
+      await other.redis.zadd(other.k.artefactIndex, 'XX', 11, ours.id); // an existing score is kept
+      const foreign = Array.from({ length: 30 }, (_, i) => ({ ...goal(), created_at_ms: 100 + i }));
+      const child = { ...goal(), source_artefacts: [ours.id], created_at_ms: 200 };
+      for (const a of [...foreign, child]) await other.redis.hset(other.k.artefact(a.id), artefactToHash(a));
+      const bad = randomUUID();
+      await other.redis.hset(other.k.artefact(bad), { id: bad, version: 'x' });
+      await other.redis.set(other.k.claimByArtefact(ours.id), 'not-a-hash'); // other key shapes are ignored
+      const { indexed, malformed } = await other.indexMissingArtefacts(7); // a small COUNT: many SCAN calls
+      expect(indexed.map((a) => a.id).sort()).toEqual([...foreign, child].map((a) => a.id).sort());
+      expect(malformed).toEqual([bad]);
+      expect(await other.artefactIdsSince(0)).toEqual([
+        { id: ours.id, ms: 11 },
+        ...[...foreign, child].map((a) => ({ id: a.id, ms: a.created_at_ms })),
+      ]);
+      expect(await other.childrenOf(ours.id)).toEqual([child.id]);
+      expect((await other.indexMissingArtefacts()).indexed).toEqual([]);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('a failed command in a pipelined read is thrown, not read as missing', async () => {
+    const id = randomUUID();
+    await bb.redis.set(bb.k.claim(id), 'not a hash');
+    await expect(bb.getClaims([id])).rejects.toThrow(/WRONGTYPE/);
+    await expect(bb.claimRevs([id])).rejects.toThrow(/WRONGTYPE/);
+    await bb.redis.del(bb.k.claim(id));
   });
 
   it('lists and trims Holt grant queues', async () => {

@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { type ChainableCommander, Redis, type RedisOptions } from 'ioredis';
 import { artefactToHash, claimToHash, claimToJson, hashToArtefact, hashToClaim } from './codec.ts';
 import { type Keys, keys } from './keys.ts';
 import { contextLevelScript, releaseLeaseScript } from './pup-scripts.ts';
@@ -83,29 +83,26 @@ export class Blackboard {
 
   /** One pipelined round trip; null for a missing id. */
   async getArtefacts(ids: string[]): Promise<(Artefact | null)[]> {
-    if (!ids.length) return [];
-    const p = this.redis.pipeline();
-    for (const id of ids) p.hgetall(this.k.artefact(id));
-    const res = (await p.exec()) ?? [];
-    return ids.map((id, i) => {
-      const [err, h] = res[i] ?? [null, {}];
-      if (err) throw err;
-      const hash = h as Record<string, string>;
-      return Object.keys(hash).length ? hashToArtefact(id, hash) : null;
-    });
+    return this.pipelined(
+      ids,
+      (p, id) => p.hgetall(this.k.artefact(id)),
+      (v, id) => {
+        const hash = (v ?? {}) as Record<string, string>;
+        return Object.keys(hash).length ? hashToArtefact(id, hash) : null;
+      },
+    );
   }
 
   /** Latest version id of each thread (one pipelined round trip). */
   async latestInThreads(logicalIds: string[]): Promise<Map<string, { id: string; version: number }>> {
     const out = new Map<string, { id: string; version: number }>();
-    if (!logicalIds.length) return out;
-    const p = this.redis.pipeline();
-    for (const l of logicalIds) p.zrevrange(this.k.thread(l), 0, 0, 'WITHSCORES');
-    const res = (await p.exec()) ?? [];
+    const res = await this.pipelined(
+      logicalIds,
+      (p, l) => p.zrevrange(this.k.thread(l), 0, 0, 'WITHSCORES'),
+      (v) => (v ?? []) as string[],
+    );
     logicalIds.forEach((l, i) => {
-      const [err, v] = res[i] ?? [null, []];
-      if (err) throw err;
-      const [id, score] = v as string[];
+      const [id, score] = res[i] ?? [];
       if (id && score) out.set(l, { id, version: Number(score) });
     });
     return out;
@@ -138,7 +135,7 @@ export class Blackboard {
         this.k.claim(claim.id),
         this.k.claimByArtefact(claim.artefact_id),
         this.k.claimIndex,
-        this.k.activeClaims,
+        claim.dormant_reason ? this.k.dormantClaims : this.k.activeClaims,
         this.k.channels.claimEvents,
         this.k.channels.claimUpdates,
       ],
@@ -158,27 +155,25 @@ export class Blackboard {
   }
 
   async getClaims(ids: string[]): Promise<(VersionedClaim | null)[]> {
-    if (!ids.length) return [];
-    const p = this.redis.pipeline();
-    for (const id of ids) p.hgetall(this.k.claim(id));
-    const res = (await p.exec()) ?? [];
-    return ids.map((id, i) => {
-      const [err, h] = res[i] ?? [null, {}];
-      if (err) throw err;
-      const hash = h as Record<string, string>;
-      return Object.keys(hash).length ? { claim: hashToClaim(id, hash), rev: Number(hash.rev ?? 0) } : null;
-    });
+    return this.pipelined(
+      ids,
+      (p, id) => p.hgetall(this.k.claim(id)),
+      (v, id) => {
+        const hash = (v ?? {}) as Record<string, string>;
+        return Object.keys(hash).length ? { claim: hashToClaim(id, hash), rev: Number(hash.rev ?? 0) } : null;
+      },
+    );
   }
 
   /** Compare-and-set: writes `claim` only if it is still at `rev`. Returns the new rev, or null on conflict. */
   async updateClaim(claim: Claim, rev: number): Promise<number | null> {
     const res = (await updateClaimScript.run(
       this.redis,
-      [this.k.claim(claim.id), this.k.activeClaims, this.k.channels.claimUpdates],
+      [this.k.claim(claim.id), this.k.activeClaims, this.k.channels.claimUpdates, this.k.dormantClaims],
       [
         String(rev),
         claim.id,
-        FINAL.has(claim.status) ? '1' : '0',
+        FINAL.has(claim.status) ? '1' : claim.dormant_reason ? '2' : '0',
         JSON.stringify(claimToJson(claim)),
         ...flat(claimToHash(claim)),
       ],
@@ -186,8 +181,25 @@ export class Blackboard {
     return res < 0 ? null : res;
   }
 
+  /**
+   * Claims that may still need bids or execution: neither complete/terminated nor dormant. (Claims
+   * made dormant before the dormant set existed stay here until the orchestrator's recovery moves them.)
+   */
   async activeClaimIds(): Promise<string[]> {
     return this.redis.smembers(this.k.activeClaims);
+  }
+
+  /** Dormant claims: nothing is left to grant on them, and nothing to bid (Holt keeps them pending). */
+  async dormantClaimIds(): Promise<string[]> {
+    return this.redis.smembers(this.k.dormantClaims);
+  }
+
+  /** Moves claims already marked dormant out of the active set (a one-off for claims from before the dormant set). */
+  async moveToDormant(ids: string[]): Promise<void> {
+    if (!ids.length) return;
+    const p = this.redis.pipeline();
+    for (const id of ids) p.smove(this.k.activeClaims, this.k.dormantClaims, id);
+    for (const [err] of (await p.exec()) ?? []) if (err) throw err;
   }
 
   async listClaimIds(): Promise<string[]> {
@@ -230,28 +242,20 @@ export class Blackboard {
 
   /** For each claim, whether `role` has bid on it (one pipelined round trip). */
   async hasBids(claimIds: string[], role: string): Promise<boolean[]> {
-    if (!claimIds.length) return [];
-    const p = this.redis.pipeline();
-    for (const id of claimIds) p.hexists(this.k.bids(id), role);
-    const res = (await p.exec()) ?? [];
-    return claimIds.map((_, i) => {
-      const [err, v] = res[i] ?? [null, 0];
-      if (err) throw err;
-      return v === 1;
-    });
+    return this.pipelined(
+      claimIds,
+      (p, id) => p.hexists(this.k.bids(id), role),
+      (v) => v === 1,
+    );
   }
 
   /** Whether each artefact id exists (one pipelined round trip). */
   async artefactsExist(ids: string[]): Promise<boolean[]> {
-    if (!ids.length) return [];
-    const p = this.redis.pipeline();
-    for (const id of ids) p.exists(this.k.artefact(id));
-    const res = (await p.exec()) ?? [];
-    return ids.map((_, i) => {
-      const [err, v] = res[i] ?? [null, 0];
-      if (err) throw err;
-      return v === 1;
-    });
+    return this.pipelined(
+      ids,
+      (p, id) => p.exists(this.k.artefact(id)),
+      (v) => v === 1,
+    );
   }
 
   /**
@@ -317,6 +321,58 @@ export class Blackboard {
     for (const [err] of (await p.exec()) ?? []) if (err) throw err;
   }
 
+  /**
+   * Finds artefacts missing from the artefact index (written by Holt's own tools: a plain HSET and a
+   * PUBLISH, no index) with one SCAN over the artefact keys, and indexes them. For the orchestrator's
+   * recovery, and for a tool (the CLI) that lists through the index and may run without an orchestrator.
+   * Malformed hashes are reported, not thrown.
+   */
+  async indexMissingArtefacts(count = 1000): Promise<{ indexed: Artefact[]; malformed: string[] }> {
+    const prefix = this.k.artefact('');
+    const indexed: Artefact[] = [];
+    const malformed: string[] = [];
+    const done = new Set<string>(); // SCAN may return a key twice
+    let cursor = '0';
+    do {
+      const [next, found] = await this.redis.scan(
+        cursor,
+        'MATCH',
+        `${prefix}*`,
+        'COUNT',
+        count,
+        'TYPE',
+        'hash',
+      );
+      cursor = next;
+      const ids = found.map((key) => key.slice(prefix.length)).filter((id) => id && !done.has(id));
+      for (const id of ids) done.add(id);
+      const scores = await this.pipelined(
+        ids,
+        (p, id) => p.zscore(this.k.artefactIndex, id),
+        (v) => v,
+      );
+      const missing = ids.filter((_, i) => scores[i] === null || scores[i] === undefined);
+      const hashes = await this.pipelined(
+        missing,
+        (p, id) => p.hgetall(this.k.artefact(id)),
+        (v) => (v ?? {}) as Record<string, string>,
+      );
+      const batch: Artefact[] = [];
+      missing.forEach((id, i) => {
+        const h = hashes[i] ?? {};
+        if (!Object.keys(h).length) return; // deleted since the SCAN
+        try {
+          batch.push(hashToArtefact(id, h));
+        } catch {
+          malformed.push(id);
+        }
+      });
+      await this.indexArtefacts(batch);
+      indexed.push(...batch);
+    } while (cursor !== '0');
+    return { indexed, malformed };
+  }
+
   /** Artefact ids with their index score (created_at_ms) at or after `sinceMs`. */
   async artefactIdsSince(sinceMs: number): Promise<{ id: string; ms: number }[]> {
     const flatRes = await this.redis.zrangebyscore(this.k.artefactIndex, sinceMs, '+inf', 'WITHSCORES');
@@ -333,15 +389,11 @@ export class Blackboard {
 
   /** The compare-and-set revision of each claim (null when missing), one round trip. */
   async claimRevs(ids: string[]): Promise<(number | null)[]> {
-    if (!ids.length) return [];
-    const p = this.redis.pipeline();
-    for (const id of ids) p.hget(this.k.claim(id), 'rev');
-    const res = (await p.exec()) ?? [];
-    return ids.map((_, i) => {
-      const [err, v] = res[i] ?? [null, null];
-      if (err) throw err;
-      return v === null || v === undefined ? null : Number(v);
-    });
+    return this.pipelined(
+      ids,
+      (p, id) => p.hget(this.k.claim(id), 'rev'),
+      (v) => (v === null || v === undefined ? null : Number(v)),
+    );
   }
 
   /** Holt's paused grants (M3.5): role -> claim ids, oldest first. */
@@ -409,5 +461,25 @@ export class Blackboard {
     }
     agents.sort((a, b) => (a.role < b.role ? -1 : a.role > b.role ? 1 : 0));
     return { rev, agents, invalid };
+  }
+
+  /**
+   * One pipelined round trip over `items`: `add` queues one command per item, `decode` turns its reply
+   * (undefined if Redis sent none) into a value. The first command error is thrown.
+   */
+  private async pipelined<T>(
+    items: readonly string[],
+    add: (p: ChainableCommander, item: string) => void,
+    decode: (reply: unknown, item: string) => T,
+  ): Promise<T[]> {
+    if (!items.length) return [];
+    const p = this.redis.pipeline();
+    for (const item of items) add(p, item);
+    const res = (await p.exec()) ?? [];
+    return items.map((item, i) => {
+      const [err, v] = res[i] ?? [null, undefined];
+      if (err) throw err;
+      return decode(v, item);
+    });
   }
 }

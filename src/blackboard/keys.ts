@@ -20,8 +20,10 @@ export function keys(instance: string) {
     claimIndex: `${p}index:claims`,
     /** extension: SET of the ids of artefacts listing this one in source_artefacts (outputs of its claims). */
     children: (artefactId: string) => `${p}index:children:${artefactId}`,
-    /** extension: SET of claim ids not yet complete/terminated (the orchestrator's work list). */
+    /** extension: SET of claim ids not yet complete/terminated nor dormant (may still need bids or execution). */
     activeClaims: `${p}index:active_claims`,
+    /** extension: SET of dormant claim ids (nothing left to grant; kept out of the active set, found by recovery). */
+    dormantClaims: `${p}index:dormant_claims`,
     /** extension: HASH role -> AgentRegistration JSON (the runtime agent registry). */
     agents: `${p}agents`,
     /** extension: STRING, bumped whenever the registry changes. */

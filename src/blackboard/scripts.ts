@@ -19,7 +19,8 @@ return 1
 
 /**
  * Claim creation, idempotent per artefact unless ARGV[4] = '1' (a feedback claim overwrites the index).
- * KEYS = claim, claim_by_artefact, claim index, active set, claim_events channel, claim_updates channel.
+ * KEYS = claim, claim_by_artefact, claim index, active (or, for a dormant claim, dormant) set,
+ * claim_events channel, claim_updates channel.
  * ARGV = claim id, created ms, json, overwrite, then field/value pairs. Returns the id of the artefact's claim.
  */
 export const createClaimScript = new LuaScript(`
@@ -39,8 +40,9 @@ return ARGV[1]
 `);
 
 /**
- * Compare-and-set of a whole claim on its revision. KEYS = claim, active set, claim_updates channel.
- * ARGV = expected rev, claim id, final ('1' when complete/terminated), json, then field/value pairs.
+ * Compare-and-set of a whole claim on its revision. KEYS = claim, active set, claim_updates channel,
+ * dormant set. ARGV = expected rev, claim id, state ('1' complete/terminated: in neither set; '2'
+ * dormant: in the dormant set; '0': in the active set), json, then field/value pairs.
  * Returns the new rev, or -1 when the claim moved on (or vanished) since it was read.
  */
 export const updateClaimScript = new LuaScript(`
@@ -54,7 +56,16 @@ local next = tonumber(rev) + 1
 local fields = {'rev', tostring(next)}
 for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
-if ARGV[3] == '1' then redis.call('SREM', KEYS[2], ARGV[2]) else redis.call('SADD', KEYS[2], ARGV[2]) end
+if ARGV[3] == '1' then
+  redis.call('SREM', KEYS[2], ARGV[2])
+  redis.call('SREM', KEYS[4], ARGV[2])
+elseif ARGV[3] == '2' then
+  redis.call('SREM', KEYS[2], ARGV[2])
+  redis.call('SADD', KEYS[4], ARGV[2])
+else
+  redis.call('SADD', KEYS[2], ARGV[2])
+  redis.call('SREM', KEYS[4], ARGV[2])
+end
 redis.call('PUBLISH', KEYS[3], ARGV[4])
 return next
 `);

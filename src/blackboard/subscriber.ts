@@ -42,7 +42,12 @@ export async function subscribe<S extends z.ZodType>(
     }
     handler(parsed.data, channel);
   });
-  await sub.subscribe(...channels);
+  try {
+    await sub.subscribe(...channels);
+  } catch (e) {
+    sub.disconnect();
+    throw e;
+  }
   return {
     async close() {
       sub.disconnect();

@@ -21,6 +21,9 @@ describe('orchestrator configuration', () => {
       healthPort: 8080,
     });
     expect(c.reconcileIntervalMs).toBe(DEFAULTS.reconcileIntervalMs);
+    expect(c.redispatchAfterMs).toBe(30_000);
+    expect(loadConfig({ ...base, HOLT_REDISPATCH_AFTER_MS: '5000' }).redispatchAfterMs).toBe(5000);
+    expect(() => loadConfig({ ...base, HOLT_REDISPATCH_AFTER_MS: '0' })).toThrow(ConfigError);
     expect(
       loadConfig({
         ...base,

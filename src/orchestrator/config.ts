@@ -19,6 +19,11 @@ export interface OrchestratorConfig {
   standbyPollMs: number;
   /** How far back (by created_at_ms) the reconcile loop re-checks artefacts for missed events. */
   artefactLookbackMs: number;
+  /**
+   * A grant recorded this long ago whose agent has written nothing is announced again (the first
+   * announcement may have failed or been lost; dispatchers are idempotent).
+   */
+  redispatchAfterMs: number;
 }
 
 const ms = z.coerce.number().int().nonnegative();
@@ -36,6 +41,7 @@ const FileSchema = z
     lease_ttl_ms: positiveMs,
     standby_poll_ms: positiveMs,
     artefact_lookback_ms: ms,
+    redispatch_after_ms: positiveMs,
   })
   .partial()
   .strict();
@@ -51,6 +57,7 @@ const EnvSchema = z.object({
   HOLT_LEASE_TTL_MS: positiveMs.optional(),
   HOLT_STANDBY_POLL_MS: positiveMs.optional(),
   HOLT_ARTEFACT_LOOKBACK_MS: ms.optional(),
+  HOLT_REDISPATCH_AFTER_MS: positiveMs.optional(),
   HOLT_ORCHESTRATOR_CONFIG: z.string().min(1).optional(),
 });
 
@@ -63,6 +70,7 @@ export const DEFAULTS = {
   leaseTtlMs: 10_000,
   standbyPollMs: 1_000,
   artefactLookbackMs: 60_000,
+  redispatchAfterMs: 30_000,
 } as const;
 
 function readFile(path: string): z.infer<typeof FileSchema> {
@@ -110,6 +118,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): OrchestratorConfig {
     leaseTtlMs: e.HOLT_LEASE_TTL_MS ?? f.lease_ttl_ms ?? DEFAULTS.leaseTtlMs,
     standbyPollMs: e.HOLT_STANDBY_POLL_MS ?? f.standby_poll_ms ?? DEFAULTS.standbyPollMs,
     artefactLookbackMs: e.HOLT_ARTEFACT_LOOKBACK_MS ?? f.artefact_lookback_ms ?? DEFAULTS.artefactLookbackMs,
+    redispatchAfterMs: e.HOLT_REDISPATCH_AFTER_MS ?? f.redispatch_after_ms ?? DEFAULTS.redispatchAfterMs,
   };
   if (cfg.leaseTtlMs < 3 * 50) throw new ConfigError('lease TTL: must be at least 150 ms');
   return cfg;

@@ -167,4 +167,61 @@ describe('decide (pure)', () => {
       [],
     );
   });
+
+  it("a granted agent's Question is not its output: the claim stays granted in every phase", () => {
+    const target = art();
+    const question = (role: string) =>
+      art({
+        structural_type: 'Question',
+        type: 'Question',
+        payload: 'which db?',
+        produced_by_role: role,
+        source_artefacts: [target.id],
+      });
+    const phased = (current: 'review' | 'exclusive', role: string): Claim => ({
+      id: randomUUID(),
+      artefact_id: target.id,
+      status: current === 'review' ? 'pending_review' : 'pending_exclusive',
+      granted_review_agents: current === 'review' ? [role] : [],
+      granted_parallel_agents: [],
+      granted_exclusive_agent: current === 'exclusive' ? role : '',
+      phase_state: {
+        current,
+        granted_agents: [role],
+        received: {},
+        all_bids: { [role]: current },
+        start_time_ms: 1,
+      },
+    });
+    const snap = (claim: Claim, outputs: Artefact[]): Snapshot => ({
+      claim,
+      target,
+      bids: {},
+      outputs,
+      registered: new Set(['Writer', 'R', 'Coder']),
+      firstSeenMs: 0,
+      now: 10,
+      policy: { bidTimeoutMs: 1000, maxReviewIterations: 3 },
+    });
+    // Exclusive: a Question does not complete the claim; the real output does.
+    const ex = phased('exclusive', 'Coder');
+    expect(decide(snap(ex, [question('Coder')]))).toEqual({ kind: 'idle', why: 'awaiting_outputs' });
+    const code = art({ produced_by_role: 'Coder', source_artefacts: [target.id], created_at_ms: 2 });
+    const done = decide(snap(ex, [question('Coder'), code]));
+    expect(done.kind === 'write' && done.claim.status).toBe('complete');
+    expect(done.kind === 'write' && done.claim.phase_state?.received).toEqual({ Coder: code.id });
+    // Review: a reviewer's Question is not a rejection (nor an approval).
+    const rv = phased('review', 'R');
+    expect(decide(snap(rv, [question('R')]))).toEqual({ kind: 'idle', why: 'awaiting_outputs' });
+    // Feedback claim: the producer's Question is not its rework.
+    const fb: Claim = {
+      ...phased('exclusive', 'Writer'),
+      status: 'pending_assignment',
+      phase_state: undefined,
+    };
+    expect(decide(snap(fb, [question('Writer')]))).toEqual({ kind: 'idle', why: 'awaiting_rework' });
+    // The agent holds the grant and waits for the Answer: it is not re-announced.
+    expect(pendingGrants(ex, [question('Coder')])).toEqual([]);
+    expect(pendingGrants(fb, [question('Writer')])).toEqual([]);
+  });
 });

@@ -205,10 +205,11 @@ function phaseProgress(s: Snapshot): Decision {
   const granted = new Set(ps.granted_agents);
   const received = { ...ps.received };
   const byId = new Map(s.outputs.map((a) => [a.id, a]));
-  // The first output of each granted role counts (stable across restarts: outputs are ordered).
+  // The first output of each granted role counts (stable across restarts: outputs are ordered). A
+  // Question is not an output: its agent asked it mid-turn and still holds the grant until answered.
   for (const a of s.outputs) {
     const role = a.produced_by_role;
-    if (!granted.has(role) || hasOwn(received, role)) continue;
+    if (a.structural_type === 'Question' || !granted.has(role) || hasOwn(received, role)) continue;
     received[role] = a.id;
     d.logs.push({
       event_type: 'phase_artefact_received',
@@ -407,10 +408,18 @@ function feedback(s: Snapshot, c: Claim, rejecting: string[], d: Draft): Decisio
 
 // ---- feedback claims and Holt's grant queue ----
 
-/** The producer's output for a feedback claim: its rework (the rejecting reviews do not count). */
+/**
+ * The producer's output for a feedback claim: its rework (the rejecting reviews do not count, nor
+ * does a Question it asked while working: the claim stays granted until it resumes and delivers).
+ */
 export function feedbackOutput(c: Claim, outputs: Artefact[]): Artefact | undefined {
+  return fromGrantee(c, outputs).find((a) => a.structural_type !== 'Question');
+}
+
+/** Anything the feedback claim's producer wrote on the target since the grant (a Question included). */
+function fromGrantee(c: Claim, outputs: Artefact[]): Artefact[] {
   const context = new Set(c.additional_context_ids ?? []);
-  return outputs.find((a) => a.produced_by_role === c.granted_exclusive_agent && !context.has(a.id));
+  return outputs.filter((a) => a.produced_by_role === c.granted_exclusive_agent && !context.has(a.id));
 }
 
 function feedbackProgress(s: Snapshot): Decision {
@@ -442,14 +451,18 @@ function resumeQueued(s: Snapshot): Decision {
 
 // ---- recovery ----
 
-/** Grants recorded on the claim whose agent has not produced output yet (re-announced after a restart). */
+/**
+ * Grants recorded on the claim whose agent has written nothing on the target yet (re-announced after a
+ * restart, or when an announcement may have been lost). An agent that asked a Question has the grant in
+ * hand and is waiting for the Answer, so it is not re-announced.
+ */
 export function pendingGrants(
   c: Claim,
   outputs: Artefact[],
 ): { role: string; claimType: ClaimType; phase: Phase }[] {
   if (c.status === 'complete' || c.status === 'terminated' || c.dormant_reason) return [];
   if (c.status === 'pending_assignment') {
-    return c.granted_exclusive_agent && !feedbackOutput(c, outputs)
+    return c.granted_exclusive_agent && !fromGrantee(c, outputs).length
       ? [{ role: c.granted_exclusive_agent, claimType: 'exclusive', phase: 'exclusive' }]
       : [];
   }

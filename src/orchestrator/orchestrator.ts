@@ -142,6 +142,7 @@ export class Orchestrator {
     this.term = term;
     try {
       await term.start();
+      if (this.term !== term) return; // the lease went while the term was starting
       for (const w of this.leaderWaiters.splice(0)) w();
     } catch (e) {
       if (this.term !== term) return;

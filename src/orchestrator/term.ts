@@ -42,10 +42,15 @@ export class Term {
   private sub: Subscription | null = null;
   private reconcileTimer: NodeJS.Timeout | null = null;
   private halted = false;
+  /** stop() has begun: nothing new is scheduled, the steps in flight finish. */
+  private closing = false;
   private registryRev = -1;
   /** Artefacts already handled, by created_at_ms, within the reconcile look-back. */
   private readonly seen = new Map<string, number>();
-  private maxSeenMs = 0;
+  /** The first reconcile of a term reads every artefact; later ones only the look-back. */
+  private caughtUp = false;
+  /** When each settled claim's grants are next checked for a re-announcement (ms). */
+  private readonly nextRedispatch = new Map<string, number>();
   private reconciling: Promise<void> | null = null;
 
   constructor(deps: TermDeps) {
@@ -84,7 +89,7 @@ export class Term {
     const { bb, config } = this.d;
     const k = bb.k.channels;
     // Subscribe before recovering, so nothing published during recovery is missed (Holt's order lost it).
-    this.sub = await subscribe(
+    const sub = await subscribe(
       config.redisUrl,
       [k.artefactEvents, k.workflowEvents, k.agentsChanged],
       z.unknown(),
@@ -95,6 +100,12 @@ export class Term {
           'invalid_message',
         ),
     );
+    this.sub = sub;
+    // halt() or stop() may have run while subscribing, when there was nothing yet for them to close.
+    if (this.halted || this.closing) {
+      await sub.close();
+      throw new NotLeaderError();
+    }
     await this.loadRegistry();
     await this.recover();
     await this.reconcile();
@@ -111,6 +122,7 @@ export class Term {
 
   /** Graceful end: stop scheduling and let the steps in flight finish. */
   async stop(): Promise<void> {
+    this.closing = true;
     if (this.reconcileTimer) clearTimeout(this.reconcileTimer);
     await this.sub?.close();
     await this.runner.stop(true);
@@ -158,7 +170,6 @@ export class Term {
   // ---- artefacts ----
 
   private async onArtefact(a: Artefact, live: boolean): Promise<void> {
-    this.markSeen(a.id, a.created_at_ms);
     const { bb, log } = this.d;
     if (live)
       log.info(
@@ -183,6 +194,8 @@ export class Term {
     // The artefact may be an output of the claims on its sources.
     const owners = await bb.claimIdsForArtefacts(a.source_artefacts);
     for (const id of owners) if (id) this.runner.kick(id);
+    // Only now: if anything above failed, the reconcile loop must still pick the artefact up.
+    this.markSeen(a.id, a.created_at_ms);
   }
 
   private async ensureClaim(a: Artefact, live: boolean): Promise<void> {
@@ -225,20 +238,33 @@ export class Term {
 
   private markSeen(id: string, ms: number): void {
     this.seen.set(id, ms);
-    if (ms > this.maxSeenMs) this.maxSeenMs = ms;
   }
 
   // ---- recovery and reconcile ----
 
-  /** Rebuilds from Redis: every active claim resumes, and grants still lacking output are re-announced. */
+  /**
+   * Rebuilds from Redis: artefacts written without our index (Holt's tools) are indexed (the first
+   * reconcile then claims them), every active claim resumes, grants still lacking output are
+   * re-announced, and dormant claims are reported.
+   */
   private async recover(): Promise<void> {
     const { bb, log } = this.d;
     const t0 = Date.now();
-    const ids = await bb.activeClaimIds();
+    const { indexed, malformed } = await bb.indexMissingArtefacts();
+    if (indexed.length || malformed.length)
+      log.info({ event_type: 'artefacts_indexed', indexed: indexed.length, malformed }, 'artefacts_indexed');
+    const active = await bb.activeClaimIds();
+    const ids = [...new Set([...active, ...(await bb.dormantClaimIds())])];
+    const wasActive = new Set(active);
     let recovered = 0;
     let renotified = 0;
     for (let i = 0; i < ids.length; i += BATCH) {
       const claims = await bb.getClaims(ids.slice(i, i + BATCH));
+      // Dormant claims from before the dormant set leave the active set (the pups re-read it often).
+      const legacyDormant = claims
+        .filter((vc) => vc?.claim.dormant_reason && wasActive.has(vc.claim.id))
+        .map((vc) => vc?.claim.id ?? '');
+      if (legacyDormant.length && this.alive()) await bb.moveToDormant(legacyDormant);
       for (const vc of claims) {
         if (!vc || !this.alive()) continue;
         const c = vc.claim;
@@ -255,6 +281,7 @@ export class Term {
           continue;
         }
         // Pups dedupe on (claim, role), so re-announcing a grant whose work is under way is harmless.
+        this.nextRedispatch.set(c.id, Date.now() + this.d.config.redispatchAfterMs);
         for (const g of pendingGrants(c, await this.stepper.outputs(c))) {
           await this.d.dispatcher.dispatch({ claim: c, ...g, reason: 'recovery' });
           renotified++;
@@ -292,7 +319,7 @@ export class Term {
   }
 
   private scheduleReconcile(): void {
-    if (this.halted) return;
+    if (this.halted || this.closing) return;
     this.reconcileTimer = setTimeout(() => {
       this.reconciling = this.reconcile()
         .catch((e: unknown) => this.failed(e, { during: 'reconcile' }))
@@ -305,14 +332,16 @@ export class Term {
 
   /**
    * Pub/sub is at-most-once: re-read recent artefacts and the active claims, so a lost message only
-   * delays work by one interval.
+   * delays work by one interval, and re-announce grants that have waited too long for any output.
    */
   async reconcile(): Promise<void> {
     const { bb, config } = this.d;
     await this.loadRegistry();
     const active = new Set(await bb.activeClaimIds());
 
-    const since = this.maxSeenMs ? this.maxSeenMs - config.artefactLookbackMs : 0;
+    // The look-back is on our own clock: a writer's created_at_ms (one stamped in the future, say)
+    // must not move the window. The first pass of a term reads everything (the catch-up after downtime).
+    const since = this.caughtUp ? Date.now() - config.artefactLookbackMs : 0;
     const fresh = (await bb.artefactIdsSince(since)).filter((x) => !this.seen.has(x.id));
     for (let i = 0; i < fresh.length && this.alive(); i += BATCH) {
       const artefacts = (await bb.getArtefacts(fresh.slice(i, i + BATCH).map((x) => x.id))).filter(
@@ -325,18 +354,60 @@ export class Term {
       for (const id of await bb.claimIdsForArtefacts(sources)) if (id && active.has(id)) this.runner.kick(id);
       for (const a of artefacts) this.markSeen(a.id, a.created_at_ms);
     }
+    if (!this.alive()) return;
+    this.caughtUp = true;
     for (const [id, ms] of this.seen) if (ms < since) this.seen.delete(id);
 
     // Claims that settled at a rev they still have need nothing; anything else gets a step.
     const candidates = [...active].filter((id) => !this.runner.busy(id));
     const settled = candidates.filter((id) => this.stepper.idleRev.has(id));
     const revs = await bb.claimRevs(settled);
-    const revOf = new Map(settled.map((id, i) => [id, revs[i] ?? null]));
+    const still = new Set(settled.filter((id, i) => (revs[i] ?? null) === this.stepper.idleRev.get(id)));
     for (const id of candidates) {
       if (!this.alive()) return;
-      if (revOf.has(id) && revOf.get(id) === this.stepper.idleRev.get(id)) continue;
-      this.runner.kick(id);
+      if (!still.has(id)) this.runner.kick(id);
     }
     for (const id of this.stepper.idleRev.keys()) if (!active.has(id)) this.stepper.idleRev.delete(id);
+    for (const id of this.nextRedispatch.keys()) if (!active.has(id)) this.nextRedispatch.delete(id);
+    await this.redispatch([...still]);
+  }
+
+  /**
+   * Re-announces the grants of settled claims recorded at least `redispatchAfterMs` ago whose agents
+   * have written nothing: the announcement after the CAS may have failed (the retry then finds nothing
+   * left to decide) or been lost. Dispatchers are idempotent (pups dedupe on claim and role). Each
+   * settled claim is read about once per interval, not on every reconcile.
+   */
+  private async redispatch(ids: string[]): Promise<void> {
+    const { bb, config, log } = this.d;
+    const after = config.redispatchAfterMs;
+    const now = Date.now();
+    const due = ids.filter((id) => (this.nextRedispatch.get(id) ?? 0) <= now);
+    for (let i = 0; i < due.length && this.alive(); i += BATCH) {
+      for (const vc of await bb.getClaims(due.slice(i, i + BATCH))) {
+        if (!vc) continue;
+        const c = vc.claim;
+        const grantedAt = c.phase_state?.start_time_ms ?? c.last_grant_time ?? c.created_at_ms ?? 0;
+        if (grantedAt + after > now) {
+          this.nextRedispatch.set(c.id, grantedAt + after);
+          continue;
+        }
+        this.nextRedispatch.set(c.id, now + after);
+        for (const g of pendingGrants(c, await this.stepper.outputs(c))) {
+          if (!this.alive()) throw new NotLeaderError();
+          await this.d.dispatcher.dispatch({ claim: c, ...g, reason: 'recovery' });
+          log.info(
+            {
+              event_type: 'grant_renotified',
+              claim_id: c.id,
+              agent_name: g.role,
+              claim_type: g.claimType,
+              waited_ms: now - grantedAt,
+            },
+            'grant_renotified',
+          );
+        }
+      }
+    }
   }
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { pino } from 'pino';
 import { z } from 'zod';
 import { Blackboard } from '../blackboard/client.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
@@ -12,7 +13,7 @@ import {
   GrantNotification,
   type StructuralType,
 } from '../blackboard/types.ts';
-import { silentLogger } from '../common/logger.ts';
+import { type Logger, silentLogger } from '../common/logger.ts';
 import { DEFAULTS, type OrchestratorConfig } from './config.ts';
 import { Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
 
@@ -187,6 +188,21 @@ export async function waitFor<T>(
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await sleep(20);
   }
+}
+
+export interface LogLine {
+  event_type?: string;
+  [key: string]: unknown;
+}
+
+/** A debug-level logger that keeps every line (to wait for what the orchestrator decided). */
+export function captureLogs(): { logger: Logger; lines: LogLine[] } {
+  const lines: LogLine[] = [];
+  const logger = pino(
+    { level: 'debug' },
+    { write: (line: string) => void lines.push(JSON.parse(line) as LogLine) },
+  );
+  return { logger, lines };
 }
 
 export function testConfig(
