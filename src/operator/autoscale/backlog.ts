@@ -1,0 +1,104 @@
+import pg from 'pg';
+import { z } from 'zod';
+
+/** Which queue: a Holt (its own Postgres) and one worker target in it. */
+export interface BacklogTarget {
+  namespace: string;
+  holt: string;
+  target: string;
+}
+
+export interface Backlog {
+  pending: number;
+  inFlight: number;
+  oldestPendingAgeMs: number;
+  /** Lease owners (worker pod names) holding a claim now: scale-in spares them. */
+  busyWorkers?: string[];
+}
+
+/** Reads a worker target's queue depth (the autoscaler's only metric). */
+export interface BacklogReader {
+  depth(t: BacklogTarget): Promise<Backlog>;
+  close?(): Promise<void>;
+}
+
+/** Pending claims of a target, oldest first (fresh_per_call agents get one Job each). */
+export interface ClaimSource {
+  pendingClaims(t: BacklogTarget, limit: number): Promise<string[]>;
+}
+
+/** Resolves a Holt's DATABASE_URL (from its `-app` Secret or the external one). */
+export type DatabaseUrlResolver = (t: { namespace: string; holt: string }) => Promise<string>;
+
+const DepthRow = z.object({
+  pending: z.coerce.number(),
+  in_flight: z.coerce.number(),
+  oldest_ms: z.coerce.number(),
+  busy: z.array(z.string()).nullable(),
+});
+
+// The inbox engineer's table (src/inbox): holt.agent_inbox, one row per grant; `claimed` rows carry
+// the worker's lease_owner. Ready rows only (available_at <= now) count as pending.
+const DEPTH = `
+SELECT count(*) FILTER (WHERE status = 'pending' AND available_at <= now()) AS pending,
+       count(*) FILTER (WHERE status = 'claimed') AS in_flight,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(available_at)
+         FILTER (WHERE status = 'pending' AND available_at <= now())) * 1000, 0) AS oldest_ms,
+       array_agg(DISTINCT lease_owner) FILTER (WHERE status = 'claimed' AND lease_owner IS NOT NULL) AS busy
+FROM holt.agent_inbox
+WHERE instance = $1 AND worker_target = $2 AND status IN ('pending', 'claimed')`;
+
+const PENDING = `
+SELECT DISTINCT ON (claim_id) claim_id FROM holt.agent_inbox
+WHERE instance = $1 AND worker_target = $2 AND status = 'pending' AND available_at <= now()
+ORDER BY claim_id, available_at LIMIT $3`;
+
+/** Backlog from each Holt's Postgres inbox, one small pool per Holt. */
+export class PostgresBacklogReader implements BacklogReader, ClaimSource {
+  readonly #resolve: DatabaseUrlResolver;
+  readonly #pools = new Map<string, { url: string; pool: pg.Pool }>();
+
+  constructor(resolve: DatabaseUrlResolver) {
+    this.#resolve = resolve;
+  }
+
+  async depth(t: BacklogTarget): Promise<Backlog> {
+    const pool = await this.#pool(t);
+    const r = await pool.query(DEPTH, [t.holt, t.target]);
+    const row = DepthRow.parse(r.rows[0]);
+    return {
+      pending: row.pending,
+      inFlight: row.in_flight,
+      oldestPendingAgeMs: Math.round(row.oldest_ms),
+      busyWorkers: row.busy ?? [],
+    };
+  }
+
+  async pendingClaims(t: BacklogTarget, limit: number): Promise<string[]> {
+    const pool = await this.#pool(t);
+    const r = await pool.query(PENDING, [t.holt, t.target, limit]);
+    return r.rows.map((x) => z.object({ claim_id: z.string() }).parse(x).claim_id);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#pools.values()].map((p) => p.pool.end()));
+    this.#pools.clear();
+  }
+
+  async #pool(t: BacklogTarget): Promise<pg.Pool> {
+    const key = `${t.namespace}/${t.holt}`;
+    const url = await this.#resolve(t);
+    const have = this.#pools.get(key);
+    if (have?.url === url) return have.pool;
+    if (have) await have.pool.end();
+    const pool = new pg.Pool({
+      connectionString: url,
+      max: 2,
+      connectionTimeoutMillis: 2_000,
+      idleTimeoutMillis: 30_000,
+    });
+    pool.on('error', () => undefined);
+    this.#pools.set(key, { url, pool });
+    return pool;
+  }
+}

@@ -1,0 +1,193 @@
+import { workerTargetOf } from '../../api/agent.ts';
+import { FIELD_MANAGER } from '../runtime/apply.ts';
+import { isConflict, isNotFound, type KubeObject } from '../runtime/kube.ts';
+import type { ReconcileResult } from '../runtime/queue.ts';
+import { type Condition, condition, setConditions, writeStatus } from '../runtime/status.ts';
+import {
+  type AgentResourceSpec,
+  agentDeployment,
+  agentPoolName,
+  agentWorkerPool,
+  shapeOf,
+} from '../specs/agent.ts';
+import { claimJob, claimJobName } from '../specs/claimjob.ts';
+import { type Owner, ownerOf } from '../specs/meta.ts';
+import { applyChildren, type ControllerContext, conditionTrue, jobState, workloadReady } from './context.ts';
+import { holtOf, parseAgent, parseHolt, splitKey } from './resources.ts';
+
+/** Held while the agent is in its Holt's registry in Redis (outside the cluster's objects). */
+export const REGISTRY_FINALIZER = 'holt.io/registry';
+export const AGENT_PRUNE_KINDS = ['Deployment', 'WorkerPool'] as const;
+
+/**
+ * Adds or removes our finalizer with a merge patch guarded by resourceVersion (a stale cache gets
+ * a 409 and a retry; an object already gone gets a 404 instead of being re-created by an apply).
+ */
+async function setFinalizer(ctx: ControllerContext, agent: KubeObject, present: boolean): Promise<void> {
+  const others = (agent.metadata.finalizers ?? []).filter((f) => f !== REGISTRY_FINALIZER);
+  await ctx.client
+    .mergePatch(
+      'Agent',
+      agent.metadata.namespace,
+      agent.metadata.name,
+      {
+        metadata: {
+          resourceVersion: agent.metadata.resourceVersion,
+          finalizers: present ? [...others, REGISTRY_FINALIZER] : others,
+        },
+      },
+      FIELD_MANAGER,
+    )
+    .catch((e: unknown) => {
+      if (!isNotFound(e)) throw e;
+    });
+}
+
+async function finalize(ctx: ControllerContext, agent: KubeObject, ns: string): Promise<ReconcileResult> {
+  if (!agent.metadata.finalizers?.includes(REGISTRY_FINALIZER)) return undefined;
+  const holtName = holtOf(agent);
+  const holt = holtName ? ctx.cache.get('Holt', ns, holtName) : undefined;
+  // With the Holt gone its Redis is gone too: nothing outside is left to clean up.
+  if (holt && !holt.metadata.deletionTimestamp && holtName) {
+    await ctx.registry.sync({ namespace: ns, name: holtName });
+  }
+  await setFinalizer(ctx, agent, false);
+  ctx.log.info(
+    { event_type: 'agent_unregistered', agent: `${ns}/${agent.metadata.name}` },
+    'agent removed from registry',
+  );
+  return undefined;
+}
+
+/** fresh_per_call: one Job per pending claim of the agent's target, at most maxConcurrent running. */
+async function claimJobs(
+  ctx: ControllerContext,
+  owner: Owner,
+  a: AgentResourceSpec,
+  holtSpec: Parameters<typeof claimJob>[2],
+): Promise<string[]> {
+  if (!ctx.claims) return [];
+  const jobs = ctx.cache.owned('Job', owner.namespace, owner.uid);
+  let running = jobs.filter((j) => jobState(j) === 'running').length;
+  const max = a.worker?.maxConcurrent ?? a.replicas;
+  if (running >= max) return [];
+  const target = workerTargetOf(a, a.role);
+  const claims = await ctx.claims.pendingClaims(
+    { namespace: owner.namespace, holt: a.holt, target },
+    max * 2,
+  );
+  const created: string[] = [];
+  for (const id of claims) {
+    if (running >= max) break;
+    if (ctx.cache.get('Job', owner.namespace, claimJobName(owner.name, id))) continue;
+    try {
+      await ctx.client.create(claimJob(owner, a, holtSpec, ctx.runtimeImage, id));
+      created.push(id);
+      running++;
+    } catch (e) {
+      if (!isConflict(e)) throw e;
+    }
+  }
+  return created;
+}
+
+export async function reconcileAgent(ctx: ControllerContext, key: string): Promise<ReconcileResult> {
+  const [ns, name] = splitKey(key);
+  const agent = ctx.cache.get('Agent', ns, name);
+  if (!agent) return undefined;
+  if (agent.metadata.deletionTimestamp) return finalize(ctx, agent, ns);
+  if (!agent.metadata.finalizers?.includes(REGISTRY_FINALIZER)) await setFinalizer(ctx, agent, true);
+  const owner = ownerOf(agent);
+  const gen = agent.metadata.generation;
+  const prev = (agent.status ?? {}) as { conditions?: Condition[] };
+  const prevReady = prev.conditions?.find((c) => c.type === 'Ready');
+  // The Agent status has no phase field: phase here only names the Ready/Progressing/Degraded mix.
+  const status = async (
+    phase: string,
+    ready: boolean,
+    reason: string,
+    message: string,
+    extra: Record<string, unknown> = {},
+  ) => {
+    const degraded = phase === 'Degraded' || phase === 'Failed';
+    await writeStatus(ctx.client, agent, {
+      observedGeneration: gen,
+      ...extra,
+      conditions: setConditions(
+        prev.conditions,
+        [
+          condition('Ready', ready, reason, message),
+          condition('Progressing', !ready && !degraded, ready ? 'Stable' : reason, message),
+          condition('Degraded', degraded, degraded ? reason : 'NoErrors', degraded ? message : 'no errors'),
+        ],
+        gen,
+      ),
+    });
+    if (prevReady?.status !== (ready ? 'True' : 'False') || (degraded && prevReady?.reason !== reason))
+      ctx.events.emit(agent, degraded ? 'Warning' : 'Normal', ready ? 'Ready' : reason, 'Reconcile', message);
+  };
+  const parsed = parseAgent(agent);
+  if (!parsed.ok) {
+    await status('Failed', false, 'InvalidSpec', parsed.error);
+    return undefined;
+  }
+  const a = parsed.spec;
+  const holt = ctx.cache.get('Holt', ns, a.holt);
+  const holtSpec = holt ? parseHolt(holt) : undefined;
+  if (!holt || !holtSpec?.ok) {
+    // The Holt's own events enqueue its agents, so no polling is needed here.
+    await status('Pending', false, 'HoltNotFound', `Holt ${a.holt} not found or invalid`);
+    return undefined;
+  }
+  const shape = shapeOf(a);
+  const desired = [agentDeployment(owner, a, holtSpec.spec, ctx.runtimeImage)];
+  if (shape === 'pool' && !a.workerPool) desired.push(agentWorkerPool(owner, a));
+  const res = await applyChildren(ctx, owner.uid, ns, desired, AGENT_PRUNE_KINDS);
+  if (res.created.length)
+    ctx.events.emit(agent, 'Normal', 'Created', 'Apply', `created ${res.created.join(', ')}`);
+  if (res.updated.length)
+    ctx.events.emit(agent, 'Normal', 'Updated', 'Apply', `updated ${res.updated.join(', ')}`);
+  if (res.deleted.length)
+    ctx.events.emit(agent, 'Normal', 'Pruned', 'Apply', `deleted ${res.deleted.join(', ')}`);
+  const errors = [...res.errors];
+  if (shape === 'jobs') {
+    try {
+      const ids = await claimJobs(ctx, owner, a, holtSpec.spec);
+      if (ids.length)
+        ctx.events.emit(agent, 'Normal', 'ClaimJobs', 'Execute', `started ${ids.length} claim job(s)`);
+    } catch (e) {
+      errors.push(`claim jobs: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  const dep = workloadReady(ctx.cache.get('Deployment', ns, name));
+  const poolName = shape === 'pool' ? (a.workerPool ?? agentPoolName(name)) : undefined;
+  const pool = poolName ? ctx.cache.get('WorkerPool', ns, poolName) : undefined;
+  const dep0 = ctx.cache.get('Deployment', ns, name);
+  const poolReady = !poolName || conditionTrue(pool, 'Ready');
+  const ready = errors.length === 0 && dep.ready && poolReady;
+  const extra = {
+    role: a.role,
+    mode: shape === 'standard' ? 'standard' : shape === 'pool' ? 'scalable' : 'freshPerCall',
+    replicas: (dep0?.status as { replicas?: number } | undefined)?.replicas ?? 0,
+    readyReplicas: dep.readyReplicas,
+    ...(poolName ? { workerPool: poolName } : {}),
+  };
+  if (errors.length) {
+    ctx.events.emit(agent, 'Warning', 'ApplyFailed', 'Apply', errors.join('; '));
+    await status('Degraded', false, 'ApplyFailed', errors.join('; ').slice(0, 1000), extra);
+    throw new Error(`agent ${key}: ${errors.join('; ')}`);
+  }
+  const why = !dep.ready
+    ? `pup ${dep.reason}`
+    : !poolReady
+      ? `worker pool ${poolName} not ready`
+      : 'pup ready';
+  await status(
+    ready ? 'Ready' : 'Progressing',
+    ready,
+    ready ? 'Ready' : dep.ready ? 'WorkerPoolNotReady' : dep.reason,
+    why,
+    extra,
+  );
+  return shape === 'jobs' && ctx.claims ? { requeueAfterMs: ctx.pollMs } : undefined;
+}

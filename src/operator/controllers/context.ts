@@ -1,0 +1,114 @@
+import type { Logger } from '../../common/logger.ts';
+import type { BacklogReader, ClaimSource } from '../autoscale/backlog.ts';
+import { applyIfChanged } from '../runtime/apply.ts';
+import type { Cache } from '../runtime/cache.ts';
+import type { EventRecorder } from '../runtime/events.ts';
+import { isNotFound, type KubeClient, type KubeObject } from '../runtime/kube.ts';
+import type { RegistrySync } from './registry.ts';
+
+/** What every reconciler gets injected. */
+export interface ControllerContext {
+  client: KubeClient;
+  cache: Cache;
+  events: EventRecorder;
+  log: Logger;
+  runtimeImage: string;
+  registry: RegistrySync;
+  /** Pending claims of fresh_per_call agents (one Job each); without it no claim Jobs are made. */
+  claims?: ClaimSource;
+  backlog?: BacklogReader;
+  /** Re-check interval for things the operator polls (claim Jobs, unreachable stores). */
+  pollMs: number;
+}
+
+export interface ChildrenResult {
+  created: string[];
+  updated: string[];
+  deleted: string[];
+  errors: string[];
+}
+
+const label = (o: KubeObject) => `${o.kind}/${o.metadata.name}`;
+
+/**
+ * Converges an owner's children: applies each desired object that differs from the cache (SSA),
+ * deletes owned objects of `pruneKinds` that are no longer desired. Errors are collected per
+ * object so one bad child (e.g. an immutable field) does not block the others.
+ */
+export async function applyChildren(
+  ctx: ControllerContext,
+  ownerUid: string,
+  namespace: string,
+  desired: KubeObject[],
+  pruneKinds: readonly string[],
+): Promise<ChildrenResult> {
+  const res: ChildrenResult = { created: [], updated: [], deleted: [], errors: [] };
+  await Promise.all(
+    desired.map(async (d) => {
+      const live = ctx.cache.get(d.kind, namespace, d.metadata.name);
+      try {
+        const r = await applyIfChanged(ctx.client, d, live);
+        if (r.changed) (live ? res.updated : res.created).push(label(d));
+      } catch (e) {
+        res.errors.push(`${label(d)}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }),
+  );
+  const want = new Set(desired.map(label));
+  for (const kind of pruneKinds) {
+    for (const o of ctx.cache.owned(kind, namespace, ownerUid)) {
+      if (want.has(label(o)) || o.metadata.deletionTimestamp) continue;
+      try {
+        await ctx.client.delete(kind, namespace, o.metadata.name, o.metadata.uid);
+        res.deleted.push(label(o));
+      } catch (e) {
+        if (!isNotFound(e)) res.errors.push(`delete ${label(o)}: ${String(e)}`);
+      }
+    }
+  }
+  return res;
+}
+
+type WorkloadStatus = {
+  observedGeneration?: number;
+  replicas?: number;
+  readyReplicas?: number;
+  availableReplicas?: number;
+  updatedReplicas?: number;
+  currentRevision?: string;
+  updateRevision?: string;
+};
+
+/** Readiness of a Deployment or StatefulSet from its status fields (what the controllers report). */
+export function workloadReady(o: KubeObject | undefined): {
+  ready: boolean;
+  readyReplicas: number;
+  reason: string;
+} {
+  if (!o) return { ready: false, readyReplicas: 0, reason: 'NotCreated' };
+  const want = ((o.spec as { replicas?: number } | undefined)?.replicas ?? 1) as number;
+  const s = (o.status ?? {}) as WorkloadStatus;
+  const readyReplicas = s.readyReplicas ?? 0;
+  if ((s.observedGeneration ?? 0) < (o.metadata.generation ?? 0))
+    return { ready: false, readyReplicas, reason: 'RolloutPending' };
+  if (o.kind === 'StatefulSet' && s.updateRevision && s.currentRevision !== s.updateRevision)
+    return { ready: false, readyReplicas, reason: 'RollingUpdate' };
+  if ((s.updatedReplicas ?? 0) < want) return { ready: false, readyReplicas, reason: 'RollingUpdate' };
+  if (readyReplicas < want) return { ready: false, readyReplicas, reason: 'PodsNotReady' };
+  return { ready: true, readyReplicas, reason: 'Ready' };
+}
+
+/** A Job's outcome from its status. */
+export function jobState(o: KubeObject | undefined): 'missing' | 'running' | 'succeeded' | 'failed' {
+  if (!o) return 'missing';
+  const s = (o.status ?? {}) as { succeeded?: number; conditions?: { type: string; status: string }[] };
+  if ((s.succeeded ?? 0) > 0 || s.conditions?.some((c) => c.type === 'Complete' && c.status === 'True'))
+    return 'succeeded';
+  if (s.conditions?.some((c) => c.type === 'Failed' && c.status === 'True')) return 'failed';
+  return 'running';
+}
+
+export function conditionTrue(o: KubeObject | undefined, type: string): boolean {
+  const cs = (o?.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions;
+  return cs?.some((c) => c.type === type && c.status === 'True') ?? false;
+}

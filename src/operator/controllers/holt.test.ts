@@ -1,0 +1,435 @@
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
+import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
+import { Blackboard } from '../../blackboard/client.ts';
+import { createLogger, silentLogger } from '../../common/logger.ts';
+import { Operator } from '../operator.ts';
+import { KubeClient, type KubeObject } from '../runtime/kube.ts';
+import { eventually, fakeKubelet, installCrds } from '../testkit.ts';
+import { REGISTRY_FINALIZER } from './agent.ts';
+import { RedisRegistryWriter } from './registry.ts';
+
+const NS = 'holt-test';
+const RUNTIME = 'example.test/holt-runtime:1';
+
+let kube: KubeCluster;
+let redis: RedisServer;
+let admin: KubeClient;
+let op: Operator;
+let deadUrl: string;
+/** Holts whose Redis is "unreachable" (a port nobody listens on) until the test fixes it. */
+const unreachable = new Set<string>();
+
+async function freePortUrl(): Promise<string> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return `redis://127.0.0.1:${port}`;
+}
+
+function startOperator(): Operator {
+  const client = new KubeClient(kube.kubeconfig);
+  if (process.env.OP_DEBUG)
+    client.onRequest = (r) => r.verb !== 'list' && r.verb !== 'get' && console.log('WRITE', r.verb, r.path);
+  return new Operator({
+    client,
+    log: process.env.OP_DEBUG ? createLogger('operator') : silentLogger(),
+    namespaces: [NS],
+    runtimeImage: RUNTIME,
+    registry: new RedisRegistryWriter(async (h) => (unreachable.has(h.name) ? deadUrl : redis.url)),
+    resyncMs: 60_000,
+  });
+}
+
+const holt = (name: string, spec: Record<string, unknown> = {}): KubeObject => ({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'Holt',
+  metadata: { name, namespace: NS },
+  spec,
+});
+const agent = (name: string, spec: Record<string, unknown>): KubeObject => ({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'Agent',
+  metadata: { name, namespace: NS },
+  spec,
+});
+
+const get = (kind: string, name: string) => admin.get(kind, NS, name);
+const statusOf = (o: KubeObject | undefined) =>
+  (o?.status ?? {}) as {
+    phase?: string;
+    observedGeneration?: number;
+    conditions?: { type: string; status: string; reason: string; observedGeneration?: number }[];
+  };
+const cond = (o: KubeObject | undefined, type: string) =>
+  statusOf(o).conditions?.find((c) => c.type === type);
+type Pod = {
+  spec: {
+    containers: Record<string, unknown>[];
+    securityContext: Record<string, unknown>;
+    volumes: Record<string, unknown>[];
+  };
+};
+const podOf = (d: KubeObject | undefined) => (d?.spec as { template: Pod } | undefined)?.template as Pod;
+
+beforeAll(async () => {
+  [kube, redis] = await Promise.all([startKube({ controllerManager: true }), startRedis()]);
+  deadUrl = await freePortUrl();
+  admin = new KubeClient(kube.kubeconfig);
+  await installCrds(admin);
+  await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+  op = startOperator();
+  await op.startInformers();
+  op.startControllers();
+});
+
+afterAll(async () => {
+  await op?.stop();
+  admin?.close();
+  await Promise.all([kube?.stop(), redis?.stop()]);
+});
+
+describe('Holt and Agent reconcilers on a real API server', () => {
+  let holtUid: string;
+
+  it('create: stores, orchestrator, migration, accounts, policies, all owned, with the restricted profile', async () => {
+    const created = await admin.create(
+      holt('demo', { llm: { model: 'm', apiKeySecretRef: { name: 'llm', key: 'key' } } }),
+    );
+    holtUid = created.metadata.uid ?? '';
+    await admin.create(
+      agent('demo-coder', {
+        holt: 'demo',
+        role: 'coder',
+        command: ['/app/run.sh'],
+        bidding: { strategy: 'exclusive' },
+        workspace: { mode: 'rw' },
+        egress: true,
+      }),
+    );
+    for (const [kind, name] of [
+      ['StatefulSet', 'demo-redis'],
+      ['StatefulSet', 'demo-nats'],
+      ['StatefulSet', 'demo-postgres'],
+      ['Service', 'demo-redis'],
+      ['Service', 'demo-nats-hl'],
+      ['PodDisruptionBudget', 'demo-postgres'],
+      ['Secret', 'demo-redis'],
+      ['Secret', 'demo-nats'],
+      ['Secret', 'demo-postgres-app'],
+      ['ServiceAccount', 'demo-orchestrator'],
+      ['ServiceAccount', 'demo-agent'],
+      ['PersistentVolumeClaim', 'demo-workspace'],
+      ['NetworkPolicy', 'demo-default-deny'],
+      ['NetworkPolicy', 'demo-redis-ingress'],
+      ['NetworkPolicy', 'demo-agent-egress'],
+      ['Deployment', 'demo-orchestrator'],
+    ] as const) {
+      const o = await eventually(`${kind}/${name}`, () => get(kind, name));
+      expect(o.metadata.ownerReferences?.[0]).toMatchObject({
+        kind: 'Holt',
+        name: 'demo',
+        uid: holtUid,
+        controller: true,
+      });
+      expect(o.metadata.labels).toMatchObject({
+        'holt.io/instance': 'demo',
+        'app.kubernetes.io/managed-by': 'holt-operator',
+      });
+    }
+    const jobs = await eventually('the migration job', async () => {
+      const l = await admin.list('Job', NS, { labelSelector: 'app.kubernetes.io/component=migration' });
+      return l.items.length ? l.items : undefined;
+    });
+    expect(jobs[0]?.metadata.ownerReferences?.[0]?.uid).toBe(holtUid);
+
+    const secret = await get('Secret', 'demo-postgres-app');
+    const data = secret?.data as Record<string, string>;
+    expect(Object.keys(data).sort()).toEqual([
+      'dbname',
+      'host',
+      'password',
+      'port',
+      'uri',
+      'user',
+      'username',
+    ]);
+    expect(Buffer.from(data.password ?? '', 'base64').toString()).toMatch(/^[0-9a-f]{48}$/);
+
+    const orch = podOf(await get('Deployment', 'demo-orchestrator'));
+    const c = orch.spec.containers[0] as Record<string, Record<string, unknown>>;
+    expect(c.image).toBe(RUNTIME);
+    expect(c.livenessProbe?.httpGet).toMatchObject({ path: '/healthz' });
+    expect(c.readinessProbe?.httpGet).toMatchObject({ path: '/readyz' });
+    expect(c.securityContext).toMatchObject({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(orch.spec.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    const env = c.env as unknown as {
+      name: string;
+      value?: string;
+      valueFrom?: { secretKeyRef: { name: string; key: string } };
+    }[];
+    expect(env.find((e) => e.name === 'REDIS_URL')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'demo-redis',
+      key: 'url',
+    });
+    expect(env.find((e) => e.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef).toEqual({
+      name: 'demo-postgres-app',
+      key: 'uri',
+    });
+
+    const redisSts = podOf(await get('StatefulSet', 'demo-redis'));
+    expect((redisSts.spec.containers[0] as { image: string }).image).toBe('redis:7-alpine');
+    expect(
+      (
+        podOf(await get('StatefulSet', 'demo-nats')).spec.containers[0] as {
+          ports: { containerPort: number }[];
+        }
+      ).ports.map((p) => p.containerPort),
+    ).toContain(8222);
+
+    // The agent: one standard pup with the pup env, Secrets, workspace rw, egress label.
+    const dep = await eventually('the agent deployment', () => get('Deployment', 'demo-coder'));
+    expect(dep.metadata.ownerReferences?.[0]).toMatchObject({
+      kind: 'Agent',
+      name: 'demo-coder',
+      controller: true,
+    });
+    const pod = podOf(dep);
+    const pup = pod.spec.containers[0] as {
+      env: { name: string; value?: string; valueFrom?: unknown }[];
+      volumeMounts: { name: string; readOnly?: boolean }[];
+      livenessProbe: { httpGet: { path: string } };
+    };
+    const penv = Object.fromEntries(pup.env.map((e) => [e.name, e.value ?? e.valueFrom]));
+    expect(penv).toMatchObject({
+      HOLT_INSTANCE_NAME: 'demo',
+      HOLT_AGENT_NAME: 'coder',
+      HOLT_AGENT_COMMAND: '["/app/run.sh"]',
+      HOLT_BIDDING_STRATEGY: 'exclusive',
+      NATS_URL: { secretKeyRef: { name: 'demo-nats', key: 'url' } },
+    });
+    expect(pup.volumeMounts.find((m) => m.name === 'workspace')?.readOnly ?? false).toBe(false);
+    expect(pup.livenessProbe.httpGet.path).toBe('/healthz');
+    expect(
+      (podOf(dep) as unknown as { metadata: { labels: Record<string, string> } }).metadata.labels,
+    ).toMatchObject({ 'holt.io/role': 'coder', 'holt.io/egress': 'true' });
+
+    // Registry in Redis, finalizer on the agent.
+    const bb = Blackboard.connect(redis.url, 'demo');
+    try {
+      const reg = await eventually('the registry', async () => {
+        const r = await bb.getAgents();
+        return r.agents.length ? r.agents : undefined;
+      });
+      expect(reg).toEqual([{ role: 'coder', kind: 'standard' }]);
+    } finally {
+      await bb.close();
+    }
+    expect((await get('Agent', 'demo-coder'))?.metadata.finalizers).toContain(REGISTRY_FINALIZER);
+
+    const h = await eventually('Holt status', async () => {
+      const o = await get('Holt', 'demo');
+      return statusOf(o).phase ? o : undefined;
+    });
+    expect(statusOf(h).phase).toBe('Progressing');
+    expect(cond(h, 'Ready')).toMatchObject({ status: 'False', observedGeneration: 1 });
+    expect(cond(h, 'Progressing')?.status).toBe('True');
+    expect(cond(h, 'RegistrySynced')?.status).toBe('True');
+  });
+
+  it('status progresses to Ready as pods become ready (a fake kubelet marks them)', async () => {
+    const h = await eventually(
+      'the Holt and its agent Ready',
+      async () => {
+        await fakeKubelet(admin, NS);
+        const o = await get('Holt', 'demo');
+        const a = await get('Agent', 'demo-coder');
+        return statusOf(o).phase === 'Ready' &&
+          cond(a, 'Ready')?.status === 'True' &&
+          statusOf(o) &&
+          (o?.status as { agents?: { ready: number } } | undefined)?.agents?.ready === 1
+          ? o
+          : undefined;
+      },
+      50_000,
+    ).catch(async (e) => {
+      console.log(
+        JSON.stringify((await get('Holt', 'demo'))?.status, null, 1),
+        JSON.stringify((await get('Agent', 'demo-coder'))?.status),
+      );
+      throw e;
+    });
+    expect(cond(h, 'Ready')?.status).toBe('True');
+    expect(cond(h, 'MigrationsComplete')?.status).toBe('True');
+    expect(h.status).toMatchObject({
+      agents: { total: 1, ready: 1 },
+      endpoints: { redis: `demo-redis.${NS}.svc:6379` },
+    });
+  });
+
+  it('steady state: a second reconcile of an unchanged spec sends no write', async () => {
+    await op.idle();
+    await new Promise((r) => setTimeout(r, 1500));
+    await op.idle();
+    const before = op.ctx.client.writes();
+    for (const kind of ['Holt', 'Agent'] as const) {
+      op.queues[kind].add(`${NS}/${kind === 'Holt' ? 'demo' : 'demo-coder'}`);
+    }
+    await new Promise((r) => setTimeout(r, 500));
+    await op.idle();
+    expect(op.ctx.client.writes()).toBe(before);
+  });
+
+  it('a conflicting write by someone else is undone, and their other fields are kept', async () => {
+    await kube.kubectl(['-n', NS, 'set', 'image', 'deployment/demo-orchestrator', 'orchestrator=evil:1']);
+    await kube.kubectl(['-n', NS, 'label', 'deployment/demo-orchestrator', 'team=blue']);
+    const d = await eventually('the image restored', async () => {
+      const o = await get('Deployment', 'demo-orchestrator');
+      return (podOf(o).spec.containers[0] as { image: string }).image === RUNTIME ? o : undefined;
+    });
+    expect(d.metadata.labels?.team).toBe('blue');
+  });
+
+  it('an operator restart resumes without recreating or rewriting anything', async () => {
+    await op.idle();
+    const kinds = [
+      'StatefulSet',
+      'Service',
+      'Secret',
+      'Deployment',
+      'Job',
+      'NetworkPolicy',
+      'ServiceAccount',
+      'PodDisruptionBudget',
+    ];
+    const uids = async () => {
+      const m = new Map<string, string>();
+      for (const k of kinds)
+        for (const o of (
+          await admin.list(k, NS, { labelSelector: 'app.kubernetes.io/managed-by=holt-operator' })
+        ).items)
+          m.set(`${k}/${o.metadata.name}`, `${o.metadata.uid}@${o.metadata.resourceVersion}`);
+      return m;
+    };
+    const before = await uids();
+    await op.stop();
+    op = startOperator();
+    await op.startInformers();
+    op.startControllers();
+    await new Promise((r) => setTimeout(r, 1000));
+    await op.idle();
+    expect(op.ctx.client.writes()).toBe(0);
+    expect(await uids()).toEqual(before);
+  });
+
+  it('update: spec changes reach the children; switching a store to external prunes the bundled one', async () => {
+    await admin.mergePatch('Holt', NS, 'demo', {
+      spec: {
+        orchestrator: { replicas: 2, bidTimeoutSeconds: 12 },
+        stores: { redis: { mode: 'external', url: 'redis://redis.example:6379' } },
+      },
+    });
+    const d = await eventually('orchestrator updated', async () => {
+      const o = await get('Deployment', 'demo-orchestrator');
+      return (o?.spec as { replicas: number } | undefined)?.replicas === 2 ? o : undefined;
+    });
+    const env = (podOf(d).spec.containers[0] as { env: { name: string; value?: string }[] }).env;
+    expect(env.find((e) => e.name === 'HOLT_BID_TIMEOUT_MS')?.value).toBe('12000');
+    expect(env.find((e) => e.name === 'REDIS_URL')?.value).toBe('redis://redis.example:6379');
+    await eventually('bundled redis pruned', async () =>
+      (await get('StatefulSet', 'demo-redis')) ? undefined : true,
+    );
+    await eventually('its secret deleted', async () =>
+      (await get('Secret', 'demo-redis')) ? undefined : true,
+    );
+    await eventually('the agent follows the Holt', async () => {
+      const a = await get('Deployment', 'demo-coder');
+      const e = (podOf(a).spec.containers[0] as { env: { name: string; value?: string }[] }).env;
+      return e.find((x) => x.name === 'REDIS_URL')?.value === 'redis://redis.example:6379' ? true : undefined;
+    });
+    const h = await eventually('observedGeneration 2', async () => {
+      const o = await get('Holt', 'demo');
+      return statusOf(o).observedGeneration === 2 ? o : undefined;
+    });
+    expect(cond(h, 'RedisReady')?.reason).toBe('External');
+  });
+
+  it('an unreachable Redis gives Degraded + retry; the registry catches up when it is back', async () => {
+    unreachable.add('lonely');
+    await admin.create(holt('lonely'));
+    await admin.create(
+      agent('lonely-a', {
+        holt: 'lonely',
+        role: 'a',
+        command: ['x'],
+        bidding: { strategy: 'claim' },
+        replicas: 3,
+      }),
+    );
+    const h = await eventually('Degraded', async () => {
+      const o = await get('Holt', 'lonely');
+      return cond(o, 'Degraded')?.status === 'True' ? o : undefined;
+    });
+    expect(cond(h, 'RegistrySynced')).toMatchObject({ status: 'False', reason: 'RedisUnavailable' });
+    // Scalable agent: controller pup + an owned WorkerPool without spec.replicas.
+    const pool = await eventually('the owned pool', () => get('WorkerPool', 'lonely-a-workers'));
+    expect(pool.metadata.ownerReferences?.[0]).toMatchObject({ kind: 'Agent', name: 'lonely-a' });
+    expect((pool.spec as { replicas?: number; target: string }).replicas).toBeUndefined();
+    expect((pool.spec as { target: string }).target).toBe('a');
+    unreachable.delete('lonely');
+    await eventually(
+      'registry synced',
+      async () => {
+        const o = await get('Holt', 'lonely');
+        return cond(o, 'RegistrySynced')?.status === 'True' ? true : undefined;
+      },
+      60_000,
+    );
+    const bb = Blackboard.connect(redis.url, 'lonely');
+    try {
+      expect((await bb.getAgents()).agents).toEqual([
+        { role: 'a', kind: 'scalable', worker_target: 'a', max_concurrent: 3 },
+      ]);
+    } finally {
+      await bb.close();
+    }
+  });
+
+  it('delete: an Agent leaves the registry (finalizer), a Holt takes its children with it (GC)', async () => {
+    await admin.delete('Agent', NS, 'lonely-a');
+    await eventually('agent gone', async () => ((await get('Agent', 'lonely-a')) ? undefined : true));
+    const bb = Blackboard.connect(redis.url, 'lonely');
+    try {
+      expect((await bb.getAgents()).agents).toEqual([]);
+    } finally {
+      await bb.close();
+    }
+    await eventually('agent pool and deployment collected', async () =>
+      (await get('WorkerPool', 'lonely-a-workers')) || (await get('Deployment', 'lonely-a'))
+        ? undefined
+        : true,
+    );
+    await admin.delete('Holt', NS, 'demo');
+    await eventually(
+      'children collected',
+      async () => {
+        const left = await Promise.all([
+          get('StatefulSet', 'demo-nats'),
+          get('Deployment', 'demo-orchestrator'),
+          get('Secret', 'demo-nats'),
+        ]);
+        return left.every((o) => !o) ? true : undefined;
+      },
+      60_000,
+    );
+  });
+});

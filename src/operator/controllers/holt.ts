@@ -1,0 +1,267 @@
+import { randomBytes } from 'node:crypto';
+import type { HoltSpec } from '../../api/holt.ts';
+import type { KubeObject } from '../runtime/kube.ts';
+import type { ReconcileResult } from '../runtime/queue.ts';
+import {
+  type Condition,
+  type ConditionInput,
+  condition,
+  setConditions,
+  writeStatus,
+} from '../runtime/status.ts';
+import { bundledStore } from '../specs/bundled.ts';
+import { type Owner, ownerOf } from '../specs/meta.ts';
+import { migrationJob } from '../specs/migration.ts';
+import { networkPolicies } from '../specs/networkpolicy.ts';
+import { orchestratorDeployment, orchestratorName, orchestratorService } from '../specs/orchestrator.ts';
+import { HEALTH_PORT } from '../specs/pod.ts';
+import { serviceAccounts } from '../specs/serviceaccount.ts';
+import {
+  STORE_PORTS,
+  STORES,
+  type StoreKind,
+  storeName,
+  storeProblems,
+  storeSecret,
+  storeSecretName,
+} from '../specs/stores.ts';
+import { workspacePvc } from '../specs/workspace.ts';
+import { applyChildren, type ControllerContext, conditionTrue, jobState, workloadReady } from './context.ts';
+import { holtOf, parseHolt, splitKey } from './resources.ts';
+
+/** Kinds a Holt owns that are deleted when no longer desired (never PVCs: they hold data). */
+export const HOLT_PRUNE_KINDS = [
+  'Deployment',
+  'StatefulSet',
+  'Service',
+  'ServiceAccount',
+  'PodDisruptionBudget',
+  'NetworkPolicy',
+  'Job',
+] as const;
+
+const STORE_CONDITION: Record<StoreKind, string> = {
+  redis: 'RedisReady',
+  nats: 'NatsReady',
+  postgres: 'PostgresReady',
+};
+
+/** A URL-safe password (hex), generated once per bundled store. */
+const newPassword = () => randomBytes(24).toString('hex');
+
+/** Every object a Holt owns, built by the pure spec builders (Secrets apart: created once). */
+export function holtChildren(owner: Owner, spec: HoltSpec, runtimeImage: string): KubeObject[] {
+  return [
+    ...serviceAccounts(owner),
+    workspacePvc(owner, spec.workspace),
+    ...STORES.filter((s) => spec.stores[s].mode === 'bundled').flatMap((s) =>
+      bundledStore(owner, s, spec.stores[s]),
+    ),
+    migrationJob(owner, spec, runtimeImage),
+    orchestratorDeployment(owner, spec, runtimeImage),
+    orchestratorService(owner),
+    ...networkPolicies(owner, spec),
+  ];
+}
+
+async function ensureSecrets(ctx: ControllerContext, owner: Owner, spec: HoltSpec): Promise<string[]> {
+  const created: string[] = [];
+  for (const s of STORES) {
+    const name = storeSecretName(owner.name, s);
+    const live = ctx.cache.get('Secret', owner.namespace, name);
+    if (spec.stores[s].mode === 'bundled' && !live) {
+      try {
+        await ctx.client.create(storeSecret(owner, s, newPassword()));
+        created.push(`Secret/${name}`);
+      } catch (e) {
+        // 409: created by an earlier run our cache has not seen yet; keep that one.
+        if (!(e instanceof Error && 'status' in e && e.status === 409)) throw e;
+      }
+    } else if (
+      spec.stores[s].mode === 'external' &&
+      live?.metadata.ownerReferences?.some((r) => r.uid === owner.uid)
+    ) {
+      await ctx.client.delete('Secret', owner.namespace, name, live.metadata.uid);
+    }
+  }
+  return created;
+}
+
+function storeEndpoints(owner: Owner, spec: HoltSpec): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const s of STORES) {
+    out[s] =
+      spec.stores[s].mode === 'bundled'
+        ? `${storeName(owner.name, s)}.${owner.namespace}.svc:${STORE_PORTS[s]}`
+        : 'external';
+  }
+  out.orchestrator = `${orchestratorName(owner.name)}.${owner.namespace}.svc:${HEALTH_PORT}`;
+  return out;
+}
+
+/** Level-triggered reconcile of one Holt: children, registry, status. */
+export async function reconcileHolt(ctx: ControllerContext, key: string): Promise<ReconcileResult> {
+  const [ns, name] = splitKey(key);
+  const holt = ctx.cache.get('Holt', ns, name);
+  if (!holt) {
+    // Deleted: the garbage collector removes the children through their owner references.
+    ctx.registry.forget({ namespace: ns, name });
+    return undefined;
+  }
+  if (holt.metadata.deletionTimestamp) return undefined;
+  const owner = ownerOf(holt);
+  const gen = holt.metadata.generation;
+  const prev = (holt.status ?? {}) as { phase?: string; conditions?: Condition[] };
+  const parsed = parseHolt(holt);
+  const invalid = parsed.ok ? storeProblems(parsed.spec.stores).join('; ') : parsed.error;
+  if (!parsed.ok || invalid) {
+    ctx.events.emit(holt, 'Warning', 'InvalidSpec', 'Validate', invalid);
+    await writeStatus(ctx.client, holt, {
+      phase: 'Degraded',
+      observedGeneration: gen,
+      conditions: setConditions(
+        prev.conditions,
+        [
+          condition('Ready', false, 'InvalidSpec', invalid),
+          condition('Progressing', false, 'InvalidSpec', 'waiting for a valid spec'),
+          condition('Degraded', true, 'InvalidSpec', invalid),
+        ],
+        gen,
+      ),
+    });
+    return undefined;
+  }
+  const spec = parsed.spec;
+  const errors: string[] = [];
+  const secrets = await ensureSecrets(ctx, owner, spec).catch((e: unknown) => {
+    errors.push(String(e));
+    return [] as string[];
+  });
+  const res = await applyChildren(
+    ctx,
+    owner.uid,
+    ns,
+    holtChildren(owner, spec, ctx.runtimeImage),
+    HOLT_PRUNE_KINDS,
+  );
+  errors.push(...res.errors);
+  const created = [...secrets, ...res.created];
+  if (created.length) ctx.events.emit(holt, 'Normal', 'Created', 'Apply', `created ${created.join(', ')}`);
+  if (res.updated.length)
+    ctx.events.emit(holt, 'Normal', 'Updated', 'Apply', `updated ${res.updated.join(', ')}`);
+  if (res.deleted.length)
+    ctx.events.emit(holt, 'Normal', 'Pruned', 'Apply', `deleted ${res.deleted.join(', ')}`);
+  if (res.errors.length) ctx.events.emit(holt, 'Warning', 'ApplyFailed', 'Apply', res.errors.join('; '));
+
+  let registryError: string | undefined;
+  let registryAgents = 0;
+  try {
+    registryAgents = (await ctx.registry.sync({ namespace: ns, name })).agents;
+  } catch (e) {
+    registryError = e instanceof Error ? e.message : String(e);
+    ctx.events.emit(
+      holt,
+      'Warning',
+      'RegistryUnavailable',
+      'SyncRegistry',
+      'cannot write the agent registry to Redis',
+    );
+  }
+
+  // Component conditions from the observed state of what we own.
+  const comps: ConditionInput[] = [];
+  for (const s of STORES) {
+    if (spec.stores[s].mode === 'external') {
+      comps.push(condition(STORE_CONDITION[s], true, 'External', 'external store'));
+      continue;
+    }
+    const w = workloadReady(ctx.cache.get('StatefulSet', ns, storeName(name, s)));
+    comps.push(condition(STORE_CONDITION[s], w.ready, w.reason, `${w.readyReplicas}/1 ready`));
+  }
+  const migration = ctx.cache
+    .owned('Job', ns, owner.uid)
+    .find((j) => j.metadata.labels?.['app.kubernetes.io/component'] === 'migration');
+  const mstate = jobState(migration);
+  comps.push(
+    condition(
+      'MigrationsComplete',
+      mstate === 'succeeded',
+      mstate === 'succeeded' ? 'Succeeded' : mstate === 'failed' ? 'Failed' : 'Running',
+      `migration job ${mstate}`,
+    ),
+  );
+  const orch = workloadReady(ctx.cache.get('Deployment', ns, orchestratorName(name)));
+  comps.push(
+    condition(
+      'OrchestratorReady',
+      orch.ready,
+      orch.reason,
+      `${orch.readyReplicas}/${spec.orchestrator.replicas} ready`,
+    ),
+  );
+  comps.push(
+    registryError
+      ? condition(
+          'RegistrySynced',
+          false,
+          'RedisUnavailable',
+          'the agent registry could not be written; retrying',
+        )
+      : condition('RegistrySynced', true, 'Synced', `${registryAgents} agents registered`),
+  );
+
+  const agents = ctx.cache.list('Agent', ns).filter((a) => holtOf(a) === name);
+  const agentsReady = agents.filter((a) => conditionTrue(a, 'Ready')).length;
+  const notReady = comps.filter((c) => c.status !== 'True').map((c) => c.type);
+  const degraded = errors.length > 0 || registryError !== undefined || mstate === 'failed';
+  const ready = !degraded && notReady.length === 0;
+  const phase = degraded ? 'Degraded' : ready ? 'Ready' : 'Progressing';
+  const degradedMsg = [
+    ...errors,
+    ...(registryError ? ['agent registry unavailable'] : []),
+    ...(mstate === 'failed' ? ['migration failed'] : []),
+  ].join('; ');
+  const conditions = setConditions(
+    prev.conditions,
+    [
+      condition(
+        'Ready',
+        ready,
+        ready ? 'AllComponentsReady' : 'ComponentsNotReady',
+        ready ? 'all components ready' : `waiting for ${notReady.join(', ') || 'recovery'}`,
+      ),
+      condition(
+        'Progressing',
+        !ready && !degraded,
+        ready ? 'Stable' : degraded ? 'Degraded' : 'Reconciling',
+        ready ? 'up to date' : `waiting for ${notReady.join(', ')}`,
+      ),
+      condition(
+        'Degraded',
+        degraded,
+        degraded ? 'Errors' : 'NoErrors',
+        degraded ? degradedMsg.slice(0, 1000) : 'no errors',
+      ),
+      ...comps,
+    ],
+    gen,
+  );
+  if (prev.phase !== phase)
+    ctx.events.emit(
+      holt,
+      phase === 'Degraded' ? 'Warning' : 'Normal',
+      `Phase${phase}`,
+      'Reconcile',
+      `phase ${prev.phase ?? 'none'} -> ${phase}`,
+    );
+  await writeStatus(ctx.client, holt, {
+    phase,
+    observedGeneration: gen,
+    conditions,
+    endpoints: storeEndpoints(owner, spec),
+    agents: { total: agents.length, ready: agentsReady },
+  });
+  // Throwing after the status is written makes the queue retry with backoff.
+  if (degraded) throw new Error(`holt ${key} degraded: ${degradedMsg}`);
+  return undefined;
+}

@@ -1,0 +1,120 @@
+import { registrationOf } from '../../api/registry.ts';
+import { Blackboard } from '../../blackboard/client.ts';
+import type { AgentRegistration } from '../../blackboard/types.ts';
+import type { Logger } from '../../common/logger.ts';
+import { canonical } from '../runtime/apply.ts';
+import type { Cache } from '../runtime/cache.ts';
+import type { KubeObject } from '../runtime/kube.ts';
+import { holtOf, keyOf, parseAgent } from './resources.ts';
+
+export interface HoltRef {
+  namespace: string;
+  name: string;
+}
+
+/** Writes a Holt's runtime agent registry (the orchestrator's `holt:{instance}:agents`). */
+export interface RegistryWriter {
+  /** Replaces the registry with `agents` (sorted by role). Throws when the store is unreachable. */
+  write(holt: HoltRef, agents: AgentRegistration[]): Promise<void>;
+  close?(): Promise<void>;
+}
+
+/** Resolves the Redis URL of a Holt (the operator reads the generated Secret or the external ref). */
+export type RedisUrlResolver = (holt: HoltRef) => Promise<string>;
+
+/**
+ * The real writer: Blackboard.setAgents against the Holt's own Redis, only when what is stored
+ * differs (a restarted operator must not bump the registry revision and wake every orchestrator).
+ */
+export class RedisRegistryWriter implements RegistryWriter {
+  readonly #resolve: RedisUrlResolver;
+  readonly #boards = new Map<string, { url: string; bb: Blackboard }>();
+
+  constructor(resolve: RedisUrlResolver) {
+    this.#resolve = resolve;
+  }
+
+  async write(holt: HoltRef, agents: AgentRegistration[]): Promise<void> {
+    const bb = await this.#board(holt);
+    const current = await bb.getAgents();
+    const sort = (a: AgentRegistration[]) => [...a].sort((x, y) => x.role.localeCompare(y.role));
+    if (current.invalid.length === 0 && canonical(sort(current.agents)) === canonical(sort(agents))) return;
+    await bb.setAgents(agents);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#boards.values()].map((b) => b.bb.close()));
+    this.#boards.clear();
+  }
+
+  async #board(holt: HoltRef): Promise<Blackboard> {
+    const key = keyOf(holt.namespace, holt.name);
+    const url = await this.#resolve(holt);
+    const have = this.#boards.get(key);
+    if (have?.url === url) return have.bb;
+    await have?.bb.close();
+    // Fail fast while the Holt's Redis is not up yet: the reconciler requeues with backoff.
+    const bb = Blackboard.connect(url, holt.name, {
+      maxRetriesPerRequest: 1,
+      connectTimeout: 2_000,
+      retryStrategy: (n) => Math.min(n * 500, 5_000),
+    });
+    bb.redis.on('error', () => undefined);
+    this.#boards.set(key, { url, bb });
+    return bb;
+  }
+}
+
+/**
+ * Keeps each Holt's registry in step with the Agent resources that name it. Agents being deleted
+ * are left out (their finalizer waits for this). The last successful write is remembered so the
+ * steady state costs nothing.
+ */
+export class RegistrySync {
+  readonly #writer: RegistryWriter;
+  readonly #cache: Cache;
+  readonly #log: Logger;
+  readonly #written = new Map<string, string>();
+
+  constructor(writer: RegistryWriter, cache: Cache, log: Logger) {
+    this.#writer = writer;
+    this.#cache = cache;
+    this.#log = log;
+  }
+
+  /** The registry the Agents of this Holt call for (valid, not deleting, sorted by role). */
+  desired(holt: HoltRef): AgentRegistration[] {
+    const out: AgentRegistration[] = [];
+    for (const a of this.#cache.list('Agent', holt.namespace)) {
+      if (holtOf(a) !== holt.name || a.metadata.deletionTimestamp) continue;
+      const p = parseAgent(a);
+      if (p.ok) out.push(registrationOf(p.spec));
+    }
+    return out.sort((x, y) => x.role.localeCompare(y.role));
+  }
+
+  /** Writes when the desired registry differs from the last one written; throws when it cannot. */
+  async sync(holt: HoltRef): Promise<{ changed: boolean; agents: number }> {
+    const agents = this.desired(holt);
+    const key = keyOf(holt.namespace, holt.name);
+    const body = canonical(agents);
+    if (this.#written.get(key) === body) return { changed: false, agents: agents.length };
+    await this.#writer.write(holt, agents);
+    this.#written.set(key, body);
+    this.#log.info(
+      { event_type: 'registry_written', holt: key, agents: agents.map((a) => a.role) },
+      'agent registry updated',
+    );
+    return { changed: true, agents: agents.length };
+  }
+
+  forget(holt: HoltRef): void {
+    this.#written.delete(keyOf(holt.namespace, holt.name));
+  }
+}
+
+/** Whether an Agent or a deletion of one changes what a Holt's registry should hold. */
+export const agentHolt = (a: KubeObject): HoltRef | undefined => {
+  const h = holtOf(a);
+  return h ? { namespace: a.metadata.namespace ?? 'default', name: h } : undefined;
+};

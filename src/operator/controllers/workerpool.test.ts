@@ -1,0 +1,284 @@
+import { connect } from '@nats-io/transport-node';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
+import { type NatsServer, startNats } from '../../../test/harness/nats.ts';
+import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
+import { ringDoorbell } from '../../bus/doorbell.ts';
+import { silentLogger } from '../../common/logger.ts';
+import { migrate } from '../../inbox/migrate.ts';
+import { InboxStore } from '../../inbox/store.ts';
+import { PostgresBacklogReader } from '../autoscale/backlog.ts';
+import { DELETION_COST } from '../autoscale/loop.ts';
+import { NatsWakeups } from '../autoscale/wakeup.ts';
+import { Operator } from '../operator.ts';
+import { KubeClient, type KubeObject } from '../runtime/kube.ts';
+import { LeaderElector } from '../runtime/leader.ts';
+import { eventually, installCrds } from '../testkit.ts';
+import type { RegistryWriter } from './registry.ts';
+
+const NS = 'pools';
+let kube: KubeCluster;
+let pgs: PostgresServer;
+let nats: NatsServer;
+let admin: KubeClient;
+let op: Operator;
+let inbox: InboxStore;
+
+/** The registry is not under test here: an in-memory RegistryWriter. */
+const registry: RegistryWriter = { write: async () => undefined };
+
+const get = (kind: string, name: string) => admin.get(kind, NS, name);
+const replicasOf = (o: KubeObject | undefined) => (o?.spec as { replicas?: number } | undefined)?.replicas;
+const pool = (name: string, spec: Record<string, unknown>): KubeObject => ({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'WorkerPool',
+  metadata: { name, namespace: NS },
+  spec: { holt: 'wp', role: 'coder', ...spec },
+});
+let claimSeq = 0;
+async function enqueue(target: string, n: number): Promise<void> {
+  for (let i = 0; i < n; i++)
+    await inbox.enqueue({
+      instance: 'wp',
+      workerTarget: target,
+      claimId: `c-${target}-${claimSeq++}`,
+      role: 'coder',
+      claimType: 'claim',
+      phase: 'parallel',
+    });
+}
+
+beforeAll(async () => {
+  [kube, pgs, nats] = await Promise.all([
+    startKube({ controllerManager: true }),
+    startPostgres(),
+    startNats(),
+  ]);
+  await migrate(pgs.url);
+  inbox = InboxStore.connect(pgs.url, { max: 2 });
+  admin = new KubeClient(kube.kubeconfig);
+  await installCrds(admin);
+  await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+  op = new Operator({
+    client: new KubeClient(kube.kubeconfig),
+    log: silentLogger(),
+    namespaces: [NS],
+    registry,
+    backlog: new PostgresBacklogReader(async () => pgs.url),
+    wakeups: new NatsWakeups(async () => nats.url),
+    // A long poll: scaling within seconds below can only come from the doorbell.
+    autoscalePollMs: 60_000,
+  });
+  await op.startInformers();
+  op.startControllers();
+  await admin.create({
+    apiVersion: 'holt.io/v1alpha1',
+    kind: 'Holt',
+    metadata: { name: 'wp', namespace: NS },
+    spec: {},
+  });
+});
+
+afterAll(async () => {
+  await op?.stop();
+  await inbox?.close();
+  admin?.close();
+  await Promise.all([kube?.stop(), pgs?.stop(), nats?.stop()]);
+});
+
+describe('WorkerPool reconciler and the built-in autoscaler', () => {
+  it('create: a worker Deployment owned by the pool, workers in worker mode, status with the selector', async () => {
+    const created = await admin.create(
+      pool('coders', {
+        target: 'coder',
+        terminationGracePeriodSeconds: 120,
+        autoscaling: {
+          mode: 'builtin',
+          maxReplicas: 4,
+          targetBacklogPerReplica: 1,
+          cooldownSeconds: 2,
+          stabilizationSeconds: 0,
+        },
+      }),
+    );
+    const dep = await eventually('the worker deployment', () => get('Deployment', 'coders'));
+    expect(dep.metadata.ownerReferences?.[0]).toMatchObject({
+      kind: 'WorkerPool',
+      uid: created.metadata.uid,
+      controller: true,
+    });
+    const tpl = (
+      dep.spec as {
+        template: {
+          spec: {
+            terminationGracePeriodSeconds: number;
+            containers: {
+              env: { name: string; value?: string }[];
+              securityContext: Record<string, unknown>;
+            }[];
+          };
+        };
+      }
+    ).template.spec;
+    expect(tpl.terminationGracePeriodSeconds).toBe(120);
+    const env = Object.fromEntries(tpl.containers[0]!.env.map((e) => [e.name, e.value]));
+    expect(env).toMatchObject({ HOLT_MODE: 'worker', HOLT_WORKER_TARGET: 'coder', HOLT_INSTANCE_NAME: 'wp' });
+    expect(tpl.containers[0]!.securityContext).toMatchObject({
+      readOnlyRootFilesystem: true,
+      runAsNonRoot: true,
+    });
+    expect(replicasOf(dep)).toBe(0);
+    const p = await eventually('pool status', async () => {
+      const o = await get('WorkerPool', 'coders');
+      return (o?.status as { selector?: string } | undefined)?.selector ? o : undefined;
+    });
+    expect((p.status as { selector: string }).selector).toBe(
+      'app.kubernetes.io/instance=coders,app.kubernetes.io/component=worker',
+    );
+  });
+
+  it('backlog appears + doorbell → replicas change at once (poll interval is 60 s)', async () => {
+    const t0 = Date.now();
+    await enqueue('coder', 3);
+    const nc = await connect({ servers: nats.url });
+    // The doorbell subscription is made on the pool's first tick; ring until it is heard.
+    const p = await eventually(
+      'spec.replicas = 3',
+      async () => {
+        ringDoorbell(nc, 'wp', 'coder', 'enqueue');
+        const o = await get('WorkerPool', 'coders');
+        return replicasOf(o) === 3 ? o : undefined;
+      },
+      20_000,
+    );
+    await nc.close();
+    console.log(`autoscale: backlog -> replicas 3 in ${Date.now() - t0} ms`);
+    expect(p.status).toMatchObject({ backlog: 3, desiredReplicas: 3 });
+    expect((p.status as { lastActiveTime?: string }).lastActiveTime).toMatch(/Z$/);
+    await eventually('deployment follows', async () =>
+      replicasOf(await get('Deployment', 'coders')) === 3 ? true : undefined,
+    );
+  });
+
+  it('scale-in marks idle pods cheapest to delete, busy ones dearest, then shrinks', async () => {
+    const pods = await eventually('3 worker pods (controller-manager)', async () => {
+      const l = await admin.list('Pod', NS, { labelSelector: 'app.kubernetes.io/instance=coders' });
+      return l.items.length === 3 ? l.items : undefined;
+    });
+    const busy = pods[0]!.metadata.name;
+    const db = new pg.Client({ connectionString: pgs.url });
+    await db.connect();
+    // One row in flight on the busy pod, the others done.
+    await db.query(
+      `UPDATE holt.agent_inbox SET status = 'claimed', lease_owner = $1, lease_expires_at = now() + interval '1 hour'
+       WHERE id = (SELECT min(id) FROM holt.agent_inbox WHERE worker_target = 'coder')`,
+      [busy],
+    );
+    await db.query(
+      `UPDATE holt.agent_inbox SET status = 'done' WHERE worker_target = 'coder' AND status = 'pending'`,
+    );
+    await db.end();
+    op.autoscaler?.queue.add(`${NS}/coders`);
+    await eventually(
+      'replicas 1',
+      async () => (replicasOf(await get('WorkerPool', 'coders')) === 1 ? true : undefined),
+      20_000,
+    );
+    const after = await admin.list('Pod', NS, { labelSelector: 'app.kubernetes.io/instance=coders' });
+    const costs = Object.fromEntries(
+      after.items.map((p) => [p.metadata.name, p.metadata.annotations?.[DELETION_COST]]),
+    );
+    expect(costs[busy]).toBe('1000');
+    expect(
+      Object.entries(costs)
+        .filter(([n]) => n !== busy)
+        .every(([, c]) => c === '0' || c === undefined),
+    ).toBe(true);
+  });
+
+  it('steady state: no writes while nothing changes', async () => {
+    await op.idle();
+    await new Promise((r) => setTimeout(r, 500));
+    const before = op.ctx.client.writes();
+    op.queues.WorkerPool.add(`${NS}/coders`);
+    op.autoscaler?.queue.add(`${NS}/coders`);
+    await new Promise((r) => setTimeout(r, 800));
+    await op.idle();
+    expect(op.ctx.client.writes()).toBe(before);
+  });
+
+  it('external (HPA) mode: the autoscaler leaves spec.replicas alone; /scale drives the Deployment', async () => {
+    await admin.create(
+      pool('hpa', { target: 'hpa', replicas: 2, autoscaling: { mode: 'external', maxReplicas: 5 } }),
+    );
+    await enqueue('hpa', 4);
+    await eventually('deployment with 2', async () =>
+      replicasOf(await get('Deployment', 'hpa')) === 2 ? true : undefined,
+    );
+    op.autoscaler?.queue.add(`${NS}/hpa`);
+    await new Promise((r) => setTimeout(r, 1000));
+    const p = await get('WorkerPool', 'hpa');
+    expect(replicasOf(p)).toBe(2);
+    expect(JSON.stringify(p?.metadata)).not.toContain('holt-autoscaler');
+    await kube.kubectl(['-n', NS, 'scale', 'workerpool/hpa', '--replicas=3']);
+    await eventually('deployment follows /scale', async () =>
+      replicasOf(await get('Deployment', 'hpa')) === 3 ? true : undefined,
+    );
+    const s = JSON.parse(
+      await kube.kubectl([
+        '-n',
+        NS,
+        'get',
+        '--raw',
+        `/apis/holt.io/v1alpha1/namespaces/${NS}/workerpools/hpa/scale`,
+      ]),
+    ) as { spec: { replicas: number } };
+    expect(s.spec.replicas).toBe(3);
+  });
+
+  it('delete: the worker Deployment goes with its pool (GC)', async () => {
+    await admin.delete('WorkerPool', NS, 'hpa');
+    await eventually(
+      'deployment collected',
+      async () => ((await get('Deployment', 'hpa')) ? undefined : true),
+      60_000,
+    );
+  });
+
+  it('leader election: a standby waits, takes over when the leader releases the Lease', async () => {
+    const mk = (id: string) =>
+      new LeaderElector(
+        new KubeClient(kube.kubeconfig),
+        {
+          namespace: NS,
+          name: 'holt-operator',
+          identity: id,
+          retryPeriodMs: 200,
+          leaseDurationMs: 3000,
+          renewDeadlineMs: 2000,
+        },
+        silentLogger(),
+      );
+    const a = mk('a');
+    const b = mk('b');
+    const led: string[] = [];
+    void a.run(
+      () => led.push('a'),
+      () => led.push('a-lost'),
+    );
+    await eventually('a leads', () => (a.isLeader ? true : undefined));
+    void b.run(
+      () => led.push('b'),
+      () => led.push('b-lost'),
+    );
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(b.isLeader).toBe(false);
+    await a.stop();
+    await eventually('b leads', () => (b.isLeader ? true : undefined), 10_000);
+    await b.stop();
+    expect(led).toEqual(['a', 'b']);
+    const lease = await get('Lease', 'holt-operator');
+    expect((lease?.spec as { leaseTransitions: number } | undefined)?.leaseTransitions).toBe(1);
+  });
+});

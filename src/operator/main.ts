@@ -1,0 +1,169 @@
+import { hostname } from 'node:os';
+import { KubeConfig } from '@kubernetes/client-node';
+import { z } from 'zod';
+import { ConfigError, formatIssues } from '../common/config.ts';
+import { startProbeServer } from '../common/http.ts';
+import { createLogger } from '../common/logger.ts';
+import { PostgresBacklogReader } from './autoscale/backlog.ts';
+import { NatsWakeups } from './autoscale/wakeup.ts';
+import { RedisRegistryWriter } from './controllers/registry.ts';
+import { DEFAULT_RUNTIME_IMAGE, Operator } from './operator.ts';
+import { KubeClient } from './runtime/kube.ts';
+import { LeaderElector } from './runtime/leader.ts';
+import { type StoreKind, storeSecretName } from './specs/stores.ts';
+
+const bool = z.preprocess(
+  (v) => (typeof v === 'string' ? !['false', '0', 'no', ''].includes(v.toLowerCase()) : v),
+  z.boolean(),
+);
+const Config = z.object({
+  namespaces: z
+    .string()
+    .default('')
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean),
+    ),
+  leaderElect: bool.default(true),
+  leaseName: z.string().default('holt-operator'),
+  leaseNamespace: z.string().default('default'),
+  healthPort: z.coerce.number().int().min(0).max(65535).default(8081),
+  metricsPort: z.coerce.number().int().min(0).max(65535).default(8080),
+  runtimeImage: z.string().min(1).default(DEFAULT_RUNTIME_IMAGE),
+  identity: z.string().min(1).default(hostname()),
+  kubeconfig: z.string().optional(),
+});
+
+/** `--flag value` / `--flag=value` over env (HOLT_OPERATOR_*), flags winning. */
+function readConfig(argv: string[], env: NodeJS.ProcessEnv): z.infer<typeof Config> {
+  const raw: Record<string, string | undefined> = {
+    namespaces: env.HOLT_OPERATOR_NAMESPACES,
+    leaderElect: env.HOLT_OPERATOR_LEADER_ELECT,
+    leaseName: env.HOLT_OPERATOR_LEASE_NAME,
+    leaseNamespace: env.HOLT_OPERATOR_LEASE_NAMESPACE ?? env.POD_NAMESPACE,
+    healthPort: env.HOLT_OPERATOR_HEALTH_PORT,
+    metricsPort: env.HOLT_OPERATOR_METRICS_PORT,
+    runtimeImage: env.HOLT_RUNTIME_IMAGE,
+    identity: env.POD_NAME,
+    kubeconfig: env.KUBECONFIG,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] ?? '';
+    if (!a.startsWith('--')) throw new ConfigError(`unexpected argument ${a}`);
+    const [flag, inline] = a.slice(2).split(/=(.*)/s);
+    const key = (flag ?? '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+    if (!(key in Config.shape)) throw new ConfigError(`unknown flag --${flag}`);
+    const next = argv[i + 1];
+    raw[key] =
+      inline ?? (key === 'leaderElect' && (next === undefined || next.startsWith('--')) ? 'true' : argv[++i]);
+  }
+  const r = Config.safeParse(Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined)));
+  if (!r.success) throw new ConfigError(formatIssues(r.error));
+  return r.data;
+}
+
+/**
+ * `holt operator`: informers on every replica, reconcilers and the autoscaler on the leader only.
+ * Store URLs come from each Holt's generated Secrets (bundled) or the spec (external URL).
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const cfg = readConfig(argv, env);
+  const log = createLogger('operator', { identity: cfg.identity });
+  const kc = new KubeConfig();
+  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
+  else kc.loadFromDefault();
+  const client = new KubeClient(kc);
+  // Secrets are read when needed (never logged): the bundled store's generated one by key.
+  const secretValue = async (ns: string, name: string, key: string) => {
+    const s = await client.get('Secret', ns, name);
+    const v = (s?.data as Record<string, string> | undefined)?.[key];
+    if (!v) throw new Error(`secret ${ns}/${name} has no key ${key}`);
+    return Buffer.from(v, 'base64').toString('utf8');
+  };
+  const storeUrl =
+    (store: StoreKind, key: string) => async (h: { namespace: string; name?: string; holt?: string }) => {
+      const holt = h.name ?? h.holt ?? '';
+      const obj = op.cache.get('Holt', h.namespace, holt);
+      const spec = (obj?.spec ?? {}) as {
+        stores?: Record<
+          string,
+          { mode?: string; url?: string; urlSecretRef?: { name: string; key: string }; secretName?: string }
+        >;
+      };
+      const s = spec.stores?.[store];
+      if (s?.mode === 'external') {
+        if (s.url) return s.url;
+        if (s.urlSecretRef) return secretValue(h.namespace, s.urlSecretRef.name, s.urlSecretRef.key);
+        if (s.secretName) return secretValue(h.namespace, s.secretName, 'uri');
+      }
+      return secretValue(h.namespace, storeSecretName(holt, store), key);
+    };
+  const op: Operator = new Operator({
+    client,
+    log,
+    namespaces: cfg.namespaces,
+    runtimeImage: cfg.runtimeImage,
+    identity: cfg.identity,
+    registry: new RedisRegistryWriter(storeUrl('redis', 'url')),
+    backlog: new PostgresBacklogReader(storeUrl('postgres', 'uri')),
+    wakeups: new NatsWakeups(storeUrl('nats', 'url')),
+  });
+  const elector = cfg.leaderElect
+    ? new LeaderElector(
+        client,
+        { namespace: cfg.leaseNamespace, name: cfg.leaseName, identity: cfg.identity },
+        log,
+      )
+    : undefined;
+  const probes = await startProbeServer({
+    port: cfg.healthPort,
+    healthz: async () => ({ ok: true }),
+    // Ready once the caches are filled (a standby is ready too: it serves a warm cache).
+    readyz: async () =>
+      op.cache.synced
+        ? { ok: true, details: { leader: op.leading } }
+        : { ok: false, reason: 'informers not synced' },
+    ...(cfg.metricsPort === cfg.healthPort ? { registry: op.metrics.registry } : {}),
+  });
+  const metrics =
+    cfg.metricsPort !== cfg.healthPort
+      ? await startProbeServer({
+          port: cfg.metricsPort,
+          healthz: async () => ({ ok: true }),
+          registry: op.metrics.registry,
+        })
+      : undefined;
+  let exitCode = 0;
+  const done = new Promise<void>((resolve) => {
+    const stop = () => resolve();
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  });
+  await op.startInformers();
+  log.info(
+    { event_type: 'operator_started', namespaces: cfg.namespaces, leader_election: cfg.leaderElect },
+    'operator started',
+  );
+  if (elector) {
+    void elector.run(
+      () => op.startControllers(),
+      () => {
+        // Lost the lease: stop reconciling at once and exit, so a restart rejoins as a standby.
+        log.error({ event_type: 'leader_lost' }, 'leadership lost; exiting');
+        exitCode = 1;
+        process.emit('SIGTERM');
+      },
+    );
+  } else {
+    op.startControllers();
+  }
+  await done;
+  await elector?.stop();
+  await op.stop();
+  client.close();
+  await probes.close();
+  await metrics?.close();
+  return exitCode;
+}

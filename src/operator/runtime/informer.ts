@@ -1,0 +1,164 @@
+import { type KubernetesListObject, type KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
+import type { Logger } from '../../common/logger.ts';
+import { type KubeClient, type KubeObject, resourcePath } from './kube.ts';
+
+export type InformerEvent = 'add' | 'update' | 'delete';
+export type InformerHandler = (event: InformerEvent, obj: KubeObject) => void;
+
+export interface InformerOptions {
+  kind: string;
+  /** Namespaces to watch; empty = all. */
+  namespaces?: string[];
+  labelSelector?: string;
+  /** Full relist this often (catches anything a broken watch missed); 0 = never. */
+  resyncMs?: number;
+}
+
+const RESTART_BASE_MS = 500;
+const RESTART_MAX_MS = 30_000;
+
+/**
+ * A cache of one kind, kept by client-node's ListWatch (list, then watch from the resourceVersion;
+ * relist on 410). What ListWatch does not do, this does: restart after any other watch error with
+ * backoff (ListWatch just stops), and a periodic full relist that emits deletes it missed.
+ */
+export class Informer {
+  readonly kind: string;
+  readonly #client: KubeClient;
+  readonly #opts: InformerOptions;
+  readonly #log: Logger;
+  readonly #handlers: InformerHandler[] = [];
+  #watches = new Map<string, ListWatch<KubernetesObject>>();
+  #stopped = true;
+  #synced = false;
+  #failures = 0;
+  #resyncTimer?: NodeJS.Timeout;
+  #restartTimers = new Set<NodeJS.Timeout>();
+  lastEventAt = 0;
+  restarts = 0;
+
+  constructor(client: KubeClient, opts: InformerOptions, log: Logger) {
+    this.kind = opts.kind;
+    this.#client = client;
+    this.#opts = opts;
+    this.#log = log.child({ informer: opts.kind });
+  }
+
+  on(handler: InformerHandler): void {
+    this.#handlers.push(handler);
+  }
+
+  get synced(): boolean {
+    return this.#synced;
+  }
+
+  get<T extends KubeObject = KubeObject>(namespace: string, name: string): T | undefined {
+    const w = this.#watches.get(this.#scopeOf(namespace));
+    return w?.get(name, namespace) as T | undefined;
+  }
+
+  list<T extends KubeObject = KubeObject>(namespace?: string): T[] {
+    if (namespace !== undefined) {
+      const w = this.#watches.get(this.#scopeOf(namespace));
+      return (w?.list(namespace) ?? []) as T[];
+    }
+    return [...this.#watches.values()].flatMap((w) => w.list() as T[]);
+  }
+
+  async start(): Promise<void> {
+    this.#stopped = false;
+    const scopes = this.#opts.namespaces?.length ? this.#opts.namespaces : [''];
+    await Promise.all(scopes.map((s) => this.#startScope(s)));
+    this.#synced = true;
+    if (this.#opts.resyncMs) {
+      // Jitter so informers of many kinds do not relist together.
+      const every = this.#opts.resyncMs * (0.9 + Math.random() * 0.2);
+      this.#resyncTimer = setInterval(() => void this.#relistAll(), every);
+      this.#resyncTimer.unref();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearInterval(this.#resyncTimer);
+    for (const t of this.#restartTimers) clearTimeout(t);
+    this.#restartTimers.clear();
+    await Promise.all([...this.#watches.values()].map((w) => w.stop()));
+  }
+
+  #scopeOf(namespace: string): string {
+    return this.#opts.namespaces?.length ? namespace : '';
+  }
+
+  #emit(event: InformerEvent, obj: KubernetesObject): void {
+    this.lastEventAt = Date.now();
+    for (const h of this.#handlers) h(event, obj as unknown as KubeObject);
+  }
+
+  #newWatch(scope: string): ListWatch<KubernetesObject> {
+    const { kind, labelSelector } = this.#opts;
+    const ns = scope || undefined;
+    const listFn = async () =>
+      (await this.#client.list(kind, ns, {
+        labelSelector,
+      })) as unknown as KubernetesListObject<KubernetesObject>;
+    const lw = new ListWatch<KubernetesObject>(
+      resourcePath(kind, ns),
+      new Watch(this.#client.kc),
+      listFn,
+      false,
+      labelSelector,
+    );
+    lw.on('add', (o) => this.#emit('add', o));
+    lw.on('update', (o) => this.#emit('update', o));
+    lw.on('delete', (o) => this.#emit('delete', o));
+    lw.on('connect', () => {
+      this.#failures = 0;
+    });
+    lw.on('error', (err: unknown) => this.#onError(scope, lw, err));
+    return lw;
+  }
+
+  async #startScope(scope: string): Promise<void> {
+    const lw = this.#newWatch(scope);
+    this.#watches.set(scope, lw);
+    await lw.start();
+  }
+
+  #onError(scope: string, lw: ListWatch<KubernetesObject>, err: unknown): void {
+    if (this.#stopped || this.#watches.get(scope) !== lw) return;
+    const delay = Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** this.#failures++);
+    this.#log.warn(
+      { event_type: 'watch_error', error: err instanceof Error ? err.message : String(err), retry_ms: delay },
+      'watch broke; restarting',
+    );
+    const t = setTimeout(() => {
+      this.#restartTimers.delete(t);
+      if (this.#stopped) return;
+      this.restarts++;
+      // start() resumes from the last resourceVersion, or relists if it is gone (410).
+      lw.start().catch((e: unknown) => this.#onError(scope, lw, e));
+    }, delay);
+    t.unref();
+    this.#restartTimers.add(t);
+  }
+
+  async #relistAll(): Promise<void> {
+    for (const [scope, old] of [...this.#watches]) {
+      if (this.#stopped) return;
+      const fresh = this.#newWatch(scope);
+      // Swap first so events of the fresh watch land in the new cache; objects the old cache had
+      // and the new list lacks were deleted while we were not looking.
+      try {
+        const before = old.list();
+        this.#watches.set(scope, fresh);
+        await fresh.start();
+        await old.stop();
+        for (const o of before)
+          if (!fresh.get(o.metadata?.name ?? '', o.metadata?.namespace)) this.#emit('delete', o);
+      } catch (e) {
+        this.#log.warn({ event_type: 'relist_failed', error: String(e) }, 'relist failed');
+      }
+    }
+  }
+}

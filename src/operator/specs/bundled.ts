@@ -1,0 +1,187 @@
+import type { V1Container, V1EnvVar, V1StatefulSetSpec } from '@kubernetes/client-node';
+import type { HoltSpec } from '../../api/holt.ts';
+import type { KubeObject } from '../runtime/kube.ts';
+import { labels, meta, type Owner, selectorLabels } from './meta.ts';
+import { containerSecurity, execProbe, httpProbe, podSecurity, resourcesOf } from './pod.ts';
+import {
+  NATS_MONITOR_PORT,
+  PG_DB,
+  PG_USER,
+  STORE_PORTS,
+  type StoreKind,
+  storeName,
+  storeSecretName,
+} from './stores.ts';
+
+/** Official images only (never Bitnami's, whose versioned tags moved to an unmaintained registry). */
+export const STORE_IMAGES: Record<StoreKind, string> = {
+  redis: 'redis:7-alpine',
+  nats: 'nats:2-alpine',
+  postgres: 'postgres:17-alpine',
+};
+
+/** The user each official image runs its server as (redis and postgres alpine images) or a free uid. */
+const STORE_UID: Record<StoreKind, number> = { redis: 999, nats: 1000, postgres: 70 };
+
+const secretEnv = (name: string, secret: string, key: string): V1EnvVar => ({
+  name,
+  valueFrom: { secretKeyRef: { name: secret, key } },
+});
+
+interface StoreContainer {
+  container: Omit<V1Container, 'name' | 'image' | 'securityContext' | 'resources' | 'volumeMounts'>;
+  dataPath: string;
+  /** Writable scratch dirs the server needs besides its data (the root filesystem is read-only). */
+  scratch: string[];
+  ports: { name: string; port: number }[];
+}
+
+function storeContainer(holt: string, store: StoreKind): StoreContainer {
+  const secret = storeSecretName(holt, store);
+  const port = STORE_PORTS[store];
+  if (store === 'redis')
+    return {
+      dataPath: '/data',
+      scratch: ['/tmp'],
+      ports: [{ name: 'redis', port }],
+      container: {
+        command: [
+          'sh',
+          '-c',
+          'exec redis-server --appendonly yes --dir /data --requirepass "$REDIS_PASSWORD"',
+        ],
+        env: [
+          secretEnv('REDIS_PASSWORD', secret, 'password'),
+          secretEnv('REDISCLI_AUTH', secret, 'password'),
+        ],
+        ports: [{ name: 'redis', containerPort: port }],
+        startupProbe: { tcpSocket: { port: 'redis' }, periodSeconds: 2, failureThreshold: 30 },
+        livenessProbe: execProbe(['redis-cli', 'ping'], 10, 3),
+        readinessProbe: execProbe(['redis-cli', 'ping'], 5, 3),
+      },
+    };
+  if (store === 'nats')
+    return {
+      dataPath: '/data',
+      scratch: ['/tmp'],
+      ports: [
+        { name: 'client', port },
+        { name: 'monitor', port: NATS_MONITOR_PORT },
+      ],
+      container: {
+        command: [
+          'sh',
+          '-c',
+          `exec nats-server --jetstream --store_dir /data --port ${port} --http_port ${NATS_MONITOR_PORT} --user holt --pass "$NATS_PASSWORD"`,
+        ],
+        env: [secretEnv('NATS_PASSWORD', secret, 'password')],
+        ports: [
+          { name: 'client', containerPort: port },
+          { name: 'monitor', containerPort: NATS_MONITOR_PORT },
+        ],
+        startupProbe: httpProbe('/healthz', 'monitor', 2, 90),
+        livenessProbe: httpProbe('/healthz?js-enabled-only=true', 'monitor', 30, 3),
+        readinessProbe: httpProbe('/healthz?js-server-only=true', 'monitor', 10, 3),
+        // Lame-duck mode lets clients move away before the server stops.
+        lifecycle: { preStop: { exec: { command: ['nats-server', '--signal', 'ldm'] } } },
+      },
+    };
+  const ready = ['pg_isready', '-U', PG_USER, '-d', PG_DB, '-h', '127.0.0.1'];
+  return {
+    dataPath: '/var/lib/postgresql/data',
+    scratch: ['/tmp', '/var/run/postgresql'],
+    ports: [{ name: 'postgres', port }],
+    container: {
+      env: [
+        { name: 'POSTGRES_USER', value: PG_USER },
+        { name: 'POSTGRES_DB', value: PG_DB },
+        secretEnv('POSTGRES_PASSWORD', secret, 'password'),
+        // A subdirectory: the PVC root may hold lost+found, which initdb refuses.
+        { name: 'PGDATA', value: '/var/lib/postgresql/data/pgdata' },
+      ],
+      ports: [{ name: 'postgres', containerPort: port }],
+      startupProbe: execProbe(ready, 2, 60),
+      livenessProbe: execProbe(ready, 10, 6),
+      readinessProbe: execProbe(ready, 5, 3),
+    },
+  };
+}
+
+/** StatefulSet, headless + client Service and PDB of one bundled store. */
+export function bundledStore(
+  owner: Owner,
+  store: StoreKind,
+  spec: HoltSpec['stores'][StoreKind],
+): KubeObject[] {
+  const holt = owner.name;
+  const name = storeName(holt, store);
+  const lbls = labels(holt, name, store);
+  const sel = selectorLabels(name, store);
+  const c = storeContainer(holt, store);
+  const uid = STORE_UID[store];
+  const scratchVolumes = c.scratch.map((_, i) => ({ name: `scratch-${i}`, emptyDir: {} }));
+  const sts: V1StatefulSetSpec = {
+    replicas: 1,
+    serviceName: `${name}-hl`,
+    selector: { matchLabels: sel },
+    podManagementPolicy: 'Parallel',
+    // Dev-sized bundled stores keep their data when the Holt is deleted only if the user asks the
+    // PVC to be retained; the default follows the Holt's lifetime.
+    persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Delete', whenScaled: 'Retain' },
+    template: {
+      metadata: { labels: lbls },
+      spec: {
+        automountServiceAccountToken: false,
+        securityContext: podSecurity(uid),
+        terminationGracePeriodSeconds: store === 'nats' ? 60 : 30,
+        containers: [
+          {
+            name: store,
+            image: spec.image ?? STORE_IMAGES[store],
+            ...c.container,
+            resources: resourcesOf(spec.resources, { requests: { cpu: '50m', memory: '64Mi' } }),
+            securityContext: containerSecurity(),
+            volumeMounts: [
+              { name: 'data', mountPath: c.dataPath },
+              ...c.scratch.map((p, i) => ({ name: `scratch-${i}`, mountPath: p })),
+            ],
+          },
+        ],
+        volumes: scratchVolumes,
+      },
+    },
+    volumeClaimTemplates: [
+      {
+        metadata: { name: 'data', labels: lbls },
+        spec: {
+          accessModes: ['ReadWriteOnce'],
+          resources: { requests: { storage: spec.storage } },
+          ...(spec.storageClassName ? { storageClassName: spec.storageClassName } : {}),
+        },
+      },
+    ],
+  };
+  const ports = c.ports.map((p) => ({ name: p.name, port: p.port, targetPort: p.name }));
+  return [
+    { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: meta(name, owner, lbls), spec: sts },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: meta(name, owner, lbls),
+      spec: { type: 'ClusterIP', selector: sel, ports },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: meta(`${name}-hl`, owner, lbls),
+      spec: { clusterIP: 'None', publishNotReadyAddresses: true, selector: sel, ports },
+    },
+    {
+      apiVersion: 'policy/v1',
+      kind: 'PodDisruptionBudget',
+      metadata: meta(name, owner, lbls),
+      // One replica: maxUnavailable 1 documents intent without blocking node drains forever.
+      spec: { maxUnavailable: 1, selector: { matchLabels: sel } },
+    },
+  ];
+}

@@ -1,0 +1,52 @@
+import type { HoltSpec } from '../../api/holt.ts';
+import type { KubeObject } from '../runtime/kube.ts';
+import type { AgentResourceSpec } from './agent.ts';
+import { childName, labels, meta, type Owner } from './meta.ts';
+import { pupPodTemplate } from './pup.ts';
+
+export const CLAIM_LABEL = 'holt.io/claim';
+
+/** One Job name per (agent, claim): re-creating it for the same claim is a no-op 409. */
+export const claimJobName = (agent: string, claimId: string) =>
+  childName(
+    agent,
+    claimId
+      .replace(/[^a-z0-9]/gi, '')
+      .slice(0, 12)
+      .toLowerCase(),
+  );
+
+/** A fresh_per_call agent's Job for one pending claim: a worker pup with `--execute-claim`. */
+export function claimJob(
+  owner: Owner,
+  a: AgentResourceSpec,
+  holtSpec: HoltSpec,
+  runtimeImage: string,
+  claimId: string,
+): KubeObject {
+  const name = claimJobName(owner.name, claimId);
+  const lbls = labels(a.holt, owner.name, 'claim-job', { 'holt.io/role': a.role });
+  const claimLabel = claimId.replace(/[^A-Za-z0-9._-]/g, '').slice(0, 63);
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: meta(name, owner, { ...lbls, [CLAIM_LABEL]: claimLabel }),
+    spec: {
+      // The pup's fencing makes a retried execution safe, but a claim failing twice is a Failure.
+      backoffLimit: 1,
+      ttlSecondsAfterFinished: 600,
+      template: pupPodTemplate({
+        holt: a.holt,
+        holtSpec,
+        agent: a,
+        mode: 'worker',
+        runtimeImage,
+        image: a.worker?.image ?? a.image,
+        workspaceMode: a.worker?.workspaceMode ?? a.workspace.mode,
+        labels: { ...lbls, [CLAIM_LABEL]: claimLabel },
+        args: ['--execute-claim', claimId],
+        restartPolicy: 'Never',
+      }),
+    },
+  };
+}

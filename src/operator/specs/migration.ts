@@ -1,0 +1,47 @@
+import type { HoltSpec } from '../../api/holt.ts';
+import { hashOf } from '../runtime/apply.ts';
+import type { KubeObject } from '../runtime/kube.ts';
+import { childName, labels, meta, type Owner } from './meta.ts';
+import { HOLT_BIN } from './orchestrator.ts';
+import { containerSecurity, podSecurity, RUNTIME_UID } from './pod.ts';
+import { orchestratorAccount } from './serviceaccount.ts';
+import { storeEnv } from './stores.ts';
+
+/**
+ * The migration Job for the Holt's Postgres. A Job's template is immutable, so its name carries a
+ * hash of image and database source: a new runtime version runs its migrations in a new Job.
+ */
+export function migrationJob(owner: Owner, spec: HoltSpec, runtimeImage: string): KubeObject {
+  const image = spec.runtimeImage ?? runtimeImage;
+  const env = storeEnv(owner.name, spec.stores).filter((e) => e.name === 'DATABASE_URL');
+  const name = childName(owner.name, 'migrate', hashOf({ image, env }).slice(0, 8));
+  const lbls = labels(owner.name, childName(owner.name, 'migrate'), 'migration');
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: meta(name, owner, lbls),
+    spec: {
+      backoffLimit: 10,
+      ttlSecondsAfterFinished: 86_400,
+      template: {
+        metadata: { labels: lbls },
+        spec: {
+          restartPolicy: 'OnFailure',
+          serviceAccountName: orchestratorAccount(owner.name),
+          automountServiceAccountToken: false,
+          securityContext: podSecurity(RUNTIME_UID),
+          containers: [
+            {
+              name: 'migrate',
+              image,
+              command: [HOLT_BIN, 'migrate'],
+              env,
+              resources: { requests: { cpu: '20m', memory: '64Mi' } },
+              securityContext: containerSecurity(),
+            },
+          ],
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,136 @@
+import type {
+  V1Container,
+  V1EnvVar,
+  V1PodTemplateSpec,
+  V1Volume,
+  V1VolumeMount,
+} from '@kubernetes/client-node';
+import type { AgentSpec } from '../../api/agent.ts';
+import type { HoltSpec } from '../../api/holt.ts';
+import { pupEnvironment } from '../../api/pupenv.ts';
+import { EGRESS_LABEL } from './networkpolicy.ts';
+import { HOLT_BIN } from './orchestrator.ts';
+import { containerSecurity, HEALTH_PORT, holtProbes, podSecurity, RUNTIME_UID, resourcesOf } from './pod.ts';
+import { agentAccount } from './serviceaccount.ts';
+import { storeEnv } from './stores.ts';
+import { WORKSPACE_PATH, workspaceClaim } from './workspace.ts';
+
+export type PupMode = 'standard' | 'controller' | 'worker';
+
+export interface PupPodInput {
+  holt: string;
+  holtSpec: HoltSpec;
+  agent: AgentSpec & { role: string };
+  mode: PupMode;
+  runtimeImage: string;
+  /** Image of the agent's tools; the pup is copied into it when it is not the runtime image. */
+  image?: string;
+  workspaceMode: 'ro' | 'rw';
+  labels: Record<string, string>;
+  args?: string[];
+  extraEnv?: V1EnvVar[];
+  terminationGracePeriodSeconds?: number;
+  restartPolicy?: 'Always' | 'Never';
+}
+
+/** The LLM settings of an agent with the Holt's defaults; the key only ever as a secretKeyRef. */
+function llmEnv(agent: AgentSpec, holt: HoltSpec): V1EnvVar[] {
+  if (!agent.llm && !agent.bidding.llm) return [];
+  const out: V1EnvVar[] = [];
+  const baseUrl = agent.llm?.baseUrl ?? holt.llm?.baseUrl;
+  const model = agent.llm?.model ?? holt.llm?.model;
+  if (baseUrl) out.push({ name: 'HOLT_LLM_BASE_URL', value: baseUrl });
+  if (model) out.push({ name: 'HOLT_LLM_MODEL', value: model });
+  if (agent.llm) out.push({ name: 'HOLT_LLM_CONFIG', value: JSON.stringify(agent.llm) });
+  const key = holt.llm?.apiKeySecretRef;
+  if (key)
+    out.push({ name: 'HOLT_LLM_API_KEY', valueFrom: { secretKeyRef: { name: key.name, key: key.key } } });
+  return out;
+}
+
+/**
+ * The pod of a pup in any mode: the pup's HOLT_* environment (shared with holt up), connection URLs
+ * and the LLM key from Secrets, the workspace PVC read-only or read-write, the restricted security
+ * profile, and /healthz, /readyz probes on the health port.
+ */
+export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
+  const literal = pupEnvironment(p.agent, {
+    instance: p.holt,
+    role: p.agent.role,
+    workspace: WORKSPACE_PATH,
+    healthPort: HEALTH_PORT,
+    mode: p.mode,
+  });
+  const env: V1EnvVar[] = [
+    ...Object.entries(literal).map(([name, value]) => ({ name, value })),
+    ...p.agent.env
+      .filter((e) => e.value === undefined && e.secretKeyRef)
+      .map((e) => ({
+        name: e.name,
+        valueFrom: { secretKeyRef: { name: e.secretKeyRef!.name, key: e.secretKeyRef!.key } },
+      })),
+    ...storeEnv(p.holt, p.holtSpec.stores),
+    ...llmEnv(p.agent, p.holtSpec),
+    { name: 'HOLT_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    ...(p.extraEnv ?? []),
+  ];
+  const image = p.image ?? p.runtimeImage;
+  const copyPup = image !== p.runtimeImage;
+  const mounts: V1VolumeMount[] = [
+    { name: 'workspace', mountPath: WORKSPACE_PATH, readOnly: p.workspaceMode === 'ro' },
+    { name: 'tmp', mountPath: '/tmp' },
+    ...(copyPup ? [{ name: 'holt', mountPath: '/opt/holt', readOnly: true }] : []),
+  ];
+  const volumes: V1Volume[] = [
+    {
+      name: 'workspace',
+      persistentVolumeClaim: { claimName: workspaceClaim(p.holt), readOnly: p.workspaceMode === 'ro' },
+    },
+    { name: 'tmp', emptyDir: {} },
+    ...(copyPup ? [{ name: 'holt', emptyDir: {} }] : []),
+  ];
+  const pup: V1Container = {
+    name: 'pup',
+    image,
+    command: [HOLT_BIN, 'pup', ...(p.args ?? [])],
+    env,
+    ports: [{ name: 'http', containerPort: HEALTH_PORT }],
+    ...holtProbes(),
+    resources: resourcesOf(p.agent.resources, { requests: { cpu: '50m', memory: '128Mi' } }),
+    securityContext: containerSecurity(),
+    volumeMounts: mounts,
+  };
+  // The pup runs inside the agent's own image (its tools live there): an init container copies it in.
+  const init: V1Container[] = copyPup
+    ? [
+        {
+          name: 'install-pup',
+          image: p.runtimeImage,
+          command: ['cp', '-a', '/opt/holt/.', '/holt/'],
+          resources: { requests: { cpu: '10m', memory: '32Mi' } },
+          securityContext: containerSecurity(),
+          volumeMounts: [{ name: 'holt', mountPath: '/holt' }],
+        },
+      ]
+    : [];
+  const lbls = {
+    ...p.labels,
+    'holt.io/role': p.agent.role,
+    ...(p.agent.egress ? { [EGRESS_LABEL]: 'true' } : {}),
+  };
+  return {
+    metadata: { labels: lbls },
+    spec: {
+      serviceAccountName: agentAccount(p.holt),
+      automountServiceAccountToken: false,
+      securityContext: podSecurity(RUNTIME_UID),
+      ...(p.restartPolicy ? { restartPolicy: p.restartPolicy } : {}),
+      ...(p.terminationGracePeriodSeconds
+        ? { terminationGracePeriodSeconds: p.terminationGracePeriodSeconds }
+        : {}),
+      ...(init.length ? { initContainers: init } : {}),
+      containers: [pup],
+      volumes,
+    },
+  };
+}

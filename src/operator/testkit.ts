@@ -1,0 +1,150 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseAllDocuments } from 'yaml';
+import type { KubeObject } from './runtime/kube.ts';
+import { KubeClient } from './runtime/kube.ts';
+
+/** Polls until `check` returns a value (not undefined), else fails after `timeoutMs`. */
+export async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await sleep(100);
+  }
+}
+
+const loose = { type: 'object', 'x-kubernetes-preserve-unknown-fields': true };
+
+/** A minimal CRD (schema-less spec/status, status and scale subresources) for when crds/ is not generated yet. */
+function minimalCrd(kind: string, plural: string, scale: boolean): KubeObject {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${plural}.holt.io` },
+    spec: {
+      group: 'holt.io',
+      scope: 'Namespaced',
+      names: { plural, singular: kind.toLowerCase(), kind, listKind: `${kind}List` },
+      versions: [
+        {
+          name: 'v1alpha1',
+          served: true,
+          storage: true,
+          subresources: {
+            status: {},
+            ...(scale
+              ? {
+                  scale: {
+                    specReplicasPath: '.spec.replicas',
+                    statusReplicasPath: '.status.replicas',
+                    labelSelectorPath: '.status.selector',
+                  },
+                }
+              : {}),
+          },
+          schema: { openAPIV3Schema: { type: 'object', properties: { spec: loose, status: loose } } },
+        },
+      ],
+    },
+  };
+}
+
+/** The CRDs: the generated crds/*.yaml when present, else minimal ones. */
+export function holtCrds(root = process.cwd()): KubeObject[] {
+  const dir = join(root, 'crds');
+  const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.yaml')) : [];
+  const docs = files.flatMap((f) =>
+    parseAllDocuments(readFileSync(join(dir, f), 'utf8'))
+      .map((d) => d.toJS() as KubeObject | null)
+      .filter((d): d is KubeObject => d?.kind === 'CustomResourceDefinition'),
+  );
+  const have = new Set(docs.map((d) => d.metadata.name));
+  for (const [kind, plural, scale] of [
+    ['Holt', 'holts', false],
+    ['Agent', 'agents', false],
+    ['WorkerPool', 'workerpools', true],
+  ] as const)
+    if (!have.has(`${plural}.holt.io`)) docs.push(minimalCrd(kind, plural, scale));
+  return docs;
+}
+
+/** Installs the CRDs and waits until each serves requests. */
+export async function installCrds(client: KubeClient): Promise<void> {
+  for (const crd of holtCrds()) {
+    await client
+      .request('create', 'POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)
+      .catch((e: unknown) => {
+        if (!(e instanceof Error && 'status' in e && e.status === 409)) throw e;
+      });
+  }
+  for (const plural of ['holts', 'agents', 'workerpools'])
+    await eventually(`${plural} to be served`, async () => {
+      await client.request('list', 'GET', `/apis/holt.io/v1alpha1/${plural}`);
+      return true;
+    });
+}
+
+export { KubeClient };
+
+/**
+ * A stand-in for the kubelet (none runs in tests): marks the pods of a namespace Running and
+ * Ready, or Succeeded for Job pods, so the controllers' workload status reflects ready pods.
+ */
+export async function fakeKubelet(client: KubeClient, namespace: string): Promise<number> {
+  const pods = await client.list('Pod', namespace);
+  let n = 0;
+  for (const p of pods.items) {
+    const job = p.metadata.labels?.['batch.kubernetes.io/job-name'] !== undefined;
+    const phase = job ? 'Succeeded' : 'Running';
+    const st = p.status as { phase?: string } | undefined;
+    if (st?.phase === phase) continue;
+    const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    const containers = ((p.spec as { containers: { name: string; image: string }[] }).containers ?? []).map(
+      (c) => ({
+        name: c.name,
+        image: c.image,
+        imageID: '',
+        ready: !job,
+        restartCount: 0,
+        started: !job,
+        state: job
+          ? { terminated: { exitCode: 0, reason: 'Completed', startedAt: now, finishedAt: now } }
+          : { running: { startedAt: now } },
+      }),
+    );
+    await client.request(
+      'patch',
+      'PATCH',
+      `/api/v1/namespaces/${namespace}/pods/${p.metadata.name}/status`,
+      {
+        status: {
+          phase,
+          startTime: now,
+          conditions: [
+            { type: 'PodScheduled', status: 'True', lastTransitionTime: now },
+            { type: 'Initialized', status: 'True', lastTransitionTime: now },
+            { type: 'ContainersReady', status: job ? 'False' : 'True', lastTransitionTime: now },
+            { type: 'Ready', status: job ? 'False' : 'True', lastTransitionTime: now },
+          ],
+          containerStatuses: containers,
+        },
+      },
+      'application/merge-patch+json',
+    );
+    n++;
+  }
+  return n;
+}
