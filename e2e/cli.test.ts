@@ -162,6 +162,32 @@ agents:
     expect(list.map((i) => i.name)).not.toContain('bad');
   });
 
+  it('up rolls everything back when an agent never becomes healthy (--timeout reaches the supervisor)', async () => {
+    const dir = join(scratch, 'unhealthy');
+    cpSync(join(ROOT, 'examples', 'demo'), dir, { recursive: true });
+    writeFileSync(
+      join(dir, 'holt.yml'),
+      `version: "2"
+agents:
+  Sick:
+    command: ["node", "agents/finisher.mjs"]
+    bidding_strategy: ignore
+    health_check: {command: ["false"], interval: 1s}
+`,
+    );
+    execFileSync('git', ['init', '-q'], { cwd: dir });
+    const r = await holt(['up', '--name', 'sick', '--timeout', '4'], { cwd: dir });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/failed to start: not healthy in time: Sick/);
+    const s = state('sick');
+    expect(s.status).toBe('failed');
+    const pids = [s.supervisorPid, ...s.components.map((c) => c.pid), ...s.stores.map((x) => x.pid)];
+    expect(s.stores.length).toBe(3);
+    // The supervisor exits after its rollback; nothing it started survives it.
+    for (let i = 0; i < 100 && isAlive(s.supervisorPid); i++) await sleep(100);
+    expect(pids.filter((p) => isAlive(p))).toEqual([]);
+  });
+
   it('forage refuses a dirty workspace unless --allow-dirty', async () => {
     const dir = newWorkspace('ws3');
     writeFileSync(join(dir, 'untracked.txt'), 'x');

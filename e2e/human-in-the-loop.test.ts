@@ -1,9 +1,11 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { InstanceState } from '../src/local/instance.ts';
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '..');
@@ -13,6 +15,12 @@ const FIX = join(ROOT, 'test', 'fixtures', 'agents');
 let ws: string;
 let scratch: string;
 let env: NodeJS.ProcessEnv;
+
+function instanceState(name: string): InstanceState {
+  return JSON.parse(
+    readFileSync(join(env.HOLT_HOME!, 'instances', name, 'state.json'), 'utf8'),
+  ) as InstanceState;
+}
 
 async function holt(args: string[]) {
   try {
@@ -63,6 +71,11 @@ describe('human in the loop, logs and history from the CLI', () => {
     expect(question.payload).toBe('Which colour for: paint the shed?');
     expect(question.produced_by_role).toBe('Asker');
 
+    // Answer only once the watcher is subscribed, or a fast Terminal could slip past it.
+    const redis = new Redis(instanceState('hitl').redisUrl!);
+    const channel = 'holt:hitl:artefact_events';
+    const subscribers = async () => Number(((await redis.pubsub('NUMSUB', channel)) as [string, number])[1]);
+    const before = await subscribers();
     const watching = holt([
       'watch',
       '--name',
@@ -73,7 +86,8 @@ describe('human in the loop, logs and history from the CLI', () => {
       '--timeout',
       '60',
     ]);
-    await new Promise((r) => setTimeout(r, 300));
+    while ((await subscribers()) <= before) await new Promise((r) => setTimeout(r, 50));
+    redis.disconnect();
     const a = await holt(['answer', question.id.slice(0, 8), 'green', '--name', 'hitl']);
     expect(a.stdout).toMatch(/Answer artefact created: [0-9a-f-]{36} \(answers /);
     const w = await watching;

@@ -12,6 +12,7 @@ import { status } from './commands/status.ts';
 import { up } from './commands/up.ts';
 import { watch } from './commands/watch.ts';
 import { CliError, EXIT, err, paint } from './output.ts';
+import { positiveInt } from './resolve.ts';
 
 const EXIT_HELP = `
 Exit codes:
@@ -147,9 +148,15 @@ function program(): Command {
     .requiredOption('--name <name>')
     .requiredOption('--file <file>')
     .requiredOption('--workspace <dir>')
+    .option('--ready-timeout <ms>', 'how long components get to become healthy', '30000')
     .action(async (o) => {
       const m = await import('../local/daemon.ts');
-      process.exitCode = await m.runDaemon(o);
+      const code = await m.runDaemon({
+        ...o,
+        readyTimeoutMs: positiveInt('--ready-timeout', o.readyTimeout),
+      });
+      // Everything it started is stopped by now; a stray handle must not keep the supervisor around.
+      process.exit(code);
     });
   return p;
 }

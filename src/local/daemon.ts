@@ -15,7 +15,7 @@ import { freePort } from './ports.ts';
 import { startPostgres } from './postgres.ts';
 import { startRedis } from './redis.ts';
 import { readScale, workerCount, workerName } from './scale.ts';
-import { type ComponentSpec, Supervisor } from './supervisor.ts';
+import { type ComponentSpec, LOCAL_PUP_GRACE_MS, Supervisor } from './supervisor.ts';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'cli', 'main.ts');
 
@@ -76,7 +76,8 @@ function componentMaker(
       kind,
       role: agent.role,
       ...holtCommand(['pup']),
-      env: { ...process.env, ...base.conn, ...env },
+      // The supervisor's stop grace outlasts this, so a pup always stops its own tool first.
+      env: { HOLT_SHUTDOWN_GRACE_MS: String(LOCAL_PUP_GRACE_MS), ...process.env, ...base.conn, ...env },
       cwd: base.workspace,
       healthPort,
     };
@@ -125,6 +126,8 @@ async function rescale(
   }
 }
 
+class StopRequested extends Error {}
+
 /** The local instance supervisor: stores, registry, orchestrator and pups; runs until SIGTERM. */
 export async function runDaemon(opts: DaemonOptions): Promise<number> {
   const dir = instanceDir(opts.name);
@@ -147,6 +150,15 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
   save();
   const stores: { stop(): Promise<void> }[] = [];
   const abort = new AbortController();
+  // Listen from the first moment: a `holt down` (or a timed-out `up`) during start-up must roll back,
+  // not kill this process and orphan what it already started.
+  const stopRequested = new AbortController();
+  const onSignal = () => stopRequested.abort();
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+  const checkStop = () => {
+    if (stopRequested.signal.aborted) throw new StopRequested();
+  };
   const shutdown = async (status: 'stopped' | 'failed') => {
     abort.abort();
     state.status = 'stopping';
@@ -163,12 +175,25 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     const redisUrl = fileStores.redis.url ?? process.env.HOLT_REDIS_URL;
     const natsUrl = fileStores.nats.url ?? process.env.HOLT_NATS_URL;
     const pgUrl = fileStores.postgres.url ?? process.env.HOLT_DATABASE_URL;
-    const [redis, nats, pg] = await Promise.all([
-      redisUrl ? undefined : startRedis({ dir: join(dir, 'data', 'redis'), aof: 'everysec' }),
-      natsUrl ? undefined : startNats({ dir: join(dir, 'data', 'nats') }),
-      pgUrl ? undefined : startPostgres({ dir: postgresDir(opts.name), database: 'holt' }),
+    // Each store joins the rollback list the moment it is up, even if a sibling fails to start.
+    const started = <T extends { stop(): Promise<void> }>(p: Promise<T>) =>
+      p.then((s) => {
+        stores.push(s);
+        return s;
+      });
+    const results = await Promise.allSettled([
+      redisUrl ? undefined : started(startRedis({ dir: join(dir, 'data', 'redis'), aof: 'everysec' })),
+      natsUrl ? undefined : started(startNats({ dir: join(dir, 'data', 'nats') })),
+      pgUrl ? undefined : started(startPostgres({ dir: postgresDir(opts.name), database: 'holt' })),
     ]);
-    for (const s of [redis, nats, pg]) if (s) stores.push(s);
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    const [redis, nats, pg] = results.map((r) => (r.status === 'fulfilled' ? r.value : undefined)) as [
+      Awaited<ReturnType<typeof startRedis>> | undefined,
+      Awaited<ReturnType<typeof startNats>> | undefined,
+      Awaited<ReturnType<typeof startPostgres>> | undefined,
+    ];
+    checkStop();
     state.stores = [redis, nats, pg].flatMap((s) =>
       s?.proc.child.pid ? [{ name: s.proc.name, pid: s.proc.child.pid }] : [],
     );
@@ -216,22 +241,27 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
         );
     });
 
-    const pending = await sup.waitHealthy(opts.readyTimeoutMs ?? 30_000);
+    checkStop();
+    const pending = await sup.waitHealthy(opts.readyTimeoutMs ?? 30_000, stopRequested.signal);
+    checkStop();
     if (pending.length)
       throw new Error(`not healthy in time: ${pending.join(', ')} (see ${join(dir, 'logs')})`);
     state.status = 'running';
     save();
     void sup.watchHealth(abort.signal);
   } catch (e) {
+    if (e instanceof StopRequested) {
+      log.info({ event_type: 'up_cancelled' }, 'stop requested during start-up; rolling back');
+      await shutdown('stopped');
+      return 0;
+    }
     state.error = e instanceof Error ? e.message : String(e);
     log.error({ event_type: 'up_failed', error: state.error }, 'start failed; rolling back');
     await shutdown('failed');
     return 1;
   }
-  await new Promise<void>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
-  });
+  if (!stopRequested.signal.aborted)
+    await new Promise<void>((resolve) => stopRequested.signal.addEventListener('abort', () => resolve()));
   await shutdown('stopped');
   return 0;
 }

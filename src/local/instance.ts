@@ -86,8 +86,27 @@ export function isAlive(pid: number | undefined): boolean {
   }
 }
 
+/**
+ * Whether `pid` is alive and still the process we started: its command line contains `marker`. A pid
+ * from an old state file may since belong to something else, which must never be signalled.
+ */
+export function isOurProcess(pid: number | undefined, marker: string): boolean {
+  if (!isAlive(pid)) return false;
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker);
+  } catch {
+    // no /proc (not Linux): fall back to liveness
+    return true;
+  }
+}
+
+/** The supervisor of this instance is running (identity-checked, not just a live pid). */
+export function supervisorAlive(s: InstanceState): boolean {
+  return isOurProcess(s.supervisorPid, '__supervise');
+}
+
 /** The instance as a user sees it: a dead supervisor means stopped, whatever the file says. */
 export function effectiveStatus(s: InstanceState): InstanceState['status'] {
-  if (!isAlive(s.supervisorPid)) return s.status === 'failed' ? 'failed' : 'stopped';
+  if (!supervisorAlive(s)) return s.status === 'failed' ? 'failed' : 'stopped';
   return s.status;
 }

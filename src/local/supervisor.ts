@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelay } from '../common/backoff.ts';
 import type { Logger } from '../common/logger.ts';
 import type { ComponentState } from './instance.ts';
+import { freePort } from './ports.ts';
 
 /** One supervised child process (the orchestrator or a pup). */
 export interface ComponentSpec {
@@ -25,6 +26,9 @@ interface Running {
   startedAt: number;
   exited?: Promise<void>;
 }
+
+/** How long a local pup lets its running tool finish on SIGTERM (HOLT_SHUTDOWN_GRACE_MS). */
+export const LOCAL_PUP_GRACE_MS = 10_000;
 
 /** A child that stayed up this long has its restart backoff reset. */
 const STABLE_MS = 60_000;
@@ -112,7 +116,14 @@ export class Supervisor {
     );
     this.onChange();
     await sleep(delay);
-    if (!this.stopping) this.spawn(r);
+    if (this.stopping) return;
+    if (r.spec.healthPort) {
+      // The port was free when picked, not necessarily now: a restart takes a fresh one.
+      r.spec.healthPort = await freePort();
+      r.spec.env = { ...r.spec.env, HOLT_HEALTH_PORT: String(r.spec.healthPort) };
+      r.state.healthPort = r.spec.healthPort;
+    }
+    this.spawn(r);
   }
 
   /** Marks a component running once its health endpoint answered. */
@@ -125,7 +136,7 @@ export class Supervisor {
   }
 
   /** Waits until every component with a health port answers 200 on /healthz. */
-  async waitHealthy(timeoutMs: number, onProgress?: (pending: string[]) => void): Promise<string[]> {
+  async waitHealthy(timeoutMs: number, signal?: AbortSignal): Promise<string[]> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const pending: string[] = [];
@@ -144,8 +155,7 @@ export class Supervisor {
           pending.push(r.spec.name);
         }),
       );
-      onProgress?.(pending);
-      if (!pending.length || Date.now() > deadline) return pending.sort();
+      if (!pending.length || Date.now() > deadline || signal?.aborted) return pending.sort();
       await sleep(200);
     }
   }
@@ -178,8 +188,11 @@ export class Supervisor {
     this.onChange();
   }
 
-  /** SIGTERM everything (in reverse start order, agents before the orchestrator), SIGKILL after the grace. */
-  async stopAll(graceMs = 10_000): Promise<void> {
+  /**
+   * SIGTERM everything (in reverse start order, agents before the orchestrator), SIGKILL after the grace.
+   * The grace outlasts the pups' own (LOCAL_PUP_GRACE_MS), so a pup always gets to stop its tool first.
+   */
+  async stopAll(graceMs = LOCAL_PUP_GRACE_MS + 5_000): Promise<void> {
     this.stopping = true;
     const all = [...this.running.values()].reverse();
     for (const r of all) r.child?.kill('SIGTERM');

@@ -11,6 +11,7 @@ import {
   isAlive,
   listInstances,
   readState,
+  supervisorAlive,
 } from '../../local/instance.ts';
 import { CliError, EXIT, err, out, paint, progress } from '../output.ts';
 import { positiveInt, workspaceOf } from '../resolve.ts';
@@ -52,14 +53,14 @@ export async function up(opts: UpOptions): Promise<void> {
       EXIT.usage,
     );
   const existing = readState(name);
-  if (existing && isAlive(existing.supervisorPid))
+  if (existing && supervisorAlive(existing))
     throw new CliError(
       `instance '${name}' already exists and is ${effectiveStatus(existing)}: \`holt down --name ${name}\` first`,
     );
   const workspace = holt.holt.workspace.path
     ? resolve(dirname(file), holt.holt.workspace.path)
     : workspaceOf(dirname(file));
-  const clash = listInstances().find((s) => s.workspace === workspace && isAlive(s.supervisorPid));
+  const clash = listInstances().find((s) => s.workspace === workspace && supervisorAlive(s));
   if (clash && !opts.force)
     throw new CliError(
       `workspace in use by instance '${clash.name}': use --force to run another instance on it`,
@@ -81,6 +82,8 @@ export async function up(opts: UpOptions): Promise<void> {
       file,
       '--workspace',
       workspace,
+      '--ready-timeout',
+      String(timeoutMs),
     ],
     { detached: true, stdio: ['ignore', fd, fd], env: process.env },
   );
