@@ -44,6 +44,17 @@ describe('the holt-operator Helm chart', () => {
     expect(out).not.toMatch(/\[(WARNING|ERROR)\]/);
   });
 
+  it('sets only environment variables the operator reads (the chart and `holt operator` agree)', async () => {
+    const dep = (await render()).find((o) => o.kind === 'Deployment');
+    const env = dep?.spec?.template?.spec?.containers?.[0]?.env?.map((e) => e.name) ?? [];
+    expect(env.length).toBeGreaterThan(4);
+    const sources = ['src/operator/main.ts', 'src/common/logger.ts']
+      .map((f) => readFileSync(join(import.meta.dirname, '..', f), 'utf8'))
+      .join('\n');
+    const unread = env.filter((name) => !sources.includes(`env.${name}`) && !sources.includes(`'${name}'`));
+    expect(unread).toEqual([]);
+  });
+
   it('renders a hardened operator Deployment, metrics Service and least-privilege RBAC', async () => {
     const objs = await render();
     const kinds = objs.map((o) => `${o.kind}/${o.metadata.name}`).sort();
