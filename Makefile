@@ -4,7 +4,7 @@ NODE_VERSION := $(shell cat .node-version)
 export PATH := $(CACHE)/node/$(NODE_VERSION)/bin:$(CACHE)/tools/bin:$(PATH)
 export NODE_OPTIONS ?= --no-warnings=ExperimentalWarning
 
-.PHONY: setup test typecheck lint format unit demo bench crds help
+.PHONY: setup test typecheck lint format unit demo bench crds sandbox help
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ unit: ## run every test file (real servers, started per file)
 
 crds: ## regenerate crds/, the Helm chart's CRDs and examples/k8s/demo.yaml from src/api
 	node scripts/gen-crds.ts
+
+sandbox: ## a local kube-apiserver to try the chart and the operator (prints KUBECONFIG)
+	node scripts/sandbox.ts
 
 demo: ## run the demo
 	@bash scripts/demo.sh

@@ -133,6 +133,23 @@ describe('holt CLI end to end (real binary, real servers)', () => {
     await holt(['down', '--name', 'survivor'], { ok: true });
   });
 
+  it('runtime subcommands hand their own flags to their program (as pods run them)', async () => {
+    const pup = await run(HOLT, ['pup', '--execute-claim', 'not-a-uuid'], {
+      env: {
+        ...env,
+        HOLT_INSTANCE_NAME: 'x',
+        HOLT_AGENT_NAME: 'A',
+        REDIS_URL: 'redis://127.0.0.1:1',
+        HOLT_AGENT_COMMAND: '["true"]',
+        HOLT_BIDDING_STRATEGY: 'claim',
+      },
+    }).catch((e: { code: number; stderr: string }) => e);
+    expect(pup.stderr).toContain('--execute-claim: must be a claim UUID');
+    const op = await holt(['operator', '--leader-elect=false', '--bogus', '1']);
+    expect(op.code).not.toBe(0);
+    expect(op.stderr).toContain('unknown flag --bogus');
+  });
+
   it("accepts Holt's controller/worker holt.yml and prints manifests", async () => {
     const f = join(scratch, 'controller.yml');
     writeFileSync(

@@ -121,6 +121,7 @@ function program(): Command {
   p.command('orchestrator', { hidden: false })
     .description('run the orchestrator (configured by environment; see docs)')
     .allowUnknownOption()
+    .allowExcessArguments()
     .helpOption(false)
     .action(async (_o, cmd: Command) => {
       const m = await import('../orchestrator/main.ts');
@@ -129,6 +130,7 @@ function program(): Command {
   p.command('pup')
     .description('run the agent pup (configured by environment; see docs)')
     .allowUnknownOption()
+    .allowExcessArguments()
     .helpOption(false)
     .action(async (_o, cmd: Command) => {
       const m = await import('../pup/main.ts');
@@ -139,6 +141,7 @@ function program(): Command {
       'run the Kubernetes operator (flags: --namespaces, --leader-elect, --lease-name, ports; see docs)',
     )
     .allowUnknownOption()
+    .allowExcessArguments()
     .helpOption(false)
     .action(async (_o, cmd: Command) => {
       const m = await import('../operator/main.ts');
