@@ -12,3 +12,4 @@ await new Promise<void>((resolve) => {
   process.once('SIGTERM', resolve);
 });
 await kube.stop();
+process.exit(0);
