@@ -2,8 +2,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { findBinary } from './bins.ts';
 import { freePort } from './ports.ts';
-import { type ServerProcess, spawnServer, waitReady } from './proc.ts';
-import { makeTempDir, removeDir } from './tmp.ts';
+import { managed, type ServerProcess, spawnServer, waitReady } from './proc.ts';
+import { makeTempDir } from './tmp.ts';
 
 export interface NatsServer {
   url: string;
@@ -36,19 +36,9 @@ export async function startNats(opts: NatsOptions = {}): Promise<NatsServer> {
     });
     return proc;
   };
-  const server: NatsServer = {
+  return managed(launch, dir, keep, {
     url: `nats://127.0.0.1:${port}`,
     port,
     monitorUrl: `http://127.0.0.1:${monitor}`,
-    proc: await launch(),
-    async stop() {
-      await server.proc.stop();
-      if (!keep) removeDir(dir);
-    },
-    async restart() {
-      await server.proc.stop();
-      server.proc = await launch();
-    },
-  };
-  return server;
+  });
 }

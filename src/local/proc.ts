@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { removeDir } from './tmp.ts';
 
 /**
  * Every server a test starts records its pid under the run's pid directory (set by global-setup),
@@ -106,4 +107,33 @@ export async function waitReady(
     }
     await sleep(intervalMs);
   }
+}
+
+/** A started server that can be stopped (its temp dir removed unless kept) and restarted in place. */
+export interface Restartable {
+  proc: ServerProcess;
+  stop(): Promise<void>;
+  restart(): Promise<void>;
+}
+
+/** Launches with `launch`, and gives stop/restart over it: the shared shape of the store servers. */
+export async function managed<T extends object>(
+  launch: () => Promise<ServerProcess>,
+  dir: string,
+  keep: boolean,
+  fields: T,
+): Promise<T & Restartable> {
+  const server: T & Restartable = {
+    ...fields,
+    proc: await launch(),
+    async stop() {
+      await server.proc.stop();
+      if (!keep) removeDir(dir);
+    },
+    async restart() {
+      await server.proc.stop();
+      server.proc = await launch();
+    },
+  };
+  return server;
 }

@@ -2,8 +2,8 @@ import { mkdirSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { findBinary } from './bins.ts';
 import { freePort } from './ports.ts';
-import { type ServerProcess, spawnServer, waitReady } from './proc.ts';
-import { makeTempDir, removeDir } from './tmp.ts';
+import { managed, type ServerProcess, spawnServer, waitReady } from './proc.ts';
+import { makeTempDir } from './tmp.ts';
 
 export interface RedisServer {
   url: string;
@@ -66,19 +66,5 @@ export async function startRedis(opts: RedisOptions = {}): Promise<RedisServer> 
     await waitReady(proc, async () => (await redisCommand(port, 'PING')) === '+PONG');
     return proc;
   };
-  const server: RedisServer = {
-    url: `redis://127.0.0.1:${port}`,
-    port,
-    dir,
-    proc: await launch(),
-    async stop() {
-      await server.proc.stop();
-      if (!keep) removeDir(dir);
-    },
-    async restart() {
-      await server.proc.stop();
-      server.proc = await launch();
-    },
-  };
-  return server;
+  return managed(launch, dir, keep, { url: `redis://127.0.0.1:${port}`, port, dir });
 }

@@ -1,7 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Blackboard, NewArtefact } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
-import { retry } from '../common/backoff.ts';
 import type { Logger } from '../common/logger.ts';
 import { Scrubber, secretsFromEnv, toolEnvironment } from '../common/secrets.ts';
 import type { PupConfig } from './config.ts';
@@ -10,6 +9,7 @@ import { type Grant, isGranted, outputId } from './decide.ts';
 import { commitExists } from './git.ts';
 import type { PupMetrics } from './metrics.ts';
 import { runProcess } from './process.ts';
+import { redisRetry } from './redis-retry.ts';
 import {
   evaluateRun,
   type FailureReport,
@@ -74,17 +74,7 @@ export class Executor {
   }
 
   private redis<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    return retry(fn, {
-      tries: this.d.cfg.redisRetries,
-      onRetry: (e, attempt, delayMs) =>
-        this.d.log.warn({
-          event_type: 'redis_retry',
-          op: what,
-          attempt,
-          delay_ms: delayMs,
-          error: String(e),
-        }),
-    });
+    return redisRetry(this.d.cfg.redisRetries, this.d.log, what, fn);
   }
 
   async execute(grant: Grant, signal?: AbortSignal, opts: ExecuteOptions = {}): Promise<Outcome> {

@@ -4,12 +4,12 @@ import type { Blackboard, VersionedClaim } from '../blackboard/client.ts';
 import { BlackboardDataError } from '../blackboard/codec.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { type Artefact, GrantNotification } from '../blackboard/types.ts';
-import { retry } from '../common/backoff.ts';
 import type { Logger } from '../common/logger.ts';
 import { decideBid } from './bid.ts';
 import type { PupConfig } from './config.ts';
 import { type BidChoice, biddingOpen, currentGrant, type Grant, outputId } from './decide.ts';
 import type { PupMetrics } from './metrics.ts';
+import { redisRetry } from './redis-retry.ts';
 
 /** claim_events carries the whole claim, but only as a hint: the watcher re-reads the stored claim. */
 const ClaimEvent = z.looseObject({ id: z.uuid() });
@@ -94,17 +94,7 @@ export class ClaimWatcher {
   }
 
   private redis<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    return retry(fn, {
-      tries: this.d.cfg.redisRetries,
-      onRetry: (e, attempt, delayMs) =>
-        this.d.log.warn({
-          event_type: 'redis_retry',
-          op: what,
-          attempt,
-          delay_ms: delayMs,
-          error: String(e),
-        }),
-    });
+    return redisRetry(this.d.cfg.redisRetries, this.d.log, what, fn);
   }
 
   /** Re-reads the active claims: bids where this role's bid is missing, offers grants lacking output. */
