@@ -107,11 +107,13 @@ export async function startOrchestratorInbox(o: {
       'claim failed on workers',
     );
   };
+  const answered = answeredQuestions(o.bb);
   const watchdog = new Watchdog(store, {
     instance: o.instance,
     maxAttempts: env.HOLT_INBOX_MAX_ATTEMPTS,
     ring,
     onFailed,
+    answered,
     onDepth: o.onDepth,
     intervalMs: env.HOLT_INBOX_WATCHDOG_MS,
     active: o.isLeader,
@@ -126,5 +128,20 @@ export async function startOrchestratorInbox(o: {
       await nc.drain().catch(() => undefined);
       await store.close();
     },
+  };
+}
+
+/**
+ * The watchdog's question check: of these Question ids, those an Answer cites (children index). A turn
+ * parked on a question (ask_question on a worker) is woken once its Answer exists.
+ */
+export function answeredQuestions(bb: Blackboard): (questionIds: string[]) => Promise<string[]> {
+  return async (questionIds) => {
+    const got: string[] = [];
+    for (const q of questionIds) {
+      const kids = await bb.getArtefacts(await bb.childrenOf(q));
+      if (kids.some((a) => a?.structural_type === 'Answer')) got.push(q);
+    }
+    return got;
   };
 }

@@ -10,7 +10,7 @@ const int8 = z.union([z.string(), z.number()]).transform((v, ctx) => {
 });
 const ts = z.date();
 
-export const InboxStatus = z.enum(['pending', 'claimed', 'done', 'failed']);
+export const InboxStatus = z.enum(['pending', 'claimed', 'waiting', 'done', 'failed']);
 export type InboxStatus = z.infer<typeof InboxStatus>;
 
 export const InboxRow = z.object({
@@ -31,6 +31,8 @@ export const InboxRow = z.object({
   lease_expires_at: ts.nullable(),
   turn_epoch: int8,
   last_error: z.string().nullable(),
+  /** The Question artefact a `waiting` row waits on (its Answer wakes the row). */
+  waiting_on: z.string().nullable().optional(),
   created_at: ts,
   updated_at: ts,
 });

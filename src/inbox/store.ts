@@ -74,8 +74,8 @@ WITH i AS (
     AND h.status IN ('running', 'suspended')
   RETURNING h.actor_id
 ), t AS (
-  UPDATE holt.agent_turns t SET status = 'done', result = $7::jsonb, result_artefact_id = $8,
-         turn_epoch = $3, started_at = COALESCE(t.started_at, (SELECT updated_at FROM i)), ended_at = now()
+  UPDATE holt.agent_turns t SET status = CASE WHEN $9::text IS NULL THEN 'done' ELSE 'failed' END,
+         result = $7::jsonb, result_artefact_id = $8, error = $9::text, turn_epoch = $3, started_at = COALESCE(t.started_at, (SELECT updated_at FROM i)), ended_at = now()
   FROM h WHERE t.turn_id = $6
 )
 UPDATE holt.agent_inbox x SET status = 'done', lease_owner = NULL, lease_expires_at = NULL,
@@ -106,6 +106,37 @@ SET status = $7::text, lease_owner = NULL, lease_expires_at = NULL, updated_at =
     attempts = x.attempts + $10::int
 FROM h, i WHERE x.id = i.id
 RETURNING x.id`;
+
+// Parking a turn on a question: no lease, the fence dead (epoch+1), the attempt not counted; the row
+// waits for the Answer (wake) instead of being retried.
+const PARK = `
+WITH i AS (
+  SELECT id FROM holt.agent_inbox WHERE id = $1 AND status = 'claimed' AND lease_owner = $2
+    AND turn_epoch = $3 FOR UPDATE
+), h AS (
+  UPDATE holt.agent_state_head h
+  SET turn_epoch = h.turn_epoch + 1, status = 'suspended', lease_owner = NULL, lease_expires_at = NULL,
+      updated_at = now()
+  FROM i WHERE h.instance = $4 AND h.actor_id = $5 AND h.turn_epoch = $3 AND h.active_turn_id = $6
+  RETURNING h.actor_id
+)
+UPDATE holt.agent_inbox x
+SET status = 'waiting', waiting_on = $7, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+    attempts = GREATEST(x.attempts - 1, 0)
+FROM h, i WHERE x.id = i.id
+RETURNING x.id`;
+
+// An Answer exists: the waiting rows on those questions are due again (the caller rings their targets).
+const WAKE = `
+WITH w AS (
+  UPDATE holt.agent_inbox x SET status = 'pending', waiting_on = NULL, available_at = now(), updated_at = now()
+  WHERE x.instance = $1 AND x.status = 'waiting' AND x.waiting_on = ANY($2::text[])
+  RETURNING x.actor_id, x.turn_id, x.worker_target
+), h AS (
+  UPDATE holt.agent_state_head h SET status = 'dispatched', updated_at = now()
+  FROM w WHERE h.instance = $1 AND h.actor_id = w.actor_id AND h.active_turn_id = w.turn_id
+)
+SELECT worker_target FROM w`;
 
 export interface InboxStoreOptions {
   /** Connections in the pool (a worker needs about its concurrency + 2). */
@@ -224,7 +255,7 @@ export class InboxStore {
    */
   async complete(
     f: Fence,
-    result: { value?: unknown; artefactId?: string },
+    result: { value?: unknown; artefactId?: string; error?: string },
     publish?: () => Promise<void>,
   ): Promise<boolean> {
     const args = [
@@ -236,6 +267,7 @@ export class InboxStore {
       f.turnId,
       JSON.stringify(result.value ?? null),
       result.artefactId ?? null,
+      result.error ?? null,
     ];
     // Named: prepared once per connection, this is the hot path.
     const q = { name: 'holt_inbox_complete', text: COMPLETE, values: args };
@@ -246,6 +278,40 @@ export class InboxStore {
       const done = (await c.query(q)).rowCount === 1;
       return { value: done, rollback: !done };
     });
+  }
+
+  /**
+   * Parks the row on a question (an LLM turn's ask_question): it waits, leaseless and not retried,
+   * until `wake` sees an Answer. The fence dies. False when stale.
+   */
+  async park(f: Fence, questionId: string): Promise<boolean> {
+    const r = await this.pool.query(PARK, [
+      f.inboxId,
+      f.owner,
+      f.epoch,
+      f.instance,
+      f.actorId,
+      f.turnId,
+      questionId,
+    ]);
+    return r.rowCount === 1;
+  }
+
+  /** The questions waiting rows wait on (oldest rows first). */
+  async waitingOn(instance: string, limit = 500): Promise<string[]> {
+    const r = await this.pool.query<{ waiting_on: string }>(
+      `SELECT DISTINCT waiting_on FROM (SELECT waiting_on FROM holt.agent_inbox
+         WHERE instance = $1 AND status = 'waiting' AND waiting_on IS NOT NULL ORDER BY id LIMIT $2) w`,
+      [instance, limit],
+    );
+    return r.rows.map((x) => x.waiting_on);
+  }
+
+  /** Makes the rows waiting on these questions due again; returns the worker target of each woken row. */
+  async wake(instance: string, questionIds: string[]): Promise<string[]> {
+    if (!questionIds.length) return [];
+    const r = await this.pool.query<{ worker_target: string }>(WAKE, [instance, questionIds]);
+    return r.rows.map((x) => x.worker_target);
   }
 
   /** Hands a row back untouched (drain): pending again, the attempt not counted, the fence dead. */

@@ -40,11 +40,18 @@ export interface SweepOptions {
   /** Called once per row that failed for good (the orchestrator writes a Failure artefact). */
   onFailed?: (row: InboxRow) => Promise<void>;
   onDepth?: (depths: QueueDepth[]) => void;
+  /**
+   * Of these Question artefact ids, the ones that have an Answer (the orchestrator asks the blackboard):
+   * rows parked on them are woken (pending again) and rung below.
+   */
+  answered?: (questionIds: string[]) => Promise<string[]>;
   batch?: number;
 }
 
 export interface SweepResult {
   reclaimed: InboxRow[];
+  /** Rows parked on a question that got its Answer. */
+  woken: number;
   rung: Record<string, number>;
   reported: number;
 }
@@ -53,11 +60,16 @@ export interface SweepResult {
 export async function sweep(store: InboxStore, o: SweepOptions): Promise<SweepResult> {
   const r = await store.pool.query(RECLAIM, [o.instance, o.maxAttempts, o.batch ?? 500]);
   const reclaimed = r.rows.map((x) => InboxRow.parse(x));
+  let woken = 0;
+  if (o.answered) {
+    const waiting = await store.waitingOn(o.instance, o.batch ?? 500);
+    if (waiting.length) woken = (await store.wake(o.instance, await o.answered(waiting))).length;
+  }
   const rung = await reRing(store.pool, o);
   let reported = 0;
   if (o.onFailed) reported = await reportFailures(store.pool, o.instance, o.onFailed, o.batch ?? 500);
   if (o.onDepth) o.onDepth(await store.queueDepth(o.instance));
-  return { reclaimed, rung, reported };
+  return { reclaimed, woken, rung, reported };
 }
 
 // A due row nobody claimed may have lost its doorbell: ring again (one bell per row, capped).
@@ -129,9 +141,14 @@ export class Watchdog {
   private async sweepOnce(): Promise<void> {
     try {
       const r = await sweep(this.store, this.opts);
-      if (r.reclaimed.length || r.reported)
+      if (r.reclaimed.length || r.reported || r.woken)
         this.opts.log?.info(
-          { event_type: 'watchdog_sweep', reclaimed: r.reclaimed.length, reported: r.reported },
+          {
+            event_type: 'watchdog_sweep',
+            reclaimed: r.reclaimed.length,
+            woken: r.woken,
+            reported: r.reported,
+          },
           'watchdog took back expired leases',
         );
     } catch (e) {

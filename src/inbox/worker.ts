@@ -12,7 +12,7 @@ import { DEFAULT_RETRY, isSingleConsumer, type RetryPolicy } from './policy.ts';
 import { type Fence, fenceOf, type InboxRow } from './schema.ts';
 import type { InboxStore } from './store.ts';
 
-export type Outcome = 'done' | 'stale' | 'retry' | 'failed' | 'released';
+export type Outcome = 'done' | 'stale' | 'retry' | 'failed' | 'released' | 'waiting';
 
 export interface WorkerOptions<R> {
   store: InboxStore;
@@ -37,6 +37,13 @@ export interface WorkerOptions<R> {
   publish?(row: InboxRow, result: R, artefactId: string): Promise<void>;
   /** The result artefact's id (deterministic per grant); the turn's `resultArtefactId` by default. */
   artefactIdOf?(row: InboxRow): string;
+  /**
+   * The artefact id the run is parked on (an LLM turn waiting for the Answer to its Question): the row
+   * then waits leaseless, without counting the attempt, until the watchdog wakes it. Nothing is published.
+   */
+  waitingOn?(result: R): string | undefined;
+  /** The turn's error when the run delivered a Failure (the turn is recorded `failed`). */
+  errorOf?(result: R): string | undefined;
   /** Errors that should not be retried (bad input): the row fails at once. */
   isPermanent?(error: unknown): boolean;
   events?: AgentEvents;
@@ -244,10 +251,20 @@ export class InboxWorker<R> {
     }
     if (r.lost) return 'stale';
     if (r.released) return 'released';
+    const question = this.o.waitingOn?.(result);
+    if (question) {
+      if (!(await this.o.store.park(fence, question))) return 'stale';
+      this.o.log?.info(
+        { event_type: 'claim_waiting', inbox_id: row.id, waiting_on: question },
+        'parked until the question is answered',
+      );
+      ev.step({ ...base, phase: 'released', at_ms: Date.now() });
+      return 'waiting';
+    }
     const publish = this.o.publish;
     const ok = await this.o.store.complete(
       fence,
-      { value: result, artefactId },
+      { value: result, artefactId, error: this.o.errorOf?.(result) },
       publish ? () => publish(row, result, artefactId) : undefined,
     );
     if (!ok) {

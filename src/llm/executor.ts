@@ -9,7 +9,7 @@ import type { Fence } from '../inbox/schema.ts';
 import type { PupConfig } from '../pup/config.ts';
 import { assembleContext } from '../pup/context.ts';
 import { type Grant, isGranted, outputId } from '../pup/decide.ts';
-import type { Outcome } from '../pup/executor.ts';
+import type { ArtefactSink, ExecuteOptions, Outcome } from '../pup/executor.ts';
 import { failureArtefact, resultArtefact } from '../pup/result.ts';
 import type { LlmAgent } from './agent.ts';
 import type { LlmSettings } from './config.ts';
@@ -28,10 +28,19 @@ export interface LlmExecutorDeps {
   owner: string;
 }
 
+/** On an inbox worker: the worker's fence, sink (fenced commit) and report (waiting, failure reason). */
+interface Inbox {
+  sink: ArtefactSink;
+  report: NonNullable<ExecuteOptions['report']>;
+}
+
 /**
  * The LLM path beside the command path (executor.ts): one grant → one turn → exactly one artefact,
- * whose id is the pup's output id (write-once). The turn is leased in Postgres (renewed while it runs);
- * a pup that dies loses the lease after `turnLeaseMs` and the next execution resumes the same turn.
+ * whose id is the pup's output id (write-once). A standard pup leases the turn in Postgres itself
+ * (renewed while it runs); a pup that dies loses the lease after `turnLeaseMs` and the next execution
+ * resumes the same turn. On an inbox worker the inbox row's fence is the only fencing token: the turn's
+ * steps are written under it, the worker renews it, and the artefact goes to the worker's sink, which
+ * writes it inside the worker's fenced commit (a stale worker writes nothing).
  */
 export class LlmExecutor {
   private readonly d: LlmExecutorDeps;
@@ -39,7 +48,7 @@ export class LlmExecutor {
     this.d = d;
   }
 
-  async execute(grant: Grant, signal?: AbortSignal): Promise<Outcome> {
+  async execute(grant: Grant, signal?: AbortSignal, opts: ExecuteOptions = {}): Promise<Outcome> {
     const { bb, cfg, log } = this.d;
     const id = outputId(cfg.instance, grant.claimId, cfg.role, grant.claimType);
     const l = log.child({ claim_id: grant.claimId, claim_type: grant.claimType, output_id: id });
@@ -50,6 +59,13 @@ export class LlmExecutor {
         return 'not_granted';
       }
       if ((await bb.artefactsExist([id]))[0]) return 'already_done';
+      if (opts.fence) {
+        const inbox: Inbox = {
+          sink: opts.sink ?? (async (a) => void (await bb.createArtefact(a))),
+          report: opts.report ?? (() => undefined),
+        };
+        return await this.leased(vc.claim, grant, id, opts.fence, l, signal, inbox);
+      }
       const got = await this.d.store.acquire({
         instance: cfg.instance,
         claimId: grant.claimId,
@@ -77,27 +93,32 @@ export class LlmExecutor {
     fence: Fence,
     l: Logger,
     signal?: AbortSignal,
+    inbox?: Inbox,
   ): Promise<Outcome> {
     const { bb, cfg, settings, store } = this.d;
     const ev = this.d.events ?? noAgentEvents;
     const ac = new AbortController();
     const onAbort = () => ac.abort();
+    if (signal?.aborted) ac.abort();
     signal?.addEventListener('abort', onAbort);
     // Lost lease = someone else runs the turn now: stop at once (our writes would be refused anyway).
-    const timer = setInterval(
-      () => {
-        store.renew(fence, settings.turnLeaseMs).then(
-          (ok) => {
-            if (!ok) {
-              l.warn({ event_type: 'turn_lease_lost' });
-              ac.abort();
-            }
+    // On a worker the worker renews the inbox lease (row and head) and aborts `signal` when it is lost.
+    const timer = inbox
+      ? undefined
+      : setInterval(
+          () => {
+            store.renew(fence, settings.turnLeaseMs).then(
+              (ok) => {
+                if (!ok) {
+                  l.warn({ event_type: 'turn_lease_lost' });
+                  ac.abort();
+                }
+              },
+              (e: unknown) => l.warn({ event_type: 'turn_lease_renew_failed', error: String(e) }),
+            );
           },
-          (e: unknown) => l.warn({ event_type: 'turn_lease_renew_failed', error: String(e) }),
+          Math.max(100, Math.floor(settings.turnLeaseMs / 3)),
         );
-      },
-      Math.max(100, Math.floor(settings.turnLeaseMs / 3)),
-    );
     const tl = l.child({ turn_id: fence.turnId, turn_epoch: fence.epoch });
     try {
       const target = await bb.getArtefact(claim.artefact_id);
@@ -131,7 +152,7 @@ export class LlmExecutor {
           log: tl,
           signal: ac.signal,
         }).run();
-      return await this.conclude(claim, target, id, fence, end, tl);
+      return await this.conclude(claim, target, id, fence, end, tl, inbox);
     } finally {
       clearInterval(timer);
       signal?.removeEventListener('abort', onAbort);
@@ -145,6 +166,7 @@ export class LlmExecutor {
     fence: Fence,
     end: TurnEnd,
     l: Logger,
+    inbox?: Inbox,
   ): Promise<Outcome> {
     const { bb, cfg, store, scrub } = this.d;
     const ev = this.d.events ?? noAgentEvents;
@@ -160,11 +182,12 @@ export class LlmExecutor {
         l.warn({ event_type: 'turn_stale', reason: 'the turn was taken over; nothing written' });
         return 'leased_elsewhere';
       case 'aborted':
-        await store.release(fence, 'dispatched').catch(() => false);
+        if (!inbox) await store.release(fence, 'dispatched').catch(() => false);
         l.warn({ event_type: 'turn_aborted', reason: 'shutdown or lease lost; the turn resumes later' });
         return 'aborted';
       case 'waiting':
-        await store.release(fence, 'suspended');
+        if (inbox) inbox.report({ waitingOn: end.questionId });
+        else await store.release(fence, 'suspended');
         l.info({ event_type: 'turn_waiting', question_id: end.questionId });
         return 'waiting';
       case 'result': {
@@ -175,6 +198,16 @@ export class LlmExecutor {
           payload: scrub.text(end.result.payload),
           summary: end.result.summary,
         });
+        if (inbox) {
+          // Written by the worker inside its fenced commit; its events follow that commit.
+          await inbox.sink(art, async () => undefined);
+          l.info({
+            event_type: 'turn_result',
+            artefact_type: art.type,
+            structural_type: art.structural_type,
+          });
+          return 'success';
+        }
         const ok = await store.finish(
           fence,
           { status: 'done', artefactId: id, result: { summary: scrub.text(end.result.summary) } },
@@ -201,6 +234,12 @@ export class LlmExecutor {
           null,
           2,
         );
+        if (inbox) {
+          await inbox.sink(art, async () => undefined);
+          inbox.report({ error: reason });
+          l.warn({ event_type: 'tool_failed', reason });
+          return 'failure';
+        }
         const ok = await store.finish(
           fence,
           { status: 'failed', artefactId: id, error: reason },

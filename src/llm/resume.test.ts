@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, type LlmServer, startLlmServer, submit } from '../../test/harness/llm.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';

@@ -61,6 +61,13 @@ export class TurnStore {
       );
       const st = t.rows[0]?.status;
       if (st === 'done' || st === 'failed') return { value: { kind: 'finished', status: st } };
+      // A turn with a live inbox row belongs to the inbox's fence (a worker runs it): one token, not two.
+      const inbox = await c.query(
+        `SELECT 1 FROM holt.agent_inbox WHERE instance = $1 AND claim_id = $2 AND role = $3 AND phase = $4
+           AND status IN ('pending', 'claimed', 'waiting')`,
+        [g.instance, g.claimId, g.role, phase],
+      );
+      if (inbox.rowCount) return { value: { kind: 'busy' } };
       // A dead holder's lease expires; then the epoch moves on and its fence is worthless.
       const h = await c.query<{ turn_epoch: string }>(
         `UPDATE holt.agent_state_head SET status = 'running', active_turn_id = $3, turn_epoch = turn_epoch + 1,

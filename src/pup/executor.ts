@@ -3,6 +3,7 @@ import type { Blackboard, NewArtefact } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { Scrubber, secretsFromEnv, toolEnvironment } from '../common/secrets.ts';
+import type { Fence } from '../inbox/schema.ts';
 import type { PupConfig } from './config.ts';
 import { assembleContext } from './context.ts';
 import { type Grant, isGranted, outputId } from './decide.ts';
@@ -44,6 +45,13 @@ export interface ExecuteOptions {
   sink?: ArtefactSink;
   /** The caller holds an inbox fence: no Redis execution lease. */
   fenced?: boolean;
+  /**
+   * The inbox fence itself (an inbox worker): an LLM turn runs under it (its steps are gated by it, no
+   * lease of its own) and hands its artefact to `sink`, so the commit is the worker's fenced one.
+   */
+  fence?: Fence;
+  /** How the run ended, beyond the outcome: the Question a waiting turn waits on, a Failure's reason. */
+  report?: (r: { waitingOn?: string; error?: string }) => void;
 }
 
 export interface ExecutorDeps {

@@ -31,6 +31,11 @@ export const WorkerEnv = z.object({
   ),
   HOLT_WORKER_CONCURRENCY: z.preprocess(blank, z.coerce.number().int().min(1).max(256).default(1)),
   HOLT_WORKER_LEASE_MS: envMs(30_000),
+  /**
+   * The pod's name (the downward API sets it in Kubernetes): the worker's lease_owner, so the
+   * autoscaler can tell busy pods (holding a lease) from idle ones before a scale-in.
+   */
+  HOLT_POD_NAME: z.preprocess(blank, z.string().min(1).max(253).optional()),
 });
 export type WorkerEnv = z.infer<typeof WorkerEnv>;
 
@@ -40,10 +45,17 @@ export function loadWorkerEnv(env: NodeJS.ProcessEnv): WorkerEnv {
   return r.data;
 }
 
+/** The inbox lease_owner of this worker: the pod name when set, else the worker's own unique id. */
+export const leaseOwnerOf = (env: WorkerEnv): string | undefined => env.HOLT_POD_NAME;
+
 /** What a claim run produced: the outcome, and the artefact writes held back for the fenced commit. */
 interface RunResult {
   outcome: Outcome;
   writes: { artefact: Artefact; onCreated: (a: Artefact) => Promise<void> }[];
+  /** An LLM turn parked on this Question: the row waits for its Answer. */
+  waitingOn?: string;
+  /** A Failure's reason (the turn is recorded failed). */
+  error?: string;
 }
 
 class RetryableOutcome extends Error {}
@@ -70,13 +82,15 @@ export async function startInboxWorker(o: {
     nc,
     instance: cfg.instance,
     targets: [target],
+    owner: leaseOwnerOf(env),
     concurrency: o.concurrency ?? env.HOLT_WORKER_CONCURRENCY,
     leaseMs: env.HOLT_WORKER_LEASE_MS,
     graceMs: cfg.shutdownGraceMs,
     log,
     events: natsAgentEvents(nc),
-    execute: async (row: InboxRow, _fence, signal) => {
+    execute: async (row: InboxRow, fence, signal) => {
       const writes: RunResult['writes'] = [];
+      const ended: { waitingOn?: string; error?: string } = {};
       // Validated now, written later: a bad artefact is the executor's Failure, not a failed commit.
       const sink: ArtefactSink = async (a, onCreated) => {
         writes.push({
@@ -84,18 +98,24 @@ export async function startInboxWorker(o: {
           onCreated,
         });
       };
-      const opts: ExecuteOptions = { sink, fenced: true };
+      // The fence goes along: an LLM turn runs its steps under it (one fencing token for the execution).
+      const opts: ExecuteOptions = { sink, fenced: true, fence, report: (r) => Object.assign(ended, r) };
       const outcome = await o.executor.execute(
         { claimId: row.claim_id, claimType: row.claim_type },
         signal,
         opts,
       );
-      // error: Redis trouble and the like; waiting: an LLM turn parked on a Question. Both come back later.
+      // An LLM turn parked on a Question: the row waits (no attempt burnt) until the Answer exists.
+      if (outcome === 'waiting' && ended.waitingOn)
+        return { outcome, writes: [], waitingOn: ended.waitingOn };
+      // error: Redis trouble and the like: retried with backoff.
       if (outcome === 'error' || outcome === 'waiting' || outcome === 'leased_elsewhere')
         throw new RetryableOutcome(`claim run ended with ${outcome}`);
       if (outcome === 'aborted') throw new Error('aborted');
-      return { outcome, writes };
+      return { outcome, writes, error: outcome === 'failure' ? ended.error : undefined };
     },
+    waitingOn: (result) => result.waitingOn,
+    errorOf: (result) => result.error,
     publish: async (_row, result) => {
       for (const w of result.writes) {
         const { created, artefact } = await bb.createArtefact(w.artefact);

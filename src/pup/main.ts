@@ -52,7 +52,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       if (outcome !== 'no_row') {
         log.info({ event_type: 'worker_finished', outcome, source: 'inbox' });
         await pup.stop(0);
-        return outcome === 'done' || outcome === 'stale' ? 0 : 1;
+        // waiting: an LLM turn parked on a question; the watchdog wakes its row when the Answer exists.
+        return outcome === 'done' || outcome === 'stale' || outcome === 'waiting' ? 0 : 1;
       }
     }
     if (cfg.mode === 'worker') {

@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 /**
  * The one test double of the project (DESIGN §7): a local OpenAI-compatible server
  * (`POST /v1/chat/completions`) that replays scripted replies, streamed (SSE) when asked, and records
- * every request. Replies: text, tool calls, an HTTP status (429, 500...), malformed JSON, or a hang.
+ * every request. Replies: text, tool calls, an HTTP status (429, 500...), malformed JSON, a hang, or
+ * a reply held back until a promise resolves.
  */
 export type ScriptedReply =
   | { text: string; usage?: Usage }
@@ -15,7 +16,9 @@ export type ScriptedReply =
     }
   | { status: number; body?: string }
   | { malformed: true }
-  | { hang: true };
+  | { hang: true }
+  /** `reply`, sent only once `after` resolves (a request held open while a test freezes its client). */
+  | { after: Promise<unknown>; reply: ScriptedReply };
 
 export interface Usage {
   prompt_tokens: number;
@@ -114,6 +117,13 @@ function respond(
 ): void {
   if ('hang' in reply) {
     hung.push(res);
+    return;
+  }
+  if ('after' in reply) {
+    hung.push(res);
+    void reply.after.then(() => {
+      if (!res.destroyed && !res.writableEnded) respond(res, reply.reply, stream, n, hung);
+    });
     return;
   }
   if ('status' in reply) {

@@ -1,0 +1,134 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, type LlmServer, startLlmServer } from '../test/harness/llm.ts';
+
+/**
+ * The LLM demo (examples/demo-llm) run as its README says — `holt up` with the endpoint from the
+ * environment — against the scripted OpenAI-compatible server: Writer (one tool call, then its Draft),
+ * Reviewer (approves), Finisher (Terminal). The agents run strictly one after the other (review phase,
+ * then exclusive), so one script in order serves them all.
+ */
+
+const run = promisify(execFile);
+const ROOT = resolve(import.meta.dirname, '..');
+const HOLT = join(ROOT, 'bin', 'holt');
+const NAME = 'demo-llm';
+const KEY = 'sk-demo-llm-e2e-7c1d';
+
+let scratch: string;
+let ws: string;
+let env: NodeJS.ProcessEnv;
+let llm: LlmServer;
+
+async function holt(args: string[], ok = true) {
+  try {
+    const r = await run(HOLT, args, { cwd: ws, env, maxBuffer: 20 * 1024 * 1024 });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (e) {
+    const x = e as { code: number; stdout: string; stderr: string };
+    if (ok) throw new Error(`holt ${args.join(' ')} failed (${x.code}): ${x.stderr}`);
+    return { code: x.code, stdout: x.stdout, stderr: x.stderr };
+  }
+}
+
+const PLAN = '# Plan\n\n1. List the changes.\n2. Write CHANGELOG.md.\n\n## Summary\nA changelog.';
+
+beforeAll(async () => {
+  llm = await startLlmServer([
+    call('list_files', {}),
+    call('submit_result', { artefact_type: 'Draft', artefact_payload: PLAN, summary: 'the plan' }),
+    call('submit_result', {
+      artefact_type: 'Review',
+      artefact_payload: '{}',
+      summary: 'approved',
+      structural_type: 'Review',
+    }),
+    call('submit_result', {
+      artefact_type: 'WorkflowComplete',
+      artefact_payload: 'Planned a CHANGELOG',
+      summary: 'done',
+      structural_type: 'Terminal',
+    }),
+  ]);
+  scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'demo-llm-'));
+  ws = join(scratch, 'ws');
+  cpSync(join(ROOT, 'examples', 'demo-llm'), ws, { recursive: true });
+  const git = (...a: string[]) => execFileSync('git', a, { cwd: ws });
+  git('init', '-q');
+  git('add', '-A');
+  git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'init');
+  env = {
+    ...process.env,
+    HOLT_HOME: join(scratch, 'home'),
+    NO_COLOR: '1',
+    HOLT_LLM_BASE_URL: llm.url,
+    HOLT_LLM_MODEL: 'scripted',
+    OPENAI_API_KEY: KEY,
+  };
+});
+
+afterAll(async () => {
+  if (env) await holt(['down', '--name', NAME], false);
+  await llm?.close();
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('the LLM demo end to end (real binary, scripted model)', () => {
+  it('up → forage --watch reaches the Terminal; holt status shows each LLM agent’s budget use', async () => {
+    const up = await holt(['up', '--name', NAME]);
+    expect(up.stdout).toContain(`Instance '${NAME}' started successfully (3 agents ready)`);
+
+    const w = await holt([
+      'forage',
+      '--name',
+      NAME,
+      '--goal',
+      'Plan a CHANGELOG',
+      '--watch',
+      '-o',
+      'jsonl',
+      '--timeout',
+      '90',
+    ]);
+    const events = w.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { event: string });
+    expect(events.at(-1)?.event).toBe('workflow_completed');
+
+    const hoard = await holt(['hoard', '--name', NAME, '-o', 'jsonl']);
+    const trail = hoard.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string; structural_type: string; payload: string });
+    expect(trail.map((a) => a.type)).toEqual(['GoalDefined', 'Draft', 'Review', 'WorkflowComplete']);
+    expect(trail[1]?.payload).toBe(PLAN);
+    expect(trail.at(-1)?.structural_type).toBe('Terminal');
+
+    // The model saw the Writer's tool result (the workspace listing), and the key as a bearer token.
+    expect(llm.requests).toHaveLength(4);
+    const toolResult = llm.requests[1]!.body.messages.find((m) => m.role === 'tool')?.content ?? '';
+    expect(toolResult).toContain('holt.yml');
+    expect(llm.requests[0]!.headers.authorization).toBe(`Bearer ${KEY}`);
+
+    // Budget use per LLM agent, as `holt status` prints it (the seed: "visible in holt status").
+    const st = JSON.parse((await holt(['status', '--name', NAME, '--json'])).stdout) as {
+      llm_agents: Record<string, { state: string; calls_in_window: number; calls_limit: number }>;
+    };
+    expect(st.llm_agents.Writer).toMatchObject({ state: 'active', calls_in_window: 2, calls_limit: 40 });
+    expect(st.llm_agents.Reviewer).toMatchObject({ calls_in_window: 1, calls_limit: 20 });
+    expect(st.llm_agents.Finisher).toMatchObject({ calls_in_window: 1, calls_limit: 10 });
+    const text = (await holt(['status', '--name', NAME])).stdout;
+    expect(text).toMatch(/LLM AGENT\s+STATE\s+CALLS\s+TOKENS\s+COST/);
+    expect(text).toMatch(/Writer\s+active\s+2\/40\s+\d+\/200000/);
+    expect(text).toMatch(/Finisher\s+active\s+1\/10/);
+    expect(text + hoard.stdout + w.stdout).not.toContain(KEY);
+
+    const down = await holt(['down', '--name', NAME]);
+    expect(down.stdout).toContain(`Instance '${NAME}' removed successfully`);
+  });
+});
