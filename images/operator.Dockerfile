@@ -32,4 +32,7 @@ ENV NODE_ENV=production
 USER 65532:65532
 # metrics, health (/healthz, /readyz)
 EXPOSE 8080 8081
-ENTRYPOINT ["node", "--no-warnings=ExperimentalWarning", "/app/cli/main.js", "operator"]
+# --optimize-for-size: V8 collects sooner instead of growing the heap through reconcile bursts
+# (bench/operator, 100 Holts x 5 Agents: RSS ~320 MB -> ~175 MB, convergence time about the same).
+# A V8 flag, not allowed in NODE_OPTIONS, hence here; bench/operator/child.ts runs with it too.
+ENTRYPOINT ["node", "--optimize-for-size", "--no-warnings=ExperimentalWarning", "/app/cli/main.js", "operator"]

@@ -3,6 +3,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { startPostgres } from './harness/postgres.ts';
 
 /**
  * images/*.Dockerfile, checked without a Docker engine: structure (multi-stage, non-root, exec-form
@@ -89,5 +90,17 @@ describe('npm run build', () => {
     const help = await run(process.execPath, [join(out, 'cli/main.js'), '--help'], { cwd: ROOT });
     expect(help.stdout).toMatch(/Usage: holt/);
     expect(help.stdout).toMatch(/pup\s/);
+    expect(help.stdout).toMatch(/migrate\s/);
+    // The migration Job's command: the compiled migrations (.js) load and apply.
+    const pg = await startPostgres();
+    try {
+      const m = await run(process.execPath, [join(out, 'cli/main.js'), 'migrate'], {
+        cwd: ROOT,
+        env: { ...process.env, DATABASE_URL: pg.url },
+      });
+      expect(m.stdout).toMatch(/"applied":[1-9]/);
+    } finally {
+      await pg.stop();
+    }
   });
 });

@@ -25,7 +25,7 @@ const nameOpt = () =>
 const outOpt = () =>
   new Option('-o, --output <format>', 'output format: default or jsonl').default('default');
 
-function program(): Command {
+export function program(): Command {
   const p = new Command('holt')
     .description('Holt: clans of tool-equipped AI agents cooperating through a shared blackboard.')
     .version('0.1.0')
@@ -134,6 +134,15 @@ function program(): Command {
     .helpOption(false)
     .action(async (_o, cmd: Command) => {
       const m = await import('../pup/main.ts');
+      process.exitCode = await m.main(cmd.args, process.env);
+    });
+  p.command('migrate')
+    .description('apply the inbox schema migrations to DATABASE_URL and exit (the migration Job)')
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .helpOption(false)
+    .action(async (_o, cmd: Command) => {
+      const m = await import('../inbox/migrate-main.ts');
       process.exitCode = await m.main(cmd.args, process.env);
     });
   p.command('operator')

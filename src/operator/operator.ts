@@ -10,7 +10,7 @@ import { holtOf, keyOf } from './controllers/resources.ts';
 import { reconcileWorkerPool } from './controllers/workerpool.ts';
 import { Cache } from './runtime/cache.ts';
 import { EventRecorder } from './runtime/events.ts';
-import { Informer } from './runtime/informer.ts';
+import { Informer, type InformerEvent } from './runtime/informer.ts';
 import type { KubeClient, KubeObject } from './runtime/kube.ts';
 import { createMetrics, type OperatorMetrics } from './runtime/metrics.ts';
 import { type ReconcileResult, WorkQueue } from './runtime/queue.ts';
@@ -32,6 +32,17 @@ export interface OperatorOptions {
   pollMs?: number;
   autoscalePollMs?: number;
   resyncMs?: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Whether resourceVersion `a` is older than `b`. Versions are opaque to clients in general, but
+ * kube-apiserver's are etcd revisions (integers); anything else counts as not older.
+ */
+function olderVersion(a: string | undefined, b: string | undefined): boolean {
+  if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return false;
+  return BigInt(a) < BigInt(b);
 }
 
 export const DEFAULT_RUNTIME_IMAGE = 'ghcr.io/holt-k8s/holt-runtime:0.1.0';
@@ -64,6 +75,10 @@ export class Operator {
   readonly #o: OperatorOptions;
   #leading = false;
   #resync?: NodeJS.Timeout;
+  /** Objects written by the operator whose new resourceVersion the cache has not seen yet. */
+  readonly #unseen = new Map<string, string>();
+  /** uid/generation/deletion of each Holt and Agent last seen (see #specChanged). */
+  readonly #generations = new Map<string, string>();
 
   constructor(o: OperatorOptions) {
     this.#o = o;
@@ -134,7 +149,12 @@ export class Operator {
       this.cache.add(
         new Informer(o.client, { kind, namespaces: ns, labelSelector: MANAGED_SELECTOR, resyncMs }, o.log),
       );
-    for (const inf of this.cache.informers.values()) inf.on((_e, obj) => this.#route(obj));
+    for (const inf of this.cache.informers.values())
+      inf.on((e, obj) => {
+        this.#seen(e, obj);
+        this.#route(e, obj);
+      });
+    o.client.writeListeners.push((w) => this.#wrote(w));
   }
 
   get leading(): boolean {
@@ -145,20 +165,39 @@ export class Operator {
     this.queues[kind].add(keyOf(namespace, name));
   }
 
-  #route(obj: KubeObject): void {
+  /**
+   * Whether the spec of a Holt or Agent changed with this event (add, delete, new generation).
+   * Others read only their spec, so their status updates (every status write we make) need not
+   * fan out to every Agent and pool of a Holt.
+   */
+  #specChanged(event: InformerEvent, obj: KubeObject): boolean {
+    const key = `${obj.kind}/${keyOf(obj.metadata.namespace, obj.metadata.name)}`;
+    if (event === 'delete') {
+      this.#generations.delete(key);
+      return true;
+    }
+    const gen = `${obj.metadata.uid}/${obj.metadata.generation}/${obj.metadata.deletionTimestamp ?? ''}`;
+    if (this.#generations.get(key) === gen) return false;
+    this.#generations.set(key, gen);
+    return true;
+  }
+
+  #route(event: InformerEvent, obj: KubeObject): void {
     const ns = obj.metadata.namespace;
     const kind = obj.kind as Primary;
     if (PRIMARY.includes(kind)) this.#enqueue(kind, ns, obj.metadata.name);
+    const specChanged = (kind === 'Holt' || kind === 'Agent') && this.#specChanged(event, obj);
     if (kind === 'Agent' || kind === 'WorkerPool') {
+      // The Holt's status counts ready agents and its registry lists them: every change matters.
       const h = holtOf(obj);
       if (h) this.#enqueue('Holt', ns, h);
     }
-    if (kind === 'Agent') {
+    if (kind === 'Agent' && specChanged) {
       // Pools of this agent's role read its prompts/LLM settings.
       for (const p of this.cache.list('WorkerPool', ns))
         if (holtOf(p) === holtOf(obj)) this.#enqueue('WorkerPool', ns, p.metadata.name);
     }
-    if (kind === 'Holt') {
+    if (kind === 'Holt' && specChanged) {
       for (const k of ['Agent', 'WorkerPool'] as const)
         for (const o of this.cache.list(k, ns))
           if (holtOf(o) === obj.metadata.name) this.#enqueue(k, ns, o.metadata.name);
@@ -191,14 +230,15 @@ export class Operator {
     }
     this.autoscaler?.start();
     // A periodic requeue of every primary catches drift that produced no event.
-    this.#resync = setInterval(
-      () => {
-        for (const kind of PRIMARY)
-          for (const o of this.cache.list(kind)) this.#enqueue(kind, o.metadata.namespace, o.metadata.name);
-      },
-      this.#o.resyncMs ?? 10 * 60_000,
-    );
+    this.#resync = setInterval(() => this.resyncAll(), this.#o.resyncMs ?? 10 * 60_000);
     this.#resync.unref();
+  }
+
+  /** Queues every primary object (and, in builtin mode, an autoscaler tick of every pool). */
+  resyncAll(): void {
+    for (const kind of PRIMARY)
+      for (const o of this.cache.list(kind)) this.#enqueue(kind, o.metadata.namespace, o.metadata.name);
+    for (const p of this.cache.list('WorkerPool')) this.autoscaler?.notify(p);
   }
 
   async stopControllers(): Promise<void> {
@@ -209,9 +249,49 @@ export class Operator {
     await Promise.all([...Object.values(this.queues).map((q) => q.stop()), this.autoscaler?.stop()]);
   }
 
-  /** Resolves when every queue is idle (tests: "the operator has settled"). */
+  /** Resolves when every queue is idle (nothing running or queued; timed re-checks aside). */
   async idle(): Promise<void> {
-    await Promise.all(Object.values(this.queues).map((q) => q.idle()));
+    await Promise.all(
+      [...Object.values(this.queues), ...(this.autoscaler ? [this.autoscaler.queue] : [])].map((q) =>
+        q.idle(),
+      ),
+    );
+  }
+
+  /**
+   * Resolves once the operator is quiescent: every queue idle, no request in flight, and the
+   * caches hold every object the operator itself wrote (so the watch events of its own writes have
+   * been delivered and routed), with no request made since the last check. What is then left are
+   * timed re-checks and outside changes. Tests and the bench measure "no writes" from here.
+   */
+  async settled(): Promise<void> {
+    const queues = [...Object.values(this.queues), ...(this.autoscaler ? [this.autoscaler.queue] : [])];
+    const client = this.#o.client;
+    for (;;) {
+      const before = client.total();
+      await this.idle();
+      while (client.inFlight > 0 || this.#unseen.size > 0) await sleep(10);
+      // One more turn of the event loop: handlers of events just delivered have run.
+      await sleep(0);
+      if (client.total() === before && client.inFlight === 0 && queues.every((q) => q.isIdle())) return;
+    }
+  }
+
+  /** Remembers an object the operator wrote until its informer delivers that version (see settled). */
+  #wrote(o: KubeObject): void {
+    if (!this.cache.informers.has(o.kind)) return;
+    const key = `${o.kind}/${keyOf(o.metadata.namespace, o.metadata.name)}`;
+    const have = this.cache.get(o.kind, o.metadata.namespace ?? '', o.metadata.name);
+    if (have && !olderVersion(have.metadata.resourceVersion, o.metadata.resourceVersion)) return;
+    this.#unseen.set(key, o.metadata.resourceVersion ?? '');
+  }
+
+  #seen(event: InformerEvent, o: KubeObject): void {
+    if (this.#unseen.size === 0) return;
+    const key = `${o.kind}/${keyOf(o.metadata.namespace, o.metadata.name)}`;
+    const want = this.#unseen.get(key);
+    if (want === undefined) return;
+    if (event === 'delete' || !olderVersion(o.metadata.resourceVersion, want)) this.#unseen.delete(key);
   }
 
   async stop(): Promise<void> {

@@ -100,11 +100,16 @@ export async function installCrds(client: KubeClient): Promise<void> {
 export { KubeClient };
 
 /**
- * A stand-in for the kubelet (none runs in tests): marks the pods of a namespace Running and
- * Ready, or Succeeded for Job pods, so the controllers' workload status reflects ready pods.
+ * A stand-in for the kubelet (none runs in tests): marks the pods of a namespace (those matching
+ * `labelSelector`, if given) Running and Ready, or Succeeded for Job pods, so the controllers'
+ * workload status reflects ready pods.
  */
-export async function fakeKubelet(client: KubeClient, namespace: string): Promise<number> {
-  const pods = await client.list('Pod', namespace);
+export async function fakeKubelet(
+  client: KubeClient,
+  namespace: string,
+  opts: { labelSelector?: string } = {},
+): Promise<number> {
+  const pods = await client.list('Pod', namespace, opts);
   let n = 0;
   for (const p of pods.items) {
     const job = p.metadata.labels?.['batch.kubernetes.io/job-name'] !== undefined;

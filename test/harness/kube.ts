@@ -58,7 +58,9 @@ export interface KubeCluster {
 }
 
 const ADMIN_USER = 'holt-admin';
-const SERVICE_CIDR = '10.0.0.0/24';
+// A /16 (65k ClusterIPs): a /24 holds only 254 Services, fewer than the operator bench's 100
+// Holts create (4 ClusterIP Services each), and apply then fails with "range is full".
+const SERVICE_CIDR = '10.0.0.0/16';
 const ISSUER = 'https://kubernetes.default.svc.cluster.local';
 const KCM_DISABLED = [
   'cloud-node-lifecycle-controller',

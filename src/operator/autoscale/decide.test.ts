@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decide, initialState, type ScalePolicy } from './decide.ts';
+import { decide, initialState, persistedLastActive, type ScalePolicy } from './decide.ts';
 
 const P: ScalePolicy = {
   minReplicas: 0,
@@ -82,5 +82,29 @@ describe('decide (KEDA semantics)', () => {
     expect([noFallback.replicas, noFallback.reason]).toEqual([4, 'read-failed']);
     // A successful read resets the failure count.
     expect(decide(P, 3, ok(1), s, T).state.failures).toBe(0);
+  });
+});
+
+describe('persistedLastActive (what status keeps, so a busy pool is not a status write per tick)', () => {
+  const at = (ms: number) => ({ ...initialState(ms) });
+  it('nothing remembered: keeps what is stored', () => {
+    expect(persistedLastActive(undefined, initialState(), false, 300)).toBeUndefined();
+    expect(persistedLastActive(T, initialState(), false, 300)).toBe(T);
+  });
+  it('first activity is stored at once', () => {
+    expect(persistedLastActive(undefined, at(T), true, 300)).toBe(T);
+  });
+  it('while active: unchanged until half the cooldown has passed (at least 1 s)', () => {
+    expect(persistedLastActive(T, at(T + 10_000), true, 300)).toBe(T);
+    expect(persistedLastActive(T, at(T + 149_999), true, 300)).toBe(T);
+    expect(persistedLastActive(T, at(T + 150_000), true, 300)).toBe(T + 150_000);
+    expect(persistedLastActive(T, at(T + 999), true, 0)).toBe(T);
+    expect(persistedLastActive(T, at(T + 1_000), true, 0)).toBe(T + 1_000);
+  });
+  it('activity ended: the last active moment is stored once, then nothing moves', () => {
+    expect(persistedLastActive(T, at(T + 10_000), false, 300)).toBe(T + 10_000);
+    expect(persistedLastActive(T + 10_000, at(T + 10_000), false, 300)).toBe(T + 10_000);
+    // Status holds whole seconds: a sub-second difference is no change.
+    expect(persistedLastActive(T, at(T + 400), false, 300)).toBe(T);
   });
 });

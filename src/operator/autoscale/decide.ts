@@ -125,3 +125,26 @@ export function decide(
     state: { lastActiveTime, failures: 0, recommendations },
   };
 }
+
+/**
+ * The lastActiveTime (ms) to keep in status, given the one stored there. While a pool stays
+ * active, its remembered lastActiveTime moves on every tick; writing each would make a status
+ * write per tick for as long as any claim is in flight. Status gets it when there is none yet,
+ * when activity ends (the last active moment, so a new leader's cooldown starts where this one's
+ * did), and while active at most every half cooldown (at least 1 s apart): a leader that dies mid
+ * activity shortens its successor's cooldown by at most half.
+ */
+export function persistedLastActive(
+  stored: number | undefined,
+  state: ScaleState,
+  active: boolean,
+  cooldownSeconds: number,
+): number | undefined {
+  const last = state.lastActiveTime;
+  if (last === undefined) return stored;
+  if (stored === undefined) return last;
+  // Status keeps whole seconds.
+  if (Math.floor(last / 1000) <= Math.floor(stored / 1000)) return stored;
+  if (!active) return last;
+  return last - stored >= Math.max(1000, cooldownSeconds * 500) ? last : stored;
+}

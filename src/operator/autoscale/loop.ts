@@ -8,7 +8,7 @@ import { type ReconcileResult, WorkQueue } from '../runtime/queue.ts';
 import { nowIso, writeStatus } from '../runtime/status.ts';
 import { poolSelector } from '../specs/workerpool.ts';
 import type { BacklogReader, BacklogTarget } from './backlog.ts';
-import { type BacklogRead, decide, initialState, type ScaleState } from './decide.ts';
+import { type BacklogRead, decide, initialState, persistedLastActive, type ScaleState } from './decide.ts';
 import type { WakeupSource } from './wakeup.ts';
 
 /** The field manager of spec.replicas in builtin mode: nobody else's fields are touched. */
@@ -92,13 +92,20 @@ export class Autoscaler {
     }
     const spec = parsed.spec;
     const t: BacklogTarget = { namespace: ns, holt: spec.holt, target: spec.target };
-    const status = (pool.status ?? {}) as { lastActiveTime?: string; backlog?: number };
+    const status = (pool.status ?? {}) as {
+      lastActiveTime?: string;
+      lastScaleTime?: string;
+      backlog?: number;
+    };
+    const parseTime = (t: string | undefined) => {
+      const ms = t ? Date.parse(t) : Number.NaN;
+      return Number.isNaN(ms) ? undefined : ms;
+    };
     let st = this.#pools.get(key);
     if (!st || st.target !== spec.target) {
       this.#forget(key);
       // A new leader picks lastActiveTime up from status: the cooldown survives failover.
-      const last = status.lastActiveTime ? Date.parse(status.lastActiveTime) : undefined;
-      st = { scale: initialState(Number.isNaN(last) ? undefined : last), target: spec.target };
+      st = { scale: initialState(parseTime(status.lastActiveTime)), target: spec.target };
       st.unsubscribe = this.#o.wakeups?.subscribe(t, () => this.queue.add(key));
       this.#pools.set(key, st);
     }
@@ -123,11 +130,21 @@ export class Autoscaler {
     this.#o.metrics?.autoscalerDecisions.inc({ reason: d.reason });
     if (d.backlog !== undefined) this.#o.metrics?.poolBacklog.set({ namespace: ns, pool: name }, d.backlog);
     this.#o.metrics?.poolDesired.set({ namespace: ns, pool: name }, d.replicas);
+    // Every field this manager owns is sent on every apply (server-side apply removes owned
+    // fields an apply leaves out), with its stored value when it has no reason to move.
+    const lastActive = persistedLastActive(
+      parseTime(status.lastActiveTime),
+      d.state,
+      d.active,
+      spec.autoscaling.cooldownSeconds,
+    );
+    const backlog = read.ok ? read.pending : status.backlog;
     const patch: Record<string, unknown> = {
       desiredReplicas: d.replicas,
       backlogReadFailures: d.state.failures,
-      ...(read.ok ? { backlog: read.pending } : {}),
-      ...(d.state.lastActiveTime !== undefined ? { lastActiveTime: nowIso(d.state.lastActiveTime) } : {}),
+      ...(backlog !== undefined ? { backlog } : {}),
+      ...(lastActive !== undefined ? { lastActiveTime: nowIso(lastActive) } : {}),
+      ...(status.lastScaleTime ? { lastScaleTime: status.lastScaleTime } : {}),
     };
     if (d.replicas !== spec.replicas) {
       if (d.replicas < current) await this.#markIdle(ns, name, busy);

@@ -43,17 +43,26 @@ export async function applyChildren(
   pruneKinds: readonly string[],
 ): Promise<ChildrenResult> {
   const res: ChildrenResult = { created: [], updated: [], deleted: [], errors: [] };
-  await Promise.all(
-    desired.map(async (d) => {
+  // Applied in parallel, reported in the order of `desired`: the lists end up in status messages
+  // and event notes, which must not change with the order the API server happened to answer in
+  // (a reordered message is a status write, whose watch event requeues the owner at once).
+  const outcomes = await Promise.all(
+    desired.map(async (d): Promise<'created' | 'updated' | 'unchanged' | { error: string }> => {
       const live = ctx.cache.get(d.kind, namespace, d.metadata.name);
       try {
         const r = await applyIfChanged(ctx.client, d, live);
-        if (r.changed) (live ? res.updated : res.created).push(label(d));
+        return !r.changed ? 'unchanged' : live ? 'updated' : 'created';
       } catch (e) {
-        res.errors.push(`${label(d)}: ${e instanceof Error ? e.message : String(e)}`);
+        return { error: `${label(d)}: ${e instanceof Error ? e.message : String(e)}` };
       }
     }),
   );
+  outcomes.forEach((o, i) => {
+    const d = desired[i] as KubeObject;
+    if (o === 'created') res.created.push(label(d));
+    else if (o === 'updated') res.updated.push(label(d));
+    else if (o !== 'unchanged') res.errors.push(o.error);
+  });
   const want = new Set(desired.map(label));
   for (const kind of pruneKinds) {
     for (const o of ctx.cache.owned(kind, namespace, ownerUid)) {

@@ -277,15 +277,14 @@ describe('Holt and Agent reconcilers on a real API server', () => {
   });
 
   it('steady state: a second reconcile of an unchanged spec sends no write', async () => {
-    await op.idle();
-    await new Promise((r) => setTimeout(r, 1500));
-    await op.idle();
+    // Quiescent: queues idle, nothing in flight, our own writes seen by the informers.
+    await op.settled();
     const before = op.ctx.client.writes();
-    for (const kind of ['Holt', 'Agent'] as const) {
-      op.queues[kind].add(`${NS}/${kind === 'Holt' ? 'demo' : 'demo-coder'}`);
-    }
-    await new Promise((r) => setTimeout(r, 500));
-    await op.idle();
+    // Reconcile everything again, let any consequence play out, and watch a while longer.
+    op.resyncAll();
+    await op.settled();
+    await new Promise((r) => setTimeout(r, 1000));
+    await op.settled();
     expect(op.ctx.client.writes()).toBe(before);
   });
 
@@ -325,8 +324,7 @@ describe('Holt and Agent reconcilers on a real API server', () => {
     op = startOperator();
     await op.startInformers();
     op.startControllers();
-    await new Promise((r) => setTimeout(r, 1000));
-    await op.idle();
+    await op.settled();
     expect(op.ctx.client.writes()).toBe(0);
     expect(await uids()).toEqual(before);
   });

@@ -234,7 +234,11 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
         'Progressing',
         !ready && !degraded,
         ready ? 'Stable' : degraded ? 'Degraded' : 'Reconciling',
-        ready ? 'up to date' : `waiting for ${notReady.join(', ')}`,
+        ready
+          ? 'up to date'
+          : degraded
+            ? 'blocked by errors (see Degraded)'
+            : `waiting for ${notReady.join(', ')}`,
       ),
       condition(
         'Degraded',

@@ -49,6 +49,23 @@ async function enqueue(target: string, n: number): Promise<void> {
     });
 }
 
+/** An operator replica that leads at once (a new one after op.stop() is a leader change). */
+async function startOperator(): Promise<Operator> {
+  const o = new Operator({
+    client: new KubeClient(kube.kubeconfig),
+    log: silentLogger(),
+    namespaces: [NS],
+    registry,
+    backlog: new PostgresBacklogReader(async () => pgs.url),
+    wakeups: new NatsWakeups(async () => nats.url),
+    // A long poll: scaling within seconds below can only come from the doorbell.
+    autoscalePollMs: 60_000,
+  });
+  await o.startInformers();
+  o.startControllers();
+  return o;
+}
+
 beforeAll(async () => {
   [kube, pgs, nats] = await Promise.all([
     startKube({ controllerManager: true }),
@@ -60,18 +77,7 @@ beforeAll(async () => {
   admin = new KubeClient(kube.kubeconfig);
   await installCrds(admin);
   await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
-  op = new Operator({
-    client: new KubeClient(kube.kubeconfig),
-    log: silentLogger(),
-    namespaces: [NS],
-    registry,
-    backlog: new PostgresBacklogReader(async () => pgs.url),
-    wakeups: new NatsWakeups(async () => nats.url),
-    // A long poll: scaling within seconds below can only come from the doorbell.
-    autoscalePollMs: 60_000,
-  });
-  await op.startInformers();
-  op.startControllers();
+  op = await startOperator();
   await admin.create({
     apiVersion: 'holt.io/v1alpha1',
     kind: 'Holt',
@@ -198,14 +204,92 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
   });
 
   it('steady state: no writes while nothing changes', async () => {
-    await op.idle();
-    await new Promise((r) => setTimeout(r, 500));
+    // An idle pool is the steady state (a claim in flight keeps a pool active, and an active
+    // pool's lastActiveTime moves). Finish the work, let the cooldown run out, rest at zero.
+    const db = new pg.Client({ connectionString: pgs.url });
+    await db.connect();
+    await db.query(`UPDATE holt.agent_inbox SET status = 'done' WHERE worker_target = 'coder'`);
+    await db.end();
+    await eventually(
+      'the pool at rest: 0 replicas, deployment and status caught up',
+      async () => {
+        op.autoscaler?.queue.add(`${NS}/coders`);
+        const [p, d] = [await get('WorkerPool', 'coders'), await get('Deployment', 'coders')];
+        const st = (p?.status ?? {}) as { replicas?: number; backlog?: number };
+        return replicasOf(p) === 0 && replicasOf(d) === 0 && st.replicas === 0 && st.backlog === 0
+          ? true
+          : undefined;
+      },
+      20_000,
+    );
+    // Quiescent: queues idle, nothing in flight, our own writes seen by the informers.
+    await op.settled();
     const before = op.ctx.client.writes();
-    op.queues.WorkerPool.add(`${NS}/coders`);
-    op.autoscaler?.queue.add(`${NS}/coders`);
-    await new Promise((r) => setTimeout(r, 800));
-    await op.idle();
+    // Every reconciler and an autoscaler tick of every pool run again; then a quiet while.
+    op.resyncAll();
+    await op.settled();
+    await new Promise((r) => setTimeout(r, 1000));
+    await op.settled();
     expect(op.ctx.client.writes()).toBe(before);
+  });
+
+  it('a new leader keeps the cooldown: lastActiveTime comes from status, not memory', async () => {
+    const key = `${NS}/cool`;
+    const tick = async () => {
+      op.autoscaler?.queue.add(key);
+      await op.settled();
+    };
+    await admin.create(
+      pool('cool', {
+        target: 'cool',
+        autoscaling: {
+          mode: 'builtin',
+          maxReplicas: 3,
+          targetBacklogPerReplica: 1,
+          cooldownSeconds: 3600,
+          stabilizationSeconds: 0,
+        },
+      }),
+    );
+    await enqueue('cool', 1);
+    const active = await eventually('active: 1 replica, lastActiveTime in status', async () => {
+      await tick();
+      const p = await get('WorkerPool', 'cool');
+      const st = p?.status as { lastActiveTime?: string } | undefined;
+      return replicasOf(p) === 1 && st?.lastActiveTime ? st.lastActiveTime : undefined;
+    });
+    // The work is done; within the (hour-long) cooldown the pool keeps its replica.
+    await inbox.pool.query(`UPDATE holt.agent_inbox SET status = 'done' WHERE worker_target = 'cool'`);
+    await tick();
+    expect(replicasOf(await get('WorkerPool', 'cool'))).toBe(1);
+
+    // Leader change: a new operator, no memory of the pool, reads lastActiveTime from status.
+    await op.stop();
+    op = await startOperator();
+    await tick();
+    const p = await get('WorkerPool', 'cool');
+    expect(replicasOf(p)).toBe(1);
+    expect(p?.status).toMatchObject({ lastActiveTime: active, backlog: 0 });
+    // Fields the autoscaler wrote once (at the 0 -> 1 scale) survive its later status applies.
+    expect((p?.status as { lastScaleTime?: string } | undefined)?.lastScaleTime).toMatch(/Z$/);
+
+    // Proof that status is what it reads: while no operator runs, lastActiveTime becomes two hours
+    // old; the first tick of the next leader scales to zero (the cooldown is over).
+    await op.stop();
+    const old = new Date(Date.now() - 2 * 3600_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    await admin.request(
+      'patch',
+      'PATCH',
+      `/apis/holt.io/v1alpha1/namespaces/${NS}/workerpools/cool/status`,
+      { status: { lastActiveTime: old } },
+      'application/merge-patch+json',
+    );
+    op = await startOperator();
+    await eventually('scaled to zero by the new leader', async () => {
+      await tick();
+      return replicasOf(await get('WorkerPool', 'cool')) === 0 ? true : undefined;
+    });
+    await admin.delete('WorkerPool', NS, 'cool');
   });
 
   it('external (HPA) mode: the autoscaler leaves spec.replicas alone; /scale drives the Deployment', async () => {

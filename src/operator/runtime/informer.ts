@@ -1,4 +1,10 @@
-import { type KubernetesListObject, type KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
+import {
+  type KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  ListWatch,
+  Watch,
+} from '@kubernetes/client-node';
 import type { Logger } from '../../common/logger.ts';
 import { type KubeClient, type KubeObject, resourcePath } from './kube.ts';
 
@@ -12,6 +18,50 @@ export interface InformerOptions {
   labelSelector?: string;
   /** Full relist this often (catches anything a broken watch missed); 0 = never. */
   resyncMs?: number;
+}
+
+/**
+ * Drops `metadata.managedFields` before an object enters the cache (controller-runtime's
+ * TransformStripManagedFields): with server-side apply they are often the larger part of an
+ * object, and no reconciler reads them.
+ */
+export function stripManagedFields<T>(obj: T): T {
+  const meta = (obj as { metadata?: { managedFields?: unknown } } | undefined)?.metadata;
+  if (meta && 'managedFields' in meta) delete meta.managedFields;
+  return obj;
+}
+
+/**
+ * client-node's Watch aborts a watch after 30 s without data and ListWatch reconnects at once: on
+ * a quiet kind that is two watch requests a minute per informer, forever. With bookmarks asked for
+ * (the API server sends one about every minute, which also keeps the resourceVersion fresh, so a
+ * reconnect rarely needs a relist) the inactivity limit can be longer and still catch dead
+ * connections.
+ */
+const WATCH_INACTIVITY_MS = 180_000;
+
+/** A Watch with bookmarks, a longer inactivity limit, and events stripped of managedFields. */
+class StrippingWatch extends Watch {
+  constructor(kc: KubeConfig) {
+    super(kc);
+    // A private field of client-node's Watch; were it renamed, the 30 s default would stay.
+    Object.assign(this, { requestTimeoutMs: WATCH_INACTIVITY_MS });
+  }
+
+  override watch(
+    path: string,
+    queryParams: Record<string, string | number | boolean | undefined>,
+    callback: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
+    return super.watch(
+      path,
+      { ...queryParams, allowWatchBookmarks: true },
+      (phase: string, apiObj: unknown, watchObj?: unknown) =>
+        callback(phase, stripManagedFields(apiObj), watchObj),
+      done,
+    );
+  }
 }
 
 const RESTART_BASE_MS = 500;
@@ -98,13 +148,14 @@ export class Informer {
   #newWatch(scope: string): ListWatch<KubernetesObject> {
     const { kind, labelSelector } = this.#opts;
     const ns = scope || undefined;
-    const listFn = async () =>
-      (await this.#client.list(kind, ns, {
-        labelSelector,
-      })) as unknown as KubernetesListObject<KubernetesObject>;
+    const listFn = async () => {
+      const list = await this.#client.list(kind, ns, { labelSelector });
+      for (const o of list.items) stripManagedFields(o);
+      return list as unknown as KubernetesListObject<KubernetesObject>;
+    };
     const lw = new ListWatch<KubernetesObject>(
       resourcePath(kind, ns),
-      new Watch(this.#client.kc),
+      new StrippingWatch(this.#client.kc),
       listFn,
       false,
       labelSelector,

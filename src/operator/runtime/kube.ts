@@ -120,6 +120,9 @@ export class KubeClient {
   readonly kc: KubeConfig;
   readonly counts = new Map<Verb, number>();
   onRequest?: (r: RequestRecord) => void;
+  /** Called with the object a successful write returned (its new resourceVersion). */
+  readonly writeListeners: ((written: KubeObject) => void)[] = [];
+  #inFlight = 0;
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 16 });
   readonly #server: URL;
 
@@ -135,6 +138,11 @@ export class KubeClient {
     let n = 0;
     for (const [v, c] of this.counts) if (WRITE_VERBS.has(v)) n += c;
     return n;
+  }
+
+  /** Requests sent and not yet answered. */
+  get inFlight(): number {
+    return this.#inFlight;
   }
 
   total(): number {
@@ -258,6 +266,24 @@ export class KubeClient {
   ): Promise<unknown> {
     this.counts.set(verb, (this.counts.get(verb) ?? 0) + 1);
     this.onRequest?.({ verb, path });
+    this.#inFlight++;
+    try {
+      const res = await this.#send(method, path, body, contentType, text);
+      if (WRITE_VERBS.has(verb) && this.writeListeners.length && isKubeObject(res))
+        for (const l of this.writeListeners) l(res);
+      return res;
+    } finally {
+      this.#inFlight--;
+    }
+  }
+
+  async #send(
+    method: string,
+    path: string,
+    body: unknown,
+    contentType: string | undefined,
+    text: boolean,
+  ): Promise<unknown> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const opts: RequestOptions = {
       protocol: this.#server.protocol,
@@ -312,4 +338,14 @@ export class KubeClient {
       req.end(payload);
     });
   }
+}
+
+function isKubeObject(v: unknown): v is KubeObject {
+  if (!v || typeof v !== 'object') return false;
+  const o = v as { kind?: unknown; metadata?: { name?: unknown; resourceVersion?: unknown } };
+  return (
+    typeof o.kind === 'string' &&
+    typeof o.metadata?.name === 'string' &&
+    typeof o.metadata.resourceVersion === 'string'
+  );
 }

@@ -91,6 +91,11 @@ export class WorkQueue {
     await this.idle();
   }
 
+  /** Nothing running and nothing queued right now (scheduled re-checks aside). */
+  isIdle(): boolean {
+    return this.#processing.size === 0 && this.#queue.length === 0;
+  }
+
   /** Resolves when nothing is running (and, while started, nothing is queued). */
   idle(): Promise<void> {
     if (this.#processing.size === 0 && (!this.#running || this.#queue.length === 0)) return Promise.resolve();

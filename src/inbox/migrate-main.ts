@@ -1,0 +1,60 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
+import { formatIssues } from '../common/config.ts';
+import { createLogger, redactUrl } from '../common/logger.ts';
+import { migrate } from './migrate.ts';
+
+const PROGRAM = 'holt migrate';
+
+const Env = z.object({
+  DATABASE_URL: z
+    .string({ error: 'DATABASE_URL is required (postgres://user:password@host:port/db)' })
+    .regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must be a postgres:// or postgresql:// URL'),
+  HOLT_MIGRATE_WAIT_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
+});
+
+/** Errors that mean "Postgres is not reachable yet" (a bundled store still starting), worth a retry. */
+function unreachable(e: unknown): boolean {
+  const code = (e as { code?: unknown } | undefined)?.code;
+  return (
+    ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', '57P03'].includes(String(code)) ||
+    /timeout|terminated unexpectedly|the database system is starting up/i.test(String(e))
+  );
+}
+
+/**
+ * `holt migrate`: applies the inbox schema's pending migrations to DATABASE_URL and exits (the
+ * operator's migration Job runs it before the orchestrator starts). While Postgres is unreachable
+ * it retries for HOLT_MIGRATE_WAIT_SECONDS (default 60) before failing, so a Job racing its
+ * bundled store does not burn through its backoff. Exit 0 done, 1 failed or bad configuration.
+ */
+export async function main(_argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const parsed = Env.safeParse(env);
+  if (!parsed.success) {
+    process.stderr.write(`${PROGRAM}: ${formatIssues(parsed.error)}\n`);
+    return 1;
+  }
+  const { DATABASE_URL: url, HOLT_MIGRATE_WAIT_SECONDS: waitS } = parsed.data;
+  const log = createLogger('migrate');
+  const deadline = Date.now() + waitS * 1000;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const ran = await migrate(url, log);
+      log.info({ event_type: 'migrate_done', applied: ran.length }, `${ran.length} migration(s) applied`);
+      return 0;
+    } catch (e) {
+      const message = redactUrl(e instanceof Error ? e.message : String(e));
+      if (unreachable(e) && Date.now() < deadline) {
+        log.warn({ event_type: 'migrate_waiting', attempt, error: message }, 'postgres not reachable yet');
+        await sleep(2_000);
+        continue;
+      }
+      log.error(
+        { event_type: 'migrate_failed', database: redactUrl(url), error: message },
+        'migration failed',
+      );
+      process.stderr.write(`${PROGRAM}: ${message}\n`);
+      return 1;
+    }
+  }
+}

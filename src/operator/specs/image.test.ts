@@ -1,0 +1,46 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { HoltSpec } from '../../api/holt.ts';
+import { program } from '../../cli/main.ts';
+import type { KubeObject } from '../runtime/kube.ts';
+import { ownerOf } from './meta.ts';
+import { migrationJob } from './migration.ts';
+import { HOLT_BIN, orchestratorDeployment } from './orchestrator.ts';
+
+const ROOT = join(import.meta.dirname, '../../..');
+const read = (p: string) => readFileSync(join(ROOT, p), 'utf8');
+const owner = ownerOf({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'Holt',
+  metadata: { name: 'demo', namespace: 'ns', uid: 'u1' },
+});
+type Pod = { spec: { template: { spec: { containers: { command: string[] }[] } } } };
+const commandOf = (o: KubeObject) => (o as unknown as Pod).spec.template.spec.containers[0]?.command ?? [];
+
+describe('the pods and the runtime image agree', () => {
+  it('the runtime image puts the holt launcher where the pods run it, and it starts the compiled CLI', () => {
+    const dockerfile = read('images/runtime.Dockerfile');
+    expect(dockerfile).toContain(`COPY images/launcher.sh ${HOLT_BIN}\n`);
+    // tsc -p tsconfig.build.json compiles src/ to dist/, copied to /opt/holt/app.
+    expect(dockerfile).toContain('COPY --from=build /src/dist /opt/holt/app');
+    expect(JSON.parse(read('tsconfig.build.json')).compilerOptions).toMatchObject({
+      rootDir: 'src',
+      outDir: 'dist',
+    });
+    expect(read('images/launcher.sh')).toContain('"$here/app/cli/main.js"');
+  });
+
+  it('every subcommand a pod runs exists in the CLI', () => {
+    const spec = HoltSpec.parse({});
+    const used = [migrationJob(owner, spec, 'img'), orchestratorDeployment(owner, spec, 'img')].map(
+      commandOf,
+    );
+    const subcommands = new Set(program().commands.map((c) => c.name()));
+    for (const [bin, sub] of used) {
+      expect(bin).toBe(HOLT_BIN);
+      expect(subcommands).toContain(sub);
+    }
+    expect(subcommands).toContain('pup');
+  });
+});
