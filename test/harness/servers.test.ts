@@ -1,8 +1,8 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPool } from '../../src/common/pg.ts';
 import { findBinary, MissingBinaryError } from './bins.ts';
 import { type NatsServer, startNats } from './nats.ts';
 import { type PostgresServer, startPostgres } from './postgres.ts';
@@ -60,7 +60,7 @@ describe('harness: real servers', () => {
   });
 
   it('postgres: FOR UPDATE SKIP LOCKED hands each row to one claimer', async () => {
-    const pool = new pg.Pool({ connectionString: postgres.url, max: 4 });
+    const pool = createPool(postgres.url, { max: 4 });
     await pool.query('CREATE TABLE q (id int PRIMARY KEY, taken bool NOT NULL DEFAULT false)');
     await pool.query('INSERT INTO q (id) SELECT generate_series(1, 2)');
     const a = await pool.connect();

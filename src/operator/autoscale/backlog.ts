@@ -1,5 +1,6 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { z } from 'zod';
+import { createPool } from '../../common/pg.ts';
 
 /** Which queue: a Holt (its own Postgres) and one worker target in it. */
 export interface BacklogTarget {
@@ -91,13 +92,7 @@ export class PostgresBacklogReader implements BacklogReader, ClaimSource {
     const have = this.#pools.get(key);
     if (have?.url === url) return have.pool;
     if (have) await have.pool.end();
-    const pool = new pg.Pool({
-      connectionString: url,
-      max: 2,
-      connectionTimeoutMillis: 2_000,
-      idleTimeoutMillis: 30_000,
-    });
-    pool.on('error', () => undefined);
+    const pool = createPool(url, { max: 2, connectionTimeoutMillis: 2_000, idleTimeoutMillis: 30_000 });
     this.#pools.set(key, { url, pool });
     return pool;
   }
