@@ -124,7 +124,18 @@ export class LlmAgent {
   }
 
   /** Rewrites `holt:{i}:agent_status:{role}` (best effort: status is for people, not for decisions). */
-  async publishStatus(): Promise<void> {
+  /**
+   * Status writes are chained so they land in the order they were asked for: a slow "active" write
+   * must never overwrite the "paused" that followed it. Each reads the state when it runs.
+   */
+  publishStatus(): Promise<void> {
+    this.statusChain = this.statusChain.then(() => this.writeStatus());
+    return this.statusChain;
+  }
+
+  private statusChain: Promise<void> = Promise.resolve();
+
+  private async writeStatus(): Promise<void> {
     const { redis, instance, role, settings } = this.d;
     if (!redis) return;
     try {

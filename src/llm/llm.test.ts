@@ -18,7 +18,7 @@ import type { Artefact } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { outputId } from '../pup/decide.ts';
-import { artefact, config, grantedClaim } from '../pup/test-helpers.ts';
+import { artefact, config, grantedClaim, waitFor } from '../pup/test-helpers.ts';
 import { type LlmRuntime, startLlmRuntime } from './runtime.ts';
 import { agentStatusKey } from './status.ts';
 
@@ -346,7 +346,9 @@ describe('budgets and model failures', () => {
     expect(JSON.parse(bad.out!.payload).reason).toMatch(/model call failed after 4 attempt\(s\): HTTP 5/);
     const bad2 = await grantAndRun(s);
     expect(JSON.parse(bad2.out!.payload).reason).toMatch(/model call failed|agent paused/);
-    expect(await s.bb.redis.hget(agentStatusKey(s.instance, 'coder'), 'state')).toBe('paused');
+    const state = () => s.bb.redis.hget(agentStatusKey(s.instance, 'coder'), 'state');
+    await waitFor(async () => (await state()) === 'paused', 'the agent status to say paused');
+    expect(await state()).toBe('paused');
   });
 
   it('LLM bidding: a schema-parsed word, and any failure bids ignore', async () => {
