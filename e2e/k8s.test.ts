@@ -5,7 +5,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
-import { RUNTIME_IMAGE as DEMO_IMAGE } from '../src/api/crd/demo.ts';
 import { Blackboard } from '../src/blackboard/client.ts';
 import type { Artefact } from '../src/blackboard/types.ts';
 import { DEFAULT_RUNTIME_IMAGE } from '../src/operator/operator.ts';
@@ -228,10 +227,8 @@ beforeAll(async () => {
     namespace: NS,
     root: join(dir, 'kubelet'),
     repoRoot: ROOT,
-    runtimeImages: [DEFAULT_RUNTIME_IMAGE, DEMO_IMAGE],
-    // The demo's scripts, as an image built for the demo would hold them. The Agent's ConfigMap
-    // volume mounted at the same path wins over this whenever the operator mounts it.
-    imagePaths: { '/opt/holt-demo/agents': join(ROOT, 'examples', 'demo', 'agents') },
+    runtimeImages: [DEFAULT_RUNTIME_IMAGE],
+    // No imagePaths: the demo's scripts reach the pups only through the Agent's ConfigMap volume.
     log: (l) => trace.push(`${new Date().toISOString()} ${l}`),
   });
   await kubelet.start();

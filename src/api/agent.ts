@@ -242,6 +242,7 @@ export const AgentResourceSpec = z
       });
   });
 export type AgentResourceSpec = z.infer<typeof AgentResourceSpec>;
+export type AgentVolume = z.infer<typeof AgentVolume>;
 
 /** Whether grants of this agent go to workers (inbox + doorbell) rather than to one standard pup. */
 export function isScalable(a: Pick<AgentSpec, 'replicas' | 'strategy' | 'worker'>): boolean {

@@ -6,6 +6,9 @@ export const GROUP = 'holt.io';
 export const VERSION = 'v1alpha1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
 
+/** The runtime image (orchestrator + pup; images/runtime.Dockerfile) the operator and the samples use. */
+export const DEFAULT_RUNTIME_IMAGE = 'ghcr.io/holt-k8s/runtime:0.1.0';
+
 /** Hard cap on replicas of any agent or pool: a typo must not start a thousand pods. */
 export const MAX_REPLICAS = 100;
 

@@ -1,3 +1,4 @@
+import { DEFAULT_RUNTIME_IMAGE } from '../api/common.ts';
 import type { Logger } from '../common/logger.ts';
 import type { BacklogReader, ClaimSource } from './autoscale/backlog.ts';
 import { Autoscaler } from './autoscale/loop.ts';
@@ -45,7 +46,8 @@ function olderVersion(a: string | undefined, b: string | undefined): boolean {
   return BigInt(a) < BigInt(b);
 }
 
-export const DEFAULT_RUNTIME_IMAGE = 'ghcr.io/holt-k8s/holt-runtime:0.1.0';
+export { DEFAULT_RUNTIME_IMAGE };
+
 const OWNED_KINDS = [
   'Deployment',
   'StatefulSet',

@@ -1,12 +1,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { API_VERSION } from '../common.ts';
+import { API_VERSION, DEFAULT_RUNTIME_IMAGE } from '../common.ts';
 import { loadHoltFile } from '../holtfile.ts';
 import { k8sName } from '../manifests.ts';
 
 /** Placeholder runtime image of the examples (node + pup + git; see images/README.md). */
-export const RUNTIME_IMAGE = 'ghcr.io/holt-k8s/runtime:0.1.0';
+export const RUNTIME_IMAGE = DEFAULT_RUNTIME_IMAGE;
 const SCRIPTS = '/opt/holt-demo/agents';
 
 /**

@@ -1,15 +1,10 @@
-import { z } from 'zod';
-import { AgentSpec } from '../../api/agent.ts';
+import type { z } from 'zod';
+import { AgentResourceSpec as AgentResourceSchema } from '../../api/agent.ts';
 import { HoltSpec } from '../../api/holt.ts';
 import { WorkerPoolSpec } from '../../api/workerpool.ts';
 import { formatIssues } from '../../common/config.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import type { AgentResourceSpec } from '../specs/agent.ts';
-
-/** The Agent resource's spec: the engine's AgentSpec plus the Holt it belongs to. */
-export const AgentResource = AgentSpec.safeExtend({
-  holt: z.string().min(1).describe('Name of the Holt this agent belongs to (same namespace).'),
-});
 
 export type Parsed<T> = { ok: true; spec: T } | { ok: false; error: string };
 
@@ -23,7 +18,8 @@ export const parsePool = (o: KubeObject): Parsed<WorkerPoolSpec> => parse(Worker
 
 /** An Agent's spec with its role defaulted to metadata.name (as `kubectl apply` of a minimal Agent expects). */
 export function parseAgent(o: KubeObject): Parsed<AgentResourceSpec> {
-  const r = parse(AgentResource, o);
+  // The API's own schema (the one the CRD is generated from), so nothing it allows is dropped here.
+  const r = parse(AgentResourceSchema, o);
   if (!r.ok) return r;
   return { ok: true, spec: { ...r.spec, role: r.spec.role ?? o.metadata.name } };
 }

@@ -1,11 +1,12 @@
-import type { AgentSpec } from '../../api/agent.ts';
+import type { AgentResourceSpec as AgentResource } from '../../api/agent.ts';
 import { workerTargetOf } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner, selectorLabels } from './meta.ts';
 import { pupPodTemplate } from './pup.ts';
 
-export type AgentResourceSpec = AgentSpec & { holt: string; role: string };
+/** An Agent resource's spec with its role resolved (metadata.name when the spec leaves it out). */
+export type AgentResourceSpec = AgentResource & { role: string };
 export type AgentShape = 'standard' | 'pool' | 'jobs';
 
 /** standard: one pup; pool: a controller pup + worker pool; jobs: a controller pup + one Job per claim. */
@@ -46,6 +47,7 @@ export function agentDeployment(
         image: a.image,
         workspaceMode: a.workspace.mode,
         labels: lbls,
+        volumes: a.volumes,
       }),
     },
   };

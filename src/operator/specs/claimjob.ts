@@ -46,6 +46,7 @@ export function claimJob(
         labels: { ...lbls, [CLAIM_LABEL]: claimLabel },
         args: ['--execute-claim', claimId],
         restartPolicy: 'Never',
+        volumes: a.volumes,
       }),
     },
   };

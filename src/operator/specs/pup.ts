@@ -5,7 +5,7 @@ import type {
   V1Volume,
   V1VolumeMount,
 } from '@kubernetes/client-node';
-import type { AgentSpec } from '../../api/agent.ts';
+import type { AgentSpec, AgentVolume } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import { pupEnvironment } from '../../api/pupenv.ts';
 import { EGRESS_LABEL } from './networkpolicy.ts';
@@ -31,6 +31,8 @@ export interface PupPodInput {
   extraEnv?: V1EnvVar[];
   terminationGracePeriodSeconds?: number;
   restartPolicy?: 'Always' | 'Never';
+  /** The Agent's extra ConfigMap/Secret volumes, mounted read-only into the pup container. */
+  volumes?: AgentVolume[];
 }
 
 /** The LLM settings of an agent with the Holt's defaults; the key only ever as a secretKeyRef. */
@@ -80,6 +82,7 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
     { name: 'workspace', mountPath: WORKSPACE_PATH, readOnly: p.workspaceMode === 'ro' },
     { name: 'tmp', mountPath: '/tmp' },
     ...(copyPup ? [{ name: 'holt', mountPath: '/opt/holt', readOnly: true }] : []),
+    ...(p.volumes ?? []).map((v) => ({ name: `x-${v.name}`, mountPath: v.mountPath, readOnly: true })),
   ];
   const volumes: V1Volume[] = [
     {
@@ -88,6 +91,13 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
     },
     { name: 'tmp', emptyDir: {} },
     ...(copyPup ? [{ name: 'holt', emptyDir: {} }] : []),
+    // Prefixed so a user's volume name can never collide with ours.
+    ...(p.volumes ?? []).map(
+      (v): V1Volume =>
+        v.configMap
+          ? { name: `x-${v.name}`, configMap: { name: v.configMap } }
+          : { name: `x-${v.name}`, secret: { secretName: v.secret } },
+    ),
   ];
   const pup: V1Container = {
     name: 'pup',

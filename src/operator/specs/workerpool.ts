@@ -1,4 +1,4 @@
-import type { AgentSpec } from '../../api/agent.ts';
+import type { AgentSpec, AgentVolume } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { WorkerPoolSpec } from '../../api/workerpool.ts';
 import type { KubeObject } from '../runtime/kube.ts';
@@ -22,7 +22,7 @@ export const poolReplicas = (p: WorkerPoolSpec) => p.replicas ?? p.autoscaling.m
 export function workerDeployment(
   owner: Owner,
   pool: WorkerPoolSpec,
-  agent: (AgentSpec & { role: string }) | undefined,
+  agent: (AgentSpec & { role: string; volumes?: AgentVolume[] }) | undefined,
   holtSpec: HoltSpec,
   runtimeImage: string,
 ): KubeObject {
@@ -64,6 +64,7 @@ export function workerDeployment(
         image: pool.image ?? base.worker?.image ?? base.image,
         workspaceMode: base.worker?.workspaceMode ?? base.workspace.mode,
         labels: lbls,
+        volumes: agent?.volumes,
         extraEnv: [
           { name: 'HOLT_WORKER_TARGET', value: pool.target },
           { name: 'HOLT_WORKER_CONCURRENCY', value: String(pool.concurrency) },
