@@ -188,14 +188,17 @@ function expectDemoTrail(trail: Artefact[], git: (...args: string[]) => string):
   expect(git('show', 'HEAD:docs/plan.md')).toContain('## Summary');
 }
 
-/** Deletes the Holt, then its Agents; every pod goes and no process the kubelet started survives. */
+/**
+ * Deletes the Holt: what it owns goes, and its Agents (the user's own resources, still there) stop their
+ * pods. Then the Agents; every pod goes and no process the kubelet started survives.
+ */
 async function deleteAll(holt: string): Promise<void> {
   await kube.kubectl(['delete', 'holt', holt, '-n', NS, '--wait=false']);
-  // What the Holt owns goes with it: the orchestrator stops.
-  await until(`the orchestrator of ${holt} to stop`, async () =>
-    kubelet.running().some((p) => p.pod.startsWith(`${NS}/${holt}-orchestrator-`)) ? undefined : true,
+  await until(`every pod of ${holt} to stop with its Holt`, async () =>
+    kubelet.running().some((p) => p.pod.startsWith(`${NS}/${holt}-`)) ? undefined : true,
   );
-  // The Agents are the user's own resources: deleting them stops the pups.
+  const agents = await getJson<{ items: unknown[] }>(['agents']);
+  expect(agents?.items.length).toBeGreaterThan(0);
   await kube.kubectl(['delete', 'agents', '--all', '-n', NS, '--wait=false']);
   await until('every pod to be gone and every process to exit', async () => {
     const pods = await getJson<{ items: unknown[] }>(['pods']);

@@ -134,9 +134,19 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   const a = parsed.spec;
   const holt = ctx.cache.get('Holt', ns, a.holt);
   const holtSpec = holt ? parseHolt(holt) : undefined;
-  if (!holt || !holtSpec?.ok) {
-    // The Holt's own events enqueue its agents, so no polling is needed here.
-    await status('Pending', false, 'HoltNotFound', `Holt ${a.holt} not found or invalid`);
+  if (!holt) {
+    // Without its Holt an agent has no stores to talk to: its pods stop, and come back with the Holt
+    // (whose events enqueue its agents, so no polling is needed). The caches are synced before any
+    // reconcile, so "not in the cache" means gone, not "not listed yet".
+    const res = await applyChildren(ctx, owner.uid, ns, [], AGENT_PRUNE_KINDS);
+    if (res.deleted.length)
+      ctx.events.emit(agent, 'Normal', 'Pruned', 'HoltNotFound', `deleted ${res.deleted.join(', ')}`);
+    await status('Pending', false, 'HoltNotFound', `Holt ${a.holt} not found`);
+    return undefined;
+  }
+  if (!holtSpec?.ok) {
+    // An invalid Holt is a typo to fix, not a reason to stop running agents.
+    await status('Pending', false, 'HoltInvalid', `Holt ${a.holt} is invalid: ${holtSpec?.error ?? ''}`);
     return undefined;
   }
   const shape = shapeOf(a);
