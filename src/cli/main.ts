@@ -119,7 +119,7 @@ export function program(): Command {
 
   // Programs of the runtime, run inside pods or by `holt up`.
   p.command('orchestrator', { hidden: false })
-    .description('run the orchestrator (configured by environment; see docs)')
+    .description('run the orchestrator (configured by environment: docs/configuration.md)')
     .allowUnknownOption()
     .allowExcessArguments()
     .helpOption(false)
@@ -128,7 +128,7 @@ export function program(): Command {
       process.exitCode = await m.main(cmd.args, process.env);
     });
   p.command('pup')
-    .description('run the agent pup (configured by environment; see docs)')
+    .description('run the agent pup (configured by environment: docs/configuration.md)')
     .allowUnknownOption()
     .allowExcessArguments()
     .helpOption(false)
@@ -146,9 +146,7 @@ export function program(): Command {
       process.exitCode = await m.main(cmd.args, process.env);
     });
   p.command('operator')
-    .description(
-      'run the Kubernetes operator (flags: --namespaces, --leader-elect, --lease-name, ports; see docs)',
-    )
+    .description('run the Kubernetes operator (flags and environment: docs/configuration.md)')
     .allowUnknownOption()
     .allowExcessArguments()
     .helpOption(false)
