@@ -86,17 +86,25 @@ export const AgentStatus = z
     workerPool: z.string().optional().describe('Name of the WorkerPool executing its claims (scalable).'),
     replicas: count('Pods of the agent (controller or standard pup).').optional(),
     readyReplicas: count('Ready pods of the agent.').optional(),
-    claimsInFlight: count('Claims granted to the role and not yet answered.').optional(),
+    claimsInFlight: count(
+      "Active claims that grant the role in their current phase (review, parallel, exclusive, or a feedback claim's rework) and lack the role's output: queued, running, or waiting for the Answer to a Question. The same for every mode (for scalable agents it includes grants still queued for workers). Re-read from the Holt's Redis periodically; kept at its last value while that Redis is unreachable.",
+    ).optional(),
     budget: z
       .object({
-        windowStart: time.optional().describe('Start of the current budget window.'),
+        windowStart: time
+          .optional()
+          .describe(
+            'Start of the sliding budget window as of the last model call (that call minus the window).',
+          ),
         calls: count('Model calls in the current window.').optional(),
         tokens: count('Tokens used in the current window.').optional(),
         costUsd: z.number().min(0).optional().describe('Total cost so far in USD.'),
         paused: z.boolean().optional().describe('True while a budget or error limit pauses the agent.'),
       })
       .optional()
-      .describe('Model use against spec.budgets (LLM agents).'),
+      .describe(
+        "Model use against spec.budgets (LLM agents), from the pup's agent_status hash in the Holt's Redis; absent for command agents.",
+      ),
   })
   .describe('Observed state of the Agent, written by the operator.');
 export type AgentStatus = z.infer<typeof AgentStatus>;

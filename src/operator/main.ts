@@ -6,7 +6,8 @@ import { startProbeServer } from '../common/http.ts';
 import { createLogger } from '../common/logger.ts';
 import { PostgresBacklogReader } from './autoscale/backlog.ts';
 import { NatsWakeups } from './autoscale/wakeup.ts';
-import { RedisRegistryWriter } from './controllers/registry.ts';
+import { RedisRuntimeReader } from './controllers/agentruntime.ts';
+import { HoltBoards, RedisRegistryWriter } from './controllers/registry.ts';
 import { DEFAULT_RUNTIME_IMAGE, Operator } from './operator.ts';
 import { KubeClient } from './runtime/kube.ts';
 import { LeaderElector } from './runtime/leader.ts';
@@ -33,6 +34,8 @@ const Config = z.object({
   metricsPort: z.coerce.number().int().min(0).max(65535).default(8080),
   runtimeImage: z.string().min(1).default(DEFAULT_RUNTIME_IMAGE),
   identity: z.string().min(1).default(hostname()),
+  /** How often each Agent's claims in flight and budget use are re-read from its Holt's Redis. */
+  statusPollMs: z.coerce.number().int().min(500).default(10_000),
   kubeconfig: z.string().optional(),
 });
 
@@ -47,6 +50,7 @@ function readConfig(argv: string[], env: NodeJS.ProcessEnv): z.infer<typeof Conf
     metricsPort: env.HOLT_OPERATOR_METRICS_PORT,
     runtimeImage: env.HOLT_RUNTIME_IMAGE,
     identity: env.POD_NAME,
+    statusPollMs: env.HOLT_OPERATOR_STATUS_POLL_MS,
     kubeconfig: env.KUBECONFIG,
   };
   for (let i = 0; i < argv.length; i++) {
@@ -100,13 +104,17 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       }
       return secretValue(h.namespace, storeSecretName(holt, store), key);
     };
+  // One connection per Holt's Redis, shared by the registry writer and the Agent status reader.
+  const boards = new HoltBoards(storeUrl('redis', 'url'));
   const op: Operator = new Operator({
     client,
     log,
     namespaces: cfg.namespaces,
     runtimeImage: cfg.runtimeImage,
     identity: cfg.identity,
-    registry: new RedisRegistryWriter(storeUrl('redis', 'url')),
+    registry: new RedisRegistryWriter(boards),
+    runtime: new RedisRuntimeReader(boards, { log }),
+    statusPollMs: cfg.statusPollMs,
     backlog: new PostgresBacklogReader(storeUrl('postgres', 'uri')),
     wakeups: new NatsWakeups(storeUrl('nats', 'url')),
   });

@@ -4,6 +4,7 @@ import type { BacklogReader, ClaimSource } from './autoscale/backlog.ts';
 import { Autoscaler } from './autoscale/loop.ts';
 import type { WakeupSource } from './autoscale/wakeup.ts';
 import { reconcileAgent } from './controllers/agent.ts';
+import type { HoltRuntimeReader } from './controllers/agentruntime.ts';
 import type { ControllerContext } from './controllers/context.ts';
 import { reconcileHolt } from './controllers/holt.ts';
 import { RegistrySync, type RegistryWriter } from './controllers/registry.ts';
@@ -26,11 +27,15 @@ export interface OperatorOptions {
   runtimeImage?: string;
   backlog?: BacklogReader;
   claims?: ClaimSource;
+  /** Claims in flight and budget use for Agent status (polled every `statusPollMs`). */
+  runtime?: HoltRuntimeReader;
   wakeups?: WakeupSource;
   /** Identity in Events and the Lease (the pod name). */
   identity?: string;
   concurrency?: number;
   pollMs?: number;
+  /** Re-read interval of each Agent's runtime values (default 10 s). */
+  statusPollMs?: number;
   autoscalePollMs?: number;
   resyncMs?: number;
 }
@@ -95,6 +100,8 @@ export class Operator {
       claims: o.claims,
       backlog: o.backlog,
       pollMs: o.pollMs ?? 5_000,
+      runtime: o.runtime,
+      statusPollMs: o.statusPollMs ?? 10_000,
     };
     const reconcilers: Record<Primary, (ctx: ControllerContext, key: string) => Promise<ReconcileResult>> = {
       Holt: reconcileHolt,
@@ -300,6 +307,7 @@ export class Operator {
     await this.stopControllers();
     await Promise.all([...this.cache.informers.values()].map((i) => i.stop()));
     await this.#o.registry.close?.();
+    await this.#o.runtime?.close?.();
     await this.#o.backlog?.close?.();
     await this.#o.wakeups?.close?.();
   }

@@ -134,7 +134,9 @@ describe('holt.io CRDs on kube-apiserver', () => {
     );
     expect(r.stderr).toMatch(/status\.conditions\[0\]\.status: Unsupported value: "Yes"/);
     expect(r.stderr).toMatch(/status\.conditions\[0\]\.lastTransitionTime: Required value/);
-    expect(await kube.kubectl(['get', 'agents'])).toMatch(/^NAME\s+ROLE\s+REPLICAS\s+READY\s+AGE\n/);
+    expect(await kube.kubectl(['get', 'agents'])).toMatch(
+      /^NAME\s+ROLE\s+REPLICAS\s+READY\s+IN-FLIGHT\s+AGE\n/,
+    );
     expect(await kube.kubectl(['get', 'workerpools'])).toMatch(
       /^NAME\s+TARGET\s+REPLICAS\s+DESIRED\s+BACKLOG\s+AGE\nminimal-coder-workers\s+coder\s/,
     );

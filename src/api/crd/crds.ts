@@ -62,7 +62,7 @@ export const KINDS: Kind[] = [
       { name: 'Role', type: 'string', jsonPath: '.status.role' },
       { name: 'Replicas', type: 'integer', jsonPath: '.spec.replicas' },
       { name: 'Ready', type: 'integer', jsonPath: '.status.readyReplicas' },
-      { name: 'In-Flight', type: 'integer', jsonPath: '.status.claimsInFlight', priority: 1 },
+      { name: 'In-Flight', type: 'integer', jsonPath: '.status.claimsInFlight' },
       reason,
       age,
     ],

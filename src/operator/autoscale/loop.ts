@@ -171,18 +171,9 @@ export class Autoscaler {
       );
     }
     await writeStatus(this.#o.client, pool, patch, AUTOSCALER_MANAGER);
-    if (read.ok) await this.#agentInFlight(pool, read.inFlight);
+    // The owning Agent's claimsInFlight is the Agent reconciler's (one definition for every mode,
+    // from the blackboard: controllers/agentruntime.ts), not the inbox's claimed rows.
     return { requeueAfterMs: this.#o.pollMs };
-  }
-
-  /** The owning Agent's claimsInFlight (its own field manager: the Agent reconciler owns the rest). */
-  async #agentInFlight(pool: KubeObject, inFlight: number): Promise<void> {
-    const ref = pool.metadata.ownerReferences?.find((r) => r.controller && r.kind === 'Agent');
-    const agent = ref
-      ? this.#o.cache.get('Agent', pool.metadata.namespace ?? 'default', ref.name)
-      : undefined;
-    if (agent && !agent.metadata.deletionTimestamp)
-      await writeStatus(this.#o.client, agent, { claimsInFlight: inFlight }, AUTOSCALER_MANAGER);
   }
 
   /**

@@ -12,6 +12,7 @@ import {
 } from '../specs/agent.ts';
 import { claimJob, claimJobName } from '../specs/claimjob.ts';
 import { type Owner, ownerOf } from '../specs/meta.ts';
+import type { AgentRuntime } from './agentruntime.ts';
 import { applyChildren, type ControllerContext, conditionTrue, jobState, workloadReady } from './context.ts';
 import { holtOf, parseAgent, parseHolt, splitKey } from './resources.ts';
 
@@ -91,6 +92,52 @@ async function claimJobs(
   return created;
 }
 
+/** How long a reconcile waits for the Holt's Redis before keeping the last runtime values. */
+const RUNTIME_READ_TIMEOUT_MS = 3_000;
+
+/**
+ * `claimsInFlight` and `budget` for the status: read from the Holt's Redis, or, when it cannot be
+ * read, the values last written (status is applied whole, so leaving them out would erase them)
+ * with a note for the Ready message. An unreachable Redis alone never degrades the agent.
+ */
+async function runtimeStatus(
+  ctx: ControllerContext,
+  ns: string,
+  holt: string,
+  role: string,
+  prev: { claimsInFlight?: number; budget?: AgentRuntime['budget'] },
+): Promise<{ fields: Record<string, unknown>; note: string }> {
+  if (!ctx.runtime) return { fields: {}, note: '' };
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const r = await Promise.race([
+      ctx.runtime.read({ namespace: ns, name: holt }, role),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('timed out')), RUNTIME_READ_TIMEOUT_MS);
+      }),
+    ]);
+    return {
+      fields: { claimsInFlight: r.claimsInFlight, ...(r.budget ? { budget: r.budget } : {}) },
+      note: '',
+    };
+  } catch (e) {
+    ctx.log.debug(
+      { event_type: 'agent_runtime_unavailable', holt: `${ns}/${holt}`, role, error: String(e) },
+      'cannot read claims in flight / budget; keeping the last values',
+    );
+    return {
+      fields: {
+        ...(prev.claimsInFlight !== undefined ? { claimsInFlight: prev.claimsInFlight } : {}),
+        ...(prev.budget ? { budget: prev.budget } : {}),
+      },
+      // Fixed text: a changing error string would be a status write on every poll.
+      note: '; claims in flight and budget not refreshed (Holt Redis unreachable)',
+    };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export async function reconcileAgent(ctx: ControllerContext, key: string): Promise<ReconcileResult> {
   const [ns, name] = splitKey(key);
   const agent = ctx.cache.get('Agent', ns, name);
@@ -99,7 +146,11 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   if (!agent.metadata.finalizers?.includes(REGISTRY_FINALIZER)) await setFinalizer(ctx, agent, true);
   const owner = ownerOf(agent);
   const gen = agent.metadata.generation;
-  const prev = (agent.status ?? {}) as { conditions?: Condition[] };
+  const prev = (agent.status ?? {}) as {
+    conditions?: Condition[];
+    claimsInFlight?: number;
+    budget?: AgentRuntime['budget'];
+  };
   const prevReady = prev.conditions?.find((c) => c.type === 'Ready');
   // The Agent status has no phase field: phase here only names the Ready/Progressing/Degraded mix.
   const status = async (
@@ -146,7 +197,10 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   }
   if (!holtSpec?.ok) {
     // An invalid Holt is a typo to fix, not a reason to stop running agents.
-    await status('Pending', false, 'HoltInvalid', `Holt ${a.holt} is invalid: ${holtSpec?.error ?? ''}`);
+    await status('Pending', false, 'HoltInvalid', `Holt ${a.holt} is invalid: ${holtSpec?.error ?? ''}`, {
+      ...(prev.claimsInFlight !== undefined ? { claimsInFlight: prev.claimsInFlight } : {}),
+      ...(prev.budget ? { budget: prev.budget } : {}),
+    });
     return undefined;
   }
   const shape = shapeOf(a);
@@ -175,23 +229,23 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   const dep0 = ctx.cache.get('Deployment', ns, name);
   const poolReady = !poolName || conditionTrue(pool, 'Ready');
   const ready = errors.length === 0 && dep.ready && poolReady;
+  const rt = await runtimeStatus(ctx, ns, a.holt, a.role, prev);
   const extra = {
     role: a.role,
     mode: shape === 'standard' ? 'standard' : shape === 'pool' ? 'scalable' : 'freshPerCall',
     replicas: (dep0?.status as { replicas?: number } | undefined)?.replicas ?? 0,
     readyReplicas: dep.readyReplicas,
     ...(poolName ? { workerPool: poolName } : {}),
+    ...rt.fields,
   };
   if (errors.length) {
     ctx.events.emit(agent, 'Warning', 'ApplyFailed', 'Apply', errors.join('; '));
-    await status('Degraded', false, 'ApplyFailed', errors.join('; ').slice(0, 1000), extra);
+    await status('Degraded', false, 'ApplyFailed', errors.join('; ').slice(0, 1000) + rt.note, extra);
     throw new Error(`agent ${key}: ${errors.join('; ')}`);
   }
-  const why = !dep.ready
-    ? `pup ${dep.reason}`
-    : !poolReady
-      ? `worker pool ${poolName} not ready`
-      : 'pup ready';
+  const why =
+    (!dep.ready ? `pup ${dep.reason}` : !poolReady ? `worker pool ${poolName} not ready` : 'pup ready') +
+    rt.note;
   await status(
     ready ? 'Ready' : 'Progressing',
     ready,
@@ -199,5 +253,10 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     why,
     extra,
   );
-  return shape === 'jobs' && ctx.claims ? { requeueAfterMs: ctx.pollMs } : undefined;
+  // Claim Jobs and runtime values change without a Kubernetes event: both are polled.
+  const polls = [
+    ...(shape === 'jobs' && ctx.claims ? [ctx.pollMs] : []),
+    ...(ctx.runtime ? [ctx.statusPollMs] : []),
+  ];
+  return polls.length ? { requeueAfterMs: Math.min(...polls) } : undefined;
 }

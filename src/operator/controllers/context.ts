@@ -4,6 +4,7 @@ import { applyIfChanged } from '../runtime/apply.ts';
 import type { Cache } from '../runtime/cache.ts';
 import type { EventRecorder } from '../runtime/events.ts';
 import { isNotFound, type KubeClient, type KubeObject } from '../runtime/kube.ts';
+import type { HoltRuntimeReader } from './agentruntime.ts';
 import type { RegistrySync } from './registry.ts';
 
 /** What every reconciler gets injected. */
@@ -19,6 +20,10 @@ export interface ControllerContext {
   backlog?: BacklogReader;
   /** Re-check interval for things the operator polls (claim Jobs, unreachable stores). */
   pollMs: number;
+  /** Claims in flight and budget use of each Agent, from its Holt's Redis; without it neither is reported. */
+  runtime?: HoltRuntimeReader;
+  /** How often an Agent's runtime values are re-read (they change without a Kubernetes event). */
+  statusPollMs: number;
 }
 
 export interface ChildrenResult {

@@ -23,10 +23,10 @@ export interface RegistryWriter {
 export type RedisUrlResolver = (holt: HoltRef) => Promise<string>;
 
 /**
- * The real writer: Blackboard.setAgents against the Holt's own Redis, only when what is stored
- * differs (a restarted operator must not bump the registry revision and wake every orchestrator).
+ * One Blackboard connection per Holt's Redis, shared by the registry writer and the runtime reader
+ * (re-opened when the Holt's URL changes). Fails fast while the Redis is not up yet: callers retry.
  */
-export class RedisRegistryWriter implements RegistryWriter {
+export class HoltBoards {
   readonly #resolve: RedisUrlResolver;
   readonly #boards = new Map<string, { url: string; bb: Blackboard }>();
 
@@ -34,26 +34,12 @@ export class RedisRegistryWriter implements RegistryWriter {
     this.#resolve = resolve;
   }
 
-  async write(holt: HoltRef, agents: AgentRegistration[]): Promise<void> {
-    const bb = await this.#board(holt);
-    const current = await bb.getAgents();
-    const sort = (a: AgentRegistration[]) => [...a].sort((x, y) => x.role.localeCompare(y.role));
-    if (current.invalid.length === 0 && canonical(sort(current.agents)) === canonical(sort(agents))) return;
-    await bb.setAgents(agents);
-  }
-
-  async close(): Promise<void> {
-    await Promise.all([...this.#boards.values()].map((b) => b.bb.close()));
-    this.#boards.clear();
-  }
-
-  async #board(holt: HoltRef): Promise<Blackboard> {
+  async board(holt: HoltRef): Promise<Blackboard> {
     const key = keyOf(holt.namespace, holt.name);
     const url = await this.#resolve(holt);
     const have = this.#boards.get(key);
     if (have?.url === url) return have.bb;
     await have?.bb.close();
-    // Fail fast while the Holt's Redis is not up yet: the reconciler requeues with backoff.
     const bb = Blackboard.connect(url, holt.name, {
       maxRetriesPerRequest: 1,
       connectTimeout: 2_000,
@@ -62,6 +48,36 @@ export class RedisRegistryWriter implements RegistryWriter {
     bb.redis.on('error', () => undefined);
     this.#boards.set(key, { url, bb });
     return bb;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#boards.values()].map((b) => b.bb.close()));
+    this.#boards.clear();
+  }
+}
+
+/**
+ * The real writer: Blackboard.setAgents against the Holt's own Redis, only when what is stored
+ * differs (a restarted operator must not bump the registry revision and wake every orchestrator).
+ */
+export class RedisRegistryWriter implements RegistryWriter {
+  readonly #boards: HoltBoards;
+
+  /** A resolver (own connections) or connections shared with a runtime reader. */
+  constructor(boards: RedisUrlResolver | HoltBoards) {
+    this.#boards = boards instanceof HoltBoards ? boards : new HoltBoards(boards);
+  }
+
+  async write(holt: HoltRef, agents: AgentRegistration[]): Promise<void> {
+    const bb = await this.#boards.board(holt);
+    const current = await bb.getAgents();
+    const sort = (a: AgentRegistration[]) => [...a].sort((x, y) => x.role.localeCompare(y.role));
+    if (current.invalid.length === 0 && canonical(sort(current.agents)) === canonical(sort(agents))) return;
+    await bb.setAgents(agents);
+  }
+
+  async close(): Promise<void> {
+    await this.#boards.close();
   }
 }
 

@@ -1,0 +1,303 @@
+import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
+import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
+import { Blackboard } from '../../blackboard/client.ts';
+import type { Claim, ClaimType } from '../../blackboard/types.ts';
+import { silentLogger } from '../../common/logger.ts';
+import { type AgentStatus as LlmAgentStatus, writeAgentStatus } from '../../llm/status.ts';
+import { outputId } from '../../pup/decide.ts';
+import { Operator } from '../operator.ts';
+import { KubeClient, type KubeObject } from '../runtime/kube.ts';
+import { eventually, installCrds } from '../testkit.ts';
+import {
+  type AgentRuntime,
+  budgetOf,
+  type HoltRuntimeReader,
+  openGrant,
+  RedisRuntimeReader,
+} from './agentruntime.ts';
+import { HoltBoards, type HoltRef, RedisRegistryWriter } from './registry.ts';
+
+// Agent status from the Holt's Redis: claims in flight for the role and the LLM pup's budget use.
+const NS = 'agent-status';
+const HOLT = 'rt';
+const ROLE = 'coder';
+
+const claim = (over: Partial<Claim>): Claim => ({
+  id: randomUUID(),
+  artefact_id: randomUUID(),
+  status: 'pending_review',
+  granted_review_agents: [],
+  granted_parallel_agents: [],
+  granted_exclusive_agent: '',
+  ...over,
+});
+const phase = (current: 'review' | 'parallel' | 'exclusive', granted: string[], received = {}) => ({
+  current,
+  granted_agents: granted,
+  received,
+  all_bids: {},
+  start_time_ms: 1,
+});
+
+describe('pure: which grants are open, budget mapping', () => {
+  it('openGrant: current phase only, received and dormant excluded, feedback claims count', () => {
+    expect(openGrant(claim({ status: 'pending_review', granted_review_agents: [ROLE] }), ROLE)).toBe(
+      'review',
+    );
+    expect(openGrant(claim({ status: 'pending_parallel', granted_parallel_agents: [ROLE] }), ROLE)).toBe(
+      'claim',
+    );
+    expect(openGrant(claim({ status: 'pending_exclusive', granted_exclusive_agent: ROLE }), ROLE)).toBe(
+      'exclusive',
+    );
+    expect(openGrant(claim({ status: 'pending_assignment', granted_exclusive_agent: ROLE }), ROLE)).toBe(
+      'exclusive',
+    );
+    // An older phase's grant (review done, now exclusive for someone else) is not in flight.
+    expect(
+      openGrant(
+        claim({ status: 'pending_exclusive', granted_review_agents: [ROLE], granted_exclusive_agent: 'x' }),
+        ROLE,
+      ),
+    ).toBeNull();
+    expect(
+      openGrant(
+        claim({
+          status: 'pending_parallel',
+          granted_parallel_agents: [ROLE, 'b'],
+          phase_state: phase('parallel', [ROLE, 'b'], { [ROLE]: randomUUID() }),
+        }),
+        ROLE,
+      ),
+    ).toBeNull();
+    expect(
+      openGrant(
+        claim({ status: 'pending_exclusive', granted_exclusive_agent: ROLE, dormant_reason: 'x' }),
+        ROLE,
+      ),
+    ).toBeNull();
+    expect(openGrant(claim({ status: 'complete', granted_exclusive_agent: ROLE }), ROLE)).toBeNull();
+  });
+
+  it('budgetOf: counts, cost, paused; the window start as of the last write', () => {
+    const s = llmStatus({ state: 'paused', window_ms: 60_000, updated_at_ms: Date.UTC(2025, 0, 1, 0, 1) });
+    expect(budgetOf(s)).toEqual({
+      windowStart: '2025-01-01T00:00:00Z',
+      calls: 3,
+      tokens: 1200,
+      costUsd: 0.25,
+      paused: true,
+    });
+    expect(budgetOf({ ...s, window_ms: 0 }).windowStart).toBeUndefined();
+  });
+});
+
+function llmStatus(over: Partial<LlmAgentStatus> = {}): LlmAgentStatus {
+  return {
+    state: 'active',
+    paused_reason: '',
+    paused_until_ms: 0,
+    model: 'm',
+    calls_in_window: 3,
+    tokens_in_window: 1200,
+    window_ms: 60_000,
+    calls_limit: 10,
+    tokens_limit: 10_000,
+    cost_usd_total: 0.25,
+    cost_usd_limit: 5,
+    consecutive_errors: 0,
+    updated_at_ms: Date.UTC(2025, 0, 1, 0, 1),
+    ...over,
+  };
+}
+
+let kube: KubeCluster;
+let redis: RedisServer;
+let admin: KubeClient;
+let op: Operator;
+let bb: Blackboard;
+let deadUrl: string;
+let down = false;
+/** Successful runtime reads: a positive signal that polls happened (no timed waits). */
+let reads = 0;
+
+async function freePortUrl(): Promise<string> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return `redis://127.0.0.1:${port}`;
+}
+
+type Status = {
+  claimsInFlight?: number;
+  budget?: Record<string, unknown>;
+  conditions?: { type: string; status: string; message: string }[];
+};
+const agentStatus = async () => ((await admin.get('Agent', NS, 'rt-coder'))?.status ?? {}) as Status;
+const inFlightIs = (n: number) =>
+  eventually(`claimsInFlight ${n}`, async () =>
+    (await agentStatus()).claimsInFlight === n ? true : undefined,
+  );
+const readsAfter = (n: number) => {
+  const want = reads + n;
+  return eventually(`${n} more runtime reads`, () => (reads >= want ? true : undefined));
+};
+const output = (c: Claim, type: ClaimType) =>
+  bb.createArtefact({
+    id: outputId(HOLT, c.id, ROLE, type),
+    logical_id: randomUUID(),
+    version: 1,
+    structural_type: 'Standard',
+    type: 'Code',
+    payload: 'done',
+    source_artefacts: [c.artefact_id],
+    produced_by_role: ROLE,
+  });
+
+beforeAll(async () => {
+  [kube, redis] = await Promise.all([startKube(), startRedis()]);
+  deadUrl = await freePortUrl();
+  admin = new KubeClient(kube.kubeconfig);
+  await installCrds(admin);
+  await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+  bb = Blackboard.connect(redis.url, HOLT);
+  const boards = new HoltBoards(async () => (down ? deadUrl : redis.url));
+  const real = new RedisRuntimeReader(boards, { maxAgeMs: 0 });
+  const runtime: HoltRuntimeReader = {
+    read: async (h: HoltRef, role: string): Promise<AgentRuntime> => {
+      const r = await real.read(h, role);
+      reads++;
+      return r;
+    },
+    close: () => real.close(),
+  };
+  op = new Operator({
+    client: new KubeClient(kube.kubeconfig),
+    log: silentLogger(),
+    namespaces: [NS],
+    registry: new RedisRegistryWriter(boards),
+    runtime,
+    statusPollMs: 150,
+    resyncMs: 60_000,
+  });
+  await op.startInformers();
+  op.startControllers();
+  await admin.create({
+    apiVersion: 'holt.io/v1alpha1',
+    kind: 'Holt',
+    metadata: { name: HOLT, namespace: NS },
+    spec: {},
+  });
+  await admin.create<KubeObject>({
+    apiVersion: 'holt.io/v1alpha1',
+    kind: 'Agent',
+    metadata: { name: 'rt-coder', namespace: NS },
+    spec: { holt: HOLT, role: ROLE, command: ['/app/run.sh'], bidding: { strategy: 'claim' } },
+  });
+});
+
+afterAll(async () => {
+  await op?.stop();
+  await bb?.close();
+  admin?.close();
+  await Promise.all([kube?.stop(), redis?.stop()]);
+});
+
+describe('Agent status from the Holt Redis (real API server + real Redis)', () => {
+  const granted: { c: Claim; type: ClaimType }[] = [];
+
+  it('claims granted to the role → claimsInFlight N; outputs → back to 0', async () => {
+    await inFlightIs(0);
+    const mine = [
+      {
+        c: claim({
+          status: 'pending_parallel',
+          granted_parallel_agents: [ROLE, 'tester'],
+          phase_state: phase('parallel', [ROLE, 'tester']),
+        }),
+        type: 'claim' as const,
+      },
+      {
+        c: claim({ status: 'pending_exclusive', granted_exclusive_agent: ROLE }),
+        type: 'exclusive' as const,
+      },
+      // A feedback claim: the producer's rework.
+      {
+        c: claim({ status: 'pending_assignment', granted_exclusive_agent: ROLE }),
+        type: 'exclusive' as const,
+      },
+    ];
+    granted.push(...mine);
+    const others = [
+      claim({ status: 'pending_review', granted_review_agents: ['reviewer'] }),
+      claim({ status: 'pending_exclusive', granted_review_agents: [ROLE], granted_exclusive_agent: 'x' }),
+      claim({ status: 'pending_exclusive', granted_exclusive_agent: ROLE, dormant_reason: 'nothing left' }),
+    ];
+    for (const c of [...mine.map((m) => m.c), ...others]) await bb.createClaim(c);
+    await inFlightIs(3);
+    const [first, second, third] = granted;
+    if (!first || !second || !third) throw new Error('three grants expected');
+    await output(first.c, first.type);
+    await inFlightIs(2);
+    await output(second.c, second.type);
+    // The orchestrator completes the third (removed from the active set).
+    const vc = await bb.getClaim(third.c.id);
+    if (!vc) throw new Error('claim missing');
+    await bb.updateClaim({ ...vc.claim, status: 'complete' }, vc.rev);
+    await inFlightIs(0);
+  });
+
+  it('an agent_status hash → status.budget; a change in it → a new budget', async () => {
+    await writeAgentStatus(bb.redis, HOLT, ROLE, llmStatus());
+    const st = await eventually('budget', async () => {
+      const s = await agentStatus();
+      return s.budget ? s : undefined;
+    });
+    expect(st.budget).toEqual({
+      windowStart: '2025-01-01T00:00:00Z',
+      calls: 3,
+      tokens: 1200,
+      costUsd: 0.25,
+      paused: false,
+    });
+    await writeAgentStatus(bb.redis, HOLT, ROLE, llmStatus({ state: 'paused', calls_in_window: 4 }));
+    await eventually('paused budget', async () => {
+      const b = (await agentStatus()).budget;
+      return b?.paused === true && b.calls === 4 ? true : undefined;
+    });
+  });
+
+  it('steady state: polls keep reading Redis, and nothing is written', async () => {
+    await op.settled();
+    const before = op.ctx.client.writes();
+    await readsAfter(5);
+    await op.settled();
+    expect(op.ctx.client.writes()).toBe(before);
+  });
+
+  it('an unreachable Redis keeps the last values and does not degrade the agent', async () => {
+    const c = claim({ status: 'pending_exclusive', granted_exclusive_agent: ROLE });
+    await bb.createClaim(c);
+    await inFlightIs(1);
+    down = true;
+    const st = await eventually('note in the Ready message', async () => {
+      const s = await agentStatus();
+      const ready = s.conditions?.find((x) => x.type === 'Ready');
+      return ready?.message.includes('not refreshed') ? s : undefined;
+    });
+    expect(st.claimsInFlight).toBe(1);
+    expect(st.budget).toMatchObject({ paused: true, calls: 4 });
+    expect(st.conditions?.find((x) => x.type === 'Degraded')?.status).toBe('False');
+    await output(c, 'exclusive');
+    down = false;
+    await inFlightIs(0);
+    await eventually('note gone', async () => {
+      const ready = (await agentStatus()).conditions?.find((x) => x.type === 'Ready');
+      return ready && !ready.message.includes('not refreshed') ? true : undefined;
+    });
+  });
+});
