@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { realpathSync } from 'node:fs';
 import { z } from 'zod';
+import { type HoltFile, HoltFileError, loadHoltFile } from '../api/holtfile.ts';
 import { effectiveStatus, type InstanceState, listInstances, readState } from '../local/instance.ts';
 import { CliError, EXIT } from './output.ts';
 
@@ -71,4 +72,14 @@ export function positiveInt(flag: string, value: string): number {
   const r = z.coerce.number().int().positive().safeParse(value);
   if (!r.success) throw new CliError(`${flag}: "${value}" must be a positive whole number`, EXIT.usage);
   return r.data;
+}
+
+/** The Holt file, with its problems as a usage error (exit 2) listing each with its path. */
+export function readHoltFile(file: string): HoltFile {
+  try {
+    return loadHoltFile(file);
+  } catch (e) {
+    if (e instanceof HoltFileError) throw new CliError(e.message, EXIT.usage);
+    throw e;
+  }
 }

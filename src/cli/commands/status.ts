@@ -1,4 +1,5 @@
 import { Blackboard } from '../../blackboard/client.ts';
+import { CLAIM_STATUSES } from '../../blackboard/types.ts';
 import { type AgentStatus, readAgentStatuses } from '../../llm/status.ts';
 import { effectiveStatus } from '../../local/instance.ts';
 import { out, paint, table, uptime } from '../output.ts';
@@ -39,15 +40,7 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
   ]);
   for (const l of table([['COMPONENT', 'KIND', 'STATUS', 'PID', 'RESTARTS', 'LAST EXIT'], ...rows])) out(l);
   out('');
-  const order = [
-    'pending_review',
-    'pending_parallel',
-    'pending_exclusive',
-    'pending_assignment',
-    'complete',
-    'terminated',
-  ];
-  out(`Claims: ${order.map((k) => `${k}=${claims[k] ?? 0}`).join('  ')}`);
+  out(`Claims: ${CLAIM_STATUSES.map((k) => `${k}=${claims[k] ?? 0}`).join('  ')}`);
   if (!llm.size) return;
   // LLM budget use (src/llm/status.ts: holt:{i}:agent_status:{role}); 0 as a limit means none.
   const lim = (v: number, l: number) => (l ? `${v}/${l}` : String(v));

@@ -3,7 +3,6 @@ import { existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { HoltFileError, loadHoltFile } from '../../api/holtfile.ts';
 import {
   effectiveStatus,
   INSTANCE_NAME,
@@ -14,7 +13,7 @@ import {
   supervisorAlive,
 } from '../../local/instance.ts';
 import { CliError, EXIT, err, out, paint, progress } from '../output.ts';
-import { positiveInt, workspaceOf } from '../resolve.ts';
+import { positiveInt, readHoltFile, workspaceOf } from '../resolve.ts';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'main.ts');
 
@@ -38,13 +37,7 @@ export async function up(opts: UpOptions): Promise<void> {
   const timeoutMs = positiveInt('--timeout', opts.timeout) * 1000;
   if (!existsSync(file))
     throw new CliError(`${opts.file} not found: write a Holt file or pass -f <file>`, EXIT.notFound);
-  let holt: ReturnType<typeof loadHoltFile>;
-  try {
-    holt = loadHoltFile(file);
-  } catch (e) {
-    if (e instanceof HoltFileError) throw new CliError(e.message, EXIT.usage);
-    throw e;
-  }
+  const holt = readHoltFile(file);
   for (const w of holt.warnings) err(paint('yellow', `warning: ${w}`, process.stderr));
   const name = opts.name ?? holt.name ?? nextDefaultName();
   if (!INSTANCE_NAME.test(name) || name.length > 63)

@@ -2,7 +2,7 @@ import { workerTargetOf } from '../../api/agent.ts';
 import { FIELD_MANAGER } from '../runtime/apply.ts';
 import { isConflict, isNotFound, type KubeObject } from '../runtime/kube.ts';
 import type { ReconcileResult } from '../runtime/queue.ts';
-import { type Condition, condition, setConditions, writeStatus } from '../runtime/status.ts';
+import type { Condition } from '../runtime/status.ts';
 import {
   type AgentResourceSpec,
   agentDeployment,
@@ -13,7 +13,14 @@ import {
 import { claimJob, claimJobName } from '../specs/claimjob.ts';
 import { type Owner, ownerOf } from '../specs/meta.ts';
 import type { AgentRuntime } from './agentruntime.ts';
-import { applyChildren, type ControllerContext, conditionTrue, jobState, workloadReady } from './context.ts';
+import {
+  applyChildren,
+  type ControllerContext,
+  conditionTrue,
+  jobState,
+  readinessReporter,
+  workloadReady,
+} from './context.ts';
 import { holtOf, parseAgent, parseHolt, splitKey } from './resources.ts';
 
 /** Held while the agent is in its Holt's registry in Redis (outside the cluster's objects). */
@@ -145,38 +152,13 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   if (agent.metadata.deletionTimestamp) return finalize(ctx, agent, ns);
   if (!agent.metadata.finalizers?.includes(REGISTRY_FINALIZER)) await setFinalizer(ctx, agent, true);
   const owner = ownerOf(agent);
-  const gen = agent.metadata.generation;
   const prev = (agent.status ?? {}) as {
     conditions?: Condition[];
     claimsInFlight?: number;
     budget?: AgentRuntime['budget'];
   };
-  const prevReady = prev.conditions?.find((c) => c.type === 'Ready');
   // The Agent status has no phase field: phase here only names the Ready/Progressing/Degraded mix.
-  const status = async (
-    phase: string,
-    ready: boolean,
-    reason: string,
-    message: string,
-    extra: Record<string, unknown> = {},
-  ) => {
-    const degraded = phase === 'Degraded' || phase === 'Failed';
-    await writeStatus(ctx.client, agent, {
-      observedGeneration: gen,
-      ...extra,
-      conditions: setConditions(
-        prev.conditions,
-        [
-          condition('Ready', ready, reason, message),
-          condition('Progressing', !ready && !degraded, ready ? 'Stable' : reason, message),
-          condition('Degraded', degraded, degraded ? reason : 'NoErrors', degraded ? message : 'no errors'),
-        ],
-        gen,
-      ),
-    });
-    if (prevReady?.status !== (ready ? 'True' : 'False') || (degraded && prevReady?.reason !== reason))
-      ctx.events.emit(agent, degraded ? 'Warning' : 'Normal', ready ? 'Ready' : reason, 'Reconcile', message);
-  };
+  const status = readinessReporter(ctx, agent);
   const parsed = parseAgent(agent);
   if (!parsed.ok) {
     await status('Failed', false, 'InvalidSpec', parsed.error);

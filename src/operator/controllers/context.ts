@@ -4,6 +4,7 @@ import { applyIfChanged } from '../runtime/apply.ts';
 import type { Cache } from '../runtime/cache.ts';
 import type { EventRecorder } from '../runtime/events.ts';
 import { isNotFound, type KubeClient, type KubeObject } from '../runtime/kube.ts';
+import { type Condition, condition, setConditions, writeStatus } from '../runtime/status.ts';
 import type { HoltRuntimeReader } from './agentruntime.ts';
 import type { RegistrySync } from './registry.ts';
 
@@ -125,4 +126,44 @@ export function jobState(o: KubeObject | undefined): 'missing' | 'running' | 'su
 export function conditionTrue(o: KubeObject | undefined, type: string): boolean {
   const cs = (o?.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions;
   return cs?.some((c) => c.type === type && c.status === 'True') ?? false;
+}
+
+/**
+ * The status writer of an Agent or WorkerPool: Ready / Progressing / Degraded from one (phase, ready,
+ * reason, message), written only when something changed, and an Event when readiness flips or a new
+ * reason degrades it. `phase` only names the mix (Degraded and Failed degrade).
+ */
+export function readinessReporter(
+  ctx: ControllerContext,
+  obj: KubeObject,
+  base: Record<string, unknown> = {},
+) {
+  const gen = obj.metadata.generation;
+  const prev = ((obj.status ?? {}) as { conditions?: Condition[] }).conditions;
+  const prevReady = prev?.find((c) => c.type === 'Ready');
+  return async (
+    phase: string,
+    ready: boolean,
+    reason: string,
+    message: string,
+    extra: Record<string, unknown> = {},
+  ): Promise<void> => {
+    const degraded = phase === 'Degraded' || phase === 'Failed';
+    await writeStatus(ctx.client, obj, {
+      observedGeneration: gen,
+      ...base,
+      ...extra,
+      conditions: setConditions(
+        prev,
+        [
+          condition('Ready', ready, reason, message),
+          condition('Progressing', !ready && !degraded, ready ? 'Stable' : reason, message),
+          condition('Degraded', degraded, degraded ? reason : 'NoErrors', degraded ? message : 'no errors'),
+        ],
+        gen,
+      ),
+    });
+    if (prevReady?.status !== (ready ? 'True' : 'False') || (degraded && prevReady?.reason !== reason))
+      ctx.events.emit(obj, degraded ? 'Warning' : 'Normal', ready ? 'Ready' : reason, 'Reconcile', message);
+  };
 }

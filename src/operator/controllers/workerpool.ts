@@ -1,8 +1,8 @@
 import type { ReconcileResult } from '../runtime/queue.ts';
-import { type Condition, condition, setConditions, writeStatus } from '../runtime/status.ts';
+import type { Condition } from '../runtime/status.ts';
 import { ownerOf } from '../specs/meta.ts';
 import { poolSelector, workerDeployment } from '../specs/workerpool.ts';
-import { applyChildren, type ControllerContext, workloadReady } from './context.ts';
+import { applyChildren, type ControllerContext, readinessReporter, workloadReady } from './context.ts';
 import { holtOf, parseAgent, parseHolt, parsePool, splitKey } from './resources.ts';
 
 /**
@@ -15,34 +15,8 @@ export async function reconcileWorkerPool(ctx: ControllerContext, key: string): 
   const pool = ctx.cache.get('WorkerPool', ns, name);
   if (!pool || pool.metadata.deletionTimestamp) return undefined;
   const owner = ownerOf(pool);
-  const gen = pool.metadata.generation;
   const prev = (pool.status ?? {}) as { conditions?: Condition[]; backlogReadFailures?: number };
-  const prevReady = prev.conditions?.find((c) => c.type === 'Ready');
-  const status = async (
-    phase: string,
-    ready: boolean,
-    reason: string,
-    message: string,
-    extra: Record<string, unknown>,
-  ) => {
-    const degraded = phase === 'Degraded' || phase === 'Failed';
-    await writeStatus(ctx.client, pool, {
-      observedGeneration: gen,
-      selector: poolSelector(name),
-      ...extra,
-      conditions: setConditions(
-        prev.conditions,
-        [
-          condition('Ready', ready, reason, message),
-          condition('Progressing', !ready && !degraded, ready ? 'Stable' : reason, message),
-          condition('Degraded', degraded, degraded ? reason : 'NoErrors', degraded ? message : 'no errors'),
-        ],
-        gen,
-      ),
-    });
-    if (prevReady?.status !== (ready ? 'True' : 'False') || (degraded && prevReady?.reason !== reason))
-      ctx.events.emit(pool, degraded ? 'Warning' : 'Normal', ready ? 'Ready' : reason, 'Reconcile', message);
-  };
+  const status = readinessReporter(ctx, pool, { selector: poolSelector(name) });
   const parsed = parsePool(pool);
   if (!parsed.ok) {
     await status('Failed', false, 'InvalidSpec', parsed.error, {});
