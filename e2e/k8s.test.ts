@@ -1,7 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
@@ -16,6 +15,7 @@ import { type PostgresServer, startPostgres } from '../test/harness/postgres.ts'
 import { type ServerProcess, spawnServer, waitReady } from '../test/harness/proc.ts';
 import { type RedisServer, startRedis } from '../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../test/harness/tmp.ts';
+import { eventually } from '../test/harness/wait.ts';
 import { TestKubelet } from '../test/kubelet/kubelet.ts';
 
 /**
@@ -37,25 +37,18 @@ let dir: string;
 const trace: string[] = [];
 
 /** Polls until `check` returns a value; the message carries what the cluster looked like. */
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 120_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e instanceof Error ? e.message : String(e);
-    }
-    if (Date.now() > deadline) {
+function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 120_000): Promise<T> {
+  return eventually(what, check, {
+    timeoutMs,
+    intervalMs: 250,
+    describe: async () => {
       const pods = await kube.kubectl(['get', 'pods', '-n', NS, '-o', 'wide'], { allowFail: true });
-      throw new Error(
-        `timed out waiting for ${what} ${last}\n${pods}\nkubelet errors: ${kubelet.errors.join('\n')}\n` +
-          `${kubelet.allLogs()}\noperator:\n${operator.tail(30)}\nkubelet trace:\n${trace.slice(-40).join('\n')}`,
+      return (
+        `${pods}\nkubelet errors: ${kubelet.errors.join('\n')}\n${kubelet.allLogs()}\n` +
+        `operator:\n${operator.tail(30)}\nkubelet trace:\n${trace.slice(-40).join('\n')}`
       );
-    }
-    await sleep(250);
-  }
+    },
+  });
 }
 
 async function getJson<T>(args: string[]): Promise<T | undefined> {

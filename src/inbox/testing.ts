@@ -1,5 +1,7 @@
 // Shared set-up of the inbox tests and the benchmark: real servers, migrated schema.
+
 import { randomUUID } from 'node:crypto';
+import { eventually } from '../../test/harness/wait.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import { resultArtefactId } from './ids.ts';
 import type { InboxRow } from './schema.ts';
@@ -33,9 +35,5 @@ export async function until(
   what: string,
   timeoutMs = 30_000,
 ): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await eventually(what, async () => (await check()) || undefined, { timeoutMs, intervalMs: 20 });
 }

@@ -1,29 +1,17 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { parseAllDocuments } from 'yaml';
+import { eventually as poll } from '../../test/harness/wait.ts';
 import type { KubeObject } from './runtime/kube.ts';
 import { KubeClient } from './runtime/kube.ts';
 
-/** Polls until `check` returns a value (not undefined), else fails after `timeoutMs`. */
-export async function eventually<T>(
+/** Polls until `check` returns a value, else fails after `timeoutMs` (the shared test poller). */
+export function eventually<T>(
   what: string,
   check: () => Promise<T | undefined> | T | undefined,
   timeoutMs = 30_000,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await sleep(100);
-  }
+  return poll(what, check, { timeoutMs, intervalMs: 100 });
 }
 
 const loose = { type: 'object', 'x-kubernetes-preserve-unknown-fields': true };

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { z } from 'zod';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import {
@@ -176,18 +176,12 @@ export class ScriptedAgent {
 }
 
 /** Polls `cond` until it holds; the limit only stops a broken test from hanging (not a speed check). */
-export async function waitFor<T>(
+export function waitFor<T>(
   cond: () => Promise<T | undefined | null | false> | T | undefined | null | false,
   what = 'condition',
   limitMs = 30_000,
 ): Promise<T> {
-  const end = Date.now() + limitMs;
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
+  return eventually(what, async () => (await cond()) || undefined, { timeoutMs: limitMs, intervalMs: 20 });
 }
 
 export interface LogLine {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { eventually } from '../../test/harness/wait.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { loadConfig, type PupConfig } from './config.ts';
@@ -67,16 +67,10 @@ export async function grantedClaim(bb: Blackboard, over: Partial<Claim>, target 
 }
 
 /** Polls until `fn` returns a value (not a timed assertion: the limit only stops a hung test). */
-export async function waitFor<T>(
+export function waitFor<T>(
   fn: () => Promise<T | undefined | null | false>,
   what: string,
   limitMs = 20_000,
 ): Promise<T> {
-  const deadline = Date.now() + limitMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
-    await sleep(50);
-  }
+  return eventually(what, async () => (await fn()) || undefined, { timeoutMs: limitMs });
 }

@@ -1,5 +1,4 @@
 import { existsSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   ApiextensionsV1Api,
   AppsV1Api,
@@ -10,27 +9,7 @@ import {
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from './kube.ts';
-
-/** Polls `check` until it returns a value (not undefined), or fails after `timeoutMs`. */
-async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await sleep(100);
-  }
-}
+import { eventually } from './wait.ts';
 
 const GROUP = 'test.holt.dev';
 const VERSION = 'v1';

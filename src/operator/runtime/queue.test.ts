@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { eventually } from '../../../test/harness/wait.ts';
 import { WorkQueue } from './queue.ts';
 
 describe('WorkQueue', () => {
@@ -34,24 +35,32 @@ describe('WorkQueue', () => {
 
   it('retries errors with per-key exponential backoff and honours requeueAfter', async () => {
     const times: number[] = [];
+    const scheduled: number[] = [];
     let n = 0;
-    const q = new WorkQueue(
+    const q: WorkQueue = new WorkQueue(
       async () => {
         times.push(Date.now());
-        if (++n < 4) throw new Error('boom');
+        if (++n < 4) {
+          // The delay the queue will wait before the next try (recorded, not measured: no timing race).
+          scheduled.push(q.backoffMs('k'));
+          throw new Error('boom');
+        }
         return n === 4 ? { requeueAfterMs: 30 } : undefined;
       },
       { baseDelayMs: 10 },
     );
     q.start();
     q.add('k');
-    await sleep(250);
+    await eventually('the fifth run', () => (n >= 5 ? true : undefined), {
+      timeoutMs: 10_000,
+      intervalMs: 5,
+    });
     await q.stop();
     expect(n).toBe(5);
-    const gaps = times.slice(1).map((t, i) => t - (times[i] ?? 0));
-    // 10, 20, 40 ms backoff, then the 30 ms requeue.
-    expect(gaps[1]).toBeGreaterThan((gaps[0] ?? 0) * 1.3);
-    expect(gaps[2]).toBeGreaterThan((gaps[1] ?? 0) * 1.3);
-    expect(gaps[3]).toBeGreaterThanOrEqual(25);
+    expect(scheduled).toEqual([10, 20, 40]);
+    // A success resets the key's backoff.
+    expect(q.backoffMs('k')).toBe(10);
+    // The requeue came no earlier than asked (a lower bound, which load can only make longer).
+    expect((times[4] ?? 0) - (times[3] ?? 0)).toBeGreaterThanOrEqual(25);
   });
 });
