@@ -1,108 +1,308 @@
 /**
- * The orchestrator against N goals × M agents that bid and answer instantly through Redis.
+ * The orchestrator against N goals × M agents that bid and answer instantly through Redis, with every
+ * party in its own process: redis-server, the orchestrator (`src/orchestrator/main.ts`, configured by
+ * environment like `holt orchestrator`), the responders (bench/orchestrator/responders.ts, one or more
+ * processes) and this process, the load generator and observer.
  * Agent 0 bids `exclusive` on goals and answers with a Terminal artefact; the others bid `ignore`,
  * so each goal is one claim: consensus over M bids, one grant, one completion.
- * Reports (one JSON object): throughput with all goals submitted at once (claims/s), and
- * artefact→grant latency (goal created_at_ms → claim_granted received) with goals paced one by one.
- * Run: node bench/orchestrator/main.ts [goals=1000] [agents=10]
+ * Reports (one JSON object):
+ * - paced: goals one at a time (the next once the previous is complete), artefact→grant latency
+ *   (goal created_at_ms → claim_granted received here) without queueing;
+ * - burst: all goals at once, claims/s until the last is complete, with each process's CPU seconds
+ *   (/proc/<pid>/stat) and share of one core, Redis commands/s, and which resource saturated.
+ * Run: node bench/orchestrator/main.ts [goals=1000] [agents=10] [responder-processes=1]
+ * (BENCH_CPU_PROF=<dir> profiles the orchestrator with --cpu-prof.)
  */
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { Blackboard } from '../../src/blackboard/client.ts';
 import type { Artefact } from '../../src/blackboard/types.ts';
-import {
-  newGoal,
-  register,
-  ScriptedAgent,
-  startOrchestrator,
-  waitFor,
-} from '../../src/orchestrator/testkit.ts';
-import { startRedis } from '../../test/harness/redis.ts';
+import { type ServerProcess, spawnServer, waitReady } from '../../src/local/proc.ts';
+import { startRedis } from '../../src/local/redis.ts';
+import { makeTempDir, removeDir } from '../../src/local/tmp.ts';
+import { newGoal, register } from '../../src/orchestrator/testkit.ts';
 
 const GOALS = Number(process.argv[2] ?? 1000);
 const AGENTS = Number(process.argv[3] ?? 10);
+const RESPONDER_PROCS = Math.max(1, Math.min(AGENTS, Number(process.argv[4] ?? 1)));
 const PACED = Math.min(300, GOALS);
+const INSTANCE = 'bench';
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const CLK_TCK = 100; // USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s on Linux
+/** A process using at least this share of one core during the burst counts as saturated. */
+const SATURATED = 0.85;
+
+const round = (x: number, d = 2) => Number(x.toFixed(d));
 
 function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return Number((s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? 0).toFixed(2));
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  return round(s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN);
+}
+
+/** User + system CPU seconds of a process (children not included). */
+function procCpu(pid: number | undefined): number {
+  if (!pid) return Number.NaN;
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // f[0] is field 3 (state)
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK; // fields 14 (utime) and 15 (stime)
+}
+
+/** Busy and total jiffies of the whole host (every core, every process, the reviewer's too). */
+function hostCpu(): { busy: number; total: number } {
+  const v = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '')
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number);
+  const total = v.reduce((a, b) => a + b, 0);
+  return { busy: total - (v[3] ?? 0) - (v[4] ?? 0), total };
+}
+
+function infoField(info: string, field: string): number {
+  return Number(new RegExp(`^${field}:(\\d+)`, 'm').exec(info)?.[1] ?? Number.NaN);
 }
 
 const redis = await startRedis();
-const instance = 'bench';
-const bb = Blackboard.connect(redis.url, instance);
+const logDir = makeTempDir('bench-orchestrator');
+const bb = Blackboard.connect(redis.url, INSTANCE);
+const admin = new Redis(redis.url);
+const sub = new Redis(redis.url);
 const roles = Array.from({ length: AGENTS }, (_, i) => `agent${String(i).padStart(2, '0')}`);
 await register(bb, roles);
-const agents = await Promise.all(
-  roles.map((role, i) =>
-    ScriptedAgent.start(redis.url, instance, {
-      role,
-      bid: (a: Artefact) => (i === 0 && a.type === 'GoalDefined' ? 'exclusive' : 'ignore'),
-      respond: () => ({ structural_type: 'Terminal', type: 'Done', payload: 'ok' }),
-    }),
-  ),
-);
-// First claim_granted per claim, stamped on arrival (wall clock, like created_at_ms).
-const granted = new Map<string, number>();
-const sub = new Redis(redis.url);
-sub.on('message', (_c: string, raw: string) => {
-  const ev = JSON.parse(raw) as { event: string; data: { claim_id: string } };
-  if (ev.event === 'claim_granted' && !granted.has(ev.data.claim_id))
-    granted.set(ev.data.claim_id, Date.now());
-});
-await sub.subscribe(bb.k.channels.workflowEvents);
-const orch = startOrchestrator(redis.url, instance, {
-  reconcileIntervalMs: 1000,
-  bidPollMs: 100,
-  leaseTtlMs: 10_000,
-});
-await orch.whenLeader();
 
-async function allComplete(goals: Artefact[]): Promise<boolean> {
-  const ids = await bb.claimIdsForArtefacts(goals.map((g) => g.id));
-  if (ids.some((id) => !id)) return false;
-  const claims = await bb.getClaims(ids as string[]);
-  return claims.every((c) => c?.claim.status === 'complete');
+const logHas = (p: ServerProcess, s: string) => async () => readFileSync(p.logFile, 'utf8').includes(s);
+// BENCH_CPU_PROF=<dir>: the orchestrator writes a V8 CPU profile there on exit.
+const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+const node = (script: string, args: string[] = [], extra: string[] = []) => [
+  '--no-warnings=ExperimentalWarning',
+  ...extra,
+  join(ROOT, script),
+  ...args,
+];
+const orch = spawnServer({
+  name: 'orchestrator',
+  command: process.execPath,
+  args: node('src/orchestrator/main.ts', [], prof),
+  dir: logDir,
+  cwd: ROOT,
+  env: {
+    ...process.env,
+    HOLT_INSTANCE_NAME: INSTANCE,
+    REDIS_URL: redis.url,
+    HOLT_HEALTH_PORT: '0',
+    HOLT_RECONCILE_INTERVAL_MS: '1000',
+    HOLT_BID_POLL_MS: '100',
+    HOLT_LEASE_TTL_MS: '10000',
+    DATABASE_URL: '',
+    NATS_URL: '',
+  },
+});
+const responders: ServerProcess[] = [];
+let failed = false;
+
+// What the observer hears: the first claim_granted per claim (stamped on arrival, wall clock like
+// created_at_ms), each goal's claim, and completions.
+const grantedAt = new Map<string, number>();
+const claimOf = new Map<string, string>();
+const completed = new Set<string>();
+const waiters = new Map<string, () => void>();
+const wfChannel = bb.k.channels.workflowEvents;
+sub.on('message', (channel: string, raw: string) => {
+  if (channel === wfChannel) {
+    if (!raw.includes('"claim_granted"')) return; // bid_submitted is most of the traffic
+    const ev = JSON.parse(raw) as { event: string; data: { claim_id: string } };
+    if (ev.event === 'claim_granted' && !grantedAt.has(ev.data.claim_id))
+      grantedAt.set(ev.data.claim_id, Date.now());
+    return;
+  }
+  const c = JSON.parse(raw) as { id: string; artefact_id: string; status: string };
+  claimOf.set(c.artefact_id, c.id);
+  if (c.status === 'complete' && !completed.has(c.artefact_id)) {
+    completed.add(c.artefact_id);
+    waiters.get(c.artefact_id)?.();
+  }
+});
+await sub.subscribe(wfChannel, bb.k.channels.claimUpdates);
+
+function whenComplete(ids: string[], limitMs: number): Promise<void> {
+  const left = new Set(ids.filter((id) => !completed.has(id)));
+  if (!left.size) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => {
+      for (const id of left) waiters.delete(id);
+      reject(new Error(`${left.size} of ${ids.length} goals not complete after ${limitMs} ms`));
+    }, limitMs);
+    for (const id of left)
+      waiters.set(id, () => {
+        waiters.delete(id);
+        left.delete(id);
+        if (!left.size) {
+          clearTimeout(t);
+          resolve();
+        }
+      });
+  });
 }
 
-async function latencies(goals: Artefact[]): Promise<number[]> {
-  const ids = await bb.claimIdsForArtefacts(goals.map((g) => g.id));
-  return goals.map((g, i) => (granted.get(ids[i] as string) ?? Number.NaN) - g.created_at_ms);
+const latencies = (goals: Artefact[]) =>
+  goals.map((g) => (grantedAt.get(claimOf.get(g.id) ?? '') ?? Number.NaN) - g.created_at_ms);
+
+interface Snapshot {
+  t: number;
+  cpu: { orchestrator: number; redis_server: number; responders: number; load_generator: number };
+  host: { busy: number; total: number };
+}
+function snapshot(): Snapshot {
+  const own = process.cpuUsage();
+  return {
+    t: performance.now(),
+    cpu: {
+      orchestrator: procCpu(orch.child.pid),
+      redis_server: procCpu(redis.proc.child.pid),
+      responders: responders.reduce((s, p) => s + procCpu(p.child.pid), 0),
+      load_generator: (own.user + own.system) / 1e6,
+    },
+    host: hostCpu(),
+  };
+}
+function usage(a: Snapshot, b: Snapshot) {
+  const seconds = (b.t - a.t) / 1000;
+  const keys = Object.keys(a.cpu) as (keyof Snapshot['cpu'])[];
+  const cpu_s = Object.fromEntries(keys.map((k) => [k, round(b.cpu[k] - a.cpu[k])]));
+  const core_share = Object.fromEntries(keys.map((k) => [k, round((b.cpu[k] - a.cpu[k]) / seconds)]));
+  const cores = availableParallelism();
+  const host_busy_cores = round(((b.host.busy - a.host.busy) / (b.host.total - a.host.total)) * cores);
+  return { seconds, cpu_s, core_share, host_busy_cores, cores };
+}
+
+/**
+ * The burst rate each process would allow with a core to itself (claims per CPU second); the lowest is
+ * the bound on a host with enough cores, whatever else shared this one.
+ */
+function ceilings(u: ReturnType<typeof usage>, claims: number) {
+  const c = Object.fromEntries(Object.entries(u.cpu_s).map(([k, v]) => [k, Math.round(claims / v)]));
+  const [bound] = Object.entries(c)
+    .filter(([k]) => k !== 'load_generator')
+    .sort((a, b) => a[1] - b[1])[0] ?? ['none'];
+  return { claims_per_cpu_second: c, bound_with_a_core_each: bound };
+}
+
+/** Which resource bounded the burst: a process at a full core, else the host's cores, else none. */
+function verdict(u: ReturnType<typeof usage>) {
+  const [top, share] = Object.entries(u.core_share).sort((a, b) => b[1] - a[1])[0] ?? ['none', 0];
+  if (share >= SATURATED)
+    return {
+      resource: top === 'redis_server' ? 'redis-server CPU' : `${top} CPU`,
+      why: `${top} used ${share} of one core (single-threaded event loop), the most of any process`,
+    };
+  if (u.host_busy_cores >= 0.9 * u.cores)
+    return {
+      resource: 'host CPU',
+      why: `no process at a full core (top: ${top} at ${share}), but the host's ${u.cores} cores were ${u.host_busy_cores} busy (all processes, other tenants included)`,
+    };
+  return {
+    resource: 'none (round-trip latency)',
+    why: `no process at a full core (top: ${top} at ${share}) and the host not full (${u.host_busy_cores} of ${u.cores} cores busy)`,
+  };
 }
 
 try {
+  await waitReady(orch, logHas(orch, '"recovery_complete"'));
+  for (let i = 0; i < RESPONDER_PROCS; i++) {
+    const mine = roles.filter((_, j) => j % RESPONDER_PROCS === i);
+    const p = spawnServer({
+      name: `responders${i}`,
+      command: process.execPath,
+      args: node('bench/orchestrator/responders.ts', [redis.url, INSTANCE, ...mine]),
+      dir: logDir,
+      cwd: ROOT,
+    });
+    responders.push(p);
+  }
+  for (const p of responders) await waitReady(p, logHas(p, 'responders_ready'));
+
   // Paced: one goal at a time, the next once the previous is complete (latency without queueing).
   const paced: Artefact[] = [];
+  await admin.config('RESETSTAT');
+  const p0 = snapshot();
   for (let i = 0; i < PACED; i++) {
     const g = newGoal(`paced ${i}`, { created_at_ms: Date.now() });
     paced.push(g);
     await bb.createArtefact(g);
-    await waitFor(() => allComplete([g]), 'paced goal', 60_000);
+    await whenComplete([g.id], 10_000);
   }
-  const pacedLat = await latencies(paced);
+  const pacedUse = usage(p0, snapshot());
+  const pacedCommands = infoField(await admin.info('stats'), 'total_commands_processed');
+  const pacedSmembers = Number(
+    /^cmdstat_smembers:calls=(\d+)/m.exec(await admin.info('commandstats'))?.[1] ?? 0,
+  );
+  const pacedLat = latencies(paced);
 
   // Burst: every goal at once; claims/s until the last claim is complete.
   const burst = Array.from({ length: GOALS }, (_, i) => newGoal(`burst ${i}`));
-  const t0 = performance.now();
+  await admin.config('RESETSTAT');
+  let peakOps = 0;
+  const sampler = setInterval(() => {
+    admin
+      .info('stats')
+      .then((s) => {
+        peakOps = Math.max(peakOps, infoField(s, 'instantaneous_ops_per_sec'));
+      })
+      .catch(() => undefined);
+  }, 200);
+  const b0 = snapshot();
   const now = Date.now();
-  for (let i = 0; i < burst.length; i += 200) {
-    await Promise.all(burst.slice(i, i + 200).map((g) => bb.createArtefact({ ...g, created_at_ms: now })));
-  }
   for (const g of burst) g.created_at_ms = now;
-  await waitFor(() => allComplete(burst), 'burst complete', 600_000);
-  const seconds = (performance.now() - t0) / 1000;
-  const burstLat = await latencies(burst);
-  const cpu = process.cpuUsage();
+  const done = whenComplete(
+    burst.map((g) => g.id),
+    90_000,
+  );
+  for (let i = 0; i < burst.length; i += 200) {
+    await Promise.all(burst.slice(i, i + 200).map((g) => bb.createArtefact(g)));
+  }
+  await done;
+  const burstUse = usage(b0, snapshot());
+  clearInterval(sampler);
+  const commands = infoField(await admin.info('stats'), 'total_commands_processed');
+  const cmdstats = await admin.info('commandstats');
+  const top = [...cmdstats.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)]
+    .map((m) => [m[1] ?? '', Number(m[2])] as const)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 8);
+  const burstLat = latencies(burst);
+  const perClaim = (u: ReturnType<typeof usage>, n: number) =>
+    Object.fromEntries(Object.entries(u.cpu_s).map(([k, v]) => [k, round((v * 1000) / n)]));
 
   console.log(
     JSON.stringify({
       bench: 'orchestrator',
       goals: GOALS,
       agents: AGENTS,
+      processes: {
+        orchestrator: 'node src/orchestrator/main.ts (env config, info logs to a file)',
+        redis_server: 1,
+        responders: RESPONDER_PROCS,
+        load_generator: 'this process (writes goals, hears grants and completions)',
+      },
       burst: {
-        claims_per_second: Number((GOALS / seconds).toFixed(1)),
-        seconds: Number(seconds.toFixed(2)),
+        claims_per_second: round(GOALS / burstUse.seconds, 1),
+        seconds: round(burstUse.seconds),
         artefact_to_grant_ms: { p50: pct(burstLat, 50), p99: pct(burstLat, 99) },
+        cpu_s: burstUse.cpu_s,
+        core_share: burstUse.core_share,
+        cpu_ms_per_claim: perClaim(burstUse, GOALS),
+        host_busy_cores: burstUse.host_busy_cores,
+        host_cores: burstUse.cores,
+        redis: {
+          ops_per_second: Math.round(commands / burstUse.seconds),
+          peak_instantaneous_ops_per_sec: peakOps,
+          commands_per_claim: round(commands / GOALS, 1),
+          top_commands_per_claim: Object.fromEntries(top.map(([c, n]) => [c, round(n / GOALS, 1)])),
+        },
       },
       paced: {
         goals: PACED,
@@ -112,15 +312,27 @@ try {
           p99: pct(pacedLat, 99),
           max: pct(pacedLat, 100),
         },
+        cpu_ms_per_claim: perClaim(pacedUse, PACED),
+        redis_commands_per_claim: round(pacedCommands / PACED, 1),
+        // The orchestrator reads a claim's outputs (one SMEMBERS) once per decision step.
+        orchestrator_steps_per_claim: round(pacedSmembers / PACED, 1),
       },
-      note: 'one process runs the orchestrator, the agents and the load generator; cpu_s covers all three',
-      process_cpu_s: Number(((cpu.user + cpu.system) / 1e6).toFixed(2)),
+      saturated: { ...verdict(burstUse), ...ceilings(burstUse, GOALS) },
+      target: {
+        paced_p99_under_10ms: pct(pacedLat, 99) < 10,
+        orchestrator_not_the_bound: ceilings(burstUse, GOALS).bound_with_a_core_each === 'redis_server',
+      },
     }),
   );
+} catch (e) {
+  failed = true;
+  for (const p of [orch, ...responders]) process.stderr.write(`--- ${p.name} log tail:\n${p.tail(30)}\n`);
+  throw e;
 } finally {
-  await orch.stop();
-  for (const a of agents) await a.stop();
+  await Promise.all([orch.stop(), ...responders.map((p) => p.stop())]);
   sub.disconnect();
+  admin.disconnect();
   await bb.close();
   await redis.stop();
+  if (!failed) removeDir(logDir);
 }

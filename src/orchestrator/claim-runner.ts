@@ -68,6 +68,11 @@ export class ClaimRunner {
     return this.running.has(id) || this.timers.has(id);
   }
 
+  /** A step of `id` is in flight (a kick now only marks it to be decided once more). */
+  stepping(id: string): boolean {
+    return this.running.has(id);
+  }
+
   get size(): number {
     return this.running.size;
   }

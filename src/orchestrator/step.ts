@@ -46,6 +46,10 @@ export class ClaimStepper {
   private readonly bidsSeen = new Map<string, number>();
   /** The rev at which a claim last settled with nothing timed to do (the reconcile loop skips it). */
   readonly idleRev = new Map<string, number | null>();
+  /** The target artefact of each claim being stepped (artefacts are write-once: read it once, not per step). */
+  private readonly targets = new Map<string, Artefact>();
+  /** The bidders each claim collecting bids still waits for, as its last step saw them. */
+  private readonly missing = new Map<string, Set<string>>();
 
   constructor(deps: StepDeps) {
     this.d = deps;
@@ -68,8 +72,20 @@ export class ClaimStepper {
     );
   }
 
+  /**
+   * A bid_submitted event for a claim waiting on its poll timer: true if it may change the decision
+   * (the last awaited bidder, or nothing known), false while other expected bidders are still missing.
+   */
+  bidArrived(id: string, role: string | undefined): boolean {
+    const m = this.missing.get(id);
+    if (!m || role === undefined) return true;
+    m.delete(role);
+    return m.size === 0;
+  }
+
   step = async (id: string): Promise<StepOutcome> => {
     const { bb, metrics } = this.d;
+    this.missing.delete(id);
     const vc = await bb.getClaim(id);
     if (!vc) {
       this.idleRev.set(id, null);
@@ -83,15 +99,18 @@ export class ClaimStepper {
     }
     if (c.dormant_reason) {
       this.idleRev.set(id, vc.rev);
+      this.targets.delete(id);
       return {};
     }
     const collecting = !c.phase_state && c.status === 'pending_review' && !c.grant_queue;
     if (!this.firstSeen.has(id)) this.firstSeen.set(id, Date.now());
+    const known = this.targets.get(id);
     const [target, bids, outputs] = await Promise.all([
-      bb.getArtefact(c.artefact_id),
+      known?.id === c.artefact_id ? known : bb.getArtefact(c.artefact_id),
       collecting ? bb.getBids(id) : Promise.resolve({}),
       this.outputs(c),
     ]);
+    if (target) this.targets.set(id, target);
     const now = Date.now();
     const decision = decide({
       claim: c,
@@ -109,6 +128,7 @@ export class ClaimStepper {
         return {};
       case 'idle':
         this.idleRev.set(id, vc.rev);
+        this.targets.delete(id);
         return {};
       case 'wait': {
         const n = Object.keys(bids).length;
@@ -119,6 +139,7 @@ export class ClaimStepper {
             'bid_received',
           );
         }
+        this.missing.set(id, new Set(decision.missing));
         return { wakeAt: Math.min(now + this.d.bidPollMs, decision.untilMs) };
       }
       case 'write':
@@ -209,6 +230,8 @@ export class ClaimStepper {
     this.firstSeen.delete(id);
     this.bidsSeen.delete(id);
     this.idleRev.delete(id);
+    this.targets.delete(id);
+    this.missing.delete(id);
     this.d.metrics.forget(id);
   }
 }

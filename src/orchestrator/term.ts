@@ -17,7 +17,7 @@ const BATCH = 500;
 
 const BidSubmitted = z.object({
   event: z.literal('bid_submitted'),
-  data: z.object({ claim_id: z.string() }),
+  data: z.object({ claim_id: z.string(), agent_name: z.string().optional() }),
 });
 
 export interface TermDeps {
@@ -145,8 +145,16 @@ export class Term {
       this.onArtefact(a.data, true).catch((e: unknown) => this.failed(e, { artefact_id: a.data.id }));
     } else if (channel === k.workflowEvents) {
       const b = BidSubmitted.safeParse(msg);
-      // A new bid only matters to a claim still collecting bids; its step is cheap otherwise.
-      if (b.success && this.runner.busy(b.data.data.claim_id)) this.runner.kick(b.data.data.claim_id);
+      // A new bid only matters to a claim still collecting bids, and to one waiting on its poll timer
+      // only once its last missing bidder is in (the timer still polls, should an event be lost).
+      // During a step every bid kicks: that step may have read the bids before this one was written.
+      const id = b.success ? b.data.data.claim_id : '';
+      if (
+        b.success &&
+        this.runner.busy(id) &&
+        (this.runner.stepping(id) || this.stepper.bidArrived(id, b.data.data.agent_name))
+      )
+        this.runner.kick(id);
     } else if (channel === k.agentsChanged) {
       this.loadRegistry().catch((e: unknown) => this.failed(e, { during: 'registry_reload' }));
     }
