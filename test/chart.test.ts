@@ -100,11 +100,20 @@ describe('the holt-operator Helm chart', () => {
       rules
         .filter((r) => r.apiGroups.includes(group) && r.resources.includes(resource))
         .flatMap((r) => r.verbs);
-    expect(granted('', 'pods').sort()).toEqual(['delete', 'get', 'list', 'patch', 'watch']);
+    // Only what src/operator calls: pods are listed and annotated (deletion cost), never deleted;
+    // the autoscaler applies spec.replicas on the resource, so /scale is left to HPA/KEDA/kubectl.
+    expect(granted('', 'pods').sort()).toEqual(['list', 'patch']);
+    expect(granted('', 'configmaps')).toEqual([]);
+    expect(granted('', 'events')).toEqual([]);
     expect(granted('', 'nodes')).toEqual([]);
     expect(granted('rbac.authorization.k8s.io', 'roles')).toEqual([]);
-    expect(granted('holt.io', 'workerpools/scale').sort()).toEqual(['get', 'patch', 'update']);
-    expect(granted('events.k8s.io', 'events').sort()).toEqual(['create', 'patch']);
+    expect(granted('holt.io', 'workerpools/scale')).toEqual([]);
+    expect(granted('holt.io', 'holts').sort()).toEqual(['get', 'list', 'watch']);
+    expect(granted('holt.io', 'holts/status')).toEqual(['patch']);
+    expect(granted('events.k8s.io', 'events')).toEqual(['create']);
+    // No PUTs: objects are applied; only the owners' finalizers (blockOwnerDeletion) take update.
+    for (const r of rules)
+      if (!r.resources.every((x) => x.endsWith('/finalizers'))) expect(r.verbs).not.toContain('update');
 
     // Watching listed namespaces: Roles there, nothing cluster-wide but the user roles.
     const scoped = await render('watchNamespaces={team-a,team-b}', 'crds.install=false');
@@ -139,12 +148,31 @@ describe('the holt-operator Helm chart', () => {
       expect(names).toContain(n);
     await kube.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/workerpools.holt.io']);
 
+    // What the operator does (src/operator): apply (patch), create, prune, status by SSA, the Lease.
     expect(await canI('create', 'deployments.apps', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('patch', 'workerpools.holt.io', '--subresource=scale', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('update', 'holts.holt.io', '--subresource=status', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('patch', 'deployments.apps', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('delete', 'jobs.batch', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('get', 'secrets', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('patch', 'workerpools.holt.io', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('patch', 'agents.holt.io', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('patch', 'holts.holt.io', '--subresource=status', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('update', 'agents.holt.io', '--subresource=finalizers', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('list', 'pods', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('patch', 'pods', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('create', 'events.events.k8s.io', '-n', 'anywhere')).toBe('yes');
     expect(await canI('create', 'leases.coordination.k8s.io', '-n', NS)).toBe('yes');
+    expect(await canI('update', 'leases.coordination.k8s.io', '-n', NS)).toBe('yes');
+    // Least privilege: nothing it does not use.
     expect(await canI('create', 'leases.coordination.k8s.io', '-n', 'default')).toBe('no');
+    expect(await canI('delete', 'leases.coordination.k8s.io', '-n', NS)).toBe('no');
     expect(await canI('create', 'pods', '-n', 'anywhere')).toBe('no');
+    expect(await canI('delete', 'pods', '-n', 'anywhere')).toBe('no');
+    expect(await canI('get', 'configmaps', '-n', 'anywhere')).toBe('no');
+    expect(await canI('patch', 'workerpools.holt.io', '--subresource=scale', '-n', 'anywhere')).toBe('no');
+    expect(await canI('update', 'holts.holt.io', '-n', 'anywhere')).toBe('no');
+    expect(await canI('patch', 'holts.holt.io', '-n', 'anywhere')).toBe('no');
+    expect(await canI('update', 'deployments.apps', '-n', 'anywhere')).toBe('no');
+    expect(await canI('create', 'events', '-n', 'anywhere')).toBe('no');
     expect(await canI('get', 'nodes')).toBe('no');
     expect(await canI('create', 'clusterroles')).toBe('no');
     expect(await canI('delete', 'customresourcedefinitions')).toBe('no');

@@ -122,7 +122,7 @@ describe('scalable roles run on inbox workers', () => {
     );
 
     // Every one of those grants went through an inbox row, done by a worker on its first attempt.
-    const rows = await inbox.store.pool.query<{
+    const rows = await inbox.store!.pool.query<{
       claim_id: string;
       role: string;
       phase: string;

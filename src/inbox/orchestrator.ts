@@ -5,7 +5,7 @@ import { connectBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
-import type { Grant } from '../orchestrator/dispatch.ts';
+import type { Grant, GrantDispatcher } from '../orchestrator/dispatch.ts';
 import { outputId } from '../pup/decide.ts';
 import { failureArtefact } from '../pup/result.ts';
 import { InboxDispatcher } from './dispatcher.ts';
@@ -36,15 +36,45 @@ export const OrchestratorInboxEnv = z.object({
 });
 
 export interface OrchestratorInbox {
-  dispatcher: InboxDispatcher;
-  store: InboxStore;
+  dispatcher: GrantDispatcher;
+  /** Undefined without an inbox (no DATABASE_URL/NATS_URL). */
+  store: InboxStore | undefined;
   close(): Promise<void>;
 }
 
 /**
+ * Grants to scalable roles when no inbox is configured: their controller pup only bids, so nobody
+ * would ever run them. Each becomes a Failure artefact under the grant's output id (which terminates
+ * the claim) with the reason, instead of hanging silently. Idempotent (the output id is fixed).
+ */
+export class NoInboxDispatcher implements GrantDispatcher {
+  readonly instance: string;
+  readonly bb: Blackboard;
+  readonly log: Logger;
+  constructor(o: { instance: string; bb: Blackboard; log: Logger }) {
+    this.instance = o.instance;
+    this.bb = o.bb;
+    this.log = o.log;
+  }
+
+  async dispatch(g: Grant): Promise<void> {
+    const reason = `no inbox configured for scalable role ${g.role} (set DATABASE_URL and NATS_URL on the orchestrator)`;
+    const id = outputId(this.instance, g.claim.id, g.role, g.claimType);
+    const { created } = await this.bb.createArtefact(
+      failureArtefact(id, g.role, g.claim, { reason, exit_code: -1, stdout: '', stderr: '' }),
+    );
+    if (created)
+      this.log.error(
+        { event_type: 'scalable_grant_without_inbox', claim_id: g.claim.id, role: g.role, reason },
+        'grant to a scalable role failed: no inbox',
+      );
+  }
+}
+
+/**
  * The orchestrator's side of the inbox: the dispatcher for scalable roles and the watchdog, which
- * sweeps only while this orchestrator leads. Undefined without DATABASE_URL and NATS_URL (then
- * scalable roles take the standard path). A row failed for good becomes a Failure artefact under the
+ * sweeps only while this orchestrator leads. Without DATABASE_URL and NATS_URL, a NoInboxDispatcher:
+ * a grant to a scalable role becomes a Failure artefact naming the missing inbox. A row failed for good becomes a Failure artefact under the
  * grant's output id, which terminates the claim; had a worker written first, the write is a no-op.
  */
 export async function startOrchestratorInbox(o: {
@@ -55,14 +85,15 @@ export async function startOrchestratorInbox(o: {
   log: Logger;
   /** Queue depth per worker target after each sweep (the metrics). */
   onDepth?: (depths: QueueDepth[]) => void;
-}): Promise<OrchestratorInbox | undefined> {
+}): Promise<OrchestratorInbox> {
   const env = parseEnv(OrchestratorInboxEnv, o.env);
   if (!env.DATABASE_URL || !env.NATS_URL) {
     o.log.warn(
       { event_type: 'inbox_disabled' },
-      'no DATABASE_URL/NATS_URL: scalable roles use the standard path',
+      'no DATABASE_URL/NATS_URL: grants to scalable roles fail (Failure artefact)',
     );
-    return undefined;
+    const dispatcher = new NoInboxDispatcher({ instance: o.instance, bb: o.bb, log: o.log });
+    return { dispatcher, store: undefined, close: async () => undefined };
   }
   await migrate(env.DATABASE_URL, o.log);
   const store = InboxStore.connect(env.DATABASE_URL);

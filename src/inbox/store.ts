@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { Phase } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { actorIdOf, stepIdOf, turnIdOf } from './ids.ts';
@@ -15,7 +16,43 @@ import {
 } from './schema.ts';
 import { ms, tx } from './sql.ts';
 
-const rows = (r: pg.QueryResult) => r.rows.map((x) => InboxRow.parse(x));
+// A claimed row that does not parse (schema drift, a hand-edited row) fails for good, its actor freed:
+// the rest of the batch runs, and the watchdog reports it.
+const FAIL_BAD = `
+WITH i AS (
+  UPDATE holt.agent_inbox SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
+         last_error = $2, updated_at = now()
+  WHERE id = $1 AND status = 'claimed' AND lease_owner = $3
+  RETURNING instance, actor_id, turn_id
+)
+UPDATE holt.agent_state_head h SET status = 'idle', active_turn_id = NULL, lease_owner = NULL,
+       lease_expires_at = NULL, turn_epoch = h.turn_epoch + 1, updated_at = now()
+FROM i WHERE h.instance = i.instance AND h.actor_id = i.actor_id AND h.active_turn_id = i.turn_id`;
+
+/** How long the blackboard write of a completion may take while the row is locked (default). */
+export const PUBLISH_TIMEOUT_MS = 15_000;
+
+export class PublishTimeout extends Error {}
+
+/**
+ * For a transaction that holds row locks across a blackboard write: its statements wait at most 5 s
+ * for a lock and run at most 10 s, and the server ends the session should it sit idle in the
+ * transaction past the publish timeout (a belt to the client-side timer).
+ */
+export async function boundLocks(c: pg.PoolClient, publishTimeoutMs: number): Promise<void> {
+  await c.query(
+    `SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '10s';
+     SET LOCAL idle_in_transaction_session_timeout = '${Math.max(1, Math.round(publishTimeoutMs + 5_000))}'`,
+  );
+}
+
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new PublishTimeout(`${what} timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
 
 // Claim: due rows of our targets, skipping rows others hold; the actor's head takes the turn with
 // epoch+1 (the fencing token of this execution). svc1_* rows only go to the holder of the target lease.
@@ -148,13 +185,15 @@ export interface InboxStoreOptions {
 export class InboxStore {
   readonly pool: pg.Pool;
   private rotation = 0;
-  constructor(pool: pg.Pool) {
+  private readonly log: Logger | undefined;
+  constructor(pool: pg.Pool, log?: Logger) {
     this.pool = pool;
+    this.log = log;
   }
 
   static connect(databaseUrl: string, opts: InboxStoreOptions = {}): InboxStore {
     // A client losing its server must not crash the process; the next query reconnects.
-    return new InboxStore(createPool(databaseUrl, { max: opts.max ?? 10 }, opts.log));
+    return new InboxStore(createPool(databaseUrl, { max: opts.max ?? 10 }, opts.log), opts.log);
   }
 
   close(): Promise<void> {
@@ -210,23 +249,59 @@ export class InboxStore {
     this.rotation++;
     for (let k = 0; k < targets.length && got.length < limit; k++) {
       const t = targets[(start + k) % targets.length]!;
-      got.push(
-        ...rows(
-          await this.pool.query({
-            name: 'holt_inbox_claim',
-            text: CLAIM,
-            values: [instance, t, owner, limit - got.length, ms(leaseMs)],
-          }),
-        ),
-      );
+      const r = await this.pool.query({
+        name: 'holt_inbox_claim',
+        text: CLAIM,
+        values: [instance, t, owner, limit - got.length, ms(leaseMs)],
+      });
+      got.push(...(await this.parseClaimed(r.rows, owner)));
     }
     return got;
+  }
+
+  // The rows are committed as claimed already: a row that does not parse is failed (not thrown), so
+  // the others of the batch still run.
+  private async parseClaimed(raw: Record<string, unknown>[], owner: string): Promise<InboxRow[]> {
+    const good: InboxRow[] = [];
+    for (const x of raw) {
+      const p = InboxRow.safeParse(x);
+      if (p.success) {
+        good.push(p.data);
+        continue;
+      }
+      const error = `bad inbox row: ${p.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`;
+      this.log?.error(
+        { event_type: 'inbox_row_invalid', inbox_id: String(x.id), error },
+        'bad inbox row failed',
+      );
+      await this.pool.query(FAIL_BAD, [x.id, error, owner]);
+    }
+    return good;
   }
 
   /** Claims the due row of one grant (claim, role), for a process started for that claim alone. */
   async claimGrant(instance: string, claimId: string, role: string, owner: string, leaseMs: number) {
     const key = `${claimId}/${role}`;
-    return rows(await this.pool.query(CLAIM_ONE, [instance, key, owner, 1, ms(leaseMs)]))[0];
+    const r = await this.pool.query(CLAIM_ONE, [instance, key, owner, 1, ms(leaseMs)]);
+    return (await this.parseClaimed(r.rows, owner))[0];
+  }
+
+  /**
+   * Why a grant has no due row (for the log of an `--execute-claim` that found none): the status of
+   * its rows, by turn id (indexed), in any phase. Empty when the grant has no row at all.
+   */
+  async grantRows(instance: string, claimId: string, role: string): Promise<string[]> {
+    const turns = Phase.options.map((p) => turnIdOf(instance, claimId, role, p));
+    const r = await this.pool.query<{ phase: string; status: string; why: string | null }>(
+      `SELECT phase, status, CASE
+         WHEN status = 'claimed' THEN 'held by ' || COALESCE(lease_owner, '?')
+         WHEN status = 'pending' AND available_at > now() THEN 'retry backoff'
+         WHEN status = 'pending' THEN 'due, held by the active turn of its actor'
+         WHEN status = 'waiting' THEN 'parked on ' || COALESCE(waiting_on, '?') END AS why
+       FROM holt.agent_inbox WHERE turn_id = ANY($1::uuid[])`,
+      [turns],
+    );
+    return r.rows.map((x) => `${x.phase}: ${x.status}${x.why ? ` (${x.why})` : ''}`);
   }
 
   /** Extends the leases `owner` still holds; returns the ids it still holds (a missing id = lease lost). */
@@ -257,6 +332,7 @@ export class InboxStore {
     f: Fence,
     result: { value?: unknown; artefactId?: string; error?: string },
     publish?: () => Promise<void>,
+    publishTimeoutMs = PUBLISH_TIMEOUT_MS,
   ): Promise<boolean> {
     const args = [
       f.inboxId,
@@ -272,9 +348,12 @@ export class InboxStore {
     // Named: prepared once per connection, this is the hot path.
     const q = { name: 'holt_inbox_complete', text: COMPLETE, values: args };
     if (!publish) return (await this.pool.query(q)).rowCount === 1;
+    // The row and the head stay locked while the blackboard is written: bounded, so a hung Redis cannot
+    // pin them (the watchdog skips locked rows). A timeout throws: rolled back, the row stays claimed.
     return tx(this.pool, async (c) => {
+      await boundLocks(c, publishTimeoutMs);
       if (!(await this.locked(c, f))) return { value: false, rollback: true };
-      await publish();
+      await withTimeout(publish(), publishTimeoutMs, 'blackboard publish');
       const done = (await c.query(q)).rowCount === 1;
       return { value: done, rollback: !done };
     });

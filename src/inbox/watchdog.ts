@@ -40,6 +40,7 @@ export interface SweepOptions {
   /** Called once per row that failed for good (the orchestrator writes a Failure artefact). */
   onFailed?: (row: InboxRow) => Promise<void>;
   onDepth?: (depths: QueueDepth[]) => void;
+  log?: Logger;
   /**
    * Of these Question artefact ids, the ones that have an Answer (the orchestrator asks the blackboard):
    * rows parked on them are woken (pending again) and rung below.
@@ -59,7 +60,11 @@ export interface SweepResult {
 /** One pass of the safety net: take back expired leases, re-ring due rows, report failures. */
 export async function sweep(store: InboxStore, o: SweepOptions): Promise<SweepResult> {
   const r = await store.pool.query(RECLAIM, [o.instance, o.maxAttempts, o.batch ?? 500]);
-  const reclaimed = r.rows.map((x) => InboxRow.parse(x));
+  // Reclaimed already (committed): a row that does not parse is only left out of the result.
+  const reclaimed = r.rows.flatMap((x) => {
+    const p = InboxRow.safeParse(x);
+    return p.success ? [p.data] : [];
+  });
   let woken = 0;
   if (o.answered) {
     const waiting = await store.waitingOn(o.instance, o.batch ?? 500);
@@ -67,7 +72,7 @@ export async function sweep(store: InboxStore, o: SweepOptions): Promise<SweepRe
   }
   const rung = await reRing(store.pool, o);
   let reported = 0;
-  if (o.onFailed) reported = await reportFailures(store.pool, o.instance, o.onFailed, o.batch ?? 500);
+  if (o.onFailed) reported = await reportFailures(store.pool, o.instance, o.onFailed, o.batch ?? 500, o.log);
   if (o.onDepth) o.onDepth(await store.queueDepth(o.instance));
   return { reclaimed, woken, rung, reported };
 }
@@ -93,6 +98,7 @@ async function reportFailures(
   instance: string,
   onFailed: (row: InboxRow) => Promise<void>,
   limit: number,
+  log?: Logger,
 ): Promise<number> {
   const r = await pool.query(
     `SELECT * FROM holt.agent_inbox WHERE instance = $1 AND status = 'failed' AND NOT failure_reported
@@ -100,10 +106,31 @@ async function reportFailures(
     [instance, limit],
   );
   let n = 0;
+  const reported = (id: unknown) =>
+    pool.query('UPDATE holt.agent_inbox SET failure_reported = true WHERE id = $1', [id]);
+  // One row at a time: a bad row or a failing report is logged and the sweep goes on with the others.
   for (const raw of r.rows) {
-    const row = InboxRow.parse(raw);
-    await onFailed(row); // throws: left unreported, retried on the next sweep
-    await pool.query('UPDATE holt.agent_inbox SET failure_reported = true WHERE id = $1', [row.id]);
+    const p = InboxRow.safeParse(raw);
+    if (!p.success) {
+      // Cannot be reported as a Failure artefact (the row itself is unreadable): say so once, loudly.
+      log?.error(
+        { event_type: 'inbox_row_invalid', inbox_id: String(raw.id), error: p.error.message },
+        'failed inbox row does not parse; not reported',
+      );
+      await reported(raw.id);
+      continue;
+    }
+    try {
+      await onFailed(p.data);
+    } catch (e) {
+      // Left unreported: retried on the next sweep.
+      log?.warn(
+        { event_type: 'failure_report_error', inbox_id: p.data.id, error: String(e) },
+        'reporting a failed row failed; retried next sweep',
+      );
+      continue;
+    }
+    await reported(p.data.id);
     n++;
   }
   return n;
@@ -113,7 +140,6 @@ export interface WatchdogOptions extends SweepOptions {
   intervalMs: number;
   /** Sweeps only while this holds (the orchestrator: while it is the leader). */
   active?: () => boolean;
-  log?: Logger;
 }
 
 /** Runs `sweep` every `intervalMs` until stopped (the orchestrator runs it on its leader only). */

@@ -9,12 +9,14 @@ import { connectBus } from '../bus/connect.ts';
 import { Doorbell, ringer } from '../bus/doorbell.ts';
 import { doorbellSubject } from '../bus/subjects.ts';
 import { silentLogger } from '../common/logger.ts';
+import { outputId } from '../pup/decide.ts';
 import { InboxDispatcher } from './dispatcher.ts';
 import { migrate } from './migrate.ts';
+import { startOrchestratorInbox } from './orchestrator.ts';
 import type { InboxRow } from './schema.ts';
 import { InboxStore } from './store.ts';
 import { fakeClaim, ROLE, until, writeResult } from './testing.ts';
-import { Watchdog } from './watchdog.ts';
+import { sweep, Watchdog } from './watchdog.ts';
 import { InboxWorker } from './worker.ts';
 
 const I = 'worker-test';
@@ -204,5 +206,190 @@ describe('inbox workers', () => {
     await until(async () => (await doneCount(target)) === 1, 'the released claim to be re-run');
     await fresh.stop();
     expect(fresh.runs.size).toBe(1);
+  });
+});
+
+const rowOf = async (claimId: string) =>
+  (
+    await store.pool.query('SELECT * FROM holt.agent_inbox WHERE instance = $1 AND claim_id = $2', [
+      I,
+      claimId,
+    ])
+  ).rows[0] as {
+    id: string;
+    status: string;
+    attempts: number;
+    last_error: string | null;
+    lease_owner: string;
+  };
+
+/** A worker whose execute holds until aborted (counting runs), for the drain tests. */
+function holdingWorker(target: string, store_: InboxStore = store) {
+  const runs: string[] = [];
+  const worker = new InboxWorker({
+    store: store_,
+    nc,
+    instance: I,
+    targets: [target],
+    concurrency: 1,
+    leaseMs: 10_000,
+    graceMs: 200,
+    log: silentLogger(),
+    execute: async (row: InboxRow, _f, signal) => {
+      runs.push(row.claim_id);
+      await new Promise((_, rej) => signal.addEventListener('abort', () => rej(signal.reason)));
+    },
+  });
+  return { worker, runs };
+}
+
+describe('inbox worker shutdown and bad input', () => {
+  it('stop() during runGrant (--execute-claim + SIGTERM) drains: grace, then release and abort', async () => {
+    const target = 'grant-drain';
+    const c = claimOf();
+    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: () => undefined });
+    await d.dispatch({ claim: c, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const { worker, runs } = holdingWorker(target);
+    const outcome = worker.runGrant(c.id, ROLE);
+    await until(() => runs.length === 1, 'the grant to start');
+    await worker.stop();
+    // stop() returned: the running claim was released (not left claimed under a closing pool)
+    const row = await rowOf(c.id);
+    expect(row.status).toBe('pending');
+    expect(row.attempts).toBe(0);
+    expect(await outcome).toBe('released');
+  });
+
+  it('rows a claim query returns after stop() began are handed back, never started', async () => {
+    const target = 'fill-race';
+    const c = claimOf();
+    let inFlight = false;
+    let open = () => {};
+    const gate = new Promise<void>((r) => {
+      open = r;
+    });
+    // The claim query commits its rows, then its answer is held back until stop() has begun.
+    const slow = Object.create(store) as InboxStore;
+    slow.claim = async (...args: Parameters<InboxStore['claim']>) => {
+      const got = await store.claim(...args);
+      if (got.length) {
+        inFlight = true;
+        await gate;
+      }
+      return got;
+    };
+    const { worker, runs } = holdingWorker(target, slow);
+    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: () => undefined });
+    await d.dispatch({ claim: c, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const started = worker.start();
+    await until(() => inFlight, 'the claim query to be in flight');
+    const stopped = worker.stop();
+    open();
+    await stopped;
+    await started;
+    expect(runs).toEqual([]);
+    const row = await rowOf(c.id);
+    expect(row.status).toBe('pending');
+    expect(row.attempts).toBe(0);
+  });
+
+  it('a hung blackboard write does not pin the row: the completion is rolled back and retried', async () => {
+    const target = 'hung-publish';
+    const c = claimOf();
+    let publishes = 0;
+    const worker = new InboxWorker({
+      store,
+      nc,
+      instance: I,
+      targets: [target],
+      concurrency: 1,
+      leaseMs: 10_000,
+      graceMs: 200,
+      publishTimeoutMs: 300,
+      retry: { maxAttempts: 3, baseDelayMs: 10, maxDelayMs: 10 },
+      log: silentLogger(),
+      execute: async () => ({ ok: true }),
+      publish: async (row) => {
+        if (++publishes === 1) await new Promise(() => undefined); // Redis hangs, once
+        await writeResult(bb, row, 'w');
+      },
+    });
+    await worker.start();
+    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: ringer(nc, I) });
+    await d.dispatch({ claim: c, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const dog = new Watchdog(store, { instance: I, maxAttempts: 3, ring: ringer(nc, I), intervalMs: 100 });
+    dog.start(); // rings the row again once its backoff is over
+    await until(async () => (await rowOf(c.id))?.status === 'done', 'the retried completion');
+    await dog.stop();
+    await worker.stop();
+    const row = await rowOf(c.id);
+    expect(row.last_error).toMatch(/completion failed: .*timed out/);
+    expect(publishes).toBe(2);
+  });
+
+  it('a claimed row that does not parse is failed; the rest of its batch runs', async () => {
+    const target = 'bad-row';
+    const [bad, good] = [claimOf(), claimOf()];
+    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: () => undefined });
+    for (const claim of [bad, good])
+      await d.dispatch({ claim, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    await store.pool.query(`UPDATE holt.agent_inbox SET claim_type = 'bogus' WHERE claim_id = $1`, [bad.id]);
+    const got = await store.claim(I, [target], 'owner-bad-row', 10, 10_000);
+    expect(got.map((r) => r.claim_id)).toEqual([good.id]);
+    const row = await rowOf(bad.id);
+    expect(row.status).toBe('failed');
+    expect(row.last_error).toMatch(/bad inbox row: claim_type/);
+  });
+
+  it('watchdog: a bad failed row or a throwing onFailed does not stop the others being reported', async () => {
+    const inst = 'wd-bad-rows';
+    const target = 'wd-bad';
+    const claims = [claimOf(), claimOf(), claimOf()];
+    const d = new InboxDispatcher({ store, instance: inst, targetOf: () => target, ring: () => undefined });
+    for (const claim of claims)
+      await d.dispatch({ claim, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    await store.pool.query(`UPDATE holt.agent_inbox SET status = 'failed' WHERE instance = $1`, [inst]);
+    // ordered by id: the first does not parse, the second's report throws, the third is fine
+    const ids = (
+      await store.pool.query('SELECT id, claim_id FROM holt.agent_inbox WHERE instance = $1 ORDER BY id', [
+        inst,
+      ])
+    ).rows as { id: string; claim_id: string }[];
+    await store.pool.query(`UPDATE holt.agent_inbox SET claim_type = 'bogus' WHERE id = $1`, [ids[0]!.id]);
+    const reported: string[] = [];
+    const r = await sweep(store, {
+      instance: inst,
+      maxAttempts: 3,
+      ring: () => undefined,
+      onFailed: async (row) => {
+        if (row.claim_id === ids[1]!.claim_id) throw new Error('redis down');
+        reported.push(row.claim_id);
+      },
+    });
+    expect(reported).toEqual([ids[2]!.claim_id]);
+    expect(r.reported).toBe(1);
+    const flags = (
+      await store.pool.query(
+        'SELECT failure_reported FROM holt.agent_inbox WHERE instance = $1 ORDER BY id',
+        [inst],
+      )
+    ).rows.map((x) => x.failure_reported);
+    expect(flags).toEqual([true, false, true]); // the throwing one is retried next sweep
+  });
+
+  it('no inbox configured: a grant to a scalable role becomes a Failure artefact naming why', async () => {
+    const inbox = await startOrchestratorInbox({
+      instance: I,
+      env: {},
+      bb,
+      isLeader: () => true,
+      log: silentLogger(),
+    });
+    const c = { ...claimOf(), artefact_id: claimOf().artefact_id } as Claim;
+    await inbox.dispatcher.dispatch({ claim: c, role: 'Scaler', claimType: 'exclusive', phase: 'exclusive' });
+    const a = await bb.getArtefact(outputId(I, c.id, 'Scaler', 'exclusive'));
+    expect(a?.structural_type).toBe('Failure');
+    expect(a?.payload).toMatch(/no inbox configured for scalable role Scaler/);
+    await inbox.close();
   });
 });

@@ -27,6 +27,8 @@ export interface WorkerOptions<R> {
   /** On stop: how long running claims may take before they are released. */
   graceMs?: number;
   retry?: RetryPolicy;
+  /** How long `publish` may hold the row locked before the completion is rolled back and retried. */
+  publishTimeoutMs?: number;
   owner?: string;
   /** Runs one claim. Must hold no state outside its arguments; `signal` aborts when the lease is lost. */
   execute(row: InboxRow, fence: Fence, signal: AbortSignal): Promise<R>;
@@ -70,8 +72,13 @@ export class InboxWorker<R> {
   private readonly leaseMs: number;
   private readonly running = new Map<string, Running>();
   private readonly subs = new Map<string, Subscription>();
+  /** stop() was called (it drains once). */
   private stopping = false;
+  /** Nothing more is claimed: stopping, or a one-claim `runGrant` run. */
+  private claimingStopped = false;
   private filling = false;
+  /** The fill in progress: stop() awaits it, so rows its claim query returns are released, not lost. */
+  private filled: Promise<void> = Promise.resolve();
   private again = false;
   private timers: NodeJS.Timeout[] = [];
 
@@ -112,7 +119,7 @@ export class InboxWorker<R> {
   async runGrant(claimId: string, role: string): Promise<Outcome | 'no_row'> {
     const row = await this.o.store.claimGrant(this.o.instance, claimId, role, this.owner, this.leaseMs);
     if (!row) return 'no_row';
-    this.stopping = true; // one claim only: nothing is claimed after it
+    this.claimingStopped = true; // one claim only: nothing is claimed after it (stop() still drains it)
     const renew = setInterval(() => void this.renew(), this.o.renewEveryMs ?? Math.max(50, this.leaseMs / 3));
     try {
       let outcome: Outcome = 'stale';
@@ -128,7 +135,7 @@ export class InboxWorker<R> {
   }
 
   private listen(target: string): void {
-    if (this.subs.has(target) || this.stopping) return;
+    if (this.subs.has(target) || this.claimingStopped) return;
     this.subs.set(
       target,
       subscribeDoorbell(this.o.nc, this.o.instance, target, () => void this.fill(), this.o.log),
@@ -137,7 +144,7 @@ export class InboxWorker<R> {
 
   // Only the lease holder of a svc1_* target subscribes; a standby keeps trying and takes over on expiry.
   private async holdTargets(targets: string[]): Promise<void> {
-    if (this.stopping) return;
+    if (this.claimingStopped) return;
     for (const t of targets) {
       const held = await acquireTargetLease(
         this.o.store.pool,
@@ -161,24 +168,34 @@ export class InboxWorker<R> {
   }
 
   /** Claims as long as there is room and work; a bell while claiming makes it look once more. */
-  private async fill(): Promise<void> {
+  private fill(): Promise<void> {
     if (this.filling) {
       this.again = true;
-      return;
+      return this.filled;
     }
     this.filling = true;
+    this.filled = this.fillLoop();
+    return this.filled;
+  }
+
+  private async fillLoop(): Promise<void> {
     try {
       do {
         this.again = false;
-        while (!this.stopping) {
+        while (!this.claimingStopped) {
           const room = this.o.concurrency - this.running.size;
           const targets = this.activeTargets;
           if (room <= 0 || !targets.length) break;
           const rows = await this.o.store.claim(this.o.instance, targets, this.owner, room, this.leaseMs);
+          if (this.claimingStopped) {
+            // stop() came while the claim query was in flight: hand the rows back untouched.
+            await this.giveBackLate(rows);
+            break;
+          }
           for (const row of rows) this.run(row);
           if (rows.length < room) break;
         }
-      } while (this.again && !this.stopping);
+      } while (this.again && !this.claimingStopped);
     } catch (e) {
       this.o.log?.warn(
         { event_type: 'claim_error', error: String(e) },
@@ -210,7 +227,7 @@ export class InboxWorker<R> {
       )
       .finally(() => {
         this.running.delete(row.id);
-        if (!this.stopping) void this.fill();
+        if (!this.claimingStopped) void this.fill();
       });
   }
 
@@ -262,11 +279,32 @@ export class InboxWorker<R> {
       return 'waiting';
     }
     const publish = this.o.publish;
-    const ok = await this.o.store.complete(
-      fence,
-      { value: result, artefactId, error: this.o.errorOf?.(result) },
-      publish ? () => publish(row, result, artefactId) : undefined,
-    );
+    let ok: boolean;
+    try {
+      ok = await this.o.store.complete(
+        fence,
+        { value: result, artefactId, error: this.o.errorOf?.(result) },
+        publish ? () => publish(row, result, artefactId) : undefined,
+        this.o.publishTimeoutMs,
+      );
+    } catch (e) {
+      // The commit was rolled back (a hung or failing blackboard write, a lock timeout): retry the row.
+      if (r.lost || r.released) return r.lost ? 'stale' : 'released';
+      const s = await this.o.store.fail(
+        fence,
+        row.attempts,
+        `completion failed: ${String(e)}`,
+        true,
+        this.o.retry ?? DEFAULT_RETRY,
+      );
+      this.o.log?.warn(
+        { event_type: 'complete_failed', inbox_id: row.id, next: s, error: String(e) },
+        'completion failed; rolled back',
+      );
+      if (s === 'failed')
+        ev.task({ ...base, status: 'failed', deliverable_id: null, error: String(e), at_ms: Date.now() });
+      return s === 'pending' ? 'retry' : s;
+    }
     if (!ok) {
       this.o.log?.warn(
         { event_type: 'stale_fence', inbox_id: row.id, epoch: fence.epoch },
@@ -299,13 +337,26 @@ export class InboxWorker<R> {
     }
   }
 
+  private async giveBackLate(rows: InboxRow[]): Promise<void> {
+    for (const row of rows) {
+      const released = await this.o.store.release(fenceOf(row)).catch(() => false);
+      this.o.log?.info(
+        { event_type: 'claim_released_on_stop', inbox_id: row.id, released },
+        'claimed while stopping; handed back',
+      );
+    }
+  }
+
   /** Stops claiming, lets running claims finish within the grace period, then releases the rest. */
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    this.claimingStopped = true;
     for (const s of this.subs.values()) s.unsubscribe();
     const held = [...this.subs.keys()].filter(isSingleConsumer);
     this.subs.clear();
+    // A claim query in flight now returns rows after this point: the fill releases them; wait for it.
+    await this.filled;
     const drained = Promise.allSettled([...this.running.values()].map((r) => r.done));
     const grace = this.o.graceMs ?? 30_000;
     const timedOut = !(await within(drained, grace));

@@ -1,9 +1,26 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../common/logger.ts';
-import { afterError, afterSuccess, checkBudget, costOf, type ErrorState, estimateCall } from './budget.ts';
+import {
+  afterError,
+  afterSuccess,
+  type BudgetVerdict,
+  checkBudget,
+  costOf,
+  type ErrorState,
+  estimateCall,
+  type Ledger,
+  type UsageRecord,
+} from './budget.ts';
 import type { LlmSettings } from './config.ts';
-import { type ChatOptions, type ChatReply, type ChatRequest, type ModelClient, ModelError } from './model.ts';
+import {
+  type ChatOptions,
+  type ChatReply,
+  type ChatRequest,
+  type ModelClient,
+  ModelError,
+  type Usage,
+} from './model.ts';
 import { writeAgentStatus } from './status.ts';
 import type { TurnStore } from './store.ts';
 
@@ -73,6 +90,53 @@ export class LlmAgent {
     return { window: this.local, totalCostUsd: 0 };
   }
 
+  /** Books a call's estimate (shared ledger when there is a store, else this process's own). */
+  private async book(
+    purpose: 'bid' | 'turn' | 'plan',
+    turnId: string | null,
+    est: Usage,
+    estCost: number,
+    check: (l: Ledger) => BudgetVerdict,
+  ): Promise<{
+    verdict: BudgetVerdict;
+    settle(u: Usage, cost: number): Promise<void>;
+    cancel(): Promise<void>;
+  }> {
+    const { store, instance, role, settings } = this.d;
+    if (store) {
+      const r = await store.reserve(
+        instance,
+        role,
+        turnId,
+        purpose,
+        settings.budget.windowMs,
+        est,
+        estCost,
+        check,
+      );
+      const id = r.id;
+      return {
+        verdict: r.verdict,
+        settle: (u, cost) => (id ? store.settle(id, u, cost) : Promise.resolve()),
+        cancel: () => (id ? store.cancel(id) : Promise.resolve()),
+      };
+    }
+    const verdict = check(await this.ledger());
+    if (!verdict.ok) return { verdict, settle: async () => undefined, cancel: async () => undefined };
+    const rec: UsageRecord = { atMs: this.now(), tokens: est.totalTokens, costUsd: estCost };
+    this.local.push(rec);
+    return {
+      verdict,
+      settle: async (u, cost) => {
+        rec.tokens = u.totalTokens;
+        rec.costUsd = cost;
+      },
+      cancel: async () => {
+        this.local = this.local.filter((r) => r !== rec);
+      },
+    };
+  }
+
   async call(
     purpose: 'bid' | 'turn' | 'plan',
     turnId: string | null,
@@ -84,14 +148,12 @@ export class LlmAgent {
     if (why) throw new PausedError(`agent paused: ${why}`);
     const chars = JSON.stringify(req.messages).length + JSON.stringify(req.tools ?? []).length;
     const est = estimateCall(chars, settings.maxTokens);
-    const v = checkBudget(
-      await this.ledger(),
-      settings.budget,
-      est,
-      costOf(est, settings.prices),
-      this.now(),
-    );
-    if (!v.ok) throw this.pause(v.reason, v.retryAtMs);
+    const estCost = costOf(est, settings.prices);
+    const check = (l: Ledger) => checkBudget(l, settings.budget, est, estCost, this.now());
+    // The estimate is booked before the call (shared ledger: under the role's lock), so concurrent
+    // callers, in this pod or another, can never spend the same remainder twice.
+    const booked = await this.book(purpose, turnId, est, estCost, check);
+    if (!booked.verdict.ok) throw this.pause(booked.verdict.reason, booked.verdict.retryAtMs);
     const wait = this.nextCallAtMs - this.now();
     if (wait > 0) await sleep(wait, undefined, { signal: opts.signal }).catch(() => undefined);
     let reply: ChatReply;
@@ -102,6 +164,7 @@ export class LlmAgent {
           log.warn({ event_type: 'llm_retry', purpose, attempt, delay_ms: delayMs, error }),
       });
     } catch (e) {
+      await booked.cancel();
       if (opts.signal?.aborted) throw e;
       const next = afterError(this.errors, settings.budget, this.now());
       this.errors = { consecutive: next.consecutive };
@@ -115,10 +178,10 @@ export class LlmAgent {
     }
     this.errors = afterSuccess();
     this.nextCallAtMs = 0;
-    const costUsd = costOf(reply.usage, settings.prices);
-    if (this.d.store)
-      await this.d.store.addUsage(this.d.instance, this.d.role, turnId, purpose, reply.usage, costUsd);
-    else this.local.push({ atMs: this.now(), tokens: reply.usage.totalTokens, costUsd });
+    // A server that reports no usage is charged the estimate, never nothing.
+    const used = reply.usage.totalTokens > 0 ? reply.usage : est;
+    const costUsd = costOf(used, settings.prices);
+    await booked.settle(used, costUsd);
     await this.publishStatus();
     return { ...reply, costUsd };
   }

@@ -4,8 +4,8 @@ import type { ClaimType } from '../blackboard/types.ts';
 import { actorIdOf, turnIdOf } from '../inbox/ids.ts';
 import type { Fence, StepInput } from '../inbox/schema.ts';
 import { ms, tx } from '../inbox/sql.ts';
-import { InboxStore } from '../inbox/store.ts';
-import type { Ledger } from './budget.ts';
+import { boundLocks, InboxStore, PUBLISH_TIMEOUT_MS, withTimeout } from '../inbox/store.ts';
+import type { BudgetVerdict, Ledger } from './budget.ts';
 import type { Usage } from './model.ts';
 
 /** The grant's phase, as the inbox names turns (turnIdOf). */
@@ -15,6 +15,11 @@ export type Acquired =
   | { kind: 'acquired'; fence: Fence }
   | { kind: 'busy' }
   | { kind: 'finished'; status: 'done' | 'failed' };
+
+// The grant's live inbox row, by its turn id (unique index agent_inbox_turn; the turn id is derived
+// from (instance, claim, role, phase), so it is the same lookup).
+export const INBOX_LIVE = `SELECT 1 FROM holt.agent_inbox WHERE turn_id = $1
+  AND status IN ('pending', 'claimed', 'waiting')`;
 
 const StepRow = z.object({ seq: z.number().int(), metadata: z.unknown() });
 const UsageRow = z.object({ at_ms: z.coerce.number(), tokens: z.coerce.number(), cost: z.coerce.number() });
@@ -62,11 +67,7 @@ export class TurnStore {
       const st = t.rows[0]?.status;
       if (st === 'done' || st === 'failed') return { value: { kind: 'finished', status: st } };
       // A turn with a live inbox row belongs to the inbox's fence (a worker runs it): one token, not two.
-      const inbox = await c.query(
-        `SELECT 1 FROM holt.agent_inbox WHERE instance = $1 AND claim_id = $2 AND role = $3 AND phase = $4
-           AND status IN ('pending', 'claimed', 'waiting')`,
-        [g.instance, g.claimId, g.role, phase],
-      );
+      const inbox = await c.query(INBOX_LIVE, [turn]);
       if (inbox.rowCount) return { value: { kind: 'busy' } };
       // A dead holder's lease expires; then the epoch moves on and its fence is worthless.
       const h = await c.query<{ turn_epoch: string }>(
@@ -126,12 +127,13 @@ export class TurnStore {
     publish: () => Promise<void>,
   ): Promise<boolean> {
     return tx(this.pool, async (c) => {
+      await boundLocks(c, PUBLISH_TIMEOUT_MS);
       const h = await c.query(
         `SELECT 1 FROM holt.agent_state_head WHERE ${this.FENCED} FOR UPDATE`,
         this.fenceArgs(f),
       );
       if (!h.rowCount) return { value: false, rollback: true };
-      await publish();
+      await withTimeout(publish(), PUBLISH_TIMEOUT_MS, 'blackboard publish');
       await c.query(
         `UPDATE holt.agent_state_head SET status = 'idle', active_turn_id = NULL, lease_owner = NULL,
            lease_expires_at = NULL, updated_at = now() WHERE ${this.FENCED}`,
@@ -174,14 +176,77 @@ export class TurnStore {
     );
   }
 
+  /**
+   * No debt across pods: under a per-role advisory lock, read the ledger, check, and record the call's
+   * estimate before it is made. Concurrent callers of one role queue on the lock, so each sees the
+   * others' reservations. `settle` replaces the estimate with the real usage afterwards.
+   */
+  reserve(
+    instance: string,
+    role: string,
+    turnId: string | null,
+    purpose: 'bid' | 'turn' | 'plan',
+    windowMs: number,
+    estimate: Usage,
+    estimateCostUsd: number,
+    check: (l: Ledger) => BudgetVerdict,
+  ): Promise<{ verdict: BudgetVerdict; id?: string }> {
+    return tx<{ verdict: BudgetVerdict; id?: string }>(this.pool, async (c) => {
+      await c.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+        `holt-budget/${instance}/${role}`,
+      ]);
+      const verdict = check(await this.ledgerOn(c, instance, role, windowMs));
+      if (!verdict.ok) return { value: { verdict } };
+      const r = await c.query<{ id: string }>(
+        `INSERT INTO holt.llm_usage (instance, role, turn_id, purpose, prompt_tokens, completion_tokens, total_tokens,
+           cost_usd) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+        [
+          instance,
+          role,
+          turnId,
+          purpose,
+          estimate.promptTokens,
+          estimate.completionTokens,
+          estimate.totalTokens,
+          estimateCostUsd,
+        ],
+      );
+      return { value: { verdict, id: String(r.rows[0]?.id) } };
+    });
+  }
+
+  /** The call's real usage replaces its reservation (a server that reports none keeps the estimate). */
+  async settle(id: string, u: Usage, costUsd: number): Promise<void> {
+    if (u.totalTokens <= 0) return;
+    await this.pool.query(
+      `UPDATE holt.llm_usage SET prompt_tokens = $2, completion_tokens = $3, total_tokens = $4, cost_usd = $5
+       WHERE id = $1`,
+      [id, u.promptTokens, u.completionTokens, u.totalTokens, costUsd],
+    );
+  }
+
+  /** A call that never got a reply frees its reservation (errors are governed by their own backoff). */
+  async cancel(id: string): Promise<void> {
+    await this.pool.query('DELETE FROM holt.llm_usage WHERE id = $1', [id]);
+  }
+
   /** The role's calls in the window (oldest first) and its total cost. */
-  async ledger(instance: string, role: string, windowMs: number): Promise<Ledger> {
-    const w = await this.pool.query(
+  ledger(instance: string, role: string, windowMs: number): Promise<Ledger> {
+    return this.ledgerOn(this.pool, instance, role, windowMs);
+  }
+
+  private async ledgerOn(
+    q: pg.Pool | pg.PoolClient,
+    instance: string,
+    role: string,
+    windowMs: number,
+  ): Promise<Ledger> {
+    const w = await q.query(
       `SELECT (EXTRACT(EPOCH FROM at) * 1000)::bigint AS at_ms, total_tokens AS tokens, cost_usd AS cost
        FROM holt.llm_usage WHERE instance = $1 AND role = $2 AND at > now() - $3::interval ORDER BY at`,
       [instance, role, ms(windowMs)],
     );
-    const t = await this.pool.query<{ total: string | null }>(
+    const t = await q.query<{ total: string | null }>(
       'SELECT sum(cost_usd) AS total FROM holt.llm_usage WHERE instance = $1 AND role = $2',
       [instance, role],
     );
@@ -201,12 +266,21 @@ export class TurnStore {
     return r.rows[0]?.content;
   }
 
-  async setMemory(instance: string, role: string, content: string): Promise<void> {
-    await this.pool.query(
-      `INSERT INTO holt.llm_memory (instance, role, content) VALUES ($1, $2, $3)
+  /**
+   * Saves the role's working memory under the turn's fence (one statement: the head must still hold
+   * this epoch and turn), so a stale worker cannot overwrite it. False, with no write, when stale.
+   */
+  async setMemory(f: Fence, role: string, content: string): Promise<boolean> {
+    const r = await this.pool.query(
+      `INSERT INTO holt.llm_memory (instance, role, content)
+       SELECT h.instance, $5::text, $6::text FROM holt.agent_state_head h
+       WHERE h.instance = $1 AND h.actor_id = $2 AND h.turn_epoch = $3 AND h.active_turn_id = $4
+         AND h.status IN ('running', 'suspended')
+       FOR SHARE OF h
        ON CONFLICT (instance, role) DO UPDATE SET content = EXCLUDED.content, updated_at = now()`,
-      [instance, role, content],
+      [f.instance, f.actorId, f.epoch, f.turnId, role, content],
     );
+    return r.rowCount === 1;
   }
 
   /** The reasons of the role's last failed turns, newest first (seed 002's failure history). */

@@ -363,7 +363,7 @@ export class Turn {
         const a = builtinArgs(MemoryArgs, parsed.args);
         if (!a.ok) return bad(a.error);
         const content = truncateBytes(d.scrub.text(a.value.content), d.settings.workingMemoryBytes);
-        await d.store.setMemory(d.instance, d.role, content);
+        if (!(await d.store.setMemory(d.fence, d.role, content))) throw new Stale('fence lost');
         return reply(`working memory saved (${Buffer.byteLength(content)} bytes)`, ctl, { outcome: 'ok' });
       }
     }

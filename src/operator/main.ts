@@ -3,12 +3,12 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { z } from 'zod';
 import { ConfigError, formatIssues } from '../common/config.ts';
 import { startProbeServer } from '../common/http.ts';
-import { createLogger } from '../common/logger.ts';
+import { createLogger, type Logger } from '../common/logger.ts';
 import { PostgresBacklogReader } from './autoscale/backlog.ts';
 import { NatsWakeups } from './autoscale/wakeup.ts';
 import { RedisRuntimeReader } from './controllers/agentruntime.ts';
 import { HoltBoards, RedisRegistryWriter } from './controllers/registry.ts';
-import { DEFAULT_RUNTIME_IMAGE, Operator } from './operator.ts';
+import { DEFAULT_RUNTIME_IMAGE, Operator, type OperatorOptions } from './operator.ts';
 import { KubeClient } from './runtime/kube.ts';
 import { LeaderElector } from './runtime/leader.ts';
 import { type StoreKind, storeSecretName } from './specs/stores.ts';
@@ -68,17 +68,23 @@ function readConfig(argv: string[], env: NodeJS.ProcessEnv): z.infer<typeof Conf
   return r.data;
 }
 
+/** What `buildOperator` needs of the configuration. */
+export type OperatorWiring = Pick<
+  z.infer<typeof Config>,
+  'namespaces' | 'runtimeImage' | 'identity' | 'statusPollMs'
+>;
+
 /**
- * `holt operator`: informers on every replica, reconcilers and the autoscaler on the leader only.
- * Store URLs come from each Holt's generated Secrets (bundled) or the spec (external URL).
+ * The production wiring of the operator (used by `main` and by tests): store URLs come from each
+ * Holt's generated Secrets (bundled) or its spec (external). One Postgres reader per operator serves
+ * both the autoscaler's backlog and the fresh_per_call claim Jobs. `overrides` is for tests only.
  */
-export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const cfg = readConfig(argv, env);
-  const log = createLogger('operator', { identity: cfg.identity });
-  const kc = new KubeConfig();
-  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
-  else kc.loadFromDefault();
-  const client = new KubeClient(kc);
+export function buildOperator(
+  client: KubeClient,
+  log: Logger,
+  cfg: OperatorWiring,
+  overrides: Partial<OperatorOptions> = {},
+): Operator {
   // Secrets are read when needed (never logged): the bundled store's generated one by key.
   const secretValue = async (ns: string, name: string, key: string) => {
     const s = await client.get('Secret', ns, name);
@@ -106,6 +112,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     };
   // One connection per Holt's Redis, shared by the registry writer and the Agent status reader.
   const boards = new HoltBoards(storeUrl('redis', 'url'));
+  // One reader (one small pool per Holt) for the autoscaler's backlog and the claim Jobs.
+  const inbox = new PostgresBacklogReader(storeUrl('postgres', 'uri'));
   const op: Operator = new Operator({
     client,
     log,
@@ -115,9 +123,26 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     registry: new RedisRegistryWriter(boards),
     runtime: new RedisRuntimeReader(boards, { log }),
     statusPollMs: cfg.statusPollMs,
-    backlog: new PostgresBacklogReader(storeUrl('postgres', 'uri')),
+    backlog: inbox,
+    claims: inbox,
     wakeups: new NatsWakeups(storeUrl('nats', 'url')),
+    ...overrides,
   });
+  return op;
+}
+
+/**
+ * `holt operator`: informers on every replica, reconcilers and the autoscaler on the leader only.
+ * Store URLs come from each Holt's generated Secrets (bundled) or the spec (external URL).
+ */
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const cfg = readConfig(argv, env);
+  const log = createLogger('operator', { identity: cfg.identity });
+  const kc = new KubeConfig();
+  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
+  else kc.loadFromDefault();
+  const client = new KubeClient(kc);
+  const op = buildOperator(client, log, cfg);
   const elector = cfg.leaderElect
     ? new LeaderElector(
         client,

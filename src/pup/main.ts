@@ -49,14 +49,27 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       const run = pup.runInboxClaim(loadWorkerEnv(env), cfg.executeClaim as string);
       void signal.then(() => pup.stop());
       const outcome = await run;
-      if (outcome !== 'no_row') {
-        log.info({ event_type: 'worker_finished', outcome, source: 'inbox' });
+      if (outcome === 'no_row') {
+        // Nothing due for this grant in the inbox: done already, held by another worker, in retry
+        // backoff or parked on a question. Running it here (runClaim) would bypass the fence.
+        log.info({
+          event_type: 'worker_finished',
+          outcome,
+          source: 'inbox',
+          rows: await pup.grantRows(cfg.executeClaim as string).catch((e) => [`unknown: ${String(e)}`]),
+          reason: 'no due inbox row for this grant; nothing to run',
+        });
         await pup.stop(0);
-        // waiting: an LLM turn parked on a question; the watchdog wakes its row when the Answer exists.
-        return outcome === 'done' || outcome === 'stale' || outcome === 'waiting' ? 0 : 1;
+        return 0;
       }
+      log.info({ event_type: 'worker_finished', outcome, source: 'inbox' });
+      await pup.stop(0);
+      // waiting: an LLM turn parked on a question; the watchdog wakes its row when the Answer exists.
+      // released: stopped by a signal, the row handed back for another worker.
+      return ['done', 'stale', 'waiting', 'released'].includes(outcome) ? 0 : 1;
     }
     if (cfg.mode === 'worker') {
+      // A Holt without an inbox: the grant is run straight from the blackboard.
       const run = pup.runClaim(cfg.executeClaim as string);
       void signal.then(() => pup.stop());
       const { code, outcome } = await run;

@@ -222,6 +222,11 @@ export class Pup {
     return this.inbox.worker.runGrant(claimId, this.cfg.role);
   }
 
+  /** The state of the grant's inbox rows (why `runInboxClaim` found none due). */
+  async grantRows(claimId: string): Promise<string[]> {
+    return (await this.inbox?.worker.o.store.grantRows(this.cfg.instance, claimId, this.cfg.role)) ?? [];
+  }
+
   /** Worker mode: one claim, in the phase the claim is in; exit code semantics as Holt (tool failure is 0). */
   async runClaim(claimId: string): Promise<{ code: number; outcome: Outcome | 'no_claim' | 'not_granted' }> {
     await this.startLlm();

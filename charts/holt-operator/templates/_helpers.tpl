@@ -29,44 +29,52 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/* Rules on the objects of watched namespaces: holt.io kinds and everything the operator renders. */}}
 {{- define "holt-operator.rules" -}}
+# Least privilege: only the verbs src/operator uses. Objects are written with server-side apply
+# (patch; create when apply makes one), created (Secrets, claim Jobs, Events) or pruned (delete);
+# nothing is written with update (PUT) except the Lease. Reads come from informers (list, watch).
 - apiGroups: [holt.io]
-  resources: [holts, agents]
-  verbs: [get, list, watch, patch, update]
+  resources: [holts]
+  verbs: [get, list, watch]
+# Agents: the registry finalizer is added and removed with a merge patch.
+- apiGroups: [holt.io]
+  resources: [agents]
+  verbs: [get, list, watch, patch]
+# WorkerPools: an Agent's own pool is applied and pruned; the autoscaler applies spec.replicas on the
+# resource itself (never through /scale, which is for HPA, KEDA and kubectl scale).
 - apiGroups: [holt.io]
   resources: [workerpools]
-  verbs: [get, list, watch, create, patch, update, delete]
+  verbs: [get, list, watch, create, patch, delete]
+# Status is written with server-side apply on the status subresource.
 - apiGroups: [holt.io]
   resources: [holts/status, agents/status, workerpools/status]
-  verbs: [get, patch, update]
-- apiGroups: [holt.io]
-  resources: [workerpools/scale]
-  verbs: [get, patch, update]
+  verbs: [patch]
+# Owner references with blockOwnerDeletion need update on the owner's finalizers
+# (OwnerReferencesPermissionEnforcement).
 - apiGroups: [holt.io]
   resources: [holts/finalizers, agents/finalizers, workerpools/finalizers]
   verbs: [update]
 - apiGroups: [apps]
   resources: [deployments, statefulsets]
-  verbs: [get, list, watch, create, patch, update, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, watch, create, patch, update, delete]
+  verbs: [get, list, watch, create, patch, delete]
+# Secrets are also read by name (store URLs and passwords, never logged).
 - apiGroups: [""]
-  resources: [services, secrets, configmaps, serviceaccounts, persistentvolumeclaims]
-  verbs: [get, list, watch, create, patch, update, delete]
-# Pods are only read, marked cheapest-to-delete when idle (pod-deletion-cost) and deleted on scale-in.
+  resources: [services, secrets, serviceaccounts, persistentvolumeclaims]
+  verbs: [get, list, watch, create, patch, delete]
+# Pods are only listed and, before a scale-in, marked cheapest to delete when idle
+# (pod-deletion-cost); the ReplicaSet controller deletes them, never the operator.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, patch, delete]
+  verbs: [list, patch]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [get, list, watch, create, patch, update, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
-  verbs: [get, list, watch, create, patch, update, delete]
-- apiGroups: [""]
-  resources: [events]
-  verbs: [create, patch]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [events.k8s.io]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
 {{- end -}}

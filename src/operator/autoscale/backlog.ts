@@ -23,9 +23,19 @@ export interface BacklogReader {
   close?(): Promise<void>;
 }
 
-/** Pending claims of a target, oldest first (fresh_per_call agents get one Job each). */
+/**
+ * A pending inbox row of a fresh_per_call target. `epoch` is the row's turn epoch: every claim of
+ * the row by a worker moves it on (and a reclaim or retry leaves the row pending with the new one),
+ * so each attempt gets its own Job.
+ */
+export interface PendingClaim {
+  claimId: string;
+  epoch: number;
+}
+
+/** Pending claims of a target (fresh_per_call agents get one Job per claim and attempt). */
 export interface ClaimSource {
-  pendingClaims(t: BacklogTarget, limit: number): Promise<string[]>;
+  pendingClaims(t: BacklogTarget, limit: number): Promise<PendingClaim[]>;
 }
 
 /** Resolves a Holt's DATABASE_URL (from its `-app` Secret or the external one). */
@@ -37,6 +47,8 @@ const DepthRow = z.object({
   oldest_ms: z.coerce.number(),
   busy: z.array(z.string()).nullable(),
 });
+
+const PendingRow = z.object({ claim_id: z.string(), turn_epoch: z.coerce.number().int().min(0) });
 
 // The inbox engineer's table (src/inbox): holt.agent_inbox, one row per grant; `claimed` rows carry
 // the worker's lease_owner. Ready rows only (available_at <= now) count as pending.
@@ -50,7 +62,7 @@ FROM holt.agent_inbox
 WHERE instance = $1 AND worker_target = $2 AND status IN ('pending', 'claimed')`;
 
 const PENDING = `
-SELECT DISTINCT ON (claim_id) claim_id FROM holt.agent_inbox
+SELECT DISTINCT ON (claim_id) claim_id, turn_epoch FROM holt.agent_inbox
 WHERE instance = $1 AND worker_target = $2 AND status = 'pending' AND available_at <= now()
 ORDER BY claim_id, available_at LIMIT $3`;
 
@@ -75,10 +87,13 @@ export class PostgresBacklogReader implements BacklogReader, ClaimSource {
     };
   }
 
-  async pendingClaims(t: BacklogTarget, limit: number): Promise<string[]> {
+  async pendingClaims(t: BacklogTarget, limit: number): Promise<PendingClaim[]> {
     const pool = await this.#pool(t);
     const r = await pool.query(PENDING, [t.holt, t.target, limit]);
-    return r.rows.map((x) => z.object({ claim_id: z.string() }).parse(x).claim_id);
+    return r.rows.map((x) => {
+      const row = PendingRow.parse(x);
+      return { claimId: row.claim_id, epoch: row.turn_epoch };
+    });
   }
 
   async close(): Promise<void> {

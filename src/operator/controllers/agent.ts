@@ -67,7 +67,13 @@ async function finalize(ctx: ControllerContext, agent: KubeObject, ns: string): 
   return undefined;
 }
 
-/** fresh_per_call: one Job per pending claim of the agent's target, at most maxConcurrent running. */
+/**
+ * fresh_per_call: one Job per pending claim of the agent's target and attempt (the row's turn epoch,
+ * see claimJobName), at most maxConcurrent running. A Job only blocks its own attempt: a finished
+ * one of an earlier attempt (left to its TTL) never delays a reclaimed or retried row. A finished
+ * Job of the same attempt means its pod never took the row: it is retried once that Job's TTL has
+ * collected it (a back-off, not a hot loop of failing pods).
+ */
 async function claimJobs(
   ctx: ControllerContext,
   owner: Owner,
@@ -85,12 +91,12 @@ async function claimJobs(
     max * 2,
   );
   const created: string[] = [];
-  for (const id of claims) {
+  for (const { claimId, epoch } of claims) {
     if (running >= max) break;
-    if (ctx.cache.get('Job', owner.namespace, claimJobName(owner.name, id))) continue;
+    if (ctx.cache.get('Job', owner.namespace, claimJobName(owner.name, claimId, epoch))) continue;
     try {
-      await ctx.client.create(claimJob(owner, a, holtSpec, ctx.runtimeImage, id));
-      created.push(id);
+      await ctx.client.create(claimJob(owner, a, holtSpec, ctx.runtimeImage, claimId, epoch));
+      created.push(claimId);
       running++;
     } catch (e) {
       if (!isConflict(e)) throw e;

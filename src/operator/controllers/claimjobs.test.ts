@@ -5,6 +5,7 @@ import { silentLogger } from '../../common/logger.ts';
 import { migrate } from '../../inbox/migrate.ts';
 import { InboxStore } from '../../inbox/store.ts';
 import { PostgresBacklogReader } from '../autoscale/backlog.ts';
+import { buildOperator } from '../main.ts';
 import { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { CLAIM_LABEL } from '../specs/claimjob.ts';
@@ -35,11 +36,11 @@ const claimOf = (j: KubeObject) => {
   const cmd = jobSpec(j).template.spec.containers[0]?.command ?? [];
   return cmd[cmd.indexOf('--execute-claim') + 1];
 };
-const jobs = async () =>
-  (await admin.list('Job', NS, { labelSelector: 'app.kubernetes.io/component=claim-job' })).items;
-const enqueue = (claimId: string) =>
+const jobs = async (ns = NS) =>
+  (await admin.list('Job', ns, { labelSelector: 'app.kubernetes.io/component=claim-job' })).items;
+const enqueue = (claimId: string, instance = 'fj') =>
   inbox.enqueue({
-    instance: 'fj',
+    instance,
     workerTarget: 'fresh',
     claimId,
     role: 'fresh',
@@ -154,6 +155,30 @@ describe('fresh_per_call agents: one Job per pending claim', () => {
     expect((await jobs()).length).toBe(3);
   });
 
+  it('a reclaimed row (its turn epoch moved on) gets a new Job at once, past its finished one', async () => {
+    // c-2's pod claimed the row, then died: its Job failed/finished, the watchdog put the row back
+    // pending under the claim's epoch. The finished Job (kept for its 600 s TTL) must not block it.
+    const old = (await jobs()).find((j) => claimOf(j) === 'c-2') as KubeObject;
+    await eventually('c-2 job finished', async () => {
+      await fakeKubelet(admin, NS, { labelSelector: `batch.kubernetes.io/job-name=${old.metadata.name}` });
+      const j = await admin.get('Job', NS, old.metadata.name);
+      return (j?.status as { succeeded?: number } | undefined)?.succeeded ? true : undefined;
+    });
+    await inbox.pool.query(
+      `UPDATE holt.agent_inbox SET turn_epoch = turn_epoch + 1, attempts = attempts + 1
+       WHERE instance = 'fj' AND claim_id = 'c-2'`,
+    );
+    const retry = await eventually('a new job for the reclaimed c-2', async () => {
+      const l = (await jobs()).filter((j) => claimOf(j) === 'c-2');
+      return l.length === 2 ? l.find((j) => j.metadata.name !== old.metadata.name) : undefined;
+    });
+    expect(retry.metadata.ownerReferences?.[0]?.uid).toBe(agentUid);
+    // Still one Job per attempt: settled reconciles add none.
+    op.resyncAll();
+    await op.settled();
+    expect((await jobs()).filter((j) => claimOf(j) === 'c-2').length).toBe(2);
+  });
+
   it('cleanup: the Agent deleted → its claim Jobs go with it (owner references, GC)', async () => {
     await admin.delete('Agent', NS, 'fresh');
     await eventually(
@@ -164,5 +189,61 @@ describe('fresh_per_call agents: one Job per pending claim', () => {
     await eventually('agent gone (finalizer released)', async () =>
       (await admin.get('Agent', NS, 'fresh')) ? undefined : true,
     );
+  });
+});
+
+describe("main's wiring (buildOperator): claim Jobs are made in production", () => {
+  const NS2 = 'claimjobs-main';
+  let real: Operator | undefined;
+
+  afterAll(async () => {
+    await real?.stop();
+  });
+
+  it('a fresh_per_call agent gets a Job per pending row from the Holt Postgres the wiring resolves', async () => {
+    await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS2 } });
+    // The stores the real wiring resolves: Postgres from the Holt's spec (external URL). Redis and
+    // NATS are not needed for claim Jobs; only they are stubbed.
+    real = buildOperator(
+      new KubeClient(kube.kubeconfig),
+      silentLogger(),
+      { namespaces: [NS2], runtimeImage: 'holt-runtime:test', identity: 'wiring-test', statusPollMs: 60_000 },
+      { registry, runtime: undefined, wakeups: undefined, pollMs: 200 },
+    );
+    expect(real.ctx.claims).toBeDefined();
+    expect(real.ctx.claims).toBe(real.ctx.backlog);
+    await real.startInformers();
+    real.startControllers();
+    await admin.create({
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Holt',
+      metadata: { name: 'fm', namespace: NS2 },
+      spec: {
+        stores: {
+          postgres: { mode: 'external', url: pgs.url },
+          redis: { mode: 'external', url: 'redis://127.0.0.1:1' },
+          nats: { mode: 'external', url: 'nats://127.0.0.1:1' },
+        },
+      },
+    });
+    await enqueue('m-1', 'fm');
+    await admin.create<KubeObject>({
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Agent',
+      metadata: { name: 'fresh', namespace: NS2 },
+      spec: {
+        holt: 'fm',
+        role: 'fresh',
+        command: ['/bin/true'],
+        bidding: { strategy: 'claim' },
+        strategy: 'fresh_per_call',
+        replicas: 1,
+      },
+    });
+    const made = await eventually('a claim job via the real wiring', async () => {
+      const l = await jobs(NS2);
+      return l.length === 1 ? l : undefined;
+    });
+    expect(made.map(claimOf)).toEqual(['m-1']);
   });
 });

@@ -144,6 +144,11 @@ describe('Holt and Agent reconcilers on a real API server', () => {
       return l.items.length ? l.items : undefined;
     });
     expect(jobs[0]?.metadata.ownerReferences?.[0]?.uid).toBe(holtUid);
+    // No TTL: a collected migration Job would be re-created (and the migrations re-run) by the next
+    // reconcile; its name carries the image/database hash, so it stays as the record of that run.
+    const mspec = jobs[0]?.spec as { ttlSecondsAfterFinished?: number } | undefined;
+    expect(mspec).toBeDefined();
+    expect(mspec?.ttlSecondsAfterFinished).toBeUndefined();
 
     const secret = await get('Secret', 'demo-postgres-app');
     const data = secret?.data as Record<string, string>;

@@ -365,4 +365,47 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
     const lease = await get('Lease', 'holt-operator');
     expect((lease?.spec as { leaseTransitions: number } | undefined)?.leaseTransitions).toBe(1);
   });
+
+  it('leader election: a leader whose renewals stall steps down before a standby can take the Lease', async () => {
+    // The leader's API server stops answering (requests hang, no error): it must stop leading on
+    // its own clock, before the standby (which sees the lease unrenewed) takes over.
+    class StallingClient extends KubeClient {
+      stalled = false;
+      override request(...args: Parameters<KubeClient['request']>): Promise<unknown> {
+        if (!this.stalled) return super.request(...args);
+        const signal = args[5]?.signal;
+        return new Promise((_, reject) =>
+          signal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true }),
+        );
+      }
+    }
+    const opts = (id: string) => ({
+      namespace: NS,
+      name: 'stall-lease',
+      identity: id,
+      retryPeriodMs: 200,
+      leaseDurationMs: 3000,
+      renewDeadlineMs: 2000,
+    });
+    const stalling = new StallingClient(kube.kubeconfig);
+    const a = new LeaderElector(stalling, opts('a'), silentLogger());
+    const b = new LeaderElector(new KubeClient(kube.kubeconfig), opts('b'), silentLogger());
+    const led: string[] = [];
+    void a.run(
+      () => led.push('a'),
+      () => led.push('a-lost'),
+    );
+    await eventually('a leads', () => (a.isLeader ? true : undefined));
+    void b.run(
+      () => led.push('b'),
+      () => led.push('b-lost'),
+    );
+    stalling.stalled = true;
+    await eventually('b leads', () => (b.isLeader ? true : undefined), 20_000);
+    // Order, not timing: the stalled leader had already stepped down when the standby took over.
+    expect(led).toEqual(['a', 'a-lost', 'b']);
+    expect(a.isLeader).toBe(false);
+    await a.stop();
+    await b.stop();
+  });
 });

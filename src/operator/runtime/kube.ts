@@ -106,6 +106,11 @@ export interface RequestRecord {
   path: string;
 }
 
+/** Per-request options: `signal` aborts the request (e.g. a deadline shorter than the socket timeout). */
+export interface CallOptions {
+  signal?: AbortSignal;
+}
+
 export interface ApplyOptions {
   fieldManager: string;
   force?: boolean;
@@ -155,9 +160,21 @@ export class KubeClient {
     this.#agent.destroy();
   }
 
-  async get<T extends KubeObject = KubeObject>(kind: string, namespace: string | undefined, name: string) {
+  async get<T extends KubeObject = KubeObject>(
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+    opts: CallOptions = {},
+  ) {
     try {
-      return (await this.request('get', 'GET', resourcePath(kind, namespace, name))) as T;
+      return (await this.request(
+        'get',
+        'GET',
+        resourcePath(kind, namespace, name),
+        undefined,
+        undefined,
+        opts,
+      )) as T;
     } catch (e) {
       if (isNotFound(e)) return undefined;
       throw e;
@@ -187,23 +204,27 @@ export class KubeClient {
     return { ...list, kind: `${kind}List` };
   }
 
-  create<T extends KubeObject>(obj: T, fieldManager?: string): Promise<T> {
+  create<T extends KubeObject>(obj: T, fieldManager?: string, opts: CallOptions = {}): Promise<T> {
     const q = fieldManager ? `?fieldManager=${encodeURIComponent(fieldManager)}` : '';
     return this.request(
       'create',
       'POST',
       resourcePath(obj.kind, obj.metadata.namespace) + q,
       obj,
+      undefined,
+      opts,
     ) as Promise<T>;
   }
 
-  update<T extends KubeObject>(obj: T, fieldManager?: string): Promise<T> {
+  update<T extends KubeObject>(obj: T, fieldManager?: string, opts: CallOptions = {}): Promise<T> {
     const q = fieldManager ? `?fieldManager=${encodeURIComponent(fieldManager)}` : '';
     return this.request(
       'update',
       'PUT',
       resourcePath(obj.kind, obj.metadata.namespace, obj.metadata.name) + q,
       obj,
+      undefined,
+      opts,
     ) as Promise<T>;
   }
 
@@ -252,8 +273,15 @@ export class KubeClient {
     return (await this.send('get', 'GET', path, undefined, undefined, true)) as string;
   }
 
-  request(verb: Verb, method: string, path: string, body?: unknown, contentType?: string): Promise<unknown> {
-    return this.send(verb, method, path, body, contentType, false);
+  request(
+    verb: Verb,
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType?: string,
+    opts: CallOptions = {},
+  ): Promise<unknown> {
+    return this.send(verb, method, path, body, contentType, false, opts.signal);
   }
 
   private async send(
@@ -263,12 +291,13 @@ export class KubeClient {
     body: unknown,
     contentType: string | undefined,
     text: boolean,
+    signal?: AbortSignal,
   ): Promise<unknown> {
     this.counts.set(verb, (this.counts.get(verb) ?? 0) + 1);
     this.onRequest?.({ verb, path });
     this.#inFlight++;
     try {
-      const res = await this.#send(method, path, body, contentType, text);
+      const res = await this.#send(method, path, body, contentType, text, signal);
       if (WRITE_VERBS.has(verb) && this.writeListeners.length && isKubeObject(res))
         for (const l of this.writeListeners) l(res);
       return res;
@@ -283,7 +312,9 @@ export class KubeClient {
     body: unknown,
     contentType: string | undefined,
     text: boolean,
+    signal?: AbortSignal,
   ): Promise<unknown> {
+    signal?.throwIfAborted();
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const opts: RequestOptions = {
       protocol: this.#server.protocol,
@@ -334,6 +365,15 @@ export class KubeClient {
         });
       });
       req.on('timeout', () => req.destroy(new Error(`${method} ${path}: timeout`)));
+      const onAbort = () => {
+        const e = new Error(`${method} ${path}: aborted (${String(signal?.reason ?? 'aborted')})`);
+        req.destroy(e);
+        reject(e);
+      };
+      if (signal) {
+        signal.addEventListener('abort', onAbort, { once: true });
+        req.once('close', () => signal.removeEventListener('abort', onAbort));
+      }
       req.on('error', reject);
       req.end(payload);
     });

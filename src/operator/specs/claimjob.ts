@@ -6,14 +6,19 @@ import { pupPodTemplate } from './pup.ts';
 
 export const CLAIM_LABEL = 'holt.io/claim';
 
-/** One Job name per (agent, claim): re-creating it for the same claim is a no-op 409. */
-export const claimJobName = (agent: string, claimId: string) =>
+/**
+ * One Job name per (agent, claim, attempt): re-creating it for the same attempt is a no-op 409,
+ * while a reclaimed or retried row (its turn epoch moved on) gets a new Job at once instead of
+ * waiting for the finished one's TTL.
+ */
+export const claimJobName = (agent: string, claimId: string, epoch: number) =>
   childName(
     agent,
     claimId
       .replace(/[^a-z0-9]/gi, '')
       .slice(0, 12)
       .toLowerCase(),
+    String(epoch),
   );
 
 /** A fresh_per_call agent's Job for one pending claim: a worker pup with `--execute-claim`. */
@@ -23,8 +28,9 @@ export function claimJob(
   holtSpec: HoltSpec,
   runtimeImage: string,
   claimId: string,
+  epoch: number,
 ): KubeObject {
-  const name = claimJobName(owner.name, claimId);
+  const name = claimJobName(owner.name, claimId, epoch);
   const lbls = labels(a.holt, owner.name, 'claim-job', { 'holt.io/role': a.role });
   const claimLabel = claimId.replace(/[^A-Za-z0-9._-]/g, '').slice(0, 63);
   return {

@@ -10,6 +10,9 @@ import { storeEnv } from './stores.ts';
 /**
  * The migration Job for the Holt's Postgres. A Job's template is immutable, so its name carries a
  * hash of image and database source: a new runtime version runs its migrations in a new Job.
+ * It has no ttlSecondsAfterFinished: the finished Job is the record that this hash was applied
+ * (Holt status reads it), and a Job collected by TTL would be re-created and re-run by the next
+ * reconcile (writes in steady state). Old Jobs are pruned when the hash changes.
  */
 export function migrationJob(owner: Owner, spec: HoltSpec, runtimeImage: string): KubeObject {
   const image = spec.runtimeImage ?? runtimeImage;
@@ -22,7 +25,6 @@ export function migrationJob(owner: Owner, spec: HoltSpec, runtimeImage: string)
     metadata: meta(name, owner, lbls),
     spec: {
       backoffLimit: 10,
-      ttlSecondsAfterFinished: 86_400,
       template: {
         metadata: { labels: lbls },
         spec: {
