@@ -4,6 +4,7 @@ import { type Keys, keys } from './keys.ts';
 import { contextLevelScript, releaseLeaseScript } from './pup-scripts.ts';
 import {
   acquireLockScript,
+  claimSnapshotScript,
   createArtefactScript,
   createClaimScript,
   releaseLockScript,
@@ -29,6 +30,24 @@ export interface VersionedClaim {
 export type NewArtefact = Omit<Artefact, 'created_at_ms'> & { created_at_ms?: number };
 
 const FINAL = new Set(['complete', 'terminated']);
+
+/** What one orchestrator step reads (see `claimSnapshot`). */
+export interface ClaimSnapshot {
+  vc: VersionedClaim;
+  /** The raw bids hash, when asked for (else empty). */
+  bids: Record<string, string>;
+  /** The target artefact, when asked for and present. */
+  target: Artefact | null;
+  /** The target's children (the outputs index) that exist, by id. */
+  children: Map<string, Artefact>;
+}
+
+function toHash(flatHash: unknown): Record<string, string> {
+  const h: Record<string, string> = {};
+  const a = (flatHash ?? []) as string[];
+  for (let j = 0; j + 1 < a.length; j += 2) h[a[j] as string] = a[j + 1] as string;
+  return h;
+}
 
 function flat(h: Record<string, string>): string[] {
   return Object.entries(h).flat();
@@ -152,6 +171,30 @@ export class Blackboard {
     const h = await this.redis.hgetall(this.k.claim(id));
     if (!Object.keys(h).length) return null;
     return { claim: hashToClaim(id, h), rev: Number(h.rev ?? 0) };
+  }
+
+  /**
+   * A claim with what a step decides on, in one round trip (one Lua read): its bids and target when
+   * asked for, and the target's children. Null when the claim does not exist.
+   */
+  async claimSnapshot(id: string, want: { bids: boolean; target: boolean }): Promise<ClaimSnapshot | null> {
+    const res = (await claimSnapshotScript.run(
+      this.redis,
+      [this.k.claim(id), this.k.bids(id)],
+      [this.k.prefix, want.bids ? '1' : '0', want.target ? '1' : '0'],
+    )) as unknown[];
+    if (!res.length) return null;
+    const h = toHash(res[0]);
+    const vc = { claim: hashToClaim(id, h), rev: Number(h.rev ?? 0) };
+    const th = toHash(res[2]);
+    const target = Object.keys(th).length ? hashToArtefact(vc.claim.artefact_id, th) : null;
+    const children = new Map<string, Artefact>();
+    for (let i = 3; i + 1 < res.length; i += 2) {
+      const cid = res[i] as string;
+      const ch = toHash(res[i + 1]);
+      if (Object.keys(ch).length) children.set(cid, hashToArtefact(cid, ch));
+    }
+    return { vc, bids: toHash(res[1]), target, children };
   }
 
   async getClaims(ids: string[]): Promise<(VersionedClaim | null)[]> {

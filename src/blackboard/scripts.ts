@@ -99,3 +99,28 @@ local rev = redis.call('INCR', KEYS[2])
 redis.call('PUBLISH', KEYS[3], tostring(rev))
 return rev
 `);
+
+/**
+ * Everything one orchestrator step reads, in one round trip: the claim hash and, when it exists, its
+ * bids (ARGV[2] = '1'), its target artefact (ARGV[3] = '1') and the hashes of the target's children
+ * (the outputs index). KEYS = claim, bids. ARGV = key prefix, want bids, want target.
+ * Returns {} for a missing claim, else {claim, bids, target, child id 1, child hash 1, ...} (flat hashes).
+ * Keys are built in Lua from the prefix: fine on one Redis (Holt's deployment), not cluster-safe.
+ */
+export const claimSnapshotScript = new LuaScript(`
+local c = redis.call('HGETALL', KEYS[1])
+if #c == 0 then return {} end
+local aid = ''
+for i = 1, #c, 2 do if c[i] == 'artefact_id' then aid = c[i + 1] break end end
+local p = ARGV[1]
+local out = {c, {}, {}}
+if ARGV[2] == '1' then out[2] = redis.call('HGETALL', KEYS[2]) end
+if ARGV[3] == '1' and aid ~= '' then out[3] = redis.call('HGETALL', p .. 'artefact:' .. aid) end
+if aid ~= '' then
+  for _, id in ipairs(redis.call('SMEMBERS', p .. 'index:children:' .. aid)) do
+    out[#out + 1] = id
+    out[#out + 1] = redis.call('HGETALL', p .. 'artefact:' .. id)
+  end
+end
+return out
+`);

@@ -32,17 +32,21 @@ export class HoltDispatcher implements GrantDispatcher {
   async dispatch(g: Grant): Promise<void> {
     const reason = g.reason ?? 'grant';
     if (reason === 'rework') return;
-    await this.bb.publishGrant(g.role, g.claim.id, g.claimType);
-    if (reason === 'recovery') return;
-    await this.bb.publishWorkflowEvent({
-      event: 'claim_granted',
-      data: {
-        claim_id: g.claim.id,
-        agent_name: g.role,
-        grant_type: g.claimType,
-        agent_image_id: this.imageOf(g.role),
-      },
-    });
+    const grant = this.bb.publishGrant(g.role, g.claim.id, g.claimType);
+    if (reason === 'recovery') return grant;
+    // Both go out on one connection, in this order, in one write (no round trip in between).
+    await Promise.all([
+      grant,
+      this.bb.publishWorkflowEvent({
+        event: 'claim_granted',
+        data: {
+          claim_id: g.claim.id,
+          agent_name: g.role,
+          grant_type: g.claimType,
+          agent_image_id: this.imageOf(g.role),
+        },
+      }),
+    ]);
   }
 }
 

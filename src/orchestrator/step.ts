@@ -9,6 +9,9 @@ import type { OrchestratorMetrics } from './metrics.ts';
 /** Called at every step boundary; tests inject crashes here. */
 export type StepHook = (name: string, claimId: string) => void | Promise<void>;
 
+/** Writes one step may chain on what it just wrote before handing the claim back to the runner. */
+const MAX_INLINE_WRITES = 4;
+
 export class NotLeaderError extends Error {
   constructor() {
     super('this orchestrator no longer holds the instance lease');
@@ -50,6 +53,8 @@ export class ClaimStepper {
   private readonly targets = new Map<string, Artefact>();
   /** The bidders each claim collecting bids still waits for, as its last step saw them. */
   private readonly missing = new Map<string, Set<string>>();
+  /** Claims seen past consensus (they never collect bids again: their steps skip reading bids). */
+  private readonly pastBids = new Set<string>();
 
   constructor(deps: StepDeps) {
     this.d = deps;
@@ -83,14 +88,23 @@ export class ClaimStepper {
     return m.size === 0;
   }
 
+  /** Seeds the target of a claim just created for it (artefacts are write-once). */
+  noteTarget(claimId: string, target: Artefact): void {
+    this.targets.set(claimId, target);
+  }
+
   step = async (id: string): Promise<StepOutcome> => {
     const { bb, metrics } = this.d;
     this.missing.delete(id);
-    const vc = await bb.getClaim(id);
-    if (!vc) {
+    const known = this.targets.get(id);
+    // Bids matter only while a claim collects them, and a claim never collects again once past that.
+    const wantBids = !this.pastBids.has(id);
+    const snap = await bb.claimSnapshot(id, { bids: wantBids, target: !known });
+    if (!snap) {
       this.idleRev.set(id, null);
       return {};
     }
+    let vc = snap.vc;
     const c = vc.claim;
     metrics.claimStatus(id, c.status, c.status);
     if (c.status === 'complete' || c.status === 'terminated') {
@@ -103,55 +117,84 @@ export class ClaimStepper {
       return {};
     }
     const collecting = !c.phase_state && c.status === 'pending_review' && !c.grant_queue;
+    if (!collecting) this.pastBids.add(id);
+    const bids = collecting && !wantBids ? await bb.getBids(id) : snap.bids;
     if (!this.firstSeen.has(id)) this.firstSeen.set(id, Date.now());
-    const known = this.targets.get(id);
-    const [target, bids, outputs] = await Promise.all([
-      known?.id === c.artefact_id ? known : bb.getArtefact(c.artefact_id),
-      collecting ? bb.getBids(id) : Promise.resolve({}),
-      this.outputs(c),
-    ]);
+    const target = known
+      ? known.id === c.artefact_id
+        ? known
+        : await bb.getArtefact(c.artefact_id)
+      : snap.target;
     if (target) this.targets.set(id, target);
-    const now = Date.now();
-    const decision = decide({
-      claim: c,
-      target,
-      bids,
-      outputs,
-      registered: this.d.registered(),
-      firstSeenMs: this.firstSeen.get(id) ?? now,
-      now,
-      policy: this.d.policy,
-    });
-    switch (decision.kind) {
-      case 'done':
-        this.forget(id);
-        return {};
-      case 'idle':
-        this.idleRev.set(id, vc.rev);
-        this.targets.delete(id);
-        return {};
-      case 'wait': {
-        const n = Object.keys(bids).length;
-        if (n !== this.bidsSeen.get(id)) {
-          this.bidsSeen.set(id, n);
-          this.d.log.debug(
-            { event_type: 'bid_received', claim_id: id, waiting_for: decision.missing },
-            'bid_received',
-          );
+    const outputs = await this.outputsOf(c, snap.children);
+    // After a write, decide again on what was just written (with the same outputs and bids) instead
+    // of reading it back: anything that changed since (an output, a bid) kicks the claim once more.
+    for (let inline = 0; ; inline++) {
+      const now = Date.now();
+      const decision = decide({
+        claim: vc.claim,
+        target,
+        bids,
+        outputs,
+        registered: this.d.registered(),
+        firstSeenMs: this.firstSeen.get(id) ?? now,
+        now,
+        policy: this.d.policy,
+      });
+      switch (decision.kind) {
+        case 'done':
+          this.forget(id);
+          return {};
+        case 'idle':
+          this.idleRev.set(id, vc.rev);
+          this.targets.delete(id);
+          return {};
+        case 'wait': {
+          const n = Object.keys(bids).length;
+          if (n !== this.bidsSeen.get(id)) {
+            this.bidsSeen.set(id, n);
+            this.d.log.debug(
+              { event_type: 'bid_received', claim_id: id, waiting_for: decision.missing },
+              'bid_received',
+            );
+          }
+          this.missing.set(id, new Set(decision.missing));
+          return { wakeAt: Math.min(now + this.d.bidPollMs, decision.untilMs) };
         }
-        this.missing.set(id, new Set(decision.missing));
-        return { wakeAt: Math.min(now + this.d.bidPollMs, decision.untilMs) };
+        case 'write': {
+          const rev = await this.apply(vc, decision, target);
+          // A conflict (someone moved it): re-read and decide again. A claim that keeps writing goes
+          // back to the runner, which bounds its steps.
+          if (rev === null || inline >= MAX_INLINE_WRITES) return { again: true };
+          vc = { claim: decision.claim, rev };
+          if (decision.claim.phase_state || decision.claim.status !== 'pending_review') this.pastBids.add(id);
+        }
       }
-      case 'write':
-        return this.apply(vc, decision, target);
     }
   };
 
+  /** The outputs of `c` from the children a snapshot read, plus received ids missing from them. */
+  private async outputsOf(c: Claim, children: Map<string, Artefact>): Promise<Artefact[]> {
+    const found: Artefact[] = [];
+    for (const a of children.values()) if (a.source_artefacts.includes(c.artefact_id)) found.push(a);
+    const extra = Object.values(c.phase_state?.received ?? {}).filter(
+      (rid): rid is string => !!rid && !children.has(rid),
+    );
+    if (extra.length) {
+      for (const a of await this.d.bb.getArtefacts([...new Set(extra)]))
+        if (a?.source_artefacts.includes(c.artefact_id)) found.push(a);
+    }
+    return found.sort(
+      (a, b) => a.created_at_ms - b.created_at_ms || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+    );
+  }
+
+  /** Applies a write decision; the claim's new rev, or null when the compare-and-set lost. */
   private async apply(
     vc: VersionedClaim,
     d: Extract<Decision, { kind: 'write' }>,
     target: Artefact | null,
-  ): Promise<StepOutcome> {
+  ): Promise<number | null> {
     const id = vc.claim.id;
     await this.hook('before_effects', id);
     for (const e of d.before) {
@@ -160,7 +203,7 @@ export class ClaimStepper {
     }
     await this.hook('before_cas', id);
     const rev = await this.d.bb.updateClaim(d.claim, vc.rev);
-    if (rev === null) return { again: true }; // someone moved it: re-read and decide again
+    if (rev === null) return null;
     this.idleRev.delete(id);
     for (const line of d.logs) emit(this.d.log, line);
     this.observe(vc.claim, d, target);
@@ -169,7 +212,7 @@ export class ClaimStepper {
       await this.run(e, d.claim);
       await this.hook(`after_${e.kind}`, id);
     }
-    return { again: true };
+    return rev;
   }
 
   private async run(e: Effect, claim: Claim): Promise<void> {
@@ -232,6 +275,7 @@ export class ClaimStepper {
     this.idleRev.delete(id);
     this.targets.delete(id);
     this.missing.delete(id);
+    this.pastBids.delete(id);
     this.d.metrics.forget(id);
   }
 }

@@ -15,10 +15,19 @@ import { ClaimStepper, NotLeaderError, type StepHook } from './step.ts';
 const NO_CLAIM = new Set(['Review', 'Failure', 'Terminal']);
 const BATCH = 500;
 
-const BidSubmitted = z.object({
-  event: z.literal('bid_submitted'),
-  data: z.object({ claim_id: z.string(), agent_name: z.string().optional() }),
-});
+/**
+ * A bid_submitted workflow event: its claim id and (if given) bidder; null for anything else. A plain
+ * check, not a schema: every bid of every claim comes through here.
+ */
+function bidSubmitted(msg: unknown): { claimId: string; role: string | undefined } | null {
+  const m = msg as { event?: unknown; data?: { claim_id?: unknown; agent_name?: unknown } } | null;
+  if (typeof m !== 'object' || m === null || m.event !== 'bid_submitted') return null;
+  const data = m.data;
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) return null;
+  if (typeof data.claim_id !== 'string') return null;
+  if (data.agent_name !== undefined && typeof data.agent_name !== 'string') return null;
+  return { claimId: data.claim_id, role: data.agent_name };
+}
 
 export interface TermDeps {
   bb: Blackboard;
@@ -144,17 +153,16 @@ export class Term {
       }
       this.onArtefact(a.data, true).catch((e: unknown) => this.failed(e, { artefact_id: a.data.id }));
     } else if (channel === k.workflowEvents) {
-      const b = BidSubmitted.safeParse(msg);
+      const b = bidSubmitted(msg);
       // A new bid only matters to a claim still collecting bids, and to one waiting on its poll timer
       // only once its last missing bidder is in (the timer still polls, should an event be lost).
       // During a step every bid kicks: that step may have read the bids before this one was written.
-      const id = b.success ? b.data.data.claim_id : '';
       if (
-        b.success &&
-        this.runner.busy(id) &&
-        (this.runner.stepping(id) || this.stepper.bidArrived(id, b.data.data.agent_name))
+        b &&
+        this.runner.busy(b.claimId) &&
+        (this.runner.stepping(b.claimId) || this.stepper.bidArrived(b.claimId, b.role))
       )
-        this.runner.kick(id);
+        this.runner.kick(b.claimId);
     } else if (channel === k.agentsChanged) {
       this.loadRegistry().catch((e: unknown) => this.failed(e, { during: 'registry_reload' }));
     }
@@ -234,6 +242,7 @@ export class Term {
         'claim_created',
       );
       this.d.metrics.claimStatus(claim.id, 'pending_review');
+      this.stepper.noteTarget(claim.id, a);
       await this.d.onStep?.('after_create_claim', claim.id);
     } else if (live) {
       this.d.log.info(
