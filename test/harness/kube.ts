@@ -134,7 +134,14 @@ function run(
   });
 }
 
-function writeKubeconfig(path: string, server: string, caPath: string, user: string, token: string): void {
+/** A kubeconfig for `user` with a bearer token (the admin, or a ServiceAccount token from `kubectl create token`). */
+export function writeKubeconfig(
+  path: string,
+  server: string,
+  caPath: string,
+  user: string,
+  token: string,
+): void {
   const config = {
     apiVersion: 'v1',
     kind: 'Config',
