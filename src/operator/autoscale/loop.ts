@@ -32,6 +32,11 @@ interface PoolState {
   scale: ScaleState;
   unsubscribe?: () => void;
   target: string;
+  /**
+   * The last scale this leader made: the informer's copy of status can lag behind our own status
+   * write, and an apply that left the field out would remove it (server-side apply drops owned fields).
+   */
+  lastScaleTime?: string;
 }
 
 const withTimeout = <T>(p: Promise<T>, ms: number) =>
@@ -139,12 +144,16 @@ export class Autoscaler {
       spec.autoscaling.cooldownSeconds,
     );
     const backlog = read.ok ? read.pending : status.backlog;
+    const lastScale = [status.lastScaleTime, st.lastScaleTime]
+      .filter((x): x is string => x !== undefined)
+      .sort()
+      .at(-1);
     const patch: Record<string, unknown> = {
       desiredReplicas: d.replicas,
       backlogReadFailures: d.state.failures,
       ...(backlog !== undefined ? { backlog } : {}),
       ...(lastActive !== undefined ? { lastActiveTime: nowIso(lastActive) } : {}),
-      ...(status.lastScaleTime ? { lastScaleTime: status.lastScaleTime } : {}),
+      ...(lastScale ? { lastScaleTime: lastScale } : {}),
     };
     if (d.replicas !== spec.replicas) {
       if (d.replicas < current) await this.#markIdle(ns, name, busy);
@@ -158,6 +167,7 @@ export class Autoscaler {
         { fieldManager: AUTOSCALER_MANAGER, force: true },
       );
       patch.lastScaleTime = nowIso(now);
+      st.lastScaleTime = patch.lastScaleTime as string;
       this.#o.events.emit(
         pool,
         'Normal',
