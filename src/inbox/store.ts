@@ -94,20 +94,22 @@ const CLAIM_ONE = CLAIM.replace(
 
 // The fence check shared by every write of an execution: our lease on the row, our epoch on the head.
 // The row is locked first (the watchdog skips locked rows), then the head.
-const LOCK_ROW = `SELECT 1 FROM holt.agent_inbox WHERE id = $1 AND status = 'claimed'
+// Parameters of every fenced statement: $1 row id, $2 lease owner, $3 epoch, $4 instance, $5 actor, $6 turn.
+const fencedRow = (cols: string) => `SELECT ${cols} FROM holt.agent_inbox WHERE id = $1 AND status = 'claimed'
   AND lease_owner = $2 AND turn_epoch = $3 FOR UPDATE`;
+const HEAD_FENCE = 'h.instance = $4 AND h.actor_id = $5 AND h.turn_epoch = $3 AND h.active_turn_id = $6';
+const LOCK_ROW = fencedRow('1');
 const LOCK_HEAD = `SELECT 1 FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2
   AND turn_epoch = $3 AND active_turn_id = $4 AND status IN ('running', 'suspended') FOR UPDATE`;
 
 // Completion: one statement, so the gate and the writes are atomic. Zero rows = stale fence.
 const COMPLETE = `
 WITH i AS (
-  SELECT id, updated_at FROM holt.agent_inbox WHERE id = $1 AND status = 'claimed' AND lease_owner = $2
-    AND turn_epoch = $3 FOR UPDATE
+  ${fencedRow('id, updated_at')}
 ), h AS (
   UPDATE holt.agent_state_head h SET status = 'idle', active_turn_id = NULL, lease_owner = NULL,
          lease_expires_at = NULL, updated_at = now()
-  FROM i WHERE h.instance = $4 AND h.actor_id = $5 AND h.turn_epoch = $3 AND h.active_turn_id = $6
+  FROM i WHERE ${HEAD_FENCE}
     AND h.status IN ('running', 'suspended')
   RETURNING h.actor_id
 ), t AS (
@@ -123,14 +125,13 @@ RETURNING x.id`;
 // Giving a row back (drain, lost run, failure): the epoch moves on so the old fence dies.
 const GIVE_BACK = `
 WITH i AS (
-  SELECT id FROM holt.agent_inbox WHERE id = $1 AND status = 'claimed' AND lease_owner = $2
-    AND turn_epoch = $3 FOR UPDATE
+  ${fencedRow('id')}
 ), h AS (
   UPDATE holt.agent_state_head h
   SET turn_epoch = h.turn_epoch + 1, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
       status = CASE WHEN $7::text = 'failed' THEN 'idle' ELSE 'dispatched' END,
       active_turn_id = CASE WHEN $7::text = 'failed' THEN NULL ELSE h.active_turn_id END
-  FROM i WHERE h.instance = $4 AND h.actor_id = $5 AND h.turn_epoch = $3 AND h.active_turn_id = $6
+  FROM i WHERE ${HEAD_FENCE}
   RETURNING h.actor_id
 ), t AS (
   UPDATE holt.agent_turns t SET status = CASE WHEN $7::text = 'failed' THEN 'failed' ELSE 'queued' END,
@@ -148,13 +149,12 @@ RETURNING x.id`;
 // waits for the Answer (wake) instead of being retried.
 const PARK = `
 WITH i AS (
-  SELECT id FROM holt.agent_inbox WHERE id = $1 AND status = 'claimed' AND lease_owner = $2
-    AND turn_epoch = $3 FOR UPDATE
+  ${fencedRow('id')}
 ), h AS (
   UPDATE holt.agent_state_head h
   SET turn_epoch = h.turn_epoch + 1, status = 'suspended', lease_owner = NULL, lease_expires_at = NULL,
       updated_at = now()
-  FROM i WHERE h.instance = $4 AND h.actor_id = $5 AND h.turn_epoch = $3 AND h.active_turn_id = $6
+  FROM i WHERE ${HEAD_FENCE}
   RETURNING h.actor_id
 )
 UPDATE holt.agent_inbox x
