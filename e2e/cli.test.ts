@@ -5,7 +5,9 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Artefact } from '../src/blackboard/types.ts';
 import { type InstanceState, isAlive } from '../src/local/instance.ts';
+import { expectDemoTrail } from './demo-trail.ts';
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '..');
@@ -75,25 +77,8 @@ describe('holt CLI end to end (real binary, real servers)', () => {
     const trail = hoard.stdout
       .trim()
       .split('\n')
-      .map(
-        (l) => JSON.parse(l) as { type: string; version: number; structural_type: string; payload: string },
-      );
-    expect(trail.map((a) => `${a.type}@${a.version}`)).toEqual([
-      'GoalDefined@1',
-      'Draft@1',
-      'Review@1',
-      'Draft@2',
-      'Review@1',
-      ...(trail[5]?.type === 'LintReport'
-        ? ['LintReport@1', 'CodeCommit@1']
-        : ['CodeCommit@1', 'LintReport@1']),
-      'WorkflowComplete@1',
-    ]);
-    expect(trail.at(-1)?.structural_type).toBe('Terminal');
-    const commit = trail.find((a) => a.type === 'CodeCommit')!.payload;
-    expect(execFileSync('git', ['log', '--format=%H %s', '-1'], { cwd: ws }).toString()).toContain(
-      `${commit} Publish plan v2`,
-    );
+      .map((l) => JSON.parse(l) as Artefact);
+    expectDemoTrail(trail, (...args) => execFileSync('git', args, { cwd: ws }).toString().trim());
     expect(readFileSync(join(ws, 'docs', 'plan.md'), 'utf8')).toContain('## Summary');
 
     const st = JSON.parse((await holt(['status', '--name', 'demo', '--json'], { ok: true })).stdout) as {
