@@ -95,7 +95,6 @@ const orch = spawnServer({
     REDIS_URL: redis.url,
     HOLT_HEALTH_PORT: '0',
     HOLT_RECONCILE_INTERVAL_MS: '1000',
-    HOLT_BID_POLL_MS: '100',
     HOLT_LEASE_TTL_MS: '10000',
     DATABASE_URL: '',
     NATS_URL: '',

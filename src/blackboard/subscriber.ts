@@ -18,10 +18,25 @@ export async function subscribe<S extends z.ZodType>(
   schema: S,
   handler: (msg: z.infer<S>, channel: string) => void,
   onInvalid: OnInvalid,
+  /** Called once subscribed again after a reconnect: whatever was published meanwhile is lost. */
+  onResubscribed?: () => void,
 ): Promise<Subscription> {
   const sub = new Redis(url, { maxRetriesPerRequest: null, autoResubscribe: true });
   sub.on('error', () => {
     // reconnects on its own; errors surface through the readers' health checks
+  });
+  let connected = false;
+  sub.on('ready', () => {
+    if (!connected) {
+      connected = true;
+      return;
+    }
+    // ioredis re-subscribes on its own but says nothing when that is done; subscribing again is
+    // harmless and its reply marks the moment from which nothing more is missed.
+    if (onResubscribed)
+      sub.subscribe(...channels).then(onResubscribed, () => {
+        // the connection went again: the next 'ready' tries once more
+      });
   });
   sub.on('message', (channel: string, raw: string) => {
     let value: unknown;

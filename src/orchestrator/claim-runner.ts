@@ -63,6 +63,11 @@ export class ClaimRunner {
     this.timers.set(id, { at, t });
   }
 
+  /** Kicks every claim the runner owns: those on a timer step now, those stepping once more. */
+  kickAll(): void {
+    for (const id of [...this.timers.keys(), ...this.running.keys()]) this.kick(id);
+  }
+
   /** Running or waiting on a timer: the runner already owns its next step. */
   busy(id: string): boolean {
     return this.running.has(id) || this.timers.has(id);

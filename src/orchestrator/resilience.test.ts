@@ -116,6 +116,36 @@ describe('orchestrator resilience', () => {
     expect(others.every((c) => c?.claim.phase_state === undefined)).toBe(true);
   });
 
+  it('a bid whose event was missed while the event connection was down is acted on once it is back', async () => {
+    const { bb, start } = await setup([
+      {
+        role: 'Coder',
+        bid: onGoal('exclusive'),
+        respond: () => ({ structural_type: 'Terminal', type: 'Done' }),
+      },
+      { role: 'Silent', bid: () => null },
+    ]);
+    // Neither the bid poll nor the bid timeout fires within the test.
+    const orch = start({ bidPollMs: 3_600_000, bidTimeoutMs: 3_600_000 });
+    await orch.whenLeader();
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const c = await claimFor(bb, g.id);
+    await waitFor(async () => (await bb.hasBids([c.id], 'Coder'))[0], 'the Coder bid');
+    // The last bid lands with no event (as if published while the connection was down), then the
+    // orchestrator's event connection drops and comes back.
+    await bb.redis.hset(bb.k.bids(c.id), 'Silent', 'ignore');
+    await bb.redis.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+    // Granted, not necessarily complete: the agents' own subscriptions were cut too, so the grant
+    // announcement may reach nobody (that is the re-announcement's job, tested elsewhere).
+    await waitClaim(
+      bb,
+      c.id,
+      (x) => x.granted_exclusive_agent === 'Coder',
+      'the grant after the resubscribe',
+    );
+  });
+
   it('a claim creation that fails once (no leader change) is retried by the reconcile loop', async () => {
     const { bb, start } = await setup([], ['Silent']);
     let attempts = 0;

@@ -12,6 +12,9 @@ export type StepHook = (name: string, claimId: string) => void | Promise<void>;
 /** Writes one step may chain on what it just wrote before handing the claim back to the runner. */
 const MAX_INLINE_WRITES = 4;
 
+/** The bid poll backs off to at most this multiple of bidPollMs. */
+const MAX_POLL_BACKOFF = 16;
+
 export class NotLeaderError extends Error {
   constructor() {
     super('this orchestrator no longer holds the instance lease');
@@ -47,6 +50,8 @@ export class ClaimStepper {
   private readonly d: StepDeps;
   private readonly firstSeen = new Map<string, number>();
   private readonly bidsSeen = new Map<string, number>();
+  /** The current bid poll interval of each claim collecting bids (ms). */
+  private readonly pollDelay = new Map<string, number>();
   /** The rev at which a claim last settled with nothing timed to do (the reconcile loop skips it). */
   readonly idleRev = new Map<string, number | null>();
   /** The target artefact of each claim being stepped (artefacts are write-once: read it once, not per step). */
@@ -55,6 +60,8 @@ export class ClaimStepper {
   private readonly missing = new Map<string, Set<string>>();
   /** Claims seen past consensus (they never collect bids again: their steps skip reading bids). */
   private readonly pastBids = new Set<string>();
+  /** Bidders announced while a claim's step was in flight (that step's read may predate their bid). */
+  private readonly heardDuringStep = new Map<string, Set<string>>();
 
   constructor(deps: StepDeps) {
     this.d = deps;
@@ -88,6 +95,22 @@ export class ClaimStepper {
     return m.size === 0;
   }
 
+  /**
+   * A bid_submitted event while a step of the claim is in flight. The step checks these bidders
+   * against the bids it read when it ends, so a burst of bids costs one more step (once the last
+   * awaited bidder is in), not one per bid. False when the event names no bidder: step again.
+   */
+  bidDuringStep(id: string, role: string | undefined): boolean {
+    if (role === undefined) return false;
+    let heard = this.heardDuringStep.get(id);
+    if (!heard) {
+      heard = new Set();
+      this.heardDuringStep.set(id, heard);
+    }
+    heard.add(role);
+    return true;
+  }
+
   /** Seeds the target of a claim just created for it (artefacts are write-once). */
   noteTarget(claimId: string, target: Artefact): void {
     this.targets.set(claimId, target);
@@ -96,6 +119,8 @@ export class ClaimStepper {
   step = async (id: string): Promise<StepOutcome> => {
     const { bb, metrics } = this.d;
     this.missing.delete(id);
+    // Pups write a bid before announcing it, so bids heard before this point are in the read below.
+    this.heardDuringStep.delete(id);
     const known = this.targets.get(id);
     // Bids matter only while a claim collects them, and a claim never collects again once past that.
     const wantBids = !this.pastBids.has(id);
@@ -151,15 +176,25 @@ export class ClaimStepper {
           return {};
         case 'wait': {
           const n = Object.keys(bids).length;
+          // The poll only backs up the bid events: it starts at bidPollMs and doubles while polls
+          // find no new bid, so a burst of waiting claims does not turn into a storm of reads.
+          let poll = this.d.bidPollMs;
           if (n !== this.bidsSeen.get(id)) {
             this.bidsSeen.set(id, n);
             this.d.log.debug(
               { event_type: 'bid_received', claim_id: id, waiting_for: decision.missing },
               'bid_received',
             );
-          }
-          this.missing.set(id, new Set(decision.missing));
-          return { wakeAt: Math.min(now + this.d.bidPollMs, decision.untilMs) };
+          } else poll = Math.min((this.pollDelay.get(id) ?? poll) * 2, poll * MAX_POLL_BACKOFF);
+          this.pollDelay.set(id, poll);
+          // Bidders heard during this step whose bids the read missed: once none is missing any more,
+          // decide again now (their bids are written); otherwise wait for the rest.
+          const missing = new Set(decision.missing);
+          for (const role of this.heardDuringStep.get(id) ?? []) missing.delete(role);
+          this.heardDuringStep.delete(id);
+          if (missing.size === 0) return { again: true };
+          this.missing.set(id, missing);
+          return { wakeAt: Math.min(now + poll, decision.untilMs) };
         }
         case 'write': {
           const rev = await this.apply(vc, decision, target);
@@ -272,10 +307,12 @@ export class ClaimStepper {
   forget(id: string): void {
     this.firstSeen.delete(id);
     this.bidsSeen.delete(id);
+    this.pollDelay.delete(id);
     this.idleRev.delete(id);
     this.targets.delete(id);
     this.missing.delete(id);
     this.pastBids.delete(id);
+    this.heardDuringStep.delete(id);
     this.d.metrics.forget(id);
   }
 }

@@ -108,6 +108,7 @@ export class Term {
           { event_type: 'invalid_message', channel, raw: raw.slice(0, 200), error: error.message },
           'invalid_message',
         ),
+      () => this.onResubscribed(),
     );
     this.sub = sub;
     // halt() or stop() may have run while subscribing, when there was nothing yet for them to close.
@@ -156,16 +157,36 @@ export class Term {
       const b = bidSubmitted(msg);
       // A new bid only matters to a claim still collecting bids, and to one waiting on its poll timer
       // only once its last missing bidder is in (the timer still polls, should an event be lost).
-      // During a step every bid kicks: that step may have read the bids before this one was written.
-      if (
-        b &&
-        this.runner.busy(b.claimId) &&
-        (this.runner.stepping(b.claimId) || this.stepper.bidArrived(b.claimId, b.role))
-      )
-        this.runner.kick(b.claimId);
+      // A bid heard during a step is checked by that step against what it read.
+      if (!b || !this.runner.busy(b.claimId)) return;
+      if (this.runner.stepping(b.claimId)) {
+        if (!this.stepper.bidDuringStep(b.claimId, b.role)) this.runner.kick(b.claimId);
+      } else if (this.stepper.bidArrived(b.claimId, b.role)) this.runner.kick(b.claimId);
     } else if (channel === k.agentsChanged) {
       this.loadRegistry().catch((e: unknown) => this.failed(e, { during: 'registry_reload' }));
     }
+  }
+
+  /**
+   * The event connection came back: bids, outputs and artefacts published while it was down were
+   * never heard. Every claim waiting on a timer or stepping (its read may predate the gap) steps
+   * again, and a reconcile picks up the artefacts.
+   */
+  private onResubscribed(): void {
+    if (this.halted || this.closing) return;
+    this.d.log.warn({ event_type: 'events_resubscribed' }, 'events_resubscribed');
+    this.runner.kickAll();
+    void this.reconcileOnce();
+  }
+
+  /** One reconcile at a time: a pass already running covers the caller too. */
+  private reconcileOnce(): Promise<void> {
+    this.reconciling ??= this.reconcile()
+      .catch((e: unknown) => this.failed(e, { during: 'reconcile' }))
+      .finally(() => {
+        this.reconciling = null;
+      });
+    return this.reconciling;
   }
 
   private async loadRegistry(): Promise<void> {
@@ -338,12 +359,7 @@ export class Term {
   private scheduleReconcile(): void {
     if (this.halted || this.closing) return;
     this.reconcileTimer = setTimeout(() => {
-      this.reconciling = this.reconcile()
-        .catch((e: unknown) => this.failed(e, { during: 'reconcile' }))
-        .finally(() => {
-          this.reconciling = null;
-          this.scheduleReconcile();
-        });
+      void this.reconcileOnce().finally(() => this.scheduleReconcile());
     }, this.d.config.reconcileIntervalMs);
   }
 
