@@ -4,6 +4,7 @@ import { type Keys, keys } from './keys.ts';
 import { contextLevelScript, releaseLeaseScript } from './pup-scripts.ts';
 import {
   acquireLockScript,
+  artefactArrivedScript,
   claimSnapshotScript,
   createArtefactScript,
   createClaimScript,
@@ -25,6 +26,12 @@ export interface VersionedClaim {
   claim: Claim;
   /** Compare-and-set revision (our extension field `rev`; Holt ignores it). */
   rev: number;
+}
+
+/** A pub/sub message, ready to send. */
+export interface Publication {
+  channel: string;
+  message: string;
 }
 
 export type NewArtefact = Omit<Artefact, 'created_at_ms'> & { created_at_ms?: number };
@@ -163,6 +170,44 @@ export class Blackboard {
     return { created: id === claim.id, id };
   }
 
+  /**
+   * An artefact the orchestrator heard of, in one round trip: indexes it (idempotent), creates `claim`
+   * for it unless it has one (null: it takes none), and returns the claims of its sources.
+   */
+  async artefactArrived(
+    a: Artefact,
+    claim: Claim | null,
+  ): Promise<{ claimId: string | null; created: boolean; sourceClaims: (string | null)[] }> {
+    const sources = a.source_artefacts;
+    const res = (await artefactArrivedScript.run(
+      this.redis,
+      [
+        this.k.artefactIndex,
+        this.k.claimByArtefact(a.id),
+        this.k.claim(claim?.id ?? ''),
+        this.k.claimIndex,
+        this.k.activeClaims,
+        this.k.channels.claimEvents,
+        this.k.channels.claimUpdates,
+        ...sources.flatMap((src) => [this.k.children(src), this.k.claimByArtefact(src)]),
+      ],
+      claim
+        ? [
+            a.id,
+            a.created_at_ms,
+            sources.length,
+            '1',
+            claim.id,
+            Date.now(),
+            JSON.stringify(claimToJson(claim)),
+            ...flat(claimToHash(claim)),
+          ]
+        : [a.id, a.created_at_ms, sources.length, '0'],
+    )) as [string, number, ...string[]];
+    const [claimId, created, ...owners] = res;
+    return { claimId: claimId || null, created: created === 1, sourceClaims: owners.map((o) => o || null) };
+  }
+
   async claimIdForArtefact(artefactId: string): Promise<string | null> {
     return this.redis.get(this.k.claimByArtefact(artefactId));
   }
@@ -208,8 +253,11 @@ export class Blackboard {
     );
   }
 
-  /** Compare-and-set: writes `claim` only if it is still at `rev`. Returns the new rev, or null on conflict. */
-  async updateClaim(claim: Claim, rev: number): Promise<number | null> {
+  /**
+   * Compare-and-set: writes `claim` only if it is still at `rev`, then publishes `announce` in the same
+   * script (only when the write happened). Returns the new rev, or null on conflict.
+   */
+  async updateClaim(claim: Claim, rev: number, announce: Publication[] = []): Promise<number | null> {
     const res = (await updateClaimScript.run(
       this.redis,
       [this.k.claim(claim.id), this.k.activeClaims, this.k.channels.claimUpdates, this.k.dormantClaims],
@@ -218,6 +266,8 @@ export class Blackboard {
         claim.id,
         FINAL.has(claim.status) ? '1' : claim.dormant_reason ? '2' : '0',
         JSON.stringify(claimToJson(claim)),
+        announce.length,
+        ...announce.flatMap((p) => [p.channel, p.message]),
         ...flat(claimToHash(claim)),
       ],
     )) as number;
@@ -272,13 +322,26 @@ export class Blackboard {
 
   // ---- notifications ----
 
-  async publishGrant(role: string, claimId: string, claimType: ClaimType): Promise<void> {
+  /** Holt's grant notification for `role`, as a message. */
+  grantPublication(role: string, claimId: string, claimType: ClaimType): Publication {
     const n: GrantNotification = { event_type: 'grant', claim_id: claimId, claim_type: claimType };
-    await this.redis.publish(this.k.channels.agentEvents(role), JSON.stringify(n));
+    return { channel: this.k.channels.agentEvents(role), message: JSON.stringify(n) };
+  }
+
+  workflowEventPublication(ev: WorkflowEvent): Publication {
+    return { channel: this.k.channels.workflowEvents, message: JSON.stringify(ev) };
+  }
+
+  async publish(p: Publication): Promise<void> {
+    await this.redis.publish(p.channel, p.message);
+  }
+
+  async publishGrant(role: string, claimId: string, claimType: ClaimType): Promise<void> {
+    await this.publish(this.grantPublication(role, claimId, claimType));
   }
 
   async publishWorkflowEvent(ev: WorkflowEvent): Promise<void> {
-    await this.redis.publish(this.k.channels.workflowEvents, JSON.stringify(ev));
+    await this.publish(this.workflowEventPublication(ev));
   }
 
   // ---- pup support ----

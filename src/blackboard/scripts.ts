@@ -40,9 +40,48 @@ return ARGV[1]
 `);
 
 /**
- * Compare-and-set of a whole claim on its revision. KEYS = claim, active set, claim_updates channel,
- * dormant set. ARGV = expected rev, claim id, state ('1' complete/terminated: in neither set; '2'
- * dormant: in the dormant set; '0': in the active set), json, then field/value pairs.
+ * What the orchestrator does with an artefact it hears of, in one script: index it (Holt's own pups
+ * write artefacts with a plain HSET), create its claim unless it has one (ARGV[4] = '1'), and find the
+ * claims of its sources (it may be their output).
+ * KEYS = artefact index, claim_by_artefact, claim, claim index, active set, claim_events channel,
+ * claim_updates channel, then per source: its children index and its claim_by_artefact.
+ * ARGV = artefact id, created_at_ms, source count, want claim, claim id, claim created ms, claim json,
+ * then the claim's field/value pairs.
+ * Returns {the artefact's claim id or '', 1 if created here else 0, each source's claim id or ''}.
+ */
+export const artefactArrivedScript = new LuaScript(`
+local id = ARGV[1]
+redis.call('ZADD', KEYS[1], 'NX', ARGV[2], id)
+local out = {'', 0}
+for i = 1, tonumber(ARGV[3]) do
+  redis.call('SADD', KEYS[6 + 2 * i], id)
+  out[#out + 1] = redis.call('GET', KEYS[7 + 2 * i]) or ''
+end
+if ARGV[4] == '1' then
+  local existing = redis.call('GET', KEYS[2])
+  if existing then
+    out[1] = existing
+  else
+    local fields = {'rev', '1'}
+    for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
+    redis.call('HSET', KEYS[3], unpack(fields))
+    redis.call('SET', KEYS[2], ARGV[5])
+    redis.call('ZADD', KEYS[4], ARGV[6], ARGV[5])
+    redis.call('SADD', KEYS[5], ARGV[5])
+    redis.call('PUBLISH', KEYS[6], ARGV[7])
+    redis.call('PUBLISH', KEYS[7], ARGV[7])
+    out[1] = ARGV[5]
+    out[2] = 1
+  end
+end
+return out
+`);
+
+/**
+ * Compare-and-set of a whole claim on its revision, with the messages that announce the change.
+ * KEYS = claim, active set, claim_updates channel, dormant set. ARGV = expected rev, claim id, state
+ * ('1' complete/terminated: in neither set; '2' dormant: in the dormant set; '0': in the active set),
+ * json, n, then n channel/message pairs published after the write, then field/value pairs.
  * Returns the new rev, or -1 when the claim moved on (or vanished) since it was read.
  */
 export const updateClaimScript = new LuaScript(`
@@ -54,7 +93,8 @@ end
 if rev ~= ARGV[1] then return -1 end
 local next = tonumber(rev) + 1
 local fields = {'rev', tostring(next)}
-for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
+local first = 6 + 2 * tonumber(ARGV[5])
+for i = first, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 if ARGV[3] == '1' then
   redis.call('SREM', KEYS[2], ARGV[2])
@@ -67,6 +107,7 @@ else
   redis.call('SREM', KEYS[4], ARGV[2])
 end
 redis.call('PUBLISH', KEYS[3], ARGV[4])
+for i = 6, first - 1, 2 do redis.call('PUBLISH', ARGV[i], ARGV[i + 1]) end
 return next
 `);
 

@@ -54,7 +54,7 @@ export type Effect =
 
 export interface LogLine {
   event_type: string;
-  level?: 'info' | 'warn';
+  level?: 'debug' | 'info' | 'warn';
   [key: string]: unknown;
 }
 
@@ -165,7 +165,7 @@ function consensus(s: Snapshot): Decision {
     d.logs.push({ event_type: 'claim_dormant', claim_id: c.id, reason: 'no_bids_in_any_phase' });
     return write({ ...c, dormant_reason: 'no_bids_in_any_phase' }, d);
   }
-  d.logs.push({ event_type: 'initial_phase_determined', claim_id: c.id, phase });
+  d.logs.push({ event_type: 'initial_phase_determined', level: 'debug', claim_id: c.id, phase });
   return write(grantPhase(c, phase, bids, s.now, d), d);
 }
 
@@ -213,6 +213,7 @@ function phaseProgress(s: Snapshot): Decision {
     received[role] = a.id;
     d.logs.push({
       event_type: 'phase_artefact_received',
+      level: 'debug',
       claim_id: c.id,
       agent_name: role,
       artefact_id: a.id,

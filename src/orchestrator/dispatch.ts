@@ -1,4 +1,4 @@
-import type { Blackboard } from '../blackboard/client.ts';
+import type { Blackboard, Publication } from '../blackboard/client.ts';
 import type { AgentRegistration, Claim, ClaimType, Phase } from '../blackboard/types.ts';
 import type { GrantReason } from './decide.ts';
 
@@ -14,6 +14,12 @@ export interface Grant {
 /** Hands a grant (already recorded on the claim) to whoever runs the role. Must be idempotent. */
 export interface GrantDispatcher {
   dispatch(grant: Grant): Promise<void>;
+  /**
+   * The dispatch as plain messages, when that is all it is (null otherwise). The orchestrator then
+   * publishes them inside the claim's compare-and-set: the grant and its announcement are written
+   * together, and no crash can fall between them.
+   */
+  publications?(grant: Grant): Publication[] | null;
 }
 
 /**
@@ -29,15 +35,14 @@ export class HoltDispatcher implements GrantDispatcher {
     this.imageOf = imageOf;
   }
 
-  async dispatch(g: Grant): Promise<void> {
+  publications(g: Grant): Publication[] {
     const reason = g.reason ?? 'grant';
-    if (reason === 'rework') return;
-    const grant = this.bb.publishGrant(g.role, g.claim.id, g.claimType);
-    if (reason === 'recovery') return grant;
-    // Both go out on one connection, in this order, in one write (no round trip in between).
-    await Promise.all([
+    if (reason === 'rework') return [];
+    const grant = this.bb.grantPublication(g.role, g.claim.id, g.claimType);
+    if (reason === 'recovery') return [grant];
+    return [
       grant,
-      this.bb.publishWorkflowEvent({
+      this.bb.workflowEventPublication({
         event: 'claim_granted',
         data: {
           claim_id: g.claim.id,
@@ -46,7 +51,12 @@ export class HoltDispatcher implements GrantDispatcher {
           agent_image_id: this.imageOf(g.role),
         },
       }),
-    ]);
+    ];
+  }
+
+  async dispatch(g: Grant): Promise<void> {
+    // In this order on one connection, in one write (no round trip in between).
+    await Promise.all(this.publications(g).map((p) => this.bb.publish(p)));
   }
 }
 
@@ -65,7 +75,15 @@ export class DispatchRouter implements GrantDispatcher {
     this.kindOf = kindOf;
   }
 
+  private route(role: string): GrantDispatcher {
+    return this.kindOf(role) === 'scalable' ? this.scalable : this.standard;
+  }
+
   dispatch(g: Grant): Promise<void> {
-    return (this.kindOf(g.role) === 'scalable' ? this.scalable : this.standard).dispatch(g);
+    return this.route(g.role).dispatch(g);
+  }
+
+  publications(g: Grant): Publication[] | null {
+    return this.route(g.role).publications?.(g) ?? null;
   }
 }

@@ -1,9 +1,9 @@
-import type { Blackboard, VersionedClaim } from '../blackboard/client.ts';
+import type { Blackboard, Publication, VersionedClaim } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import type { StepOutcome } from './claim-runner.ts';
 import { type Decision, decide, type Effect, type LogLine, type Policy } from './decide.ts';
-import type { GrantDispatcher } from './dispatch.ts';
+import type { Grant, GrantDispatcher } from './dispatch.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
 
 /** Called at every step boundary; tests inject crashes here. */
@@ -34,6 +34,10 @@ export interface StepDeps {
   alive: () => boolean;
   kick: (claimId: string) => void;
   onStep?: StepHook;
+}
+
+function grantOf(e: Extract<Effect, { kind: 'grant' }>, claim: Claim): Grant {
+  return { claim: e.claim ?? claim, role: e.role, claimType: e.claimType, phase: e.phase, reason: e.reason };
 }
 
 export function emit(log: Logger, line: LogLine): void {
@@ -237,17 +241,42 @@ export class ClaimStepper {
       await this.hook(`after_${e.kind}`, id);
     }
     await this.hook('before_cas', id);
-    const rev = await this.d.bb.updateClaim(d.claim, vc.rev);
+    // Announcements that are plain messages go out inside the compare-and-set; the rest follow it.
+    const inline = new Map<Effect, Publication[]>();
+    for (const e of d.after) {
+      const p = this.publications(e, d.claim);
+      if (p) inline.set(e, p);
+    }
+    const rev = await this.d.bb.updateClaim(d.claim, vc.rev, [...inline.values()].flat());
     if (rev === null) return null;
     this.idleRev.delete(id);
     for (const line of d.logs) emit(this.d.log, line);
     this.observe(vc.claim, d, target);
     await this.hook('after_cas', id);
     for (const e of d.after) {
-      await this.run(e, d.claim);
+      if (!inline.has(e)) await this.run(e, d.claim);
+      else if (e.kind === 'grant') this.granted(e, e.claim ?? d.claim);
       await this.hook(`after_${e.kind}`, id);
     }
     return rev;
+  }
+
+  /** An effect as messages to publish with the claim's write, or null when it must run after it. */
+  private publications(e: Effect, claim: Claim): Publication[] | null {
+    if (e.kind === 'event') return [this.d.bb.workflowEventPublication(e.event)];
+    if (e.kind !== 'grant') return null;
+    return this.d.dispatcher.publications?.(grantOf(e, claim)) ?? null;
+  }
+
+  private granted(e: Extract<Effect, { kind: 'grant' }>, grantClaim: Claim): void {
+    this.d.metrics.grants.inc({ claim_type: e.claimType, reason: e.reason });
+    emit(this.d.log, {
+      event_type: 'grant_notification_published',
+      level: 'debug',
+      claim_id: grantClaim.id,
+      agent_name: e.role,
+      claim_type: e.claimType,
+    });
   }
 
   private async run(e: Effect, claim: Claim): Promise<void> {
@@ -262,24 +291,10 @@ export class ClaimStepper {
         if (!(await bb.getClaim(e.claim.id))) await bb.createClaim(e.claim, { overwriteIndex: true });
         this.d.kick(e.claim.id);
         return;
-      case 'grant': {
-        const grantClaim = e.claim ?? claim;
-        await this.d.dispatcher.dispatch({
-          claim: grantClaim,
-          role: e.role,
-          claimType: e.claimType,
-          phase: e.phase,
-          reason: e.reason,
-        });
-        this.d.metrics.grants.inc({ claim_type: e.claimType, reason: e.reason });
-        emit(this.d.log, {
-          event_type: 'grant_notification_published',
-          claim_id: grantClaim.id,
-          agent_name: e.role,
-          claim_type: e.claimType,
-        });
+      case 'grant':
+        await this.d.dispatcher.dispatch(grantOf(e, claim));
+        this.granted(e, e.claim ?? claim);
         return;
-      }
       case 'event':
         await bb.publishWorkflowEvent(e.event);
         return;

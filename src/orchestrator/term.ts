@@ -152,7 +152,7 @@ export class Term {
         );
         return;
       }
-      this.onArtefact(a.data, true).catch((e: unknown) => this.failed(e, { artefact_id: a.data.id }));
+      this.onArtefact(a.data).catch((e: unknown) => this.failed(e, { artefact_id: a.data.id }));
     } else if (channel === k.workflowEvents) {
       const b = bidSubmitted(msg);
       // A new bid only matters to a claim still collecting bids, and to one waiting on its poll timer
@@ -206,38 +206,44 @@ export class Term {
 
   // ---- artefacts ----
 
-  private async onArtefact(a: Artefact, live: boolean): Promise<void> {
+  /** An artefact heard of live: index it, claim it, and step the claims it may be an output of. */
+  private async onArtefact(a: Artefact): Promise<void> {
     const { bb, log } = this.d;
-    if (live)
-      log.info(
-        {
-          event_type: 'artefact_received',
-          artefact_id: a.id,
-          type: a.type,
-          structural_type: a.structural_type,
-        },
-        'artefact_received',
+    // Per-artefact lines are debug: at info a claim's life is claim_created, consensus, grants and
+    // its end (a busy instance writes thousands of claims a second).
+    log.debug(
+      {
+        event_type: 'artefact_received',
+        artefact_id: a.id,
+        type: a.type,
+        structural_type: a.structural_type,
+      },
+      'artefact_received',
+    );
+    let claim: Claim | null = null;
+    if (NO_CLAIM.has(a.structural_type))
+      log.debug(
+        { event_type: 'claim_creation_skipped', artefact_id: a.id, structural_type: a.structural_type },
+        'claim_creation_skipped',
       );
-    // Holt's own pups write artefacts with a plain HSET: index them so outputs are found without a scan.
-    const indexed = live ? bb.indexArtefacts([a]) : Promise.resolve();
-    if (NO_CLAIM.has(a.structural_type)) {
-      if (live)
-        log.info(
-          { event_type: 'claim_creation_skipped', artefact_id: a.id, structural_type: a.structural_type },
-          'claim_creation_skipped',
-        );
-    } else await this.ensureClaim(a, live);
-    await indexed;
-    // The artefact may be an output of the claims on its sources.
-    const owners = await bb.claimIdsForArtefacts(a.source_artefacts);
-    for (const id of owners) if (id) this.runner.kick(id);
+    else claim = await this.newClaim(a);
+    const r = await bb.artefactArrived(a, claim);
+    if (claim && r.claimId) await this.claimWritten(a, claim, r.claimId, true);
+    for (const id of r.sourceClaims) if (id) this.runner.kick(id);
     // Only now: if anything above failed, the reconcile loop must still pick the artefact up.
     this.markSeen(a.id, a.created_at_ms);
   }
 
-  private async ensureClaim(a: Artefact, live: boolean): Promise<void> {
+  /** The reconcile loop's path: a claim for an artefact whose event was missed. */
+  private async ensureClaim(a: Artefact): Promise<void> {
+    const claim = await this.newClaim(a);
+    const r = await this.d.bb.createClaim(claim);
+    await this.claimWritten(a, claim, r.id, false);
+  }
+
+  /** A new claim for `a`, once the crash hook and the lease allow writing it. */
+  private async newClaim(a: Artefact): Promise<Claim> {
     if (!this.alive()) throw new NotLeaderError();
-    const now = Date.now();
     const claim: Claim = {
       id: randomUUID(),
       artefact_id: a.id,
@@ -247,18 +253,22 @@ export class Term {
       granted_exclusive_agent: '',
       // The bidders this claim's consensus waits for, fixed now even if the registry changes later.
       expected_bidders: sortRoles(this.d.registry.keys()),
-      created_at_ms: now,
+      created_at_ms: Date.now(),
     };
     await this.d.onStep?.('before_create_claim', claim.id);
     if (!this.alive()) throw new NotLeaderError();
-    const r = await this.d.bb.createClaim(claim);
-    if (r.created) {
+    return claim;
+  }
+
+  /** After the claim write: `id` is `claim`'s own when it was created, else the artefact's existing claim. */
+  private async claimWritten(a: Artefact, claim: Claim, id: string, live: boolean): Promise<void> {
+    if (id === claim.id) {
       this.d.log.info(
         {
           event_type: 'claim_created',
           claim_id: claim.id,
           artefact_id: a.id,
-          latency_ms: now - a.created_at_ms,
+          latency_ms: (claim.created_at_ms ?? Date.now()) - a.created_at_ms,
         },
         'claim_created',
       );
@@ -267,11 +277,11 @@ export class Term {
       await this.d.onStep?.('after_create_claim', claim.id);
     } else if (live) {
       this.d.log.info(
-        { event_type: 'duplicate_artefact', artefact_id: a.id, claim_id: r.id },
+        { event_type: 'duplicate_artefact', artefact_id: a.id, claim_id: id },
         'duplicate_artefact',
       );
     }
-    this.runner.kick(r.id);
+    this.runner.kick(id);
   }
 
   private markSeen(id: string, ms: number): void {
@@ -382,7 +392,7 @@ export class Term {
       );
       const claimable = artefacts.filter((a) => !NO_CLAIM.has(a.structural_type));
       const existing = await bb.claimIdsForArtefacts(claimable.map((a) => a.id));
-      for (const [j, a] of claimable.entries()) if (!existing[j]) await this.ensureClaim(a, false);
+      for (const [j, a] of claimable.entries()) if (!existing[j]) await this.ensureClaim(a);
       const sources = [...new Set(artefacts.flatMap((a) => a.source_artefacts))];
       for (const id of await bb.claimIdsForArtefacts(sources)) if (id && active.has(id)) this.runner.kick(id);
       for (const a of artefacts) this.markSeen(a.id, a.created_at_ms);
