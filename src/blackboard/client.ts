@@ -220,17 +220,30 @@ export class Blackboard {
 
   /**
    * A claim with what a step decides on, in one round trip (one Lua read): its bids and target when
-   * asked for, and the target's children. Null when the claim does not exist.
+   * asked for, and the target's children. Null when the claim does not exist. `known` is the claim as
+   * the caller last read or wrote it: while the claim is still at that rev it is not sent again (every
+   * write goes through the compare-and-set on rev, so the same rev means the same claim).
    */
-  async claimSnapshot(id: string, want: { bids: boolean; target: boolean }): Promise<ClaimSnapshot | null> {
+  async claimSnapshot(
+    id: string,
+    want: { bids: boolean; target: boolean; known?: VersionedClaim | undefined },
+  ): Promise<ClaimSnapshot | null> {
+    const { known } = want;
     const res = (await claimSnapshotScript.run(
       this.redis,
       [this.k.claim(id), this.k.bids(id)],
-      [this.k.prefix, want.bids ? '1' : '0', want.target ? '1' : '0'],
+      [
+        this.k.prefix,
+        want.bids ? '1' : '0',
+        want.target ? '1' : '0',
+        known ? String(known.rev) : '',
+        known?.claim.artefact_id ?? '',
+      ],
     )) as unknown[];
     if (!res.length) return null;
     const h = toHash(res[0]);
-    const vc = { claim: hashToClaim(id, h), rev: Number(h.rev ?? 0) };
+    const unchanged = known !== undefined && h.id === undefined && h.rev === String(known.rev);
+    const vc = unchanged ? known : { claim: hashToClaim(id, h), rev: Number(h.rev ?? 0) };
     const th = toHash(res[2]);
     const target = Object.keys(th).length ? hashToArtefact(vc.claim.artefact_id, th) : null;
     const children = new Map<string, Artefact>();

@@ -144,15 +144,23 @@ return rev
 /**
  * Everything one orchestrator step reads, in one round trip: the claim hash and, when it exists, its
  * bids (ARGV[2] = '1'), its target artefact (ARGV[3] = '1') and the hashes of the target's children
- * (the outputs index). KEYS = claim, bids. ARGV = key prefix, want bids, want target.
+ * (the outputs index). KEYS = claim, bids. ARGV = key prefix, want bids, want target, and the rev and
+ * target id of the claim as the caller last knew it ('' if not known): when the claim is still at that
+ * rev, only {'rev', rev} comes back instead of the whole hash.
  * Returns {} for a missing claim, else {claim, bids, target, child id 1, child hash 1, ...} (flat hashes).
  * Keys are built in Lua from the prefix: fine on one Redis (Holt's deployment), not cluster-safe.
  */
 export const claimSnapshotScript = new LuaScript(`
-local c = redis.call('HGETALL', KEYS[1])
-if #c == 0 then return {} end
+local c
 local aid = ''
-for i = 1, #c, 2 do if c[i] == 'artefact_id' then aid = c[i + 1] break end end
+if ARGV[4] ~= '' and redis.call('HGET', KEYS[1], 'rev') == ARGV[4] then
+  c = {'rev', ARGV[4]}
+  aid = ARGV[5]
+else
+  c = redis.call('HGETALL', KEYS[1])
+  if #c == 0 then return {} end
+  for i = 1, #c, 2 do if c[i] == 'artefact_id' then aid = c[i + 1] break end end
+end
 local p = ARGV[1]
 local out = {c, {}, {}}
 if ARGV[2] == '1' then out[2] = redis.call('HGETALL', KEYS[2]) end

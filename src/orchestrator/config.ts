@@ -66,7 +66,7 @@ export const DEFAULTS = {
   maxReviewIterations: 3,
   healthPort: 8080,
   reconcileIntervalMs: 1_000,
-  bidPollMs: 500,
+  bidPollMs: 1_000,
   leaseTtlMs: 10_000,
   standbyPollMs: 1_000,
   artefactLookbackMs: 60_000,

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import type { Blackboard, Publication, VersionedClaim } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
@@ -11,6 +12,9 @@ export type StepHook = (name: string, claimId: string) => void | Promise<void>;
 
 /** Writes one step may chain on what it just wrote before handing the claim back to the runner. */
 const MAX_INLINE_WRITES = 4;
+
+/** Claims whose last state and target a stepper keeps (the least recently stepped go first). */
+const CACHED_CLAIMS = 10_000;
 
 /** The bid poll backs off to at most this multiple of bidPollMs. */
 const MAX_POLL_BACKOFF = 16;
@@ -58,8 +62,10 @@ export class ClaimStepper {
   private readonly pollDelay = new Map<string, number>();
   /** The rev at which a claim last settled with nothing timed to do (the reconcile loop skips it). */
   readonly idleRev = new Map<string, number | null>();
-  /** The target artefact of each claim being stepped (artefacts are write-once: read it once, not per step). */
-  private readonly targets = new Map<string, Artefact>();
+  /** The target artefact of recently stepped claims (artefacts are write-once: read it once, not per step). */
+  private readonly targets = new LRUCache<string, Artefact>({ max: CACHED_CLAIMS });
+  /** Recently stepped claims as last read or written: a step re-reads one only when its rev moved. */
+  private readonly claims = new LRUCache<string, VersionedClaim>({ max: CACHED_CLAIMS });
   /** The bidders each claim collecting bids still waits for, as its last step saw them. */
   private readonly missing = new Map<string, Set<string>>();
   /** Claims seen past consensus (they never collect bids again: their steps skip reading bids). */
@@ -115,9 +121,10 @@ export class ClaimStepper {
     return true;
   }
 
-  /** Seeds the target of a claim just created for it (artefacts are write-once). */
-  noteTarget(claimId: string, target: Artefact): void {
-    this.targets.set(claimId, target);
+  /** Seeds the cache with a claim just created (at rev 1) and its target. */
+  noteCreated(claim: Claim, target: Artefact): void {
+    this.claims.set(claim.id, { claim, rev: 1 });
+    this.targets.set(claim.id, target);
   }
 
   step = async (id: string): Promise<StepOutcome> => {
@@ -128,12 +135,13 @@ export class ClaimStepper {
     const known = this.targets.get(id);
     // Bids matter only while a claim collects them, and a claim never collects again once past that.
     const wantBids = !this.pastBids.has(id);
-    const snap = await bb.claimSnapshot(id, { bids: wantBids, target: !known });
+    const snap = await bb.claimSnapshot(id, { bids: wantBids, target: !known, known: this.claims.get(id) });
     if (!snap) {
       this.idleRev.set(id, null);
       return {};
     }
     let vc = snap.vc;
+    this.claims.set(id, vc);
     const c = vc.claim;
     metrics.claimStatus(id, c.status, c.status);
     if (c.status === 'complete' || c.status === 'terminated') {
@@ -142,7 +150,6 @@ export class ClaimStepper {
     }
     if (c.dormant_reason) {
       this.idleRev.set(id, vc.rev);
-      this.targets.delete(id);
       return {};
     }
     const collecting = !c.phase_state && c.status === 'pending_review' && !c.grant_queue;
@@ -176,7 +183,6 @@ export class ClaimStepper {
           return {};
         case 'idle':
           this.idleRev.set(id, vc.rev);
-          this.targets.delete(id);
           return {};
         case 'wait': {
           const n = Object.keys(bids).length;
@@ -204,9 +210,14 @@ export class ClaimStepper {
           const rev = await this.apply(vc, decision, target);
           // A conflict (someone moved it): re-read and decide again. A claim that keeps writing goes
           // back to the runner, which bounds its steps.
-          if (rev === null || inline >= MAX_INLINE_WRITES) return { again: true };
+          if (rev === null) {
+            this.claims.delete(id);
+            return { again: true };
+          }
           vc = { claim: decision.claim, rev };
+          this.claims.set(id, vc);
           if (decision.claim.phase_state || decision.claim.status !== 'pending_review') this.pastBids.add(id);
+          if (inline >= MAX_INLINE_WRITES) return { again: true };
         }
       }
     }
@@ -325,6 +336,7 @@ export class ClaimStepper {
     this.pollDelay.delete(id);
     this.idleRev.delete(id);
     this.targets.delete(id);
+    this.claims.delete(id);
     this.missing.delete(id);
     this.pastBids.delete(id);
     this.heardDuringStep.delete(id);

@@ -54,6 +54,8 @@ export class Term {
   /** stop() has begun: nothing new is scheduled, the steps in flight finish. */
   private closing = false;
   private registryRev = -1;
+  /** The registered roles, as of the last registry load. */
+  private registered: ReadonlySet<string> = new Set();
   /** Artefacts already handled, by created_at_ms, within the reconcile look-back. */
   private readonly seen = new Map<string, number>();
   /** The first reconcile of a term reads every artefact; later ones only the look-back. */
@@ -74,7 +76,7 @@ export class Term {
       dispatcher: deps.dispatcher,
       log: deps.log,
       metrics: deps.metrics,
-      registered: () => new Set(deps.registry.keys()),
+      registered: () => this.registered,
       alive: () => this.alive(),
       kick: (id) => this.runner.kick(id),
       onStep: deps.onStep,
@@ -195,6 +197,7 @@ export class Term {
     this.registryRev = rev;
     this.d.registry.clear();
     for (const a of agents) this.d.registry.set(a.role, a);
+    this.registered = new Set(this.d.registry.keys());
     for (const role of invalid) {
       this.d.log.warn({ event_type: 'invalid_agent_registration', role }, 'invalid_agent_registration');
     }
@@ -273,7 +276,7 @@ export class Term {
         'claim_created',
       );
       this.d.metrics.claimStatus(claim.id, 'pending_review');
-      this.stepper.noteTarget(claim.id, a);
+      this.stepper.noteCreated(claim, a);
       await this.d.onStep?.('after_create_claim', claim.id);
     } else if (live) {
       this.d.log.info(
