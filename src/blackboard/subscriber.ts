@@ -18,9 +18,14 @@ export async function subscribe<S extends z.ZodType>(
   schema: S,
   handler: (msg: z.infer<S>, channel: string) => void,
   onInvalid: OnInvalid,
-  /** Called once subscribed again after a reconnect: whatever was published meanwhile is lost. */
-  onResubscribed?: () => void,
+  opts: {
+    /** Called once subscribed again after a reconnect: whatever was published meanwhile is lost. */
+    onResubscribed?: () => void;
+    /** A cheap look at the raw text first: false drops the message unparsed (traffic the caller ignores). */
+    accept?: (channel: string, raw: string) => boolean;
+  } = {},
 ): Promise<Subscription> {
+  const { onResubscribed, accept } = opts;
   const sub = new Redis(url, { maxRetriesPerRequest: null, autoResubscribe: true });
   sub.on('error', () => {
     // reconnects on its own; errors surface through the readers' health checks
@@ -39,6 +44,7 @@ export async function subscribe<S extends z.ZodType>(
       });
   });
   sub.on('message', (channel: string, raw: string) => {
+    if (accept && !accept(channel, raw)) return;
     let value: unknown;
     try {
       value = JSON.parse(raw);

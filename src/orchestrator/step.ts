@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import type { Blackboard, Publication, VersionedClaim } from '../blackboard/client.ts';
+import type { Blackboard, ClaimSnapshot, Publication, VersionedClaim } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import type { StepOutcome } from './claim-runner.ts';
@@ -40,6 +40,12 @@ export interface StepDeps {
   onStep?: StepHook;
 }
 
+function addTo(m: Map<string, Set<string>>, key: string, value: string): void {
+  const set = m.get(key);
+  if (set) set.add(value);
+  else m.set(key, new Set([value]));
+}
+
 function grantOf(e: Extract<Effect, { kind: 'grant' }>, claim: Claim): Grant {
   return { claim: e.claim ?? claim, role: e.role, claimType: e.claimType, phase: e.phase, reason: e.reason };
 }
@@ -72,6 +78,13 @@ export class ClaimStepper {
   private readonly pastBids = new Set<string>();
   /** Bidders announced while a claim's step was in flight (that step's read may predate their bid). */
   private readonly heardDuringStep = new Map<string, Set<string>>();
+  /**
+   * Bidders announced for claims with no step running or due (for a claim just created, the event can
+   * be handled before the reply to our own write). Kept until the next reconcile pass.
+   */
+  private heardEarly = new Map<string, Set<string>>();
+  /** Claims just created here: their first step decides on what was written, without reading it back. */
+  private readonly fresh = new Set<string>();
 
   constructor(deps: StepDeps) {
     this.d = deps;
@@ -112,19 +125,25 @@ export class ClaimStepper {
    */
   bidDuringStep(id: string, role: string | undefined): boolean {
     if (role === undefined) return false;
-    let heard = this.heardDuringStep.get(id);
-    if (!heard) {
-      heard = new Set();
-      this.heardDuringStep.set(id, heard);
-    }
-    heard.add(role);
+    addTo(this.heardDuringStep, id, role);
     return true;
   }
 
-  /** Seeds the cache with a claim just created (at rev 1) and its target. */
+  /** A bid_submitted event for a claim with no step running or due. */
+  bidBeforeStep(id: string, role: string | undefined): void {
+    if (role !== undefined) addTo(this.heardEarly, id, role);
+  }
+
+  /** Drops the early bids no fresh claim took (called once per reconcile pass). */
+  expireEarlyBids(): void {
+    this.heardEarly = new Map();
+  }
+
+  /** A claim just created (at rev 1) for `target`: its first step needs no read. */
   noteCreated(claim: Claim, target: Artefact): void {
     this.claims.set(claim.id, { claim, rev: 1 });
     this.targets.set(claim.id, target);
+    this.fresh.add(claim.id);
   }
 
   step = async (id: string): Promise<StepOutcome> => {
@@ -132,10 +151,18 @@ export class ClaimStepper {
     this.missing.delete(id);
     // Pups write a bid before announcing it, so bids heard before this point are in the read below.
     this.heardDuringStep.delete(id);
+    const early = this.heardEarly.get(id);
+    this.heardEarly.delete(id);
     const known = this.targets.get(id);
     // Bids matter only while a claim collects them, and a claim never collects again once past that.
     const wantBids = !this.pastBids.has(id);
-    const snap = await bb.claimSnapshot(id, { bids: wantBids, target: !known, known: this.claims.get(id) });
+    // A claim we just created has no bids or outputs yet but those announced since: decide on the
+    // claim as written, and count every bid heard so far as heard during this step.
+    const created = this.fresh.delete(id) ? this.claims.get(id) : undefined;
+    if (created && early) this.heardDuringStep.set(id, early);
+    const snap: ClaimSnapshot | null = created
+      ? { vc: created, bids: {}, target: null, children: new Map() }
+      : await bb.claimSnapshot(id, { bids: wantBids, target: !known, known: this.claims.get(id) });
     if (!snap) {
       this.idleRev.set(id, null);
       return {};
@@ -340,6 +367,8 @@ export class ClaimStepper {
     this.missing.delete(id);
     this.pastBids.delete(id);
     this.heardDuringStep.delete(id);
+    this.heardEarly.delete(id);
+    this.fresh.delete(id);
     this.d.metrics.forget(id);
   }
 }

@@ -110,7 +110,11 @@ export class Term {
           { event_type: 'invalid_message', channel, raw: raw.slice(0, 200), error: error.message },
           'invalid_message',
         ),
-      () => this.onResubscribed(),
+      {
+        onResubscribed: () => this.onResubscribed(),
+        // Of the workflow events only bids matter here (most are our own, echoed back).
+        accept: (channel, raw) => channel !== k.workflowEvents || raw.includes('"bid_submitted"'),
+      },
     );
     this.sub = sub;
     // halt() or stop() may have run while subscribing, when there was nothing yet for them to close.
@@ -160,7 +164,11 @@ export class Term {
       // A new bid only matters to a claim still collecting bids, and to one waiting on its poll timer
       // only once its last missing bidder is in (the timer still polls, should an event be lost).
       // A bid heard during a step is checked by that step against what it read.
-      if (!b || !this.runner.busy(b.claimId)) return;
+      if (!b) return;
+      if (!this.runner.busy(b.claimId)) {
+        this.stepper.bidBeforeStep(b.claimId, b.role);
+        return;
+      }
       if (this.runner.stepping(b.claimId)) {
         if (!this.stepper.bidDuringStep(b.claimId, b.role)) this.runner.kick(b.claimId);
       } else if (this.stepper.bidArrived(b.claimId, b.role)) this.runner.kick(b.claimId);
@@ -382,6 +390,7 @@ export class Term {
    */
   async reconcile(): Promise<void> {
     const { bb, config } = this.d;
+    this.stepper.expireEarlyBids();
     await this.loadRegistry();
     const active = new Set(await bb.activeClaimIds());
 
