@@ -8,8 +8,12 @@
  * Reports (one JSON object):
  * - paced: goals one at a time (the next once the previous is complete), artefact→grant latency
  *   (goal created_at_ms → claim_granted received here) without queueing;
+ * - sustained: BENCH_WINDOW goals (100) in flight, the next written as one completes: claims/s and
+ *   latency under a steady load, and CPU per claim;
  * - burst: all goals at once, claims/s until the last is complete, with each process's CPU seconds
- *   (/proc/<pid>/stat) and share of one core, Redis commands/s, and which resource saturated.
+ *   (/proc/<pid>/stat) and share of one core, Redis commands/s, and which resource saturated;
+ * - saturated.bound_with_a_core_each: of the orchestrator and redis-server, the one with the fewer
+ *   claims per CPU second in the burst (the one that would bound throughput with a core each).
  * Run: node bench/orchestrator/main.ts [goals=1000] [agents=10] [responder-processes=1]
  * (BENCH_CPU_PROF=<dir> profiles the orchestrator with --cpu-prof.)
  */
@@ -30,6 +34,8 @@ const GOALS = Number(process.argv[2] ?? 1000);
 const AGENTS = Number(process.argv[3] ?? 10);
 const RESPONDER_PROCS = Math.max(1, Math.min(AGENTS, Number(process.argv[4] ?? 1)));
 const PACED = Math.min(300, GOALS);
+/** Goals in flight during the sustained run (BENCH_WINDOW). */
+const WINDOW = Math.max(1, Number(process.env.BENCH_WINDOW ?? 100));
 const INSTANCE = 'bench';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const CLK_TCK = 100; // USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s on Linux
@@ -147,6 +153,32 @@ function whenComplete(ids: string[], limitMs: number): Promise<void> {
   });
 }
 
+/** Runs `goals` with at most `window` in flight: each completion writes the next goal. */
+function windowed(goals: Artefact[], window: number, limitMs: number): Promise<void> {
+  let next = 0;
+  let left = goals.length;
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(
+      () => reject(new Error(`${left} of ${goals.length} goals not complete after ${limitMs} ms`)),
+      limitMs,
+    );
+    const start = () => {
+      const g = goals[next++];
+      if (!g) return;
+      g.created_at_ms = Date.now();
+      waiters.set(g.id, () => {
+        waiters.delete(g.id);
+        if (--left === 0) {
+          clearTimeout(t);
+          resolve();
+        } else start();
+      });
+      bb.createArtefact(g).catch(reject);
+    };
+    for (let i = 0; i < window; i++) start();
+  });
+}
+
 const latencies = (goals: Artefact[]) =>
   goals.map((g) => (grantedAt.get(claimOf.get(g.id) ?? '') ?? Number.NaN) - g.created_at_ms);
 
@@ -184,9 +216,9 @@ function usage(a: Snapshot, b: Snapshot) {
  */
 function ceilings(u: ReturnType<typeof usage>, claims: number) {
   const c = Object.fromEntries(Object.entries(u.cpu_s).map(([k, v]) => [k, Math.round(claims / v)]));
-  const [bound] = Object.entries(c)
-    .filter(([k]) => k !== 'load_generator')
-    .sort((a, b) => a[1] - b[1])[0] ?? ['none'];
+  // The bound that matters is between the two parts of the system: the orchestrator and Redis. The
+  // responders stand in for agents (pods of their own in a cluster) and the load generator is the bench.
+  const bound = (c.orchestrator ?? 0) < (c.redis_server ?? 0) ? 'orchestrator' : 'redis_server';
   return { claims_per_cpu_second: c, bound_with_a_core_each: bound };
 }
 
@@ -240,6 +272,15 @@ try {
     /^cmdstat_smembers:calls=(\d+)/m.exec(await admin.info('commandstats'))?.[1] ?? 0,
   );
   const pacedLat = latencies(paced);
+
+  // Sustained: WINDOW goals in flight, the next written as one completes (a steady load, no backlog).
+  const steady = Array.from({ length: GOALS }, (_, i) => newGoal(`steady ${i}`));
+  await admin.config('RESETSTAT');
+  const s0 = snapshot();
+  await windowed(steady, WINDOW, 120_000);
+  const steadyUse = usage(s0, snapshot());
+  const steadyCommands = infoField(await admin.info('stats'), 'total_commands_processed');
+  const steadyLat = latencies(steady);
 
   // Burst: every goal at once; claims/s until the last claim is complete.
   const burst = Array.from({ length: GOALS }, (_, i) => newGoal(`burst ${i}`));
@@ -302,6 +343,16 @@ try {
           commands_per_claim: round(commands / GOALS, 1),
           top_commands_per_claim: Object.fromEntries(top.map(([c, n]) => [c, round(n / GOALS, 1)])),
         },
+      },
+      sustained: {
+        window: WINDOW,
+        claims_per_second: round(GOALS / steadyUse.seconds, 1),
+        seconds: round(steadyUse.seconds),
+        artefact_to_grant_ms: { p50: pct(steadyLat, 50), p99: pct(steadyLat, 99) },
+        cpu_ms_per_claim: perClaim(steadyUse, GOALS),
+        core_share: steadyUse.core_share,
+        host_busy_cores: steadyUse.host_busy_cores,
+        redis_commands_per_claim: round(steadyCommands / GOALS, 1),
       },
       paced: {
         goals: PACED,

@@ -155,6 +155,7 @@ function consensus(s: Snapshot): Decision {
   }
   d.logs.push({
     event_type: 'consensus_achieved',
+    level: 'debug',
     claim_id: c.id,
     bid_count: expected.length - missing.length,
     consensus_duration_ms: s.now - start,
