@@ -36,14 +36,19 @@ export function redactUrl(url: string): string {
  * HOLT_LOG_LEVEL picks the level (info by default).
  */
 export function createLogger(component: string, bindings: Record<string, unknown> = {}): Logger {
-  return pino({
-    level: process.env.HOLT_LOG_LEVEL ?? 'info',
-    base: { component, ...bindings },
-    messageKey: 'message',
-    timestamp: () => `,"timestamp":"${new Date().toISOString()}"`,
-    formatters: { level: (label) => ({ level: label }) },
-    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-  });
+  return pino(
+    {
+      level: process.env.HOLT_LOG_LEVEL ?? 'info',
+      base: { component, ...bindings },
+      messageKey: 'message',
+      timestamp: () => `,"timestamp":"${new Date().toISOString()}"`,
+      formatters: { level: (label) => ({ level: label }) },
+      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    },
+    // Synchronous, like Node's own stdout on Linux: measured cheaper per line than pino's default
+    // asynchronous stream (no thread-pool hop per write), and no line is lost when the process dies.
+    pino.destination({ dest: 1, sync: true }),
+  );
 }
 
 export function silentLogger(): Logger {
