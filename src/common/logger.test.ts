@@ -1,7 +1,6 @@
 import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { REDACT_PATHS, redactUrl } from './logger.ts';
+import { createLogger, redactUrl } from './logger.ts';
 
 describe('secrets stay out of logs', () => {
   it.each([
@@ -14,7 +13,7 @@ describe('secrets stay out of logs', () => {
     expect(redactUrl(input)).not.toContain('s3cret');
   });
 
-  it('redacts key-shaped fields at the top level and one level down', () => {
+  it('redacts key-shaped fields at the top level and one level down, without touching the caller', () => {
     const lines: string[] = [];
     const sink = new Writable({
       write(chunk, _enc, cb) {
@@ -22,10 +21,23 @@ describe('secrets stay out of logs', () => {
         cb();
       },
     });
-    const log = pino({ redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
-    log.info({ apiKey: 'sk-top', llm: { api_key: 'sk-nested' }, db: { password: 'pw1' }, token: 't0k' }, 'x');
+    const log = createLogger('test', { token: 'bound-t0k' }, sink);
+    const fields = {
+      apiKey: 'sk-top',
+      llm: { api_key: 'sk-nested', model: 'm1' },
+      db: { password: 'pw1' },
+      token: 't0k',
+      headers: { Authorization: 'Bearer b1' },
+      env: { HOLT_LLM_API_KEY: 'sk-env', PATH: '/bin' },
+      keep: 'visible',
+    };
+    log.info(fields, 'x');
     const text = lines.join('');
-    for (const secret of ['sk-top', 'sk-nested', 'pw1', 't0k']) expect(text).not.toContain(secret);
+    for (const secret of ['sk-top', 'sk-nested', 'pw1', 't0k', 'Bearer b1', 'sk-env', 'bound-t0k'])
+      expect(text).not.toContain(secret);
     expect(text).toContain('[redacted]');
+    for (const kept of ['visible', '"model":"m1"', '"PATH":"/bin"']) expect(text).toContain(kept);
+    expect(fields.llm.api_key).toBe('sk-nested');
+    expect(fields.apiKey).toBe('sk-top');
   });
 });

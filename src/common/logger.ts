@@ -2,21 +2,53 @@ import { type Logger, pino } from 'pino';
 
 export type { Logger } from 'pino';
 
-/** Field paths that may carry secrets; pino replaces them before a line is written. */
-export const REDACT_PATHS = [
-  '*.password',
-  '*.apiKey',
-  '*.api_key',
-  '*.token',
-  '*.authorization',
-  '*.Authorization',
+/** Field names that carry secrets: censored at the top level of a log line and one level down. */
+export const SECRET_KEYS: ReadonlySet<string> = new Set([
   'password',
   'apiKey',
   'api_key',
   'token',
-  'env.OPENAI_API_KEY',
-  'env.HOLT_LLM_API_KEY',
-];
+  'authorization',
+  'Authorization',
+]);
+/** Environment variables that carry secrets, censored under an `env` field. */
+const SECRET_ENV: ReadonlySet<string> = new Set(['OPENAI_API_KEY', 'HOLT_LLM_API_KEY']);
+const CENSOR = '[redacted]';
+
+const isSecret = (key: string) => SECRET_KEYS.has(key);
+const isSecretEnv = (key: string) => SECRET_ENV.has(key) || SECRET_KEYS.has(key);
+
+function scrubLevel(obj: object, secret: (key: string) => boolean): object {
+  let out: Record<string, unknown> | null = null;
+  for (const key of Object.keys(obj)) {
+    if (secret(key)) {
+      out ??= { ...obj };
+      out[key] = CENSOR;
+    }
+  }
+  return out ?? obj;
+}
+
+/**
+ * A log line's fields with secrets censored, copying only what changes (the caller's objects are
+ * never touched). In place of pino's `redact` option: its library parses every path again on every
+ * line, which was a seventh of the orchestrator's allocations.
+ */
+export function scrubSecrets(fields: Record<string, unknown>): Record<string, unknown> {
+  let out: Record<string, unknown> | null = null;
+  for (const key of Object.keys(fields)) {
+    const v = fields[key];
+    let next = v;
+    if (SECRET_KEYS.has(key)) next = CENSOR;
+    else if (typeof v === 'object' && v !== null && !Array.isArray(v))
+      next = scrubLevel(v, key === 'env' ? isSecretEnv : isSecret);
+    if (next !== v) {
+      out ??= { ...fields };
+      out[key] = next;
+    }
+  }
+  return out ?? fields;
+}
 
 /** Credentials inside URLs (redis://:pw@host, postgres://u:pw@host) are masked in any string we log. */
 export function redactUrl(url: string): string {
@@ -35,19 +67,22 @@ export function redactUrl(url: string): string {
  * JSON lines on stdout with Holt's shape: timestamp (RFC3339 UTC), level, component, event_type.
  * HOLT_LOG_LEVEL picks the level (info by default).
  */
-export function createLogger(component: string, bindings: Record<string, unknown> = {}): Logger {
+export function createLogger(
+  component: string,
+  bindings: Record<string, unknown> = {},
+  dest: pino.DestinationStream = pino.destination({ dest: 1, sync: true }),
+): Logger {
   return pino(
     {
       level: process.env.HOLT_LOG_LEVEL ?? 'info',
       base: { component, ...bindings },
       messageKey: 'message',
       timestamp: () => `,"timestamp":"${new Date().toISOString()}"`,
-      formatters: { level: (label) => ({ level: label }) },
-      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      formatters: { level: (label) => ({ level: label }), log: scrubSecrets, bindings: scrubSecrets },
     },
-    // Synchronous, like Node's own stdout on Linux: measured cheaper per line than pino's default
+    // Synchronous by default, like Node's own stdout on Linux: measured cheaper per line than pino's
     // asynchronous stream (no thread-pool hop per write), and no line is lost when the process dies.
-    pino.destination({ dest: 1, sync: true }),
+    dest,
   );
 }
 
