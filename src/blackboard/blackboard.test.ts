@@ -253,6 +253,43 @@ describe('blackboard: orchestrator support', () => {
     expect(await bb.claimIdsForArtefacts([c.artefact_id, randomUUID()])).toEqual([c.id, null]);
   });
 
+  it('an update given the claim it replaces writes only the changed fields and reads back whole', async () => {
+    const c = { ...newClaim(goal().id), dormant_reason: 'no_bids_in_any_phase', expected_bidders: ['a'] };
+    await bb.createClaim(c);
+    const next: Claim = {
+      ...c,
+      dormant_reason: undefined,
+      status: 'pending_exclusive',
+      granted_exclusive_agent: 'a',
+      last_grant_agent: 'a',
+      last_grant_time: 42,
+    };
+    const monitor = await bb.redis.duplicate().monitor();
+    const sent: string[][] = [];
+    monitor.on('monitor', (_t: string, args: string[]) => sent.push(args));
+    const rev = await bb.updateClaim(next, 1, [], c);
+    expect(rev).toBe(2);
+    const hset = await waitFor(
+      () => sent.find((a) => a[0]?.toLowerCase() === 'hset' && a[1] === bb.k.claim(c.id)),
+      'the HSET in the monitor stream',
+    );
+    monitor.disconnect();
+    const written = hset.slice(2).filter((_, i) => i % 2 === 0);
+    expect(written.sort()).toEqual(
+      [
+        'rev',
+        'status',
+        'granted_exclusive_agent',
+        'last_grant_agent',
+        'last_grant_time',
+        'dormant_reason',
+      ].sort(),
+    );
+    const back = (await bb.getClaim(c.id))?.claim;
+    expect(back).toEqual({ ...next, dormant_reason: undefined });
+    expect(back?.dormant_reason).toBeUndefined();
+  });
+
   it('dormant claims leave the active set for the dormant set; final claims leave both', async () => {
     const c = newClaim(goal().id);
     await bb.createClaim(c);

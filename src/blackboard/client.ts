@@ -57,7 +57,17 @@ function toHash(flatHash: unknown): Record<string, string> {
 }
 
 function flat(h: Record<string, string>): string[] {
-  return Object.entries(h).flat();
+  const out: string[] = [];
+  for (const k in h) out.push(k, h[k] as string);
+  return out;
+}
+
+/** Field/value pairs of `next` that differ from `prev`; a field `next` no longer has becomes ''. */
+function changedFields(prev: Record<string, string>, next: Record<string, string>): string[] {
+  const out: string[] = [];
+  for (const k in next) if (next[k] !== prev[k]) out.push(k, next[k] as string);
+  for (const k in prev) if (!(k in next)) out.push(k, '');
+  return out;
 }
 
 /**
@@ -268,9 +278,15 @@ export class Blackboard {
 
   /**
    * Compare-and-set: writes `claim` only if it is still at `rev`, then publishes `announce` in the same
-   * script (only when the write happened). Returns the new rev, or null on conflict.
+   * script (only when the write happened). Given `previous` (the claim at `rev`), only the fields that
+   * changed are written. Returns the new rev, or null on conflict.
    */
-  async updateClaim(claim: Claim, rev: number, announce: Publication[] = []): Promise<number | null> {
+  async updateClaim(
+    claim: Claim,
+    rev: number,
+    announce: Publication[] = [],
+    previous?: Claim,
+  ): Promise<number | null> {
     const res = (await updateClaimScript.run(
       this.redis,
       [this.k.claim(claim.id), this.k.activeClaims, this.k.channels.claimUpdates, this.k.dormantClaims],
@@ -281,7 +297,7 @@ export class Blackboard {
         JSON.stringify(claimToJson(claim)),
         announce.length,
         ...announce.flatMap((p) => [p.channel, p.message]),
-        ...flat(claimToHash(claim)),
+        ...(previous ? changedFields(claimToHash(previous), claimToHash(claim)) : flat(claimToHash(claim))),
       ],
     )) as number;
     return res < 0 ? null : res;

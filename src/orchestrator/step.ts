@@ -285,7 +285,7 @@ export class ClaimStepper {
       const p = this.publications(e, d.claim);
       if (p) inline.set(e, p);
     }
-    const rev = await this.d.bb.updateClaim(d.claim, vc.rev, [...inline.values()].flat());
+    const rev = await this.d.bb.updateClaim(d.claim, vc.rev, [...inline.values()].flat(), vc.claim);
     if (rev === null) return null;
     this.idleRev.delete(id);
     for (const line of d.logs) emit(this.d.log, line);
