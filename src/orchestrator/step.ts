@@ -90,8 +90,18 @@ export class ClaimStepper {
     this.d = deps;
   }
 
-  private async hook(name: string, claimId: string): Promise<void> {
-    await this.d.onStep?.(name, claimId);
+  /**
+   * A step boundary: the test hook runs (and may crash the step), then a lost lease stops the step.
+   * Synchronous when there is no hook (the production path pays no extra turn per boundary).
+   */
+  private hook(name: string, claimId: string): Promise<void> | undefined {
+    const hooked = this.d.onStep?.(name, claimId);
+    if (hooked) return hooked.then(() => this.checkAlive());
+    this.checkAlive();
+    return undefined;
+  }
+
+  private checkAlive(): void {
     if (!this.d.alive()) throw new NotLeaderError();
   }
 

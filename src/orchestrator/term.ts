@@ -56,6 +56,8 @@ export class Term {
   private registryRev = -1;
   /** The registered roles, as of the last registry load. */
   private registered: ReadonlySet<string> = new Set();
+  /** The same, in Holt's byte-wise order: every new claim's expected bidders. */
+  private expectedBidders: readonly string[] = [];
   /** Artefacts already handled, by created_at_ms, within the reconcile look-back. */
   private readonly seen = new Map<string, number>();
   /** The first reconcile of a term reads every artefact; later ones only the look-back. */
@@ -206,6 +208,7 @@ export class Term {
     this.d.registry.clear();
     for (const a of agents) this.d.registry.set(a.role, a);
     this.registered = new Set(this.d.registry.keys());
+    this.expectedBidders = sortRoles(this.registered);
     for (const role of invalid) {
       this.d.log.warn({ event_type: 'invalid_agent_registration', role }, 'invalid_agent_registration');
     }
@@ -263,7 +266,7 @@ export class Term {
       granted_parallel_agents: [],
       granted_exclusive_agent: '',
       // The bidders this claim's consensus waits for, fixed now even if the registry changes later.
-      expected_bidders: sortRoles(this.d.registry.keys()),
+      expected_bidders: [...this.expectedBidders],
       created_at_ms: Date.now(),
     };
     await this.d.onStep?.('before_create_claim', claim.id);
