@@ -14,6 +14,8 @@ import { ClaimStepper, NotLeaderError, type StepHook } from './step.ts';
 
 const NO_CLAIM = new Set(['Review', 'Failure', 'Terminal']);
 const BATCH = 500;
+/** The window every reconcile pass re-reads, at least (ms): lost events of just-written artefacts. */
+const SHORT_LOOKBACK_MS = 5_000;
 
 /**
  * A bid_submitted workflow event: its claim id and (if given) bidder; null for anything else. A plain
@@ -62,6 +64,8 @@ export class Term {
   private readonly seen = new Map<string, number>();
   /** The first reconcile of a term reads every artefact; later ones only the look-back. */
   private caughtUp = false;
+  /** When a reconcile last re-read the whole look-back (ms). */
+  private lastFullPass = 0;
   /** When each settled claim's grants are next checked for a re-announcement (ms). */
   private readonly nextRedispatch = new Map<string, number>();
   private reconciling: Promise<void> | null = null;
@@ -399,8 +403,14 @@ export class Term {
 
     // The look-back is on our own clock: a writer's created_at_ms (one stamped in the future, say)
     // must not move the window. The first pass of a term reads everything (the catch-up after downtime).
-    const since = this.caughtUp ? Date.now() - config.artefactLookbackMs : 0;
-    const fresh = (await bb.artefactIdsSince(since)).filter((x) => !this.seen.has(x.id));
+    // Later passes re-read a short window, and the whole look-back only every half look-back: an
+    // artefact stamped by a slow clock is still caught, and a busy instance does not re-read a
+    // minute of artefacts every second.
+    const now = Date.now();
+    const since = this.caughtUp ? now - config.artefactLookbackMs : 0;
+    const full = !this.caughtUp || now - this.lastFullPass >= config.artefactLookbackMs / 2;
+    const from = full ? since : now - Math.max(SHORT_LOOKBACK_MS, 3 * config.reconcileIntervalMs);
+    const fresh = (await bb.artefactIdsSince(from)).filter((x) => !this.seen.has(x.id));
     for (let i = 0; i < fresh.length && this.alive(); i += BATCH) {
       const artefacts = (await bb.getArtefacts(fresh.slice(i, i + BATCH).map((x) => x.id))).filter(
         (a): a is Artefact => a !== null,
@@ -414,6 +424,7 @@ export class Term {
     }
     if (!this.alive()) return;
     this.caughtUp = true;
+    if (full) this.lastFullPass = now;
     for (const [id, ms] of this.seen) if (ms < since) this.seen.delete(id);
 
     // Claims that settled at a rev they still have need nothing; anything else gets a step.
