@@ -427,18 +427,32 @@ export class Term {
     if (full) this.lastFullPass = now;
     for (const [id, ms] of this.seen) if (ms < since) this.seen.delete(id);
 
-    // Claims that settled at a rev they still have need nothing; anything else gets a step.
+    // Claims that settled at a rev they still have need nothing; anything else gets a step. Only the
+    // leader writes claims, so a settled claim's rev is checked on full passes and when its grants
+    // are due for a re-announcement, not on every pass (a busy instance has thousands settled).
     const candidates = [...active].filter((id) => !this.runner.busy(id));
     const settled = candidates.filter((id) => this.stepper.idleRev.has(id));
-    const revs = await bb.claimRevs(settled);
-    const still = new Set(settled.filter((id, i) => (revs[i] ?? null) === this.stepper.idleRev.get(id)));
+    const dueAt = (id: string): number => {
+      let at = this.nextRedispatch.get(id);
+      if (at === undefined) {
+        // Settled since the last pass: its grants are at most this old.
+        at = now + config.redispatchAfterMs;
+        this.nextRedispatch.set(id, at);
+      }
+      return at;
+    };
+    const due = settled.filter((id) => dueAt(id) <= now);
+    const check = full ? settled : due;
+    const revs = await bb.claimRevs(check);
+    const moved = new Set(check.filter((id, i) => (revs[i] ?? null) !== this.stepper.idleRev.get(id)));
+    const still = check.filter((id) => !moved.has(id));
     for (const id of candidates) {
       if (!this.alive()) return;
-      if (!still.has(id)) this.runner.kick(id);
+      if (!this.stepper.idleRev.has(id) || moved.has(id)) this.runner.kick(id);
     }
     for (const id of this.stepper.idleRev.keys()) if (!active.has(id)) this.stepper.idleRev.delete(id);
     for (const id of this.nextRedispatch.keys()) if (!active.has(id)) this.nextRedispatch.delete(id);
-    await this.redispatch([...still]);
+    await this.redispatch(still);
   }
 
   /**
