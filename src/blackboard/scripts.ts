@@ -18,24 +18,33 @@ return 1
 `);
 
 /**
+ * Lua shared by the scripts that create a claim: the hash (at rev 1, fields from ARGV[first] on), the
+ * claim_by_artefact entry, the claim index, the active (or dormant) set, and the announcements.
+ */
+const CREATE_CLAIM = `
+local function create_claim(claim, byArtefact, index, set, eventsChannel, updatesChannel, id, ms, json, first)
+  local fields = {'rev', '1'}
+  for i = first, #ARGV do fields[#fields + 1] = ARGV[i] end
+  redis.call('HSET', claim, unpack(fields))
+  redis.call('SET', byArtefact, id)
+  redis.call('ZADD', index, ms, id)
+  redis.call('SADD', set, id)
+  redis.call('PUBLISH', eventsChannel, json)
+  redis.call('PUBLISH', updatesChannel, json)
+end`;
+
+/**
  * Claim creation, idempotent per artefact unless ARGV[4] = '1' (a feedback claim overwrites the index).
  * KEYS = claim, claim_by_artefact, claim index, active (or, for a dormant claim, dormant) set,
  * claim_events channel, claim_updates channel.
  * ARGV = claim id, created ms, json, overwrite, then field/value pairs. Returns the id of the artefact's claim.
  */
-export const createClaimScript = new LuaScript(`
+export const createClaimScript = new LuaScript(`${CREATE_CLAIM}
 if ARGV[4] ~= '1' then
   local existing = redis.call('GET', KEYS[2])
   if existing then return existing end
 end
-local fields = {'rev', '1'}
-for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
-redis.call('HSET', KEYS[1], unpack(fields))
-redis.call('SET', KEYS[2], ARGV[1])
-redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
-redis.call('SADD', KEYS[4], ARGV[1])
-redis.call('PUBLISH', KEYS[5], ARGV[3])
-redis.call('PUBLISH', KEYS[6], ARGV[3])
+create_claim(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2], ARGV[3], 5)
 return ARGV[1]
 `);
 
@@ -49,7 +58,7 @@ return ARGV[1]
  * then the claim's field/value pairs.
  * Returns {the artefact's claim id or '', 1 if created here else 0, each source's claim id or ''}.
  */
-export const artefactArrivedScript = new LuaScript(`
+export const artefactArrivedScript = new LuaScript(`${CREATE_CLAIM}
 local id = ARGV[1]
 redis.call('ZADD', KEYS[1], 'NX', ARGV[2], id)
 local out = {'', 0}
@@ -62,14 +71,7 @@ if ARGV[4] == '1' then
   if existing then
     out[1] = existing
   else
-    local fields = {'rev', '1'}
-    for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
-    redis.call('HSET', KEYS[3], unpack(fields))
-    redis.call('SET', KEYS[2], ARGV[5])
-    redis.call('ZADD', KEYS[4], ARGV[6], ARGV[5])
-    redis.call('SADD', KEYS[5], ARGV[5])
-    redis.call('PUBLISH', KEYS[6], ARGV[7])
-    redis.call('PUBLISH', KEYS[7], ARGV[7])
+    create_claim(KEYS[3], KEYS[2], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[5], ARGV[6], ARGV[7], 8)
     out[1] = ARGV[5]
     out[2] = 1
   end
