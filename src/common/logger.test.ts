@@ -38,6 +38,13 @@ describe('secrets stay out of logs', () => {
     expect(text).toContain('[redacted]');
     for (const kept of ['visible', '"model":"m1"', '"PATH":"/bin"']) expect(text).toContain(kept);
     expect(fields.llm.api_key).toBe('sk-nested');
+    // An error carrying a secret-named field keeps its message once scrubbed.
+    const err = Object.assign(new Error('upstream refused'), { token: 'err-t0k' });
+    log.error({ err }, 'failed');
+    const last = lines.at(-1) ?? '';
+    expect(last).toContain('upstream refused');
+    expect(last).not.toContain('err-t0k');
+    expect(err.token).toBe('err-t0k');
     expect(fields.apiKey).toBe('sk-top');
   });
 });

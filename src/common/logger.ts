@@ -18,11 +18,19 @@ const CENSOR = '[redacted]';
 const isSecret = (key: string) => SECRET_KEYS.has(key);
 const isSecretEnv = (key: string) => SECRET_ENV.has(key) || SECRET_KEYS.has(key);
 
+/** A shallow copy that keeps the prototype and every own property (an Error keeps message and stack). */
+function shallowCopy(obj: object): Record<string, unknown> {
+  return Object.defineProperties(
+    Object.create(Object.getPrototypeOf(obj)),
+    Object.getOwnPropertyDescriptors(obj),
+  );
+}
+
 function scrubLevel(obj: object, secret: (key: string) => boolean): object {
   let out: Record<string, unknown> | null = null;
   for (const key of Object.keys(obj)) {
     if (secret(key)) {
-      out ??= { ...obj };
+      out ??= shallowCopy(obj);
       out[key] = CENSOR;
     }
   }
