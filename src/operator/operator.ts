@@ -5,6 +5,7 @@ import { Autoscaler } from './autoscale/loop.ts';
 import type { WakeupSource } from './autoscale/wakeup.ts';
 import { reconcileAgent } from './controllers/agent.ts';
 import type { HoltRuntimeReader } from './controllers/agentruntime.ts';
+import { ClaimBells } from './controllers/claimbells.ts';
 import type { ControllerContext } from './controllers/context.ts';
 import { reconcileHolt } from './controllers/holt.ts';
 import { RegistrySync, type RegistryWriter } from './controllers/registry.ts';
@@ -69,15 +70,17 @@ type Primary = (typeof PRIMARY)[number];
 
 /**
  * The operator: informers on every replica (a warm cache for a quick failover), and, while
- * leading, one work queue per kind and the autoscaler. Events map to keys: a primary to itself,
- * an owned object to its controller owner, an Agent also to its Holt (registry, counts) and its
- * pools, a Holt to its Agents and pools (they read its spec).
+ * leading, one work queue per kind, the autoscaler and the fresh_per_call doorbells. Events map to
+ * keys: a primary to itself, an owned object to its controller owner, an Agent also to its Holt
+ * (registry, counts) and its pools, a Holt to its Agents and pools (they read its spec).
  */
 export class Operator {
   readonly cache = new Cache();
   readonly metrics: OperatorMetrics;
   readonly queues: Record<Primary, WorkQueue>;
   readonly autoscaler?: Autoscaler;
+  /** Doorbells of fresh_per_call Agents (with claims and wakeups both given). */
+  readonly claimBells?: ClaimBells;
   readonly ctx: ControllerContext;
   readonly #o: OperatorOptions;
   #leading = false;
@@ -150,6 +153,8 @@ export class Operator {
         log: o.log,
         pollMs: o.autoscalePollMs,
       });
+    if (o.claims && o.wakeups)
+      this.claimBells = new ClaimBells(o.wakeups, (key) => this.queues.Agent.add(key));
     const ns = o.namespaces ?? [];
     const resyncMs = o.resyncMs ?? 10 * 60_000;
     for (const kind of PRIMARY)
@@ -201,6 +206,8 @@ export class Operator {
       const h = holtOf(obj);
       if (h) this.#enqueue('Holt', ns, h);
     }
+    if (kind === 'Agent' && specChanged && this.#leading)
+      this.claimBells?.sync(keyOf(ns, obj.metadata.name), event === 'delete' ? undefined : obj);
     if (kind === 'Agent' && specChanged) {
       // Pools of this agent's role read its prompts/LLM settings.
       for (const p of this.cache.list('WorkerPool', ns))
@@ -238,6 +245,8 @@ export class Operator {
       this.queues[kind].start();
     }
     this.autoscaler?.start();
+    for (const a of this.cache.list('Agent'))
+      this.claimBells?.sync(keyOf(a.metadata.namespace, a.metadata.name), a);
     // A periodic requeue of every primary catches drift that produced no event.
     this.#resync = setInterval(() => this.resyncAll(), this.#o.resyncMs ?? 10 * 60_000);
     this.#resync.unref();
@@ -255,6 +264,7 @@ export class Operator {
     this.#leading = false;
     this.metrics.isLeader.set(0);
     clearInterval(this.#resync);
+    this.claimBells?.clear();
     await Promise.all([...Object.values(this.queues).map((q) => q.stop()), this.autoscaler?.stop()]);
   }
 

@@ -241,7 +241,8 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     why,
     extra,
   );
-  // Claim Jobs and runtime values change without a Kubernetes event: both are polled.
+  // Claim Jobs and runtime values change without a Kubernetes event: both are polled (claim Jobs
+  // also on their target's doorbell, see claimbells.ts; the poll catches a lost bell).
   const polls = [
     ...(shape === 'jobs' && ctx.claims ? [ctx.pollMs] : []),
     ...(ctx.runtime ? [ctx.statusPollMs] : []),

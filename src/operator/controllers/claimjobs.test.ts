@@ -1,10 +1,14 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
+import { type NatsServer, startNats } from '../../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
+import { ringDoorbell } from '../../bus/doorbell.ts';
 import { silentLogger } from '../../common/logger.ts';
 import { migrate } from '../../inbox/migrate.ts';
 import { InboxStore } from '../../inbox/store.ts';
 import { PostgresBacklogReader } from '../autoscale/backlog.ts';
+import { NatsWakeups } from '../autoscale/wakeup.ts';
 import { buildOperator } from '../main.ts';
 import { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
@@ -245,5 +249,101 @@ describe("main's wiring (buildOperator): claim Jobs are made in production", () 
       return l.length === 1 ? l : undefined;
     });
     expect(made.map(claimOf)).toEqual(['m-1']);
+  });
+});
+
+describe('doorbells: a new claim gets its Job at the bell, not at the poll', () => {
+  const NS3 = 'claimjobs-bell';
+  const SUBJECT = 'cmd.agent.fresh.wakeup';
+  let nats: NatsServer;
+  let nc: NatsConnection;
+  let bell: Operator;
+  /** Subscriptions the NATS server holds on the target's doorbell (the operator's, nobody else's). */
+  const bellSubs = async () => {
+    const r = await fetch(`${nats.monitorUrl}/subsz?subs=1`);
+    const body = (await r.json()) as { subscriptions_list?: { subject: string }[] };
+    return (body.subscriptions_list ?? []).filter((x) => x.subject === SUBJECT).length;
+  };
+  // replicas 2 keeps the pup a controller either way (its Deployment selector is immutable).
+  const setStrategy = (strategy: string) =>
+    admin.mergePatch('Agent', NS3, 'fresh', { spec: { strategy, replicas: 2 } }, 'test');
+
+  beforeAll(async () => {
+    nats = await startNats();
+    nc = await connect({ servers: nats.url });
+    await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS3 } });
+    bell = new Operator({
+      client: new KubeClient(kube.kubeconfig),
+      log: silentLogger(),
+      namespaces: [NS3],
+      registry,
+      claims: new PostgresBacklogReader(async () => pgs.url),
+      wakeups: new NatsWakeups(async () => nats.url),
+      // Ten minutes: a Job within the test's limits can only come from the doorbell.
+      pollMs: 600_000,
+    });
+    await bell.startInformers();
+    bell.startControllers();
+    await admin.create({
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Holt',
+      metadata: { name: 'fb', namespace: NS3 },
+      spec: {},
+    });
+  });
+
+  afterAll(async () => {
+    await bell?.stop();
+    await nc?.close();
+    await nats?.stop();
+  });
+
+  it('a row enqueued after the agent settled → its Job once the doorbell rings', async () => {
+    await admin.create<KubeObject>({
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Agent',
+      metadata: { name: 'fresh', namespace: NS3 },
+      spec: {
+        holt: 'fb',
+        role: 'fresh',
+        command: ['/bin/true'],
+        bidding: { strategy: 'claim' },
+        strategy: 'fresh_per_call',
+        replicas: 1,
+      },
+    });
+    await eventually('the doorbell subscription', async () => ((await bellSubs()) === 1 ? true : undefined));
+    // Quiet first: the pup Deployment's rollout status (controller-manager) would queue the agent.
+    await eventually('pup rollout status settled', () => {
+      const st = bell.cache.get('Deployment', NS3, 'fresh')?.status as
+        | { updatedReplicas?: number; conditions?: { type: string }[] }
+        | undefined;
+      return st?.updatedReplicas === 1 && st.conditions?.some((c) => c.type === 'Available')
+        ? true
+        : undefined;
+    });
+    await bell.settled();
+    expect(await jobs(NS3)).toEqual([]);
+    await enqueue('b-1', 'fb');
+    // Nothing else queues the agent now: the row alone makes no Job until the bell rings.
+    const made = await eventually('a claim job after the bell', async () => {
+      ringDoorbell(nc, 'fb', 'fresh', 'enqueue');
+      const l = await jobs(NS3);
+      return l.length === 1 ? l : undefined;
+    });
+    expect(made.map(claimOf)).toEqual(['b-1']);
+  });
+
+  it('subscriptions follow the Agent: strategy change, leadership, deletion', async () => {
+    await setStrategy('reuse');
+    await eventually('unsubscribed (reuse)', async () => ((await bellSubs()) === 0 ? true : undefined));
+    await setStrategy('fresh_per_call');
+    await eventually('subscribed again', async () => ((await bellSubs()) === 1 ? true : undefined));
+    await bell.stopControllers();
+    await eventually('unsubscribed (not leading)', async () => ((await bellSubs()) === 0 ? true : undefined));
+    bell.startControllers();
+    await eventually('subscribed (leading)', async () => ((await bellSubs()) === 1 ? true : undefined));
+    await admin.delete('Agent', NS3, 'fresh');
+    await eventually('unsubscribed (deleted)', async () => ((await bellSubs()) === 0 ? true : undefined));
   });
 });

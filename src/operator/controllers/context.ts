@@ -19,7 +19,7 @@ export interface ControllerContext {
   /** Pending claims of fresh_per_call agents (one Job each); without it no claim Jobs are made. */
   claims?: ClaimSource;
   backlog?: BacklogReader;
-  /** Re-check interval for things the operator polls (claim Jobs, unreachable stores). */
+  /** Re-check interval for what the operator polls (claim Jobs past a lost doorbell, unreachable stores). */
   pollMs: number;
   /** Claims in flight and budget use of each Agent, from its Holt's Redis; without it neither is reported. */
   runtime?: HoltRuntimeReader;
