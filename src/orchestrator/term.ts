@@ -424,8 +424,11 @@ export class Term {
     }
     if (!this.alive()) return;
     this.caughtUp = true;
-    if (full) this.lastFullPass = now;
-    for (const [id, ms] of this.seen) if (ms < since) this.seen.delete(id);
+    if (full) {
+      this.lastFullPass = now;
+      // Pruned on full passes only: a busy instance has a minute of artefacts in here.
+      for (const [id, ms] of this.seen) if (ms < since) this.seen.delete(id);
+    }
 
     // Claims that settled at a rev they still have need nothing; anything else gets a step. Only the
     // leader writes claims, so a settled claim's rev is checked on full passes and when its grants
