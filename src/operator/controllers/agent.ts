@@ -201,6 +201,16 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     ctx.events.emit(agent, 'Normal', 'Updated', 'Apply', `updated ${res.updated.join(', ')}`);
   if (res.deleted.length)
     ctx.events.emit(agent, 'Normal', 'Pruned', 'Apply', `deleted ${res.deleted.join(', ')}`);
+  // A shape change (e.g. strategy reuse ↔ fresh_per_call) moves the pup's selector: say why pods restart.
+  const replacing = res.replaced.length > 0;
+  if (replacing)
+    ctx.events.emit(
+      agent,
+      'Normal',
+      'DeploymentReplaced',
+      'Replace',
+      `deleted to re-create (pods restart): ${res.replaced.join('; ')}`,
+    );
   const errors = [...res.errors];
   if (shape === 'jobs') {
     try {
@@ -216,7 +226,7 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   const pool = poolName ? ctx.cache.get('WorkerPool', ns, poolName) : undefined;
   const dep0 = ctx.cache.get('Deployment', ns, name);
   const poolReady = !poolName || conditionTrue(pool, 'Ready');
-  const ready = errors.length === 0 && dep.ready && poolReady;
+  const ready = errors.length === 0 && !replacing && dep.ready && poolReady;
   const rt = await runtimeStatus(ctx, ns, a.holt, a.role, prev);
   const extra = {
     role: a.role,
@@ -232,12 +242,17 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     throw new Error(`agent ${key}: ${errors.join('; ')}`);
   }
   const why =
-    (!dep.ready ? `pup ${dep.reason}` : !poolReady ? `worker pool ${poolName} not ready` : 'pup ready') +
-    rt.note;
+    (replacing
+      ? 'pup Deployment being replaced (selector changed)'
+      : !dep.ready
+        ? `pup ${dep.reason}`
+        : !poolReady
+          ? `worker pool ${poolName} not ready`
+          : 'pup ready') + rt.note;
   await status(
     ready ? 'Ready' : 'Progressing',
     ready,
-    ready ? 'Ready' : dep.ready ? 'WorkerPoolNotReady' : dep.reason,
+    ready ? 'Ready' : replacing ? 'Replacing' : dep.ready ? 'WorkerPoolNotReady' : dep.reason,
     why,
     extra,
   );

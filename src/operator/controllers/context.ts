@@ -1,9 +1,9 @@
 import type { Logger } from '../../common/logger.ts';
 import type { BacklogReader, ClaimSource } from '../autoscale/backlog.ts';
-import { applyIfChanged } from '../runtime/apply.ts';
+import { applyIfChanged, replaceReason } from '../runtime/apply.ts';
 import type { Cache } from '../runtime/cache.ts';
 import type { EventRecorder } from '../runtime/events.ts';
-import { isNotFound, type KubeClient, type KubeObject } from '../runtime/kube.ts';
+import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { type Condition, condition, setConditions, writeStatus } from '../runtime/status.ts';
 import type { HoltRuntimeReader } from './agentruntime.ts';
 import type { RegistrySync } from './registry.ts';
@@ -31,15 +31,20 @@ export interface ChildrenResult {
   created: string[];
   updated: string[];
   deleted: string[];
+  /** Deleted to be re-created (an immutable field changed), each with why; created on a later reconcile. */
+  replaced: string[];
   errors: string[];
 }
 
 const label = (o: KubeObject) => `${o.kind}/${o.metadata.name}`;
+type Outcome = 'created' | 'updated' | 'unchanged' | { replaced: string } | { error: string };
 
 /**
  * Converges an owner's children: applies each desired object that differs from the cache (SSA),
- * deletes owned objects of `pruneKinds` that are no longer desired. Errors are collected per
- * object so one bad child (e.g. an immutable field) does not block the others.
+ * deletes owned objects of `pruneKinds` that are no longer desired, and deletes a child whose
+ * immutable selector must change (see replaceReason): its delete event requeues the owner, whose
+ * next reconcile, with the old object gone from the cache, creates the new one. Errors are
+ * collected per object so one bad child does not block the others.
  */
 export async function applyChildren(
   ctx: ControllerContext,
@@ -48,14 +53,23 @@ export async function applyChildren(
   desired: KubeObject[],
   pruneKinds: readonly string[],
 ): Promise<ChildrenResult> {
-  const res: ChildrenResult = { created: [], updated: [], deleted: [], errors: [] };
+  const res: ChildrenResult = { created: [], updated: [], deleted: [], replaced: [], errors: [] };
   // Applied in parallel, reported in the order of `desired`: the lists end up in status messages
   // and event notes, which must not change with the order the API server happened to answer in
   // (a reordered message is a status write, whose watch event requeues the owner at once).
   const outcomes = await Promise.all(
-    desired.map(async (d): Promise<'created' | 'updated' | 'unchanged' | { error: string }> => {
+    desired.map(async (d): Promise<Outcome> => {
       const live = ctx.cache.get(d.kind, namespace, d.metadata.name);
       try {
+        const why = replaceReason(d, live);
+        if (why && live) {
+          // The uid precondition deletes only the object compared; a 409: a newer one already has the name.
+          if (!live.metadata.deletionTimestamp)
+            await ctx.client.delete(d.kind, namespace, d.metadata.name, live.metadata.uid).catch((e) => {
+              if (!isConflict(e)) throw e;
+            });
+          return { replaced: why };
+        }
         const r = await applyIfChanged(ctx.client, d, live);
         return !r.changed ? 'unchanged' : live ? 'updated' : 'created';
       } catch (e) {
@@ -67,7 +81,9 @@ export async function applyChildren(
     const d = desired[i] as KubeObject;
     if (o === 'created') res.created.push(label(d));
     else if (o === 'updated') res.updated.push(label(d));
-    else if (o !== 'unchanged') res.errors.push(o.error);
+    else if (o === 'unchanged') return;
+    else if ('replaced' in o) res.replaced.push(`${label(d)}: ${o.replaced}`);
+    else res.errors.push(o.error);
   });
   const want = new Set(desired.map(label));
   for (const kind of pruneKinds) {

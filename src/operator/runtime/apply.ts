@@ -85,6 +85,29 @@ function stripMeta(o: KubeObject): Record<string, unknown> {
   };
 }
 
+const selectorOf = (o: KubeObject) => (o.spec as { selector?: unknown } | undefined)?.selector;
+const controllerOf = (o: KubeObject) => o.metadata.ownerReferences?.find((r) => r.controller)?.uid;
+const showSelector = (sel: unknown) =>
+  Object.entries((sel as { matchLabels?: Record<string, string> } | undefined)?.matchLabels ?? {})
+    .map(([k, v]) => `${k}=${v}`)
+    .sort()
+    .join(',');
+
+/**
+ * Why `live` must be deleted and re-created instead of applied (undefined: apply as usual). A
+ * Deployment's spec.selector is immutable, so applying a changed one fails with 422 forever.
+ * Only Deployments are replaced (a StatefulSet's PVCs, retention whenDeleted: Delete, would go with
+ * it), and only one with the desired object's controller owner (never someone else's object).
+ */
+export function replaceReason(desired: KubeObject, live: KubeObject | undefined): string | undefined {
+  if (!live || desired.kind !== 'Deployment' || live.kind !== desired.kind) return undefined;
+  if (!controllerOf(desired) || controllerOf(live) !== controllerOf(desired)) return undefined;
+  const want = selectorOf(desired);
+  const have = selectorOf(live);
+  if (want === undefined || (isSubset(want, have) && isSubset(have, want))) return undefined;
+  return `spec.selector changed (${showSelector(have)} → ${showSelector(want)})`;
+}
+
 /**
  * Server-side apply of the complete desired object under one field manager, forced (the operator
  * is the authority for the fields it sends), but only when the live object differs: in steady
