@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { type KubeCluster, type KubeOptions, startKube } from '../../test/harness/kube.ts';
 import { eventually as poll } from '../../test/harness/wait.ts';
 import type { KubeObject } from './runtime/kube.ts';
 import { KubeClient } from './runtime/kube.ts';
@@ -86,6 +87,23 @@ export async function installCrds(client: KubeClient): Promise<void> {
 }
 
 export { KubeClient };
+
+/** A real API server (with a controller-manager if asked) with the CRDs installed and `namespace` made. */
+export async function startKubeWithCrds(
+  namespace: string,
+  opts: KubeOptions = {},
+): Promise<{ kube: KubeCluster; admin: KubeClient }> {
+  const kube = await startKube(opts);
+  const admin = new KubeClient(kube.kubeconfig);
+  await installCrds(admin);
+  await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } });
+  return { kube, admin };
+}
+
+/** A Holt with every default (bundled stores). */
+export function emptyHolt(namespace: string, name: string): KubeObject {
+  return { apiVersion: 'holt.io/v1alpha1', kind: 'Holt', metadata: { name, namespace }, spec: {} };
+}
 
 /**
  * A stand-in for the kubelet (none runs in tests): marks the pods of a namespace (those matching

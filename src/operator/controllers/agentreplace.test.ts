@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
+import type { KubeCluster } from '../../../test/harness/kube.ts';
 import { silentLogger } from '../../common/logger.ts';
 import { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
-import { eventually, fakeKubelet, installCrds } from '../testkit.ts';
+import { emptyHolt, eventually, fakeKubelet, startKubeWithCrds } from '../testkit.ts';
 
 // A Deployment's selector is immutable: an Agent whose shape change moves its pup's selector
 // (standard "agent" pup ↔ "controller" pup) gets its Deployment replaced, not a 422 forever.
@@ -21,10 +21,7 @@ const component = (d: KubeObject | undefined) =>
   ];
 
 beforeAll(async () => {
-  kube = await startKube({ controllerManager: true });
-  admin = new KubeClient(kube.kubeconfig);
-  await installCrds(admin);
-  await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+  ({ kube, admin } = await startKubeWithCrds(NS, { controllerManager: true }));
   op = new Operator({
     client: new KubeClient(kube.kubeconfig),
     log: silentLogger(),
@@ -33,12 +30,7 @@ beforeAll(async () => {
   });
   await op.startInformers();
   op.startControllers();
-  await admin.create({
-    apiVersion: 'holt.io/v1alpha1',
-    kind: 'Holt',
-    metadata: { name: 'hr', namespace: NS },
-    spec: {},
-  });
+  await admin.create(emptyHolt(NS, 'hr'));
 });
 
 afterAll(async () => {

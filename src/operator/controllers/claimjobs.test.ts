@@ -1,6 +1,6 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
+import type { KubeCluster } from '../../../test/harness/kube.ts';
 import { type NatsServer, startNats } from '../../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
 import { ringDoorbell } from '../../bus/doorbell.ts';
@@ -14,7 +14,7 @@ import { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { CLAIM_LABEL } from '../specs/claimjob.ts';
 import { HOLT_BIN } from '../specs/orchestrator.ts';
-import { eventually, fakeKubelet, installCrds } from '../testkit.ts';
+import { emptyHolt, eventually, fakeKubelet, startKubeWithCrds } from '../testkit.ts';
 import type { RegistryWriter } from './registry.ts';
 
 // fresh_per_call agents: one Job per pending inbox row, at most `replicas` running at once.
@@ -58,12 +58,11 @@ const setRow = (claimId: string, status: 'done' | 'claimed') =>
   ]);
 
 beforeAll(async () => {
-  [kube, pgs] = await Promise.all([startKube({ controllerManager: true }), startPostgres()]);
+  let env: Awaited<ReturnType<typeof startKubeWithCrds>>;
+  [env, pgs] = await Promise.all([startKubeWithCrds(NS, { controllerManager: true }), startPostgres()]);
+  ({ kube, admin } = env);
   await migrate(pgs.url);
   inbox = InboxStore.connect(pgs.url, { max: 2 });
-  admin = new KubeClient(kube.kubeconfig);
-  await installCrds(admin);
-  await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
   op = new Operator({
     client: new KubeClient(kube.kubeconfig),
     log: silentLogger(),
@@ -74,12 +73,7 @@ beforeAll(async () => {
   });
   await op.startInformers();
   op.startControllers();
-  await admin.create({
-    apiVersion: 'holt.io/v1alpha1',
-    kind: 'Holt',
-    metadata: { name: 'fj', namespace: NS },
-    spec: {},
-  });
+  await admin.create(emptyHolt(NS, 'fj'));
 });
 
 afterAll(async () => {
@@ -284,12 +278,7 @@ describe('doorbells: a new claim gets its Job at the bell, not at the poll', () 
     });
     await bell.startInformers();
     bell.startControllers();
-    await admin.create({
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Holt',
-      metadata: { name: 'fb', namespace: NS3 },
-      spec: {},
-    });
+    await admin.create(emptyHolt(NS3, 'fb'));
   });
 
   afterAll(async () => {

@@ -1,7 +1,7 @@
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
+import type { KubeCluster } from '../../../test/harness/kube.ts';
 import { type NatsServer, startNats } from '../../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
 import { ringDoorbell } from '../../bus/doorbell.ts';
@@ -14,7 +14,7 @@ import { NatsWakeups } from '../autoscale/wakeup.ts';
 import { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { LeaderElector } from '../runtime/leader.ts';
-import { eventually, installCrds } from '../testkit.ts';
+import { emptyHolt, eventually, startKubeWithCrds } from '../testkit.ts';
 import type { RegistryWriter } from './registry.ts';
 
 const NS = 'pools';
@@ -67,23 +67,17 @@ async function startOperator(): Promise<Operator> {
 }
 
 beforeAll(async () => {
-  [kube, pgs, nats] = await Promise.all([
-    startKube({ controllerManager: true }),
+  let env: Awaited<ReturnType<typeof startKubeWithCrds>>;
+  [env, pgs, nats] = await Promise.all([
+    startKubeWithCrds(NS, { controllerManager: true }),
     startPostgres(),
     startNats(),
   ]);
+  ({ kube, admin } = env);
   await migrate(pgs.url);
   inbox = InboxStore.connect(pgs.url, { max: 2 });
-  admin = new KubeClient(kube.kubeconfig);
-  await installCrds(admin);
-  await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
   op = await startOperator();
-  await admin.create({
-    apiVersion: 'holt.io/v1alpha1',
-    kind: 'Holt',
-    metadata: { name: 'wp', namespace: NS },
-    spec: {},
-  });
+  await admin.create(emptyHolt(NS, 'wp'));
 });
 
 afterAll(async () => {
