@@ -2,6 +2,7 @@ import { LRUCache } from 'lru-cache';
 import type { Blackboard, ClaimSnapshot, Publication, VersionedClaim } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
+import { BidWatch } from './bids.ts';
 import type { StepOutcome } from './claim-runner.ts';
 import { type Decision, decide, type Effect, type LogLine, type Policy } from './decide.ts';
 import type { Grant, GrantDispatcher } from './dispatch.ts';
@@ -15,9 +16,6 @@ const MAX_INLINE_WRITES = 4;
 
 /** Claims whose last state and target a stepper keeps (the least recently stepped go first). */
 const CACHED_CLAIMS = 10_000;
-
-/** The bid poll backs off to at most this multiple of bidPollMs. */
-const MAX_POLL_BACKOFF = 16;
 
 export class NotLeaderError extends Error {
   constructor() {
@@ -40,12 +38,6 @@ export interface StepDeps {
   onStep?: StepHook;
 }
 
-function addTo(m: Map<string, Set<string>>, key: string, value: string): void {
-  const set = m.get(key);
-  if (set) set.add(value);
-  else m.set(key, new Set([value]));
-}
-
 function grantOf(e: Extract<Effect, { kind: 'grant' }>, claim: Claim): Grant {
   return { claim: e.claim ?? claim, role: e.role, claimType: e.claimType, phase: e.phase, reason: e.reason };
 }
@@ -63,31 +55,22 @@ export function emit(log: Logger, line: LogLine): void {
 export class ClaimStepper {
   private readonly d: StepDeps;
   private readonly firstSeen = new Map<string, number>();
-  private readonly bidsSeen = new Map<string, number>();
-  /** The current bid poll interval of each claim collecting bids (ms). */
-  private readonly pollDelay = new Map<string, number>();
   /** The rev at which a claim last settled with nothing timed to do (the reconcile loop skips it). */
   readonly idleRev = new Map<string, number | null>();
   /** The target artefact of recently stepped claims (artefacts are write-once: read it once, not per step). */
   private readonly targets = new LRUCache<string, Artefact>({ max: CACHED_CLAIMS });
   /** Recently stepped claims as last read or written: a step re-reads one only when its rev moved. */
   private readonly claims = new LRUCache<string, VersionedClaim>({ max: CACHED_CLAIMS });
-  /** The bidders each claim collecting bids still waits for, as its last step saw them. */
-  private readonly missing = new Map<string, Set<string>>();
   /** Claims seen past consensus (they never collect bids again: their steps skip reading bids). */
   private readonly pastBids = new Set<string>();
-  /** Bidders announced while a claim's step was in flight (that step's read may predate their bid). */
-  private readonly heardDuringStep = new Map<string, Set<string>>();
-  /**
-   * Bidders announced for claims with no step running or due (for a claim just created, the event can
-   * be handled before the reply to our own write). Kept until the next reconcile pass.
-   */
-  private heardEarly = new Map<string, Set<string>>();
+  /** Bid events between steps: when a claim collecting bids steps again. */
+  readonly bids: BidWatch;
   /** Claims just created here: their first step decides on what was written, without reading it back. */
   private readonly fresh = new Set<string>();
 
   constructor(deps: StepDeps) {
     this.d = deps;
+    this.bids = new BidWatch(deps.bidPollMs);
   }
 
   /**
@@ -117,38 +100,6 @@ export class ClaimStepper {
     );
   }
 
-  /**
-   * A bid_submitted event for a claim waiting on its poll timer: true if it may change the decision
-   * (the last awaited bidder, or nothing known), false while other expected bidders are still missing.
-   */
-  bidArrived(id: string, role: string | undefined): boolean {
-    const m = this.missing.get(id);
-    if (!m || role === undefined) return true;
-    m.delete(role);
-    return m.size === 0;
-  }
-
-  /**
-   * A bid_submitted event while a step of the claim is in flight. The step checks these bidders
-   * against the bids it read when it ends, so a burst of bids costs one more step (once the last
-   * awaited bidder is in), not one per bid. False when the event names no bidder: step again.
-   */
-  bidDuringStep(id: string, role: string | undefined): boolean {
-    if (role === undefined) return false;
-    addTo(this.heardDuringStep, id, role);
-    return true;
-  }
-
-  /** A bid_submitted event for a claim with no step running or due. */
-  bidBeforeStep(id: string, role: string | undefined): void {
-    if (role !== undefined) addTo(this.heardEarly, id, role);
-  }
-
-  /** Drops the early bids no fresh claim took (called once per reconcile pass). */
-  expireEarlyBids(): void {
-    this.heardEarly = new Map();
-  }
-
   /** A claim just created (at rev 1) for `target`: its first step needs no read. */
   noteCreated(claim: Claim, target: Artefact): void {
     this.claims.set(claim.id, { claim, rev: 1 });
@@ -158,18 +109,13 @@ export class ClaimStepper {
 
   step = async (id: string): Promise<StepOutcome> => {
     const { bb, metrics } = this.d;
-    this.missing.delete(id);
-    // Pups write a bid before announcing it, so bids heard before this point are in the read below.
-    this.heardDuringStep.delete(id);
-    const early = this.heardEarly.get(id);
-    this.heardEarly.delete(id);
     const known = this.targets.get(id);
     // Bids matter only while a claim collects them, and a claim never collects again once past that.
     const wantBids = !this.pastBids.has(id);
     // A claim we just created has no bids or outputs yet but those announced since: decide on the
-    // claim as written, and count every bid heard so far as heard during this step.
+    // claim as written (the bids announced so far count as heard during this step).
     const created = this.fresh.delete(id) ? this.claims.get(id) : undefined;
-    if (created && early) this.heardDuringStep.set(id, early);
+    this.bids.stepStarted(id, created !== undefined);
     const snap: ClaimSnapshot | null = created
       ? { vc: created, bids: {}, target: null, children: new Map() }
       : await bb.claimSnapshot(id, { bids: wantBids, target: !known, known: this.claims.get(id) });
@@ -222,26 +168,14 @@ export class ClaimStepper {
           this.idleRev.set(id, vc.rev);
           return {};
         case 'wait': {
-          const n = Object.keys(bids).length;
-          // The poll only backs up the bid events: it starts at bidPollMs and doubles while polls
-          // find no new bid, so a burst of waiting claims does not turn into a storm of reads.
-          let poll = this.d.bidPollMs;
-          if (n !== this.bidsSeen.get(id)) {
-            this.bidsSeen.set(id, n);
+          const next = this.bids.waited(id, Object.keys(bids).length, decision.missing);
+          if (next.again) return { again: true };
+          if (next.newBids)
             this.d.log.debug(
               { event_type: 'bid_received', claim_id: id, waiting_for: decision.missing },
               'bid_received',
             );
-          } else poll = Math.min((this.pollDelay.get(id) ?? poll) * 2, poll * MAX_POLL_BACKOFF);
-          this.pollDelay.set(id, poll);
-          // Bidders heard during this step whose bids the read missed: once none is missing any more,
-          // decide again now (their bids are written); otherwise wait for the rest.
-          const missing = new Set(decision.missing);
-          for (const role of this.heardDuringStep.get(id) ?? []) missing.delete(role);
-          this.heardDuringStep.delete(id);
-          if (missing.size === 0) return { again: true };
-          this.missing.set(id, missing);
-          return { wakeAt: Math.min(now + poll, decision.untilMs) };
+          return { wakeAt: Math.min(now + next.pollMs, decision.untilMs) };
         }
         case 'write': {
           const rev = await this.apply(vc, decision, target);
@@ -369,16 +303,12 @@ export class ClaimStepper {
 
   forget(id: string): void {
     this.firstSeen.delete(id);
-    this.bidsSeen.delete(id);
-    this.pollDelay.delete(id);
     this.idleRev.delete(id);
     this.targets.delete(id);
     this.claims.delete(id);
-    this.missing.delete(id);
     this.pastBids.delete(id);
-    this.heardDuringStep.delete(id);
-    this.heardEarly.delete(id);
     this.fresh.delete(id);
+    this.bids.forget(id);
     this.d.metrics.forget(id);
   }
 }

@@ -172,12 +172,12 @@ export class Term {
       // A bid heard during a step is checked by that step against what it read.
       if (!b) return;
       if (!this.runner.busy(b.claimId)) {
-        this.stepper.bidBeforeStep(b.claimId, b.role);
+        this.stepper.bids.beforeStep(b.claimId, b.role);
         return;
       }
       if (this.runner.stepping(b.claimId)) {
-        if (!this.stepper.bidDuringStep(b.claimId, b.role)) this.runner.kick(b.claimId);
-      } else if (this.stepper.bidArrived(b.claimId, b.role)) this.runner.kick(b.claimId);
+        if (!this.stepper.bids.duringStep(b.claimId, b.role)) this.runner.kick(b.claimId);
+      } else if (this.stepper.bids.arrived(b.claimId, b.role)) this.runner.kick(b.claimId);
     } else if (channel === k.agentsChanged) {
       this.loadRegistry().catch((e: unknown) => this.failed(e, { during: 'registry_reload' }));
     }
@@ -397,7 +397,7 @@ export class Term {
    */
   async reconcile(): Promise<void> {
     const { bb, config } = this.d;
-    this.stepper.expireEarlyBids();
+    this.stepper.bids.expireEarly();
     await this.loadRegistry();
     const active = new Set(await bb.activeClaimIds());
 
