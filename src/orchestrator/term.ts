@@ -6,10 +6,10 @@ import { type AgentRegistration, Artefact, type Claim } from '../blackboard/type
 import type { Logger } from '../common/logger.ts';
 import { ClaimRunner } from './claim-runner.ts';
 import type { OrchestratorConfig } from './config.ts';
-import { pendingGrants } from './decide.ts';
 import type { GrantDispatcher } from './dispatch.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
 import { sortRoles } from './phases.ts';
+import { type RecoveryDeps, recoverTerm, redispatchDue } from './recovery.ts';
 import { ClaimStepper, NotLeaderError, type StepHook } from './step.ts';
 
 const NO_CLAIM = new Set(['Review', 'Failure', 'Terminal']);
@@ -308,80 +308,8 @@ export class Term {
 
   // ---- recovery and reconcile ----
 
-  /**
-   * Rebuilds from Redis: artefacts written without our index (Holt's tools) are indexed (the first
-   * reconcile then claims them), every active claim resumes, grants still lacking output are
-   * re-announced, and dormant claims are reported.
-   */
-  private async recover(): Promise<void> {
-    const { bb, log } = this.d;
-    const t0 = Date.now();
-    const { indexed, malformed } = await bb.indexMissingArtefacts();
-    if (indexed.length || malformed.length)
-      log.info({ event_type: 'artefacts_indexed', indexed: indexed.length, malformed }, 'artefacts_indexed');
-    const active = await bb.activeClaimIds();
-    const ids = [...new Set([...active, ...(await bb.dormantClaimIds())])];
-    const wasActive = new Set(active);
-    let recovered = 0;
-    let renotified = 0;
-    for (let i = 0; i < ids.length; i += BATCH) {
-      const claims = await bb.getClaims(ids.slice(i, i + BATCH));
-      // Dormant claims from before the dormant set leave the active set (the pups re-read it often).
-      const legacyDormant = claims
-        .filter((vc) => vc?.claim.dormant_reason && wasActive.has(vc.claim.id))
-        .map((vc) => vc?.claim.id ?? '');
-      if (legacyDormant.length && this.alive()) await bb.moveToDormant(legacyDormant);
-      for (const vc of claims) {
-        if (!vc || !this.alive()) continue;
-        const c = vc.claim;
-        if (c.status === 'complete' || c.status === 'terminated') continue;
-        recovered++;
-        log.info({ event_type: 'claim_recovered', claim_id: c.id, status: c.status }, 'claim_recovered');
-        if (c.dormant_reason) {
-          // Reported, not terminated (Holt terminated all-ignore claims on restart).
-          log.info(
-            { event_type: 'claim_dormant', claim_id: c.id, reason: c.dormant_reason, recovered: true },
-            'claim_dormant',
-          );
-          this.stepper.idleRev.set(c.id, vc.rev);
-          continue;
-        }
-        // Pups dedupe on (claim, role), so re-announcing a grant whose work is under way is harmless.
-        this.nextRedispatch.set(c.id, Date.now() + this.d.config.redispatchAfterMs);
-        for (const g of pendingGrants(c, await this.stepper.outputs(c))) {
-          await this.d.dispatcher.dispatch({ claim: c, ...g, reason: 'recovery' });
-          renotified++;
-          log.info(
-            { event_type: 'grant_renotified', claim_id: c.id, agent_name: g.role, claim_type: g.claimType },
-            'grant_renotified',
-          );
-        }
-        this.runner.kick(c.id);
-      }
-    }
-    // Holt's paused grants (M3.5): resume them instead of only counting them.
-    let queued = 0;
-    for (const [role, claimIds] of await bb.grantQueues()) {
-      for (const id of claimIds) {
-        const vc = await bb.getClaim(id);
-        if (!vc || vc.claim.status === 'complete' || vc.claim.status === 'terminated') {
-          await bb.removeFromGrantQueue(role, id);
-        } else {
-          queued++;
-          this.runner.kick(id);
-        }
-      }
-    }
-    if (queued) log.info({ event_type: 'grant_queues_recovered', queued }, 'grant_queues_recovered');
-    log.info(
-      {
-        event_type: 'recovery_complete',
-        claims_recovered: recovered,
-        grants_renotified: renotified,
-        duration_ms: Date.now() - t0,
-      },
-      'recovery_complete',
-    );
+  private recover(): Promise<void> {
+    return recoverTerm(this.recoveryDeps());
   }
 
   private scheduleReconcile(): void {
@@ -458,42 +386,20 @@ export class Term {
     await this.redispatch(still);
   }
 
-  /**
-   * Re-announces the grants of settled claims recorded at least `redispatchAfterMs` ago whose agents
-   * have written nothing: the announcement after the CAS may have failed (the retry then finds nothing
-   * left to decide) or been lost. Dispatchers are idempotent (pups dedupe on claim and role). Each
-   * settled claim is read about once per interval, not on every reconcile.
-   */
-  private async redispatch(ids: string[]): Promise<void> {
-    const { bb, config, log } = this.d;
-    const after = config.redispatchAfterMs;
-    const now = Date.now();
-    const due = ids.filter((id) => (this.nextRedispatch.get(id) ?? 0) <= now);
-    for (let i = 0; i < due.length && this.alive(); i += BATCH) {
-      for (const vc of await bb.getClaims(due.slice(i, i + BATCH))) {
-        if (!vc) continue;
-        const c = vc.claim;
-        const grantedAt = c.phase_state?.start_time_ms ?? c.last_grant_time ?? c.created_at_ms ?? 0;
-        if (grantedAt + after > now) {
-          this.nextRedispatch.set(c.id, grantedAt + after);
-          continue;
-        }
-        this.nextRedispatch.set(c.id, now + after);
-        for (const g of pendingGrants(c, await this.stepper.outputs(c))) {
-          if (!this.alive()) throw new NotLeaderError();
-          await this.d.dispatcher.dispatch({ claim: c, ...g, reason: 'recovery' });
-          log.info(
-            {
-              event_type: 'grant_renotified',
-              claim_id: c.id,
-              agent_name: g.role,
-              claim_type: g.claimType,
-              waited_ms: now - grantedAt,
-            },
-            'grant_renotified',
-          );
-        }
-      }
-    }
+  private redispatch(ids: string[]): Promise<void> {
+    return redispatchDue(this.recoveryDeps(), ids);
+  }
+
+  private recoveryDeps(): RecoveryDeps {
+    return {
+      bb: this.d.bb,
+      log: this.d.log,
+      dispatcher: this.d.dispatcher,
+      redispatchAfterMs: this.d.config.redispatchAfterMs,
+      stepper: this.stepper,
+      alive: () => this.alive(),
+      kick: (id) => this.runner.kick(id),
+      nextRedispatch: this.nextRedispatch,
+    };
   }
 }
