@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { waitFor } from '../orchestrator/testkit.ts';
 import { Blackboard } from './client.ts';
@@ -251,6 +252,40 @@ describe('blackboard: orchestrator support', () => {
     expect(after.claim.dormant_reason).toBe('no_bids_in_any_phase');
     expect(await bb.claimRevs([c.id, randomUUID()])).toEqual([after.rev, null]);
     expect(await bb.claimIdsForArtefacts([c.artefact_id, randomUUID()])).toEqual([c.id, null]);
+  });
+
+  it('several compare-and-sets in one call: each is applied or refused on its own, with its announcements', async () => {
+    const [a, b, c] = [newClaim(goal().id), newClaim(goal().id), newClaim(goal().id)];
+    for (const x of [a, b, c]) await bb.createClaim(x);
+    const heard: string[] = [];
+    const sub = await subscribe(
+      redis.url,
+      ['batch-test'],
+      z.string(),
+      (m) => heard.push(m),
+      () => undefined,
+    );
+    const pub = (m: string) => ({ channel: 'batch-test', message: JSON.stringify(m) });
+    const revs = await bb.updateClaims([
+      { claim: { ...a, status: 'pending_parallel' }, rev: 1, announce: [pub('a')], previous: a },
+      { claim: { ...b, status: 'pending_parallel' }, rev: 7, announce: [pub('b')] }, // stale rev
+      { claim: { ...c, status: 'complete' }, rev: 1, announce: [pub('c')] },
+    ]);
+    expect(revs).toEqual([2, null, 2]);
+    expect((await bb.getClaim(a.id))?.claim.status).toBe('pending_parallel');
+    expect((await bb.getClaim(b.id))?.claim.status).toBe('pending_review');
+    expect((await bb.getClaim(c.id))?.claim.status).toBe('complete');
+    expect(await bb.activeClaimIds()).not.toContain(c.id);
+    await waitFor(() => heard.length >= 2, 'the announcements');
+    expect(heard.sort()).toEqual(['a', 'c']);
+    await sub.close();
+    // Snapshots in one call match one at a time.
+    const one = await bb.claimSnapshot(a.id, { bids: true, target: true });
+    const many = await bb.claimSnapshots([
+      { id: randomUUID(), bids: true, target: true },
+      { id: a.id, bids: true, target: true },
+    ]);
+    expect(many).toEqual([null, one]);
   });
 
   it('an update given the claim it replaces writes only the changed fields and reads back whole', async () => {

@@ -10,7 +10,7 @@ import {
   createClaimScript,
   releaseLockScript,
   setAgentsScript,
-  updateClaimScript,
+  updateClaimsScript,
 } from './scripts.ts';
 import {
   AgentRegistration,
@@ -54,6 +54,39 @@ function toHash(flatHash: unknown): Record<string, string> {
   const a = (flatHash ?? []) as string[];
   for (let j = 0; j + 1 < a.length; j += 2) h[a[j] as string] = a[j + 1] as string;
   return h;
+}
+
+/** One compare-and-set of updateClaims. */
+export interface ClaimUpdate {
+  claim: Claim;
+  rev: number;
+  announce?: Publication[];
+  previous?: Claim | undefined;
+}
+
+/** What a step asks of claimSnapshot(s). */
+export interface SnapshotRequest {
+  id: string;
+  bids: boolean;
+  target: boolean;
+  known?: VersionedClaim | undefined;
+}
+
+function parseSnapshot(r: SnapshotRequest, res: unknown[]): ClaimSnapshot | null {
+  if (!res.length) return null;
+  const { id, known } = r;
+  const h = toHash(res[0]);
+  const unchanged = known !== undefined && h.id === undefined && h.rev === String(known.rev);
+  const vc = unchanged ? known : { claim: hashToClaim(id, h), rev: Number(h.rev ?? 0) };
+  const th = toHash(res[2]);
+  const target = Object.keys(th).length ? hashToArtefact(vc.claim.artefact_id, th) : null;
+  const children = new Map<string, Artefact>();
+  for (let i = 3; i + 1 < res.length; i += 2) {
+    const cid = res[i] as string;
+    const ch = toHash(res[i + 1]);
+    if (Object.keys(ch).length) children.set(cid, hashToArtefact(cid, ch));
+  }
+  return { vc, bids: toHash(res[1]), target, children };
 }
 
 function flat(h: Record<string, string>): string[] {
@@ -238,31 +271,24 @@ export class Blackboard {
     id: string,
     want: { bids: boolean; target: boolean; known?: VersionedClaim | undefined },
   ): Promise<ClaimSnapshot | null> {
-    const { known } = want;
-    const res = (await claimSnapshotScript.run(
-      this.redis,
-      [this.k.claim(id), this.k.bids(id)],
-      [
-        this.k.prefix,
-        want.bids ? '1' : '0',
-        want.target ? '1' : '0',
-        known ? String(known.rev) : '',
-        known?.claim.artefact_id ?? '',
-      ],
-    )) as unknown[];
-    if (!res.length) return null;
-    const h = toHash(res[0]);
-    const unchanged = known !== undefined && h.id === undefined && h.rev === String(known.rev);
-    const vc = unchanged ? known : { claim: hashToClaim(id, h), rev: Number(h.rev ?? 0) };
-    const th = toHash(res[2]);
-    const target = Object.keys(th).length ? hashToArtefact(vc.claim.artefact_id, th) : null;
-    const children = new Map<string, Artefact>();
-    for (let i = 3; i + 1 < res.length; i += 2) {
-      const cid = res[i] as string;
-      const ch = toHash(res[i + 1]);
-      if (Object.keys(ch).length) children.set(cid, hashToArtefact(cid, ch));
+    return (await this.claimSnapshots([{ id, ...want }]))[0] ?? null;
+  }
+
+  /** Several claims' snapshots in one script call (see claimSnapshot). */
+  async claimSnapshots(reqs: SnapshotRequest[]): Promise<(ClaimSnapshot | null)[]> {
+    const keys: string[] = [];
+    const args: string[] = [this.k.prefix];
+    for (const r of reqs) {
+      keys.push(this.k.claim(r.id), this.k.bids(r.id));
+      args.push(
+        r.bids ? '1' : '0',
+        r.target ? '1' : '0',
+        r.known ? String(r.known.rev) : '',
+        r.known?.claim.artefact_id ?? '',
+      );
     }
-    return { vc, bids: toHash(res[1]), target, children };
+    const all = (await claimSnapshotScript.run(this.redis, keys, args)) as unknown[][];
+    return reqs.map((r, i) => parseSnapshot(r, all[i] ?? []));
   }
 
   async getClaims(ids: string[]): Promise<(VersionedClaim | null)[]> {
@@ -287,10 +313,21 @@ export class Blackboard {
     announce: Publication[] = [],
     previous?: Claim,
   ): Promise<number | null> {
-    const res = (await updateClaimScript.run(
-      this.redis,
-      [this.k.claim(claim.id), this.k.activeClaims, this.k.channels.claimUpdates, this.k.dormantClaims],
-      [
+    return (await this.updateClaims([{ claim, rev, announce, previous }]))[0] ?? null;
+  }
+
+  /** Several compare-and-sets in one script call, each applied or refused on its own (see updateClaim). */
+  async updateClaims(reqs: ClaimUpdate[]): Promise<(number | null)[]> {
+    const keys: string[] = [];
+    const args: (string | number)[] = [];
+    for (const { claim, rev, announce = [], previous } of reqs) {
+      keys.push(
+        this.k.claim(claim.id),
+        this.k.activeClaims,
+        this.k.channels.claimUpdates,
+        this.k.dormantClaims,
+      );
+      const mine = [
         String(rev),
         claim.id,
         FINAL.has(claim.status) ? '1' : claim.dormant_reason ? '2' : '0',
@@ -298,9 +335,14 @@ export class Blackboard {
         announce.length,
         ...announce.flatMap((p) => [p.channel, p.message]),
         ...(previous ? changedFields(claimToHash(previous), claimToHash(claim)) : flat(claimToHash(claim))),
-      ],
-    )) as number;
-    return res < 0 ? null : res;
+      ];
+      args.push(mine.length, ...mine);
+    }
+    const res = (await updateClaimsScript.run(this.redis, keys, args)) as number[];
+    return reqs.map((_, i) => {
+      const r = res[i] ?? -1;
+      return r < 0 ? null : r;
+    });
   }
 
   /**

@@ -80,37 +80,50 @@ return out
 `);
 
 /**
- * Compare-and-set of a whole claim on its revision, with the messages that announce the change.
- * KEYS = claim, active set, claim_updates channel, dormant set. ARGV = expected rev, claim id, state
- * ('1' complete/terminated: in neither set; '2' dormant: in the dormant set; '0': in the active set),
- * json, n, then n channel/message pairs published after the write, then field/value pairs.
- * Returns the new rev, or -1 when the claim moved on (or vanished) since it was read.
+ * Compare-and-set of whole claims on their revisions, each with the messages that announce its
+ * change; several claims per call, each set or refused on its own. Per claim: KEYS = claim, active
+ * set, claim_updates channel, dormant set; ARGV = count of this claim's arguments, then expected
+ * rev, claim id, state ('1' complete/terminated: in neither set; '2' dormant: in the dormant set;
+ * '0': in the active set), json, n, n channel/message pairs published after the write, and the
+ * field/value pairs. Returns per claim the new rev, or -1 when it moved on (or vanished) since read.
  */
-export const updateClaimScript = new LuaScript(`
-local rev = redis.call('HGET', KEYS[1], 'rev')
-if not rev then
-  if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-  rev = '0'
+export const updateClaimsScript = new LuaScript(`
+local function update(claim, active, updates, dormant, a, last)
+  local rev = redis.call('HGET', claim, 'rev')
+  if not rev then
+    if redis.call('EXISTS', claim) == 0 then return -1 end
+    rev = '0'
+  end
+  if rev ~= ARGV[a] then return -1 end
+  local id, state = ARGV[a + 1], ARGV[a + 2]
+  local next = tonumber(rev) + 1
+  local pubs = a + 5 + 2 * tonumber(ARGV[a + 4])
+  local fields = {'rev', tostring(next)}
+  for i = pubs, last do fields[#fields + 1] = ARGV[i] end
+  redis.call('HSET', claim, unpack(fields))
+  if state == '1' then
+    redis.call('SREM', active, id)
+    redis.call('SREM', dormant, id)
+  elseif state == '2' then
+    redis.call('SREM', active, id)
+    redis.call('SADD', dormant, id)
+  else
+    redis.call('SADD', active, id)
+    redis.call('SREM', dormant, id)
+  end
+  redis.call('PUBLISH', updates, ARGV[a + 3])
+  for i = a + 5, pubs - 1, 2 do redis.call('PUBLISH', ARGV[i], ARGV[i + 1]) end
+  return next
 end
-if rev ~= ARGV[1] then return -1 end
-local next = tonumber(rev) + 1
-local fields = {'rev', tostring(next)}
-local first = 6 + 2 * tonumber(ARGV[5])
-for i = first, #ARGV do fields[#fields + 1] = ARGV[i] end
-redis.call('HSET', KEYS[1], unpack(fields))
-if ARGV[3] == '1' then
-  redis.call('SREM', KEYS[2], ARGV[2])
-  redis.call('SREM', KEYS[4], ARGV[2])
-elseif ARGV[3] == '2' then
-  redis.call('SREM', KEYS[2], ARGV[2])
-  redis.call('SADD', KEYS[4], ARGV[2])
-else
-  redis.call('SADD', KEYS[2], ARGV[2])
-  redis.call('SREM', KEYS[4], ARGV[2])
+local out = {}
+local pos = 1
+for i = 1, #KEYS / 4 do
+  local n = tonumber(ARGV[pos])
+  local k = 4 * (i - 1)
+  out[i] = update(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], pos + 1, pos + n)
+  pos = pos + 1 + n
 end
-redis.call('PUBLISH', KEYS[3], ARGV[4])
-for i = 6, first - 1, 2 do redis.call('PUBLISH', ARGV[i], ARGV[i + 1]) end
-return next
+return out
 `);
 
 /**
@@ -153,25 +166,33 @@ return rev
  * Keys are built in Lua from the prefix: fine on one Redis (Holt's deployment), not cluster-safe.
  */
 export const claimSnapshotScript = new LuaScript(`
-local c
-local aid = ''
-if ARGV[4] ~= '' and redis.call('HGET', KEYS[1], 'rev') == ARGV[4] then
-  c = {'rev', ARGV[4]}
-  aid = ARGV[5]
-else
-  c = redis.call('HGETALL', KEYS[1])
-  if #c == 0 then return {} end
-  for i = 1, #c, 2 do if c[i] == 'artefact_id' then aid = c[i + 1] break end end
-end
 local p = ARGV[1]
-local out = {c, {}, {}}
-if ARGV[2] == '1' then out[2] = redis.call('HGETALL', KEYS[2]) end
-if ARGV[3] == '1' and aid ~= '' then out[3] = redis.call('HGETALL', p .. 'artefact:' .. aid) end
-if aid ~= '' then
-  for _, id in ipairs(redis.call('SMEMBERS', p .. 'index:children:' .. aid)) do
-    out[#out + 1] = id
-    out[#out + 1] = redis.call('HGETALL', p .. 'artefact:' .. id)
+local function snap(claimKey, bidsKey, wantBids, wantTarget, rev, knownAid)
+  local c
+  local aid = ''
+  if rev ~= '' and redis.call('HGET', claimKey, 'rev') == rev then
+    c = {'rev', rev}
+    aid = knownAid
+  else
+    c = redis.call('HGETALL', claimKey)
+    if #c == 0 then return {} end
+    for i = 1, #c, 2 do if c[i] == 'artefact_id' then aid = c[i + 1] break end end
   end
+  local out = {c, {}, {}}
+  if wantBids == '1' then out[2] = redis.call('HGETALL', bidsKey) end
+  if wantTarget == '1' and aid ~= '' then out[3] = redis.call('HGETALL', p .. 'artefact:' .. aid) end
+  if aid ~= '' then
+    for _, id in ipairs(redis.call('SMEMBERS', p .. 'index:children:' .. aid)) do
+      out[#out + 1] = id
+      out[#out + 1] = redis.call('HGETALL', p .. 'artefact:' .. id)
+    end
+  end
+  return out
 end
-return out
+local all = {}
+for i = 1, #KEYS / 2 do
+  local a = 2 + 4 * (i - 1)
+  all[i] = snap(KEYS[2 * i - 1], KEYS[2 * i], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3])
+end
+return all
 `);

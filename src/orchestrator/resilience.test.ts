@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { artefactToHash } from '../blackboard/codec.ts';
-import { claimSnapshotScript, updateClaimScript } from '../blackboard/scripts.ts';
+import { claimSnapshotScript, updateClaimsScript } from '../blackboard/scripts.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
 import type { OrchestratorConfig } from './config.ts';
@@ -561,7 +561,7 @@ describe('orchestrator resilience', () => {
       const calls = (sha: string) =>
         commands.filter((a) => a[0]?.toLowerCase() === 'evalsha' && a[1] === sha && a[3] === claimKey);
       // The monitor stream is in order: once it shows the completing write, every read before it is in.
-      await waitFor(() => calls(updateClaimScript.sha).length >= 2, 'the grant and the completion');
+      await waitFor(() => calls(updateClaimsScript.sha).length >= 2, 'the grant and the completion');
       const snapshots = () => calls(claimSnapshotScript.sha);
       // The first step decides on the claim as created (no read); one read before the grant (after
       // the last bid) and one before the completion (after the output).

@@ -1,5 +1,13 @@
+import DataLoader from 'dataloader';
 import { LRUCache } from 'lru-cache';
-import type { Blackboard, ClaimSnapshot, Publication, VersionedClaim } from '../blackboard/client.ts';
+import type {
+  Blackboard,
+  ClaimSnapshot,
+  ClaimUpdate,
+  Publication,
+  SnapshotRequest,
+  VersionedClaim,
+} from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { BidWatch } from './bids.ts';
@@ -13,6 +21,9 @@ export type StepHook = (name: string, claimId: string) => void | Promise<void>;
 
 /** Writes one step may chain on what it just wrote before handing the claim back to the runner. */
 const MAX_INLINE_WRITES = 4;
+
+/** No caching (every load is a fresh read or write); batches bounded so one script stays short. */
+const BATCHING = { cache: false, maxBatchSize: 100 } as const;
 
 /** Claims whose last state and target a stepper keeps (the least recently stepped go first). */
 const CACHED_CLAIMS = 10_000;
@@ -74,6 +85,20 @@ export class ClaimStepper {
   }
 
   /**
+   * The reads and the writes of the steps that run in one turn of the event loop go out as one
+   * script call each (DataLoader's batching): under load, a burst of claims costs one round trip,
+   * not one per claim. Each claim's compare-and-set still succeeds or fails on its own.
+   */
+  private readonly snapshots = new DataLoader<SnapshotRequest, ClaimSnapshot | null>(
+    (reqs) => this.d.bb.claimSnapshots([...reqs]),
+    BATCHING,
+  );
+  private readonly updates = new DataLoader<ClaimUpdate, number | null>(
+    (reqs) => this.d.bb.updateClaims([...reqs]),
+    BATCHING,
+  );
+
+  /**
    * A step boundary: the test hook runs (and may crash the step), then a lost lease stops the step.
    * Synchronous when there is no hook (the production path pays no extra turn per boundary).
    */
@@ -118,7 +143,7 @@ export class ClaimStepper {
     this.bids.stepStarted(id, created !== undefined);
     const snap: ClaimSnapshot | null = created
       ? { vc: created, bids: {}, target: null, children: new Map() }
-      : await bb.claimSnapshot(id, { bids: wantBids, target: !known, known: this.claims.get(id) });
+      : await this.snapshots.load({ id, bids: wantBids, target: !known, known: this.claims.get(id) });
     if (!snap) {
       this.idleRev.set(id, null);
       return {};
@@ -229,7 +254,12 @@ export class ClaimStepper {
       const p = this.publications(e, d.claim);
       if (p) inline.set(e, p);
     }
-    const rev = await this.d.bb.updateClaim(d.claim, vc.rev, [...inline.values()].flat(), vc.claim);
+    const rev = await this.updates.load({
+      claim: d.claim,
+      rev: vc.rev,
+      announce: [...inline.values()].flat(),
+      previous: vc.claim,
+    });
     if (rev === null) return null;
     this.idleRev.delete(id);
     for (const line of d.logs) emit(this.d.log, line);
