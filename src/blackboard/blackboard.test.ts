@@ -286,6 +286,27 @@ describe('blackboard: orchestrator support', () => {
       { id: a.id, bids: true, target: true },
     ]);
     expect(many).toEqual([null, one]);
+    // A claim that cannot be read or written fails alone: the others in its batch go through.
+    const bad = newClaim(goal().id);
+    await bb.redis.set(bb.k.claim(bad.id), 'not a hash');
+    const broken = newClaim(goal().id);
+    await bb.createClaim(broken);
+    await bb.redis.hset(bb.k.claim(broken.id), 'granted_review_agents', '[');
+    const reads = await bb.claimSnapshots([
+      { id: bad.id, bids: false, target: false },
+      { id: broken.id, bids: false, target: false },
+      { id: a.id, bids: true, target: true },
+    ]);
+    expect(reads[0]).toBeInstanceOf(Error);
+    expect(reads[1]).toBeInstanceOf(Error);
+    expect(reads[2]).toEqual(one);
+    const writes = await bb.updateClaims([
+      { claim: { ...bad, status: 'complete' }, rev: 1 },
+      { claim: { ...a, status: 'pending_exclusive' }, rev: 2 },
+    ]);
+    expect(writes[0]).toBeInstanceOf(Error);
+    expect(writes[1]).toBe(3);
+    await expect(bb.updateClaim({ ...bad, status: 'complete' }, 1)).rejects.toThrow(/WRONGTYPE/);
   });
 
   it('an update given the claim it replaces writes only the changed fields and reads back whole', async () => {

@@ -271,11 +271,16 @@ export class Blackboard {
     id: string,
     want: { bids: boolean; target: boolean; known?: VersionedClaim | undefined },
   ): Promise<ClaimSnapshot | null> {
-    return (await this.claimSnapshots([{ id, ...want }]))[0] ?? null;
+    const [r] = await this.claimSnapshots([{ id, ...want }]);
+    if (r instanceof Error) throw r;
+    return r ?? null;
   }
 
-  /** Several claims' snapshots in one script call (see claimSnapshot). */
-  async claimSnapshots(reqs: SnapshotRequest[]): Promise<(ClaimSnapshot | null)[]> {
+  /**
+   * Several claims' snapshots in one script call (see claimSnapshot). A claim that cannot be read
+   * (malformed, a key of the wrong type) gets an Error in its place; the others are unaffected.
+   */
+  async claimSnapshots(reqs: SnapshotRequest[]): Promise<(ClaimSnapshot | null | Error)[]> {
     const keys: string[] = [];
     const args: string[] = [this.k.prefix];
     for (const r of reqs) {
@@ -287,8 +292,16 @@ export class Blackboard {
         r.known?.claim.artefact_id ?? '',
       );
     }
-    const all = (await claimSnapshotScript.run(this.redis, keys, args)) as unknown[][];
-    return reqs.map((r, i) => parseSnapshot(r, all[i] ?? []));
+    const all = (await claimSnapshotScript.run(this.redis, keys, args)) as (unknown[] | string)[];
+    return reqs.map((r, i) => {
+      const res = all[i] ?? [];
+      if (typeof res === 'string') return new Error(`claim ${r.id}: ${res}`);
+      try {
+        return parseSnapshot(r, res);
+      } catch (e) {
+        return e instanceof Error ? e : new Error(String(e));
+      }
+    });
   }
 
   async getClaims(ids: string[]): Promise<(VersionedClaim | null)[]> {
@@ -313,11 +326,16 @@ export class Blackboard {
     announce: Publication[] = [],
     previous?: Claim,
   ): Promise<number | null> {
-    return (await this.updateClaims([{ claim, rev, announce, previous }]))[0] ?? null;
+    const [r] = await this.updateClaims([{ claim, rev, announce, previous }]);
+    if (r instanceof Error) throw r;
+    return r ?? null;
   }
 
-  /** Several compare-and-sets in one script call, each applied or refused on its own (see updateClaim). */
-  async updateClaims(reqs: ClaimUpdate[]): Promise<(number | null)[]> {
+  /**
+   * Several compare-and-sets in one script call, each applied or refused on its own (see
+   * updateClaim); a claim whose update failed gets an Error in its place.
+   */
+  async updateClaims(reqs: ClaimUpdate[]): Promise<(number | null | Error)[]> {
     const keys: string[] = [];
     const args: (string | number)[] = [];
     for (const { claim, rev, announce = [], previous } of reqs) {
@@ -338,9 +356,10 @@ export class Blackboard {
       ];
       args.push(mine.length, ...mine);
     }
-    const res = (await updateClaimsScript.run(this.redis, keys, args)) as number[];
-    return reqs.map((_, i) => {
+    const res = (await updateClaimsScript.run(this.redis, keys, args)) as (number | string)[];
+    return reqs.map((q, i) => {
       const r = res[i] ?? -1;
+      if (typeof r === 'string') return new Error(`claim ${q.claim.id}: ${r}`);
       return r < 0 ? null : r;
     });
   }

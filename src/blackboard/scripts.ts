@@ -85,7 +85,8 @@ return out
  * set, claim_updates channel, dormant set; ARGV = count of this claim's arguments, then expected
  * rev, claim id, state ('1' complete/terminated: in neither set; '2' dormant: in the dormant set;
  * '0': in the active set), json, n, n channel/message pairs published after the write, and the
- * field/value pairs. Returns per claim the new rev, or -1 when it moved on (or vanished) since read.
+ * field/value pairs. Returns per claim the new rev, -1 when it moved on (or vanished) since read, or
+ * an 'ERR …' string when its update failed (the others are unaffected).
  */
 export const updateClaimsScript = new LuaScript(`
 local function update(claim, active, updates, dormant, a, last)
@@ -120,7 +121,9 @@ local pos = 1
 for i = 1, #KEYS / 4 do
   local n = tonumber(ARGV[pos])
   local k = 4 * (i - 1)
-  out[i] = update(KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], pos + 1, pos + n)
+  -- One claim's failure (a key of the wrong type, say) is its own: the others are still set.
+  local ok, r = pcall(update, KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], pos + 1, pos + n)
+  out[i] = ok and r or ('ERR ' .. tostring(r))
   pos = pos + 1 + n
 end
 return out
@@ -162,7 +165,9 @@ return rev
  * (the outputs index). KEYS = claim, bids. ARGV = key prefix, want bids, want target, and the rev and
  * target id of the claim as the caller last knew it ('' if not known): when the claim is still at that
  * rev, only {'rev', rev} comes back instead of the whole hash.
- * Returns {} for a missing claim, else {claim, bids, target, child id 1, child hash 1, ...} (flat hashes).
+ * Several claims per call (KEYS and the last four ARGV repeat per claim); per claim: {} for a missing
+ * claim, an 'ERR …' string when its read failed, else {claim, bids, target, child id 1, child hash 1,
+ * ...} (flat hashes).
  * Keys are built in Lua from the prefix: fine on one Redis (Holt's deployment), not cluster-safe.
  */
 export const claimSnapshotScript = new LuaScript(`
@@ -192,7 +197,8 @@ end
 local all = {}
 for i = 1, #KEYS / 2 do
   local a = 2 + 4 * (i - 1)
-  all[i] = snap(KEYS[2 * i - 1], KEYS[2 * i], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3])
+  local ok, r = pcall(snap, KEYS[2 * i - 1], KEYS[2 * i], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3])
+  all[i] = ok and r or ('ERR ' .. tostring(r))
 end
 return all
 `);

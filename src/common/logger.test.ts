@@ -45,6 +45,10 @@ describe('secrets stay out of logs', () => {
     expect(last).toContain('upstream refused');
     expect(last).not.toContain('err-t0k');
     expect(err.token).toBe('err-t0k');
+    // Frozen objects are copied, not assigned to.
+    log.info({ headers: Object.freeze({ authorization: 'Bearer frozen', accept: 'json' }) }, 'frozen');
+    expect(lines.at(-1)).not.toContain('Bearer frozen');
+    expect(lines.at(-1)).toContain('"accept":"json"');
     expect(fields.apiKey).toBe('sk-top');
   });
 });

@@ -18,23 +18,22 @@ const CENSOR = '[redacted]';
 const isSecret = (key: string) => SECRET_KEYS.has(key);
 const isSecretEnv = (key: string) => SECRET_ENV.has(key) || SECRET_KEYS.has(key);
 
-/** A shallow copy that keeps the prototype and every own property (an Error keeps message and stack). */
-function shallowCopy(obj: object): Record<string, unknown> {
-  return Object.defineProperties(
-    Object.create(Object.getPrototypeOf(obj)),
-    Object.getOwnPropertyDescriptors(obj),
-  );
-}
-
+/**
+ * `obj` with the secret keys censored: a shallow copy that keeps the prototype and every own
+ * property (an Error keeps its message and stack), the secret ones replaced by writable values (so
+ * frozen objects and getters are fine). Unchanged (the same object) when it holds no secret.
+ */
 function scrubLevel(obj: object, secret: (key: string) => boolean): object {
-  let out: Record<string, unknown> | null = null;
-  for (const key of Object.keys(obj)) {
-    if (secret(key)) {
-      out ??= shallowCopy(obj);
-      out[key] = CENSOR;
-    }
+  const secrets = Object.keys(obj).filter(secret);
+  if (!secrets.length) return obj;
+  try {
+    const props = Object.getOwnPropertyDescriptors(obj);
+    for (const key of secrets)
+      props[key] = { value: CENSOR, writable: true, enumerable: true, configurable: true };
+    return Object.create(Object.getPrototypeOf(obj), props) as object;
+  } catch {
+    return { redacted: CENSOR }; // an exotic object (a proxy, say): log nothing of it
   }
-  return out ?? obj;
 }
 
 /**

@@ -38,8 +38,12 @@ describe('BidWatch: when a claim collecting bids steps again', () => {
     fresh.beforeStep('n', 'b');
     fresh.stepStarted('n', true); // decided on the claim as created: no bids read
     expect(fresh.waited('n', 0, ['a', 'b'])).toEqual({ again: true });
-    // Early bids expire with the reconcile pass.
+    // Early bids outlive one reconcile pass (the claim's creation may still be in flight), not two.
     fresh.beforeStep('m', 'a');
+    fresh.beforeStep('k', 'a');
+    fresh.expireEarly();
+    fresh.stepStarted('k', true);
+    expect(fresh.waited('k', 0, ['a'])).toEqual({ again: true });
     fresh.expireEarly();
     fresh.stepStarted('m', true);
     expect(fresh.waited('m', 0, ['a'])).toMatchObject({ again: false });

@@ -27,6 +27,8 @@ export class BidWatch {
    * can be handled before the reply to our own write). Kept until `expireEarly`.
    */
   #early = new Map<string, Set<string>>();
+  /** The early bids of the previous generation (kept one more pass, then dropped). */
+  #earlier = new Map<string, Set<string>>();
   readonly #bidCount = new Map<string, number>();
   readonly #pollMs = new Map<string, number>();
 
@@ -60,8 +62,9 @@ export class BidWatch {
     if (role !== undefined) addTo(this.#early, id, role);
   }
 
-  /** Drops the early bids no step took (once per reconcile pass). */
+  /** Drops the early bids no step took for a whole reconcile interval (called once per pass). */
   expireEarly(): void {
+    this.#earlier = this.#early;
     this.#early = new Map();
   }
 
@@ -71,9 +74,10 @@ export class BidWatch {
    */
   stepStarted(id: string, unread: boolean): void {
     this.#missing.delete(id);
-    const early = this.#early.get(id);
+    const early = new Set([...(this.#earlier.get(id) ?? []), ...(this.#early.get(id) ?? [])]);
     this.#early.delete(id);
-    if (unread && early) this.#duringStep.set(id, early);
+    this.#earlier.delete(id);
+    if (unread && early.size) this.#duringStep.set(id, early);
     else this.#duringStep.delete(id);
   }
 
@@ -97,10 +101,12 @@ export class BidWatch {
     return { again: false, pollMs, newBids };
   }
 
+  /** The claim no longer collects bids (past consensus, dormant or finished). */
   forget(id: string): void {
     this.#missing.delete(id);
     this.#duringStep.delete(id);
     this.#early.delete(id);
+    this.#earlier.delete(id);
     this.#bidCount.delete(id);
     this.#pollMs.delete(id);
   }

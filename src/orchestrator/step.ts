@@ -158,12 +158,13 @@ export class ClaimStepper {
     }
     if (c.dormant_reason) {
       this.idleRev.set(id, vc.rev);
+      this.stoppedBidding(id);
       return {};
     }
     const collecting = !c.phase_state && c.status === 'pending_review' && !c.grant_queue;
-    if (!collecting) this.pastBids.add(id);
+    if (!collecting) this.pastConsensus(id);
     const bids = collecting && !wantBids ? await bb.getBids(id) : snap.bids;
-    if (!this.firstSeen.has(id)) this.firstSeen.set(id, Date.now());
+    if (collecting && !this.firstSeen.has(id)) this.firstSeen.set(id, Date.now());
     const target = known
       ? known.id === c.artefact_id
         ? known
@@ -212,7 +213,9 @@ export class ClaimStepper {
           }
           vc = { claim: decision.claim, rev };
           this.claims.set(id, vc);
-          if (decision.claim.phase_state || decision.claim.status !== 'pending_review') this.pastBids.add(id);
+          if (decision.claim.dormant_reason) this.stoppedBidding(id);
+          else if (decision.claim.phase_state || decision.claim.status !== 'pending_review')
+            this.pastConsensus(id);
           if (inline >= MAX_INLINE_WRITES) return { again: true };
         }
       }
@@ -329,6 +332,19 @@ export class ClaimStepper {
         }
       } else metrics.phaseDuration.observe({ phase: t.phase }, t.ms / 1000);
     }
+  }
+
+  /** The claim collects no more bids: drop what only consensus needed. */
+  private stoppedBidding(id: string): void {
+    this.firstSeen.delete(id);
+    this.bids.forget(id);
+  }
+
+  /** Past consensus (it never collects bids again, so its steps skip reading them). */
+  private pastConsensus(id: string): void {
+    if (this.pastBids.has(id)) return;
+    this.pastBids.add(id);
+    this.stoppedBidding(id);
   }
 
   forget(id: string): void {

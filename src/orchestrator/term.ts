@@ -66,6 +66,8 @@ export class Term {
   private caughtUp = false;
   /** When a reconcile last re-read the whole look-back (ms). */
   private lastFullPass = 0;
+  /** When the last reconcile pass began (ms). */
+  private lastPassStart = 0;
   /** When each settled claim's grants are next checked for a re-announcement (ms). */
   private readonly nextRedispatch = new Map<string, number>();
   private reconciling: Promise<void> | null = null;
@@ -105,6 +107,9 @@ export class Term {
   async start(): Promise<void> {
     const { bb, config } = this.d;
     const k = bb.k.channels;
+    // The registry first: a claim made for an event heard right after subscribing must know its
+    // bidders. (It is loaded again below, in case it changed while we subscribed.)
+    await this.loadRegistry();
     // Subscribe before recovering, so nothing published during recovery is missed (Holt's order lost it).
     const sub = await subscribe(
       config.redisUrl,
@@ -191,6 +196,8 @@ export class Term {
   private onResubscribed(): void {
     if (this.halted || this.closing) return;
     this.d.log.warn({ event_type: 'events_resubscribed' }, 'events_resubscribed');
+    // The connection may have been down for longer than a short pass looks back.
+    this.lastFullPass = 0;
     this.runner.kickAll();
     void this.reconcileOnce();
   }
@@ -337,7 +344,10 @@ export class Term {
     const now = Date.now();
     const since = this.caughtUp ? now - config.artefactLookbackMs : 0;
     const full = !this.caughtUp || now - this.lastFullPass >= config.artefactLookbackMs / 2;
-    const from = full ? since : now - Math.max(SHORT_LOOKBACK_MS, 3 * config.reconcileIntervalMs);
+    // A short pass reaches back to before the previous pass began, however long that one took.
+    const short = Math.min(now - SHORT_LOOKBACK_MS, this.lastPassStart - 3 * config.reconcileIntervalMs);
+    const from = full ? since : Math.max(since, short);
+    this.lastPassStart = now;
     const fresh = (await bb.artefactIdsSince(from)).filter((x) => !this.seen.has(x.id));
     for (let i = 0; i < fresh.length && this.alive(); i += BATCH) {
       const artefacts = (await bb.getArtefacts(fresh.slice(i, i + BATCH).map((x) => x.id))).filter(
