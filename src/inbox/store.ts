@@ -95,6 +95,7 @@ const CLAIM_ONE = CLAIM.replace(
 // The fence check shared by every write of an execution: our lease on the row, our epoch on the head.
 // The row is locked first (the watchdog skips locked rows), then the head.
 // Parameters of every fenced statement: $1 row id, $2 lease owner, $3 epoch, $4 instance, $5 actor, $6 turn.
+const fenceParams = (f: Fence) => [f.inboxId, f.owner, f.epoch, f.instance, f.actorId, f.turnId];
 const fencedRow = (cols: string) => `SELECT ${cols} FROM holt.agent_inbox WHERE id = $1 AND status = 'claimed'
   AND lease_owner = $2 AND turn_epoch = $3 FOR UPDATE`;
 const HEAD_FENCE = 'h.instance = $4 AND h.actor_id = $5 AND h.turn_epoch = $3 AND h.active_turn_id = $6';
@@ -335,12 +336,7 @@ export class InboxStore {
     publishTimeoutMs = PUBLISH_TIMEOUT_MS,
   ): Promise<boolean> {
     const args = [
-      f.inboxId,
-      f.owner,
-      f.epoch,
-      f.instance,
-      f.actorId,
-      f.turnId,
+      ...fenceParams(f),
       JSON.stringify(result.value ?? null),
       result.artefactId ?? null,
       result.error ?? null,
@@ -364,15 +360,7 @@ export class InboxStore {
    * until `wake` sees an Answer. The fence dies. False when stale.
    */
   async park(f: Fence, questionId: string): Promise<boolean> {
-    const r = await this.pool.query(PARK, [
-      f.inboxId,
-      f.owner,
-      f.epoch,
-      f.instance,
-      f.actorId,
-      f.turnId,
-      questionId,
-    ]);
+    const r = await this.pool.query(PARK, [...fenceParams(f), questionId]);
     return r.rowCount === 1;
   }
 
@@ -419,12 +407,7 @@ export class InboxStore {
     attemptsDelta: number,
   ): Promise<boolean> {
     const r = await this.pool.query(GIVE_BACK, [
-      f.inboxId,
-      f.owner,
-      f.epoch,
-      f.instance,
-      f.actorId,
-      f.turnId,
+      ...fenceParams(f),
       status,
       ms(delayMs),
       error,
