@@ -192,13 +192,7 @@ export class Pup {
         this.started && !this.stopping ? this.health() : { ok: false, reason: 'not running' },
       registry: this.metrics.registry,
     });
-    this.inbox = await startInboxWorker({
-      cfg: this.cfg,
-      env,
-      bb: this.bb,
-      executor: this.executor,
-      log: this.log,
-    });
+    this.inbox = await this.openInbox(env);
     await this.inbox.worker.start();
     this.started = true;
     this.log.info({
@@ -209,16 +203,14 @@ export class Pup {
     });
   }
 
+  private openInbox(env: WorkerEnv): ReturnType<typeof startInboxWorker> {
+    return startInboxWorker({ cfg: this.cfg, env, bb: this.bb, executor: this.executor, log: this.log });
+  }
+
   /** `--execute-claim` through the grant's inbox row; `no_row` when the claim has none (not scalable). */
   async runInboxClaim(env: WorkerEnv, claimId: string): Promise<string> {
     await this.startLlm();
-    this.inbox = await startInboxWorker({
-      cfg: this.cfg,
-      env,
-      bb: this.bb,
-      executor: this.executor,
-      log: this.log,
-    });
+    this.inbox = await this.openInbox(env);
     return this.inbox.worker.runGrant(claimId, this.cfg.role);
   }
 
