@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { subscribeDoorbell } from '../bus/doorbell.ts';
-import { type AgentEvents, noAgentEvents } from '../bus/events.ts';
+import { type AgentEvents, noAgentEvents, type TaskEvent } from '../bus/events.ts';
 import { assertWorkerTarget } from '../bus/subjects.ts';
 import type { Logger } from '../common/logger.ts';
 import { resultArtefactId } from './ids.ts';
@@ -231,6 +231,25 @@ export class InboxWorker<R> {
       });
   }
 
+  /**
+   * Gives the row back after a failed attempt (`e`): pending again (retried after a back-off) or
+   * failed for good, when `onFailed` reports it. `stored` is the error the row keeps.
+   */
+  private async attemptFailed(
+    row: InboxRow,
+    fence: Fence,
+    onFailed: () => void,
+    e: unknown,
+    stored: string,
+    retryable: boolean,
+    [event_type, message]: [string, string],
+  ): Promise<Outcome> {
+    const s = await this.o.store.fail(fence, row.attempts, stored, retryable, this.o.retry ?? DEFAULT_RETRY);
+    this.o.log?.warn({ event_type, inbox_id: row.id, next: s, error: String(e) }, message);
+    if (s === 'failed') onFailed();
+    return s === 'pending' ? 'retry' : s;
+  }
+
   private async execute(row: InboxRow, r: Running): Promise<Outcome> {
     const { fence } = r;
     const ev = this.o.events ?? noAgentEvents;
@@ -251,20 +270,10 @@ export class InboxWorker<R> {
       if (r.released) return 'released';
       if (r.abort.signal.aborted) return (await this.o.store.release(fence)) ? 'released' : 'stale';
       const permanent = this.o.isPermanent?.(e) ?? false;
-      const s = await this.o.store.fail(
-        fence,
-        row.attempts,
-        String(e),
-        !permanent,
-        this.o.retry ?? DEFAULT_RETRY,
-      );
-      this.o.log?.warn(
-        { event_type: 'claim_attempt_failed', inbox_id: row.id, next: s, error: String(e) },
+      return this.attemptFailed(row, fence, () => ev.task(failedTask(base, e)), e, String(e), !permanent, [
+        'claim_attempt_failed',
         'claim failed',
-      );
-      if (s === 'failed')
-        ev.task({ ...base, status: 'failed', deliverable_id: null, error: String(e), at_ms: Date.now() });
-      return s === 'pending' ? 'retry' : s;
+      ]);
     }
     if (r.lost) return 'stale';
     if (r.released) return 'released';
@@ -290,20 +299,15 @@ export class InboxWorker<R> {
     } catch (e) {
       // The commit was rolled back (a hung or failing blackboard write, a lock timeout): retry the row.
       if (r.lost || r.released) return r.lost ? 'stale' : 'released';
-      const s = await this.o.store.fail(
+      return this.attemptFailed(
+        row,
         fence,
-        row.attempts,
+        () => ev.task(failedTask(base, e)),
+        e,
         `completion failed: ${String(e)}`,
         true,
-        this.o.retry ?? DEFAULT_RETRY,
+        ['complete_failed', 'completion failed; rolled back'],
       );
-      this.o.log?.warn(
-        { event_type: 'complete_failed', inbox_id: row.id, next: s, error: String(e) },
-        'completion failed; rolled back',
-      );
-      if (s === 'failed')
-        ev.task({ ...base, status: 'failed', deliverable_id: null, error: String(e), at_ms: Date.now() });
-      return s === 'pending' ? 'retry' : s;
     }
     if (!ok) {
       this.o.log?.warn(
@@ -385,4 +389,12 @@ async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
   } finally {
     ac.abort();
   }
+}
+
+/** The task event of a claim that failed for good. */
+function failedTask(
+  base: Omit<TaskEvent, 'status' | 'deliverable_id' | 'error' | 'at_ms'>,
+  e: unknown,
+): TaskEvent {
+  return { ...base, status: 'failed', deliverable_id: null, error: String(e), at_ms: Date.now() };
 }
