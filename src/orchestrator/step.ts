@@ -115,14 +115,11 @@ export class ClaimStepper {
 
   /** Outputs of a claim: the target's children plus anything its phase state already received. */
   async outputs(c: Claim): Promise<Artefact[]> {
-    const ids = new Set(await this.d.bb.childrenOf(c.artefact_id));
-    for (const id of Object.values(c.phase_state?.received ?? {})) if (id) ids.add(id);
-    const found = (await this.d.bb.getArtefacts([...ids])).filter(
-      (a): a is Artefact => a?.source_artefacts.includes(c.artefact_id) === true,
-    );
-    return found.sort(
-      (a, b) => a.created_at_ms - b.created_at_ms || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
-    );
+    const ids = await this.d.bb.childrenOf(c.artefact_id);
+    const children = new Map<string, Artefact>();
+    for (const [i, a] of (await this.d.bb.getArtefacts(ids)).entries())
+      if (a) children.set(ids[i] as string, a);
+    return this.outputsOf(c, children);
   }
 
   /** A claim just created (at rev 1) for `target`: its first step needs no read. */
@@ -223,7 +220,7 @@ export class ClaimStepper {
   };
 
   /** The outputs of `c` from the children a snapshot read, plus received ids missing from them. */
-  private async outputsOf(c: Claim, children: Map<string, Artefact>): Promise<Artefact[]> {
+  private async outputsOf(c: Claim, children: ReadonlyMap<string, Artefact>): Promise<Artefact[]> {
     const found: Artefact[] = [];
     for (const a of children.values()) if (a.source_artefacts.includes(c.artefact_id)) found.push(a);
     const extra = Object.values(c.phase_state?.received ?? {}).filter(
