@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { type KubeCluster, type KubeOptions, startKube } from '../../test/harness/kube.ts';
 import { eventually as poll } from '../../test/harness/wait.ts';
+import type { Operator } from './operator.ts';
 import type { KubeObject } from './runtime/kube.ts';
 import { KubeClient } from './runtime/kube.ts';
 
@@ -158,4 +159,19 @@ export async function fakeKubelet(
     n++;
   }
   return n;
+}
+
+/**
+ * Writes the operator sends when everything is reconciled again from a quiescent state (queues idle,
+ * nothing in flight, its own writes seen by the informers), with a quiet second to let any
+ * consequence play out. A steady state sends none.
+ */
+export async function writesOnResync(op: Operator): Promise<number> {
+  await op.settled();
+  const before = op.ctx.client.writes();
+  op.resyncAll();
+  await op.settled();
+  await new Promise((r) => setTimeout(r, 1000));
+  await op.settled();
+  return op.ctx.client.writes() - before;
 }

@@ -14,7 +14,7 @@ import { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { CLAIM_LABEL } from '../specs/claimjob.ts';
 import { HOLT_BIN } from '../specs/orchestrator.ts';
-import { emptyHolt, eventually, fakeKubelet, startKubeWithCrds } from '../testkit.ts';
+import { emptyHolt, eventually, fakeKubelet, startKubeWithCrds, writesOnResync } from '../testkit.ts';
 import type { RegistryWriter } from './registry.ts';
 
 // fresh_per_call agents: one Job per pending inbox row, at most `replicas` running at once.
@@ -145,11 +145,7 @@ describe('fresh_per_call agents: one Job per pending claim', () => {
     });
     expect(three.map(claimOf).sort()).toEqual(['c-1', 'c-2', 'c-3']);
     // Steady: nothing more to start, and a full reconcile writes nothing.
-    await op.settled();
-    const before = op.ctx.client.writes();
-    op.resyncAll();
-    await op.settled();
-    expect(op.ctx.client.writes()).toBe(before);
+    expect(await writesOnResync(op)).toBe(0);
     expect((await jobs()).length).toBe(3);
   });
 
