@@ -87,6 +87,21 @@ afterAll(async () => {
   await Promise.all([kube?.stop(), pgs?.stop(), nats?.stop()]);
 });
 
+/** Runs `a` until it leads, then `b` as its standby; each gain and loss of leadership is logged, in order. */
+async function leaderThenStandby(a: LeaderElector, b: LeaderElector): Promise<string[]> {
+  const led: string[] = [];
+  void a.run(
+    () => led.push('a'),
+    () => led.push('a-lost'),
+  );
+  await eventually('a leads', () => (a.isLeader ? true : undefined));
+  void b.run(
+    () => led.push('b'),
+    () => led.push('b-lost'),
+  );
+  return led;
+}
+
 describe('WorkerPool reconciler and the built-in autoscaler', () => {
   it('create: a worker Deployment owned by the pool, workers in worker mode, status with the selector', async () => {
     const created = await admin.create(
@@ -338,16 +353,7 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
       );
     const a = mk('a');
     const b = mk('b');
-    const led: string[] = [];
-    void a.run(
-      () => led.push('a'),
-      () => led.push('a-lost'),
-    );
-    await eventually('a leads', () => (a.isLeader ? true : undefined));
-    void b.run(
-      () => led.push('b'),
-      () => led.push('b-lost'),
-    );
+    const led = await leaderThenStandby(a, b);
     await new Promise((r) => setTimeout(r, 1000));
     expect(b.isLeader).toBe(false);
     await a.stop();
@@ -382,16 +388,7 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
     const stalling = new StallingClient(kube.kubeconfig);
     const a = new LeaderElector(stalling, opts('a'), silentLogger());
     const b = new LeaderElector(new KubeClient(kube.kubeconfig), opts('b'), silentLogger());
-    const led: string[] = [];
-    void a.run(
-      () => led.push('a'),
-      () => led.push('a-lost'),
-    );
-    await eventually('a leads', () => (a.isLeader ? true : undefined));
-    void b.run(
-      () => led.push('b'),
-      () => led.push('b-lost'),
-    );
+    const led = await leaderThenStandby(a, b);
     stalling.stalled = true;
     await eventually('b leads', () => (b.isLeader ? true : undefined), 20_000);
     // Order, not timing: the stalled leader had already stepped down when the standby took over.
