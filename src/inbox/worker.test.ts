@@ -6,6 +6,7 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Claim } from '../blackboard/types.ts';
 import { connectBus } from '../bus/connect.ts';
+import type { RingFn } from '../bus/doorbell.ts';
 import { Doorbell, ringer } from '../bus/doorbell.ts';
 import { doorbellSubject } from '../bus/subjects.ts';
 import { silentLogger } from '../common/logger.ts';
@@ -85,6 +86,12 @@ function pool(target: string, n: number, opts: { concurrency?: number; hold?: ()
   };
 }
 
+/** The orchestrator's side: grants to `target` become inbox rows (and doorbells, given `ring`). */
+const dispatcherTo = (target: string, ring: RingFn = () => undefined) =>
+  new InboxDispatcher({ store, instance: I, targetOf: () => target, ring });
+const grant = (d: InboxDispatcher, claim: Claim) =>
+  d.dispatch({ claim, role: ROLE, claimType: 'claim', phase: 'parallel' });
+
 const doneCount = async (target: string) =>
   Number(
     (
@@ -100,7 +107,7 @@ describe('inbox workers', () => {
     const target = 'bulk';
     const p = pool(target, 8);
     await p.start();
-    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: ringer(nc, I) });
+    const d = dispatcherTo(target, ringer(nc, I));
     const claims = Array.from({ length: 1000 }, claimOf);
     for (let i = 0; i < claims.length; i += 50)
       await Promise.all(
@@ -138,9 +145,8 @@ describe('inbox workers', () => {
         bells.push(Doorbell.parse(m.json()));
       },
     });
-    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: () => undefined });
-    for (let i = 0; i < 30; i++)
-      await d.dispatch({ claim: claimOf(), role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const d = dispatcherTo(target);
+    for (let i = 0; i < 30; i++) await grant(d, claimOf());
     await nc.flush();
     expect(await doneCount(target)).toBe(0); // nobody was told
     const dog = new Watchdog(store, { instance: I, maxAttempts: 3, ring: ringer(nc, I), intervalMs: 300 });
@@ -160,16 +166,14 @@ describe('inbox workers', () => {
     const second = pool(target, 1);
     await first.start();
     await second.start();
-    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: ringer(nc, I) });
-    for (let i = 0; i < 20; i++)
-      await d.dispatch({ claim: claimOf(), role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const d = dispatcherTo(target, ringer(nc, I));
+    for (let i = 0; i < 20; i++) await grant(d, claimOf());
     await until(async () => (await doneCount(target)) === 20, 'svc1 claims done');
     expect(first.runs.size).toBe(20);
     expect(second.runs.size).toBe(0);
     expect(second.workers[0]!.activeTargets).toEqual([]);
     await first.stop(); // releases the target lease; the standby picks it up
-    for (let i = 0; i < 5; i++)
-      await d.dispatch({ claim: claimOf(), role: ROLE, claimType: 'claim', phase: 'parallel' });
+    for (let i = 0; i < 5; i++) await grant(d, claimOf());
     await until(async () => (await doneCount(target)) === 25, 'standby takes over');
     await second.stop();
     expect(second.runs.size).toBe(5);
@@ -178,9 +182,8 @@ describe('inbox workers', () => {
   it('runGrant (--execute-claim) runs exactly the row of that grant, once', async () => {
     const target = 'single';
     const [a, b] = [claimOf(), claimOf()];
-    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: () => undefined });
-    for (const claim of [a, b])
-      await d.dispatch({ claim, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const d = dispatcherTo(target);
+    for (const claim of [a, b]) await grant(d, claim);
     const p = pool(target, 1);
     expect(await p.workers[0]!.runGrant(a.id, ROLE)).toBe('done');
     expect(await pool(target, 1).workers[0]!.runGrant(a.id, ROLE)).toBe('no_row');
@@ -196,8 +199,8 @@ describe('inbox workers', () => {
     });
     const slow = pool(target, 1, { hold: () => blocked });
     await slow.start();
-    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: ringer(nc, I) });
-    await d.dispatch({ claim: claimOf(), role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const d = dispatcherTo(target, ringer(nc, I));
+    await grant(d, claimOf());
     await until(() => slow.runs.size === 1, 'the slow worker to start');
     await slow.stop(); // grace 200 ms, then release
     unblock();
@@ -247,8 +250,8 @@ describe('inbox worker shutdown and bad input', () => {
   it('stop() during runGrant (--execute-claim + SIGTERM) drains: grace, then release and abort', async () => {
     const target = 'grant-drain';
     const c = claimOf();
-    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: () => undefined });
-    await d.dispatch({ claim: c, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const d = dispatcherTo(target);
+    await grant(d, c);
     const { worker, runs } = holdingWorker(target);
     const outcome = worker.runGrant(c.id, ROLE);
     await until(() => runs.length === 1, 'the grant to start');
@@ -279,8 +282,8 @@ describe('inbox worker shutdown and bad input', () => {
       return got;
     };
     const { worker, runs } = holdingWorker(target, slow);
-    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: () => undefined });
-    await d.dispatch({ claim: c, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const d = dispatcherTo(target);
+    await grant(d, c);
     const started = worker.start();
     await until(() => inFlight, 'the claim query to be in flight');
     const stopped = worker.stop();
@@ -315,8 +318,8 @@ describe('inbox worker shutdown and bad input', () => {
       },
     });
     await worker.start();
-    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: ringer(nc, I) });
-    await d.dispatch({ claim: c, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const d = dispatcherTo(target, ringer(nc, I));
+    await grant(d, c);
     const dog = new Watchdog(store, { instance: I, maxAttempts: 3, ring: ringer(nc, I), intervalMs: 100 });
     dog.start(); // rings the row again once its backoff is over
     await until(async () => (await rowOf(c.id))?.status === 'done', 'the retried completion');
@@ -330,9 +333,8 @@ describe('inbox worker shutdown and bad input', () => {
   it('a claimed row that does not parse is failed; the rest of its batch runs', async () => {
     const target = 'bad-row';
     const [bad, good] = [claimOf(), claimOf()];
-    const d = new InboxDispatcher({ store, instance: I, targetOf: () => target, ring: () => undefined });
-    for (const claim of [bad, good])
-      await d.dispatch({ claim, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    const d = dispatcherTo(target);
+    for (const claim of [bad, good]) await grant(d, claim);
     await store.pool.query(`UPDATE holt.agent_inbox SET claim_type = 'bogus' WHERE claim_id = $1`, [bad.id]);
     const got = await store.claim(I, [target], 'owner-bad-row', 10, 10_000);
     expect(got.map((r) => r.claim_id)).toEqual([good.id]);
@@ -346,8 +348,7 @@ describe('inbox worker shutdown and bad input', () => {
     const target = 'wd-bad';
     const claims = [claimOf(), claimOf(), claimOf()];
     const d = new InboxDispatcher({ store, instance: inst, targetOf: () => target, ring: () => undefined });
-    for (const claim of claims)
-      await d.dispatch({ claim, role: ROLE, claimType: 'claim', phase: 'parallel' });
+    for (const claim of claims) await grant(d, claim);
     await store.pool.query(`UPDATE holt.agent_inbox SET status = 'failed' WHERE instance = $1`, [inst]);
     // ordered by id: the first does not parse, the second's report throws, the third is fine
     const ids = (
