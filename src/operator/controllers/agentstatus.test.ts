@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
@@ -7,6 +6,7 @@ import { Blackboard } from '../../blackboard/client.ts';
 import type { Claim, ClaimType } from '../../blackboard/types.ts';
 import { silentLogger } from '../../common/logger.ts';
 import { type AgentStatus as LlmAgentStatus, writeAgentStatus } from '../../llm/status.ts';
+import { freePort } from '../../local/ports.ts';
 import { outputId } from '../../pup/decide.ts';
 import { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
@@ -124,14 +124,6 @@ let down = false;
 /** Successful runtime reads: a positive signal that polls happened (no timed waits). */
 let reads = 0;
 
-async function freePortUrl(): Promise<string> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return `redis://127.0.0.1:${port}`;
-}
-
 type Status = {
   claimsInFlight?: number;
   budget?: Record<string, unknown>;
@@ -160,7 +152,7 @@ const output = (c: Claim, type: ClaimType) =>
 
 beforeAll(async () => {
   [kube, redis] = await Promise.all([startKube(), startRedis()]);
-  deadUrl = await freePortUrl();
+  deadUrl = `redis://127.0.0.1:${await freePort()}`; // nobody listens there
   admin = new KubeClient(kube.kubeconfig);
   await installCrds(admin);
   await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });

@@ -1,9 +1,9 @@
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { createLogger, silentLogger } from '../../common/logger.ts';
+import { freePort } from '../../local/ports.ts';
 import { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { eventually, fakeKubelet, installCrds, writesOnResync } from '../testkit.ts';
@@ -20,14 +20,6 @@ let op: Operator;
 let deadUrl: string;
 /** Holts whose Redis is "unreachable" (a port nobody listens on) until the test fixes it. */
 const unreachable = new Set<string>();
-
-async function freePortUrl(): Promise<string> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return `redis://127.0.0.1:${port}`;
-}
 
 function startOperator(): Operator {
   const client = new KubeClient(kube.kubeconfig);
@@ -76,7 +68,7 @@ const podOf = (d: KubeObject | undefined) => (d?.spec as { template: Pod } | und
 
 beforeAll(async () => {
   [kube, redis] = await Promise.all([startKube({ controllerManager: true }), startRedis()]);
-  deadUrl = await freePortUrl();
+  deadUrl = `redis://127.0.0.1:${await freePort()}`; // nobody listens there
   admin = new KubeClient(kube.kubeconfig);
   await installCrds(admin);
   await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
