@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,7 +9,7 @@ import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { createPool } from '../common/pg.ts';
 import { outputId } from '../pup/decide.ts';
-import { grantedClaim, pupEnv, waitFor } from '../pup/test-helpers.ts';
+import { grantedClaim, spawnPup, waitFor } from '../pup/test-helpers.ts';
 
 /** The pup as a real process, killed with SIGKILL in the middle of a turn, and its secrets. */
 
@@ -34,23 +34,7 @@ afterAll(async () => {
 });
 
 function runPup(env: Record<string, string>) {
-  const child = spawn(process.execPath, [join(import.meta.dirname, '../pup/main.ts')], {
-    env: {
-      ...process.env,
-      ...pupEnv({ REDIS_URL: redis.url, HOLT_INSTANCE_NAME: 'kill', HOLT_WORKSPACE: ws, ...env }),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  let out = '';
-  child.stdout?.on('data', (b) => {
-    out += b;
-  });
-  child.stderr?.on('data', (b) => {
-    out += b;
-  });
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  return { child, exited, output: () => out };
+  return spawnPup({ REDIS_URL: redis.url, HOLT_INSTANCE_NAME: 'kill', HOLT_WORKSPACE: ws, ...env }, children);
 }
 
 describe('resume after SIGKILL', () => {

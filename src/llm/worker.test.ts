@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -17,7 +17,7 @@ import { answeredQuestions, startOrchestratorInbox } from '../inbox/orchestrator
 import { InboxStore } from '../inbox/store.ts';
 import { sweep, Watchdog } from '../inbox/watchdog.ts';
 import { outputId } from '../pup/decide.ts';
-import { artefact, grantedClaim, pupEnv, waitFor } from '../pup/test-helpers.ts';
+import { artefact, grantedClaim, spawnPup, waitFor } from '../pup/test-helpers.ts';
 
 /** LLM agents of a scalable role: turns run on inbox workers (real processes) under the inbox's fence. */
 
@@ -54,37 +54,24 @@ afterAll(async () => {
 
 /** An inbox worker process of role `coder` (HOLT_MODE=worker), its log lines collected. */
 function spawnWorker(instance: string, env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, [join(import.meta.dirname, '../pup/main.ts')], {
-    env: {
-      ...process.env,
-      ...pupEnv({
-        REDIS_URL: redis.url,
-        HOLT_INSTANCE_NAME: instance,
-        HOLT_WORKSPACE: ws,
-        HOLT_MODE: 'worker',
-        DATABASE_URL: postgres.url,
-        NATS_URL: nats.url,
-        HOLT_WORKER_LEASE_MS: '1000',
-        HOLT_AGENT_COMMAND: '',
-        HOLT_LLM_ENABLED: 'true',
-        HOLT_LLM_BASE_URL: llm.url,
-        HOLT_LLM_MODEL: 'scripted',
-        HOLT_LLM_API_KEY: 'sk-worker-test',
-        ...env,
-      }),
+  return spawnPup(
+    {
+      REDIS_URL: redis.url,
+      HOLT_INSTANCE_NAME: instance,
+      HOLT_WORKSPACE: ws,
+      HOLT_MODE: 'worker',
+      DATABASE_URL: postgres.url,
+      NATS_URL: nats.url,
+      HOLT_WORKER_LEASE_MS: '1000',
+      HOLT_AGENT_COMMAND: '',
+      HOLT_LLM_ENABLED: 'true',
+      HOLT_LLM_BASE_URL: llm.url,
+      HOLT_LLM_MODEL: 'scripted',
+      HOLT_LLM_API_KEY: 'sk-worker-test',
+      ...env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.push(child);
-  let out = '';
-  child.stdout?.on('data', (b) => {
-    out += b;
-  });
-  child.stderr?.on('data', (b) => {
-    out += b;
-  });
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  return { child, exited, output: () => out };
+    children,
+  );
 }
 
 /** A claim granted to `coder` (exclusive) and its inbox row, as the orchestrator's dispatcher makes it. */

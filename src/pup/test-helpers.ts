@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { eventually } from '../../test/harness/wait.ts';
@@ -22,6 +23,27 @@ export function pupEnv(over: Record<string, string>): Record<string, string> {
     HOLT_RESCAN_INTERVAL_MS: '200',
     ...over,
   };
+}
+
+/**
+ * A pup process (`src/pup/main.ts`) with `pupEnv(over)` on top of this process's environment, its
+ * stdout and stderr collected. Added to `children` so the test's teardown can kill it.
+ */
+export function spawnPup(over: Record<string, string>, children: ChildProcess[]) {
+  const child = spawn(process.execPath, [join(import.meta.dirname, 'main.ts')], {
+    env: { ...process.env, ...pupEnv(over) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let out = '';
+  child.stdout?.on('data', (b) => {
+    out += b;
+  });
+  child.stderr?.on('data', (b) => {
+    out += b;
+  });
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  return { child, exited, output: () => out };
 }
 
 export function config(over: Record<string, string>, argv: string[] = []): PupConfig {
