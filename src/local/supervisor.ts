@@ -135,7 +135,10 @@ export class Supervisor {
     }
   }
 
-  /** Waits until every component with a health port answers 200 on /healthz. */
+  /**
+   * Waits until every component with a health port answers 200 on /readyz (an agent is ready once
+   * its own health check has passed, not merely before it first runs).
+   */
   async waitHealthy(timeoutMs: number, signal?: AbortSignal): Promise<string[]> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -145,7 +148,7 @@ export class Supervisor {
           if (r.state.status === 'running') return;
           if (!r.spec.healthPort) return this.markHealthy(r.spec.name);
           try {
-            const res = await fetch(`http://127.0.0.1:${r.spec.healthPort}/healthz`, {
+            const res = await fetch(`http://127.0.0.1:${r.spec.healthPort}/readyz`, {
               signal: AbortSignal.timeout(1000),
             });
             if (res.ok) return this.markHealthy(r.spec.name);

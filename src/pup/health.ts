@@ -10,12 +10,14 @@ export interface HealthCheckOptions {
 
 /**
  * The agent's custom health check (Holt's `health_check`, which Holt never wired): the command runs every
- * interval; exit 0 is healthy. Healthy until the first run finishes; a run still going is not doubled.
+ * interval; exit 0 is healthy. Live (healthz) until the first run finishes, but not ready (readyz)
+ * before a run has passed; a run still going is not doubled.
  */
 export class CustomHealthCheck {
   private state: { ok: boolean; reason?: string } = { ok: true };
   private timer: NodeJS.Timeout | undefined;
   private running = false;
+  private ran = false;
   private readonly opts: HealthCheckOptions;
   private readonly log: Logger;
 
@@ -36,6 +38,11 @@ export class CustomHealthCheck {
 
   get status(): { ok: boolean; reason?: string } {
     return this.state;
+  }
+
+  /** At least one run has finished (its result is in `status`). */
+  get checked(): boolean {
+    return this.ran;
   }
 
   async runOnce(): Promise<void> {
@@ -59,6 +66,7 @@ export class CustomHealthCheck {
       if (reason && this.state.ok) this.log.warn({ event_type: 'health_check_failed', reason });
       if (!reason && !this.state.ok) this.log.info({ event_type: 'health_check_recovered' });
       this.state = reason ? { ok: false, reason } : { ok: true };
+      this.ran = true;
     } finally {
       this.running = false;
     }

@@ -147,6 +147,26 @@ describe('controller mode and bid scripts', () => {
 });
 
 describe('health', () => {
+  it('/readyz waits for the custom check to pass once; /healthz does not', async () => {
+    const release = `${ws}/check-may-finish`;
+    const pup = await startPup('ready', {
+      // The first run does not finish until the test lets it.
+      HOLT_HEALTH_CHECK_COMMAND: JSON.stringify([
+        'sh',
+        '-c',
+        `while [ ! -e '${release}' ]; do sleep 0.05; done`,
+      ]),
+      HOLT_HEALTH_CHECK_INTERVAL_MS: '100',
+    });
+    expect(await http(pup, '/healthz')).toMatchObject({ status: 200 });
+    const before = await http(pup, '/readyz');
+    expect(before.status).toBe(503);
+    expect(before.body).toContain('health check not run yet');
+    const { writeFileSync } = await import('node:fs');
+    writeFileSync(release, '');
+    await waitFor(async () => (await http(pup, '/readyz')).status === 200, 'ready once the check passed');
+  });
+
   it('/healthz follows the custom check, and flips to 503 when Redis stops and back when it returns', async () => {
     const flag = `${ws}/unhealthy`;
     const pup = await startPup('health', {

@@ -94,11 +94,7 @@ export class Pup {
     this.probe = await startProbeServer({
       port: cfg.healthPort,
       healthz: () => this.health(),
-      readyz: async () => {
-        if (!this.started || this.stopping)
-          return { ok: false, reason: this.stopping ? 'shutting down' : 'starting' };
-        return this.health();
-      },
+      readyz: () => this.ready(),
       registry: this.metrics.registry,
     });
     const standard = cfg.mode === 'standard';
@@ -120,6 +116,14 @@ export class Pup {
       health_port: this.probe.port,
       workspace: cfg.workspace,
     });
+  }
+
+  /** `/readyz`: started, healthy, and the custom check (if any) has run and passed at least once. */
+  private async ready(): Promise<Check> {
+    if (!this.started || this.stopping)
+      return { ok: false, reason: this.stopping ? 'shutting down' : 'starting' };
+    if (this.custom && !this.custom.checked) return { ok: false, reason: 'health check not run yet' };
+    return this.health();
   }
 
   /** `/healthz`: Redis answers a PING and the custom check (if any) passes. */
@@ -188,8 +192,7 @@ export class Pup {
     this.probe = await startProbeServer({
       port: this.cfg.healthPort,
       healthz: () => this.health(),
-      readyz: async () =>
-        this.started && !this.stopping ? this.health() : { ok: false, reason: 'not running' },
+      readyz: () => this.ready(),
       registry: this.metrics.registry,
     });
     this.inbox = await this.openInbox(env);
