@@ -11,13 +11,15 @@
  * - sustained: BENCH_WINDOW goals (100) in flight, the next written as one completes: claims/s and
  *   latency under a steady load, and CPU per claim;
  * - burst: all goals at once, claims/s until the last is complete, with each process's CPU seconds
- *   (/proc/<pid>/stat) and share of one core, Redis commands/s, and which resource saturated;
- * - saturated.bound_with_a_core_each: of the orchestrator and redis-server, the one with the fewer
- *   claims per CPU second in the burst (the one that would bound throughput with a core each).
+ *   (every thread, and the serving thread alone: /proc/<pid>/task/<tid>/schedstat) and share of one
+ *   core, Redis commands/s, and which resource saturated;
+ * - saturated.bound_with_a_core_each: of the orchestrator's event loop and Redis's main thread, the
+ *   one with the fewer claims per CPU second in the burst (the one that would bound throughput with a
+ *   core each); bound_counting_every_thread compares the whole processes.
  * Run: node bench/orchestrator/main.ts [goals=1000] [agents=10] [responder-processes=1]
  * (BENCH_CPU_PROF=<dir> profiles the orchestrator with --cpu-prof.)
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -38,7 +40,6 @@ const PACED = Math.min(300, GOALS);
 const WINDOW = Math.max(1, Number(process.env.BENCH_WINDOW ?? 100));
 const INSTANCE = 'bench';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const CLK_TCK = 100; // USER_HZ: /proc/<pid>/stat counts CPU time in 1/100 s on Linux
 /** A process using at least this share of one core during the burst counts as saturated. */
 const SATURATED = 0.85;
 
@@ -49,12 +50,24 @@ function pct(xs: number[], p: number): number {
   return round(s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN);
 }
 
-/** User + system CPU seconds of a process (children not included). */
-function procCpu(pid: number | undefined): number {
-  if (!pid) return Number.NaN;
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // f[0] is field 3 (state)
-  return (Number(f[11]) + Number(f[12])) / CLK_TCK; // fields 14 (utime) and 15 (stime)
+/** CPU seconds a thread has run (/proc/<pid>/task/<tid>/schedstat: nanoseconds, not 10 ms ticks). */
+function threadCpu(pid: number, tid: number | string): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) / 1e9;
+  } catch {
+    return 0; // the thread ended between listing and reading
+  }
+}
+
+/**
+ * CPU seconds of a process: all its threads, and its main thread alone. For Node the main thread is
+ * the event loop, which alone bounds throughput; the others are V8's garbage collection and compiler
+ * helpers, which run beside it on other cores. Redis's main thread is likewise the one that serves.
+ */
+function procCpu(pid: number | undefined): { all: number; main: number } {
+  if (!pid) return { all: Number.NaN, main: Number.NaN };
+  const all = readdirSync(`/proc/${pid}/task`).reduce((sum, tid) => sum + threadCpu(pid, tid), 0);
+  return { all, main: threadCpu(pid, pid) };
 }
 
 /** Busy and total jiffies of the whole host (every core, every process, the reviewer's too). */
@@ -184,18 +197,28 @@ const latencies = (goals: Artefact[]) =>
 
 interface Snapshot {
   t: number;
-  cpu: { orchestrator: number; redis_server: number; responders: number; load_generator: number };
+  cpu: {
+    orchestrator: number;
+    orchestrator_event_loop: number;
+    redis_server: number;
+    redis_main_thread: number;
+    responders: number;
+    load_generator: number;
+  };
   host: { busy: number; total: number };
 }
 function snapshot(): Snapshot {
-  const own = process.cpuUsage();
+  const o = procCpu(orch.child.pid);
+  const r = procCpu(redis.proc.child.pid);
   return {
     t: performance.now(),
     cpu: {
-      orchestrator: procCpu(orch.child.pid),
-      redis_server: procCpu(redis.proc.child.pid),
-      responders: responders.reduce((s, p) => s + procCpu(p.child.pid), 0),
-      load_generator: (own.user + own.system) / 1e6,
+      orchestrator: o.all,
+      orchestrator_event_loop: o.main,
+      redis_server: r.all,
+      redis_main_thread: r.main,
+      responders: responders.reduce((s, p) => s + procCpu(p.child.pid).all, 0),
+      load_generator: procCpu(process.pid).all,
     },
     host: hostCpu(),
   };
@@ -203,7 +226,7 @@ function snapshot(): Snapshot {
 function usage(a: Snapshot, b: Snapshot) {
   const seconds = (b.t - a.t) / 1000;
   const keys = Object.keys(a.cpu) as (keyof Snapshot['cpu'])[];
-  const cpu_s = Object.fromEntries(keys.map((k) => [k, round(b.cpu[k] - a.cpu[k])]));
+  const cpu_s = Object.fromEntries(keys.map((k) => [k, round(b.cpu[k] - a.cpu[k], 3)]));
   const core_share = Object.fromEntries(keys.map((k) => [k, round((b.cpu[k] - a.cpu[k]) / seconds)]));
   const cores = availableParallelism();
   const host_busy_cores = round(((b.host.busy - a.host.busy) / (b.host.total - a.host.total)) * cores);
@@ -218,8 +241,15 @@ function ceilings(u: ReturnType<typeof usage>, claims: number) {
   const c = Object.fromEntries(Object.entries(u.cpu_s).map(([k, v]) => [k, Math.round(claims / v)]));
   // The bound that matters is between the two parts of the system: the orchestrator and Redis. The
   // responders stand in for agents (pods of their own in a cluster) and the load generator is the bench.
-  const bound = (c.orchestrator ?? 0) < (c.redis_server ?? 0) ? 'orchestrator' : 'redis_server';
-  return { claims_per_cpu_second: c, bound_with_a_core_each: bound };
+  // Each serves on one thread (Node's event loop, Redis's main thread): the first of those two to fill
+  // its core is the bound. The whole-process figure counts V8's helper threads too, which need CPU
+  // beside the event loop (what an orchestrator pod must be given), but do not hold it up.
+  const lower = (a: string, b: string) => ((c[a] ?? 0) < (c[b] ?? 0) ? 'orchestrator' : 'redis_server');
+  return {
+    claims_per_cpu_second: c,
+    bound_with_a_core_each: lower('orchestrator_event_loop', 'redis_main_thread'),
+    bound_counting_every_thread: lower('orchestrator', 'redis_server'),
+  };
 }
 
 /** Which resource bounded the burst: a process at a full core, else the host's cores, else none. */
@@ -315,7 +345,7 @@ try {
     .slice(0, 8);
   const burstLat = latencies(burst);
   const perClaim = (u: ReturnType<typeof usage>, n: number) =>
-    Object.fromEntries(Object.entries(u.cpu_s).map(([k, v]) => [k, round((v * 1000) / n)]));
+    Object.fromEntries(Object.entries(u.cpu_s).map(([k, v]) => [k, round((v * 1000) / n, 3)]));
 
   console.log(
     JSON.stringify({
@@ -371,6 +401,8 @@ try {
       target: {
         paced_p99_under_10ms: pct(pacedLat, 99) < 10,
         orchestrator_not_the_bound: ceilings(burstUse, GOALS).bound_with_a_core_each === 'redis_server',
+        orchestrator_not_the_bound_counting_every_thread:
+          ceilings(burstUse, GOALS).bound_counting_every_thread === 'redis_server',
       },
     }),
   );
