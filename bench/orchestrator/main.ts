@@ -17,7 +17,7 @@
  *   one with the fewer claims per CPU second in the burst (the one that would bound throughput with a
  *   core each); bound_counting_every_thread compares the whole processes.
  * Run: node bench/orchestrator/main.ts [goals=1000] [agents=10] [responder-processes=1]
- * (BENCH_CPU_PROF=<dir> profiles the orchestrator with --cpu-prof.)
+ * (BENCH_CPU_PROF=<dir> profiles the orchestrator with --cpu-prof; BENCH_NODE_FLAGS adds node flags.)
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -94,8 +94,12 @@ const roles = Array.from({ length: AGENTS }, (_, i) => `agent${String(i).padStar
 await register(bb, roles);
 
 const logHas = (p: ServerProcess, s: string) => async () => readFileSync(p.logFile, 'utf8').includes(s);
-// BENCH_CPU_PROF=<dir>: the orchestrator writes a V8 CPU profile there on exit.
-const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+// BENCH_CPU_PROF=<dir>: the orchestrator writes a V8 CPU profile there on exit. BENCH_NODE_FLAGS: more
+// flags for the orchestrator's node (--trace-gc, --import of a profiler, ...).
+const prof = [
+  ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
+  ...(process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean),
+];
 const node = (script: string, args: string[] = [], extra: string[] = []) => [
   '--no-warnings=ExperimentalWarning',
   ...extra,
