@@ -54,8 +54,11 @@ function grantOf(e: Extract<Effect, { kind: 'grant' }>, claim: Claim): Grant {
 }
 
 export function emit(log: Logger, line: LogLine): void {
-  const { level, event_type, ...rest } = line;
-  log[level ?? 'info']({ event_type, ...rest }, event_type);
+  const level = line.level ?? 'info';
+  // Most lines of a busy claim are debug: skip copying them when nobody logs at that level.
+  if (!log.isLevelEnabled(level)) return;
+  const { level: _, event_type, ...rest } = line;
+  log[level]({ event_type, ...rest }, event_type);
 }
 
 /**
