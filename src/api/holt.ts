@@ -7,11 +7,17 @@ const storeBase = {
     .default('bundled')
     .describe('bundled: the operator runs it (StatefulSet + PVC); external: use an existing server.'),
   image: z.string().min(1).optional().describe('Image of the bundled server (official images by default).'),
-  storage: z.string().default('1Gi').describe('PVC size of the bundled server.'),
+  storage: z
+    .string()
+    .max(32)
+    .default('1Gi')
+    .describe(
+      'PVC size of the bundled server; it can grow (if the StorageClass allows expansion), not shrink.',
+    ),
   storageClassName: z
     .string()
     .optional()
-    .describe('StorageClass of the bundled PVC (cluster default when omitted).'),
+    .describe('StorageClass of the bundled PVC (cluster default when omitted); fixed once the store exists.'),
   resources: resources.optional().describe('Resources of the bundled server.'),
 };
 

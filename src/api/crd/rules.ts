@@ -13,6 +13,25 @@ const externalStore = (what: string): ValidationRule => ({
   message: `an external ${what} needs url or urlSecretRef`,
 });
 
+/** A bundled store's PVC: its size a quantity that never shrinks, its class fixed. */
+const storeVolume: ValidationRule[] = [
+  {
+    rule: '!has(self.storage) || isQuantity(self.storage)',
+    message: 'storage must be a quantity such as 1Gi',
+    fieldPath: '.storage',
+  },
+  {
+    rule: '!has(self.storage) || !has(oldSelf.storage) || !isQuantity(self.storage) || !isQuantity(oldSelf.storage) || quantity(self.storage).compareTo(quantity(oldSelf.storage)) >= 0',
+    message: 'storage can only grow (a PVC never shrinks)',
+    fieldPath: '.storage',
+  },
+  {
+    rule: "(has(self.storageClassName) ? self.storageClassName : '') == (has(oldSelf.storageClassName) ? oldSelf.storageClassName : '')",
+    message: 'storageClassName cannot change once the store exists',
+    fieldPath: '.storageClassName',
+  },
+];
+
 const envVarRule: ValidationRule = {
   rule: '!(has(self.value) && has(self.secretKeyRef))',
   message: 'set value or secretKeyRef, not both',
@@ -25,9 +44,10 @@ export const holtRules: RuleSet = {
       message: 'a Holt name must be at most 40 characters (the names of its components add suffixes)',
     },
   ],
-  'spec.stores.redis': [externalStore('Redis')],
-  'spec.stores.nats': [externalStore('NATS server')],
+  'spec.stores.redis': [externalStore('Redis'), ...storeVolume],
+  'spec.stores.nats': [externalStore('NATS server'), ...storeVolume],
   'spec.stores.postgres': [
+    ...storeVolume,
     {
       rule: "self.mode != 'external' || has(self.secretName) || has(self.url)",
       message:

@@ -1,6 +1,6 @@
 import type { Logger } from '../../common/logger.ts';
 import type { BacklogReader, ClaimSource } from '../autoscale/backlog.ts';
-import { applyIfChanged, replaceReason } from '../runtime/apply.ts';
+import { applyIfChanged, replaceReason, type StorageChange, storageChange } from '../runtime/apply.ts';
 import type { Cache } from '../runtime/cache.ts';
 import type { EventRecorder } from '../runtime/events.ts';
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/kube.ts';
@@ -61,6 +61,9 @@ export async function applyChildren(
     desired.map(async (d): Promise<Outcome> => {
       const live = ctx.cache.get(d.kind, namespace, d.metadata.name);
       try {
+        const storage = storageChange(d, live);
+        if (storage && 'refused' in storage) return { error: `${label(d)}: ${storage.refused}` };
+        if (storage && live) return { replaced: await growStorage(ctx, namespace, live, storage.grow) };
         const why = replaceReason(d, live);
         if (why && live) {
           // The uid precondition deletes only the object compared; a 409: a newer one already has the name.
@@ -98,6 +101,40 @@ export async function applyChildren(
     }
   }
   return res;
+}
+
+/**
+ * A StatefulSet's bigger PVC size: each existing PVC is resized (the storage class must allow
+ * expansion; if it does not, the error is reported and the StatefulSet left as it is), then the
+ * StatefulSet is deleted with its pods orphaned, to be re-created with the new claim template on the
+ * next reconcile; the new one adopts the running pods, whose template did not change.
+ */
+async function growStorage(
+  ctx: ControllerContext,
+  namespace: string,
+  live: KubeObject,
+  grow: Extract<StorageChange, { grow: unknown }>['grow'],
+): Promise<string> {
+  const sts = live.metadata.name;
+  const replicas = (live.spec as { replicas?: number } | undefined)?.replicas ?? 1;
+  for (const g of grow) {
+    for (let i = 0; i < replicas; i++) {
+      const pvc = `${g.template}-${sts}-${i}`;
+      await ctx.client
+        .mergePatch('PersistentVolumeClaim', namespace, pvc, {
+          spec: { resources: { requests: { storage: g.to } } },
+        })
+        .catch((e) => {
+          if (!isNotFound(e)) throw e; // not made yet: it will be made at the new size
+        });
+    }
+  }
+  if (!live.metadata.deletionTimestamp)
+    await ctx.client.delete('StatefulSet', namespace, sts, live.metadata.uid, 'Orphan').catch((e) => {
+      if (!isConflict(e)) throw e;
+    });
+  const sizes = grow.map((g) => `${g.template} ${g.from} → ${g.to}`).join(', ');
+  return `storage ${sizes}: PVCs resized, StatefulSet re-created around its running pods`;
 }
 
 type WorkloadStatus = {

@@ -4,7 +4,7 @@ import { parseAgent } from '../controllers/resources.ts';
 import { agentDeployment } from '../specs/agent.ts';
 import { bundledStore } from '../specs/bundled.ts';
 import { ownerOf } from '../specs/meta.ts';
-import { replaceReason } from './apply.ts';
+import { quantityValue, replaceReason, storageChange } from './apply.ts';
 import type { KubeObject } from './kube.ts';
 
 const agent: KubeObject = {
@@ -61,5 +61,51 @@ describe('replaceReason: when a child must be deleted and re-created instead of 
       { ...agent, metadata: { ...agent.metadata, uid: 'a2' } },
     );
     expect(replaceReason(fresh, live(foreign))).toBeUndefined();
+  });
+});
+
+describe('storageChange: a bundled store whose PVC size or class changed', () => {
+  const owner = ownerOf({ ...agent, kind: 'Holt', metadata: { name: 'h', namespace: 'ns', uid: 'h1' } });
+  const store = (over: Record<string, unknown>) =>
+    bundledStore(owner, 'redis', { ...holtSpec.stores.redis, ...over })[0] as KubeObject;
+  const at1 = live(store({ storage: '1Gi' }));
+
+  it('a bigger size → grow, from and to', () => {
+    expect(storageChange(store({ storage: '2Gi' }), at1)).toEqual({
+      grow: [{ template: 'data', from: '1Gi', to: '2Gi' }],
+    });
+    expect(storageChange(store({ storage: '1500M' }), at1)).toMatchObject({ grow: [{ to: '1500M' }] });
+  });
+
+  it('the same size (however written) or nothing live → nothing to do', () => {
+    expect(storageChange(store({ storage: '1Gi' }), at1)).toBeUndefined();
+    expect(storageChange(store({ storage: '1024Mi' }), at1)).toBeUndefined();
+    expect(storageChange(store({ storage: '2Gi' }), undefined)).toBeUndefined();
+  });
+
+  it('smaller, another class or not a quantity → refused with why', () => {
+    expect(storageChange(store({ storage: '512Mi' }), at1)).toEqual({
+      refused: 'volume data: storage cannot shrink (1Gi → 512Mi); PVCs only grow',
+    });
+    expect(storageChange(store({ storageClassName: 'fast' }), at1)).toEqual({
+      refused: 'volume data: storageClassName cannot change (default → fast)',
+    });
+    expect(storageChange(store({ storage: '2GB' }), at1)).toMatchObject({
+      refused: expect.stringContaining('not a quantity'),
+    });
+  });
+
+  it('only our own StatefulSets', () => {
+    const foreign = live({ ...at1, metadata: { ...at1.metadata, ownerReferences: [] } });
+    expect(storageChange(store({ storage: '2Gi' }), foreign)).toBeUndefined();
+    expect(storageChange(pup({ strategy: 'reuse' }), live(pup({ strategy: 'reuse' })))).toBeUndefined();
+  });
+
+  it('quantities', () => {
+    expect(quantityValue('1Gi')).toBe(2 ** 30);
+    expect(quantityValue('1.5G')).toBe(1.5e9);
+    expect(quantityValue('1e3')).toBe(1000);
+    expect(quantityValue('100m')).toBe(0.1);
+    expect(() => quantityValue('1GB')).toThrow('not a quantity');
   });
 });

@@ -108,6 +108,81 @@ export function replaceReason(desired: KubeObject, live: KubeObject | undefined)
   return `spec.selector changed (${showSelector(have)} → ${showSelector(want)})`;
 }
 
+type ClaimTemplate = {
+  metadata?: { name?: string };
+  spec?: { storageClassName?: string; resources?: { requests?: { storage?: string } } };
+};
+const claimTemplates = (o: KubeObject) =>
+  (o.spec as { volumeClaimTemplates?: ClaimTemplate[] } | undefined)?.volumeClaimTemplates ?? [];
+
+const SUFFIX: Record<string, number> = {
+  '': 1,
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+};
+
+/** A Kubernetes quantity (1Gi, 500M, 1.5e9) as a number; throws on anything else. */
+export function quantityValue(q: string): number {
+  const m = /^([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[mkMGTPE]))?$/.exec(q.trim());
+  if (!m) throw new Error(`not a quantity: ${JSON.stringify(q)}`);
+  return Number(m[1]) * (m[2] !== undefined ? 10 ** Number(m[2]) : (SUFFIX[m[3] ?? ''] ?? 1));
+}
+
+/** -1, 0 or 1 as quantity `a` is below, equal to or above `b` (throws on a malformed quantity). */
+function compareQuantity(a: string, b: string): number {
+  return Math.sign(quantityValue(a) - quantityValue(b));
+}
+
+/** The PVC size changes a StatefulSet's claim templates ask for, or why they cannot be made. */
+export type StorageChange = { grow: { template: string; from: string; to: string }[] } | { refused: string };
+
+/**
+ * How the storage of one of our StatefulSets changed (undefined: it did not). Claim templates are
+ * immutable, so applying a new size fails with 422 forever. A bigger size is carried out by resizing
+ * the PVCs and re-creating the StatefulSet around its running pods; a smaller one or another storage
+ * class cannot be (a PVC never shrinks, and moving data is not the operator's to do).
+ */
+export function storageChange(desired: KubeObject, live: KubeObject | undefined): StorageChange | undefined {
+  if (!live || desired.kind !== 'StatefulSet' || live.kind !== desired.kind) return undefined;
+  if (!controllerOf(desired) || controllerOf(live) !== controllerOf(desired)) return undefined;
+  const have = new Map(claimTemplates(live).map((t) => [t.metadata?.name ?? '', t]));
+  const grow: { template: string; from: string; to: string }[] = [];
+  for (const t of claimTemplates(desired)) {
+    const name = t.metadata?.name ?? '';
+    const old = have.get(name);
+    if (!old) continue;
+    const [oldClass, newClass] = [old.spec?.storageClassName ?? '', t.spec?.storageClassName ?? ''];
+    if (oldClass !== newClass)
+      return {
+        refused: `volume ${name}: storageClassName cannot change (${oldClass || 'default'} → ${newClass || 'default'})`,
+      };
+    const from = old.spec?.resources?.requests?.storage;
+    const to = t.spec?.resources?.requests?.storage;
+    if (!from || !to || from === to) continue;
+    let cmp: number;
+    try {
+      cmp = compareQuantity(to, from);
+    } catch {
+      return { refused: `volume ${name}: storage ${JSON.stringify(to)} is not a quantity (such as 1Gi)` };
+    }
+    if (cmp < 0)
+      return { refused: `volume ${name}: storage cannot shrink (${from} → ${to}); PVCs only grow` };
+    if (cmp > 0) grow.push({ template: name, from, to });
+  }
+  return grow.length ? { grow } : undefined;
+}
+
 /**
  * Server-side apply of the complete desired object under one field manager, forced (the operator
  * is the authority for the fields it sends), but only when the live object differs: in steady

@@ -254,12 +254,21 @@ export class KubeClient {
     ) as Promise<KubeObject>;
   }
 
-  /** Deletes; an object already gone is success. Background propagation lets the GC collect children. */
-  async delete(kind: string, namespace: string | undefined, name: string, uid?: string): Promise<void> {
+  /**
+   * Deletes; an object already gone is success. Background propagation lets the GC collect children;
+   * Orphan leaves them running (ownerless, for a new owner to adopt).
+   */
+  async delete(
+    kind: string,
+    namespace: string | undefined,
+    name: string,
+    uid?: string,
+    propagationPolicy: 'Background' | 'Orphan' = 'Background',
+  ): Promise<void> {
     const body = {
       apiVersion: 'v1',
       kind: 'DeleteOptions',
-      propagationPolicy: 'Background',
+      propagationPolicy,
       ...(uid ? { preconditions: { uid } } : {}),
     };
     try {

@@ -1,0 +1,167 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { KubeCluster } from '../../../test/harness/kube.ts';
+import { silentLogger } from '../../common/logger.ts';
+import { Operator } from '../operator.ts';
+import { KubeClient, type KubeObject } from '../runtime/kube.ts';
+import { storeName } from '../specs/stores.ts';
+import { eventually, startKubeWithCrds } from '../testkit.ts';
+
+// A StatefulSet's claim templates are immutable: a bundled store's bigger `storage` is carried out by
+// resizing its PVC and re-creating the StatefulSet around the running pod, not a 422 forever; a
+// smaller size or another class is refused by the CRD with a message that says why.
+const NS = 'holt-storage';
+const HOLT = 'hs';
+const STS = storeName(HOLT, 'redis');
+const PVC = `data-${STS}-0`;
+let kube: KubeCluster;
+let admin: KubeClient;
+let op: Operator;
+
+const storageOf = (o: KubeObject | undefined) =>
+  (o?.spec as { resources?: { requests?: { storage?: string } } } | undefined)?.resources?.requests?.storage;
+const templateStorage = (sts: KubeObject | undefined) =>
+  storageOf(
+    (sts?.spec as { volumeClaimTemplates?: KubeObject[] } | undefined)?.volumeClaimTemplates?.[0] as
+      | KubeObject
+      | undefined,
+  );
+const patchRedis = (redis: Record<string, unknown>) =>
+  admin.mergePatch('Holt', NS, HOLT, { spec: { stores: { redis } } }, 'test');
+const eventsOf = async (reason: string) =>
+  (await admin.list('Event', NS)).items.filter((e) => e.reason === reason);
+
+beforeAll(async () => {
+  ({ kube, admin } = await startKubeWithCrds(NS, { controllerManager: true }));
+  // A class that allows expansion, and a volume of it for the Redis PVC (no provisioner or volume
+  // binder runs here: fakeBind below does the binder's part).
+  // Kinds the operator itself never touches, so created by path.
+  await admin.request('create', 'POST', '/apis/storage.k8s.io/v1/storageclasses', {
+    apiVersion: 'storage.k8s.io/v1',
+    kind: 'StorageClass',
+    metadata: { name: 'growable' },
+    provisioner: 'holt.test/none',
+    allowVolumeExpansion: true,
+  });
+  await admin.request('create', 'POST', '/api/v1/persistentvolumes', {
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    metadata: { name: 'pv-redis' },
+    spec: {
+      capacity: { storage: '1Gi' },
+      accessModes: ['ReadWriteOnce'],
+      storageClassName: 'growable',
+      hostPath: { path: '/tmp/holt-storage-test' },
+    },
+  });
+  op = new Operator({
+    client: new KubeClient(kube.kubeconfig),
+    log: silentLogger(),
+    namespaces: [NS],
+    registry: { write: async () => undefined },
+  });
+  await op.startInformers();
+  op.startControllers();
+  await admin.create({
+    apiVersion: 'holt.io/v1alpha1',
+    kind: 'Holt',
+    metadata: { name: HOLT, namespace: NS },
+    spec: { stores: { redis: { storage: '1Gi', storageClassName: 'growable' } } },
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await op?.stop();
+  admin?.close();
+  await kube?.stop();
+});
+
+/** The volume binder's part, which the test cluster does not run: binds the claim to the volume. */
+async function fakeBind(claim: KubeObject, volume: string): Promise<void> {
+  const merge = 'application/merge-patch+json';
+  const ns = claim.metadata.namespace as string;
+  await admin.request(
+    'patch',
+    'PATCH',
+    `/api/v1/persistentvolumes/${volume}`,
+    {
+      spec: {
+        claimRef: {
+          kind: 'PersistentVolumeClaim',
+          namespace: ns,
+          name: claim.metadata.name,
+          uid: claim.metadata.uid,
+        },
+      },
+    },
+    merge,
+  );
+  await admin.request(
+    'patch',
+    'PATCH',
+    `/api/v1/persistentvolumes/${volume}/status`,
+    { status: { phase: 'Bound' } },
+    merge,
+  );
+  await admin.mergePatch('PersistentVolumeClaim', ns, claim.metadata.name, { spec: { volumeName: volume } });
+  await admin.request(
+    'patch',
+    'PATCH',
+    `/api/v1/namespaces/${ns}/persistentvolumeclaims/${claim.metadata.name}/status`,
+    { status: { phase: 'Bound', accessModes: ['ReadWriteOnce'], capacity: { storage: '1Gi' } } },
+    merge,
+  );
+}
+
+describe('a bundled store whose storage changes (real API server + controller-manager)', () => {
+  let stsUid: string | undefined;
+  let podUid: string | undefined;
+
+  it('the Redis PVC is made from the StatefulSet, at 1Gi', async () => {
+    const pvc = await eventually('the PVC', () => admin.get('PersistentVolumeClaim', NS, PVC), 60_000);
+    expect(storageOf(pvc)).toBe('1Gi');
+    await fakeBind(pvc, 'pv-redis');
+    stsUid = (await admin.get('StatefulSet', NS, STS))?.metadata.uid;
+    podUid = (await eventually('the pod', () => admin.get('Pod', NS, `${STS}-0`))).metadata.uid;
+  });
+
+  it('a smaller size or another class is refused by the API server, saying why', async () => {
+    await expect(patchRedis({ storage: '512Mi' })).rejects.toThrow('storage can only grow');
+    await expect(patchRedis({ storageClassName: 'other' })).rejects.toThrow(
+      'storageClassName cannot change once the store exists',
+    );
+    await expect(patchRedis({ storage: '2GB' })).rejects.toThrow('storage must be a quantity');
+  });
+
+  it('a bigger size: the PVC resized, the StatefulSet re-created around the same pod', async () => {
+    await patchRedis({ storage: '2Gi' });
+    await eventually(
+      'the PVC asks for 2Gi',
+      async () => storageOf(await admin.get('PersistentVolumeClaim', NS, PVC)) === '2Gi',
+    );
+    const sts = await eventually(
+      'a new StatefulSet with a 2Gi template',
+      async () => {
+        const s = await admin.get('StatefulSet', NS, STS);
+        return s && s.metadata.uid !== stsUid && templateStorage(s) === '2Gi' ? s : undefined;
+      },
+      60_000,
+    );
+    // The pod was orphaned and adopted, not deleted: same uid, now owned by the new StatefulSet.
+    const pod = await eventually(
+      'the pod adopted',
+      async () => {
+        const p = await admin.get('Pod', NS, `${STS}-0`);
+        return p?.metadata.ownerReferences?.some((r) => r.uid === sts.metadata.uid) ? p : undefined;
+      },
+      60_000,
+    );
+    expect(pod.metadata.uid).toBe(podUid);
+    const [e] = await eventually('a StorageGrown event', async () => {
+      const l = await eventsOf('StorageGrown');
+      return l.length ? l : undefined;
+    });
+    expect(String(e?.note)).toContain(`StatefulSet/${STS}: storage data 1Gi → 2Gi`);
+    // Never a failed apply on the way (without this: 422, the claim templates are immutable).
+    expect(await eventsOf('ApplyFailed')).toHaveLength(0);
+  });
+});
