@@ -89,6 +89,33 @@ function parseSnapshot(r: SnapshotRequest, res: unknown[]): ClaimSnapshot | null
   return { vc, bids: toHash(res[1]), target, children };
 }
 
+/**
+ * What artefactArrived read of one source's claim, as that claim's next step would have: its rev and
+ * the source's children, the arriving artefact among them.
+ */
+export interface SourceRead {
+  rev: number;
+  children: Map<string, Artefact>;
+}
+
+/** A source's part of artefactArrived's reply; null when it cannot be used (a malformed child, say). */
+function sourceRead(arrived: Artefact, raw: unknown): SourceRead | null {
+  const r = (raw ?? []) as unknown[];
+  if (!r.length || r[0] === '') return null;
+  const children = new Map<string, Artefact>();
+  try {
+    for (let i = 1; i + 1 < r.length; i += 2) {
+      const cid = r[i] as string;
+      const ch = toHash(r[i + 1]);
+      if (Object.keys(ch).length) children.set(cid, hashToArtefact(cid, ch));
+    }
+  } catch {
+    return null; // the step reads for itself, and reports it
+  }
+  children.set(arrived.id, arrived);
+  return { rev: Number(r[0]), children };
+}
+
 function flat(h: Record<string, string>): string[] {
   const out: string[] = [];
   for (const k in h) out.push(k, h[k] as string);
@@ -215,12 +242,18 @@ export class Blackboard {
 
   /**
    * An artefact the orchestrator heard of, in one round trip: indexes it (idempotent), creates `claim`
-   * for it unless it has one (null: it takes none), and returns the claims of its sources.
+   * for it unless it has one (null: it takes none), and returns the claims of its sources, each with
+   * what its next step would read (`SourceRead`).
    */
   async artefactArrived(
     a: Artefact,
     claim: Claim | null,
-  ): Promise<{ claimId: string | null; created: boolean; sourceClaims: (string | null)[] }> {
+  ): Promise<{
+    claimId: string | null;
+    created: boolean;
+    sourceClaims: (string | null)[];
+    sourceReads: (SourceRead | null)[];
+  }> {
     const sources = a.source_artefacts;
     const res = (await artefactArrivedScript.run(
       this.redis,
@@ -239,16 +272,19 @@ export class Blackboard {
             a.id,
             a.created_at_ms,
             sources.length,
+            this.k.prefix,
             '1',
             claim.id,
             Date.now(),
             JSON.stringify(claimToJson(claim)),
             ...flat(claimToHash(claim)),
           ]
-        : [a.id, a.created_at_ms, sources.length, '0'],
-    )) as [string, number, ...string[]];
-    const [claimId, created, ...owners] = res;
-    return { claimId: claimId || null, created: created === 1, sourceClaims: owners.map((o) => o || null) };
+        : [a.id, a.created_at_ms, sources.length, this.k.prefix, '0'],
+    )) as [string, number, ...unknown[]];
+    const [claimId, created, ...rest] = res;
+    const owners = (rest.slice(0, sources.length) as string[]).map((o) => o || null);
+    const sourceReads = owners.map((o, i) => (o ? sourceRead(a, rest[sources.length + i]) : null));
+    return { claimId: claimId || null, created: created === 1, sourceClaims: owners, sourceReads };
   }
 
   async claimIdForArtefact(artefactId: string): Promise<string | null> {

@@ -50,31 +50,49 @@ return ARGV[1]
 
 /**
  * What the orchestrator does with an artefact it hears of, in one script: index it (Holt's own pups
- * write artefacts with a plain HSET), create its claim unless it has one (ARGV[4] = '1'), and find the
- * claims of its sources (it may be their output).
+ * write artefacts with a plain HSET), create its claim unless it has one (ARGV[5] = '1'), find the
+ * claims of its sources (it may be their output), and read what each of those claims' next step
+ * would: its rev and the source's other children (so that step need not read them again).
  * KEYS = artefact index, claim_by_artefact, claim, claim index, active set, claim_events channel,
  * claim_updates channel, then per source: its children index and its claim_by_artefact.
- * ARGV = artefact id, created_at_ms, source count, want claim, claim id, claim created ms, claim json,
- * then the claim's field/value pairs.
- * Returns {the artefact's claim id or '', 1 if created here else 0, each source's claim id or ''}.
+ * ARGV = artefact id, created_at_ms, source count, key prefix, want claim, claim id, claim created ms,
+ * claim json, then the claim's field/value pairs.
+ * Returns {the artefact's claim id or '', 1 if created here else 0, each source's claim id or '',
+ * then per source: {} when it has no claim, else {its claim's rev, child id, child hash, ...} (the
+ * children other than this artefact)}.
  */
 export const artefactArrivedScript = new LuaScript(`${CREATE_CLAIM}
-local id = ARGV[1]
+local id, p = ARGV[1], ARGV[4]
+local n = tonumber(ARGV[3])
 redis.call('ZADD', KEYS[1], 'NX', ARGV[2], id)
 local out = {'', 0}
-for i = 1, tonumber(ARGV[3]) do
+for i = 1, n do
   redis.call('SADD', KEYS[6 + 2 * i], id)
   out[#out + 1] = redis.call('GET', KEYS[7 + 2 * i]) or ''
 end
-if ARGV[4] == '1' then
+if ARGV[5] == '1' then
   local existing = redis.call('GET', KEYS[2])
   if existing then
     out[1] = existing
   else
-    create_claim(KEYS[3], KEYS[2], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[5], ARGV[6], ARGV[7], 8)
-    out[1] = ARGV[5]
+    create_claim(KEYS[3], KEYS[2], KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[6], ARGV[7], ARGV[8], 9)
+    out[1] = ARGV[6]
     out[2] = 1
   end
+end
+for i = 1, n do
+  local owner = out[2 + i]
+  local snap = {}
+  if owner ~= '' then
+    snap[1] = redis.call('HGET', p .. 'claim:' .. owner, 'rev') or ''
+    for _, cid in ipairs(redis.call('SMEMBERS', KEYS[6 + 2 * i])) do
+      if cid ~= id then
+        snap[#snap + 1] = cid
+        snap[#snap + 1] = redis.call('HGETALL', p .. 'artefact:' .. cid)
+      end
+    end
+  end
+  out[#out + 1] = snap
 end
 return out
 `);

@@ -6,6 +6,7 @@ import type {
   ClaimUpdate,
   Publication,
   SnapshotRequest,
+  SourceRead,
   VersionedClaim,
 } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
@@ -81,6 +82,8 @@ export class ClaimStepper {
   readonly bids: BidWatch;
   /** Claims just created here: their first step decides on what was written, without reading it back. */
   private readonly fresh = new Set<string>();
+  /** What the next step of a claim would read, already read with an output's arrival (see `sourceRead`). */
+  private readonly readAhead = new Map<string, ClaimSnapshot>();
 
   constructor(deps: StepDeps) {
     this.d = deps;
@@ -132,6 +135,19 @@ export class ClaimStepper {
     this.fresh.add(claim.id);
   }
 
+  /**
+   * An output of claim `id` arrived, and its script read what the claim's next step would: that step
+   * uses it instead of reading, when it matches the claim this stepper knows (same rev, so the same
+   * claim; same target) and the claim no longer collects bids (the read has none).
+   */
+  sourceRead(id: string, read: SourceRead): void {
+    const vc = this.claims.get(id);
+    const target = this.targets.get(id);
+    if (!vc || vc.rev !== read.rev || !target || target.id !== vc.claim.artefact_id || !this.pastBids.has(id))
+      return;
+    this.readAhead.set(id, { vc, bids: {}, target, children: read.children });
+  }
+
   step = async (id: string): Promise<StepOutcome> => {
     const { bb, metrics } = this.d;
     const known = this.targets.get(id);
@@ -141,9 +157,14 @@ export class ClaimStepper {
     // claim as written (the bids announced so far count as heard during this step).
     const created = this.fresh.delete(id) ? this.claims.get(id) : undefined;
     this.bids.stepStarted(id, created !== undefined);
+    // Read ahead for this claim, if still of the claim as known here (a write since moved its rev).
+    const ahead = this.readAhead.get(id);
+    this.readAhead.delete(id);
     const snap: ClaimSnapshot | null = created
       ? { vc: created, bids: {}, target: null, children: new Map() }
-      : await this.snapshots.load({ id, bids: wantBids, target: !known, known: this.claims.get(id) });
+      : ahead && ahead.vc === this.claims.get(id)
+        ? ahead
+        : await this.snapshots.load({ id, bids: wantBids, target: !known, known: this.claims.get(id) });
     if (!snap) {
       this.idleRev.set(id, null);
       return {};
@@ -354,6 +375,7 @@ export class ClaimStepper {
     this.claims.delete(id);
     this.pastBids.delete(id);
     this.fresh.delete(id);
+    this.readAhead.delete(id);
     this.bids.forget(id);
     this.d.metrics.forget(id);
   }

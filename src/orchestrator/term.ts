@@ -254,7 +254,12 @@ export class Term {
     else claim = await this.newClaim(a);
     const r = await bb.artefactArrived(a, claim);
     if (claim && r.claimId) await this.claimWritten(a, claim, r.claimId, true);
-    for (const id of r.sourceClaims) if (id) this.runner.kick(id);
+    for (const [i, id] of r.sourceClaims.entries()) {
+      if (!id) continue;
+      const read = r.sourceReads[i];
+      if (read) this.stepper.sourceRead(id, read);
+      this.runner.kick(id);
+    }
     // Only now: if anything above failed, the reconcile loop must still pick the artefact up.
     this.markSeen(a.id, a.created_at_ms);
   }
