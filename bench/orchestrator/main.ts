@@ -156,7 +156,20 @@ function whenComplete(ids: string[], limitMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const t = setTimeout(() => {
       for (const id of left) waiters.delete(id);
-      reject(new Error(`${left.size} of ${ids.length} goals not complete after ${limitMs} ms`));
+      // Which side lost it: the stored claims of a few of the goals not heard of as complete.
+      void Promise.all(
+        [...left].slice(0, 5).map(async (id) => {
+          const claim = await admin.get(bb.k.claimByArtefact(id));
+          const status = claim ? await admin.hget(bb.k.claim(claim), 'status') : null;
+          return `${id}: claim ${claim ?? 'none'} ${status ?? ''}`;
+        }),
+      ).then((seen) =>
+        reject(
+          new Error(
+            `${left.size} of ${ids.length} goals not complete after ${limitMs} ms (${seen.join('; ')})`,
+          ),
+        ),
+      );
     }, limitMs);
     for (const id of left)
       waiters.set(id, () => {
