@@ -19,6 +19,7 @@
  * Run: node bench/orchestrator/main.ts [goals=1000] [agents=10] [responder-processes=1]
  * (BENCH_CPU_PROF=<dir> profiles the orchestrator with --cpu-prof; BENCH_NODE_FLAGS adds node flags.)
  */
+import { once } from 'node:events';
 import { readdirSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -148,6 +149,10 @@ sub.on('message', (channel: string, raw: string) => {
     waiters.get(c.artefact_id)?.();
   }
 });
+// Only once ready: a SUBSCRIBE sent while ioredis's ready check (INFO) is still in flight puts the
+// connection in subscriber mode under it, the check fails and the connection is dropped and
+// re-made, losing the subscription (seen here as a goal whose completion was never heard).
+if (sub.status !== 'ready') await once(sub, 'ready');
 await sub.subscribe(wfChannel, bb.k.channels.claimUpdates);
 
 function whenComplete(ids: string[], limitMs: number): Promise<void> {
