@@ -80,17 +80,24 @@ if ARGV[5] == '1' then
     out[2] = 1
   end
 end
+-- A source claim or child that cannot be read (a key of the wrong type) costs only this read-ahead:
+-- its claim's step reads for itself, and reports it.
+local function read_ahead(owner, childrenKey)
+  local snap = {redis.call('HGET', p .. 'claim:' .. owner, 'rev') or ''}
+  for _, cid in ipairs(redis.call('SMEMBERS', childrenKey)) do
+    if cid ~= id then
+      snap[#snap + 1] = cid
+      snap[#snap + 1] = redis.call('HGETALL', p .. 'artefact:' .. cid)
+    end
+  end
+  return snap
+end
 for i = 1, n do
   local owner = out[2 + i]
   local snap = {}
   if owner ~= '' then
-    snap[1] = redis.call('HGET', p .. 'claim:' .. owner, 'rev') or ''
-    for _, cid in ipairs(redis.call('SMEMBERS', KEYS[6 + 2 * i])) do
-      if cid ~= id then
-        snap[#snap + 1] = cid
-        snap[#snap + 1] = redis.call('HGETALL', p .. 'artefact:' .. cid)
-      end
-    end
+    local ok, r = pcall(read_ahead, owner, KEYS[6 + 2 * i])
+    if ok then snap = r end
   end
   out[#out + 1] = snap
 end

@@ -145,7 +145,11 @@ export class ClaimStepper {
     const target = this.targets.get(id);
     if (!vc || vc.rev !== read.rev || !target || target.id !== vc.claim.artefact_id || !this.pastBids.has(id))
       return;
-    this.readAhead.set(id, { vc, bids: {}, target, children: read.children });
+    // Replies can be handled out of the order their scripts ran in: two reads of the same claim state
+    // are merged (children are write-once, so the union is what the later script saw, or more).
+    const had = this.readAhead.get(id);
+    const children = had?.vc === vc ? new Map([...had.children, ...read.children]) : read.children;
+    this.readAhead.set(id, { vc, bids: {}, target, children });
   }
 
   step = async (id: string): Promise<StepOutcome> => {

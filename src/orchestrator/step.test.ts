@@ -1,0 +1,88 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import type { Artefact, Claim } from '../blackboard/types.ts';
+import { silentLogger } from '../common/logger.ts';
+import { HoltDispatcher } from './dispatch.ts';
+import { OrchestratorMetrics } from './metrics.ts';
+import { ClaimStepper } from './step.ts';
+import { newGoal } from './testkit.ts';
+
+let redis: RedisServer;
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await redis?.stop();
+});
+
+const output = (goal: Artefact, role: string): Artefact =>
+  newGoal(`from ${role}`, {
+    type: 'Work',
+    source_artefacts: [goal.id],
+    produced_by_role: role,
+    logical_id: randomUUID(),
+  });
+
+describe('ClaimStepper: reads made ahead by outputs’ scripts', () => {
+  it('two reads of the same claim handled out of order are merged: the step sees every output', async () => {
+    const bb = Blackboard.connect(redis.url, `step${randomUUID().slice(0, 8)}`);
+    const roles = new Set(['A', 'B']);
+    const stepper = new ClaimStepper({
+      bb,
+      policy: { bidTimeoutMs: 60_000, maxReviewIterations: 3 },
+      bidPollMs: 1_000,
+      dispatcher: new HoltDispatcher(bb),
+      log: silentLogger(),
+      metrics: new OrchestratorMetrics(),
+      registered: () => roles,
+      alive: () => true,
+      kick: () => undefined,
+    });
+    try {
+      const goal = newGoal();
+      await bb.createArtefact(goal);
+      const claim: Claim = {
+        id: randomUUID(),
+        artefact_id: goal.id,
+        status: 'pending_review',
+        granted_review_agents: [],
+        granted_parallel_agents: [],
+        granted_exclusive_agent: '',
+        expected_bidders: ['A', 'B'],
+        created_at_ms: Date.now(),
+      };
+      await bb.createClaim(claim);
+      stepper.noteCreated(claim, goal);
+      await bb.setBid(claim.id, 'A', 'claim');
+      await bb.setBid(claim.id, 'B', 'claim');
+      await stepper.step(claim.id); // decides on the claim as created: waits for bids
+      await stepper.step(claim.id); // reads both bids: the parallel phase, granted to A and B
+      const granted = await bb.getClaim(claim.id);
+      expect(granted?.claim.status).toBe('pending_parallel');
+      // Both outputs are written. The script of A's saw only A's; the script of B's saw both, and
+      // its reply is handled first.
+      const a = output(goal, 'A');
+      const b = output(goal, 'B');
+      await bb.createArtefact(a);
+      await bb.createArtefact(b);
+      const rev = granted?.rev ?? 0;
+      stepper.sourceRead(claim.id, {
+        rev,
+        children: new Map([
+          [a.id, a],
+          [b.id, b],
+        ]),
+      });
+      stepper.sourceRead(claim.id, { rev, children: new Map([[a.id, a]]) });
+      await stepper.step(claim.id);
+      // Both outputs in: the parallel phase ends (with no exclusive bid, nothing is left to grant).
+      const after = (await bb.getClaim(claim.id))?.claim;
+      expect(after?.phase_state?.received).toEqual({ A: a.id, B: b.id });
+      expect(after?.dormant_reason).toBe('no_grants_remaining_after_parallel');
+    } finally {
+      await bb.close();
+    }
+  });
+});
