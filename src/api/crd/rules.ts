@@ -13,22 +13,16 @@ const externalStore = (what: string): ValidationRule => ({
   message: `an external ${what} needs url or urlSecretRef`,
 });
 
-/** A bundled store's PVC: its size a quantity that never shrinks, its class fixed. */
+/**
+ * A bundled store's PVC size must be a quantity. Whether a change can be made (grow: yes; shrink or
+ * another class: no) is the operator's to say, in the Holt's status: a rule here would also stop a
+ * user from going back to the size that works after a resize the StorageClass refused.
+ */
 const storeVolume: ValidationRule[] = [
   {
     rule: '!has(self.storage) || isQuantity(self.storage)',
     message: 'storage must be a quantity such as 1Gi',
     fieldPath: '.storage',
-  },
-  {
-    rule: '!has(self.storage) || !has(oldSelf.storage) || !isQuantity(self.storage) || !isQuantity(oldSelf.storage) || quantity(self.storage).compareTo(quantity(oldSelf.storage)) >= 0',
-    message: 'storage can only grow (a PVC never shrinks)',
-    fieldPath: '.storage',
-  },
-  {
-    rule: "(has(self.storageClassName) ? self.storageClassName : '') == (has(oldSelf.storageClassName) ? oldSelf.storageClassName : '')",
-    message: 'storageClassName cannot change once the store exists',
-    fieldPath: '.storageClassName',
   },
 ];
 

@@ -33,11 +33,19 @@ export interface ChildrenResult {
   deleted: string[];
   /** Deleted to be re-created (an immutable field changed), each with why; created on a later reconcile. */
   replaced: string[];
+  /** StatefulSets whose PVCs were grown, each with how; re-created around their pods on a later reconcile. */
+  grown: string[];
   errors: string[];
 }
 
 const label = (o: KubeObject) => `${o.kind}/${o.metadata.name}`;
-type Outcome = 'created' | 'updated' | 'unchanged' | { replaced: string } | { error: string };
+type Outcome =
+  | 'created'
+  | 'updated'
+  | 'unchanged'
+  | { replaced: string }
+  | { grown: string }
+  | { error: string };
 
 /**
  * Converges an owner's children: applies each desired object that differs from the cache (SSA),
@@ -53,7 +61,7 @@ export async function applyChildren(
   desired: KubeObject[],
   pruneKinds: readonly string[],
 ): Promise<ChildrenResult> {
-  const res: ChildrenResult = { created: [], updated: [], deleted: [], replaced: [], errors: [] };
+  const res: ChildrenResult = { created: [], updated: [], deleted: [], replaced: [], grown: [], errors: [] };
   // Applied in parallel, reported in the order of `desired`: the lists end up in status messages
   // and event notes, which must not change with the order the API server happened to answer in
   // (a reordered message is a status write, whose watch event requeues the owner at once).
@@ -62,8 +70,7 @@ export async function applyChildren(
       const live = ctx.cache.get(d.kind, namespace, d.metadata.name);
       try {
         const storage = storageChange(d, live);
-        if (storage && 'refused' in storage) return { error: `${label(d)}: ${storage.refused}` };
-        if (storage && live) return { replaced: await growStorage(ctx, namespace, live, storage.grow) };
+        if (storage && live) return await changeStorage(ctx, namespace, d, live, storage);
         const why = replaceReason(d, live);
         if (why && live) {
           // The uid precondition deletes only the object compared; a 409: a newer one already has the name.
@@ -86,6 +93,7 @@ export async function applyChildren(
     else if (o === 'updated') res.updated.push(label(d));
     else if (o === 'unchanged') return;
     else if ('replaced' in o) res.replaced.push(`${label(d)}: ${o.replaced}`);
+    else if ('grown' in o) res.grown.push(`${label(d)}: ${o.grown}`);
     else res.errors.push(o.error);
   });
   const want = new Set(desired.map(label));
@@ -104,21 +112,70 @@ export async function applyChildren(
 }
 
 /**
- * A StatefulSet's bigger PVC size: each existing PVC is resized (the storage class must allow
- * expansion; if it does not, the error is reported and the StatefulSet left as it is), then the
+ * A StatefulSet whose PVC size or class changed. A bigger size: each existing PVC is resized, then the
  * StatefulSet is deleted with its pods orphaned, to be re-created with the new claim template on the
- * next reconcile; the new one adopts the running pods, whose template did not change.
+ * next reconcile (the new one adopts the running pods, whose template did not change). A size or class
+ * that cannot be had (smaller, another class, a StorageClass without expansion): reported, and the
+ * rest of the StatefulSet still applied with its claim templates as they are, so nothing else is held
+ * up and going back to the old size is always possible.
  */
+async function changeStorage(
+  ctx: ControllerContext,
+  namespace: string,
+  desired: KubeObject,
+  live: KubeObject,
+  change: StorageChange,
+): Promise<Outcome> {
+  // Being deleted to be re-created: the next reconcile after it is gone makes the new one.
+  if (live.metadata.deletionTimestamp) return 'unchanged';
+  let problem: string;
+  if ('grow' in change) {
+    try {
+      return { grown: await growStorage(ctx, namespace, desired, live, change.grow) };
+    } catch (e) {
+      problem = `storage not grown: ${e instanceof Error ? e.message : String(e)}`;
+    }
+  } else problem = change.refused;
+  await applyIfChanged(ctx.client, withClaimTemplatesOf(desired, live), live);
+  return { error: `${label(desired)}: ${problem}` };
+}
+
+type ClaimTemplate = { metadata?: { name?: string }; spec?: Record<string, unknown> };
+const templatesOf = (o: KubeObject) =>
+  (o.spec as { volumeClaimTemplates?: ClaimTemplate[] } | undefined)?.volumeClaimTemplates ?? [];
+
+/** `desired` with each claim template's size and class as `live` has them (they cannot change). */
+function withClaimTemplatesOf(desired: KubeObject, live: KubeObject): KubeObject {
+  const have = new Map(templatesOf(live).map((t) => [t.metadata?.name, t.spec ?? {}]));
+  const volumeClaimTemplates = templatesOf(desired).map((t) => {
+    const old = have.get(t.metadata?.name);
+    if (!old) return t;
+    const { storageClassName: _, ...spec } = t.spec ?? {};
+    return {
+      ...t,
+      spec: {
+        ...spec,
+        ...(old.storageClassName !== undefined ? { storageClassName: old.storageClassName } : {}),
+        resources: old.resources,
+      },
+    };
+  });
+  return { ...desired, spec: { ...(desired.spec as object), volumeClaimTemplates } };
+}
+
 async function growStorage(
   ctx: ControllerContext,
   namespace: string,
+  desired: KubeObject,
   live: KubeObject,
   grow: Extract<StorageChange, { grow: unknown }>['grow'],
 ): Promise<string> {
   const sts = live.metadata.name;
-  const replicas = (live.spec as { replicas?: number } | undefined)?.replicas ?? 1;
+  const replicasOf = (o: KubeObject) => (o.spec as { replicas?: number } | undefined)?.replicas ?? 1;
+  // Ordinals that may have a PVC, even if scaled in since (whenScaled: Retain keeps them).
+  const ordinals = Math.max(1, replicasOf(live), replicasOf(desired));
   for (const g of grow) {
-    for (let i = 0; i < replicas; i++) {
+    for (let i = 0; i < ordinals; i++) {
       const pvc = `${g.template}-${sts}-${i}`;
       await ctx.client
         .mergePatch('PersistentVolumeClaim', namespace, pvc, {
@@ -129,10 +186,9 @@ async function growStorage(
         });
     }
   }
-  if (!live.metadata.deletionTimestamp)
-    await ctx.client.delete('StatefulSet', namespace, sts, live.metadata.uid, 'Orphan').catch((e) => {
-      if (!isConflict(e)) throw e;
-    });
+  await ctx.client.delete('StatefulSet', namespace, sts, live.metadata.uid, 'Orphan').catch((e) => {
+    if (!isConflict(e)) throw e;
+  });
   const sizes = grow.map((g) => `${g.template} ${g.from} → ${g.to}`).join(', ');
   return `storage ${sizes}: PVCs resized, StatefulSet re-created around its running pods`;
 }

@@ -151,7 +151,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     ctx.events.emit(holt, 'Normal', 'Updated', 'Apply', `updated ${res.updated.join(', ')}`);
   if (res.deleted.length)
     ctx.events.emit(holt, 'Normal', 'Pruned', 'Apply', `deleted ${res.deleted.join(', ')}`);
-  if (res.replaced.length) ctx.events.emit(holt, 'Normal', 'StorageGrown', 'Apply', res.replaced.join('; '));
+  if (res.grown.length) ctx.events.emit(holt, 'Normal', 'StorageGrown', 'Apply', res.grown.join('; '));
   if (res.errors.length) ctx.events.emit(holt, 'Warning', 'ApplyFailed', 'Apply', res.errors.join('; '));
 
   let registryError: string | undefined;

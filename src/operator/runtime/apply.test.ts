@@ -101,11 +101,26 @@ describe('storageChange: a bundled store whose PVC size or class changed', () =>
     expect(storageChange(pup({ strategy: 'reuse' }), live(pup({ strategy: 'reuse' })))).toBeUndefined();
   });
 
-  it('quantities', () => {
-    expect(quantityValue('1Gi')).toBe(2 ** 30);
-    expect(quantityValue('1.5G')).toBe(1.5e9);
-    expect(quantityValue('1e3')).toBe(1000);
-    expect(quantityValue('100m')).toBe(0.1);
+  it('quantities, exactly: the canonical form the API server stores compares equal to what was written', () => {
+    const v = (q: string) => {
+      const { num, den } = quantityValue(q);
+      return Number(num) / Number(den);
+    };
+    expect(v('1Gi')).toBe(2 ** 30);
+    expect(v('1.5G')).toBe(1.5e9);
+    expect(v('1e3')).toBe(1000);
+    expect(v('100m')).toBe(0.1);
+    expect(v('.5Ki')).toBe(512);
     expect(() => quantityValue('1GB')).toThrow('not a quantity');
+    expect(() => quantityValue('Gi')).toThrow('not a quantity');
+    // 0.7Gi is stored as 751619276800m: the same size, not a smaller one.
+    const at = live(store({ storage: '751619276800m' }));
+    expect(storageChange(store({ storage: '0.7Gi' }), at)).toBeUndefined();
+    for (const [written, stored] of [
+      ['1.4Gi', '1503238553600m'],
+      ['2.3Gi', '2469606195200m'],
+      ['3.3Gi', '3543348019200m'],
+    ] as const)
+      expect(storageChange(store({ storage: written }), live(store({ storage: stored })))).toBeUndefined();
   });
 });

@@ -115,33 +115,34 @@ type ClaimTemplate = {
 const claimTemplates = (o: KubeObject) =>
   (o.spec as { volumeClaimTemplates?: ClaimTemplate[] } | undefined)?.volumeClaimTemplates ?? [];
 
-const SUFFIX: Record<string, number> = {
-  '': 1,
-  m: 1e-3,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  E: 1e18,
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-  Pi: 2 ** 50,
-  Ei: 2 ** 60,
-};
+const DECIMAL: Record<string, number> = { '': 0, m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
+const BINARY: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
 
-/** A Kubernetes quantity (1Gi, 500M, 1.5e9) as a number; throws on anything else. */
-export function quantityValue(q: string): number {
-  const m = /^([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[mkMGTPE]))?$/.exec(q.trim());
-  if (!m) throw new Error(`not a quantity: ${JSON.stringify(q)}`);
-  return Number(m[1]) * (m[2] !== undefined ? 10 ** Number(m[2]) : (SUFFIX[m[3] ?? ''] ?? 1));
+/**
+ * A Kubernetes quantity (1Gi, 500M, 1.5e9, 751619276800m) as an exact fraction: the API server
+ * stores quantities in canonical form (0.7Gi comes back as 751619276800m), which floating point
+ * would compare wrongly. Throws on anything that is not a quantity.
+ */
+export function quantityValue(q: string): { num: bigint; den: bigint } {
+  const m = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[mkMGTPE]))?$/.exec(q.trim());
+  if (!m || (!m[2] && !m[3])) throw new Error(`not a quantity: ${JSON.stringify(q)}`);
+  const frac = m[3] ?? '';
+  let num = BigInt(`${m[2] || '0'}${frac}`) * (m[1] === '-' ? -1n : 1n);
+  let den = 10n ** BigInt(frac.length);
+  const exp = m[4] !== undefined ? Number(m[4]) : (DECIMAL[m[5] ?? ''] ?? 0);
+  if (exp >= 0) num *= 10n ** BigInt(exp);
+  else den *= 10n ** BigInt(-exp);
+  num *= 2n ** BigInt(BINARY[m[5] ?? ''] ?? 0);
+  return { num, den };
 }
 
 /** -1, 0 or 1 as quantity `a` is below, equal to or above `b` (throws on a malformed quantity). */
 function compareQuantity(a: string, b: string): number {
-  return Math.sign(quantityValue(a) - quantityValue(b));
+  const x = quantityValue(a);
+  const y = quantityValue(b);
+  const l = x.num * y.den;
+  const r = y.num * x.den;
+  return l < r ? -1 : l > r ? 1 : 0;
 }
 
 /** The PVC size changes a StatefulSet's claim templates ask for, or why they cannot be made. */
