@@ -88,6 +88,11 @@ export const HoltOrchestrator = z
       .string()
       .optional()
       .describe('Runtime image of the orchestrator (operator default when omitted).'),
+    resources: resources
+      .optional()
+      .describe(
+        'Resources of the orchestrator pods (default: requests cpu 50m, memory 128Mi, no limits). At its top rate it needs about 1.4 cores: its event loop plus the V8 garbage-collector threads beside it; a CPU limit of 1 makes it, not Redis, the bound (docs/benchmarks.md).',
+      ),
   })
   .default({ maxReviewIterations: 3, bidTimeoutSeconds: 30, replicas: 1 })
   .describe('Orchestrator settings and policy.');

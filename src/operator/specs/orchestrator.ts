@@ -2,7 +2,7 @@ import type { V1DeploymentSpec } from '@kubernetes/client-node';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner, selectorLabels } from './meta.ts';
-import { containerSecurity, HEALTH_PORT, holtProbes, podSecurity, RUNTIME_UID } from './pod.ts';
+import { containerSecurity, HEALTH_PORT, holtProbes, podSecurity, RUNTIME_UID, resourcesOf } from './pod.ts';
 import { orchestratorAccount } from './serviceaccount.ts';
 import { storeEnv } from './stores.ts';
 
@@ -38,7 +38,7 @@ export function orchestratorDeployment(owner: Owner, spec: HoltSpec, runtimeImag
             ],
             ports: [{ name: 'http', containerPort: HEALTH_PORT }],
             ...holtProbes(),
-            resources: { requests: { cpu: '50m', memory: '128Mi' } },
+            resources: resourcesOf(o.resources, { requests: { cpu: '50m', memory: '128Mi' } }),
             securityContext: containerSecurity(),
             volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
           },

@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { HoltSpec } from '../../api/holt.ts';
+import type { KubeObject } from '../runtime/kube.ts';
+import { ownerOf } from './meta.ts';
+import { orchestratorDeployment } from './orchestrator.ts';
+
+const owner = ownerOf({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'Holt',
+  metadata: { name: 'demo', namespace: 'ns', uid: 'u1' },
+});
+type Pod = { spec: { template: { spec: { containers: { resources?: unknown }[] } } } };
+const resourcesOf = (o: KubeObject) => (o as unknown as Pod).spec.template.spec.containers[0]?.resources;
+
+describe('orchestrator Deployment resources', () => {
+  it('by default a small request and no limit (V8 helper threads may use spare cores)', () => {
+    expect(resourcesOf(orchestratorDeployment(owner, HoltSpec.parse({}), 'img'))).toEqual({
+      requests: { cpu: '50m', memory: '128Mi' },
+    });
+  });
+
+  it('spec.orchestrator.resources replaces them', () => {
+    const resources = { requests: { cpu: '1500m', memory: '256Mi' }, limits: { memory: '1Gi' } };
+    const spec = HoltSpec.parse({ orchestrator: { resources } });
+    expect(resourcesOf(orchestratorDeployment(owner, spec, 'img'))).toEqual(resources);
+  });
+});
