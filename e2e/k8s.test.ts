@@ -70,8 +70,13 @@ function demoManifests(holt: string, replicas: Record<string, number> = {}): str
   for (const d of docs) {
     if (d.kind === 'Holt') {
       d.metadata.name = holt;
+      // The demo counts a bid missing after 10 s as ignore. Every bid here is a node process started
+      // on a CI machine that may be running other suites: a slow one must not change the workflow
+      // (a CI run ended without the parallel phase, most likely so: the Linter bid too late).
+      const orchestrator = (d.spec?.orchestrator ?? {}) as Record<string, unknown>;
       d.spec = {
         ...d.spec,
+        orchestrator: { ...orchestrator, bidTimeoutSeconds: 120 },
         stores: {
           redis: { mode: 'external', urlSecretRef: { name: `${holt}-redis`, key: 'url' } },
           nats: { mode: 'external', url: nats.url },
