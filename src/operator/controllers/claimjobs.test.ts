@@ -144,7 +144,15 @@ describe('fresh_per_call agents: one Job per pending claim', () => {
       return l.some((j) => claimOf(j) === 'c-3') ? l : undefined;
     });
     expect(three.map(claimOf).sort()).toEqual(['c-1', 'c-2', 'c-3']);
-    // Steady: nothing more to start, and a full reconcile writes nothing.
+    // Steady once the Job controller has caught up with the new Job (its pod made, its status
+    // written: each a change the Agent's status reflects), a full reconcile writes nothing.
+    await eventually('every Job started by the Job controller', async () => {
+      const started = (await jobs()).every((j) => {
+        const st = j.status as { active?: number; succeeded?: number } | undefined;
+        return (st?.active ?? 0) + (st?.succeeded ?? 0) > 0;
+      });
+      return started || undefined;
+    });
     expect(await writesOnResync(op)).toBe(0);
     expect((await jobs()).length).toBe(3);
   });
