@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { type KubeCluster, type KubeOptions, startKube } from '../../test/harness/kube.ts';
 import { eventually as poll } from '../../test/harness/wait.ts';
-import type { Operator } from './operator.ts';
+import { silentLogger } from '../common/logger.ts';
+import { Operator, type OperatorOptions } from './operator.ts';
 import type { KubeObject } from './runtime/kube.ts';
 import { KubeClient } from './runtime/kube.ts';
 
@@ -99,6 +100,30 @@ export async function startKubeWithCrds(
   await installCrds(admin);
   await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } });
   return { kube, admin };
+}
+
+/** A registry writer that writes nowhere (for tests with no Redis behind their Holts). */
+export const NO_REGISTRY: OperatorOptions['registry'] = { write: async () => undefined };
+
+/**
+ * An operator on one namespace of `kube` (silent, no registry unless given), its informers synced and
+ * its controllers running.
+ */
+export async function startOperator(
+  kube: KubeCluster,
+  namespace: string,
+  opts: Partial<Omit<OperatorOptions, 'client' | 'namespaces'>> = {},
+): Promise<Operator> {
+  const op = new Operator({
+    client: new KubeClient(kube.kubeconfig),
+    log: silentLogger(),
+    namespaces: [namespace],
+    registry: NO_REGISTRY,
+    ...opts,
+  });
+  await op.startInformers();
+  op.startControllers();
+  return op;
 }
 
 /** A Holt with every default (bundled stores). */

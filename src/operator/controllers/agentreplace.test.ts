@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
-import { silentLogger } from '../../common/logger.ts';
-import { Operator } from '../operator.ts';
-import { KubeClient, type KubeObject } from '../runtime/kube.ts';
-import { emptyHolt, eventually, fakeKubelet, startKubeWithCrds } from '../testkit.ts';
+import type { Operator } from '../operator.ts';
+import type { KubeClient, KubeObject } from '../runtime/kube.ts';
+import { emptyHolt, eventually, fakeKubelet, startKubeWithCrds, startOperator } from '../testkit.ts';
 
 // A Deployment's selector is immutable: an Agent whose shape change moves its pup's selector
 // (standard "agent" pup ↔ "controller" pup) gets its Deployment replaced, not a 422 forever.
@@ -22,14 +21,7 @@ const component = (d: KubeObject | undefined) =>
 
 beforeAll(async () => {
   ({ kube, admin } = await startKubeWithCrds(NS, { controllerManager: true }));
-  op = new Operator({
-    client: new KubeClient(kube.kubeconfig),
-    log: silentLogger(),
-    namespaces: [NS],
-    registry: { write: async () => undefined },
-  });
-  await op.startInformers();
-  op.startControllers();
+  op = await startOperator(kube, NS);
   await admin.create(emptyHolt(NS, 'hr'));
 });
 

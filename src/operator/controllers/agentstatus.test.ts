@@ -4,13 +4,12 @@ import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import type { Claim, ClaimType } from '../../blackboard/types.ts';
-import { silentLogger } from '../../common/logger.ts';
 import { type AgentStatus as LlmAgentStatus, writeAgentStatus } from '../../llm/status.ts';
 import { freePort } from '../../local/ports.ts';
 import { outputId } from '../../pup/decide.ts';
-import { Operator } from '../operator.ts';
+import type { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
-import { eventually, installCrds } from '../testkit.ts';
+import { eventually, installCrds, startOperator } from '../testkit.ts';
 import {
   type AgentRuntime,
   budgetOf,
@@ -167,17 +166,12 @@ beforeAll(async () => {
     },
     close: () => real.close(),
   };
-  op = new Operator({
-    client: new KubeClient(kube.kubeconfig),
-    log: silentLogger(),
-    namespaces: [NS],
+  op = await startOperator(kube, NS, {
     registry: new RedisRegistryWriter(boards),
     runtime,
     statusPollMs: 150,
     resyncMs: 60_000,
   });
-  await op.startInformers();
-  op.startControllers();
   await admin.create({
     apiVersion: 'holt.io/v1alpha1',
     kind: 'Holt',

@@ -10,12 +10,19 @@ import { InboxStore } from '../../inbox/store.ts';
 import { PostgresBacklogReader } from '../autoscale/backlog.ts';
 import { NatsWakeups } from '../autoscale/wakeup.ts';
 import { buildOperator } from '../main.ts';
-import { Operator } from '../operator.ts';
+import type { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { CLAIM_LABEL } from '../specs/claimjob.ts';
 import { HOLT_BIN } from '../specs/orchestrator.ts';
-import { emptyHolt, eventually, fakeKubelet, startKubeWithCrds, writesOnResync } from '../testkit.ts';
-import type { RegistryWriter } from './registry.ts';
+import {
+  emptyHolt,
+  eventually,
+  fakeKubelet,
+  NO_REGISTRY,
+  startKubeWithCrds,
+  startOperator,
+  writesOnResync,
+} from '../testkit.ts';
 
 // fresh_per_call agents: one Job per pending inbox row, at most `replicas` running at once.
 const NS = 'claimjobs';
@@ -25,7 +32,6 @@ let admin: KubeClient;
 let op: Operator;
 let inbox: InboxStore;
 
-const registry: RegistryWriter = { write: async () => undefined };
 type JobSpec = {
   ttlSecondsAfterFinished?: number;
   template: {
@@ -63,16 +69,7 @@ beforeAll(async () => {
   ({ kube, admin } = env);
   await migrate(pgs.url);
   inbox = InboxStore.connect(pgs.url, { max: 2 });
-  op = new Operator({
-    client: new KubeClient(kube.kubeconfig),
-    log: silentLogger(),
-    namespaces: [NS],
-    registry,
-    claims: new PostgresBacklogReader(async () => pgs.url),
-    pollMs: 200,
-  });
-  await op.startInformers();
-  op.startControllers();
+  op = await startOperator(kube, NS, { claims: new PostgresBacklogReader(async () => pgs.url), pollMs: 200 });
   await admin.create(emptyHolt(NS, 'fj'));
 });
 
@@ -210,7 +207,7 @@ describe("main's wiring (buildOperator): claim Jobs are made in production", () 
       new KubeClient(kube.kubeconfig),
       silentLogger(),
       { namespaces: [NS2], runtimeImage: 'holt-runtime:test', identity: 'wiring-test', statusPollMs: 60_000 },
-      { registry, runtime: undefined, wakeups: undefined, pollMs: 200 },
+      { registry: NO_REGISTRY, runtime: undefined, wakeups: undefined, pollMs: 200 },
     );
     expect(real.ctx.claims).toBeDefined();
     expect(real.ctx.claims).toBe(real.ctx.backlog);
@@ -270,18 +267,12 @@ describe('doorbells: a new claim gets its Job at the bell, not at the poll', () 
     nats = await startNats();
     nc = await connect({ servers: nats.url });
     await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS3 } });
-    bell = new Operator({
-      client: new KubeClient(kube.kubeconfig),
-      log: silentLogger(),
-      namespaces: [NS3],
-      registry,
+    bell = await startOperator(kube, NS3, {
       claims: new PostgresBacklogReader(async () => pgs.url),
       wakeups: new NatsWakeups(async () => nats.url),
       // Ten minutes: a Job within the test's limits can only come from the doorbell.
       pollMs: 600_000,
     });
-    await bell.startInformers();
-    bell.startControllers();
     await admin.create(emptyHolt(NS3, 'fb'));
   });
 

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
-import { silentLogger } from '../../common/logger.ts';
-import { Operator } from '../operator.ts';
-import { KubeClient, type KubeObject } from '../runtime/kube.ts';
+import type { Operator } from '../operator.ts';
+import type { KubeClient, KubeObject } from '../runtime/kube.ts';
 import { storeName } from '../specs/stores.ts';
-import { eventually, startKubeWithCrds } from '../testkit.ts';
+import { eventually, startKubeWithCrds, startOperator } from '../testkit.ts';
 
 // A StatefulSet's claim templates are immutable: a bundled store's bigger `storage` is carried out by
 // resizing its PVC and re-creating the StatefulSet around the running pod, not a 422 forever; a
@@ -59,14 +58,7 @@ beforeAll(async () => {
       hostPath: { path: '/tmp/holt-storage-test' },
     },
   });
-  op = new Operator({
-    client: new KubeClient(kube.kubeconfig),
-    log: silentLogger(),
-    namespaces: [NS],
-    registry: { write: async () => undefined },
-  });
-  await op.startInformers();
-  op.startControllers();
+  op = await startOperator(kube, NS);
   await admin.create({
     apiVersion: 'holt.io/v1alpha1',
     kind: 'Holt',

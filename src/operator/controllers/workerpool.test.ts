@@ -11,11 +11,16 @@ import { InboxStore } from '../../inbox/store.ts';
 import { PostgresBacklogReader } from '../autoscale/backlog.ts';
 import { DELETION_COST } from '../autoscale/loop.ts';
 import { NatsWakeups } from '../autoscale/wakeup.ts';
-import { Operator } from '../operator.ts';
+import type { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { LeaderElector } from '../runtime/leader.ts';
-import { emptyHolt, eventually, startKubeWithCrds, writesOnResync } from '../testkit.ts';
-import type { RegistryWriter } from './registry.ts';
+import {
+  emptyHolt,
+  eventually,
+  startKubeWithCrds,
+  startOperator as startOperatorOn,
+  writesOnResync,
+} from '../testkit.ts';
 
 const NS = 'pools';
 let kube: KubeCluster;
@@ -24,9 +29,6 @@ let nats: NatsServer;
 let admin: KubeClient;
 let op: Operator;
 let inbox: InboxStore;
-
-/** The registry is not under test here: an in-memory RegistryWriter. */
-const registry: RegistryWriter = { write: async () => undefined };
 
 const get = (kind: string, name: string) => admin.get(kind, NS, name);
 const replicasOf = (o: KubeObject | undefined) => (o?.spec as { replicas?: number } | undefined)?.replicas;
@@ -51,19 +53,12 @@ async function enqueue(target: string, n: number): Promise<void> {
 
 /** An operator replica that leads at once (a new one after op.stop() is a leader change). */
 async function startOperator(): Promise<Operator> {
-  const o = new Operator({
-    client: new KubeClient(kube.kubeconfig),
-    log: silentLogger(),
-    namespaces: [NS],
-    registry,
+  return startOperatorOn(kube, NS, {
     backlog: new PostgresBacklogReader(async () => pgs.url),
     wakeups: new NatsWakeups(async () => nats.url),
     // A long poll: scaling within seconds below can only come from the doorbell.
     autoscalePollMs: 60_000,
   });
-  await o.startInformers();
-  o.startControllers();
-  return o;
 }
 
 beforeAll(async () => {
