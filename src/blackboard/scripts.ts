@@ -34,6 +34,21 @@ local function create_claim(claim, byArtefact, index, set, eventsChannel, update
 end`;
 
 /**
+ * Lua shared by the scripts that read a target's outputs: appends to `out` the id and hash of each
+ * artefact in the children index `childrenKey` but `skip`, as id, hash, id, hash, ... (`p` is the key prefix).
+ */
+const ADD_CHILDREN = `
+local function add_children(out, p, childrenKey, skip)
+  for _, cid in ipairs(redis.call('SMEMBERS', childrenKey)) do
+    if cid ~= skip then
+      out[#out + 1] = cid
+      out[#out + 1] = redis.call('HGETALL', p .. 'artefact:' .. cid)
+    end
+  end
+  return out
+end`;
+
+/**
  * Claim creation, idempotent per artefact unless ARGV[4] = '1' (a feedback claim overwrites the index).
  * KEYS = claim, claim_by_artefact, claim index, active (or, for a dormant claim, dormant) set,
  * claim_events channel, claim_updates channel.
@@ -61,7 +76,7 @@ return ARGV[1]
  * then per source: {} when it has no claim, else {its claim's rev, child id, child hash, ...} (the
  * children other than this artefact)}.
  */
-export const artefactArrivedScript = new LuaScript(`${CREATE_CLAIM}
+export const artefactArrivedScript = new LuaScript(`${CREATE_CLAIM}${ADD_CHILDREN}
 local id, p = ARGV[1], ARGV[4]
 local n = tonumber(ARGV[3])
 redis.call('ZADD', KEYS[1], 'NX', ARGV[2], id)
@@ -83,14 +98,7 @@ end
 -- A source claim or child that cannot be read (a key of the wrong type) costs only this read-ahead:
 -- its claim's step reads for itself, and reports it.
 local function read_ahead(owner, childrenKey)
-  local snap = {redis.call('HGET', p .. 'claim:' .. owner, 'rev') or ''}
-  for _, cid in ipairs(redis.call('SMEMBERS', childrenKey)) do
-    if cid ~= id then
-      snap[#snap + 1] = cid
-      snap[#snap + 1] = redis.call('HGETALL', p .. 'artefact:' .. cid)
-    end
-  end
-  return snap
+  return add_children({redis.call('HGET', p .. 'claim:' .. owner, 'rev') or ''}, p, childrenKey, id)
 end
 for i = 1, n do
   local owner = out[2 + i]
@@ -195,7 +203,7 @@ return rev
  * ...} (flat hashes).
  * Keys are built in Lua from the prefix: fine on one Redis (Holt's deployment), not cluster-safe.
  */
-export const claimSnapshotScript = new LuaScript(`
+export const claimSnapshotScript = new LuaScript(`${ADD_CHILDREN}
 local p = ARGV[1]
 local function snap(claimKey, bidsKey, wantBids, wantTarget, rev, knownAid)
   local c
@@ -211,12 +219,7 @@ local function snap(claimKey, bidsKey, wantBids, wantTarget, rev, knownAid)
   local out = {c, {}, {}}
   if wantBids == '1' then out[2] = redis.call('HGETALL', bidsKey) end
   if wantTarget == '1' and aid ~= '' then out[3] = redis.call('HGETALL', p .. 'artefact:' .. aid) end
-  if aid ~= '' then
-    for _, id in ipairs(redis.call('SMEMBERS', p .. 'index:children:' .. aid)) do
-      out[#out + 1] = id
-      out[#out + 1] = redis.call('HGETALL', p .. 'artefact:' .. id)
-    end
-  end
+  if aid ~= '' then add_children(out, p, p .. 'index:children:' .. aid, '') end
   return out
 end
 local all = {}
