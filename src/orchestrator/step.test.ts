@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
-import type { Artefact, Claim } from '../blackboard/types.ts';
+import type { Artefact } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
+import { claim as newClaim } from '../pup/test-helpers.ts';
 import { HoltDispatcher } from './dispatch.ts';
 import { OrchestratorMetrics } from './metrics.ts';
 import { ClaimStepper } from './step.ts';
@@ -43,16 +44,7 @@ describe('ClaimStepper: reads made ahead by outputs’ scripts', () => {
     try {
       const goal = newGoal();
       await bb.createArtefact(goal);
-      const claim: Claim = {
-        id: randomUUID(),
-        artefact_id: goal.id,
-        status: 'pending_review',
-        granted_review_agents: [],
-        granted_parallel_agents: [],
-        granted_exclusive_agent: '',
-        expected_bidders: ['A', 'B'],
-        created_at_ms: Date.now(),
-      };
+      const claim = newClaim(goal.id, { expected_bidders: ['A', 'B'], created_at_ms: Date.now() });
       await bb.createClaim(claim);
       stepper.noteCreated(claim, goal);
       await bb.setBid(claim.id, 'A', 'claim');
