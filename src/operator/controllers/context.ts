@@ -1,6 +1,12 @@
 import type { Logger } from '../../common/logger.ts';
 import type { BacklogReader, ClaimSource } from '../autoscale/backlog.ts';
-import { applyIfChanged, replaceReason, type StorageChange, storageChange } from '../runtime/apply.ts';
+import {
+  applyIfChanged,
+  replaceReason,
+  type StorageChange,
+  storageChange,
+  withClaimTemplatesOf,
+} from '../runtime/apply.ts';
 import type { Cache } from '../runtime/cache.ts';
 import type { EventRecorder } from '../runtime/events.ts';
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/kube.ts';
@@ -138,29 +144,6 @@ async function changeStorage(
   } else problem = change.refused;
   await applyIfChanged(ctx.client, withClaimTemplatesOf(desired, live), live);
   return { error: `${label(desired)}: ${problem}` };
-}
-
-type ClaimTemplate = { metadata?: { name?: string }; spec?: Record<string, unknown> };
-const templatesOf = (o: KubeObject) =>
-  (o.spec as { volumeClaimTemplates?: ClaimTemplate[] } | undefined)?.volumeClaimTemplates ?? [];
-
-/** `desired` with each claim template's size and class as `live` has them (they cannot change). */
-function withClaimTemplatesOf(desired: KubeObject, live: KubeObject): KubeObject {
-  const have = new Map(templatesOf(live).map((t) => [t.metadata?.name, t.spec ?? {}]));
-  const volumeClaimTemplates = templatesOf(desired).map((t) => {
-    const old = have.get(t.metadata?.name);
-    if (!old) return t;
-    const { storageClassName: _, ...spec } = t.spec ?? {};
-    return {
-      ...t,
-      spec: {
-        ...spec,
-        ...(old.storageClassName !== undefined ? { storageClassName: old.storageClassName } : {}),
-        resources: old.resources,
-      },
-    };
-  });
-  return { ...desired, spec: { ...(desired.spec as object), volumeClaimTemplates } };
 }
 
 async function growStorage(

@@ -4,7 +4,7 @@ import { parseAgent } from '../controllers/resources.ts';
 import { agentDeployment } from '../specs/agent.ts';
 import { bundledStore } from '../specs/bundled.ts';
 import { ownerOf } from '../specs/meta.ts';
-import { quantityValue, replaceReason, storageChange } from './apply.ts';
+import { quantityValue, replaceReason, storageChange, withClaimTemplatesOf } from './apply.ts';
 import type { KubeObject } from './kube.ts';
 
 const agent: KubeObject = {
@@ -93,6 +93,18 @@ describe('storageChange: a bundled store whose PVC size or class changed', () =>
     expect(storageChange(store({ storage: '2GB' }), at1)).toMatchObject({
       refused: expect.stringContaining('not a quantity'),
     });
+  });
+
+  it('what cannot change is applied as live has it, the rest as desired', () => {
+    const want = store({ storage: '512Mi', storageClassName: 'fast', image: 'redis:8' });
+    const kept = withClaimTemplatesOf(want, at1);
+    const spec = kept.spec as { volumeClaimTemplates: { spec: Record<string, unknown> }[] };
+    expect(spec.volumeClaimTemplates[0]?.spec).toEqual({
+      accessModes: ['ReadWriteOnce'],
+      resources: { requests: { storage: '1Gi' } },
+    });
+    expect(JSON.stringify(kept.spec)).toContain('redis:8');
+    expect(storageChange(kept, at1)).toBeUndefined();
   });
 
   it('only our own StatefulSets', () => {

@@ -110,7 +110,7 @@ export function replaceReason(desired: KubeObject, live: KubeObject | undefined)
 
 type ClaimTemplate = {
   metadata?: { name?: string };
-  spec?: { storageClassName?: string; resources?: { requests?: { storage?: string } } };
+  spec?: { storageClassName?: string; resources?: { requests?: { storage?: string } }; [k: string]: unknown };
 };
 const claimTemplates = (o: KubeObject) =>
   (o.spec as { volumeClaimTemplates?: ClaimTemplate[] } | undefined)?.volumeClaimTemplates ?? [];
@@ -182,6 +182,25 @@ export function storageChange(desired: KubeObject, live: KubeObject | undefined)
     if (cmp > 0) grow.push({ template: name, from, to });
   }
   return grow.length ? { grow } : undefined;
+}
+
+/** `desired` with each claim template's size and class as `live` has them (they cannot change). */
+export function withClaimTemplatesOf(desired: KubeObject, live: KubeObject): KubeObject {
+  const have = new Map(claimTemplates(live).map((t) => [t.metadata?.name, t.spec ?? {}]));
+  const volumeClaimTemplates = claimTemplates(desired).map((t) => {
+    const old = have.get(t.metadata?.name);
+    if (!old) return t;
+    const { storageClassName: _, ...spec } = t.spec ?? {};
+    return {
+      ...t,
+      spec: {
+        ...spec,
+        ...(old.storageClassName !== undefined ? { storageClassName: old.storageClassName } : {}),
+        resources: old.resources,
+      },
+    };
+  });
+  return { ...desired, spec: { ...(desired.spec as object), volumeClaimTemplates } };
 }
 
 /**
