@@ -72,6 +72,17 @@ export interface SnapshotRequest {
   known?: VersionedClaim | undefined;
 }
 
+/** The artefacts of a script reply's id, flat hash, id, flat hash, ... run from `from` on (gone ones skipped). */
+function childrenFrom(reply: unknown[], from: number): Map<string, Artefact> {
+  const children = new Map<string, Artefact>();
+  for (let i = from; i + 1 < reply.length; i += 2) {
+    const cid = reply[i] as string;
+    const ch = toHash(reply[i + 1]);
+    if (Object.keys(ch).length) children.set(cid, hashToArtefact(cid, ch));
+  }
+  return children;
+}
+
 function parseSnapshot(r: SnapshotRequest, res: unknown[]): ClaimSnapshot | null {
   if (!res.length) return null;
   const { id, known } = r;
@@ -80,13 +91,7 @@ function parseSnapshot(r: SnapshotRequest, res: unknown[]): ClaimSnapshot | null
   const vc = unchanged ? known : { claim: hashToClaim(id, h), rev: Number(h.rev ?? 0) };
   const th = toHash(res[2]);
   const target = Object.keys(th).length ? hashToArtefact(vc.claim.artefact_id, th) : null;
-  const children = new Map<string, Artefact>();
-  for (let i = 3; i + 1 < res.length; i += 2) {
-    const cid = res[i] as string;
-    const ch = toHash(res[i + 1]);
-    if (Object.keys(ch).length) children.set(cid, hashToArtefact(cid, ch));
-  }
-  return { vc, bids: toHash(res[1]), target, children };
+  return { vc, bids: toHash(res[1]), target, children: childrenFrom(res, 3) };
 }
 
 /**
@@ -102,13 +107,9 @@ export interface SourceRead {
 function sourceRead(arrived: Artefact, raw: unknown): SourceRead | null {
   const r = (raw ?? []) as unknown[];
   if (!r.length || r[0] === '') return null;
-  const children = new Map<string, Artefact>();
+  let children: Map<string, Artefact>;
   try {
-    for (let i = 1; i + 1 < r.length; i += 2) {
-      const cid = r[i] as string;
-      const ch = toHash(r[i + 1]);
-      if (Object.keys(ch).length) children.set(cid, hashToArtefact(cid, ch));
-    }
+    children = childrenFrom(r, 1);
   } catch {
     return null; // the step reads for itself, and reports it
   }
