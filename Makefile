@@ -4,7 +4,7 @@ NODE_VERSION := $(shell cat .node-version)
 export PATH := $(CACHE)/node/$(NODE_VERSION)/bin:$(CACHE)/tools/bin:$(PATH)
 export NODE_OPTIONS ?= --no-warnings=ExperimentalWarning
 
-.PHONY: setup test typecheck lint format unit demo bench crds sandbox help
+.PHONY: setup test typecheck lint format unit demo bench crds cluster-up cluster-down help
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -29,8 +29,13 @@ unit: ## run every test file (real servers, started per file)
 crds: ## regenerate crds/, the Helm chart's CRDs and examples/k8s/demo.yaml from src/api
 	node scripts/gen-crds.ts
 
-sandbox: ## a local kube-apiserver to try the chart and the operator (prints KUBECONFIG)
-	node scripts/sandbox.ts
+NODES ?= 1
+NAME ?= holt
+cluster-up: ## a real local cluster (NODES=2 for two), the project's images loaded; prints the kubeconfig path last
+	node scripts/cluster.ts up --name $(NAME) --nodes $(NODES)
+
+cluster-down: ## stop the local cluster and remove everything it made
+	node scripts/cluster.ts down --name $(NAME)
 
 demo: ## run the demo
 	@bash scripts/demo.sh

@@ -31,8 +31,12 @@ else
 fi
 step_done
 
-step_start "Kubernetes binaries (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl, helm)"
+step_start "Kubernetes binaries (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, etcd, kubectl, helm)"
 bash "$root/scripts/setup/k8s.sh"
+step_done
+
+step_start "The real node's parts (containerd, runc, CNI, CoreDNS, local-path-provisioner, pause)"
+bash "$root/scripts/setup/cluster.sh"
 step_done
 
 echo "setup complete in $(( $(date +%s) - T0 ))s; cache: $CACHE"

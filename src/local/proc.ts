@@ -30,6 +30,8 @@ export interface SpawnServerOptions {
   cwd?: string;
   uid?: number;
   gid?: number;
+  /** Its own process group, not waited on: it outlives this process (`make cluster-up`). */
+  detached?: boolean;
 }
 
 export function spawnServer(opts: SpawnServerOptions): ServerProcess {
@@ -42,7 +44,9 @@ export function spawnServer(opts: SpawnServerOptions): ServerProcess {
     stdio: ['ignore', fd, fd],
     uid: opts.uid,
     gid: opts.gid,
+    detached: opts.detached,
   });
+  if (opts.detached) child.unref();
   const pd = pidDir();
   const pidFile = pd && child.pid ? join(pd, `${child.pid}`) : undefined;
   if (pidFile) writeFileSync(pidFile, `${opts.name}\n`);

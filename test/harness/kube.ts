@@ -21,6 +21,33 @@ export interface KubeOptions {
   controllerManager?: boolean;
   /** Run kube-scheduler (binds pods to nodes; only useful with a test kubelet that registers a Node). */
   scheduler?: boolean;
+  /** A control plane for real kubelets (test/cluster): see ControlPlaneForNodes. */
+  nodes?: ControlPlaneForNodes;
+  /** State under this directory, left in place by stop() (default: a temp dir that stop() removes). */
+  dir?: string;
+  /** The processes outlive this one (`make cluster-up`); stop them by pid. */
+  detached?: boolean;
+}
+
+/**
+ * What a control plane needs for real nodes: pods reach it at `advertiseAddress` (the `kubernetes`
+ * Service's endpoint, so it listens on every address, the loopback included), its certificates come
+ * from the cluster's CA (kubelets trust its client certificate), nodes and kube-proxy log in with
+ * static tokens, and the persistent-volume controllers run.
+ */
+export interface ControlPlaneForNodes {
+  advertiseAddress: string;
+  serviceCidr: string;
+  pki: {
+    caCert: string;
+    apiserverCert: string;
+    apiserverKey: string;
+    kubeletClientCert: string;
+    kubeletClientKey: string;
+  };
+  tokens: { token: string; user: string; groups?: string[] }[];
+  /** Seconds a pod stays bound to a NotReady or unreachable node before it is evicted (Kubernetes: 300). */
+  podEvictionSeconds: number;
 }
 
 export interface KubeRunOptions {
@@ -159,12 +186,15 @@ export function writeKubeconfig(
   writeFileSync(path, stringify(config), { mode: 0o600 });
 }
 
-async function startEtcd(dir: string): Promise<{ proc: ServerProcess; url: string }> {
+async function startEtcd(
+  dir: string,
+  spawn: typeof spawnServer,
+): Promise<{ proc: ServerProcess; url: string }> {
   const client = await freePort();
   const peer = await freePort();
   const url = `http://127.0.0.1:${client}`;
   const peerUrl = `http://127.0.0.1:${peer}`;
-  const proc = spawnServer({
+  const proc = spawn({
     name: 'etcd',
     command: kubeBinary('etcd'),
     args: [
@@ -190,7 +220,10 @@ async function startEtcd(dir: string): Promise<{ proc: ServerProcess; url: strin
 }
 
 export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
-  const dir = makeTempDir('kube');
+  const dir = opts.dir ?? makeTempDir('kube');
+  mkdirSync(dir, { recursive: true });
+  const nodes = opts.nodes;
+  const spawn = (o: Parameters<typeof spawnServer>[0]) => spawnServer({ ...o, detached: opts.detached });
   const procs: ServerProcess[] = [];
   const stopAll = async (): Promise<void> => {
     // Dependents first, etcd last.
@@ -224,40 +257,59 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
         // Bootstrap RBAC grants these users exactly what the components need.
         `${kcmToken},system:kube-controller-manager,system:kube-controller-manager`,
         `${schedToken},system:kube-scheduler,system:kube-scheduler`,
+        ...(nodes?.tokens ?? []).map(
+          (t) => `${t.token},${t.user},${t.user}${t.groups?.length ? `,"${t.groups.join(',')}"` : ''}`,
+        ),
       ].join('\n') + '\n',
       { mode: 0o600 },
     );
 
-    const etcd = await startEtcd(dir);
+    const etcd = await startEtcd(dir, spawn);
     procs.push(etcd.proc);
 
     const port = await freePort();
     const server = `https://127.0.0.1:${port}`;
-    // The apiserver writes a self-signed CA + serving cert (SANs: 127.0.0.1, localhost, kubernetes.default.svc, ...)
-    // to <cert-dir>/apiserver.crt; the file holds the serving cert followed by its CA.
-    const caPath = join(certDir, 'apiserver.crt');
-    const apiserver = spawnServer({
+    // Without nodes the apiserver writes a self-signed CA + serving cert (SANs: 127.0.0.1, localhost,
+    // kubernetes.default.svc, ...) to <cert-dir>/apiserver.crt; the file holds the serving cert followed by its CA.
+    const caPath = nodes ? nodes.pki.caCert : join(certDir, 'apiserver.crt');
+    const forNodes = nodes
+      ? [
+          '--bind-address=0.0.0.0',
+          `--advertise-address=${nodes.advertiseAddress}`,
+          `--tls-cert-file=${nodes.pki.apiserverCert}`,
+          `--tls-private-key-file=${nodes.pki.apiserverKey}`,
+          `--kubelet-client-certificate=${nodes.pki.kubeletClientCert}`,
+          `--kubelet-client-key=${nodes.pki.kubeletClientKey}`,
+          '--kubelet-preferred-address-types=InternalIP',
+          `--default-not-ready-toleration-seconds=${nodes.podEvictionSeconds}`,
+          `--default-unreachable-toleration-seconds=${nodes.podEvictionSeconds}`,
+        ]
+      : [
+          '--bind-address=127.0.0.1',
+          '--advertise-address=127.0.0.1',
+          // The `kubernetes` Service's endpoints would be 127.0.0.1, which Endpoints reject as loopback:
+          // skip reconciling them instead of logging an error every 10 s.
+          '--endpoint-reconciler-type=none',
+        ];
+    const serviceCidr = nodes?.serviceCidr ?? SERVICE_CIDR;
+    const apiserver = spawn({
       name: 'kube-apiserver',
       command: kubeBinary('kube-apiserver'),
       args: [
         `--etcd-servers=${etcd.url}`,
         `--cert-dir=${certDir}`,
         `--secure-port=${port}`,
-        '--bind-address=127.0.0.1',
-        '--advertise-address=127.0.0.1',
+        ...forNodes,
         `--token-auth-file=${tokenFile}`,
         '--authorization-mode=Node,RBAC',
         `--service-account-key-file=${saPub}`,
         `--service-account-signing-key-file=${saKey}`,
         `--service-account-issuer=${ISSUER}`,
-        `--service-cluster-ip-range=${SERVICE_CIDR}`,
+        `--service-cluster-ip-range=${serviceCidr}`,
         '--allow-privileged=true',
         // Without a controller manager nothing creates the `default` ServiceAccount, so the
         // ServiceAccount admission plugin would reject every pod (envtest disables it too).
         ...(opts.controllerManager ? [] : ['--disable-admission-plugins=ServiceAccount']),
-        // The `kubernetes` Service's endpoints would be 127.0.0.1, which Endpoints reject as loopback:
-        // skip reconciling them instead of logging an error every 10 s.
-        '--endpoint-reconciler-type=none',
         '--profiling=false',
         '--v=1',
       ],
@@ -284,7 +336,9 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
       const kcmConfig = join(dir, 'kube-controller-manager.kubeconfig');
       writeKubeconfig(kcmConfig, server, caPath, 'system:kube-controller-manager', kcmToken);
       const kcmPort = await freePort();
-      const kcm = spawnServer({
+      // With real nodes, volumes are bound (the provisioner's PVs), attached and expanded too.
+      const disabled = nodes ? KCM_DISABLED.filter((c) => !c.startsWith('persistentvolume-')) : KCM_DISABLED;
+      const kcm = spawn({
         name: 'kube-controller-manager',
         command: kubeBinary('kube-controller-manager'),
         args: [
@@ -299,9 +353,11 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
           '--use-service-account-credentials=true',
           `--service-account-private-key-file=${saKey}`,
           `--root-ca-file=${caPath}`,
-          `--service-cluster-ip-range=${SERVICE_CIDR}`,
+          `--service-cluster-ip-range=${serviceCidr}`,
           // Everything on by default except what needs a cloud, volumes, node CIDRs or metrics.
-          `--controllers=*,${KCM_DISABLED.map((c) => `-${c}`).join(',')}`,
+          `--controllers=*,${disabled.map((c) => `-${c}`).join(',')}`,
+          // A stopped node is NotReady after 20 s instead of 50 s (the multi-node tests stop one).
+          ...(nodes ? ['--node-monitor-grace-period=20s'] : []),
           '--v=1',
         ],
         dir,
@@ -323,7 +379,7 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
       const schedConfig = join(dir, 'kube-scheduler.kubeconfig');
       writeKubeconfig(schedConfig, server, caPath, 'system:kube-scheduler', schedToken);
       const schedPort = await freePort();
-      const sched = spawnServer({
+      const sched = spawn({
         name: 'kube-scheduler',
         command: kubeBinary('kube-scheduler'),
         args: [
@@ -377,12 +433,12 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
       procs,
       async stop() {
         await stopAll();
-        removeDir(dir);
+        if (!opts.dir) removeDir(dir);
       },
     };
   } catch (err) {
     await stopAll();
-    removeDir(dir);
+    if (!opts.dir) removeDir(dir);
     throw err;
   }
 }

@@ -1,0 +1,244 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
+import { type KubeCluster, startKube } from '../harness/kube.ts';
+import type { ServerProcess } from '../harness/proc.ts';
+import { makeTempDir, removeDir } from '../harness/tmp.ts';
+import { addonImages, addonManifests } from './addons.ts';
+import { clusterTool } from './bins.ts';
+import { nodePaths } from './config.ts';
+import { createNetwork, deleteNetwork, netnsPids, pickSubnet } from './net.ts';
+import { importImages, type RunningNode, startContainerd, startKubelet, startKubeProxy } from './node.ts';
+import { makePki } from './pki.ts';
+import { type ClusterPlan, clusterId, clusterPlan } from './plan.ts';
+import { sh } from './sh.ts';
+
+export interface ClusterOptions {
+  /** Node names are <name>-node-<i>. Default `holt`. */
+  name?: string;
+  /** Number of nodes (each a kubelet with its own containerd in its own network namespace). Default 1. */
+  nodes?: number;
+  /** State directory (default: a temp dir, removed by stop()). */
+  dir?: string;
+  /** The processes outlive this one (`make cluster-up`); `stopClusterAt(dir)` stops them. */
+  detached?: boolean;
+  /** Images of the local container engine loaded into every node (the kubelet never pulls). */
+  images?: string[];
+  /** Progress lines. */
+  log?: (line: string) => void;
+}
+
+export interface LocalCluster extends KubeCluster {
+  plan: ClusterPlan;
+  clusterDir: string;
+  nodes: RunningNode[];
+  /** Stops one node's kubelet, kube-proxy and containers, as a machine that fails does. */
+  stopNode(name: string): Promise<void>;
+}
+
+/** What `cluster-down` (or a test's stop) needs to find and remove everything the cluster made. */
+const ClusterState = z.object({
+  name: z.string(),
+  id: z.string(),
+  subnet: z.number(),
+  nodes: z.number(),
+  kubeconfig: z.string(),
+  pids: z.array(z.object({ name: z.string(), pid: z.number() })),
+});
+type ClusterState = z.infer<typeof ClusterState>;
+const stateFile = (dir: string) => join(dir, 'cluster.json');
+
+export async function startCluster(opts: ClusterOptions = {}): Promise<LocalCluster> {
+  const log = opts.log ?? (() => {});
+  const name = opts.name ?? 'holt';
+  const dir = opts.dir ?? makeTempDir('cluster');
+  mkdirSync(dir, { recursive: true, mode: 0o755 });
+  const id = clusterId(name, `${process.pid}/${Date.now()}/${randomBytes(4).toString('hex')}`);
+  const plan = clusterPlan(name, id, opts.nodes ?? 1, pickSubnet(id));
+  const state: ClusterState = {
+    name,
+    id,
+    subnet: Number(plan.hostIp.split('.')[2]),
+    nodes: plan.nodes.length,
+    kubeconfig: join(dir, 'control-plane', 'kubeconfig'),
+    pids: [],
+  };
+  const save = () => writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
+  const track = (p: ServerProcess) => {
+    if (p.child.pid) state.pids.push({ name: p.name, pid: p.child.pid });
+    save();
+    return p;
+  };
+  save();
+  let kube: KubeCluster | undefined;
+  try {
+    log(`network: bridge ${plan.bridge} ${plan.hostIp}, ${plan.nodes.length} node namespace(s)`);
+    createNetwork(plan);
+    const pkiDir = join(dir, 'pki');
+    mkdirSync(pkiDir, { recursive: true, mode: 0o700 });
+    const pki = makePki(pkiDir, {
+      ips: ['127.0.0.1', plan.hostIp, plan.apiServiceIp],
+      dns: [
+        'localhost',
+        'kubernetes',
+        'kubernetes.default',
+        'kubernetes.default.svc',
+        `kubernetes.default.svc.${plan.clusterDomain}`,
+      ],
+    });
+    const token = () => randomBytes(24).toString('hex');
+    const kubeletTokens = plan.nodes.map(() => token());
+    const proxyToken = token();
+    log('control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler');
+    kube = await startKube({
+      controllerManager: true,
+      scheduler: true,
+      dir: join(dir, 'control-plane'),
+      detached: opts.detached,
+      nodes: {
+        advertiseAddress: plan.hostIp,
+        serviceCidr: plan.serviceCidr,
+        pki,
+        podEvictionSeconds: 30,
+        tokens: [
+          ...plan.nodes.map((n, i) => ({
+            token: kubeletTokens[i]!,
+            user: `system:node:${n.name}`,
+            groups: ['system:nodes'],
+          })),
+          { token: proxyToken, user: 'system:kube-proxy' },
+        ],
+      },
+    });
+    for (const p of kube.procs) track(p);
+    const server = kube.server;
+
+    const archives = addonImages(join(dir, 'addon-images'));
+    if (opts.images?.length) {
+      log(`images: saving ${opts.images.length} from the container engine`);
+      const tar = join(dir, 'images.tar');
+      sh(engine(), ['save', '-o', tar, ...opts.images], { timeoutMs: 600_000 });
+      archives.push(tar);
+    }
+
+    const nodes: RunningNode[] = [];
+    for (const [i, n] of plan.nodes.entries()) {
+      log(`node ${n.name} (${n.ip}, pods ${n.podCidr}): containerd, images, kubelet, kube-proxy`);
+      const { paths, proc: containerd } = await startContainerd(dir, n, Boolean(opts.detached));
+      track(containerd);
+      importImages(paths, archives);
+      const cp = {
+        server: server.replace('127.0.0.1', plan.hostIp),
+        caCert: pki.caCert,
+        kubeletToken: kubeletTokens[i]!,
+        proxyToken,
+      };
+      const kubelet = track(await startKubelet(plan, n, paths, cp, Boolean(opts.detached)));
+      const kubeProxy = track(await startKubeProxy(plan, n, paths, cp, Boolean(opts.detached)));
+      nodes.push({ plan: n, paths, containerd, kubelet, kubeProxy });
+    }
+    await kube.kubectl(['wait', '--for=condition=Ready', 'node', '--all', '--timeout=120s']);
+    log('add-ons: CoreDNS, local-path-provisioner (default StorageClass)');
+    await kube.kubectl(['apply', '--server-side', '-f', '-'], { input: addonManifests(plan, dir) });
+    await kube.kubectl(['-n', 'kube-system', 'rollout', 'status', 'deployment/coredns', '--timeout=180s']);
+    await kube.kubectl([
+      '-n',
+      'local-path-storage',
+      'rollout',
+      'status',
+      'deployment/local-path-provisioner',
+      '--timeout=180s',
+    ]);
+    const k = kube;
+    return {
+      ...k,
+      plan,
+      clusterDir: dir,
+      nodes,
+      async stopNode(nodeName) {
+        const n = nodes.find((x) => x.plan.name === nodeName);
+        if (!n) throw new Error(`no node ${nodeName}`);
+        await n.kubeProxy.stop();
+        await n.kubelet.stop();
+        killContainers(n.paths.runcRoot);
+        await n.containerd.stop();
+      },
+      async stop() {
+        await stopClusterAt(dir);
+        if (!opts.dir) removeDir(dir);
+      },
+    };
+  } catch (err) {
+    await stopClusterAt(dir).catch(() => {});
+    if (!opts.dir) removeDir(dir);
+    throw err;
+  }
+}
+
+/** docker, or podman where that is the engine. */
+export function engine(): string {
+  for (const e of ['docker', 'podman']) if (sh(e, ['version'], { allowFail: true }) !== '') return e;
+  throw new Error('no container engine answers (docker or podman): run `make setup`');
+}
+
+/** Kills and removes every container of a node with runc itself (works with containerd gone too). */
+function killContainers(runcRoot: string): void {
+  const root = join(runcRoot, 'k8s.io');
+  if (!existsSync(root)) return;
+  const runc = clusterTool('RUNC');
+  const ids = sh(runc, ['--root', root, 'list', '-q'], { allowFail: true }).split('\n').filter(Boolean);
+  for (const c of ids) sh(runc, ['--root', root, 'delete', '--force', c], { allowFail: true });
+}
+
+async function killPids(pids: number[], graceMs: number): Promise<void> {
+  const alive = (p: number) => {
+    try {
+      process.kill(p, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  for (const p of pids) if (alive(p)) process.kill(p, 'SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (pids.some(alive) && Date.now() < deadline) await sleep(100);
+  for (const p of pids) if (alive(p)) process.kill(p, 'SIGKILL');
+}
+
+/** Every mount point under `dir` (the kubelet's volumes, container root filesystems, pod netns). */
+function mountsUnder(dir: string): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[4]?.replace(/\\040/g, ' '))
+    .filter((m): m is string => Boolean(m) && (m === dir || m!.startsWith(`${dir}/`)))
+    .sort((a, b) => b.length - a.length);
+}
+
+/**
+ * Stops the cluster whose state is in `dir` and removes what it made outside `dir`: the daemons, every
+ * container, the mounts, the node namespaces, the bridge and its firewall rule. Safe to repeat.
+ */
+export async function stopClusterAt(dir: string): Promise<void> {
+  if (!existsSync(stateFile(dir))) return;
+  const state = ClusterState.parse(JSON.parse(readFileSync(stateFile(dir), 'utf8')));
+  const plan = clusterPlan(state.name, state.id, state.nodes, state.subnet);
+  const byRole = (suffix: string) => state.pids.filter((p) => p.name.endsWith(suffix)).map((p) => p.pid);
+  // Nodes first (so no kubelet restarts what is being removed), the control plane last.
+  await killPids([...byRole('-kubelet'), ...byRole('-kube-proxy')], 10_000);
+  for (const n of plan.nodes) killContainers(nodePaths(dir, n).runcRoot);
+  await killPids(byRole('-containerd'), 10_000);
+  for (const n of plan.nodes) await killPids(netnsPids(n.netns), 2_000); // container shims
+  for (const m of mountsUnder(dir)) sh('umount', ['-l', m], { allowFail: true });
+  const nodeRoles = ['-kubelet', '-kube-proxy', '-containerd'];
+  await killPids(
+    state.pids
+      .filter((p) => !nodeRoles.some((r) => p.name.endsWith(r)))
+      .map((p) => p.pid)
+      .reverse(),
+    10_000,
+  );
+  deleteNetwork(plan);
+  writeFileSync(stateFile(dir), JSON.stringify({ ...state, pids: [] }, null, 2));
+}

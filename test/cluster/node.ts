@@ -1,0 +1,151 @@
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { kubeBinary } from '../harness/bins.ts';
+import { writeKubeconfig } from '../harness/kube.ts';
+import { type ServerProcess, spawnServer, waitReady } from '../harness/proc.ts';
+import { clusterTool } from './bins.ts';
+import {
+  cniConfig,
+  containerdConfig,
+  kubeletConfig,
+  kubeProxyConfig,
+  type NodePaths,
+  nodePaths,
+} from './config.ts';
+import type { ClusterPlan, NodePlan } from './plan.ts';
+import { sh } from './sh.ts';
+
+export interface NodeControlPlane {
+  server: string;
+  caCert: string;
+  kubeletToken: string;
+  proxyToken: string;
+}
+
+/** The daemons of one node, each started inside the node's network namespace. */
+export interface RunningNode {
+  plan: NodePlan;
+  paths: NodePaths;
+  containerd: ServerProcess;
+  kubelet: ServerProcess;
+  kubeProxy: ServerProcess;
+}
+
+// The node's daemons need the sbin directories (runc, iptables, ip) whatever PATH the caller has.
+const NODE_ENV = {
+  ...process.env,
+  PATH: `/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
+};
+
+/** nsenter --net only: the daemons share the host's mount namespace, so the kubelet's mounts (Secret
+ * volumes, the containerd rootfs) are the ones containerd and runc see. */
+function inNode(
+  node: NodePlan,
+  name: string,
+  command: string,
+  args: string[],
+  dir: string,
+  detached: boolean,
+): ServerProcess {
+  return spawnServer({
+    name: `${node.name}-${name}`,
+    command: 'nsenter',
+    args: [`--net=/run/netns/${node.netns}`, '--', command, ...args],
+    dir,
+    env: NODE_ENV,
+    detached,
+  });
+}
+
+export const ctr = (p: NodePaths, args: string[], opts: { allowFail?: boolean; timeoutMs?: number } = {}) =>
+  sh(clusterTool('CTR'), ['--address', p.containerdSock, '--namespace', 'k8s.io', ...args], opts);
+
+export async function startContainerd(
+  clusterDir: string,
+  node: NodePlan,
+  detached: boolean,
+): Promise<{ paths: NodePaths; proc: ServerProcess }> {
+  const p = nodePaths(clusterDir, node);
+  for (const d of [
+    p.containerdRoot,
+    p.containerdState,
+    p.cniConfDir,
+    p.cniDataDir,
+    p.kubeletRoot,
+    p.podLogs,
+    p.volumes,
+  ])
+    mkdirSync(d, { recursive: true });
+  // An empty resolv.conf: pods with dnsPolicy Default get no resolver of the host's.
+  writeFileSync(p.resolvConf, '');
+  writeFileSync(join(p.cniConfDir, '10-holt.conflist'), cniConfig(node, p));
+  const config = join(p.dir, 'containerd.toml');
+  writeFileSync(config, containerdConfig(p, clusterTool('CNI_BIN_DIR'), clusterTool('RUNC')));
+  const proc = inNode(node, 'containerd', clusterTool('CONTAINERD'), ['--config', config], p.dir, detached);
+  await waitReady(
+    proc,
+    async () => existsSync(p.containerdSock) && ctr(p, ['version'], { allowFail: true }) !== '',
+    60_000,
+    200,
+  );
+  return { paths: p, proc };
+}
+
+/** Loads `docker save` archives into the node's containerd (the kubelet never pulls: no registry). */
+export function importImages(p: NodePaths, archives: string[]): void {
+  for (const a of archives) ctr(p, ['images', 'import', '--no-unpack=false', a], { timeoutMs: 600_000 });
+}
+
+export async function startKubelet(
+  plan: ClusterPlan,
+  node: NodePlan,
+  p: NodePaths,
+  cp: NodeControlPlane,
+  detached: boolean,
+): Promise<ServerProcess> {
+  const kubeconfig = join(p.dir, 'kubelet.kubeconfig');
+  writeKubeconfig(kubeconfig, cp.server, cp.caCert, `system:node:${node.name}`, cp.kubeletToken);
+  const config = join(p.dir, 'kubelet.yaml');
+  writeFileSync(config, kubeletConfig(plan, node, p, cp.caCert));
+  const proc = inNode(
+    node,
+    'kubelet',
+    kubeBinary('kubelet'),
+    [
+      `--config=${config}`,
+      `--kubeconfig=${kubeconfig}`,
+      `--root-dir=${p.kubeletRoot}`,
+      `--cert-dir=${p.kubeletCerts}`,
+      `--hostname-override=${node.name}`,
+      `--node-ip=${node.ip}`,
+      '--v=1',
+    ],
+    p.dir,
+    detached,
+  );
+  await waitReady(proc, async () => (await fetch(`http://${node.ip}:10248/healthz`)).ok, 120_000, 250);
+  return proc;
+}
+
+export async function startKubeProxy(
+  plan: ClusterPlan,
+  node: NodePlan,
+  p: NodePaths,
+  cp: NodeControlPlane,
+  detached: boolean,
+): Promise<ServerProcess> {
+  const kubeconfig = join(p.dir, 'kube-proxy.kubeconfig');
+  writeKubeconfig(kubeconfig, cp.server, cp.caCert, 'system:kube-proxy', cp.proxyToken);
+  const config = join(p.dir, 'kube-proxy.yaml');
+  writeFileSync(config, kubeProxyConfig(plan, node, kubeconfig));
+  const proc = inNode(
+    node,
+    'kube-proxy',
+    kubeBinary('kube-proxy'),
+    [`--config=${config}`, '--v=1'],
+    p.dir,
+    detached,
+  );
+  await waitReady(proc, async () => (await fetch(`http://${node.ip}:10256/healthz`)).ok, 60_000, 250);
+  return proc;
+}
