@@ -219,6 +219,30 @@ async function startEtcd(
   return { proc, url };
 }
 
+export type KubeTools = Pick<KubeCluster, 'kubectl' | 'kubectlResult' | 'helm'>;
+
+/** kubectl and helm against `kubeconfigPath`, helm's config, cache and data under `home`. */
+export function kubeTools(kubeconfigPath: string, home: string): KubeTools {
+  const toolEnv: NodeJS.ProcessEnv = {
+    ...process.env,
+    KUBECONFIG: kubeconfigPath,
+    HOME: home,
+    HELM_CONFIG_HOME: join(home, 'helm', 'config'),
+    HELM_CACHE_HOME: join(home, 'helm', 'cache'),
+    HELM_DATA_HOME: join(home, 'helm', 'data'),
+  };
+  const kubectlResult = (args: string[], o?: KubeRunOptions) => run(kubeBinary('kubectl'), args, toolEnv, o);
+  return {
+    kubectlResult,
+    async kubectl(args, o) {
+      return (await kubectlResult(args, o)).stdout;
+    },
+    async helm(args, o) {
+      return (await run(kubeBinary('helm'), args, toolEnv, o)).stdout;
+    },
+  };
+}
+
 export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
   const dir = opts.dir ?? makeTempDir('kube');
   mkdirSync(dir, { recursive: true });
@@ -405,29 +429,13 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
       );
     }
 
-    const toolEnv: NodeJS.ProcessEnv = {
-      ...process.env,
-      KUBECONFIG: kubeconfigPath,
-      HOME: dir,
-      HELM_CONFIG_HOME: join(dir, 'helm', 'config'),
-      HELM_CACHE_HOME: join(dir, 'helm', 'cache'),
-      HELM_DATA_HOME: join(dir, 'helm', 'data'),
-    };
-    const kubectlResult = (args: string[], o?: KubeRunOptions) =>
-      run(kubeBinary('kubectl'), args, toolEnv, o);
     return {
       server,
       token,
       caPath,
       kubeconfigPath,
       kubeconfig,
-      kubectlResult,
-      async kubectl(args, o) {
-        return (await kubectlResult(args, o)).stdout;
-      },
-      async helm(args, o) {
-        return (await run(kubeBinary('helm'), args, toolEnv, o)).stdout;
-      },
+      ...kubeTools(kubeconfigPath, dir),
       dir,
       etcdUrl: etcd.url,
       procs,

@@ -1,0 +1,40 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type LocalCluster, startCluster } from '../../test/cluster/cluster.ts';
+import { sh } from '../../test/cluster/sh.ts';
+import { type KubeTools, kubeTools } from '../../test/harness/kube.ts';
+import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+
+/**
+ * Where the e2e runs: the cluster named by HOLT_E2E_KUBECONFIG (kind, or any cluster with the
+ * project's images loaded), else the project's own local cluster, started here with the images that
+ * `make images` built and stopped at the end.
+ */
+export interface E2eTarget extends KubeTools {
+  kubeconfigPath: string;
+  /** The local cluster when this run started one (node-level tests need it). */
+  local?: LocalCluster;
+  stop(): Promise<void>;
+}
+
+const ROOT = join(import.meta.dirname, '..', '..');
+
+/** The images `make images` built, as scripts/images.sh lists them. */
+export function projectImages(): string[] {
+  return sh('bash', [join(ROOT, 'scripts', 'images.sh'), '--list'])
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+}
+
+export async function e2eTarget(nodes: number, log: (l: string) => void): Promise<E2eTarget> {
+  const given = process.env.HOLT_E2E_KUBECONFIG;
+  if (given) {
+    if (!existsSync(given)) throw new Error(`HOLT_E2E_KUBECONFIG=${given}: no such file`);
+    const home = makeTempDir('e2e-home');
+    mkdirSync(home, { recursive: true });
+    return { kubeconfigPath: given, ...kubeTools(given, home), stop: async () => removeDir(home) };
+  }
+  const local = await startCluster({ name: 'e2e', nodes, images: projectImages(), log });
+  return { ...local, local, stop: () => local.stop() };
+}
