@@ -83,8 +83,11 @@ function server(
   ];
 }
 
-/** The Git server (`git` Service, port 8080) with repositories `repos`, and its credentials Secret. */
-export function gitServer(password: string, repos: string[]): string {
+/**
+ * The Git server (`git` Service, port 8080) and its credentials Secret. Each repository is seeded with
+ * the files given for it (repository-relative path → content).
+ */
+export function gitServer(password: string, repos: Record<string, Record<string, string>>): string {
   const secret = {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -95,14 +98,19 @@ export function gitServer(password: string, repos: string[]): string {
     name,
     valueFrom: { secretKeyRef: { name: GIT_SECRET, key } },
   });
+  const seeds = Object.fromEntries(
+    Object.entries(repos).flatMap(([repo, files]) =>
+      Object.entries(files).map(([p, v]) => [`seed/${repo}/${p}`, v]),
+    ),
+  );
   const docs = server(
     'git',
     ['/opt/holt/bin/node', '/srv/app/git-server.mjs'],
-    { 'git-server.mjs': file('e2e/cluster/git-server.mjs') },
+    { 'git-server.mjs': file('e2e/cluster/git-server.mjs'), ...seeds },
     [
       fromSecret('GIT_USER', 'username'),
       fromSecret('GIT_PASSWORD', 'password'),
-      { name: 'GIT_REPOS', value: repos.join(',') },
+      { name: 'GIT_REPOS', value: Object.keys(repos).join(',') },
     ],
   );
   return [secret, ...docs].map((d) => stringify(d)).join('---\n');

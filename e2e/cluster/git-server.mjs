@@ -1,8 +1,9 @@
 // An in-cluster Git server for the e2e (runs on the runtime image, which has node and git): smart
 // HTTP through `git http-backend`, behind basic auth from $GIT_USER / $GIT_PASSWORD. At start it
-// makes /srv/git/<repo>.git for every name in $GIT_REPOS, each with one commit (a README).
+// makes /srv/git/<repo>.git for every name in $GIT_REPOS, each with one commit "seed": a README and
+// the files under /srv/app/seed/<repo>/ when there are any.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 
@@ -19,7 +20,9 @@ for (const repo of GIT_REPOS.split(',').filter(Boolean)) {
   const work = mkdtempSync('/tmp/seed-');
   git(work, 'init', '-q', '-b', 'main');
   writeFileSync(join(work, 'README.md'), `# ${repo}\n\nSeeded by the e2e git server.\n`);
-  git(work, 'add', 'README.md');
+  const seed = join('/srv/app/seed', repo);
+  if (existsSync(seed)) cpSync(seed, work, { recursive: true, dereference: true });
+  git(work, 'add', '-A');
   git(work, '-c', 'user.name=e2e', '-c', 'user.email=e2e@holt.local', 'commit', '-q', '-m', 'seed');
   git(work, 'push', '-q', bare, 'main');
 }
