@@ -58,6 +58,9 @@ export function addonImages(dir: string): string[] {
 }
 
 const NS = 'kube-system';
+/** A ReadWriteMany StorageClass: one directory all nodes mount (they share the machine's filesystem). */
+export const SHARED_STORAGE_CLASS = 'shared';
+export const sharedVolumes = (clusterDir: string) => `${clusterDir}/shared-volumes`;
 const LPP_NS = 'local-path-storage';
 
 function coreDns(plan: ClusterPlan): object[] {
@@ -167,8 +170,11 @@ function coreDns(plan: ClusterPlan): object[] {
 
 function localPath(plan: ClusterPlan, clusterDir: string): object[] {
   const sa = 'local-path-provisioner';
+  // `local-path`: a directory on the pod's node (ReadWriteOnce). `shared`: a directory every node sees
+  // (they share this machine's filesystem), so ReadWriteMany works as on NFS.
   const config = {
     nodePathMap: plan.nodes.map((n) => ({ node: n.name, paths: [nodePaths(clusterDir, n).volumes] })),
+    storageClassConfigs: { shared: { sharedFileSystemPath: sharedVolumes(clusterDir) } },
   };
   const helperPod = {
     apiVersion: 'v1',
@@ -292,6 +298,14 @@ function localPath(plan: ClusterPlan, clusterDir: string): object[] {
       reclaimPolicy: 'Delete',
       // The provisioner's volumes are plain directories: growing one is only a change of the recorded size.
       allowVolumeExpansion: false,
+    },
+    {
+      apiVersion: 'storage.k8s.io/v1',
+      kind: 'StorageClass',
+      metadata: { name: SHARED_STORAGE_CLASS },
+      provisioner: 'rancher.io/local-path',
+      volumeBindingMode: 'Immediate',
+      reclaimPolicy: 'Delete',
     },
   ];
 }

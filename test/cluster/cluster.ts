@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { type KubeCluster, startKube } from '../harness/kube.ts';
 import type { ServerProcess } from '../harness/proc.ts';
 import { makeTempDir, removeDir } from '../harness/tmp.ts';
-import { addonImages, addonManifests } from './addons.ts';
+import { addonImages, addonManifests, sharedVolumes } from './addons.ts';
 import { clusterTool } from './bins.ts';
 import { nodePaths } from './config.ts';
 import { createNetwork, deleteNetwork, netnsPids, pickSubnet } from './net.ts';
@@ -140,7 +140,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
       nodes.push({ plan: n, paths, containerd, kubelet, kubeProxy });
     }
     await kube.kubectl(['wait', '--for=condition=Ready', 'node', '--all', '--timeout=120s']);
-    log('add-ons: CoreDNS, local-path-provisioner (default StorageClass)');
+    log('add-ons: CoreDNS, local-path-provisioner (StorageClasses local-path, the default, and shared)');
+    mkdirSync(sharedVolumes(dir), { recursive: true });
     await kube.kubectl(['apply', '--server-side', '-f', '-'], { input: addonManifests(plan, dir) });
     await kube.kubectl(['-n', 'kube-system', 'rollout', 'status', 'deployment/coredns', '--timeout=180s']);
     await kube.kubectl([
