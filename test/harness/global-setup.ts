@@ -1,18 +1,22 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { stopClusterAt } from '../cluster/cluster.ts';
 
 /**
  * One temp root per test run. Each server records its pid in <root>/pids; teardown kills whatever
  * is still there, so no server outlives `make test`, even when a test file crashed.
  */
-export default function setup(): () => void {
+export default function setup(): () => Promise<void> {
   const root = join(tmpdir(), `holt-test-${process.pid}`);
   const pids = join(root, 'pids');
   mkdirSync(pids, { recursive: true });
   process.env.HOLT_TEST_TMP = root;
   process.env.HOLT_TEST_PID_DIR = pids;
-  return () => {
+  return async () => {
+    // A local cluster a crashed test file left running: its mounts, namespaces and bridge go first.
+    for (const d of existsSync(root) ? readdirSync(root) : [])
+      if (existsSync(join(root, d, 'cluster.json'))) await stopClusterAt(join(root, d)).catch(() => {});
     if (!existsSync(pids)) return;
     for (const f of readdirSync(pids)) {
       const pid = Number(f);
