@@ -4,7 +4,7 @@ NODE_VERSION := $(shell cat .node-version)
 export PATH := $(CACHE)/node/$(NODE_VERSION)/bin:$(CACHE)/tools/bin:$(PATH)
 export NODE_OPTIONS ?= --no-warnings=ExperimentalWarning
 
-.PHONY: setup test typecheck lint format unit demo bench crds cluster-up cluster-down help
+.PHONY: setup test typecheck lint format unit demo bench crds images cluster-up cluster-down help
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -12,7 +12,7 @@ help: ## list the targets
 setup: ## install everything the project needs (idempotent)
 	@bash scripts/setup.sh
 
-test: typecheck lint unit ## typecheck + lint + all tests (the CI command)
+test: typecheck lint images unit ## typecheck + lint + images + all tests, the real cluster's e2e included (the CI command)
 
 typecheck: ## TypeScript strict typecheck
 	npx --no-install tsc --noEmit -p tsconfig.json
@@ -28,6 +28,9 @@ unit: ## run every test file (real servers, started per file)
 
 crds: ## regenerate crds/, the Helm chart's CRDs and examples/k8s/demo.yaml from src/api
 	node scripts/gen-crds.ts
+
+images: ## build the operator, runtime and store images with the local engine (docker or podman); prints sizes
+	@bash scripts/images.sh
 
 NODES ?= 1
 NAME ?= holt

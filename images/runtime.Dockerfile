@@ -3,22 +3,29 @@
 # self-contained bundle under /opt/holt that an init container copies into users' own agent images.
 # Build from the repository root: docker build -f images/runtime.Dockerfile -t ghcr.io/holt-k8s/runtime:0.1.0 .
 ARG NODE_IMAGE=node:24-bookworm-slim
+# Behind a TLS-inspecting proxy: BUILD_CA_PEM (PEM text of its CA) is trusted by npm in the build
+# stages only; the final image never sees it. scripts/images.sh passes the machine's added CAs.
 ARG BASE_IMAGE=debian:bookworm-slim
 
 # 1. Compile TypeScript to dist/.
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --ignore-scripts --no-audit --no-fund
+ARG BUILD_CA_PEM=""
+RUN if [ -n "$BUILD_CA_PEM" ]; then printf '%s\n' "$BUILD_CA_PEM" >/tmp/build-ca.pem; export NODE_EXTRA_CA_CERTS=/tmp/build-ca.pem; fi \
+ && npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
 
-# 2. Production dependencies only.
+# 2. Production dependencies only, without what only compilers and editors read (types, sources, maps).
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+ARG BUILD_CA_PEM=""
+RUN if [ -n "$BUILD_CA_PEM" ]; then printf '%s\n' "$BUILD_CA_PEM" >/tmp/build-ca.pem; export NODE_EXTRA_CA_CERTS=/tmp/build-ca.pem; fi \
+ && npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force \
+ && find node_modules -type f \( -name '*.map' -o -name '*.ts' -o -name '*.mts' -o -name '*.cts' -o -name '*.md' \) -delete
 
 # 3. The bundle: its own node binary, the compiled program, its dependencies and two launchers.
 FROM ${NODE_IMAGE} AS bundle
