@@ -35,6 +35,10 @@ step_start "Kubernetes binaries (kube-apiserver, kube-controller-manager, kube-s
 bash "$root/scripts/setup/k8s.sh"
 step_done
 
+step_start "Container engine (docker.io, started when none runs) for make images"
+bash "$root/scripts/setup/docker.sh"
+step_done
+
 step_start "The real node's parts (containerd, runc, CNI, CoreDNS, local-path-provisioner, pause)"
 bash "$root/scripts/setup/cluster.sh"
 step_done
