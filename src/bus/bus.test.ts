@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { until } from '../inbox/testing.ts';
-import { connectBus } from './connect.ts';
+import { connectBus, natsServer } from './connect.ts';
 import { type Doorbell, ringDoorbell, subscribeDoorbell } from './doorbell.ts';
 import { natsAgentEvents, TaskEvent } from './events.ts';
 import { agentEventSubject, assertWorkerTarget, doorbellSubject } from './subjects.ts';
@@ -16,6 +16,27 @@ beforeAll(async () => {
 afterAll(async () => {
   await nc?.drain();
   await nats?.stop();
+});
+
+describe('connectBus', () => {
+  it('reaches a server whose password starts with digits (nats.js would read them as the port)', async () => {
+    const secured = await startNats({ auth: { user: 'holt', pass: '786d0f3a9c' } });
+    try {
+      expect(natsServer(secured.url)).toEqual({
+        servers: `nats://127.0.0.1:${secured.port}`,
+        user: 'holt',
+        pass: '786d0f3a9c',
+      });
+      const c = await connectBus(secured.url, 'digits');
+      await c.flush();
+      await c.close();
+      await expect(connectBus(`nats://holt:wrong@127.0.0.1:${secured.port}`, 'bad')).rejects.toThrow(
+        /cannot connect to NATS at nats:\/\/holt:\*\*\*@/,
+      );
+    } finally {
+      await secured.stop();
+    }
+  });
 });
 
 describe('subjects', () => {

@@ -1,10 +1,30 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { type ConnectionOptions, connect, type NatsConnection } from '@nats-io/transport-node';
 import { redactUrl } from '../common/logger.ts';
+
+/**
+ * The server and the credentials of a NATS URL, apart. nats.js splits `host:port` itself and, given
+ * `nats://user:pass@host:4222`, takes a password that starts with digits for the port (a generated hex
+ * password does so 10 times in 16): the credentials go in their own options instead.
+ */
+export function natsServer(url: string): Pick<ConnectionOptions, 'servers' | 'user' | 'pass'> {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return { servers: url };
+  }
+  if (!u.username && !u.password) return { servers: url };
+  const user = decodeURIComponent(u.username);
+  const pass = decodeURIComponent(u.password);
+  u.username = '';
+  u.password = '';
+  return { servers: u.toString().replace(/\/$/, ''), user, ...(pass ? { pass } : {}) };
+}
 
 /** Connects to NATS, reconnecting for ever (a doorbell lost meanwhile is re-rung by the watchdog). */
 export async function connectBus(url: string, name: string): Promise<NatsConnection> {
   try {
-    return await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+    return await connect({ ...natsServer(url), name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
   } catch (e) {
     throw new Error(
       `cannot connect to NATS at ${redactUrl(url)}: ${e instanceof Error ? e.message : String(e)}`,

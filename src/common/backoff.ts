@@ -5,6 +5,8 @@ export interface RetryOptions {
   baseMs?: number;
   maxMs?: number;
   onRetry?: (error: unknown, attempt: number, delayMs: number) => void;
+  /** Whether an error is worth another try (default: every error is). */
+  retryIf?: (error: unknown) => boolean;
   signal?: AbortSignal;
 }
 
@@ -22,7 +24,7 @@ export async function retry<T>(fn: () => Promise<T>, opts: RetryOptions = {}): P
       return await fn();
     } catch (e) {
       last = e;
-      if (attempt === tries - 1 || opts.signal?.aborted) break;
+      if (attempt === tries - 1 || opts.signal?.aborted || opts.retryIf?.(e) === false) break;
       const d = backoffDelay(attempt, opts.baseMs, opts.maxMs);
       opts.onRetry?.(e, attempt + 1, d);
       await sleep(d, undefined, { signal: opts.signal }).catch(() => undefined);

@@ -18,6 +18,8 @@ export interface NatsOptions {
   /** A persistent directory (kept on stop); a fresh temp dir by default. */
   dir?: string;
   port?: number;
+  /** Require this user and password (in the URL, as the operator's bundled NATS has them). */
+  auth?: { user: string; pass: string };
 }
 
 export async function startNats(opts: NatsOptions = {}): Promise<NatsServer> {
@@ -28,6 +30,10 @@ export async function startNats(opts: NatsOptions = {}): Promise<NatsServer> {
   const port = opts.port ?? (await freePort());
   const monitor = await freePort();
   const args = ['-a', '127.0.0.1', '-p', String(port), '-m', String(monitor), '-js', '-sd', join(dir, 'js')];
+  if (opts.auth) args.push('--user', opts.auth.user, '--pass', opts.auth.pass);
+  const cred = opts.auth
+    ? `${encodeURIComponent(opts.auth.user)}:${encodeURIComponent(opts.auth.pass)}@`
+    : '';
   const launch = async (): Promise<ServerProcess> => {
     const proc = spawnServer({ name: 'nats', command: bin, args, dir });
     await waitReady(proc, async () => {
@@ -37,7 +43,7 @@ export async function startNats(opts: NatsOptions = {}): Promise<NatsServer> {
     return proc;
   };
   return managed(launch, dir, keep, {
-    url: `nats://127.0.0.1:${port}`,
+    url: `nats://${cred}127.0.0.1:${port}`,
     port,
     monitorUrl: `http://127.0.0.1:${monitor}`,
   });

@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { Blackboard } from '../blackboard/client.ts';
+import { retry } from '../common/backoff.ts';
 import { ConfigError } from '../common/config.ts';
 import { startProbeServer } from '../common/http.ts';
 import { createLogger } from '../common/logger.ts';
@@ -30,15 +31,32 @@ export async function main(_argv: string[], env: NodeJS.ProcessEnv): Promise<num
   let depth: InboxMetrics | undefined;
   const inboxBb = Blackboard.connect(config.redisUrl, config.instance);
   let inbox: Awaited<ReturnType<typeof startOrchestratorInbox>>;
+  const log = createLogger('orchestrator', { instance: config.instance });
   try {
-    inbox = await startOrchestratorInbox({
-      instance: config.instance,
-      env,
-      bb: inboxBb,
-      isLeader: () => orch?.isLeader() ?? false,
-      onDepth: (d) => depth?.observe(d),
-      log: createLogger('orchestrator', { instance: config.instance }),
-    });
+    // On a cluster the stores may start after the orchestrator: wait for them (about three minutes)
+    // instead of exiting into a crash-loop back-off that would delay the Holt by minutes more.
+    inbox = await retry(
+      () =>
+        startOrchestratorInbox({
+          instance: config.instance,
+          env,
+          bb: inboxBb,
+          isLeader: () => orch?.isLeader() ?? false,
+          onDepth: (d) => depth?.observe(d),
+          log,
+        }),
+      {
+        tries: 40,
+        baseMs: 1000,
+        maxMs: 8000,
+        retryIf: (e) => !(e instanceof ConfigError),
+        onRetry: (e, attempt, delayMs) =>
+          log.warn(
+            { event_type: 'stores_unavailable', attempt, retry_ms: delayMs, error: (e as Error).message },
+            'Postgres or NATS not reachable yet; retrying',
+          ),
+      },
+    );
   } catch (e) {
     await inboxBb.close();
     if (e instanceof ConfigError) {

@@ -172,9 +172,14 @@ function localPath(plan: ClusterPlan, clusterDir: string): object[] {
   const sa = 'local-path-provisioner';
   // `local-path`: a directory on the pod's node (ReadWriteOnce). `shared`: a directory every node sees
   // (they share this machine's filesystem), so ReadWriteMany works as on NFS.
+  // With storageClassConfigs, the provisioner serves only the classes named there.
+  const nodePathMap = plan.nodes.map((n) => ({ node: n.name, paths: [nodePaths(clusterDir, n).volumes] }));
   const config = {
-    nodePathMap: plan.nodes.map((n) => ({ node: n.name, paths: [nodePaths(clusterDir, n).volumes] })),
-    storageClassConfigs: { shared: { sharedFileSystemPath: sharedVolumes(clusterDir) } },
+    nodePathMap,
+    storageClassConfigs: {
+      'local-path': { nodePathMap },
+      [SHARED_STORAGE_CLASS]: { sharedFileSystemPath: sharedVolumes(clusterDir) },
+    },
   };
   const helperPod = {
     apiVersion: 'v1',
