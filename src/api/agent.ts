@@ -3,7 +3,7 @@ import {
   argv,
   BidType,
   dnsLabel,
-  envVar,
+  envList,
   holtName,
   MAX_REPLICAS,
   resources,
@@ -144,7 +144,7 @@ const agentSpecShape = {
   command: argv
     .optional()
     .describe('Tool argv run for each granted claim (no shell). Required unless llm is set.'),
-  env: z.array(envVar).default([]).describe('Environment of the agent process.'),
+  env: envList.describe('Environment of the agent process.'),
   resources: resources.optional(),
   bidding: AgentBidding,
   prompts: z

@@ -59,16 +59,33 @@ export const secretKeyRef = z
   })
   .describe('A key of a Secret in the same namespace.');
 
+/** The variables the runtime sets itself: the stores' URLs (one writer: the operator's storeEnv). */
+export const STORE_URL_ENV = { redis: 'REDIS_URL', nats: 'NATS_URL', postgres: 'DATABASE_URL' } as const;
+/** ...and everything named HOLT_* (the pup's settings, the LLM key, the pod name). */
+export const RUNTIME_ENV_PREFIX = 'HOLT_';
+export const RESERVED_ENV_MESSAGE = `the runtime sets this variable itself (${Object.values(STORE_URL_ENV).join(', ')} and ${RUNTIME_ENV_PREFIX}*): choose another name`;
+
+export function isReservedEnvName(name: string): boolean {
+  return name.startsWith(RUNTIME_ENV_PREFIX) || (Object.values(STORE_URL_ENV) as string[]).includes(name);
+}
+
 export const envVar = z
   .object({
-    name: z.string().min(1).describe('Environment variable name.'),
+    name: z.string().min(1).max(253).describe('Environment variable name.'),
     value: z.string().optional().describe('Literal value.'),
     secretKeyRef: secretKeyRef.optional().describe('Take the value from a Secret key instead.'),
   })
   .refine((e) => e.value === undefined || e.secretKeyRef === undefined, {
     message: 'set value or secretKeyRef, not both',
   })
+  .refine((e) => !isReservedEnvName(e.name), { path: ['name'], message: RESERVED_ENV_MESSAGE })
   .describe('One environment variable for the agent process.');
+
+/** An env list: each name once (a pod refuses a name twice; the CRDs make it a map keyed by name). */
+export const envList = z
+  .array(envVar)
+  .default([])
+  .refine((l) => new Set(l.map((e) => e.name)).size === l.length, { message: 'env names must be unique' });
 
 export const resources = z
   .object({

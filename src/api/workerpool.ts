@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { argv, envVar, holtName, MAX_REPLICAS, resources, roleName, workerTarget } from './common.ts';
+import { argv, envList, holtName, MAX_REPLICAS, resources, roleName, workerTarget } from './common.ts';
 
 export const Autoscaling = z
   .object({
@@ -82,7 +82,7 @@ export const WorkerPoolSpec = z
     concurrency: z.number().int().min(1).max(64).default(1).describe('Claims one worker runs at once.'),
     image: z.string().min(1).optional().describe('Worker image (defaults to the agent image).'),
     command: argv.optional().describe('Tool argv (defaults to the agent command).'),
-    env: z.array(envVar).default([]).describe('Extra environment of the workers.'),
+    env: envList.describe('Extra environment of the workers.'),
     resources: resources.optional(),
     terminationGracePeriodSeconds: z
       .number()

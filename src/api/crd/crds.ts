@@ -96,6 +96,9 @@ function openAPISchema(k: Kind): JSONSchemaProps {
   const conds = status.properties?.conditions;
   if (conds)
     Object.assign(conds, { 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] });
+  // Env lists are maps keyed by name, as a pod's are: the API server refuses a name given twice.
+  const env = spec.properties?.env;
+  if (env) Object.assign(env, { 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['name'] });
   const root: JSONSchemaProps = {
     type: 'object',
     description: k.description,

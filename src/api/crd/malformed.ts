@@ -36,6 +36,35 @@ const pool = (spec: Obj): Obj => ({
 const autoscaling = (a: Obj) => pool({ autoscaling: a });
 
 export const MALFORMED: Malformed[] = [
+  // Env named like what the runtime sets: a pod would get the name twice (refused at deploy time).
+  {
+    what: 'Agent env named REDIS_URL',
+    doc: agent({ env: [{ name: 'REDIS_URL', value: 'redis://elsewhere' }] }),
+    error:
+      /spec\.env\[0\]\.name: .*the runtime sets this variable itself \(REDIS_URL, NATS_URL, DATABASE_URL and HOLT_\*\)/,
+  },
+  {
+    what: 'Agent env named HOLT_LLM_API_KEY',
+    doc: agent({ env: [{ name: 'HOLT_LLM_API_KEY', secretKeyRef: { name: 's', key: 'k' } }] }),
+    error: /spec\.env\[0\]\.name: .*the runtime sets this variable itself/,
+  },
+  {
+    what: 'WorkerPool env named DATABASE_URL',
+    doc: pool({ env: [{ name: 'DATABASE_URL', value: 'postgres://x' }] }),
+    error: /spec\.env\[0\]\.name: .*the runtime sets this variable itself/,
+  },
+  {
+    what: 'Agent env with a name twice',
+    doc: agent({
+      env: [
+        { name: 'A', value: '1' },
+        { name: 'A', value: '2' },
+      ],
+    }),
+    // The API server's message for a list map keyed by name; the zod schema says "env names must be unique".
+    error: /spec\.env\[1\]: Duplicate value: \{"name":"A"\}/,
+    celOnly: true,
+  },
   // Holt
   { what: 'Holt without spec', doc: holt(undefined), error: /spec: Required value/ },
   {

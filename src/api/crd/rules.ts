@@ -1,4 +1,4 @@
-import { MAX_REPLICAS } from '../common.ts';
+import { MAX_REPLICAS, RESERVED_ENV_MESSAGE, RUNTIME_ENV_PREFIX, STORE_URL_ENV } from '../common.ts';
 import type { ValidationRule } from './schema.ts';
 
 /**
@@ -26,10 +26,16 @@ const storeVolume: ValidationRule[] = [
   },
 ];
 
-const envVarRule: ValidationRule = {
-  rule: '!(has(self.value) && has(self.secretKeyRef))',
-  message: 'set value or secretKeyRef, not both',
-};
+const envVarRules: ValidationRule[] = [
+  { rule: '!(has(self.value) && has(self.secretKeyRef))', message: 'set value or secretKeyRef, not both' },
+  {
+    rule: `!self.name.startsWith('${RUNTIME_ENV_PREFIX}') && !(self.name in [${Object.values(STORE_URL_ENV)
+      .map((n) => `'${n}'`)
+      .join(', ')}])`,
+    message: RESERVED_ENV_MESSAGE,
+    fieldPath: '.name',
+  },
+];
 
 export const holtRules: RuleSet = {
   '': [
@@ -86,7 +92,7 @@ export const agentRules: RuleSet = {
       message: 'bidding needs a strategy, a script or llm: true',
     },
   ],
-  'spec.env.[]': [envVarRule],
+  'spec.env.[]': envVarRules,
   'spec.volumes': [
     {
       rule: 'self.all(v, self.exists_one(w, w.name == v.name))',
@@ -102,7 +108,7 @@ export const agentRules: RuleSet = {
 };
 
 export const workerPoolRules: RuleSet = {
-  'spec.env.[]': [envVarRule],
+  'spec.env.[]': envVarRules,
   // Static messages: messageExpression with string(int) blows the CEL cost budget of the schema.
   'spec.autoscaling': [
     {

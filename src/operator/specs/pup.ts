@@ -35,19 +35,19 @@ export interface PupPodInput {
   volumes?: AgentVolume[];
 }
 
-/** The LLM settings of an agent with the Holt's defaults; the key only ever as a secretKeyRef. */
-function llmEnv(agent: AgentSpec, holt: HoltSpec): V1EnvVar[] {
-  if (!agent.llm && !agent.bidding.llm) return [];
-  const out: V1EnvVar[] = [];
-  const baseUrl = agent.llm?.baseUrl ?? holt.llm?.baseUrl;
-  const model = agent.llm?.model ?? holt.llm?.model;
-  if (baseUrl) out.push({ name: 'HOLT_LLM_BASE_URL', value: baseUrl });
-  if (model) out.push({ name: 'HOLT_LLM_MODEL', value: model });
-  if (agent.llm) out.push({ name: 'HOLT_LLM_CONFIG', value: JSON.stringify(agent.llm) });
+/** The LLM key of an LLM agent, only ever as a secretKeyRef (the other settings are pupEnvironment's). */
+function llmKeyEnv(agent: AgentSpec, holt: HoltSpec): V1EnvVar[] {
   const key = holt.llm?.apiKeySecretRef;
-  if (key)
-    out.push({ name: 'HOLT_LLM_API_KEY', valueFrom: { secretKeyRef: { name: key.name, key: key.key } } });
-  return out;
+  if ((!agent.llm && !agent.bidding.llm) || !key) return [];
+  return [{ name: 'HOLT_LLM_API_KEY', valueFrom: { secretKeyRef: { name: key.name, key: key.key } } }];
+}
+
+/** One entry a name: a pod spec with a name twice is refused by server-side apply at deploy time. */
+export function assertUniqueEnv(env: V1EnvVar[]): V1EnvVar[] {
+  const seen = new Set<string>();
+  const twice = env.filter((e) => seen.size === seen.add(e.name).size).map((e) => e.name);
+  if (twice.length) throw new Error(`environment variables set twice: ${[...new Set(twice)].join(', ')}`);
+  return env;
 }
 
 /**
@@ -62,8 +62,9 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
     workspace: WORKSPACE_PATH,
     healthPort: HEALTH_PORT,
     mode: p.mode,
+    llm: { baseUrl: p.holtSpec.llm?.baseUrl, model: p.holtSpec.llm?.model },
   });
-  const env: V1EnvVar[] = [
+  const env: V1EnvVar[] = assertUniqueEnv([
     ...Object.entries(literal).map(([name, value]) => ({ name, value })),
     ...p.agent.env
       .filter((e) => e.value === undefined && e.secretKeyRef)
@@ -72,10 +73,10 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
         valueFrom: { secretKeyRef: { name: e.secretKeyRef!.name, key: e.secretKeyRef!.key } },
       })),
     ...storeEnv(p.holt, p.holtSpec.stores),
-    ...llmEnv(p.agent, p.holtSpec),
+    ...llmKeyEnv(p.agent, p.holtSpec),
     { name: 'HOLT_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     ...(p.extraEnv ?? []),
-  ];
+  ]);
   const image = p.image ?? p.runtimeImage;
   const copyPup = image !== p.runtimeImage;
   const mounts: V1VolumeMount[] = [

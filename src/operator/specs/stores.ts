@@ -1,4 +1,5 @@
 import type { V1EnvVar } from '@kubernetes/client-node';
+import { STORE_URL_ENV } from '../../api/common.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
@@ -61,20 +62,22 @@ const fromSecret = (name: string, secret: string, key: string): V1EnvVar => ({
  * generated ones; external: the user's), except an external URL given literally in the spec.
  */
 export function storeEnv(holt: string, stores: HoltSpec['stores']): V1EnvVar[] {
-  const url = (env: string, store: 'redis' | 'nats'): V1EnvVar => {
+  const url = (store: 'redis' | 'nats'): V1EnvVar => {
+    const env = STORE_URL_ENV[store];
     const s = stores[store];
     if (s.mode === 'bundled') return fromSecret(env, storeSecretName(holt, store), 'url');
     if (s.urlSecretRef) return fromSecret(env, s.urlSecretRef.name, s.urlSecretRef.key);
     return { name: env, value: s.url ?? '' };
   };
   const pg = stores.postgres;
+  const name = STORE_URL_ENV.postgres;
   const database: V1EnvVar =
     pg.mode === 'bundled'
-      ? fromSecret('DATABASE_URL', storeSecretName(holt, 'postgres'), 'uri')
+      ? fromSecret(name, storeSecretName(holt, 'postgres'), 'uri')
       : pg.secretName
-        ? fromSecret('DATABASE_URL', pg.secretName, 'uri')
-        : { name: 'DATABASE_URL', value: pg.url ?? '' };
-  return [url('REDIS_URL', 'redis'), url('NATS_URL', 'nats'), database];
+        ? fromSecret(name, pg.secretName, 'uri')
+        : { name, value: pg.url ?? '' };
+  return [url('redis'), url('nats'), database];
 }
 
 /** Why an external store is not usable as specified (the CRD's CEL rules say the same). */
