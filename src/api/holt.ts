@@ -118,7 +118,19 @@ export const HoltWorkspace = z
       .enum(['ReadWriteOnce', 'ReadWriteMany'])
       .default('ReadWriteOnce')
       .describe('Access mode of the workspace PVC.'),
-    gitUrl: z.string().optional().describe('Seed the workspace by cloning this Git URL once.'),
+    gitUrl: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'Seed the workspace by cloning this Git URL once, before the agents start (a workspace that is already a repository is left alone).',
+      ),
+    gitSecretRef: z
+      .object({ name: z.string().min(1).describe('Secret name.') })
+      .optional()
+      .describe(
+        'Credentials for gitUrl over HTTPS: a Secret with keys username and password (a token); given to git through GIT_ASKPASS, never in the URL.',
+      ),
     path: z
       .string()
       .optional()

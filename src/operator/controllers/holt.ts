@@ -25,7 +25,7 @@ import {
   storeSecret,
   storeSecretName,
 } from '../specs/stores.ts';
-import { workspacePvc } from '../specs/workspace.ts';
+import { workspacePvc, workspaceSeedJob } from '../specs/workspace.ts';
 import { applyChildren, type ControllerContext, conditionTrue, jobState, workloadReady } from './context.ts';
 import { holtOf, parseHolt, splitKey } from './resources.ts';
 
@@ -58,6 +58,7 @@ export function holtChildren(owner: Owner, spec: HoltSpec, runtimeImage: string)
       bundledStore(owner, s, spec.stores[s]),
     ),
     migrationJob(owner, spec, runtimeImage),
+    ...[workspaceSeedJob(owner, spec, runtimeImage)].filter((j) => j !== undefined),
     orchestratorDeployment(owner, spec, runtimeImage),
     orchestratorService(owner),
     ...networkPolicies(owner, spec),
@@ -191,6 +192,21 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
       `migration job ${mstate}`,
     ),
   );
+  const seed = ctx.cache
+    .owned('Job', ns, owner.uid)
+    .find((j) => j.metadata.labels?.['app.kubernetes.io/component'] === 'workspace-seed');
+  const sstate = spec.workspace.gitUrl ? jobState(seed) : undefined;
+  if (sstate)
+    comps.push(
+      condition(
+        'WorkspaceSeeded',
+        sstate === 'succeeded',
+        sstate === 'succeeded' ? 'Cloned' : sstate === 'failed' ? 'CloneFailed' : 'Cloning',
+        sstate === 'failed'
+          ? "the workspace could not be cloned from gitUrl: see the seed Job's logs"
+          : `workspace seed job ${sstate}`,
+      ),
+    );
   const orch = workloadReady(ctx.cache.get('Deployment', ns, orchestratorName(name)));
   comps.push(
     condition(
@@ -214,13 +230,15 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   const agents = ctx.cache.list('Agent', ns).filter((a) => holtOf(a) === name);
   const agentsReady = agents.filter((a) => conditionTrue(a, 'Ready')).length;
   const notReady = comps.filter((c) => c.status !== 'True').map((c) => c.type);
-  const degraded = errors.length > 0 || registryError !== undefined || mstate === 'failed';
+  const degraded =
+    errors.length > 0 || registryError !== undefined || mstate === 'failed' || sstate === 'failed';
   const ready = !degraded && notReady.length === 0;
   const phase = degraded ? 'Degraded' : ready ? 'Ready' : 'Progressing';
   const degradedMsg = [
     ...errors,
     ...(registryError ? ['agent registry unavailable'] : []),
     ...(mstate === 'failed' ? ['migration failed'] : []),
+    ...(sstate === 'failed' ? ['workspace clone failed'] : []),
   ].join('; ');
   const conditions = setConditions(
     prev.conditions,

@@ -13,7 +13,13 @@ import { HOLT_BIN } from './orchestrator.ts';
 import { containerSecurity, HEALTH_PORT, holtProbes, podSecurity, RUNTIME_UID, resourcesOf } from './pod.ts';
 import { agentAccount } from './serviceaccount.ts';
 import { storeEnv } from './stores.ts';
-import { WORKSPACE_PATH, workspaceClaim } from './workspace.ts';
+import {
+  WORKSPACE_LABEL,
+  WORKSPACE_PATH,
+  waitForSeed,
+  workspaceAffinity,
+  workspaceClaim,
+} from './workspace.ts';
 
 export type PupMode = 'standard' | 'controller' | 'worker';
 
@@ -127,8 +133,15 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
   const lbls = {
     ...p.labels,
     'holt.io/role': p.agent.role,
+    [WORKSPACE_LABEL]: p.holt,
     ...(p.agent.egress ? { [EGRESS_LABEL]: 'true' } : {}),
   };
+  const affinity = workspaceAffinity(
+    p.holt,
+    p.holtSpec.workspace,
+    p.mode === 'worker' ? p.labels : undefined,
+  );
+  init.push(...waitForSeed(p.holtSpec.workspace, p.runtimeImage));
   return {
     metadata: { labels: lbls },
     spec: {
@@ -139,6 +152,7 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
       ...(p.terminationGracePeriodSeconds
         ? { terminationGracePeriodSeconds: p.terminationGracePeriodSeconds }
         : {}),
+      ...(affinity ? { affinity } : {}),
       ...(init.length ? { initContainers: init } : {}),
       containers: [pup],
       volumes,
