@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError } from '../common/config.ts';
+import { kubeLogs, kubeStatus } from './commands/cluster.ts';
 import { convert } from './commands/convert.ts';
 import { down } from './commands/down.ts';
 import { forage } from './commands/forage.ts';
@@ -11,8 +12,15 @@ import { scale } from './commands/scale.ts';
 import { status } from './commands/status.ts';
 import { up } from './commands/up.ts';
 import { watch } from './commands/watch.ts';
+import { type KubeHolt, openKubeHolt, parseKubeRef } from './kube.ts';
 import { CliError, EXIT, err, paint } from './output.ts';
-import { positiveInt } from './resolve.ts';
+import { closeRemoteTarget, positiveInt, useRemoteTarget } from './resolve.ts';
+
+/** The commands that work on a Holt in a cluster (`--kube`). */
+const KUBE_COMMANDS = new Set(['forage', 'watch', 'hoard', 'questions', 'answer', 'status', 'logs']);
+let kubeHolt: KubeHolt | undefined;
+/** The Holt of --kube or HOLT_KUBE, opened before the command runs. */
+const kube = (): KubeHolt => kubeHolt as KubeHolt;
 
 const EXIT_HELP = `
 Exit codes:
@@ -31,7 +39,24 @@ export function program(): Command {
     .version('0.1.0')
     .showHelpAfterError('(run with --help for usage)')
     .addHelpText('after', EXIT_HELP)
+    .option(
+      '--kube <namespace/name>',
+      'a Holt in a Kubernetes cluster instead of a local instance (env HOLT_KUBE): forage, watch, hoard, questions, answer, status and logs reach it through the API server',
+    )
+    .option(
+      '--context <context>',
+      'with --kube: the kubeconfig context (default: the current one, as kubectl)',
+    )
     .exitOverride();
+  p.hook('preAction', async (root, action) => {
+    const { kube: flag, context } = root.opts<{ kube?: string; context?: string }>();
+    const ref = flag ?? process.env.HOLT_KUBE;
+    if (!ref) return;
+    if (!KUBE_COMMANDS.has(action.name()))
+      throw new CliError(`--kube: \`${action.name()}\` works on local instances only`, EXIT.usage);
+    kubeHolt = await openKubeHolt(parseKubeRef(ref), context);
+    useRemoteTarget({ name: kubeHolt.name, redisUrl: kubeHolt.redisUrl, close: kubeHolt.close });
+  });
 
   p.command('up')
     .description('start a Holt on this machine: Redis, NATS, Postgres, the orchestrator and every agent')
@@ -53,7 +78,7 @@ export function program(): Command {
     .description('an instance: its components and their health, claims by status')
     .addOption(nameOpt())
     .option('-j, --json', 'JSON output')
-    .action((o) => status(o));
+    .action((o) => (kubeHolt ? kubeStatus(kube(), o) : status(o)));
   p.command('forage')
     .description('start a workflow: create a GoalDefined artefact')
     .requiredOption('-g, --goal <text>', 'the goal')
@@ -102,7 +127,7 @@ export function program(): Command {
     .addOption(nameOpt())
     .option('-f, --follow', 'keep printing new lines')
     .option('--lines <n>', 'lines to show', '100')
-    .action((c, o) => logs(c, o));
+    .action((c, o) => (kubeHolt ? kubeLogs(kube(), c, o) : logs(c, o)));
   p.command('scale')
     .description('set the number of worker processes of a scalable agent (local mode)')
     .argument('<role>', 'agent role')
@@ -188,6 +213,9 @@ export async function main(argv: string[]): Promise<number> {
     err(`${paint('red', 'Error:', process.stderr)} ${e instanceof Error ? e.message : String(e)}`);
     if (process.env.HOLT_DEBUG) err(String((e as Error).stack));
     return EXIT.error;
+  } finally {
+    // The port-forward of --kube would keep the process alive.
+    await closeRemoteTarget().catch(() => undefined);
   }
 }
 

@@ -18,6 +18,39 @@ export function workspaceOf(dir = process.cwd()): string {
   }
 }
 
+/** Where the blackboard commands (forage, watch, hoard, questions, answer) read and write. */
+export interface BlackboardTarget {
+  name: string;
+  redisUrl: string;
+  /** The local git workspace (forage checks it is clean); none for a Holt in a cluster. */
+  workspace?: string;
+}
+
+let remote: (BlackboardTarget & { close(): Promise<void> }) | undefined;
+
+/** `--kube`: the commands use this Holt in a cluster instead of a local instance. */
+export function useRemoteTarget(t: BlackboardTarget & { close(): Promise<void> }): void {
+  remote = t;
+}
+
+/** Closes the way to a remote Holt (its port-forward), if one was opened. */
+export async function closeRemoteTarget(): Promise<void> {
+  const r = remote;
+  remote = undefined;
+  await r?.close();
+}
+
+export function remoteTarget(): BlackboardTarget | undefined {
+  return remote;
+}
+
+/** The Holt given by --kube, else the local instance (--name, HOLT_INSTANCE or this workspace's). */
+export function resolveTarget(name?: string): BlackboardTarget {
+  if (remote) return remote;
+  const s = resolveInstance(name);
+  return { name: s.name, redisUrl: s.redisUrl!, workspace: s.workspace };
+}
+
 /** --name, else HOLT_INSTANCE, else the one running instance of this workspace (as Holt infers it). */
 export function resolveInstance(
   name?: string,

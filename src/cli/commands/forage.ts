@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Blackboard } from '../../blackboard/client.ts';
 import { CliError, EXIT, out } from '../output.ts';
-import { resolveInstance } from '../resolve.ts';
+import { resolveTarget } from '../resolve.ts';
 import { watch } from './watch.ts';
 
 /** Holt refuses a dirty workspace (untracked files included) so agents start from a known commit. */
@@ -35,11 +35,12 @@ export async function forage(opts: {
   timeout?: string;
 }): Promise<void> {
   if (!opts.goal.trim()) throw new CliError('--goal: must not be empty', EXIT.usage);
-  const s = resolveInstance(opts.name);
-  if (!opts.allowDirty) checkClean(s.workspace);
+  const s = resolveTarget(opts.name);
+  // A Holt in a cluster works in its own workspace (a volume cloned from gitUrl), not this directory.
+  if (!opts.allowDirty && s.workspace) checkClean(s.workspace);
   const id = randomUUID();
   const createGoal = async () => {
-    const bb = Blackboard.connect(s.redisUrl!, s.name);
+    const bb = Blackboard.connect(s.redisUrl, s.name);
     try {
       await bb.createArtefact({
         id,

@@ -2,7 +2,7 @@ import { Blackboard } from '../../blackboard/client.ts';
 import type { Artefact } from '../../blackboard/types.ts';
 import { abbreviateType, globMatch, payloadPreview } from '../format.ts';
 import { age, CliError, EXIT, err, out, table } from '../output.ts';
-import { parseTime, resolveInstance } from '../resolve.ts';
+import { parseTime, resolveTarget } from '../resolve.ts';
 
 export interface HoardOptions {
   name?: string;
@@ -30,8 +30,8 @@ export function resolveShortId(all: string[], wanted: string): string {
 export async function hoard(id: string | undefined, opts: HoardOptions): Promise<void> {
   if (!['default', 'jsonl'].includes(opts.output))
     throw new CliError(`-o: unknown format "${opts.output}"`, EXIT.usage);
-  const s = resolveInstance(opts.name);
-  const bb = Blackboard.connect(s.redisUrl!, s.name);
+  const s = resolveTarget(opts.name);
+  const bb = Blackboard.connect(s.redisUrl, s.name);
   try {
     if (id) {
       const full = resolveShortId(await bb.listArtefactIds(), id);

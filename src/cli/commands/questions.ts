@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Blackboard } from '../../blackboard/client.ts';
 import type { Artefact } from '../../blackboard/types.ts';
 import { age, CliError, EXIT, out, progress, table } from '../output.ts';
-import { resolveInstance } from '../resolve.ts';
+import { resolveTarget } from '../resolve.ts';
 import { resolveShortId } from './hoard.ts';
 
 /** Questions that no Answer artefact cites yet, oldest first. */
@@ -16,8 +16,8 @@ export async function openQuestions(bb: Blackboard): Promise<Artefact[]> {
 }
 
 export async function questions(opts: { name?: string; wait?: boolean; output: string }): Promise<void> {
-  const s = resolveInstance(opts.name);
-  const bb = Blackboard.connect(s.redisUrl!, s.name);
+  const s = resolveTarget(opts.name);
+  const bb = Blackboard.connect(s.redisUrl, s.name);
   try {
     let qs = await openQuestions(bb);
     if (!qs.length && opts.wait) {
@@ -51,8 +51,8 @@ export async function questions(opts: { name?: string; wait?: boolean; output: s
 
 export async function answer(questionId: string, text: string, opts: { name?: string }): Promise<void> {
   if (!text.trim()) throw new CliError('the answer must not be empty', EXIT.usage);
-  const s = resolveInstance(opts.name);
-  const bb = Blackboard.connect(s.redisUrl!, s.name);
+  const s = resolveTarget(opts.name);
+  const bb = Blackboard.connect(s.redisUrl, s.name);
   try {
     const id = resolveShortId(await bb.listArtefactIds(), questionId);
     const q = await bb.getArtefact(id);

@@ -3,7 +3,7 @@ import { Blackboard } from '../../blackboard/client.ts';
 import { Artefact, Claim, WorkflowEvent } from '../../blackboard/types.ts';
 import { formatJsonl, formatLine, globMatch, type WatchItem } from '../format.ts';
 import { CliError, EXIT, err, out, paint } from '../output.ts';
-import { parseTime, positiveInt, resolveInstance } from '../resolve.ts';
+import { parseTime, positiveInt, resolveTarget } from '../resolve.ts';
 import { replayHistory } from './replay.ts';
 
 export interface WatchOptions {
@@ -22,7 +22,7 @@ export interface WatchOptions {
 export async function watch(opts: WatchOptions): Promise<void> {
   if (!['default', 'jsonl', 'json'].includes(opts.output))
     throw new CliError(`-o: unknown format "${opts.output}" (use default or jsonl)`, EXIT.usage);
-  const s = resolveInstance(opts.name);
+  const s = resolveTarget(opts.name);
   const since = opts.since ? parseTime('--since', opts.since) : undefined;
   const until = opts.until ? parseTime('--until', opts.until) : undefined;
   if (since !== undefined && until !== undefined && since >= until)
@@ -40,8 +40,8 @@ export async function watch(opts: WatchOptions): Promise<void> {
     }
   };
 
-  const bb = Blackboard.connect(s.redisUrl!, s.name);
-  const sub = new Redis(s.redisUrl!, { maxRetriesPerRequest: null });
+  const bb = Blackboard.connect(s.redisUrl, s.name);
+  const sub = new Redis(s.redisUrl, { maxRetriesPerRequest: null });
   const k = bb.k.channels;
   let lost = false;
   sub.on('error', () => {

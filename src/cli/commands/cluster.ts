@@ -1,0 +1,100 @@
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { API_VERSION } from '../../api/common.ts';
+import { Blackboard } from '../../blackboard/client.ts';
+import { CLAIM_STATUSES } from '../../blackboard/types.ts';
+import { apiError, componentPods, type KubeHolt, podLog } from '../kube.ts';
+import { CliError, EXIT, out, paint, table } from '../output.ts';
+import { positiveInt } from '../resolve.ts';
+
+/** `holt --kube ns/name status`: the Holt's phase and conditions, its pods, its claims by status. */
+export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise<void> {
+  const [group, version] = API_VERSION.split('/') as [string, string];
+  type Holt = {
+    status?: {
+      phase?: string;
+      agents?: { total?: number; ready?: number };
+      conditions?: { type: string; status: string; reason?: string; message?: string }[];
+    };
+  };
+  let holt: Holt;
+  let pods: Awaited<ReturnType<CoreV1Api['listNamespacedPod']>>['items'];
+  try {
+    holt = (await k.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
+      group,
+      version,
+      namespace: k.namespace,
+      plural: 'holts',
+      name: k.name,
+    })) as Holt;
+    pods = (
+      await k.kc
+        .makeApiClient(CoreV1Api)
+        .listNamespacedPod({ namespace: k.namespace, labelSelector: `holt.io/instance=${k.name}` })
+    ).items;
+  } catch (e) {
+    throw apiError(e, `Holt ${k.namespace}/${k.name}`);
+  }
+  const claims: Record<string, number> = {};
+  const bb = Blackboard.connect(k.redisUrl, k.name, { maxRetriesPerRequest: 1 });
+  try {
+    for (const c of await bb.getClaims(await bb.listClaimIds()))
+      if (c) claims[c.claim.status] = (claims[c.claim.status] ?? 0) + 1;
+  } finally {
+    await bb.close();
+  }
+  const podRows = pods.map((p) => {
+    const cs = p.status?.containerStatuses ?? [];
+    return [
+      p.metadata?.name ?? '',
+      `${cs.filter((c) => c.ready).length}/${cs.length}`,
+      p.metadata?.deletionTimestamp ? 'Terminating' : (p.status?.phase ?? ''),
+      String(cs.reduce((n, c) => n + c.restartCount, 0)),
+      p.spec?.nodeName ?? '',
+    ];
+  });
+  if (opts.json)
+    return out(
+      JSON.stringify(
+        { namespace: k.namespace, name: k.name, status: holt.status ?? {}, pods: podRows, claims },
+        null,
+        2,
+      ),
+    );
+  const phase = holt.status?.phase ?? 'Unknown';
+  const colour = phase === 'Ready' ? 'green' : phase === 'Degraded' ? 'red' : 'yellow';
+  out(
+    `Holt ${k.namespace}/${k.name}: ${paint(colour, phase)} (agents ${holt.status?.agents?.ready ?? 0}/${holt.status?.agents?.total ?? 0} ready)`,
+  );
+  for (const c of holt.status?.conditions ?? [])
+    if (c.status !== 'True' || c.type === 'Ready')
+      out(`  ${c.type}=${c.status} ${c.reason ?? ''}: ${c.message ?? ''}`);
+  out('');
+  for (const l of table([['POD', 'READY', 'STATUS', 'RESTARTS', 'NODE'], ...podRows])) out(l);
+  out('');
+  out(`Claims: ${CLAIM_STATUSES.map((s) => `${s}=${claims[s] ?? 0}`).join('  ')}`);
+}
+
+/** `holt --kube ns/name logs <role|orchestrator>`: the pods' logs through the API server. */
+export async function kubeLogs(
+  k: KubeHolt,
+  component: string,
+  opts: { follow?: boolean; lines: string },
+): Promise<void> {
+  const tailLines = positiveInt('--lines', opts.lines);
+  const pods = (await componentPods(k.kc, k.namespace, k.name, component)).filter((p) => p.metadata?.name);
+  if (!pods.length)
+    throw new CliError(
+      `no pods of '${component}' in Holt ${k.namespace}/${k.name} (an agent's role, or orchestrator)`,
+      EXIT.notFound,
+    );
+  const container = component === 'orchestrator' ? 'orchestrator' : 'pup';
+  // Following: the first pod (kubectl logs deploy/... does the same); otherwise each pod in turn.
+  const shown = opts.follow ? pods.slice(0, 1) : pods;
+  for (const p of shown) {
+    if (shown.length > 1) out(`==> ${p.metadata!.name} <==`);
+    await podLog(k.kc, k.namespace, p.metadata!.name!, container, {
+      follow: Boolean(opts.follow),
+      tailLines,
+    });
+  }
+}

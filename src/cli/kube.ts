@@ -1,0 +1,265 @@
+import { createServer, type Server } from 'node:net';
+import { PassThrough } from 'node:stream';
+import { finished } from 'node:stream/promises';
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  Log,
+  PortForward,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { z } from 'zod';
+import { API_VERSION } from '../api/common.ts';
+import { CliError, EXIT } from './output.ts';
+
+/**
+ * `holt --kube NAMESPACE/NAME`: the commands that read or write a Holt's blackboard reach a Holt in a
+ * cluster through the API server, as kubectl does: the kubeconfig and context kubectl would use, the
+ * Holt's Redis behind a port-forward on the loopback (pod IPs are never assumed reachable), its
+ * password from the Secret the operator generated. An external Redis is used at its own URL.
+ */
+export interface KubeRef {
+  namespace?: string;
+  name: string;
+}
+
+const dns1123 = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** `ns/name` or `name` (the context's namespace). */
+export function parseKubeRef(value: string): KubeRef {
+  const parts = value.split('/');
+  const [namespace, name] = parts.length === 2 ? parts : [undefined, parts[0]];
+  if (
+    parts.length > 2 ||
+    !name ||
+    !dns1123.test(name) ||
+    (namespace !== undefined && !dns1123.test(namespace))
+  )
+    throw new CliError(`--kube: "${value}" is not NAMESPACE/NAME or NAME (lower-case DNS names)`, EXIT.usage);
+  return { namespace, name };
+}
+
+/** The kubeconfig as kubectl reads it ($KUBECONFIG, else ~/.kube/config), at `context` if given. */
+export function loadKubeConfig(context?: string): KubeConfig {
+  const kc = new KubeConfig();
+  try {
+    kc.loadFromDefault();
+  } catch (e) {
+    throw new CliError(`cannot read the kubeconfig: ${(e as Error).message}`, EXIT.error);
+  }
+  if (context) {
+    if (!kc.getContexts().some((c) => c.name === context))
+      throw new CliError(
+        `--context: no context "${context}" in the kubeconfig (known: ${
+          kc
+            .getContexts()
+            .map((c) => c.name)
+            .join(', ') || 'none'
+        })`,
+        EXIT.usage,
+      );
+    kc.setCurrentContext(context);
+  }
+  if (!kc.getCurrentCluster())
+    throw new CliError('no cluster in the kubeconfig: set KUBECONFIG or pass --context', EXIT.usage);
+  return kc;
+}
+
+const HoltStores = z.object({
+  spec: z.object({
+    stores: z
+      .object({
+        redis: z
+          .object({
+            mode: z.enum(['bundled', 'external']).default('bundled'),
+            url: z.string().optional(),
+            urlSecretRef: z.object({ name: z.string(), key: z.string() }).optional(),
+          })
+          .default({ mode: 'bundled' }),
+      })
+      .default({ redis: { mode: 'bundled' } }),
+  }),
+  status: z.object({ phase: z.string().optional() }).passthrough().optional(),
+});
+
+/** What an API error means to the user: not found, forbidden (which verb on what), unreachable. */
+export function apiError(e: unknown, what: string): CliError {
+  if (e instanceof ApiException) {
+    if (e.code === 404) return new CliError(`${what} not found`, EXIT.notFound);
+    if (e.code === 401)
+      return new CliError(`the API server refused the credentials while reading ${what}`, EXIT.error);
+    if (e.code === 403) {
+      const msg = (() => {
+        try {
+          return (JSON.parse(String(e.body)) as { message?: string }).message;
+        } catch {
+          return undefined;
+        }
+      })();
+      return new CliError(`forbidden: ${msg ?? `cannot read ${what}`}`, EXIT.error);
+    }
+    return new CliError(`the API server answered ${e.code} while reading ${what}`, EXIT.error);
+  }
+  return new CliError(
+    `cannot reach the API server while reading ${what}: ${(e as Error).message}`,
+    EXIT.error,
+  );
+}
+
+const isReady = (p: V1Pod) =>
+  !p.metadata?.deletionTimestamp &&
+  (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+
+/** A local listener whose connections are port-forwarded to `port` of `pod`, one stream each. */
+async function forward(
+  kc: KubeConfig,
+  namespace: string,
+  pod: string,
+  port: number,
+): Promise<{ port: number; server: Server }> {
+  const pf = new PortForward(kc, true);
+  const server = createServer((socket) => {
+    socket.on('error', () => socket.destroy());
+    const errors = new PassThrough();
+    errors.on('data', () => socket.destroy());
+    pf.portForward(namespace, pod, [port], socket, errors, socket).catch(() => socket.destroy());
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const addr = server.address();
+  if (!addr || typeof addr === 'string') throw new Error('no local port');
+  return { port: addr.port, server };
+}
+
+export interface KubeHolt {
+  namespace: string;
+  name: string;
+  kc: KubeConfig;
+  /** A Redis URL this process can use (a loopback port-forward for a bundled Redis). */
+  redisUrl: string;
+  close(): Promise<void>;
+}
+
+/** Reads the Holt, its Redis credentials, and opens the way to its Redis. */
+export async function openKubeHolt(ref: KubeRef, context?: string): Promise<KubeHolt> {
+  const kc = loadKubeConfig(context);
+  const namespace = ref.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
+  const what = `Holt ${namespace}/${ref.name}`;
+  const [group, version] = API_VERSION.split('/') as [string, string];
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const core = kc.makeApiClient(CoreV1Api);
+  let raw: unknown;
+  try {
+    raw = await custom.getNamespacedCustomObject({
+      group,
+      version,
+      namespace,
+      plural: 'holts',
+      name: ref.name,
+    });
+  } catch (e) {
+    throw apiError(e, what);
+  }
+  const holt = HoltStores.safeParse(raw);
+  if (!holt.success)
+    throw new CliError(`${what} is not a Holt this CLI understands: ${holt.error.message}`, EXIT.error);
+  const redis = holt.data.spec.stores.redis;
+  const secretValue = async (secret: string, key: string): Promise<string> => {
+    let s: Awaited<ReturnType<CoreV1Api['readNamespacedSecret']>>;
+    try {
+      s = await core.readNamespacedSecret({ namespace, name: secret });
+    } catch (e) {
+      throw apiError(e, `Secret ${namespace}/${secret}`);
+    }
+    const v = s.data?.[key];
+    if (v === undefined) throw new CliError(`Secret ${namespace}/${secret} has no key ${key}`, EXIT.error);
+    return Buffer.from(v, 'base64').toString('utf8');
+  };
+  const close = async () => {};
+  if (redis.mode === 'external') {
+    const url = redis.urlSecretRef
+      ? await secretValue(redis.urlSecretRef.name, redis.urlSecretRef.key)
+      : redis.url;
+    if (!url) throw new CliError(`${what}: its external Redis has no url`, EXIT.error);
+    return { namespace, name: ref.name, kc, redisUrl: url, close };
+  }
+  // Bundled: the operator's StatefulSet pod behind the `<holt>-redis` Service, the password in `<holt>-redis`.
+  const service = `${ref.name}-redis`;
+  let selector: Record<string, string> | undefined;
+  try {
+    selector = (await core.readNamespacedService({ namespace, name: service })).spec?.selector;
+  } catch (e) {
+    throw apiError(e, `Service ${namespace}/${service}`);
+  }
+  let pods: V1Pod[];
+  try {
+    const labelSelector = Object.entries(selector ?? {})
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',');
+    pods = (await core.listNamespacedPod({ namespace, labelSelector })).items;
+  } catch (e) {
+    throw apiError(e, `the pods of Service ${namespace}/${service}`);
+  }
+  const pod = pods.find(isReady);
+  if (!pod?.metadata?.name)
+    throw new CliError(
+      `the Redis of ${what} is not ready yet (${pods.length ? pods.map((p) => `${p.metadata?.name}: ${p.status?.phase}`).join(', ') : 'no pod'}): see \`kubectl get holt ${ref.name} -n ${namespace}\``,
+      EXIT.error,
+    );
+  const password = await secretValue(`${ref.name}-redis`, 'password');
+  const fwd = await forward(kc, namespace, pod.metadata.name, 6379);
+  return {
+    namespace,
+    name: ref.name,
+    kc,
+    redisUrl: `redis://:${encodeURIComponent(password)}@127.0.0.1:${fwd.port}`,
+    close: () => new Promise<void>((resolve) => fwd.server.close(() => resolve())),
+  };
+}
+
+/** The pods of a Holt's component: an agent's role, or `orchestrator`. */
+export async function componentPods(
+  kc: KubeConfig,
+  namespace: string,
+  holt: string,
+  component: string,
+): Promise<V1Pod[]> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const labelSelector =
+    component === 'orchestrator'
+      ? `holt.io/instance=${holt},app.kubernetes.io/component=orchestrator`
+      : `holt.io/instance=${holt},holt.io/role=${component}`;
+  try {
+    return (await core.listNamespacedPod({ namespace, labelSelector })).items;
+  } catch (e) {
+    throw apiError(e, `the pods of ${namespace}/${holt}`);
+  }
+}
+
+/** Prints a pod's log (following it with `follow`, until it ends or Ctrl-C) through the API server. */
+export async function podLog(
+  kc: KubeConfig,
+  namespace: string,
+  pod: string,
+  container: string,
+  opts: { follow: boolean; tailLines: number },
+): Promise<void> {
+  const sink = new PassThrough();
+  sink.pipe(process.stdout, { end: false });
+  let abort: AbortController;
+  try {
+    abort = await new Log(kc).log(namespace, pod, container, sink, {
+      follow: opts.follow,
+      tailLines: opts.tailLines,
+    });
+  } catch (e) {
+    throw apiError(e, `the log of pod ${namespace}/${pod}`);
+  }
+  const interrupted = new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
+  await Promise.race([finished(sink).catch(() => undefined), interrupted]);
+  abort.abort();
+}
