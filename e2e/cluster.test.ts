@@ -247,6 +247,7 @@ async function llmManifests(): Promise<string> {
 
 beforeAll(async () => {
   c = await e2eTarget(Number(process.env.HOLT_E2E_NODES ?? 2), progress);
+  await c.kubectl(['create', 'namespace', NS]);
   progress('helm install holt-operator');
   await c.helm([
     'install',
@@ -261,7 +262,6 @@ beforeAll(async () => {
     '--timeout',
     '5m',
   ]);
-  await c.kubectl(['create', 'namespace', NS]);
   const llmDemo = join(ROOT, 'examples', 'demo-llm');
   const seedLlm = Object.fromEntries(
     ['holt.yml', 'agents/bid-on.mjs', 'agents/lib.mjs'].map((f) => [

@@ -45,7 +45,10 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 1000 holt && useradd --uid 1000 --gid 1000 --create-home --shell /usr/sbin/nologin holt
 COPY --from=bundle /opt/holt /opt/holt
-RUN ln -s /opt/holt/bin/node /usr/local/bin/node && ln -s /opt/holt/bin/holt /usr/local/bin/holt
+# The workspace volume's root belongs to whoever made it (root, for most provisioners) while the agents
+# run as another user: git would refuse it as of "dubious ownership".
+RUN ln -s /opt/holt/bin/node /usr/local/bin/node && ln -s /opt/holt/bin/holt /usr/local/bin/holt \
+ && git config --system --add safe.directory /workspace
 ENV NODE_ENV=production HOLT_WORKSPACE=/workspace
 WORKDIR /workspace
 USER 1000:1000

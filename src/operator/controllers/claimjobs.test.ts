@@ -13,7 +13,6 @@ import { buildOperator } from '../main.ts';
 import type { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { CLAIM_LABEL } from '../specs/claimjob.ts';
-import { HOLT_BIN } from '../specs/orchestrator.ts';
 import {
   emptyHolt,
   eventually,
@@ -37,13 +36,13 @@ type JobSpec = {
   template: {
     spec: {
       restartPolicy: string;
-      containers: { command: string[]; env: { name: string; value?: string; valueFrom?: unknown }[] }[];
+      containers: { args?: string[]; env: { name: string; value?: string; valueFrom?: unknown }[] }[];
     };
   };
 };
 const jobSpec = (j: KubeObject) => j.spec as JobSpec;
 const claimOf = (j: KubeObject) => {
-  const cmd = jobSpec(j).template.spec.containers[0]?.command ?? [];
+  const cmd = jobSpec(j).template.spec.containers[0]?.args ?? [];
   return cmd[cmd.indexOf('--execute-claim') + 1];
 };
 const jobs = async (ns = NS) =>
@@ -116,7 +115,7 @@ describe('fresh_per_call agents: one Job per pending claim', () => {
       expect(s.ttlSecondsAfterFinished).toBeGreaterThan(0);
       expect(s.template.spec.restartPolicy).toBe('Never');
       const c = s.template.spec.containers[0];
-      expect(c?.command).toEqual([HOLT_BIN, 'pup', '--execute-claim', claimOf(j)]);
+      expect(c?.args).toEqual(['pup', '--execute-claim', claimOf(j)]);
       const env = new Map(c?.env.map((e) => [e.name, e]));
       expect(env.get('HOLT_MODE')?.value).toBe('worker');
       expect(env.get('HOLT_POD_NAME')?.valueFrom).toMatchObject({ fieldRef: { fieldPath: 'metadata.name' } });

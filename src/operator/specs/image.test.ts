@@ -15,8 +15,13 @@ const owner = ownerOf({
   kind: 'Holt',
   metadata: { name: 'demo', namespace: 'ns', uid: 'u1' },
 });
-type Pod = { spec: { template: { spec: { containers: { command: string[] }[] } } } };
-const commandOf = (o: KubeObject) => (o as unknown as Pod).spec.template.spec.containers[0]?.command ?? [];
+type Pod = { spec: { template: { spec: { containers: { command?: string[]; args?: string[] }[] } } } };
+/** What a runtime-image container runs: its command, else the image's entrypoint with its args. */
+const ENTRYPOINT = ['/usr/bin/tini', '--', HOLT_BIN];
+const commandOf = (o: KubeObject) => {
+  const c = (o as unknown as Pod).spec.template.spec.containers[0];
+  return c?.command ?? [...ENTRYPOINT, ...(c?.args ?? [])];
+};
 
 describe('the pods and the runtime image agree', () => {
   it('the runtime image puts the holt launcher where the pods run it, and it starts the compiled CLI', () => {
@@ -37,9 +42,12 @@ describe('the pods and the runtime image agree', () => {
       commandOf,
     );
     const subcommands = new Set(program().commands.map((c) => c.name()));
-    for (const [bin, sub] of used) {
-      expect(bin).toBe(HOLT_BIN);
-      expect(subcommands).toContain(sub);
+    expect(read('images/runtime.Dockerfile')).toContain(
+      `ENTRYPOINT ${JSON.stringify(ENTRYPOINT).replaceAll(',', ', ')}`,
+    );
+    for (const cmd of used) {
+      expect(cmd.slice(0, 3)).toEqual(ENTRYPOINT);
+      expect(subcommands).toContain(cmd[3]);
     }
     expect(subcommands).toContain('pup');
   });

@@ -2,7 +2,6 @@ import type { HoltSpec } from '../../api/holt.ts';
 import { hashOf } from '../runtime/apply.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
-import { HOLT_BIN } from './orchestrator.ts';
 import { containerSecurity, podSecurity, RUNTIME_UID } from './pod.ts';
 import { orchestratorAccount } from './serviceaccount.ts';
 import { storeEnv } from './stores.ts';
@@ -36,7 +35,7 @@ export function migrationJob(owner: Owner, spec: HoltSpec, runtimeImage: string)
             {
               name: 'migrate',
               image,
-              command: [HOLT_BIN, 'migrate'],
+              args: ['migrate'],
               env,
               resources: { requests: { cpu: '20m', memory: '64Mi' } },
               securityContext: containerSecurity(),

@@ -28,7 +28,8 @@ export function orchestratorDeployment(owner: Owner, spec: HoltSpec, runtimeImag
           {
             name: 'orchestrator',
             image: o.image ?? spec.runtimeImage ?? runtimeImage,
-            command: [HOLT_BIN, 'orchestrator'],
+            // The image's entrypoint (tini -- holt) stays PID 1: it reaps and forwards signals.
+            args: ['orchestrator'],
             env: [
               { name: 'HOLT_INSTANCE_NAME', value: owner.name },
               { name: 'HOLT_HEALTH_PORT', value: String(HEALTH_PORT) },

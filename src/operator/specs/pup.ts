@@ -109,7 +109,9 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
   const pup: V1Container = {
     name: 'pup',
     image,
-    command: [HOLT_BIN, 'pup', ...(p.args ?? [])],
+    // In the runtime image its entrypoint (tini -- holt) stays PID 1, reaping the tools' orphans and
+    // forwarding signals; in an agent's own image the copied launcher runs the pup itself.
+    ...(copyPup ? { command: [HOLT_BIN, 'pup', ...(p.args ?? [])] } : { args: ['pup', ...(p.args ?? [])] }),
     env,
     ports: [{ name: 'http', containerPort: HEALTH_PORT }],
     ...holtProbes(),
