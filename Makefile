@@ -4,7 +4,7 @@ NODE_VERSION := $(shell cat .node-version)
 export PATH := $(CACHE)/node/$(NODE_VERSION)/bin:$(CACHE)/tools/bin:$(PATH)
 export NODE_OPTIONS ?= --no-warnings=ExperimentalWarning
 
-.PHONY: setup test typecheck lint format unit demo bench crds images cluster-up cluster-down help
+.PHONY: setup test typecheck lint format unit demo bench crds images cluster-up cluster-down e2e-kind help
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -39,6 +39,9 @@ cluster-up: ## a real local cluster (NODES=2 for two), the project's images load
 
 cluster-down: ## stop the local cluster and remove everything it made
 	node scripts/cluster.ts down --name $(NAME)
+
+e2e-kind: ## the real-cluster e2e on a kind cluster (needs kind and Docker with registry access; not on the project's CI)
+	@bash e2e/kind/run.sh
 
 demo: ## run the demo
 	@bash scripts/demo.sh
