@@ -339,10 +339,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(seed).toBe('seed');
   }, 900_000);
 
-  // Known failure, left open on issue 13: on the real cluster the pool stayed at 0 replicas with 6 rows
-  // pending (the autoscaler's status kept backlog 0 after the first reads, taken before the migrations
-  // had run). Skipped until fixed, so that the rest of the suite guards what works.
-  it.skip('a scalable agent: its WorkerPool runs more than one worker pod on backlog, scales back, kills no busy worker', async () => {
+  it('a scalable agent: its WorkerPool runs more than one worker pod on backlog, scales back, kills no busy worker', async () => {
     await kubectl(['apply', '-f', '-'], scaleManifests());
     await waitHoltReady('scale', 1);
     const goals = 6;
@@ -407,9 +404,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(new Set(models)).toEqual(new Set(['scripted-writer', 'scripted-reviewer', 'scripted-finisher']));
   }, 900_000);
 
-  // Known failure, left open on issue 13: after deleting the three Holts something labelled part-of=holt,
-  // or a PV, was still there after 4 minutes (the run did not say which: it does now).
-  it.skip('deleting a Holt and its Agents leaves nothing behind', async () => {
+  it('deleting a Holt and its Agents leaves nothing behind', async () => {
     for (const name of ['demo', 'scale', 'demo-llm']) {
       await kubectl(['delete', 'holt', name, '--wait=true', '--timeout=180s']);
       await kubectl([

@@ -200,7 +200,8 @@ export class Operator {
     const ns = obj.metadata.namespace;
     const kind = obj.kind as Primary;
     if (PRIMARY.includes(kind)) this.#enqueue(kind, ns, obj.metadata.name);
-    const specChanged = (kind === 'Holt' || kind === 'Agent') && this.#specChanged(event, obj);
+    const specChanged =
+      (kind === 'Holt' || kind === 'Agent' || kind === 'WorkerPool') && this.#specChanged(event, obj);
     if (kind === 'Agent' || kind === 'WorkerPool') {
       // The Holt's status counts ready agents and its registry lists them: every change matters.
       const h = holtOf(obj);
@@ -219,7 +220,9 @@ export class Operator {
           if (holtOf(o) === obj.metadata.name) this.#enqueue(k, ns, o.metadata.name);
     }
     if (kind === 'WorkerPool') {
-      this.autoscaler?.notify(obj);
+      // Not on status changes: the autoscaler writes the pool's status on every tick, and each write
+      // would start the next tick at once (a read failure then spun ~80 ticks a second).
+      if (specChanged) this.autoscaler?.notify(obj);
       // An Agent reports its pool's readiness.
       for (const r of obj.metadata.ownerReferences ?? [])
         if (r.controller && r.kind === 'Agent') this.#enqueue('Agent', ns, r.name);

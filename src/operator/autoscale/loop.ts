@@ -58,7 +58,15 @@ export class Autoscaler {
   readonly queue: WorkQueue;
 
   constructor(opts: AutoscalerOptions) {
-    this.#o = { pollMs: 10_000, readTimeoutMs: 5_000, now: Date.now, ...opts };
+    // `?? ` per field, not a spread over defaults: an option passed as undefined (the operator passes
+    // its own optional autoscalePollMs through) would replace the default with undefined, and a tick
+    // returning `requeueAfterMs: undefined` is never run again: pools then moved only on events.
+    this.#o = {
+      ...opts,
+      pollMs: opts.pollMs ?? 10_000,
+      readTimeoutMs: opts.readTimeoutMs ?? 5_000,
+      now: opts.now ?? Date.now,
+    };
     this.queue = new WorkQueue((k) => this.tick(k), {
       concurrency: 4,
       baseDelayMs: 500,
