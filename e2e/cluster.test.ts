@@ -416,6 +416,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
         '--timeout=180s',
       ]);
     }
+    // The Holts' own objects (the chart's Role in this namespace is the operator's, not a Holt's).
     await until('every object of the Holts to be gone', async () => {
       const left = await c.kubectl([
         '-n',
@@ -423,7 +424,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
         'get',
         'all,pvc,secrets,configmaps,serviceaccounts,networkpolicies,pdb,roles,rolebindings',
         '-l',
-        'app.kubernetes.io/part-of=holt',
+        'holt.io/instance in (demo,scale,demo-llm)',
         '-o',
         'name',
       ]);
