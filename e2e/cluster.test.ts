@@ -6,10 +6,10 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
 import type { Artefact } from '../src/blackboard/types.ts';
-import { call } from '../test/harness/llm.ts';
 import { eventually } from '../test/harness/wait.ts';
 import { GIT_SECRET, gitServer, llmServer } from './cluster/fixtures.ts';
 import { type E2eTarget, e2eTarget } from './cluster/target.ts';
+import { DEMO_LLM_PLAN, DEMO_LLM_SCRIPT } from './demo-llm-script.ts';
 import { expectDemoTrail } from './demo-trail.ts';
 
 /**
@@ -26,24 +26,7 @@ const progress = (l: string) => console.log(`[e2e ${new Date().toISOString().sli
 
 let c: E2eTarget;
 
-/** examples/demo-llm's three agents, in the order they run (as e2e/demo-llm.test.ts scripts them). */
-const PLAN = '# Plan\n\n1. List the changes.\n2. Write CHANGELOG.md.\n\n## Summary\nA changelog.';
-const LLM_SCRIPT = [
-  call('list_files', {}),
-  call('submit_result', { artefact_type: 'Draft', artefact_payload: PLAN, summary: 'the plan' }),
-  call('submit_result', {
-    artefact_type: 'Review',
-    artefact_payload: '{}',
-    summary: 'approved',
-    structural_type: 'Review',
-  }),
-  call('submit_result', {
-    artefact_type: 'WorkflowComplete',
-    artefact_payload: 'Planned a CHANGELOG',
-    summary: 'done',
-    structural_type: 'Terminal',
-  }),
-];
+const PLAN = DEMO_LLM_PLAN;
 
 const kubectl = (args: string[], input?: string) => c.kubectl(['-n', NS, ...args], { input });
 async function getJson<T>(args: string[]): Promise<T | undefined> {
@@ -279,7 +262,7 @@ beforeAll(async () => {
     ['apply', '-f', '-'],
     gitServer(randomBytes(12).toString('hex'), { demo: {}, 'demo-llm': seedLlm }),
   );
-  await kubectl(['apply', '-f', '-'], llmServer(LLM_SCRIPT));
+  await kubectl(['apply', '-f', '-'], llmServer(DEMO_LLM_SCRIPT));
   await kubectl(['rollout', 'status', 'deploy/git', '--timeout=180s']);
   await kubectl(['rollout', 'status', 'deploy/llm', '--timeout=180s']);
 }, 900_000);

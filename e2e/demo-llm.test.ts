@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, type LlmServer, startLlmServer } from '../test/harness/llm.ts';
+import { type LlmServer, startLlmServer } from '../test/harness/llm.ts';
+import { DEMO_LLM_PLAN, DEMO_LLM_SCRIPT } from './demo-llm-script.ts';
 
 /**
  * The LLM demo (examples/demo-llm) run as its README says — `holt up` with the endpoint from the
@@ -35,25 +36,10 @@ async function holt(args: string[], ok = true) {
   }
 }
 
-const PLAN = '# Plan\n\n1. List the changes.\n2. Write CHANGELOG.md.\n\n## Summary\nA changelog.';
+const PLAN = DEMO_LLM_PLAN;
 
 beforeAll(async () => {
-  llm = await startLlmServer([
-    call('list_files', {}),
-    call('submit_result', { artefact_type: 'Draft', artefact_payload: PLAN, summary: 'the plan' }),
-    call('submit_result', {
-      artefact_type: 'Review',
-      artefact_payload: '{}',
-      summary: 'approved',
-      structural_type: 'Review',
-    }),
-    call('submit_result', {
-      artefact_type: 'WorkflowComplete',
-      artefact_payload: 'Planned a CHANGELOG',
-      summary: 'done',
-      structural_type: 'Terminal',
-    }),
-  ]);
+  llm = await startLlmServer(DEMO_LLM_SCRIPT);
   scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'demo-llm-'));
   ws = join(scratch, 'ws');
   cpSync(join(ROOT, 'examples', 'demo-llm'), ws, { recursive: true });

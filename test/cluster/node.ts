@@ -96,6 +96,13 @@ export function importImages(p: NodePaths, archives: string[]): void {
   for (const a of archives) ctr(p, ['images', 'import', '--no-unpack=false', a], { timeoutMs: 600_000 });
 }
 
+/** A node component's kubeconfig (a static token user) and its config file, in the node's folder. */
+function componentFiles(p: NodePaths, name: string, cp: NodeControlPlane, user: string, token: string) {
+  const kubeconfig = join(p.dir, `${name}.kubeconfig`);
+  writeKubeconfig(kubeconfig, cp.server, cp.caCert, user, token);
+  return { kubeconfig, config: join(p.dir, `${name}.yaml`) };
+}
+
 export async function startKubelet(
   plan: ClusterPlan,
   node: NodePlan,
@@ -103,9 +110,13 @@ export async function startKubelet(
   cp: NodeControlPlane,
   detached: boolean,
 ): Promise<ServerProcess> {
-  const kubeconfig = join(p.dir, 'kubelet.kubeconfig');
-  writeKubeconfig(kubeconfig, cp.server, cp.caCert, `system:node:${node.name}`, cp.kubeletToken);
-  const config = join(p.dir, 'kubelet.yaml');
+  const { kubeconfig, config } = componentFiles(
+    p,
+    'kubelet',
+    cp,
+    `system:node:${node.name}`,
+    cp.kubeletToken,
+  );
   writeFileSync(config, kubeletConfig(plan, node, p, cp.caCert));
   const proc = inNode(
     node,
@@ -134,9 +145,7 @@ export async function startKubeProxy(
   cp: NodeControlPlane,
   detached: boolean,
 ): Promise<ServerProcess> {
-  const kubeconfig = join(p.dir, 'kube-proxy.kubeconfig');
-  writeKubeconfig(kubeconfig, cp.server, cp.caCert, 'system:kube-proxy', cp.proxyToken);
-  const config = join(p.dir, 'kube-proxy.yaml');
+  const { kubeconfig, config } = componentFiles(p, 'kube-proxy', cp, 'system:kube-proxy', cp.proxyToken);
   writeFileSync(config, kubeProxyConfig(plan, node, kubeconfig));
   const proc = inNode(
     node,
