@@ -149,7 +149,7 @@ async function freezePup(pod: string): Promise<void> {
   expect(out).toMatch(/stopped \d+/);
 }
 /** A Holt of one scalable agent whose tool takes a few seconds: backlog makes its pool scale out. */
-function scaleManifests(): string {
+function scaleManifests(workspace?: Record<string, string>): string {
   const result = JSON.stringify({
     artefact_type: 'Slept',
     artefact_payload: 'slept',
@@ -162,7 +162,7 @@ function scaleManifests(): string {
       apiVersion: 'holt.io/v1alpha1',
       kind: 'Holt',
       metadata: { name: 'scale' },
-      spec: { orchestrator: { bidTimeoutSeconds: 120 } },
+      spec: { orchestrator: { bidTimeoutSeconds: 120 }, ...(workspace ? { workspace } : {}) },
     },
     {
       apiVersion: 'holt.io/v1alpha1',
@@ -323,20 +323,31 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
   }, 900_000);
 
   it('a scalable agent: its WorkerPool runs more than one worker pod on backlog, scales back, kills no busy worker', async () => {
-    await kubectl(['apply', '-f', '-'], scaleManifests());
+    // Where the cluster has a ReadWriteMany class (the local one's `shared`), the workspace is one, so the
+    // workers are free to spread over the nodes, and should.
+    const rwx = (await c.kubectlResult(['get', 'storageclass', 'shared'], { allowFail: true })).code === 0;
+    const nodeCount = JSON.parse(await c.kubectl(['get', 'nodes', '-o', 'json'])).items.length as number;
+    await kubectl(
+      ['apply', '-f', '-'],
+      scaleManifests(rwx ? { accessMode: 'ReadWriteMany', storageClassName: 'shared' } : undefined),
+    );
     await waitHoltReady('scale', 1);
     const goals = 6;
     for (let i = 0; i < goals; i++) await holt('scale', ['forage', '--goal', `sleep ${i}`]);
     progress(`${goals} goals posted to scale`);
     type Pool = { status?: { replicas?: number; desiredReplicas?: number; backlog?: number } };
     let peak = 0;
+    const workerNodes = new Set<string>();
     await until('more than one worker pod running', async () => {
       const running = (await pods('holt.io/instance=scale,app.kubernetes.io/component=worker')).filter(
         (p) => p.status.phase === 'Running' && !p.metadata.deletionTimestamp,
-      ).length;
-      peak = Math.max(peak, running);
-      return running > 1 ? true : undefined;
+      );
+      peak = Math.max(peak, running.length);
+      for (const p of running) if (p.spec.nodeName) workerNodes.add(p.spec.nodeName);
+      return running.length > 1 ? true : undefined;
     });
+    // A ReadWriteMany workspace: the workers' preferred anti-affinity puts them on different nodes.
+    if (rwx && nodeCount > 1) expect(workerNodes.size).toBeGreaterThan(1);
     await until(
       `the ${goals} workflows of scale to finish`,
       async () => {
@@ -367,7 +378,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(rows.trim().split('\n')).toEqual(Array(goals).fill('done:1'));
     const trail = await trailOf('scale');
     expect(trail.filter((a) => a.structural_type === 'Failure')).toEqual([]);
-    progress(`scale: peak ${peak} worker pods`);
+    progress(`scale: peak ${peak} worker pods on ${[...workerNodes].join(', ')}`);
   }, 900_000);
 
   it('an LLM Agent with its own model and baseUrl, from `holt convert`, finishes its turns against the scripted model pod', async () => {
