@@ -143,7 +143,7 @@ async function freezePup(pod: string): Promise<void> {
     '--',
     'sh',
     '-c',
-    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] && continue; ' +
+    'for d in /proc/[0-9]*; do p=$(basename "$d"); [ "$p" = 1 ] || [ "$p" = $$ ] && continue; ' +
       'if tr "\\0" " " <$d/cmdline 2>/dev/null | grep -q "cli/main.js pup"; then kill -STOP "$p" && echo "stopped $p"; fi; done',
   ]);
   expect(out).toMatch(/stopped \d+/);

@@ -5,8 +5,7 @@ import { existsSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
-import { engine, startCluster, stopClusterAt } from '../test/cluster/cluster.ts';
-import { sh } from '../test/cluster/sh.ts';
+import { projectImages, startCluster, stopClusterAt } from '../test/cluster/cluster.ts';
 
 const defaultDir = (name: string) =>
   join(process.env.HOLT_HOME ?? join(homedir(), '.holt'), 'clusters', name);
@@ -15,20 +14,6 @@ const nodeCount = (v: string) => {
   if (!Number.isInteger(n) || n < 1 || n > 8) throw new InvalidArgumentError('a whole number from 1 to 8');
   return n;
 };
-
-/** The project's images (`make images` builds them), as scripts/images.sh lists them. */
-function projectImages(): string[] {
-  const list = sh('bash', [join(import.meta.dirname, 'images.sh'), '--list'], { allowFail: true });
-  const refs = list
-    .split('\n')
-    .map((l) => l.trim())
-    .filter(Boolean);
-  const e = engine();
-  const missing = refs.filter((r) => sh(e, ['image', 'inspect', r], { allowFail: true }) === '');
-  if (refs.length === 0 || missing.length)
-    throw new Error(`images not built (${missing.join(', ') || 'none listed'}): run \`make images\` first`);
-  return refs;
-}
 
 const program = new Command('cluster').description(
   'A real local Kubernetes cluster for Holt (root; network namespaces keep all its traffic on this machine).',

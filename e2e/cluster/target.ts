@@ -1,7 +1,5 @@
 import { existsSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { type LocalCluster, startCluster } from '../../test/cluster/cluster.ts';
-import { sh } from '../../test/cluster/sh.ts';
+import { type LocalCluster, projectImages, startCluster } from '../../test/cluster/cluster.ts';
 import { type KubeTools, kubeTools } from '../../test/harness/kube.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 
@@ -15,16 +13,6 @@ export interface E2eTarget extends KubeTools {
   /** The local cluster when this run started one (node-level tests need it). */
   local?: LocalCluster;
   stop(): Promise<void>;
-}
-
-const ROOT = join(import.meta.dirname, '..', '..');
-
-/** The images `make images` built, as scripts/images.sh lists them. */
-export function projectImages(): string[] {
-  return sh('bash', [join(ROOT, 'scripts', 'images.sh'), '--list'])
-    .split('\n')
-    .map((l) => l.trim())
-    .filter(Boolean);
 }
 
 export async function e2eTarget(nodes: number, log: (l: string) => void): Promise<E2eTarget> {

@@ -178,6 +178,20 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
   }
 }
 
+/** The project's images (scripts/images.sh --list), each checked to be built in the local engine. */
+export function projectImages(): string[] {
+  const script = join(import.meta.dirname, '..', '..', 'scripts', 'images.sh');
+  const refs = sh('bash', [script, '--list'])
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
+  const e = engine();
+  const missing = refs.filter((r) => sh(e, ['image', 'inspect', r], { allowFail: true }) === '');
+  if (refs.length === 0 || missing.length)
+    throw new Error(`images not built (${missing.join(', ') || 'none listed'}): run \`make images\` first`);
+  return refs;
+}
+
 /** docker, or podman where that is the engine. */
 export function engine(): string {
   for (const e of ['docker', 'podman']) if (sh(e, ['version'], { allowFail: true }) !== '') return e;
