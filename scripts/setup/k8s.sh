@@ -119,7 +119,8 @@ build_k8s() {
 
 # ---- 2. etcd -------------------------------------------------------------------------------
 etcd_present() {
-  [[ -x "$ETCD_BIN/etcd" ]] && "$ETCD_BIN/etcd" --version 2>/dev/null | grep -qx "etcd Version: $ETCD_VERSION"
+  # Not `grep -q`: it exits at the first match, etcd then dies of SIGPIPE and pipefail fails the check.
+  [[ -x "$ETCD_BIN/etcd" ]] && "$ETCD_BIN/etcd" --version 2>/dev/null | grep -x "etcd Version: $ETCD_VERSION" >/dev/null
 }
 
 build_etcd() {
