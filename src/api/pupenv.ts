@@ -73,6 +73,8 @@ export function pupEnvironment(agent: AgentSpec, ctx: PupContext): Record<string
     env.HOLT_HEALTH_CHECK_TIMEOUT_MS = String(agent.healthCheck.timeoutSeconds * 1000);
   }
   Object.assign(env, llmEnvironment(agent, ctx.llm));
+  // The names the agent declares reach its tools; nothing else of the pup's environment does.
+  if (agent.env.length) env.HOLT_TOOL_ENV = JSON.stringify(agent.env.map((e) => e.name));
   // Literal user environment last-but-not-over ours: HOLT_* set above win.
   for (const e of agent.env) if (e.value !== undefined && !(e.name in env)) env[e.name] = e.value;
   return env;

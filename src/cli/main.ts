@@ -1,5 +1,6 @@
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError } from '../common/config.ts';
+import { withCredentials } from '../common/credentials.ts';
 import { kubeLogs, kubeStatus } from './commands/cluster.ts';
 import { convert } from './commands/convert.ts';
 import { down } from './commands/down.ts';
@@ -150,7 +151,7 @@ export function program(): Command {
     .helpOption(false)
     .action(async (_o, cmd: Command) => {
       const m = await import('../orchestrator/main.ts');
-      process.exitCode = await m.main(cmd.args, process.env);
+      process.exitCode = await m.main(cmd.args, withCredentials(process.env));
     });
   p.command('pup')
     .description('run the agent pup (configured by environment: docs/configuration.md)')
@@ -159,7 +160,16 @@ export function program(): Command {
     .helpOption(false)
     .action(async (_o, cmd: Command) => {
       const m = await import('../pup/main.ts');
-      process.exitCode = await m.main(cmd.args, process.env);
+      process.exitCode = await m.main(cmd.args, withCredentials(process.env));
+    });
+  p.command('tool-runner')
+    .description(
+      "run an agent pod's tool runner: runs the pup's tools, bid scripts and health checks (no credentials)",
+    )
+    .requiredOption('--socket <path>', 'unix socket the pup connects to (in a volume both containers mount)')
+    .action(async (o: { socket: string }) => {
+      const m = await import('../pup/runner/main.ts');
+      process.exitCode = await m.main(o.socket, process.env);
     });
   p.command('migrate')
     .description('apply the inbox schema migrations to DATABASE_URL and exit (the migration Job)')
@@ -168,7 +178,7 @@ export function program(): Command {
     .helpOption(false)
     .action(async (_o, cmd: Command) => {
       const m = await import('../inbox/migrate-main.ts');
-      process.exitCode = await m.main(cmd.args, process.env);
+      process.exitCode = await m.main(cmd.args, withCredentials(process.env));
     });
   p.command('operator')
     .description('run the Kubernetes operator (flags and environment: docs/configuration.md)')

@@ -1,10 +1,23 @@
-import { dirname, join } from 'node:path';
+import { readdirSync } from 'node:fs';
+import { basename, dirname, extname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type MigrationBuilder, type RunnerOption, runner } from 'node-pg-migrate';
+import pg from 'pg';
 import { z } from 'zod';
+import { grantStatements, PG_APP } from '../access/postgres.ts';
 import type { Logger } from '../common/logger.ts';
 
 const DIR = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
+
+const IGNORE = /^(\..*|.*\.test\.ts)$/;
+
+/** The migrations this build knows, by name (file name without extension), in order. */
+export function knownMigrations(): string[] {
+  return readdirSync(DIR)
+    .filter((f) => !IGNORE.test(f) && ['.ts', '.js'].includes(extname(f)))
+    .map((f) => basename(f, extname(f)))
+    .sort();
+}
 
 const MigrationModule = z.object({
   up: z.custom<(pgm: MigrationBuilder) => Promise<void>>((v) => typeof v === 'function'),
@@ -29,7 +42,7 @@ export async function migrate(databaseUrl: string, log?: Logger): Promise<string
   const opts: RunnerOption = {
     databaseUrl,
     dir: DIR,
-    ignorePattern: '(\\..*|.*\\.test\\.ts)',
+    ignorePattern: IGNORE.source.slice(1, -1),
     migrationsTable: 'pgmigrations',
     migrationsSchema: 'holt',
     createMigrationsSchema: true,
@@ -42,5 +55,50 @@ export async function migrate(databaseUrl: string, log?: Logger): Promise<string
   const ran = await runner(opts);
   const names = ran.map((m) => m.name);
   if (names.length) log?.info({ event_type: 'migrated', migrations: names }, 'inbox schema migrated');
+  await grantRuntimeRole(databaseUrl);
   return names;
+}
+
+/** DML for the runtime role on what the migrations made, where that role exists (bundled stores). */
+async function grantRuntimeRole(databaseUrl: string): Promise<void> {
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  try {
+    const r = await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [PG_APP]);
+    if (r.rowCount) for (const sql of grantStatements()) await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
+/** Whether every migration of this build is applied (readable by the runtime's DML-only role). */
+export async function schemaCurrent(databaseUrl: string): Promise<boolean> {
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  try {
+    const r = await c
+      .query<{ name: string }>('SELECT name FROM holt.pgmigrations')
+      .catch(() => ({ rows: [] }));
+    const have = new Set(r.rows.map((x) => x.name));
+    return knownMigrations().every((m) => have.has(m));
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * For the runtime (orchestrator, LLM pups): a current schema is left alone, so a DML-only role never
+ * tries DDL; otherwise migrate (tests and single-role databases), failing with what to do.
+ */
+export async function ensureSchema(databaseUrl: string, log?: Logger): Promise<void> {
+  if (await schemaCurrent(databaseUrl)) return;
+  try {
+    await migrate(databaseUrl, log);
+  } catch (e) {
+    if ((e as { code?: string }).code === '42501')
+      throw new Error(
+        'the database schema is not migrated and this role may not migrate it: run `holt migrate` as the schema owner first',
+      );
+    throw e;
+  }
 }

@@ -9,7 +9,7 @@ import type { Grant, GrantDispatcher } from '../orchestrator/dispatch.ts';
 import { outputId } from '../pup/decide.ts';
 import { failureArtefact } from '../pup/result.ts';
 import { InboxDispatcher } from './dispatcher.ts';
-import { migrate } from './migrate.ts';
+import { ensureSchema } from './migrate.ts';
 import type { InboxRow, QueueDepth } from './schema.ts';
 import { InboxStore } from './store.ts';
 import { Watchdog } from './watchdog.ts';
@@ -95,7 +95,7 @@ export async function startOrchestratorInbox(o: {
     const dispatcher = new NoInboxDispatcher({ instance: o.instance, bb: o.bb, log: o.log });
     return { dispatcher, store: undefined, close: async () => undefined };
   }
-  await migrate(env.DATABASE_URL, o.log);
+  await ensureSchema(env.DATABASE_URL, o.log);
   const store = InboxStore.connect(env.DATABASE_URL);
   let nc: NatsConnection;
   try {

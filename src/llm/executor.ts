@@ -148,6 +148,7 @@ export class LlmExecutor {
             return (await assembleContext(roots, (ids) => bb.contextLevel(ids))).chain;
           },
           scrub: this.d.scrub,
+          runner: cfg.runner,
           events: ev,
           log: tl,
           signal: ac.signal,

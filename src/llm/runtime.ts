@@ -9,7 +9,7 @@ import { type AgentEvents, natsAgentEvents, noAgentEvents } from '../bus/events.
 import type { Logger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { Scrubber } from '../common/secrets.ts';
-import { migrate } from '../inbox/migrate.ts';
+import { ensureSchema } from '../inbox/migrate.ts';
 import { decideBid } from '../pup/bid.ts';
 import type { PupConfig } from '../pup/config.ts';
 import type { BidChoice } from '../pup/decide.ts';
@@ -29,7 +29,7 @@ export interface LlmRuntime {
 }
 
 /**
- * Composition root of the LLM path. Postgres is migrated (idempotent, advisory-locked) so a pup
+ * Composition root of the LLM path. The Postgres schema is checked (migrated if this role may) so a pup
  * never runs against a schema without its tables; NATS is optional (events are lossy anyway).
  */
 export async function startLlmRuntime(
@@ -39,12 +39,12 @@ export async function startLlmRuntime(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<LlmRuntime> {
   const s = cfg.llm;
-  const apiKey = apiKeyFrom(env, s);
-  const scrub = new Scrubber([apiKey]);
+  const apiKey = cfg.apiKey ?? apiKeyFrom(env, s);
+  const scrub = new Scrubber([apiKey, ...cfg.secrets]);
   let pool: pg.Pool | undefined;
   let store: TurnStore | undefined;
   if (s.databaseUrl) {
-    await migrate(s.databaseUrl, log);
+    await ensureSchema(s.databaseUrl, log);
     // A dropped connection must not crash the pup: the next query reconnects (or fails the step).
     pool = createPool(s.databaseUrl, { max: 4 }, log);
     store = new TurnStore(pool);
@@ -94,7 +94,7 @@ export async function startLlmRuntime(
         })
       : undefined;
   const script = cfg.bidScript
-    ? { argv: cfg.bidScript, cwd: cfg.workspace, timeoutMs: cfg.bidScriptTimeoutMs }
+    ? { argv: cfg.bidScript, cwd: cfg.workspace, timeoutMs: cfg.bidScriptTimeoutMs, runner: cfg.runner }
     : undefined;
   return {
     agent,

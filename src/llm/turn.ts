@@ -5,10 +5,10 @@ import type { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim, ClaimType } from '../blackboard/types.ts';
 import type { AgentEvents } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
-import { type Scrubber, toolEnvironment } from '../common/secrets.ts';
+import type { Scrubber } from '../common/secrets.ts';
 import type { Fence } from '../inbox/schema.ts';
-import { runProcess } from '../pup/process.ts';
 import { isRework } from '../pup/result.ts';
+import type { ToolRunner } from '../pup/runner/runner.ts';
 import { type LlmAgent, PausedError } from './agent.ts';
 import type { LlmSettings } from './config.ts';
 import { checkAction, clearBlocks, hashResult, recordAction, recordBlock, signature } from './loop-guard.ts';
@@ -70,6 +70,8 @@ export interface TurnDeps {
   /** Assembled only for a fresh turn (a resumed one has its prompt stored). */
   context: () => Promise<Artefact[]>;
   scrub: Scrubber;
+  /** Where declared tools run (never with the pup's credentials). */
+  runner: ToolRunner;
   events: AgentEvents;
   log: Logger;
   signal: AbortSignal;
@@ -393,15 +395,19 @@ export class Turn {
     const { d } = this;
     const ctl = this.s.ctl;
     d.events.step({ ...this.base(), phase: 'executing', claim_id: d.claim.id, role: d.role });
-    const run = await runProcess({
-      argv: renderArgv(tool.argv, args),
-      cwd: d.workspace,
-      stdin: '',
-      timeoutMs: tool.timeoutSeconds * 1000,
-      maxBytes: 1024 * 1024,
-      env: toolEnvironment(process.env, tool.env, d.settings.apiKeyEnv),
-      signal: d.signal,
-    });
+    const run = await d.runner.run(
+      {
+        argv: renderArgv(tool.argv, args),
+        cwd: d.workspace,
+        stdin: '',
+        timeoutMs: tool.timeoutSeconds * 1000,
+        maxBytes: 1024 * 1024,
+        env: tool.env,
+        // The same on a resumed turn's replay of this call.
+        callId: `${d.fence.turnId}:${call.id}`,
+      },
+      d.signal,
+    );
     if (d.signal.aborted) return; // not stored: the call runs again on resume
     const status = run.spawnError
       ? `failed to start: ${run.spawnError}`

@@ -2,12 +2,17 @@ import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { natsAuthorization, natsUrl as natsUserUrl } from '../access/nats.ts';
+import { ensureRoles, PG_APP, PG_OWNER, pgUrlAs } from '../access/postgres.ts';
+import type { Principal } from '../access/principals.ts';
+import { redisAclLines, redisUrl as redisUserUrl } from '../access/redis.ts';
 import { isScalable, workerTargetOf } from '../api/agent.ts';
 import { type HoltFile, type HoltFileAgent, loadHoltFile } from '../api/holtfile.ts';
 import { pupEnvironment } from '../api/pupenv.ts';
 import { registrationOf } from '../api/registry.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
+import { componentEnvironment, LLM_KEY_VARS } from '../common/secrets.ts';
 import { migrate } from '../inbox/migrate.ts';
 import { type InstanceState, instanceDir, writeState } from './instance.ts';
 import { startNats } from './nats.ts';
@@ -15,6 +20,7 @@ import { freePort } from './ports.ts';
 import { startPostgres } from './postgres.ts';
 import { startRedis } from './redis.ts';
 import { readScale, workerCount, workerName } from './scale.ts';
+import { type InstanceSecrets, instanceSecrets } from './secrets.ts';
 import { type ComponentSpec, LOCAL_PUP_GRACE_MS, Supervisor } from './supervisor.ts';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'cli', 'main.ts');
@@ -71,13 +77,23 @@ function componentMaker(
         llm: file.holt.llm,
       },
     );
+    const keyEnv = file.holt.llm?.apiKeyEnv;
+    // The model's key travels with the store credentials, on the descriptor.
+    const keys = Object.fromEntries(
+      [...LLM_KEY_VARS, keyEnv].flatMap((k) => (k && process.env[k] ? [[k, process.env[k] as string]] : [])),
+    );
     return {
       name,
       kind,
       role: agent.role,
       ...holtCommand(['pup']),
       // The supervisor's stop grace outlasts this, so a pup always stops its own tool first.
-      env: { HOLT_SHUTDOWN_GRACE_MS: String(LOCAL_PUP_GRACE_MS), ...process.env, ...base.conn, ...env },
+      env: {
+        HOLT_SHUTDOWN_GRACE_MS: String(LOCAL_PUP_GRACE_MS),
+        ...componentEnvironment(process.env, [keyEnv]),
+        ...env,
+      },
+      secrets: { ...base.conn, ...keys },
       cwd: base.workspace,
       healthPort,
     };
@@ -124,6 +140,28 @@ async function rescale(
       if (Number(name.slice(`${agent.role}-worker-`.length)) >= n) await sup.remove(name);
     log.info({ event_type: 'scaled', role: agent.role, workers: n }, `${agent.role}: ${n} worker(s)`);
   }
+}
+
+/**
+ * Each principal's URL: its own user on a bundled store, the given URL on an external one (a single
+ * credential there; docs/security.md). Postgres: the superuser (CLI), the owner (migrations), the app.
+ */
+function storeUrls(
+  pw: InstanceSecrets,
+  bundled: { redis?: number; nats?: number; pg?: string },
+  external: { redisUrl?: string; natsUrl?: string; pgUrl?: string },
+) {
+  const host = '127.0.0.1';
+  const pgAdmin = external.pgUrl ?? (bundled.pg as string);
+  return {
+    redis: (who: Principal) =>
+      external.redisUrl ?? redisUserUrl(who, pw.redis[who], host, bundled.redis as number),
+    nats: (who: Principal) =>
+      external.natsUrl ?? natsUserUrl(who, pw.nats[who], host, bundled.nats as number),
+    pgAdmin,
+    pgOwner: external.pgUrl ?? pgUrlAs(pgAdmin, PG_OWNER, pw.postgres.owner),
+    pgApp: external.pgUrl ?? pgUrlAs(pgAdmin, PG_APP, pw.postgres.app),
+  };
 }
 
 class StopRequested extends Error {}
@@ -181,9 +219,21 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
         stores.push(s);
         return s;
       });
+    const pw = instanceSecrets(opts.name);
     const results = await Promise.allSettled([
-      redisUrl ? undefined : started(startRedis({ dir: join(dir, 'data', 'redis'), aof: 'everysec' })),
-      natsUrl ? undefined : started(startNats({ dir: join(dir, 'data', 'nats') })),
+      redisUrl
+        ? undefined
+        : started(
+            startRedis({
+              dir: join(dir, 'data', 'redis'),
+              aof: 'everysec',
+              acl: redisAclLines(opts.name, pw.redis),
+              adminPassword: pw.redis.admin,
+            }),
+          ),
+      natsUrl
+        ? undefined
+        : started(startNats({ dir: join(dir, 'data', 'nats'), authorization: natsAuthorization(pw.nats) })),
       pgUrl ? undefined : started(startPostgres({ dir: postgresDir(opts.name), database: 'holt' })),
     ]);
     const failed = results.find((r) => r.status === 'rejected');
@@ -197,27 +247,38 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     state.stores = [redis, nats, pg].flatMap((s) =>
       s?.proc.child.pid ? [{ name: s.proc.name, pid: s.proc.child.pid }] : [],
     );
-    state.redisUrl = redisUrl ?? redis!.url;
-    state.natsUrl = natsUrl ?? nats!.url;
-    state.postgresUrl = pgUrl ?? pg!.url;
+    // Bundled stores: one user per principal (src/access); external ones: the URL given, for all.
+    const as = storeUrls(
+      pw,
+      { redis: redis?.port, nats: nats?.port, pg: pg?.url },
+      { redisUrl, natsUrl, pgUrl },
+    );
+    if (pg) await ensureRoles(pg.url, 'holt', pw.postgres);
+    state.redisUrl = as.redis('admin');
+    state.natsUrl = as.nats('admin');
+    state.postgresUrl = as.pgAdmin;
     save();
 
-    const bb = Blackboard.connect(state.redisUrl, opts.name);
+    const bb = Blackboard.connect(as.redis('operator'), opts.name);
     await bb.setAgents(file.agents.map(registrationOf));
     await bb.close();
 
-    // The inbox schema before any process that uses it (the orchestrator and workers also tolerate a race).
-    await migrate(state.postgresUrl, log);
-    const conn = { REDIS_URL: state.redisUrl, NATS_URL: state.natsUrl, DATABASE_URL: state.postgresUrl };
+    // The inbox schema before any process that uses it, as its owner (the runtime's role has DML only).
+    await migrate(as.pgOwner, log);
+    const conn = (who: 'orchestrator' | 'pup') => ({
+      REDIS_URL: as.redis(who),
+      NATS_URL: as.nats(who),
+      DATABASE_URL: as.pgApp,
+    });
     sup = new Supervisor(join(dir, 'logs'), log, save);
     const orchPort = await freePort();
     sup.add({
       name: 'orchestrator',
       kind: 'orchestrator',
       ...holtCommand(['orchestrator']),
+      secrets: conn('orchestrator'),
       env: {
-        ...process.env,
-        ...conn,
+        ...componentEnvironment(process.env),
         HOLT_INSTANCE_NAME: opts.name,
         HOLT_HEALTH_PORT: String(orchPort),
         HOLT_MAX_REVIEW_ITERATIONS: String(file.holt.orchestrator.maxReviewIterations),
@@ -226,7 +287,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
       cwd: opts.workspace,
       healthPort: orchPort,
     });
-    const base = { instance: opts.name, workspace: opts.workspace, conn };
+    const base = { instance: opts.name, workspace: opts.workspace, conn: conn('pup') };
     const scaled = readScale(opts.name);
     for (const agent of file.agents)
       for (const c of await agentComponents(file, agent, { ...base, scaled: scaled[agent.role] })) sup.add(c);

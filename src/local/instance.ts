@@ -53,7 +53,8 @@ export function writeState(s: InstanceState): void {
   const dir = instanceDir(s.name);
   mkdirSync(dir, { recursive: true });
   const tmp = join(dir, `.state.${process.pid}.tmp`);
-  writeFileSync(tmp, `${JSON.stringify(s, null, 2)}\n`);
+  // 0600: it holds the admin URLs of the stores (the CLI reads them).
+  writeFileSync(tmp, `${JSON.stringify(s, null, 2)}\n`, { mode: 0o600 });
   renameSync(tmp, stateFile(s.name));
 }
 

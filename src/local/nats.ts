@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { findBinary } from './bins.ts';
 import { freePort } from './ports.ts';
@@ -20,6 +20,8 @@ export interface NatsOptions {
   port?: number;
   /** Require this user and password (in the URL, as the operator's bundled NATS has them). */
   auth?: { user: string; pass: string };
+  /** An `authorization` block (src/access/nats.ts): users with subject permissions; `url` is then anonymous. */
+  authorization?: string;
 }
 
 export async function startNats(opts: NatsOptions = {}): Promise<NatsServer> {
@@ -29,8 +31,21 @@ export async function startNats(opts: NatsOptions = {}): Promise<NatsServer> {
   mkdirSync(dir, { recursive: true });
   const port = opts.port ?? (await freePort());
   const monitor = await freePort();
-  const args = ['-a', '127.0.0.1', '-p', String(port), '-m', String(monitor), '-js', '-sd', join(dir, 'js')];
-  if (opts.auth) args.push('--user', opts.auth.user, '--pass', opts.auth.pass);
+  // A 0600 config file: passwords never on a command line.
+  const conf = join(dir, 'nats.conf');
+  const q = JSON.stringify;
+  const auth = opts.auth
+    ? `authorization { user: ${q(opts.auth.user)}, password: ${q(opts.auth.pass)} }`
+    : (opts.authorization ?? '');
+  const text = [
+    'host: "127.0.0.1"',
+    `port: ${port}`,
+    `http: "127.0.0.1:${monitor}"`,
+    `jetstream { store_dir: ${q(join(dir, 'js'))} }`,
+    auth,
+  ].join('\n');
+  writeFileSync(conf, `${text}\n`, { mode: 0o600 });
+  const args = ['-c', conf];
   const cred = opts.auth
     ? `${encodeURIComponent(opts.auth.user)}:${encodeURIComponent(opts.auth.pass)}@`
     : '';

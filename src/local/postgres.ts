@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
+import { newPassword } from '../access/principals.ts';
 import { postgresBinDir } from './bins.ts';
 import { freePort } from './ports.ts';
 import { type ServerProcess, spawnServer, waitReady } from './proc.ts';
@@ -52,22 +53,44 @@ export async function startPostgres(opts: PostgresOptions | string = {}): Promis
   mkdirSync(dir, { recursive: true, mode: 0o755 });
   mkdirSync(data, { recursive: true, mode: 0o700 });
   mkdirSync(sock, { recursive: true });
+  // The superuser's password, kept beside the data (0600): every connection needs it, even on the loopback.
+  const pwFile = join(dir, 'superuser.password');
+  if (fresh) writeFileSync(pwFile, newPassword(), { mode: 0o600 });
+  // A data dir made before passwords (trust) keeps working without one.
+  const password = existsSync(pwFile) ? readFileSync(pwFile, 'utf8').trim() : '';
   const ids = runAs();
   if (ids) {
     chownSync(data, ids.uid, ids.gid);
     chownSync(sock, ids.uid, ids.gid);
   }
-  if (fresh)
-    execFileSync(
-      join(bin, 'initdb'),
-      ['-D', data, '-U', USER, '-A', 'trust', '--no-sync', '-E', 'UTF8', '--locale', 'C'],
-      {
-        stdio: 'pipe',
-        uid: ids?.uid,
-        gid: ids?.gid,
-        env: { ...process.env, LC_ALL: 'C' },
-      },
-    );
+  if (fresh) {
+    // initdb reads the password from a file the postgres user can read; it goes once initdb is done.
+    const initPw = join(sock, 'initdb.pw');
+    writeFileSync(initPw, password, { mode: 0o600 });
+    if (ids) chownSync(initPw, ids.uid, ids.gid);
+    try {
+      execFileSync(
+        join(bin, 'initdb'),
+        [
+          '-D',
+          data,
+          '-U',
+          USER,
+          '-A',
+          'scram-sha-256',
+          `--pwfile=${initPw}`,
+          '--no-sync',
+          '-E',
+          'UTF8',
+          '--locale',
+          'C',
+        ],
+        { stdio: 'pipe', uid: ids?.uid, gid: ids?.gid, env: { ...process.env, LC_ALL: 'C' } },
+      );
+    } finally {
+      rmSync(initPw, { force: true });
+    }
+  }
   const port = o.port ?? (await freePort());
   const proc = spawnServer({
     name: 'postgres',
@@ -94,7 +117,7 @@ export async function startPostgres(opts: PostgresOptions | string = {}): Promis
     uid: ids?.uid,
     gid: ids?.gid,
   });
-  const base = `postgres://${USER}@127.0.0.1:${port}`;
+  const base = `postgres://${USER}${password ? `:${password}` : ''}@127.0.0.1:${port}`;
   await waitReady(proc, async () => {
     const c = new pg.Client({ connectionString: `${base}/postgres` });
     await c.connect();

@@ -1,5 +1,6 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
+import { join } from 'node:path';
 import { findBinary } from './bins.ts';
 import { freePort } from './ports.ts';
 import { managed, type ServerProcess, spawnServer, waitReady } from './proc.ts';
@@ -21,15 +22,29 @@ export interface RedisOptions {
   /** A persistent data directory (kept on stop); a fresh temp dir by default. */
   dir?: string;
   port?: number;
+  /**
+   * ACL `user` lines (src/access/redis.ts). Without them the server has no password (tests of the
+   * blackboard itself); `holt up` always passes them, so its Redis refuses anyone without a user.
+   */
+  acl?: string[];
+  /** The password of the `default` user, for probes of this server (with `acl`). */
+  adminPassword?: string;
 }
 
 /** Sends one inline command and resolves with the first reply line. */
-export function redisCommand(port: number, cmd: string): Promise<string> {
+export function redisCommand(port: number, cmd: string, password?: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const sock = createConnection({ host: '127.0.0.1', port }, () => sock.write(`${cmd}\r\n`));
+    const auth = password ? `AUTH ${password}\r\n` : '';
+    const sock = createConnection({ host: '127.0.0.1', port }, () => sock.write(`${auth}${cmd}\r\n`));
+    let skip = password ? 1 : 0;
     sock.setTimeout(1000, () => sock.destroy(new Error('timeout')));
-    sock.once('data', (d) => {
-      resolve(d.toString().split('\r\n')[0] ?? '');
+    let buf = '';
+    sock.on('data', (d) => {
+      buf += d.toString();
+      const lines = buf.split('\r\n');
+      if (lines.length <= skip + 1) return;
+      resolve(lines[skip] ?? '');
+      skip = Number.POSITIVE_INFINITY;
       sock.end();
     });
     sock.once('error', reject);
@@ -42,29 +57,27 @@ export async function startRedis(opts: RedisOptions = {}): Promise<RedisServer> 
   const keep = opts.dir !== undefined;
   mkdirSync(dir, { recursive: true });
   const port = opts.port ?? (await freePort());
-  const args = [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--dir',
-    dir,
-    '--save',
-    '',
-    '--daemonize',
-    'no',
-    '--protected-mode',
-    'yes',
-    '--loglevel',
-    'warning',
+  // Everything in a 0600 file: passwords never on a command line (ps shows those to every user).
+  const conf = join(dir, 'redis.conf');
+  const lines = [
+    `port ${port}`,
+    'bind 127.0.0.1',
+    `dir "${dir}"`,
+    'save ""',
+    'daemonize no',
+    'protected-mode yes',
+    'loglevel warning',
     ...(opts.aof
-      ? ['--appendonly', 'yes', '--appendfsync', opts.aof === 'everysec' ? 'everysec' : 'always']
-      : ['--appendonly', 'no']),
+      ? ['appendonly yes', `appendfsync ${opts.aof === 'everysec' ? 'everysec' : 'always'}`]
+      : ['appendonly no']),
+    ...(opts.acl ?? []),
   ];
+  writeFileSync(conf, `${lines.join('\n')}\n`, { mode: 0o600 });
   const launch = async (): Promise<ServerProcess> => {
-    const proc = spawnServer({ name: 'redis', command: bin, args, dir });
-    await waitReady(proc, async () => (await redisCommand(port, 'PING')) === '+PONG');
+    const proc = spawnServer({ name: 'redis', command: bin, args: [conf], dir });
+    await waitReady(proc, async () => (await redisCommand(port, 'PING', opts.adminPassword)) === '+PONG');
     return proc;
   };
-  return managed(launch, dir, keep, { url: `redis://127.0.0.1:${port}`, port, dir });
+  const cred = opts.adminPassword ? `:${opts.adminPassword}@` : '';
+  return managed(launch, dir, keep, { url: `redis://${cred}127.0.0.1:${port}`, port, dir });
 }

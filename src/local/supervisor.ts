@@ -1,8 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, openSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelay } from '../common/backoff.ts';
+import { credentialHandoff } from '../common/credentials.ts';
 import type { Logger } from '../common/logger.ts';
 import type { ComponentState } from './instance.ts';
 import { freePort } from './ports.ts';
@@ -15,6 +17,8 @@ export interface ComponentSpec {
   command: string;
   args: string[];
   env: NodeJS.ProcessEnv;
+  /** Store URLs and keys: written to the child's descriptor 3, never put in its environment. */
+  secrets?: Record<string, string>;
   cwd: string;
   healthPort?: number;
 }
@@ -72,11 +76,18 @@ export class Supervisor {
 
   private spawn(r: Running): void {
     const fd = openSync(r.state.logFile, 'a');
+    const handoff = r.spec.secrets ? credentialHandoff(r.spec.secrets) : undefined;
     const child = spawn(r.spec.command, r.spec.args, {
       cwd: r.spec.cwd,
-      env: r.spec.env,
-      stdio: ['ignore', fd, fd],
+      env: { ...r.spec.env, ...handoff?.env },
+      stdio: ['ignore', fd, fd, ...(handoff ? (['pipe'] as const) : [])],
     });
+    closeSync(fd);
+    if (handoff) {
+      const pipe = child.stdio[3] as Writable | null;
+      pipe?.on('error', () => undefined); // a child that died at once: its exit is handled below
+      pipe?.end(handoff.payload);
+    }
     r.child = child;
     r.startedAt = Date.now();
     r.state.pid = child.pid;

@@ -1,22 +1,31 @@
 import type { Artefact, BidType } from '../blackboard/types.ts';
 import { type BidChoice, type BidScriptOutcome, chooseBid } from './decide.ts';
-import { runProcess } from './process.ts';
+import type { ToolRunner } from './runner/runner.ts';
 
 export interface BidScriptOptions {
   argv: string[];
   cwd: string;
   timeoutMs: number;
+  runner: ToolRunner;
+  /** The run's idempotency key (claim and role). */
+  callId?: string;
 }
 
 /** Runs the bid script (artefact JSON on stdin, one word on stdout). Never throws. */
 export async function runBidScript(target: Artefact, opts: BidScriptOptions): Promise<BidScriptOutcome> {
-  const run = await runProcess({
-    argv: opts.argv,
-    cwd: opts.cwd,
-    stdin: `${JSON.stringify(target)}\n`,
-    timeoutMs: opts.timeoutMs,
-    maxBytes: 64 * 1024,
-  });
+  let run: Awaited<ReturnType<ToolRunner['run']>>;
+  try {
+    run = await opts.runner.run({
+      argv: opts.argv,
+      cwd: opts.cwd,
+      stdin: `${JSON.stringify(target)}\n`,
+      timeoutMs: opts.timeoutMs,
+      maxBytes: 64 * 1024,
+      callId: opts.callId,
+    });
+  } catch (e) {
+    return { ok: false, reason: `bid script could not run: ${(e as Error).message}` };
+  }
   if (run.spawnError) return { ok: false, reason: `bid script could not start: ${run.spawnError}` };
   if (run.timedOut) return { ok: false, reason: `bid script timed out after ${opts.timeoutMs} ms` };
   if (run.overflow) return { ok: false, reason: 'bid script printed too much' };

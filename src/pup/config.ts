@@ -1,7 +1,10 @@
 import { z } from 'zod';
 import { BID_TYPES } from '../blackboard/types.ts';
 import { ConfigError, formatIssues, jsonArgv } from '../common/config.ts';
-import { type LlmSettings, loadLlmSettings } from '../llm/config.ts';
+import { secretsFromEnv } from '../common/secrets.ts';
+import { apiKeyFrom, type LlmSettings, loadLlmSettings } from '../llm/config.ts';
+import { LocalToolRunner, type ToolRunner } from './runner/runner.ts';
+import { SocketToolRunner } from './runner/socket.ts';
 
 export type PupMode = 'standard' | 'controller' | 'worker';
 
@@ -45,6 +48,8 @@ export const PupEnv = z
     HOLT_HEALTH_CHECK_COMMAND: z.preprocess(blankAsUndefined, jsonArgv.optional()),
     HOLT_HEALTH_CHECK_INTERVAL_MS: num(30_000),
     HOLT_HEALTH_CHECK_TIMEOUT_MS: num(5_000),
+    /** In a pod: the agent container's runner socket (tools never run beside the credentials). */
+    HOLT_TOOL_RUNNER_SOCKET: z.preprocess(blankAsUndefined, z.string().optional()),
   })
   .transform((e) => ({
     instance: e.HOLT_INSTANCE_NAME,
@@ -71,11 +76,28 @@ export const PupEnv = z
           timeoutMs: e.HOLT_HEALTH_CHECK_TIMEOUT_MS,
         }
       : undefined,
+    runnerSocket: e.HOLT_TOOL_RUNNER_SOCKET,
   }));
 
 export type PupSettings = z.output<typeof PupEnv>;
-/** `llm`: the agent's spec names a model (src/llm: HOLT_LLM_*, HOLT_BUDGET_*). */
-export type PupConfig = PupSettings & { mode: PupMode; executeClaim?: string; llm?: LlmSettings };
+/**
+ * `llm`: the agent's spec names a model (src/llm: HOLT_LLM_*, HOLT_BUDGET_*). `runner`: where tools run;
+ * `secrets`: every credential this pup holds, cut out of anything it writes or sends to a model.
+ */
+export type PupConfig = PupSettings & {
+  mode: PupMode;
+  executeClaim?: string;
+  llm?: LlmSettings;
+  runner: ToolRunner;
+  secrets: string[];
+  /** The model's key, read from this pup's environment or credential descriptor (never process.env). */
+  apiKey?: string;
+};
+
+/** The runner of a pup's tools: the pod's agent container, or this process's children. */
+export function toolRunner(socket: string | undefined, env: NodeJS.ProcessEnv): ToolRunner {
+  return socket ? new SocketToolRunner(socket) : new LocalToolRunner(env);
+}
 
 /**
  * Seed 000 §4: an explicit `--execute-claim` wins (worker), then the controller setting, else standard.
@@ -126,5 +148,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): PupConfig {
   if (mode !== 'worker' && !s.biddingStrategy && !s.bidScript && !llm?.bid) {
     throw new ConfigError('HOLT_BIDDING_STRATEGY: is required unless HOLT_AGENT_BID_SCRIPT is set');
   }
-  return { ...s, mode, executeClaim, llm };
+  const runner = toolRunner(s.runnerSocket, env);
+  const apiKey = llm ? apiKeyFrom(env, llm) : undefined;
+  return { ...s, mode, executeClaim, llm, runner, apiKey, secrets: secretsFromEnv(env, llm?.apiKeyEnv) };
 }

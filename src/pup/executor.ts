@@ -2,14 +2,13 @@ import { existsSync } from 'node:fs';
 import type { Blackboard, NewArtefact } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
-import { Scrubber, secretsFromEnv, toolEnvironment } from '../common/secrets.ts';
+import { Scrubber } from '../common/secrets.ts';
 import type { Fence } from '../inbox/schema.ts';
 import type { PupConfig } from './config.ts';
 import { assembleContext } from './context.ts';
 import { type Grant, isGranted, outputId } from './decide.ts';
 import { commitExists } from './git.ts';
 import type { PupMetrics } from './metrics.ts';
-import { runProcess } from './process.ts';
 import { redisRetry } from './redis-retry.ts';
 import {
   evaluateRun,
@@ -78,7 +77,7 @@ export class Executor {
   private readonly scrub: Scrubber;
   constructor(deps: ExecutorDeps) {
     this.d = deps;
-    this.scrub = new Scrubber(secretsFromEnv(process.env));
+    this.scrub = new Scrubber(deps.cfg.secrets);
   }
 
   private redis<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -157,16 +156,19 @@ export class Executor {
     } catch (e) {
       return this.writeFailure(claim, id, fail(`input preparation failed: ${(e as Error).message}`), l, sink);
     }
-    const run = await runProcess({
-      argv: cfg.command ?? [],
-      cwd: cfg.workspace,
-      // The tool never sees the pup's own credentials (database URL, LLM key).
-      env: toolEnvironment(process.env, undefined, undefined),
-      stdin,
-      timeoutMs: cfg.toolTimeoutMs,
-      maxBytes: cfg.outputLimitBytes,
+    // The tool never sees the pup's credentials: an allowlisted environment, or another container.
+    const run = await cfg.runner.run(
+      {
+        argv: cfg.command ?? [],
+        cwd: cfg.workspace,
+        stdin,
+        timeoutMs: cfg.toolTimeoutMs,
+        maxBytes: cfg.outputLimitBytes,
+        // Stable across re-runs of this grant: the output artefact's id.
+        callId: id,
+      },
       signal,
-    });
+    );
     if (signal?.aborted) {
       l.warn({ event_type: 'tool_aborted', reason: 'shutdown grace period over; the grant stays open' });
       return 'aborted';

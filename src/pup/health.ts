@@ -1,11 +1,13 @@
 import type { Logger } from '../common/logger.ts';
-import { runProcess } from './process.ts';
+import type { ToolRun } from './result.ts';
+import type { ToolRunner } from './runner/runner.ts';
 
 export interface HealthCheckOptions {
   command: string[];
   intervalMs: number;
   timeoutMs: number;
   cwd: string;
+  runner: ToolRunner;
 }
 
 /**
@@ -49,13 +51,27 @@ export class CustomHealthCheck {
     if (this.running) return;
     this.running = true;
     try {
-      const r = await runProcess({
-        argv: this.opts.command,
-        cwd: this.opts.cwd,
-        stdin: '',
-        timeoutMs: this.opts.timeoutMs,
-        maxBytes: 64 * 1024,
-      });
+      let r: ToolRun;
+      try {
+        r = await this.opts.runner.run({
+          argv: this.opts.command,
+          cwd: this.opts.cwd,
+          stdin: '',
+          timeoutMs: this.opts.timeoutMs,
+          maxBytes: 64 * 1024,
+        });
+      } catch (e) {
+        r = {
+          exitCode: null,
+          signal: null,
+          stdout: '',
+          stderr: '',
+          timedOut: false,
+          overflow: false,
+          durationMs: 0,
+          spawnError: (e as Error).message,
+        };
+      }
       const reason = r.spawnError
         ? `health check could not start: ${r.spawnError}`
         : r.timedOut

@@ -69,6 +69,21 @@ export class Pup {
     });
   }
 
+  /**
+   * Before any run: the tool runner answers (in a pod it is another container, which may start a
+   * moment after this one), then the LLM runtime if the agent has a model.
+   */
+  private async prepare(): Promise<void> {
+    await retry(() => this.cfg.runner.ping(), {
+      tries: 40,
+      baseMs: 100,
+      maxMs: 2_000,
+      onRetry: (e, attempt) =>
+        attempt === 5 && this.log.warn({ event_type: 'runner_waiting', error: String(e) }),
+    });
+    await this.startLlm();
+  }
+
   /** LLM agents: the model, Postgres turn store and NATS events (src/llm); the LLM executor replaces the command one. */
   private async startLlm(): Promise<void> {
     const { cfg } = this;
@@ -86,9 +101,12 @@ export class Pup {
   async start(): Promise<void> {
     const { cfg, log } = this;
     await retry(() => this.ping(), { tries: cfg.redisRetries, baseMs: 200 });
-    await this.startLlm();
+    await this.prepare();
     if (cfg.healthCheck) {
-      this.custom = new CustomHealthCheck({ ...cfg.healthCheck, cwd: cfg.workspace }, log);
+      this.custom = new CustomHealthCheck(
+        { ...cfg.healthCheck, cwd: cfg.workspace, runner: cfg.runner },
+        log,
+      );
       this.custom.start();
     }
     this.probe = await startProbeServer({
@@ -188,7 +206,7 @@ export class Pup {
    */
   async startInbox(env: WorkerEnv): Promise<void> {
     await retry(() => this.ping(), { tries: this.cfg.redisRetries, baseMs: 200 });
-    await this.startLlm();
+    await this.prepare();
     this.probe = await startProbeServer({
       port: this.cfg.healthPort,
       healthz: () => this.health(),
@@ -212,7 +230,7 @@ export class Pup {
 
   /** `--execute-claim` through the grant's inbox row; `no_row` when the claim has none (not scalable). */
   async runInboxClaim(env: WorkerEnv, claimId: string): Promise<string> {
-    await this.startLlm();
+    await this.prepare();
     this.inbox = await this.openInbox(env);
     return this.inbox.worker.runGrant(claimId, this.cfg.role);
   }
@@ -224,7 +242,7 @@ export class Pup {
 
   /** Worker mode: one claim, in the phase the claim is in; exit code semantics as Holt (tool failure is 0). */
   async runClaim(claimId: string): Promise<{ code: number; outcome: Outcome | 'no_claim' | 'not_granted' }> {
-    await this.startLlm();
+    await this.prepare();
     const vc = await retry(() => this.bb.getClaim(claimId), { tries: this.cfg.redisRetries });
     if (!vc) {
       this.log.error({ event_type: 'claim_not_found', claim_id: claimId });

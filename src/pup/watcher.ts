@@ -204,6 +204,8 @@ export class ClaimWatcher {
           argv: cfg.bidScript,
           cwd: existsSync(cfg.workspace) ? cfg.workspace : process.cwd(),
           timeoutMs: cfg.bidScriptTimeoutMs,
+          runner: cfg.runner,
+          callId: `bid:${claimId}:${cfg.role}`,
         }
       : undefined;
     // A pup that cannot read the target says so with `ignore` rather than leaving consensus waiting.

@@ -1,0 +1,85 @@
+import pg from 'pg';
+
+/** The two roles of Holt's database: the schema's owner (migrations) and the runtime's (DML only). */
+export const PG_OWNER = 'holt_owner';
+export const PG_APP = 'holt_app';
+
+/**
+ * Run as a superuser once the database exists: both roles, not superusers, with `owner` owning the
+ * database and its public schema, and `app` given DML on whatever `owner` creates from now on.
+ * Idempotent (passwords are reset to the ones given). Never `COPY ... PROGRAM` for either role.
+ */
+export function roleStatements(database: string, ownerPassword: string, appPassword: string): string[] {
+  const id = pg.escapeIdentifier;
+  const lit = pg.escapeLiteral;
+  const role = (name: string) =>
+    `DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = ${lit(name)}) THEN CREATE ROLE ${id(name)} LOGIN; END IF; END $$`;
+  const owner = id(PG_OWNER);
+  const app = id(PG_APP);
+  return [
+    role(PG_OWNER),
+    role(PG_APP),
+    `ALTER ROLE ${owner} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD ${lit(ownerPassword)}`,
+    `ALTER ROLE ${app} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD ${lit(appPassword)}`,
+    `ALTER DATABASE ${id(database)} OWNER TO ${owner}`,
+    `REVOKE ALL ON DATABASE ${id(database)} FROM PUBLIC`,
+    `GRANT CONNECT ON DATABASE ${id(database)} TO ${app}`,
+  ];
+}
+
+/** Run in the database itself (as a superuser): the public schema belongs to the owner, read-only to app. */
+export function schemaStatements(): string[] {
+  const owner = pg.escapeIdentifier(PG_OWNER);
+  const app = pg.escapeIdentifier(PG_APP);
+  return [
+    `ALTER SCHEMA public OWNER TO ${owner}`,
+    'REVOKE CREATE ON SCHEMA public FROM PUBLIC',
+    `GRANT USAGE ON SCHEMA public TO ${app}`,
+  ];
+}
+
+/**
+ * Run by the owner after migrating: DML on every table and sequence the schema has, now and later.
+ * Safe to repeat; a no-op for a database where the app role does not exist (external: one role).
+ */
+export function grantStatements(app = PG_APP): string[] {
+  const a = pg.escapeIdentifier(app);
+  return [
+    // The migrations' own table: the runtime checks the schema is current before it starts.
+    `GRANT USAGE ON SCHEMA holt TO ${a}`,
+    `GRANT SELECT ON holt.pgmigrations TO ${a}`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${a}`,
+    `GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO ${a}`,
+    `ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${a}`,
+    `ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO ${a}`,
+  ];
+}
+
+/** Applies the roles and schema grants with a superuser's URL (the bundled stores' set-up). */
+export async function ensureRoles(
+  superUrl: string,
+  database: string,
+  passwords: { owner: string; app: string },
+): Promise<void> {
+  const run = async (url: string, statements: string[]) => {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      for (const sql of statements) await c.query(sql);
+    } finally {
+      await c.end();
+    }
+  };
+  await run(superUrl, roleStatements(database, passwords.owner, passwords.app));
+  const inDb = new URL(superUrl);
+  inDb.pathname = `/${database}`;
+  await run(inDb.toString(), schemaStatements());
+}
+
+/** A role's URL on the same server and database as `url`. */
+export function pgUrlAs(url: string, role: string, password: string): string {
+  const u = new URL(url);
+  u.username = role;
+  u.password = password;
+  return u.toString();
+}

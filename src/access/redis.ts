@@ -1,0 +1,69 @@
+import { createHash } from 'node:crypto';
+import type { Passwords, Principal } from './principals.ts';
+
+/** The Redis user of each principal; `admin` is Redis's `default` user, so a plain password URL is admin. */
+export const REDIS_USER: Record<Principal, string> = {
+  admin: 'default',
+  orchestrator: 'orchestrator',
+  pup: 'pup',
+  operator: 'operator',
+};
+
+/** Commands no Holt process needs, beyond the `dangerous` category (INFO is ioredis's ready check). */
+const DENIED = '-@dangerous +info -scan -script|flush -function';
+
+/**
+ * Key and channel rules per principal, for one instance's prefix. The orchestrator owns claims; a pup
+ * writes artefacts (with their thread and indexes), its bids, its execution leases and status, and
+ * reads the rest; the operator writes the agent registry and reads what its scaling looks at.
+ */
+export function redisRules(instance: string): Record<Principal, string> {
+  const p = `holt:${instance}:`;
+  const rw = (...ks: string[]) => ks.map((k) => `~${p}${k}`).join(' ');
+  const ro = (...ks: string[]) => ks.map((k) => `%R~${p}${k}`).join(' ');
+  return {
+    admin: '~* &* +@all',
+    orchestrator: `${rw('*')} &${p}* +@all -@dangerous +info`,
+    pup: [
+      ro('*'),
+      rw(
+        'artefact:*',
+        'thread:*',
+        'index:artefacts',
+        'index:children:*',
+        'claim:*:bids',
+        'pup:*',
+        'agent_status:*',
+        // A channel name, passed to the artefact script as a key so the script stays cluster-shaped.
+        'artefact_events',
+      ),
+      `&${p}*`,
+      `+@all ${DENIED}`,
+    ].join(' '),
+    operator: [
+      rw('agents', 'agents:rev', 'agents_changed'),
+      ro('index:active_claims', 'claim:*', 'artefact:*', 'agent_status:*'),
+      `&${p}agents_changed`,
+      `+@all ${DENIED}`,
+    ].join(' '),
+  };
+}
+
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+
+/**
+ * `user` lines for redis.conf (or an ACL file). Passwords are stored as SHA-256 (`#…`), so the
+ * file itself holds no password; `reset` first so a rewritten file never keeps an old grant.
+ */
+export function redisAclLines(instance: string, passwords: Passwords): string[] {
+  const rules = redisRules(instance);
+  return (Object.keys(REDIS_USER) as Principal[]).map(
+    (who) => `user ${REDIS_USER[who]} reset on #${sha256(passwords[who])} ${rules[who]}`,
+  );
+}
+
+/** A principal's URL for a Redis at host:port (`rediss` with TLS). */
+export function redisUrl(who: Principal, password: string, host: string, port: number, tls = false): string {
+  const user = who === 'admin' ? '' : REDIS_USER[who];
+  return `${tls ? 'rediss' : 'redis'}://${user}:${password}@${host}:${port}`;
+}

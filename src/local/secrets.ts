@@ -1,0 +1,37 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { newPassword, newPasswords, PRINCIPALS } from '../access/principals.ts';
+import { instanceDir } from './instance.ts';
+
+const Passwords = z.object(
+  Object.fromEntries(PRINCIPALS.map((p) => [p, z.string().min(16)])) as {
+    [K in (typeof PRINCIPALS)[number]]: z.ZodString;
+  },
+);
+
+export const InstanceSecrets = z.object({
+  redis: Passwords,
+  nats: Passwords,
+  postgres: z.object({ owner: z.string().min(16), app: z.string().min(16) }),
+});
+export type InstanceSecrets = z.infer<typeof InstanceSecrets>;
+
+/**
+ * A local instance's store passwords, one per principal and store: made on the first `holt up` and
+ * kept (0600) beside its data, which the Postgres roles' passwords and the data outlive restarts with.
+ */
+export function instanceSecrets(name: string): InstanceSecrets {
+  const file = join(instanceDir(name), 'secrets.json');
+  if (existsSync(file)) {
+    const r = InstanceSecrets.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+    if (r.success) return r.data;
+  }
+  const s: InstanceSecrets = {
+    redis: newPasswords(),
+    nats: newPasswords(),
+    postgres: { owner: newPassword(), app: newPassword() },
+  };
+  writeFileSync(file, `${JSON.stringify(s, null, 2)}\n`, { mode: 0o600 });
+  return s;
+}

@@ -1,0 +1,43 @@
+import { z } from 'zod';
+
+/** One run, as the pup asks for it: no environment of the pup's, only what the run adds. */
+export const ToolRequest = z.object({
+  argv: z.array(z.string()).min(1, 'needs a command'),
+  cwd: z.string().min(1),
+  stdin: z.string(),
+  timeoutMs: z.number().int().positive(),
+  maxBytes: z.number().int().positive(),
+  /** A tool's own declared variables (an LLM tool's `env`). */
+  env: z.record(z.string(), z.string()).optional(),
+  /** The idempotency key the run sees as HOLT_CALL_ID. */
+  callId: z.string().optional(),
+});
+export type ToolRequest = z.infer<typeof ToolRequest>;
+
+/** A message on the runner socket: a run, or a ping (the pup's readiness). One per connection. */
+export const RunnerMessage = z.discriminatedUnion('op', [
+  z.object({ op: z.literal('run'), request: ToolRequest }),
+  z.object({ op: z.literal('ping') }),
+]);
+export type RunnerMessage = z.infer<typeof RunnerMessage>;
+
+export const ToolRunResult = z.object({
+  exitCode: z.number().int().nullable(),
+  signal: z.string().nullable(),
+  stdout: z.string(),
+  stderr: z.string(),
+  timedOut: z.boolean(),
+  overflow: z.boolean(),
+  spawnError: z.string().optional(),
+  durationMs: z.number(),
+});
+
+export const RunnerReply = z.discriminatedUnion('op', [
+  z.object({ op: z.literal('result'), result: ToolRunResult }),
+  z.object({ op: z.literal('pong') }),
+  z.object({ op: z.literal('error'), error: z.string() }),
+]);
+export type RunnerReply = z.infer<typeof RunnerReply>;
+
+/** A request line may carry a tool's whole input (the context chain); above this it is refused. */
+export const MAX_REQUEST_BYTES = 64 * 1024 * 1024;
