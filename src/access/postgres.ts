@@ -27,7 +27,7 @@ export function roleStatements(database: string, ownerPassword: string, appPassw
   ];
 }
 
-/** Run in the database itself (as a superuser): the public schema belongs to the owner, read-only to app. */
+/** Run in the database itself (as a superuser): nobody but the owner creates anything in public. */
 export function schemaStatements(): string[] {
   const owner = pg.escapeIdentifier(PG_OWNER);
   const app = pg.escapeIdentifier(PG_APP);
@@ -39,19 +39,21 @@ export function schemaStatements(): string[] {
 }
 
 /**
- * Run by the owner after migrating: DML on every table and sequence the schema has, now and later.
+ * Run by the owner after migrating: DML on every table and sequence of schema holt, now and later
+ * (pgmigrations included: the runtime reads it).
  * Safe to repeat; a no-op for a database where the app role does not exist (external: one role).
  */
 export function grantStatements(app = PG_APP): string[] {
   const a = pg.escapeIdentifier(app);
   return [
-    // The migrations' own table: the runtime checks the schema is current before it starts.
+    // Every table is in schema holt, the migrations' own too (the runtime reads it: is the schema current?).
     `GRANT USAGE ON SCHEMA holt TO ${a}`,
-    `GRANT SELECT ON holt.pgmigrations TO ${a}`,
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${a}`,
-    `GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO ${a}`,
-    `ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${a}`,
-    `ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO ${a}`,
+    `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA holt TO ${a}`,
+    `GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA holt TO ${a}`,
+    `ALTER DEFAULT PRIVILEGES IN SCHEMA holt GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${a}`,
+    `ALTER DEFAULT PRIVILEGES IN SCHEMA holt GRANT USAGE, SELECT ON SEQUENCES TO ${a}`,
+    // The migration history is the owner's to write.
+    `REVOKE INSERT, UPDATE, DELETE ON holt.pgmigrations FROM ${a}`,
   ];
 }
 

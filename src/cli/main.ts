@@ -199,6 +199,7 @@ export function program(): Command {
       const code = await m.runDaemon({
         ...o,
         readyTimeoutMs: positiveInt('--ready-timeout', o.readyTimeout),
+        env: withCredentials(process.env),
       });
       // Everything it started is stopped by now; a stray handle must not keep the supervisor around.
       process.exit(code);

@@ -31,6 +31,8 @@ export interface DaemonOptions {
   workspace: string;
   /** How long components get to pass their health checks before `up` is rolled back. */
   readyTimeoutMs?: number;
+  /** The environment of `holt up` with what it handed over on the credential descriptor. */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** `${VAR}` and `$VAR` from the environment of `holt up`, as Holt's os.ExpandEnv does on the host. */
@@ -62,12 +64,12 @@ type Make = (
 function componentMaker(
   file: HoltFile,
   agent: HoltFileAgent,
-  base: { instance: string; workspace: string; conn: Record<string, string> },
+  base: { instance: string; workspace: string; conn: Record<string, string>; env: NodeJS.ProcessEnv },
 ): Make {
   return async (name: string, kind: ComponentSpec['kind'], mode: 'standard' | 'controller' | 'worker') => {
     const healthPort = await freePort();
     const env = pupEnvironment(
-      { ...agent, env: agent.env.map((e) => ({ ...e, value: e.value && expandEnv(e.value, process.env) })) },
+      { ...agent, env: agent.env.map((e) => ({ ...e, value: e.value && expandEnv(e.value, base.env) })) },
       {
         instance: base.instance,
         role: agent.role,
@@ -80,7 +82,7 @@ function componentMaker(
     const keyEnv = file.holt.llm?.apiKeyEnv;
     // The model's key travels with the store credentials, on the descriptor.
     const keys = Object.fromEntries(
-      [...LLM_KEY_VARS, keyEnv].flatMap((k) => (k && process.env[k] ? [[k, process.env[k] as string]] : [])),
+      [...LLM_KEY_VARS, keyEnv].flatMap((k) => (k && base.env[k] ? [[k, base.env[k] as string]] : [])),
     );
     return {
       name,
@@ -90,7 +92,7 @@ function componentMaker(
       // The supervisor's stop grace outlasts this, so a pup always stops its own tool first.
       env: {
         HOLT_SHUTDOWN_GRACE_MS: String(LOCAL_PUP_GRACE_MS),
-        ...componentEnvironment(process.env, [keyEnv]),
+        ...componentEnvironment(base.env, [keyEnv]),
         ...env,
       },
       secrets: { ...base.conn, ...keys },
@@ -103,7 +105,13 @@ function componentMaker(
 async function agentComponents(
   file: HoltFile,
   agent: HoltFileAgent,
-  base: { instance: string; workspace: string; conn: Record<string, string>; scaled?: number },
+  base: {
+    instance: string;
+    workspace: string;
+    conn: Record<string, string>;
+    env: NodeJS.ProcessEnv;
+    scaled?: number;
+  },
 ): Promise<ComponentSpec[]> {
   const make = componentMaker(file, agent, base);
   if (!isScalable(agent)) return [await make(agent.role, 'agent', 'standard')];
@@ -124,7 +132,7 @@ async function workerSpec(make: Make, agent: HoltFileAgent, i: number): Promise<
 async function rescale(
   sup: Supervisor,
   file: HoltFile,
-  base: { instance: string; workspace: string; conn: Record<string, string> },
+  base: { instance: string; workspace: string; conn: Record<string, string>; env: NodeJS.ProcessEnv },
   log: Logger,
 ): Promise<void> {
   const wanted = readScale(base.instance);
@@ -169,6 +177,7 @@ class StopRequested extends Error {}
 /** The local instance supervisor: stores, registry, orchestrator and pups; runs until SIGTERM. */
 export async function runDaemon(opts: DaemonOptions): Promise<number> {
   const dir = instanceDir(opts.name);
+  const env = opts.env ?? process.env;
   const log = createLogger('holt-up', { instance: opts.name });
   const state: InstanceState = {
     name: opts.name,
@@ -210,9 +219,9 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     const file = loadHoltFile(opts.file);
     mkdirSync(join(dir, 'data'), { recursive: true });
     const fileStores = file.holt.stores;
-    const redisUrl = fileStores.redis.url ?? process.env.HOLT_REDIS_URL;
-    const natsUrl = fileStores.nats.url ?? process.env.HOLT_NATS_URL;
-    const pgUrl = fileStores.postgres.url ?? process.env.HOLT_DATABASE_URL;
+    const redisUrl = fileStores.redis.url ?? env.HOLT_REDIS_URL;
+    const natsUrl = fileStores.nats.url ?? env.HOLT_NATS_URL;
+    const pgUrl = fileStores.postgres.url ?? env.HOLT_DATABASE_URL;
     // Each store joins the rollback list the moment it is up, even if a sibling fails to start.
     const started = <T extends { stop(): Promise<void> }>(p: Promise<T>) =>
       p.then((s) => {
@@ -278,7 +287,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
       ...holtCommand(['orchestrator']),
       secrets: conn('orchestrator'),
       env: {
-        ...componentEnvironment(process.env),
+        ...componentEnvironment(env),
         HOLT_INSTANCE_NAME: opts.name,
         HOLT_HEALTH_PORT: String(orchPort),
         HOLT_MAX_REVIEW_ITERATIONS: String(file.holt.orchestrator.maxReviewIterations),
@@ -287,7 +296,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
       cwd: opts.workspace,
       healthPort: orchPort,
     });
-    const base = { instance: opts.name, workspace: opts.workspace, conn: conn('pup') };
+    const base = { instance: opts.name, workspace: opts.workspace, conn: conn('pup'), env };
     const scaled = readScale(opts.name);
     for (const agent of file.agents)
       for (const c of await agentComponents(file, agent, { ...base, scaled: scaled[agent.role] })) sup.add(c);

@@ -29,6 +29,8 @@ export default function setup(): () => Promise<void> {
         // already gone
       }
     }
-    rmSync(root, { recursive: true, force: true });
+    // HOLT_TEST_KEEP=1 keeps logs and data of a failed run to read.
+    if (process.env.HOLT_TEST_KEEP) console.warn(`harness: kept ${root}`);
+    else rmSync(root, { recursive: true, force: true });
   };
 }

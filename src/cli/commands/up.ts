@@ -1,8 +1,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import type { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { credentialHandoff } from '../../common/credentials.ts';
+import { LLM_KEY_VARS, STORE_URL_VARS } from '../../common/secrets.ts';
 import {
   effectiveStatus,
   INSTANCE_NAME,
@@ -62,6 +65,17 @@ export async function up(opts: UpOptions): Promise<void> {
   const dir = instanceDir(name);
   mkdirSync(dir, { recursive: true });
   const logFile = join(dir, 'supervisor.log');
+  // The supervisor outlives this command and tools can read its /proc/<pid>/environ: the model key
+  // and store URLs of this shell reach it on a descriptor instead (then the components, the same way).
+  const secretVars = [...LLM_KEY_VARS, ...STORE_URL_VARS, holt.holt.llm?.apiKeyEnv];
+  const daemonEnv = { ...process.env };
+  const handed: Record<string, string> = {};
+  for (const k of secretVars)
+    if (k && daemonEnv[k] !== undefined) {
+      handed[k] = daemonEnv[k] as string;
+      delete daemonEnv[k];
+    }
+  const handoff = credentialHandoff(handed);
   const fd = openSync(logFile, 'a');
   const child = spawn(
     process.execPath,
@@ -78,8 +92,9 @@ export async function up(opts: UpOptions): Promise<void> {
       '--ready-timeout',
       String(timeoutMs),
     ],
-    { detached: true, stdio: ['ignore', fd, fd], env: process.env },
+    { detached: true, stdio: ['ignore', fd, fd, 'pipe'], env: { ...daemonEnv, ...handoff.env } },
   );
+  (child.stdio[3] as Writable | null)?.on('error', () => undefined).end(handoff.payload);
   child.unref();
 
   const p = progress(`Starting instance '${name}'`);
