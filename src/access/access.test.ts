@@ -1,5 +1,5 @@
 import { connect } from '@nats-io/transport-node';
-import Redis from 'ioredis';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNats } from '../../test/harness/nats.ts';
@@ -121,7 +121,11 @@ describe('NATS users', () => {
     void watch(pup);
     void watch(op);
     const got: string[] = [];
-    op.subscribe('cmd.agent.*.wakeup', { callback: (_e, m) => got.push(m.subject) });
+    op.subscribe('cmd.agent.*.wakeup', {
+      callback: (_e, m) => {
+        got.push(m.subject);
+      },
+    });
     await op.flush();
     pup.publish('cmd.agent.writer.wakeup', '{}');
     pup.publish('holt.anything.else', 'x');

@@ -56,9 +56,18 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
  * file itself holds no password; `reset` first so a rewritten file never keeps an old grant.
  */
 export function redisAclLines(instance: string, passwords: Passwords): string[] {
+  return aclLines(instance, (who) => `#${sha256(passwords[who])}`);
+}
+
+/** The same lines with `>$VAR` passwords, for a start script that expands them from a Secret's env. */
+export function redisAclTemplate(instance: string, variable: (who: Principal) => string): string[] {
+  return aclLines(instance, (who) => `>$${variable(who)}`);
+}
+
+function aclLines(instance: string, password: (who: Principal) => string): string[] {
   const rules = redisRules(instance);
   return (Object.keys(REDIS_USER) as Principal[]).map(
-    (who) => `user ${REDIS_USER[who]} reset on #${sha256(passwords[who])} ${rules[who]}`,
+    (who) => `user ${REDIS_USER[who]} reset on ${password(who)} ${rules[who]}`,
   );
 }
 

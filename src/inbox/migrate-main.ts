@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
+import { ensureRoles } from '../access/postgres.ts';
 import { formatIssues } from '../common/config.ts';
 import { createLogger, redactUrl } from '../common/logger.ts';
 import { migrate } from './migrate.ts';
@@ -11,6 +12,13 @@ const Env = z.object({
     .string({ error: 'DATABASE_URL is required (postgres://user:password@host:port/db)' })
     .regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must be a postgres:// or postgresql:// URL'),
   HOLT_MIGRATE_WAIT_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
+  /** Bundled Postgres: a superuser's URL and the two roles' passwords; the roles are made first. */
+  HOLT_DATABASE_ADMIN_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
+    .optional(),
+  HOLT_DATABASE_OWNER_PASSWORD: z.string().min(16).optional(),
+  HOLT_DATABASE_APP_PASSWORD: z.string().min(16).optional(),
 });
 
 /** Errors that mean "Postgres is not reachable yet" (a bundled store still starting), worth a retry. */
@@ -35,10 +43,20 @@ export async function main(_argv: string[], env: NodeJS.ProcessEnv): Promise<num
     return 1;
   }
   const { DATABASE_URL: url, HOLT_MIGRATE_WAIT_SECONDS: waitS } = parsed.data;
+  const e = parsed.data;
+  const roles =
+    e.HOLT_DATABASE_ADMIN_URL && e.HOLT_DATABASE_OWNER_PASSWORD && e.HOLT_DATABASE_APP_PASSWORD
+      ? {
+          admin: e.HOLT_DATABASE_ADMIN_URL,
+          owner: e.HOLT_DATABASE_OWNER_PASSWORD,
+          app: e.HOLT_DATABASE_APP_PASSWORD,
+        }
+      : undefined;
   const log = createLogger('migrate');
   const deadline = Date.now() + waitS * 1000;
   for (let attempt = 1; ; attempt++) {
     try {
+      if (roles) await ensureRoles(roles.admin, new URL(url).pathname.slice(1), roles);
       const ran = await migrate(url, log);
       log.info({ event_type: 'migrate_done', applied: ran.length }, `${ran.length} migration(s) applied`);
       return 0;

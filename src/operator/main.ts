@@ -11,7 +11,7 @@ import { HoltBoards, RedisRegistryWriter } from './controllers/registry.ts';
 import { DEFAULT_RUNTIME_IMAGE, Operator, type OperatorOptions } from './operator.ts';
 import { KubeClient } from './runtime/kube.ts';
 import { LeaderElector } from './runtime/leader.ts';
-import { type StoreKind, storeSecretName } from './specs/stores.ts';
+import { type StoreKind, storeSecretName, urlKey } from './specs/stores.ts';
 
 const bool = z.preprocess(
   (v) => (typeof v === 'string' ? !['false', '0', 'no', ''].includes(v.toLowerCase()) : v),
@@ -111,9 +111,9 @@ export function buildOperator(
       return secretValue(h.namespace, storeSecretName(holt, store), key);
     };
   // One connection per Holt's Redis, shared by the registry writer and the Agent status reader.
-  const boards = new HoltBoards(storeUrl('redis', 'url'));
+  const boards = new HoltBoards(storeUrl('redis', urlKey('operator')));
   // One reader (one small pool per Holt) for the autoscaler's backlog and the claim Jobs.
-  const inbox = new PostgresBacklogReader(storeUrl('postgres', 'uri'));
+  const inbox = new PostgresBacklogReader(storeUrl('postgres', 'app-uri'));
   const op: Operator = new Operator({
     client,
     log,
@@ -125,7 +125,7 @@ export function buildOperator(
     statusPollMs: cfg.statusPollMs,
     backlog: inbox,
     claims: inbox,
-    wakeups: new NatsWakeups(storeUrl('nats', 'url')),
+    wakeups: new NatsWakeups(storeUrl('nats', urlKey('operator'))),
     ...overrides,
   });
   return op;

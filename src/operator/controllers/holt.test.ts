@@ -144,15 +144,23 @@ describe('Holt and Agent reconcilers on a real API server', () => {
 
     const secret = await get('Secret', 'demo-postgres-app');
     const data = secret?.data as Record<string, string>;
+    // CloudNativePG's -app keys (the superuser, for people), and one role each for migrations and runtime.
     expect(Object.keys(data).sort()).toEqual([
+      'app-password',
+      'app-uri',
       'dbname',
       'host',
+      'owner-password',
+      'owner-uri',
       'password',
       'port',
       'uri',
       'user',
       'username',
     ]);
+    expect(Buffer.from(data['app-uri'] ?? '', 'base64').toString()).toMatch(
+      /^postgresql:\/\/holt_app:[0-9a-f]{48}@/,
+    );
     expect(Buffer.from(data.password ?? '', 'base64').toString()).toMatch(/^[0-9a-f]{48}$/);
 
     const orch = podOf(await get('Deployment', 'demo-orchestrator'));
@@ -174,13 +182,14 @@ describe('Holt and Agent reconcilers on a real API server', () => {
       value?: string;
       valueFrom?: { secretKeyRef: { name: string; key: string } };
     }[];
+    // The orchestrator's own users: never the admin's, never the superuser.
     expect(env.find((e) => e.name === 'REDIS_URL')?.valueFrom?.secretKeyRef).toEqual({
       name: 'demo-redis',
-      key: 'url',
+      key: 'orchestrator-url',
     });
     expect(env.find((e) => e.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef).toEqual({
       name: 'demo-postgres-app',
-      key: 'uri',
+      key: 'app-uri',
     });
 
     const redisSts = podOf(await get('StatefulSet', 'demo-redis'));
@@ -212,9 +221,22 @@ describe('Holt and Agent reconcilers on a real API server', () => {
       HOLT_AGENT_NAME: 'coder',
       HOLT_AGENT_COMMAND: '["/app/run.sh"]',
       HOLT_BIDDING_STRATEGY: 'exclusive',
-      NATS_URL: { secretKeyRef: { name: 'demo-nats', key: 'url' } },
+      NATS_URL: { secretKeyRef: { name: 'demo-nats', key: 'pup-url' } },
+      HOLT_TOOL_RUNNER_SOCKET: '/run/holt-runner/runner.sock',
     });
-    expect(pup.volumeMounts.find((m) => m.name === 'workspace')?.readOnly ?? false).toBe(false);
+    // The pup only reads the workspace; the agent container (tools, a native sidecar) writes it, and
+    // holds no store or model credential.
+    expect(pup.volumeMounts.find((m) => m.name === 'workspace')?.readOnly).toBe(true);
+    type Side = typeof pup & { name: string; restartPolicy?: string };
+    const tools = (pod.spec as unknown as { initContainers: Side[] }).initContainers.find(
+      (c) => c.name === 'agent',
+    );
+    expect(tools?.restartPolicy).toBe('Always');
+    expect(tools?.volumeMounts.find((m) => m.name === 'workspace')?.readOnly ?? false).toBe(false);
+    const aenv = tools?.env.map((e) => e.name) ?? [];
+    expect(aenv).toContain('HOLT_AGENT_NAME');
+    for (const k of ['REDIS_URL', 'NATS_URL', 'DATABASE_URL', 'HOLT_LLM_API_KEY'])
+      expect(aenv).not.toContain(k);
     expect(pup.livenessProbe.httpGet.path).toBe('/healthz');
     expect(
       (podOf(dep) as unknown as { metadata: { labels: Record<string, string> } }).metadata.labels,

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { newPassword } from '../../access/principals.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import type { ReconcileResult } from '../runtime/queue.ts';
@@ -46,9 +46,6 @@ const STORE_CONDITION: Record<StoreKind, string> = {
   postgres: 'PostgresReady',
 };
 
-/** A URL-safe password (hex), generated once per bundled store. */
-const newPassword = () => randomBytes(24).toString('hex');
-
 /** Every object a Holt owns, built by the pure spec builders (Secrets apart: created once). */
 export function holtChildren(owner: Owner, spec: HoltSpec, runtimeImage: string): KubeObject[] {
   return [
@@ -72,7 +69,7 @@ async function ensureSecrets(ctx: ControllerContext, owner: Owner, spec: HoltSpe
     const live = ctx.cache.get('Secret', owner.namespace, name);
     if (spec.stores[s].mode === 'bundled' && !live) {
       try {
-        await ctx.client.create(storeSecret(owner, s, newPassword()));
+        await ctx.client.create(storeSecret(owner, s, newPassword));
         created.push(`Secret/${name}`);
       } catch (e) {
         // 409: created by an earlier run our cache has not seen yet; keep that one.

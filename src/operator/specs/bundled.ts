@@ -1,4 +1,7 @@
 import type { V1Container, V1EnvVar, V1StatefulSetSpec } from '@kubernetes/client-node';
+import { natsAuthorization } from '../../access/nats.ts';
+import { type Passwords, PRINCIPALS, type Principal } from '../../access/principals.ts';
+import { redisAclTemplate } from '../../access/redis.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { labels, meta, type Owner, selectorLabels } from './meta.ts';
@@ -7,6 +10,7 @@ import {
   NATS_MONITOR_PORT,
   PG_DB,
   PG_USER,
+  passwordKey,
   STORE_PORTS,
   type StoreKind,
   storeName,
@@ -28,6 +32,20 @@ const secretEnv = (name: string, secret: string, key: string): V1EnvVar => ({
   valueFrom: { secretKeyRef: { name: secret, key } },
 });
 
+/** The env variable a store's start script reads a principal's password from. */
+const passwordVar = (who: Principal) => `HOLT_${who.toUpperCase()}_PASSWORD`;
+const principalEnv = (secret: string): V1EnvVar[] =>
+  PRINCIPALS.map((p) => secretEnv(passwordVar(p), secret, passwordKey(p)));
+
+/**
+ * A start script: the config (passwords expanded from the env by the here-document) into a 0600
+ * file, then the server. Passwords are hex and rules hold no `$`, `\` or backquote, so the expansion
+ * changes nothing but the variables.
+ */
+export function configScript(file: string, lines: string[], exec: string): string {
+  return `umask 077\ncat > ${file} <<EOF\n${lines.join('\n')}\nEOF\nexec ${exec}\n`;
+}
+
 interface StoreContainer {
   container: Omit<V1Container, 'name' | 'image' | 'securityContext' | 'resources' | 'volumeMounts'>;
   dataPath: string;
@@ -45,15 +63,17 @@ function storeContainer(holt: string, store: StoreKind): StoreContainer {
       scratch: ['/tmp'],
       ports: [{ name: 'redis', port }],
       container: {
+        // One ACL user per principal, written to a 0600 file in the pod's scratch: never on a command line.
         command: [
           'sh',
           '-c',
-          'exec redis-server --appendonly yes --dir /data --requirepass "$REDIS_PASSWORD"',
+          configScript(
+            '/tmp/redis.conf',
+            ['dir /data', 'appendonly yes', ...redisAclTemplate(holt, passwordVar)],
+            'redis-server /tmp/redis.conf',
+          ),
         ],
-        env: [
-          secretEnv('REDIS_PASSWORD', secret, 'password'),
-          secretEnv('REDISCLI_AUTH', secret, 'password'),
-        ],
+        env: [...principalEnv(secret), secretEnv('REDISCLI_AUTH', secret, passwordKey('admin'))],
         ports: [{ name: 'redis', containerPort: port }],
         startupProbe: { tcpSocket: { port: 'redis' }, periodSeconds: 2, failureThreshold: 30 },
         livenessProbe: execProbe(['redis-cli', 'ping'], 10, 3),
@@ -72,9 +92,20 @@ function storeContainer(holt: string, store: StoreKind): StoreContainer {
         command: [
           'sh',
           '-c',
-          `exec nats-server --jetstream --store_dir /data --port ${port} --http_port ${NATS_MONITOR_PORT} --user holt --pass "$NATS_PASSWORD"`,
+          configScript(
+            '/tmp/nats.conf',
+            [
+              `port: ${port}`,
+              `http_port: ${NATS_MONITOR_PORT}`,
+              'jetstream { store_dir: "/data" }',
+              natsAuthorization(
+                Object.fromEntries(PRINCIPALS.map((p) => [p, `$${passwordVar(p)}`])) as Passwords,
+              ),
+            ],
+            'nats-server -c /tmp/nats.conf',
+          ),
         ],
-        env: [secretEnv('NATS_PASSWORD', secret, 'password')],
+        env: principalEnv(secret),
         ports: [
           { name: 'client', containerPort: port },
           { name: 'monitor', containerPort: NATS_MONITOR_PORT },

@@ -1,10 +1,29 @@
+import type { V1EnvVar } from '@kubernetes/client-node';
 import type { HoltSpec } from '../../api/holt.ts';
 import { hashOf } from '../runtime/apply.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { containerSecurity, podSecurity, RUNTIME_UID } from './pod.ts';
 import { orchestratorAccount } from './serviceaccount.ts';
-import { storeEnv } from './stores.ts';
+import { storeEnv, storeSecretName } from './stores.ts';
+
+/**
+ * Bundled Postgres: the Job first makes the two roles (idempotent, every run, so an upgrade that adds
+ * grants applies them) with the superuser's URL, then migrates as the schema's owner.
+ */
+function roleSetupEnv(holt: string, spec: HoltSpec): V1EnvVar[] {
+  if (spec.stores.postgres.mode !== 'bundled') return [];
+  const secret = storeSecretName(holt, 'postgres');
+  const ref = (name: string, key: string): V1EnvVar => ({
+    name,
+    valueFrom: { secretKeyRef: { name: secret, key } },
+  });
+  return [
+    ref('HOLT_DATABASE_ADMIN_URL', 'uri'),
+    ref('HOLT_DATABASE_OWNER_PASSWORD', 'owner-password'),
+    ref('HOLT_DATABASE_APP_PASSWORD', 'app-password'),
+  ];
+}
 
 /**
  * The migration Job for the Holt's Postgres. A Job's template is immutable, so its name carries a
@@ -15,7 +34,7 @@ import { storeEnv } from './stores.ts';
  */
 export function migrationJob(owner: Owner, spec: HoltSpec, runtimeImage: string): KubeObject {
   const image = spec.runtimeImage ?? runtimeImage;
-  const env = storeEnv(owner.name, spec.stores).filter((e) => e.name === 'DATABASE_URL');
+  const env = [...storeEnv(owner.name, spec.stores, 'migrate'), ...roleSetupEnv(owner.name, spec)];
   const name = childName(owner.name, 'migrate', hashOf({ image, env }).slice(0, 8));
   const lbls = labels(owner.name, childName(owner.name, 'migrate'), 'migration');
   return {

@@ -35,7 +35,7 @@ export function orchestratorDeployment(owner: Owner, spec: HoltSpec, runtimeImag
               { name: 'HOLT_HEALTH_PORT', value: String(HEALTH_PORT) },
               { name: 'HOLT_BID_TIMEOUT_MS', value: String(Math.round(o.bidTimeoutSeconds * 1000)) },
               { name: 'HOLT_MAX_REVIEW_ITERATIONS', value: String(o.maxReviewIterations) },
-              ...storeEnv(owner.name, spec.stores),
+              ...storeEnv(owner.name, spec.stores, 'orchestrator'),
             ],
             ports: [{ name: 'http', containerPort: HEALTH_PORT }],
             ...holtProbes(),

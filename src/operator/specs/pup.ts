@@ -8,9 +8,18 @@ import type {
 import type { AgentSpec, AgentVolume } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import { pupEnvironment } from '../../api/pupenv.ts';
+import { CONTRACT_ENV, TOOL_ENV_NAMES } from '../../common/secrets.ts';
 import { EGRESS_LABEL } from './networkpolicy.ts';
 import { HOLT_BIN } from './orchestrator.ts';
-import { containerSecurity, HEALTH_PORT, holtProbes, podSecurity, RUNTIME_UID, resourcesOf } from './pod.ts';
+import {
+  containerSecurity,
+  execProbe,
+  HEALTH_PORT,
+  holtProbes,
+  podSecurity,
+  RUNTIME_UID,
+  resourcesOf,
+} from './pod.ts';
 import { agentAccount } from './serviceaccount.ts';
 import { storeEnv } from './stores.ts';
 import {
@@ -22,6 +31,10 @@ import {
 } from './workspace.ts';
 
 export type PupMode = 'standard' | 'controller' | 'worker';
+
+/** The socket the pup asks the agent container's runner to run tools on (an emptyDir both mount). */
+export const RUNNER_DIR = '/run/holt-runner';
+export const RUNNER_SOCKET = `${RUNNER_DIR}/runner.sock`;
 
 export interface PupPodInput {
   holt: string;
@@ -70,34 +83,48 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
     mode: p.mode,
     llm: { baseUrl: p.holtSpec.llm?.baseUrl, model: p.holtSpec.llm?.model },
   });
+  const declared = new Set(p.agent.env.map((e) => e.name));
+  const contract = Object.entries(literal).filter(([k]) => CONTRACT_ENV.includes(k) || k === TOOL_ENV_NAMES);
+  // The pup: stores, model key, bidding, results. No user variable: those are for the tools.
   const env: V1EnvVar[] = assertUniqueEnv([
-    ...Object.entries(literal).map(([name, value]) => ({ name, value })),
-    ...p.agent.env
-      .filter((e) => e.value === undefined && e.secretKeyRef)
-      .map((e) => ({
-        name: e.name,
-        valueFrom: { secretKeyRef: { name: e.secretKeyRef!.name, key: e.secretKeyRef!.key } },
-      })),
-    ...storeEnv(p.holt, p.holtSpec.stores),
+    ...Object.entries(literal)
+      .filter(([name]) => !declared.has(name))
+      .map(([name, value]) => ({ name, value })),
+    ...storeEnv(p.holt, p.holtSpec.stores, 'pup'),
     ...llmKeyEnv(p.agent, p.holtSpec),
     { name: 'HOLT_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'HOLT_TOOL_RUNNER_SOCKET', value: RUNNER_SOCKET },
     ...(p.extraEnv ?? []),
   ]);
+  // The tools' side: the contract and what the agent declares, never a store or model credential.
+  const toolEnv: V1EnvVar[] = assertUniqueEnv([
+    ...contract.map(([name, value]) => ({ name, value })),
+    ...p.agent.env.map((e) =>
+      e.value !== undefined
+        ? { name: e.name, value: e.value }
+        : {
+            name: e.name,
+            valueFrom: { secretKeyRef: { name: e.secretKeyRef!.name, key: e.secretKeyRef!.key } },
+          },
+    ),
+  ]);
   const image = p.image ?? p.runtimeImage;
-  const copyPup = image !== p.runtimeImage;
-  const mounts: V1VolumeMount[] = [
-    { name: 'workspace', mountPath: WORKSPACE_PATH, readOnly: p.workspaceMode === 'ro' },
-    { name: 'tmp', mountPath: '/tmp' },
-    ...(copyPup ? [{ name: 'holt', mountPath: '/opt/holt', readOnly: true }] : []),
-    ...(p.volumes ?? []).map((v) => ({ name: `x-${v.name}`, mountPath: v.mountPath, readOnly: true })),
-  ];
+  const copyRunner = image !== p.runtimeImage;
+  const workspace = (readOnly: boolean): V1VolumeMount => ({
+    name: 'workspace',
+    mountPath: WORKSPACE_PATH,
+    readOnly,
+  });
+  const runnerDir: V1VolumeMount = { name: 'runner', mountPath: RUNNER_DIR };
   const volumes: V1Volume[] = [
     {
       name: 'workspace',
       persistentVolumeClaim: { claimName: workspaceClaim(p.holt), readOnly: p.workspaceMode === 'ro' },
     },
     { name: 'tmp', emptyDir: {} },
-    ...(copyPup ? [{ name: 'holt', emptyDir: {} }] : []),
+    { name: 'pup-tmp', emptyDir: {} },
+    { name: 'runner', emptyDir: {} },
+    ...(copyRunner ? [{ name: 'holt', emptyDir: {} }] : []),
     // Prefixed so a user's volume name can never collide with ours.
     ...(p.volumes ?? []).map(
       (v): V1Volume =>
@@ -108,22 +135,43 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
   ];
   const pup: V1Container = {
     name: 'pup',
-    image,
-    // In the runtime image its entrypoint (tini -- holt) stays PID 1, reaping the tools' orphans and
-    // forwarding signals; in an agent's own image the copied launcher runs the pup itself.
-    ...(copyPup ? { command: [HOLT_BIN, 'pup', ...(p.args ?? [])] } : { args: ['pup', ...(p.args ?? [])] }),
+    image: p.runtimeImage,
+    // The runtime image's entrypoint (tini -- holt) stays PID 1, forwarding signals.
+    args: ['pup', ...(p.args ?? [])],
     env,
     ports: [{ name: 'http', containerPort: HEALTH_PORT }],
     ...holtProbes(),
+    resources: { requests: { cpu: '50m', memory: '128Mi' } },
+    securityContext: containerSecurity(),
+    // The pup reads the workspace (commit checks) and never writes it.
+    volumeMounts: [workspace(true), { name: 'pup-tmp', mountPath: '/tmp' }, runnerDir],
+  };
+  // The agent's container: its own image (its tools live there) or the runtime image, running the
+  // tool runner as a native sidecar, so a Job's pod completes when the pup does.
+  const runner: V1Container = {
+    name: 'agent',
+    image,
+    restartPolicy: 'Always',
+    ...(copyRunner
+      ? { command: [HOLT_BIN, 'tool-runner', '--socket', RUNNER_SOCKET] }
+      : { args: ['tool-runner', '--socket', RUNNER_SOCKET] }),
+    env: toolEnv,
     resources: resourcesOf(p.agent.resources, { requests: { cpu: '50m', memory: '128Mi' } }),
     securityContext: containerSecurity(),
-    volumeMounts: mounts,
+    startupProbe: execProbe(['test', '-S', RUNNER_SOCKET], 1, 60),
+    volumeMounts: [
+      workspace(p.workspaceMode === 'ro'),
+      { name: 'tmp', mountPath: '/tmp' },
+      runnerDir,
+      ...(copyRunner ? [{ name: 'holt', mountPath: '/opt/holt', readOnly: true }] : []),
+      ...(p.volumes ?? []).map((v) => ({ name: `x-${v.name}`, mountPath: v.mountPath, readOnly: true })),
+    ],
   };
-  // The pup runs inside the agent's own image (its tools live there): an init container copies it in.
-  const init: V1Container[] = copyPup
+  // In an agent's own image the runner comes from the runtime image's bundle (Node included).
+  const init: V1Container[] = copyRunner
     ? [
         {
-          name: 'install-pup',
+          name: 'install-runner',
           image: p.runtimeImage,
           command: ['cp', '-a', '/opt/holt/.', '/holt/'],
           resources: { requests: { cpu: '10m', memory: '32Mi' } },
@@ -143,7 +191,7 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
     p.holtSpec.workspace,
     p.mode === 'worker' ? p.labels : undefined,
   );
-  init.push(...waitForSeed(p.holtSpec.workspace, p.runtimeImage));
+  init.push(...waitForSeed(p.holtSpec.workspace, p.runtimeImage), runner);
   return {
     metadata: { labels: lbls },
     spec: {

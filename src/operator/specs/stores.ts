@@ -1,4 +1,8 @@
 import type { V1EnvVar } from '@kubernetes/client-node';
+import { natsUrl } from '../../access/nats.ts';
+import { PG_APP, PG_OWNER } from '../../access/postgres.ts';
+import { PRINCIPALS, type Principal } from '../../access/principals.ts';
+import { redisUrl } from '../../access/redis.ts';
 import { STORE_URL_ENV } from '../../api/common.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { KubeObject } from '../runtime/kube.ts';
@@ -21,28 +25,49 @@ export const storeSecretName = (holt: string, store: StoreKind) =>
 
 const host = (holt: string, store: StoreKind, ns: string) => `${storeName(holt, store)}.${ns}.svc`;
 
+/** Who connects to the Holt's stores from its pods (the operator reads its own keys itself). */
+export type StoreClient = 'orchestrator' | 'pup' | 'migrate';
+
+/** The Secret key of a principal's password and URL (`admin` keeps the plain `password`/`url`). */
+export const passwordKey = (who: Principal) => (who === 'admin' ? 'password' : `${who}-password`);
+export const urlKey = (who: Principal) => (who === 'admin' ? 'url' : `${who}-url`);
+
 /**
- * The credentials Secret of a bundled store. Created once with a fresh password and never
- * re-applied: reconciling must not rotate a password that running pods and the data depend on.
+ * The credentials Secret of a bundled store: a password and URL per principal (src/access), so each
+ * process holds only its own. Postgres: CloudNativePG's `-app` keys for the superuser (the CLI),
+ * plus the schema owner's (migrations) and the runtime role's (DML only). Created once with fresh
+ * passwords and never re-applied: reconciling must not rotate what running pods and the data use.
  */
-export function storeSecret(owner: Owner, store: StoreKind, password: string): KubeObject {
+export function storeSecret(owner: Owner, store: StoreKind, password: () => string): KubeObject {
   const holt = owner.name;
   const h = host(holt, store, owner.namespace);
   const port = STORE_PORTS[store];
-  const data: Record<string, string> =
-    store === 'redis'
-      ? { password, url: `redis://:${password}@${h}:${port}` }
-      : store === 'nats'
-        ? { username: 'holt', password, url: `nats://holt:${password}@${h}:${port}` }
-        : {
-            username: PG_USER,
-            user: PG_USER,
-            password,
-            dbname: PG_DB,
-            host: h,
-            port: String(port),
-            uri: `postgresql://${PG_USER}:${password}@${h}:${port}/${PG_DB}`,
-          };
+  const data: Record<string, string> = {};
+  if (store === 'redis' || store === 'nats')
+    for (const who of PRINCIPALS) {
+      const pw = password();
+      data[passwordKey(who)] = pw;
+      data[urlKey(who)] = store === 'redis' ? redisUrl(who, pw, h, port) : natsUrl(who, pw, h, port);
+    }
+  if (store === 'nats') data.username = 'admin';
+  if (store === 'postgres') {
+    const pw = password();
+    const [ownerPw, appPw] = [password(), password()];
+    const uri = (user: string, p: string) => `postgresql://${user}:${p}@${h}:${port}/${PG_DB}`;
+    Object.assign(data, {
+      username: PG_USER,
+      user: PG_USER,
+      password: pw,
+      dbname: PG_DB,
+      host: h,
+      port: String(port),
+      uri: uri(PG_USER, pw),
+      'owner-password': ownerPw,
+      'owner-uri': uri(PG_OWNER, ownerPw),
+      'app-password': appPw,
+      'app-uri': uri(PG_APP, appPw),
+    });
+  }
   return {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -58,14 +83,15 @@ const fromSecret = (name: string, secret: string, key: string): V1EnvVar => ({
 });
 
 /**
- * REDIS_URL, NATS_URL and DATABASE_URL for the Holt's pods: always from Secrets (bundled: the
- * generated ones; external: the user's), except an external URL given literally in the spec.
+ * REDIS_URL, NATS_URL and DATABASE_URL for one kind of client: always from Secrets (bundled: that
+ * client's own user; external: the user's one credential), except an external URL given literally.
+ * The migration Job gets the database only, as the schema's owner.
  */
-export function storeEnv(holt: string, stores: HoltSpec['stores']): V1EnvVar[] {
+export function storeEnv(holt: string, stores: HoltSpec['stores'], who: StoreClient): V1EnvVar[] {
   const url = (store: 'redis' | 'nats'): V1EnvVar => {
     const env = STORE_URL_ENV[store];
     const s = stores[store];
-    if (s.mode === 'bundled') return fromSecret(env, storeSecretName(holt, store), 'url');
+    if (s.mode === 'bundled') return fromSecret(env, storeSecretName(holt, store), urlKey(who as Principal));
     if (s.urlSecretRef) return fromSecret(env, s.urlSecretRef.name, s.urlSecretRef.key);
     return { name: env, value: s.url ?? '' };
   };
@@ -73,11 +99,11 @@ export function storeEnv(holt: string, stores: HoltSpec['stores']): V1EnvVar[] {
   const name = STORE_URL_ENV.postgres;
   const database: V1EnvVar =
     pg.mode === 'bundled'
-      ? fromSecret(name, storeSecretName(holt, 'postgres'), 'uri')
+      ? fromSecret(name, storeSecretName(holt, 'postgres'), who === 'migrate' ? 'owner-uri' : 'app-uri')
       : pg.secretName
         ? fromSecret(name, pg.secretName, 'uri')
         : { name, value: pg.url ?? '' };
-  return [url('redis'), url('nats'), database];
+  return who === 'migrate' ? [database] : [url('redis'), url('nats'), database];
 }
 
 /** Why an external store is not usable as specified (the CRD's CEL rules say the same). */

@@ -139,7 +139,7 @@ describe('credential descriptor', () => {
     });
     (child.stdio[3] as NodeJS.WritableStream).end(h.payload);
     let out = '';
-    child.stdout.on('data', (d) => {
+    child.stdout?.on('data', (d) => {
       out += d;
     });
     await new Promise((r) => child.on('exit', r));
