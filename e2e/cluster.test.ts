@@ -200,6 +200,50 @@ function scaleManifests(workspace?: Record<string, string>): string {
     .join('---\n');
 }
 
+/**
+ * A Holt whose one agent is the credential probe (e2e/probe), mounted from a ConfigMap into the
+ * runtime image's agent container, with the Holt's store Services as targets.
+ */
+function trustManifests(): string {
+  const cfg = {
+    inline: true,
+    targets: { redis: ['trust-redis:6379'], nats: ['trust-nats:4222'], postgres: ['trust-postgres:5432'] },
+    pgModule: '/opt/holt/app/package.json',
+  };
+  const label = { 'e2e.holt.io/holt': 'trust' };
+  return [
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'trust-probe', labels: label },
+      data: {
+        'credential-probe.mjs': readFileSync(join(ROOT, 'e2e', 'probe', 'credential-probe.mjs'), 'utf8'),
+      },
+    },
+    {
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Holt',
+      metadata: { name: 'trust' },
+      spec: { orchestrator: { bidTimeoutSeconds: 120 } },
+    },
+    {
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Agent',
+      metadata: { name: 'trust-prober', labels: label },
+      spec: {
+        holt: 'trust',
+        role: 'Prober',
+        command: ['node', '/probe/credential-probe.mjs', JSON.stringify(cfg)],
+        bidding: { strategy: 'exclusive' },
+        env: [{ name: 'DECLARED_FOR_TOOLS', value: 'visible' }],
+        volumes: [{ name: 'probe', configMap: 'trust-probe', mountPath: '/probe' }],
+      },
+    },
+  ]
+    .map((d) => stringify(d))
+    .join('---\n');
+}
+
 /** `holt convert examples/demo-llm/holt.yml`, seeded from its Git repository, each agent on its own model. */
 async function llmManifests(): Promise<string> {
   const { stdout } = await run(HOLT, ['convert', join(ROOT, 'examples', 'demo-llm', 'holt.yml')]);
@@ -398,12 +442,42 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(new Set(models)).toEqual(new Set(['scripted-writer', 'scripted-reviewer', 'scripted-finisher']));
   }, 900_000);
 
+  it('trust boundary: a hostile tool in the agent container finds no credential and no store lets it in', async () => {
+    await kubectl(['apply', '-f', '-'], trustManifests());
+    await waitHoltReady('trust', 1);
+    const out = await holt('trust', ['forage', '--goal', 'look around', '--watch']);
+    expect(out).toContain('workflow_completed');
+    const art = (await trailOf('trust')).find((a) => a.type === 'ProbeReport');
+    const report = JSON.parse(art?.payload ?? '{}') as {
+      texts: string;
+      seen: { environ: number; cmdline: number };
+      attempts: { store: string; ok: boolean }[];
+    };
+    // Every credential of the Holt: each principal's password on every store (and the superuser's).
+    const secrets: string[] = [];
+    for (const s of ['trust-redis', 'trust-nats', 'trust-postgres-app']) {
+      const data = (await getJson<{ data: Record<string, string> }>(['secret', s]))?.data ?? {};
+      for (const [k, v] of Object.entries(data))
+        if (k.endsWith('password')) secrets.push(Buffer.from(v, 'base64').toString());
+    }
+    expect(secrets.length).toBe(4 + 4 + 3);
+    expect(report.texts).toContain('HOLT_AGENT_NAME=Prober');
+    expect(report.texts).toContain('DECLARED_FOR_TOOLS=visible');
+    expect(report.texts).toMatch(/HOLT_CALL_ID=[0-9a-f-]{36}/);
+    // Its own container only: the runner is there, the pup (another container, another PID namespace) is not.
+    expect(report.texts).toContain('tool-runner');
+    expect(report.texts).not.toContain('HOLT_TOOL_RUNNER_SOCKET');
+    for (const secret of secrets) expect(report.texts).not.toContain(secret);
+    expect(new Set(report.attempts.map((a) => a.store))).toEqual(new Set(['redis', 'nats', 'postgres']));
+    expect(report.attempts.filter((a) => a.ok)).toEqual([]);
+  }, 600_000);
+
   it('deleting a Holt and its Agents leaves nothing behind', async () => {
-    for (const name of ['demo', 'scale', 'demo-llm']) {
+    for (const name of ['demo', 'scale', 'demo-llm', 'trust']) {
       await kubectl(['delete', 'holt', name, '--wait=true', '--timeout=180s']);
       await kubectl([
         'delete',
-        'agents,workerpools',
+        'agents,workerpools,configmaps',
         '-l',
         `e2e.holt.io/holt=${name}`,
         '--wait=true',
@@ -418,7 +492,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
         'get',
         'all,pvc,secrets,configmaps,serviceaccounts,networkpolicies,pdb,roles,rolebindings',
         '-l',
-        'holt.io/instance in (demo,scale,demo-llm)',
+        'holt.io/instance in (demo,scale,demo-llm,trust)',
         '-o',
         'name',
       ]);

@@ -120,6 +120,11 @@ describe('local mode: a tool that looks for credentials finds none and reaches n
     for (const s of secrets) expect(report.texts).not.toContain(s);
     expect(report.attempts.filter((a) => a.ok)).toEqual([]);
 
+    // `holt status --json` shows where the stores are, never their passwords.
+    const status = await holt(['status', '--name', NAME, '--json']);
+    expect(status).toContain('"redisUrl": "redis://:***@127.0.0.1');
+    for (const s of secrets) expect(status).not.toContain(s);
+
     const envs = (f: string) =>
       readFileSync(f, 'utf8')
         .trim()

@@ -36,6 +36,19 @@ const pool = (spec: Obj): Obj => ({
 const autoscaling = (a: Obj) => pool({ autoscaling: a });
 
 export const MALFORMED: Malformed[] = [
+  // A password in a spec is a password for everyone who may read Holts.
+  {
+    what: 'Holt with a Redis url holding a password',
+    doc: holt({ stores: { redis: { mode: 'external', url: 'redis://:s3cret@redis.example:6379' } } }),
+    error: /spec\.stores\.redis\.url: .*must not hold a user or password.*urlSecretRef/,
+    celOnly: true,
+  },
+  {
+    what: 'Holt with a Postgres url holding a user and password',
+    doc: holt({ stores: { postgres: { mode: 'external', url: 'postgres://holt:pw@db:5432/holt' } } }),
+    error: /spec\.stores\.postgres\.url: .*must not hold a user or password.*secretName/,
+    celOnly: true,
+  },
   // Env named like what the runtime sets: a pod would get the name twice (refused at deploy time).
   {
     what: 'Agent env named REDIS_URL',

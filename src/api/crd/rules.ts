@@ -26,6 +26,13 @@ const storeVolume: ValidationRule[] = [
   },
 ];
 
+/** A URL in a spec is readable by anyone who can read the Holt: its credentials belong in a Secret. */
+const noCredentialsInUrl = (ref: string): ValidationRule => ({
+  rule: "!has(self.url) || !self.url.matches('^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@')",
+  message: `url must not hold a user or password (anyone who can read the Holt reads them): put the URL in a Secret and use ${ref}`,
+  fieldPath: '.url',
+});
+
 const envVarRules: ValidationRule[] = [
   { rule: '!(has(self.value) && has(self.secretKeyRef))', message: 'set value or secretKeyRef, not both' },
   {
@@ -44,10 +51,11 @@ export const holtRules: RuleSet = {
       message: 'a Holt name must be at most 40 characters (the names of its components add suffixes)',
     },
   ],
-  'spec.stores.redis': [externalStore('Redis'), ...storeVolume],
-  'spec.stores.nats': [externalStore('NATS server'), ...storeVolume],
+  'spec.stores.redis': [externalStore('Redis'), ...storeVolume, noCredentialsInUrl('urlSecretRef')],
+  'spec.stores.nats': [externalStore('NATS server'), ...storeVolume, noCredentialsInUrl('urlSecretRef')],
   'spec.stores.postgres': [
     ...storeVolume,
+    noCredentialsInUrl('secretName'),
     {
       rule: "self.mode != 'external' || has(self.secretName) || has(self.url)",
       message:

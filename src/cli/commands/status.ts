@@ -1,5 +1,6 @@
 import { Blackboard } from '../../blackboard/client.ts';
 import { CLAIM_STATUSES } from '../../blackboard/types.ts';
+import { redactUrl } from '../../common/logger.ts';
 import { type AgentStatus, readAgentStatuses } from '../../llm/status.ts';
 import { effectiveStatus } from '../../local/instance.ts';
 import { out, paint, table, uptime } from '../output.ts';
@@ -21,8 +22,14 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
       await bb.close();
     }
   }
-  if (opts.json)
-    return out(JSON.stringify({ ...s, status: st, claims, llm_agents: Object.fromEntries(llm) }, null, 2));
+  if (opts.json) {
+    // State holds the stores' admin URLs: their passwords never go to a terminal or a pipe.
+    const urls = { redisUrl: s.redisUrl, natsUrl: s.natsUrl, postgresUrl: s.postgresUrl };
+    const redacted = Object.fromEntries(Object.entries(urls).map(([k, v]) => [k, v && redactUrl(v)]));
+    return out(
+      JSON.stringify({ ...s, ...redacted, status: st, claims, llm_agents: Object.fromEntries(llm) }, null, 2),
+    );
+  }
   const colour = st === 'running' ? 'green' : st === 'failed' ? 'red' : 'yellow';
   out(
     `Instance ${s.name}: ${paint(colour, st)}${st === 'running' ? ` (up ${uptime(Date.now() - s.startedAt)})` : ''}`,
