@@ -59,8 +59,17 @@ export const AgentTool = z
       .record(z.string(), z.string())
       .optional()
       .describe('Extra environment for this tool, hidden from the model.'),
+    maxArgumentBytes: z
+      .number()
+      .int()
+      .positive()
+      .max(131072)
+      .default(16384)
+      .describe('Largest argument the model may pass (each string, or the JSON of each other value).'),
   })
-  .describe('A tool the model may call.');
+  .describe(
+    'A tool the model may call. A parameter with format "path" is a path inside the workspace: relative, no "..", no leading "-", no symbolic link out.',
+  );
 
 export const AgentLlm = z
   .object({
@@ -71,6 +80,13 @@ export const AgentLlm = z
     timeoutSeconds: z.number().int().positive().max(3600).default(120).describe('Timeout of one model call.'),
     maxSteps: z.number().int().min(1).max(200).default(8).describe('Maximum ReAct steps per turn.'),
     mustEndWith: z.string().optional().describe('Tool the turn must end with (e.g. submit_result).'),
+    maxToolCallsPerReply: z
+      .number()
+      .int()
+      .min(1)
+      .max(64)
+      .default(8)
+      .describe('Tool calls run from one model reply; the rest are refused and the model is told.'),
     planning: z
       .boolean()
       .default(false)

@@ -41,6 +41,7 @@ const fileTool = z.object({
   defaults: z.record(z.string(), z.unknown()).optional(),
   fixed: z.record(z.string(), z.unknown()).optional(),
   env: z.record(z.string(), z.string()).optional(),
+  max_argument_bytes: z.number().int().optional(),
 });
 
 const fileAgent = z.object({
@@ -84,6 +85,7 @@ const fileAgent = z.object({
       timeout: duration.optional(),
       max_steps: z.number().int().optional(),
       must_end_with: z.string().optional(),
+      max_tool_calls_per_reply: z.number().int().optional(),
       planning: z.boolean().optional(),
       working_memory_bytes: z.number().int().optional(),
       tools: z.array(fileTool).optional(),
@@ -214,9 +216,14 @@ function toAgent(
           timeoutSeconds: a.llm.timeout,
           maxSteps: a.llm.max_steps,
           mustEndWith: a.llm.must_end_with,
+          maxToolCallsPerReply: a.llm.max_tool_calls_per_reply,
           planning: a.llm.planning,
           workingMemoryBytes: a.llm.working_memory_bytes,
-          tools: a.llm.tools?.map((t) => ({ ...t, timeoutSeconds: t.timeout })),
+          tools: a.llm.tools?.map(({ timeout, max_argument_bytes, ...t }) => ({
+            ...t,
+            timeoutSeconds: timeout,
+            maxArgumentBytes: max_argument_bytes,
+          })),
           allowedTools: a.llm.allowed_tools,
         }
       : undefined,

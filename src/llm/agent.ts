@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../common/logger.ts';
+import type { Scrubber } from '../common/secrets.ts';
 import {
   afterError,
   afterSuccess,
@@ -41,6 +42,8 @@ export interface LlmAgentDeps {
   store?: TurnStore;
   redis?: Redis;
   log: Logger;
+  /** Every credential the pup holds, cut out of each request (bids read other agents' payloads too). */
+  scrub?: Scrubber;
   now?: () => number;
 }
 
@@ -158,7 +161,8 @@ export class LlmAgent {
     if (wait > 0) await sleep(wait, undefined, { signal: opts.signal }).catch(() => undefined);
     let reply: ChatReply;
     try {
-      reply = await this.d.model.chat(req, {
+      const sent = this.d.scrub ? { ...req, messages: this.d.scrub.json(req.messages) } : req;
+      reply = await this.d.model.chat(sent, {
         ...opts,
         onRetry: (error, attempt, delayMs) =>
           log.warn({ event_type: 'llm_retry', purpose, attempt, delay_ms: delayMs, error }),

@@ -77,6 +77,7 @@ export async function startLlmRuntime(
     store,
     redis: bb.redis,
     log,
+    scrub,
   });
   await agent.publishStatus();
   const executor =

@@ -154,3 +154,7 @@ export function renderArgv(template: string[], args: Json): string[] {
     }),
   );
 }
+
+/** Our id of the i-th tool call of the reply stored at step `seq`; `callIndex` reads i back (the per-reply cap). */
+export const callId = (seq: number, i: number) => `call_${seq}_${i}`;
+export const callIndex = (id: string) => Number(/_(\d+)$/.exec(id)?.[1] ?? 0);

@@ -10,6 +10,7 @@ import type { Fence } from '../inbox/schema.ts';
 import { isRework } from '../pup/result.ts';
 import type { ToolRunner } from '../pup/runner/runner.ts';
 import { type LlmAgent, PausedError } from './agent.ts';
+import { checkValues, resolvePaths } from './args.ts';
 import type { LlmSettings } from './config.ts';
 import { checkAction, clearBlocks, hashResult, recordAction, recordBlock, signature } from './loop-guard.ts';
 import type { ChatMessage, ToolCall } from './model.ts';
@@ -32,6 +33,8 @@ import {
   AskArgs,
   buildToolSet,
   builtinArgs,
+  callId,
+  callIndex,
   declaredArgs,
   MARK_SUBTASK_COMPLETE,
   MarkArgs,
@@ -280,7 +283,7 @@ export class Turn {
       return;
     }
     // Our own ids: unique in the turn whatever the server sends, so "has a result" is exact on resume.
-    const calls: ToolCall[] = reply.toolCalls.map((c, i) => ({ ...c, id: `call_${this.s.nextSeq}_${i}` }));
+    const calls: ToolCall[] = reply.toolCalls.map((c, i) => ({ ...c, id: callId(this.s.nextSeq, i) }));
     const assistant: ChatMessage = {
       role: 'assistant',
       content: reply.content,
@@ -325,6 +328,13 @@ export class Turn {
       ]);
     if (ctl.llmSteps >= d.settings.maxSteps && name !== SUBMIT_RESULT)
       return reply(`error: only ${SUBMIT_RESULT} is allowed on the last step`, ctl, { outcome: 'refused' });
+    const index = callIndex(call.id);
+    if (index >= d.settings.maxToolCallsPerReply)
+      return reply(
+        `error: not run: at most ${d.settings.maxToolCallsPerReply} tool calls are run from one reply. Call it again in a later step if you still need it.`,
+        ctl,
+        { outcome: 'refused' },
+      );
     const known = this.tools.declared.has(name) || this.tools.builtins.includes(name);
     if (!known)
       return reply(
@@ -370,9 +380,14 @@ export class Turn {
       }
     }
     const tool = this.tools.declared.get(name)!;
+    // The model's strings go into a command line: no control characters, nothing huge, paths confined.
+    const fault = checkValues(parsed.args, tool.maxArgumentBytes);
+    if (fault) return bad(fault);
     const a = declaredArgs(tool, parsed.args);
     if (!a.ok) return bad(a.error);
-    const sig = signature(name, a.value);
+    const p = await resolvePaths(tool.parameters, a.value, d.workspace);
+    if (!p.ok) return bad(p.error);
+    const sig = signature(name, p.value);
     const v = checkAction(ctl.loop, sig);
     if (!v.ok) {
       d.log.warn({ event_type: 'loop_blocked', tool: name, rule: v.rule, reason: v.reason });
@@ -383,7 +398,7 @@ export class Turn {
         { outcome: 'blocked', block },
       );
     }
-    return this.runTool(call, tool, a.value, sig);
+    return this.runTool(call, tool, p.value, sig);
   }
 
   private async runTool(

@@ -43,6 +43,8 @@ export const PupEnv = z
     HOLT_TOOL_OUTPUT_LIMIT_BYTES: num(10 * 1024 * 1024),
     HOLT_BID_SCRIPT_TIMEOUT_MS: num(10_000),
     HOLT_RESCAN_INTERVAL_MS: num(5_000),
+    /** The first pause after a run ends in error; it doubles with each error in a row (to 60 s). */
+    HOLT_ERROR_BACKOFF_MS: num(1_000, 1),
     HOLT_REDIS_RETRIES: num(3, 1, 20),
     HOLT_SHUTDOWN_GRACE_MS: num(25_000, 0),
     HOLT_HEALTH_CHECK_COMMAND: z.preprocess(blankAsUndefined, jsonArgv.optional()),
@@ -67,6 +69,7 @@ export const PupEnv = z
     outputLimitBytes: e.HOLT_TOOL_OUTPUT_LIMIT_BYTES,
     bidScriptTimeoutMs: e.HOLT_BID_SCRIPT_TIMEOUT_MS,
     rescanIntervalMs: e.HOLT_RESCAN_INTERVAL_MS,
+    errorBackoffMs: e.HOLT_ERROR_BACKOFF_MS,
     redisRetries: e.HOLT_REDIS_RETRIES,
     shutdownGraceMs: e.HOLT_SHUTDOWN_GRACE_MS,
     healthCheck: e.HOLT_HEALTH_CHECK_COMMAND

@@ -306,4 +306,22 @@ describe('secrets never reach a tool or a Failure artefact', () => {
       else process.env.HOLT_LLM_API_KEY = saved.key;
     }
   });
+
+  it("a successful tool's result is scrubbed too: its output is untrusted and may quote a credential", async () => {
+    const goal = artefact();
+    await bb.createArtefact(goal);
+    const { claim } = await grantedClaim(bb, exclusive, goal);
+    const result = JSON.stringify({
+      artefact_type: 'Echo',
+      artefact_payload: 'found db-pass-4c3b2a in a file',
+      summary: 'ok',
+    });
+    const { ex } = executor(['sh', '-c', `printf '%s' '${result}'`], {
+      DATABASE_URL: 'postgres://holt:db-pass-4c3b2a@127.0.0.1:5432/holt',
+    });
+    expect(await ex.execute({ claimId: claim.id, claimType: 'exclusive' })).toBe('success');
+    const out = await output(claim);
+    expect(out.type).toBe('Echo');
+    expect(out.payload).toBe('found [redacted] in a file');
+  });
 });

@@ -194,7 +194,9 @@ export class Executor {
         );
       }
     }
-    const artefact = resultArtefact(id, cfg.role, claim, target, ev.result);
+    // The tool holds no credential, but its output is untrusted: nothing the pup holds leaves in it.
+    const result = { ...ev.result, payload: this.scrub.text(ev.result.payload) };
+    const artefact = resultArtefact(id, cfg.role, claim, target, result);
     try {
       await sink(artefact, async (written) => {
         if (isRework(claim))
@@ -231,8 +233,13 @@ export class Executor {
     sink: ArtefactSink,
   ): Promise<Outcome> {
     this.d.metrics.toolRuns.inc({ outcome: 'failure' });
-    l.warn({ event_type: 'tool_failed', reason: f.reason, exit_code: f.exit_code });
-    const report = { ...f, stdout: this.scrub.text(f.stdout), stderr: this.scrub.text(f.stderr) };
+    const report = {
+      ...f,
+      reason: this.scrub.text(f.reason),
+      stdout: this.scrub.text(f.stdout),
+      stderr: this.scrub.text(f.stderr),
+    };
+    l.warn({ event_type: 'tool_failed', reason: report.reason, exit_code: f.exit_code });
     await sink(failureArtefact(id, this.d.cfg.role, claim, report), async () => undefined);
     return 'failure';
   }

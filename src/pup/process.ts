@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import type { ToolRun } from './result.ts';
 
 export interface RunOptions {
@@ -29,12 +29,29 @@ export function runProcess(opts: RunOptions): Promise<ToolRun> {
     let overflow = false;
     let spawnError: string | undefined;
     let done = false;
-    const child = spawn(cmd as string, args, {
-      cwd: opts.cwd,
-      env: opts.env ?? process.env,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      detached: true,
-    });
+    let child: ChildProcessWithoutNullStreams;
+    try {
+      child = spawn(cmd as string, args, {
+        cwd: opts.cwd,
+        env: opts.env ?? process.env,
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true,
+      });
+    } catch (e) {
+      // spawn throws, rather than emitting 'error', on arguments it cannot pass (a NUL byte, say).
+      const message = e instanceof Error ? e.message : String(e);
+      resolve({
+        exitCode: null,
+        signal: null,
+        stdout: '',
+        stderr: '',
+        timedOut: false,
+        overflow: false,
+        spawnError: message,
+        durationMs: performance.now() - started,
+      });
+      return;
+    }
     const killGroup = () => {
       try {
         if (child.pid) process.kill(-child.pid, 'SIGKILL');

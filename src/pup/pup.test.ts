@@ -1,10 +1,13 @@
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Claim } from '../blackboard/types.ts';
+import { createLogger, silentLogger } from '../common/logger.ts';
 import { outputId } from './decide.ts';
 import { Pup } from './pup.ts';
+import { startRunnerServer } from './runner/socket.ts';
 import { artefact, claim, config, grantedClaim, sh, waitFor } from './test-helpers.ts';
 
 let redis: RedisServer;
@@ -200,5 +203,46 @@ describe('health', () => {
     const bb = board('health');
     const { claim: c } = await grantedClaim(bb, {});
     expect(await bidOf(bb, c)).toBe('exclusive');
+  });
+});
+
+describe('after a run ends in error the pup backs off', () => {
+  it('the runner gone: each retry waits longer (no hot loop); the runner back: the grant runs, nothing lost', async () => {
+    const socket = join(ws, 'backoff-runner.sock');
+    const runner = () => startRunnerServer({ socket, env: { PATH: process.env.PATH }, log: silentLogger() });
+    let server = await runner();
+    const lines: Record<string, unknown>[] = [];
+    const log = createLogger('pup', {}, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    const pup = new Pup(
+      config({
+        REDIS_URL: redis.url,
+        HOLT_INSTANCE_NAME: 'backoff',
+        HOLT_WORKSPACE: ws,
+        HOLT_TOOL_RUNNER_SOCKET: socket,
+        HOLT_ERROR_BACKOFF_MS: '200',
+      }),
+      log,
+    );
+    pups.push(pup);
+    await pup.start();
+    await new Promise<void>((r) => server.close(() => r()));
+    const bb = board('backoff');
+    const { claim: c } = await grantedClaim(bb, {
+      status: 'pending_exclusive',
+      granted_exclusive_agent: 'coder',
+    });
+    await bb.publishGrant('coder', c.id, 'exclusive');
+    const events = (t: string) => lines.filter((l) => l.event_type === t);
+    await waitFor(async () => events('execution_backoff').length >= 3, 'three pauses');
+    const pauses = events('execution_backoff').slice(0, 3);
+    expect(pauses.map((p) => p.errors_in_row)).toEqual([1, 2, 3]);
+    // Each pause is at least half its nominal length (200, 400, 800 ms): never close to zero.
+    for (const [i, p] of pauses.entries()) expect(p.delay_ms).toBeGreaterThanOrEqual(100 * 2 ** i);
+    // A run only after a pause: without them this would be hundreds of runs by now.
+    expect(events('execution_error').length).toBeLessThanOrEqual(events('execution_backoff').length + 1);
+    server = await runner();
+    const out = await outputOf(bb, c);
+    expect(out.produced_by_role).toBe('coder');
+    await new Promise<void>((r) => server.close(() => r()));
   });
 });

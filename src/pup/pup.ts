@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Blackboard } from '../blackboard/client.ts';
-import { retry } from '../common/backoff.ts';
+import { errorPause, retry } from '../common/backoff.ts';
 import { type Check, startProbeServer } from '../common/http.ts';
 import { type Logger, redactUrl, silentLogger } from '../common/logger.ts';
 import { type LlmRuntime, startLlmRuntime } from '../llm/runtime.ts';
@@ -40,6 +40,8 @@ export class Pup {
   private readonly abort = new AbortController();
   private started = false;
   private stopping = false;
+  /** Runs in a row that ended in `error` (Redis trouble, a runner gone): each waits longer. */
+  private errorsInRow = 0;
 
   constructor(cfg: PupConfig, log: Logger = silentLogger()) {
     this.cfg = cfg;
@@ -193,11 +195,26 @@ export class Pup {
       const outcome = await this.current;
       this.current = undefined;
       this.inFlight.delete(outputId(this.cfg.instance, g.claimId, this.cfg.role, g.claimType));
+      if (outcome === 'error') await this.pauseAfterError(g);
+      else this.errorsInRow = 0;
       // Grants refused while busy are still open on the blackboard: look for them now, not at the next tick.
       // Not after a turn that waits (for an Answer, a lease): the timer re-scan retries it without spinning.
       if (!this.stopping && outcome !== 'waiting' && outcome !== 'leased_elsewhere')
         void this.watcher?.rescan();
     }
+  }
+
+  /** The grant is still open and the re-scan would run it again at once: wait first, longer each time. */
+  private async pauseAfterError(g: Grant): Promise<void> {
+    this.errorsInRow++;
+    const delayMs = errorPause(this.errorsInRow, this.cfg.errorBackoffMs);
+    this.log.warn({
+      event_type: 'execution_backoff',
+      claim_id: g.claimId,
+      errors_in_row: this.errorsInRow,
+      delay_ms: delayMs,
+    });
+    await sleep(delayMs, undefined, { signal: this.abort.signal }).catch(() => undefined);
   }
 
   /**

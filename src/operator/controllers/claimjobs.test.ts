@@ -212,13 +212,20 @@ describe("main's wiring (buildOperator): claim Jobs are made in production", () 
     expect(real.ctx.claims).toBe(real.ctx.backlog);
     await real.startInformers();
     real.startControllers();
+    // The URL holds a password, so it lives in a Secret (the CRD refuses credentials in a literal url).
+    await admin.create({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'fm-pg', namespace: NS2 },
+      stringData: { uri: pgs.url },
+    });
     await admin.create({
       apiVersion: 'holt.io/v1alpha1',
       kind: 'Holt',
       metadata: { name: 'fm', namespace: NS2 },
       spec: {
         stores: {
-          postgres: { mode: 'external', url: pgs.url },
+          postgres: { mode: 'external', secretName: 'fm-pg' },
           redis: { mode: 'external', url: 'redis://127.0.0.1:1' },
           nats: { mode: 'external', url: 'nats://127.0.0.1:1' },
         },

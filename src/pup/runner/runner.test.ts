@@ -91,6 +91,11 @@ describe('socket tool runner (the agent container’s side)', () => {
     expect(big.overflow).toBe(true);
     const missing = await runner.run(req(['/no/such/tool']));
     expect(missing.spawnError).toMatch(/ENOENT/);
+    // spawn throws on a NUL byte rather than failing the child: still a result, and the runner lives on.
+    const nul = await runner.run(req(['echo', 'a\u0000b']));
+    expect(nul.spawnError).toMatch(/null bytes/);
+    expect((await runner.run(req(['echo', 'still here']))).stdout).toBe('still here\n');
+    expect((await new LocalToolRunner({}).run(req(['echo', 'a\u0000b']))).spawnError).toMatch(/null bytes/);
   });
 
   it('hanging up kills the run and everything it started', async () => {
