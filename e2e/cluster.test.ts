@@ -446,7 +446,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     await kubectl(['apply', '-f', '-'], trustManifests());
     await waitHoltReady('trust', 1);
     const out = await holt('trust', ['forage', '--goal', 'look around', '--watch']);
-    expect(out).toContain('workflow_completed');
+    expect(out).toContain('Workflow completed');
     const art = (await trailOf('trust')).find((a) => a.type === 'ProbeReport');
     const report = JSON.parse(art?.payload ?? '{}') as {
       texts: string;

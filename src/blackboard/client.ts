@@ -19,8 +19,17 @@ import {
   type Claim,
   type ClaimType,
   type GrantNotification,
+  Quarantined,
   type WorkflowEvent,
 } from './types.ts';
+
+const safeJson = (s: string): unknown => {
+  try {
+    return JSON.parse(s);
+  } catch {
+    return undefined;
+  }
+};
 
 export interface VersionedClaim {
   claim: Claim;
@@ -469,6 +478,27 @@ export class Blackboard {
 
   async publishWorkflowEvent(ev: WorkflowEvent): Promise<void> {
     await this.publish(this.workflowEventPublication(ev));
+  }
+
+  // ---- quarantine (extension) ----
+
+  /** Sets an item aside; true when it is new (report it then, once), false when already there. */
+  async quarantine(q: Omit<Quarantined, 'at_ms'>): Promise<boolean> {
+    const entry: Quarantined = { ...q, at_ms: Date.now() };
+    return (await this.redis.hsetnx(this.k.quarantine, `${q.kind}:${q.id}`, JSON.stringify(entry))) === 1;
+  }
+
+  /** Everything set aside, oldest first; an unreadable entry is listed as such, never thrown. */
+  async quarantined(): Promise<Quarantined[]> {
+    const all = await this.redis.hgetall(this.k.quarantine);
+    return Object.entries(all)
+      .map(([field, v]) => {
+        const r = Quarantined.safeParse(safeJson(v));
+        if (r.success) return r.data;
+        const [kind = 'unknown', ...id] = field.split(':');
+        return { kind, id: id.join(':'), reason: 'unreadable quarantine entry', at_ms: 0 };
+      })
+      .sort((a, b) => a.at_ms - b.at_ms);
   }
 
   // ---- pup support ----

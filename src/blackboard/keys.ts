@@ -26,6 +26,8 @@ export function keys(instance: string) {
     dormantClaims: `${p}index:dormant_claims`,
     /** extension: HASH role -> AgentRegistration JSON (the runtime agent registry). */
     agents: `${p}agents`,
+    /** extension: HASH "kind:id" -> Quarantined JSON: stored items set aside (never acted on) and why. */
+    quarantine: `${p}quarantine`,
     /** extension: STRING, bumped whenever the registry changes. */
     agentsRevision: `${p}agents:rev`,
     channels: {

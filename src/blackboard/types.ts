@@ -142,8 +142,31 @@ export const WorkflowEvent = z.discriminatedUnion('event', [
       timeout_ms: z.number().int(),
     }),
   }),
+  // Extension (ours): a stored item set aside and never acted on (an artefact by a role the claim did
+  // not grant, a malformed record): what, where and why, never its content.
+  z.object({
+    event: z.literal('quarantined'),
+    data: z.object({
+      kind: z.string(),
+      id: z.string(),
+      claim_id: z.string().optional(),
+      produced_by_role: z.string().optional(),
+      reason: z.string(),
+    }),
+  }),
 ]);
 export type WorkflowEvent = z.infer<typeof WorkflowEvent>;
+
+/** One entry of the quarantine hash (the `quarantined` event's data, and when). */
+export const Quarantined = z.object({
+  kind: z.string(),
+  id: z.string(),
+  claim_id: z.string().optional(),
+  produced_by_role: z.string().optional(),
+  reason: z.string(),
+  at_ms: z.number().int(),
+});
+export type Quarantined = z.infer<typeof Quarantined>;
 export type WorkflowEventName = WorkflowEvent['event'];
 
 /** How the orchestrator reaches an agent (runtime data, written by `holt up` or the operator). */

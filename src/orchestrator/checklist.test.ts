@@ -326,6 +326,8 @@ describe('Holt checklist', () => {
       /^Terminated due to negative review feedback\. See artefacts: \[/,
     );
     for (const id of rejecting) expect(terminated?.termination_reason).toContain(id as string);
+    // Reviews on a feedback claim's target (the approving one too) are not foreign outputs.
+    expect(await bb.quarantined()).toEqual([]);
   });
 
   it('row 15: parallel phase waits for all', async () => {
@@ -438,6 +440,7 @@ describe('Holt checklist', () => {
       original_artefact_id: v2.id,
       reviewer_role: 'Reviewer',
     });
+    expect(await bb.quarantined()).toEqual([]);
   });
 
   it('row 26: max iterations', async () => {
@@ -575,5 +578,50 @@ describe('Holt checklist', () => {
     const c = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
     expect(c.phase_state?.all_bids).toEqual({ Coder: 'exclusive', Hung: 'ignore' });
     expect(rec.events('bid_timeout')).toEqual([{ claim_id: c.id, silent_agents: ['Hung'], timeout_ms: 300 }]);
+  });
+
+  it('extension: an artefact by a role the claim never granted is quarantined and reported, never its output', async () => {
+    const { bb, rec } = await world([
+      { role: 'Coder', bid: onGoal('exclusive'), respond: () => null }, // granted, slow to deliver
+      { role: 'Mallory', bid: () => 'ignore' },
+    ]);
+    const g = newGoal();
+    await bb.createArtefact(g);
+    const claim = await claimFor(bb, g.id);
+    await waitClaim(bb, claim.id, (c) => c.granted_exclusive_agent === 'Coder', 'granted to Coder');
+    // Mallory, never granted, writes a Terminal on the claim's target: it would end the workflow.
+    const forged = newGoal('all done', {
+      type: 'WorkflowComplete',
+      structural_type: 'Terminal',
+      source_artefacts: [g.id],
+      produced_by_role: 'Mallory',
+    });
+    await bb.createArtefact(forged);
+    await waitFor(async () => (await bb.quarantined()).length > 0, 'quarantined');
+    expect(await bb.quarantined()).toEqual([
+      expect.objectContaining({
+        kind: 'artefact',
+        id: forged.id,
+        claim_id: claim.id,
+        produced_by_role: 'Mallory',
+        reason: 'author_not_granted',
+      }),
+    ]);
+    await waitFor(async () => rec.events('quarantined').length > 0, 'quarantined event');
+    expect(rec.events('quarantined')).toEqual([
+      {
+        kind: 'artefact',
+        id: forged.id,
+        claim_id: claim.id,
+        produced_by_role: 'Mallory',
+        reason: 'author_not_granted',
+      },
+    ]);
+    // The grantee's real output still completes the claim; the forgery never counted.
+    const real = newGoal('code', { type: 'Code', source_artefacts: [g.id], produced_by_role: 'Coder' });
+    await bb.createArtefact(real);
+    const done = await waitClaim(bb, claim.id, (c) => c.status === 'complete', 'complete');
+    expect(done.phase_state?.received).toEqual({ Coder: real.id });
+    expect(rec.events('quarantined')).toHaveLength(1);
   });
 });

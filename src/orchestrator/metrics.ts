@@ -44,6 +44,12 @@ export class OrchestratorMetrics {
     help: 'Consensus rounds closed by the bid timeout',
     registers: [this.registry],
   });
+  readonly quarantined = new Counter({
+    name: 'holt_orchestrator_quarantined_total',
+    help: 'Stored items set aside and never acted on, by kind and reason',
+    labelNames: ['kind', 'reason'],
+    registers: [this.registry],
+  });
   readonly leader = new Gauge({
     name: 'holt_orchestrator_leader',
     help: '1 while this orchestrator holds the instance lease',

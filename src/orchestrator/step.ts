@@ -11,6 +11,7 @@ import type {
 } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
+import { foreignOutputs } from './authorship.ts';
 import { BidWatch } from './bids.ts';
 import type { StepOutcome } from './claim-runner.ts';
 import { type Decision, decide, type Effect, type LogLine, type Policy } from './decide.ts';
@@ -84,6 +85,8 @@ export class ClaimStepper {
   private readonly fresh = new Set<string>();
   /** What the next step of a claim would read, already read with an output's arrival (see `sourceRead`). */
   private readonly readAhead = new Map<string, ClaimSnapshot>();
+  /** Artefacts already quarantined by this process (the hash remembers across restarts). */
+  private readonly reported = new LRUCache<string, true>({ max: CACHED_CLAIMS });
 
   constructor(deps: StepDeps) {
     this.d = deps;
@@ -197,6 +200,7 @@ export class ClaimStepper {
       : snap.target;
     if (target) this.targets.set(id, target);
     const outputs = await this.outputsOf(c, snap.children);
+    await this.quarantineForeign(c, outputs);
     // After a write, decide again on what was just written (with the same outputs and bids) instead
     // of reading it back: anything that changed since (an output, a bid) kicks the claim once more.
     for (let inline = 0; ; inline++) {
@@ -246,6 +250,26 @@ export class ClaimStepper {
       }
     }
   };
+
+  /** Outputs by roles the claim never granted: set aside (decide ignores them) and reported once. */
+  private async quarantineForeign(c: Claim, outputs: Artefact[]): Promise<void> {
+    for (const a of foreignOutputs(c, outputs)) {
+      if (this.reported.has(a.id)) continue;
+      const q = {
+        kind: 'artefact',
+        id: a.id,
+        claim_id: c.id,
+        produced_by_role: a.produced_by_role,
+        reason: 'author_not_granted',
+      };
+      if (await this.d.bb.quarantine(q)) {
+        this.d.log.warn({ event_type: 'artefact_quarantined', ...q, artefact_type: a.type });
+        this.d.metrics.quarantined.inc({ kind: q.kind, reason: q.reason });
+        await this.d.bb.publishWorkflowEvent({ event: 'quarantined', data: q });
+      }
+      this.reported.set(a.id, true);
+    }
+  }
 
   /** The outputs of `c` from the children a snapshot read, plus received ids missing from them. */
   private async outputsOf(c: Claim, children: ReadonlyMap<string, Artefact>): Promise<Artefact[]> {

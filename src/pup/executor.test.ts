@@ -254,18 +254,17 @@ describe('a grant runs once', () => {
   it('a second execution of the same grant (duplicate announcement, re-scan) writes nothing and runs no tool', async () => {
     const runs = join(ws, 'runs.txt');
     const { claim } = await grantedClaim(bb, exclusive);
-    const { ex } = executor(node('echo.mjs'), {});
-    process.env.ECHO_RUNS_FILE = runs;
-    try {
-      const both = await Promise.all([
-        ex.execute({ claimId: claim.id, claimType: 'exclusive' }),
-        ex.execute({ claimId: claim.id, claimType: 'exclusive' }),
-      ]);
-      expect(both.sort()).toEqual(['leased_elsewhere', 'success']);
-      expect(await ex.execute({ claimId: claim.id, claimType: 'exclusive' })).toBe('already_done');
-    } finally {
-      delete process.env.ECHO_RUNS_FILE;
-    }
+    // The tool sees only declared variables (HOLT_TOOL_ENV), so the counter file is declared.
+    const { ex } = executor(node('echo.mjs'), {
+      ECHO_RUNS_FILE: runs,
+      HOLT_TOOL_ENV: JSON.stringify(['ECHO_RUNS_FILE']),
+    });
+    const both = await Promise.all([
+      ex.execute({ claimId: claim.id, claimType: 'exclusive' }),
+      ex.execute({ claimId: claim.id, claimType: 'exclusive' }),
+    ]);
+    expect(both.sort()).toEqual(['leased_elsewhere', 'success']);
+    expect(await ex.execute({ claimId: claim.id, claimType: 'exclusive' })).toBe('already_done');
     expect(readFileSync(runs, 'utf8').trim().split('\n')).toHaveLength(1);
   });
 
@@ -279,32 +278,25 @@ describe('a grant runs once', () => {
 
 describe('secrets never reach a tool or a Failure artefact', () => {
   it("the tool's environment lacks the pup's credentials, and echoed credentials are cut from the payload", async () => {
-    const saved = { db: process.env.DATABASE_URL, key: process.env.HOLT_LLM_API_KEY };
-    process.env.DATABASE_URL = 'postgres://holt:db-pass-9f8e7d@127.0.0.1:5432/holt';
-    process.env.HOLT_LLM_API_KEY = 'sk-test-key-123456';
-    try {
-      const goal = artefact();
-      await bb.createArtefact(goal);
-      const { claim } = await grantedClaim(bb, exclusive, goal);
-      // Prints what it can see of the credentials, then the literal secret values, then fails.
-      const script =
-        'echo "db=[$DATABASE_URL] key=[$HOLT_LLM_API_KEY]"; echo "leak db-pass-9f8e7d sk-test-key-123456" >&2; exit 3';
-      const { ex } = executor(['sh', '-c', script]);
-      expect(await ex.execute({ claimId: claim.id, claimType: 'exclusive' })).toBe('failure');
-      const out = await output(claim);
-      expect(out.type).toBe('ToolExecutionFailure');
-      const payload = JSON.parse(out.payload) as { stdout: string; stderr: string; exit_code: number };
-      expect(payload.exit_code).toBe(3);
-      expect(payload.stdout).toContain('db=[] key=[]');
-      expect(payload.stderr).toContain('leak [redacted] [redacted]');
-      expect(out.payload).not.toContain('db-pass-9f8e7d');
-      expect(out.payload).not.toContain('sk-test-key-123456');
-    } finally {
-      if (saved.db === undefined) delete process.env.DATABASE_URL;
-      else process.env.DATABASE_URL = saved.db;
-      if (saved.key === undefined) delete process.env.HOLT_LLM_API_KEY;
-      else process.env.HOLT_LLM_API_KEY = saved.key;
-    }
+    const goal = artefact();
+    await bb.createArtefact(goal);
+    const { claim } = await grantedClaim(bb, exclusive, goal);
+    // Prints what it can see of the credentials, then the literal secret values, then fails.
+    const script =
+      'echo "db=[$DATABASE_URL] key=[$HOLT_LLM_API_KEY]"; echo "leak db-pass-9f8e7d sk-test-key-123456" >&2; exit 3';
+    const { ex } = executor(['sh', '-c', script], {
+      DATABASE_URL: 'postgres://holt:db-pass-9f8e7d@127.0.0.1:5432/holt',
+      HOLT_LLM_API_KEY: 'sk-test-key-123456',
+    });
+    expect(await ex.execute({ claimId: claim.id, claimType: 'exclusive' })).toBe('failure');
+    const out = await output(claim);
+    expect(out.type).toBe('ToolExecutionFailure');
+    const payload = JSON.parse(out.payload) as { stdout: string; stderr: string; exit_code: number };
+    expect(payload.exit_code).toBe(3);
+    expect(payload.stdout).toContain('db=[] key=[]');
+    expect(payload.stderr).toContain('leak [redacted] [redacted]');
+    expect(out.payload).not.toContain('db-pass-9f8e7d');
+    expect(out.payload).not.toContain('sk-test-key-123456');
   });
 
   it("a successful tool's result is scrubbed too: its output is untrusted and may quote a credential", async () => {

@@ -1,5 +1,5 @@
 import { Blackboard } from '../../blackboard/client.ts';
-import { CLAIM_STATUSES } from '../../blackboard/types.ts';
+import { CLAIM_STATUSES, type Quarantined } from '../../blackboard/types.ts';
 import { redactUrl } from '../../common/logger.ts';
 import { type AgentStatus, readAgentStatuses } from '../../llm/status.ts';
 import { effectiveStatus } from '../../local/instance.ts';
@@ -11,6 +11,7 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
   const st = effectiveStatus(s);
   const claims: Record<string, number> = {};
   let llm = new Map<string, AgentStatus>();
+  let quarantined: Quarantined[] = [];
   if (st === 'running' || st === 'degraded') {
     const bb = Blackboard.connect(s.redisUrl!, s.name, { maxRetriesPerRequest: 1 });
     try {
@@ -18,6 +19,7 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
         if (c) claims[c.claim.status] = (claims[c.claim.status] ?? 0) + 1;
       const roles = (await bb.getAgents()).agents.map((a) => a.role);
       llm = await readAgentStatuses(bb.redis, s.name, roles);
+      quarantined = await bb.quarantined();
     } finally {
       await bb.close();
     }
@@ -27,7 +29,11 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
     const urls = { redisUrl: s.redisUrl, natsUrl: s.natsUrl, postgresUrl: s.postgresUrl };
     const redacted = Object.fromEntries(Object.entries(urls).map(([k, v]) => [k, v && redactUrl(v)]));
     return out(
-      JSON.stringify({ ...s, ...redacted, status: st, claims, llm_agents: Object.fromEntries(llm) }, null, 2),
+      JSON.stringify(
+        { ...s, ...redacted, status: st, claims, llm_agents: Object.fromEntries(llm), quarantined },
+        null,
+        2,
+      ),
     );
   }
   const colour = st === 'running' ? 'green' : st === 'failed' ? 'red' : 'yellow';
@@ -48,6 +54,13 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
   for (const l of table([['COMPONENT', 'KIND', 'STATUS', 'PID', 'RESTARTS', 'LAST EXIT'], ...rows])) out(l);
   out('');
   out(`Claims: ${CLAIM_STATUSES.map((k) => `${k}=${claims[k] ?? 0}`).join('  ')}`);
+  if (quarantined.length) {
+    // Set aside, never acted on: the operator of the instance should look at each.
+    out('');
+    out(paint('yellow', `Quarantined: ${quarantined.length}`));
+    const rows = quarantined.map((q) => [q.kind, q.id, q.produced_by_role ?? '', q.claim_id ?? '', q.reason]);
+    for (const l of table([['KIND', 'ID', 'BY', 'CLAIM', 'REASON'], ...rows])) out(l);
+  }
   if (!llm.size) return;
   // LLM budget use (src/llm/status.ts: holt:{i}:agent_status:{role}); 0 as a limit means none.
   const lim = (v: number, l: number) => (l ? `${v}/${l}` : String(v));
