@@ -58,16 +58,18 @@ describe('the holt-operator Helm chart', () => {
   it('renders a hardened operator Deployment, metrics Service and least-privilege RBAC', async () => {
     const objs = await render();
     const kinds = objs.map((o) => `${o.kind}/${o.metadata.name}`).sort();
+    // Namespaced by default: the operator's Role in the release namespace, nothing cluster-wide but
+    // the CRDs and the aggregated user roles.
     expect(kinds).toEqual([
-      'ClusterRole/holt-holt-operator',
       'ClusterRole/holt-holt-operator-edit',
       'ClusterRole/holt-holt-operator-view',
-      'ClusterRoleBinding/holt-holt-operator',
       'CustomResourceDefinition/agents.holt.io',
       'CustomResourceDefinition/holts.holt.io',
       'CustomResourceDefinition/workerpools.holt.io',
       'Deployment/holt-holt-operator',
+      'Role/holt-holt-operator',
       'Role/holt-holt-operator-leader-election',
+      'RoleBinding/holt-holt-operator',
       'RoleBinding/holt-holt-operator-leader-election',
       'Service/holt-holt-operator-metrics',
       'ServiceAccount/holt-holt-operator',
@@ -90,8 +92,10 @@ describe('the holt-operator Helm chart', () => {
     expect(c.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'health' });
     expect(c.ports?.map((p) => p.name)).toEqual(['metrics', 'health']);
 
-    const rules = objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === 'holt-holt-operator')!
-      .rules!;
+    const rules = objs.find((o) => o.kind === 'Role' && o.metadata.name === 'holt-holt-operator')!.rules!;
+    expect(
+      objs.find((o) => o.kind === 'Role' && o.metadata.name === 'holt-holt-operator')?.metadata.namespace,
+    ).toBe(NS);
     for (const r of rules) {
       expect(r.verbs).not.toContain('*');
       expect(r.resources).not.toContain('*');
@@ -111,6 +115,8 @@ describe('the holt-operator Helm chart', () => {
     expect(granted('holt.io', 'holts').sort()).toEqual(['get', 'list', 'watch']);
     expect(granted('holt.io', 'holts/status')).toEqual(['patch']);
     expect(granted('events.k8s.io', 'events')).toEqual(['create']);
+    // Secrets by name only: a list or watch would read every Secret of the namespace.
+    expect(granted('', 'secrets').sort()).toEqual(['create', 'delete', 'get']);
     // No PUTs: objects are applied; only the owners' finalizers (blockOwnerDeletion) take update.
     for (const r of rules)
       if (!r.resources.every((x) => x.endsWith('/finalizers'))) expect(r.verbs).not.toContain('update');
@@ -127,6 +133,22 @@ describe('the holt-operator Helm chart', () => {
     ]);
     expect(scoped.some((o) => o.kind === 'ClusterRoleBinding')).toBe(false);
     expect(scoped.some((o) => o.kind === 'CustomResourceDefinition')).toBe(false);
+    const envOf = (objs: Obj[], name: string) =>
+      objs
+        .find((o) => o.kind === 'Deployment')
+        ?.spec?.template?.spec?.containers?.[0]?.env?.find((e) => e.name === name)?.value;
+    expect(envOf(scoped, 'HOLT_OPERATOR_NAMESPACES')).toBe('team-a,team-b');
+    expect(envOf(objs, 'HOLT_OPERATOR_NAMESPACES')).toBe(NS);
+
+    // Cluster-wide only when asked: a ClusterRole and an empty namespace list (all).
+    const wide = await render('clusterWide=true', 'crds.install=false');
+    expect(wide.filter((o) => o.kind === 'ClusterRoleBinding').map((o) => o.metadata.name)).toEqual([
+      'holt-holt-operator',
+    ]);
+    expect(wide.filter((o) => o.kind === 'Role').map((o) => o.metadata.name)).toEqual([
+      'holt-holt-operator-leader-election',
+    ]);
+    expect(envOf(wide, 'HOLT_OPERATOR_NAMESPACES')).toBe('');
   });
 
   it('helm install creates the objects and CRDs; the ServiceAccount can do only what the operator needs', async () => {
@@ -149,30 +171,37 @@ describe('the holt-operator Helm chart', () => {
     await kube.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/workerpools.holt.io']);
 
     // What the operator does (src/operator): apply (patch), create, prune, status by SSA, the Lease.
-    expect(await canI('create', 'deployments.apps', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('patch', 'deployments.apps', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('delete', 'jobs.batch', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('get', 'secrets', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('patch', 'workerpools.holt.io', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('patch', 'agents.holt.io', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('patch', 'holts.holt.io', '--subresource=status', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('update', 'agents.holt.io', '--subresource=finalizers', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('list', 'pods', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('patch', 'pods', '-n', 'anywhere')).toBe('yes');
-    expect(await canI('create', 'events.events.k8s.io', '-n', 'anywhere')).toBe('yes');
+    expect(await canI('create', 'deployments.apps', '-n', NS)).toBe('yes');
+    expect(await canI('patch', 'deployments.apps', '-n', NS)).toBe('yes');
+    expect(await canI('delete', 'jobs.batch', '-n', NS)).toBe('yes');
+    expect(await canI('get', 'secrets', '-n', NS)).toBe('yes');
+    expect(await canI('list', 'secrets', '-n', NS)).toBe('no');
+    expect(await canI('watch', 'secrets', '-n', NS)).toBe('no');
+    // Namespaced by default: nothing in any other namespace.
+    for (const verb of ['create', 'patch'])
+      expect(await canI(verb, 'deployments.apps', '-n', 'anywhere')).toBe('no');
+    expect(await canI('get', 'secrets', '-n', 'anywhere')).toBe('no');
+    expect(await canI('list', 'holts.holt.io', '--all-namespaces')).toBe('no');
+    expect(await canI('patch', 'workerpools.holt.io', '-n', NS)).toBe('yes');
+    expect(await canI('patch', 'agents.holt.io', '-n', NS)).toBe('yes');
+    expect(await canI('patch', 'holts.holt.io', '--subresource=status', '-n', NS)).toBe('yes');
+    expect(await canI('update', 'agents.holt.io', '--subresource=finalizers', '-n', NS)).toBe('yes');
+    expect(await canI('list', 'pods', '-n', NS)).toBe('yes');
+    expect(await canI('patch', 'pods', '-n', NS)).toBe('yes');
+    expect(await canI('create', 'events.events.k8s.io', '-n', NS)).toBe('yes');
     expect(await canI('create', 'leases.coordination.k8s.io', '-n', NS)).toBe('yes');
     expect(await canI('update', 'leases.coordination.k8s.io', '-n', NS)).toBe('yes');
     // Least privilege: nothing it does not use.
     expect(await canI('create', 'leases.coordination.k8s.io', '-n', 'default')).toBe('no');
     expect(await canI('delete', 'leases.coordination.k8s.io', '-n', NS)).toBe('no');
-    expect(await canI('create', 'pods', '-n', 'anywhere')).toBe('no');
-    expect(await canI('delete', 'pods', '-n', 'anywhere')).toBe('no');
-    expect(await canI('get', 'configmaps', '-n', 'anywhere')).toBe('no');
-    expect(await canI('patch', 'workerpools.holt.io', '--subresource=scale', '-n', 'anywhere')).toBe('no');
-    expect(await canI('update', 'holts.holt.io', '-n', 'anywhere')).toBe('no');
-    expect(await canI('patch', 'holts.holt.io', '-n', 'anywhere')).toBe('no');
-    expect(await canI('update', 'deployments.apps', '-n', 'anywhere')).toBe('no');
-    expect(await canI('create', 'events', '-n', 'anywhere')).toBe('no');
+    expect(await canI('create', 'pods', '-n', NS)).toBe('no');
+    expect(await canI('delete', 'pods', '-n', NS)).toBe('no');
+    expect(await canI('get', 'configmaps', '-n', NS)).toBe('no');
+    expect(await canI('patch', 'workerpools.holt.io', '--subresource=scale', '-n', NS)).toBe('no');
+    expect(await canI('update', 'holts.holt.io', '-n', NS)).toBe('no');
+    expect(await canI('patch', 'holts.holt.io', '-n', NS)).toBe('no');
+    expect(await canI('update', 'deployments.apps', '-n', NS)).toBe('no');
+    expect(await canI('create', 'events', '-n', NS)).toBe('no');
     expect(await canI('get', 'nodes')).toBe('no');
     expect(await canI('create', 'clusterroles')).toBe('no');
     expect(await canI('delete', 'customresourcedefinitions')).toBe('no');

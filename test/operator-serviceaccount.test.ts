@@ -29,7 +29,17 @@ const get = async (kind: string, name: string, ns = 'default'): Promise<Obj | un
 
 beforeAll(async () => {
   kube = await startKube();
-  await kube.helm(['install', 'holt', join(ROOT, 'charts', 'holt-operator'), '-n', NS, '--create-namespace']);
+  // The samples go to `default`: the chart's Role is made there (namespaced is the default).
+  await kube.helm([
+    'install',
+    'holt',
+    join(ROOT, 'charts', 'holt-operator'),
+    '-n',
+    NS,
+    '--create-namespace',
+    '--set',
+    'watchNamespaces={default}',
+  ]);
   await kube.kubectl([
     'wait',
     '--for=condition=Established',
@@ -53,7 +63,13 @@ beforeAll(async () => {
       `--metrics-port=${await freePort()}`,
     ],
     dir: kube.dir,
-    env: { ...process.env, KUBECONFIG: kubeconfig, POD_NAME: 'holt-operator-0' },
+    env: {
+      ...process.env,
+      KUBECONFIG: kubeconfig,
+      POD_NAME: 'holt-operator-0',
+      POD_NAMESPACE: NS,
+      HOLT_OPERATOR_NAMESPACES: 'default',
+    },
   });
   await waitReady(operator, async () => (await fetch(`http://127.0.0.1:${health}/readyz`)).ok, 60_000, 200);
 }, 180_000);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isCidr } from '../common/cidr.ts';
 import {
   argv,
   BidType,
@@ -70,6 +71,25 @@ export const AgentTool = z
   .describe(
     'A tool the model may call. A parameter with format "path" is a path inside the workspace: relative, no "..", no leading "-", no symbolic link out.',
   );
+
+const cidr = z.string().refine((v) => isCidr(v), 'must be a CIDR such as 203.0.113.0/24 or 2001:db8::/32');
+
+export const AgentEgress = z
+  .object({
+    cidrs: z
+      .array(cidr)
+      .min(1)
+      .default(['0.0.0.0/0', '::/0'])
+      .describe(
+        'Destinations an agent with egress may reach. The metadata address (169.254.0.0/16) and the cluster CIDRs the operator is given are always excepted.',
+      ),
+    ports: z
+      .array(z.number().int().min(1).max(65535))
+      .min(1)
+      .optional()
+      .describe("TCP ports; by default the port of the agent's LLM endpoint (443 when it names none)."),
+  })
+  .describe('Where an agent with egress may connect (a NetworkPolicy for its pods).');
 
 export const AgentLlm = z
   .object({
@@ -198,7 +218,10 @@ const agentSpecShape = {
   egress: z
     .boolean()
     .default(false)
-    .describe('Allow network egress beyond the Holt stores (e.g. to an LLM endpoint).'),
+    .describe(
+      'Allow network egress beyond the Holt stores, to what egressTo declares (by default the LLM endpoint port on any address outside the cluster).',
+    ),
+  egressTo: AgentEgress.optional(),
 };
 
 function checkAgent(a: z.infer<z.ZodObject<typeof agentSpecShape>>, ctx: z.RefinementCtx): void {

@@ -102,6 +102,9 @@ const fileAgent = z.object({
     })
     .optional(),
   egress: z.boolean().optional(),
+  egress_to: z
+    .object({ cidrs: z.array(z.string()).optional(), ports: z.array(z.number().int()).optional() })
+    .optional(),
 });
 type FileAgent = z.infer<typeof fileAgent>;
 
@@ -248,6 +251,7 @@ function toAgent(
           }
         : undefined,
     egress: a.egress ?? false,
+    egressTo: a.egress_to,
   };
   const parsed = AgentSpec.safeParse(spec);
   if (!parsed.success) {

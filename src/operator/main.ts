@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
 import { z } from 'zod';
+import { isCidr } from '../common/cidr.ts';
 import { ConfigError, formatIssues } from '../common/config.ts';
 import { startProbeServer } from '../common/http.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
@@ -11,6 +12,7 @@ import { HoltBoards, RedisRegistryWriter } from './controllers/registry.ts';
 import { DEFAULT_RUNTIME_IMAGE, Operator, type OperatorOptions } from './operator.ts';
 import { KubeClient } from './runtime/kube.ts';
 import { LeaderElector } from './runtime/leader.ts';
+import { DEFAULT_CLUSTER_CIDRS } from './specs/networkpolicy.ts';
 import { type StoreKind, storeSecretName, urlKey } from './specs/stores.ts';
 
 const bool = z.preprocess(
@@ -28,6 +30,19 @@ const Config = z.object({
         .filter(Boolean),
     ),
   leaderElect: bool.default(true),
+  /** Where the operator runs: the stores admit it from this namespace only. */
+  operatorNamespace: z.string().min(1).default('default'),
+  /** The cluster's pod and service CIDRs, never reachable through an agent's egress. */
+  clusterCidrs: z
+    .string()
+    .default(DEFAULT_CLUSTER_CIDRS.join(','))
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.string().refine(isCidr, 'each must be a CIDR')).min(1, 'must name at least one CIDR')),
   leaseName: z.string().default('holt-operator'),
   leaseNamespace: z.string().default('default'),
   healthPort: z.coerce.number().int().min(0).max(65535).default(8081),
@@ -44,6 +59,8 @@ function readConfig(argv: string[], env: NodeJS.ProcessEnv): z.infer<typeof Conf
   const raw: Record<string, string | undefined> = {
     namespaces: env.HOLT_OPERATOR_NAMESPACES,
     leaderElect: env.HOLT_OPERATOR_LEADER_ELECT,
+    operatorNamespace: env.POD_NAMESPACE,
+    clusterCidrs: env.HOLT_OPERATOR_CLUSTER_CIDRS,
     leaseName: env.HOLT_OPERATOR_LEASE_NAME,
     leaseNamespace: env.HOLT_OPERATOR_LEASE_NAMESPACE ?? env.POD_NAMESPACE,
     healthPort: env.HOLT_OPERATOR_HEALTH_PORT,
@@ -72,7 +89,8 @@ function readConfig(argv: string[], env: NodeJS.ProcessEnv): z.infer<typeof Conf
 export type OperatorWiring = Pick<
   z.infer<typeof Config>,
   'namespaces' | 'runtimeImage' | 'identity' | 'statusPollMs'
->;
+> &
+  Partial<Pick<z.infer<typeof Config>, 'operatorNamespace' | 'clusterCidrs'>>;
 
 /**
  * The production wiring of the operator (used by `main` and by tests): store URLs come from each
@@ -123,6 +141,7 @@ export function buildOperator(
     registry: new RedisRegistryWriter(boards),
     runtime: new RedisRuntimeReader(boards, { log }),
     statusPollMs: cfg.statusPollMs,
+    network: { operatorNamespace: cfg.operatorNamespace, clusterCidrs: cfg.clusterCidrs },
     backlog: inbox,
     claims: inbox,
     wakeups: new NatsWakeups(storeUrl('nats', urlKey('operator'))),

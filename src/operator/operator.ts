@@ -18,6 +18,7 @@ import type { KubeClient, KubeObject } from './runtime/kube.ts';
 import { createMetrics, type OperatorMetrics } from './runtime/metrics.ts';
 import { type ReconcileResult, WorkQueue } from './runtime/queue.ts';
 import { MANAGED_SELECTOR } from './specs/meta.ts';
+import { DEFAULT_CLUSTER_CIDRS, type NetworkSettings } from './specs/networkpolicy.ts';
 
 export interface OperatorOptions {
   client: KubeClient;
@@ -37,6 +38,8 @@ export interface OperatorOptions {
   pollMs?: number;
   /** Re-read interval of each Agent's runtime values (default 10 s). */
   statusPollMs?: number;
+  /** Defaults: the namespace `default` and the private ranges (DEFAULT_CLUSTER_CIDRS). */
+  network?: Partial<NetworkSettings>;
   autoscalePollMs?: number;
   resyncMs?: number;
 }
@@ -54,11 +57,11 @@ function olderVersion(a: string | undefined, b: string | undefined): boolean {
 
 export { DEFAULT_RUNTIME_IMAGE };
 
+// Not Secrets: watching them would read every Secret of the namespace; store Secrets are read by name.
 const OWNED_KINDS = [
   'Deployment',
   'StatefulSet',
   'Service',
-  'Secret',
   'ServiceAccount',
   'PersistentVolumeClaim',
   'PodDisruptionBudget',
@@ -105,6 +108,10 @@ export class Operator {
       pollMs: o.pollMs ?? 5_000,
       runtime: o.runtime,
       statusPollMs: o.statusPollMs ?? 10_000,
+      network: {
+        operatorNamespace: o.network?.operatorNamespace ?? 'default',
+        clusterCidrs: o.network?.clusterCidrs ?? DEFAULT_CLUSTER_CIDRS,
+      },
     };
     const reconcilers: Record<Primary, (ctx: ControllerContext, key: string) => Promise<ReconcileResult>> = {
       Holt: reconcileHolt,

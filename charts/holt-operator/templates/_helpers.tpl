@@ -59,10 +59,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, patch, delete]
-# Secrets are also read by name (store URLs and passwords, never logged).
 - apiGroups: [""]
-  resources: [services, secrets, serviceaccounts, persistentvolumeclaims]
+  resources: [services, serviceaccounts, persistentvolumeclaims]
   verbs: [get, list, watch, create, patch, delete]
+# Secrets: never listed or watched (that would read every Secret of the namespace); each store Secret
+# is read by name, created once, and deleted when a store turns external.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, delete]
 # Pods are only listed and, before a scale-in, marked cheapest to delete when idle
 # (pod-deletion-cost); the ReplicaSet controller deletes them, never the operator.
 - apiGroups: [""]
@@ -77,4 +81,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create]
+{{- end -}}
+
+
+{{/* The namespaces the operator watches (comma-separated): watchNamespaces, or the release's own. */}}
+{{- define "holt-operator.namespaces" -}}
+{{- if .Values.watchNamespaces -}}
+{{- join "," .Values.watchNamespaces -}}
+{{- else -}}
+{{- .Release.Namespace -}}
+{{- end -}}
 {{- end -}}

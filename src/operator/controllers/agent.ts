@@ -12,6 +12,7 @@ import {
 } from '../specs/agent.ts';
 import { claimJob, claimJobName } from '../specs/claimjob.ts';
 import { type Owner, ownerOf } from '../specs/meta.ts';
+import { agentEgressPolicy } from '../specs/networkpolicy.ts';
 import type { AgentRuntime } from './agentruntime.ts';
 import {
   applyChildren,
@@ -25,7 +26,7 @@ import { holtOf, parseAgent, parseHolt, splitKey } from './resources.ts';
 
 /** Held while the agent is in its Holt's registry in Redis (outside the cluster's objects). */
 export const REGISTRY_FINALIZER = 'holt.io/registry';
-export const AGENT_PRUNE_KINDS = ['Deployment', 'WorkerPool'] as const;
+export const AGENT_PRUNE_KINDS = ['Deployment', 'WorkerPool', 'NetworkPolicy'] as const;
 
 /**
  * Adds or removes our finalizer with a merge patch guarded by resourceVersion (a stale cache gets
@@ -194,6 +195,16 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   const shape = shapeOf(a);
   const desired = [agentDeployment(owner, a, holtSpec.spec, ctx.runtimeImage)];
   if (shape === 'pool' && !a.workerPool) desired.push(agentWorkerPool(owner, a));
+  const egress = agentEgressPolicy(owner, a, a.llm?.baseUrl ?? holtSpec.spec.llm?.baseUrl, ctx.network);
+  if (egress.policy) desired.push(egress.policy);
+  if (egress.dropped.length)
+    ctx.events.emit(
+      agent,
+      'Warning',
+      'EgressExcepted',
+      'Apply',
+      `egressTo.cidrs ${egress.dropped.join(', ')} lie inside the cluster's or the metadata ranges and open nothing`,
+    );
   const res = await applyChildren(ctx, owner.uid, ns, desired, AGENT_PRUNE_KINDS);
   if (res.created.length)
     ctx.events.emit(agent, 'Normal', 'Created', 'Apply', `created ${res.created.join(', ')}`);

@@ -11,6 +11,7 @@ import type { Cache } from '../runtime/cache.ts';
 import type { EventRecorder } from '../runtime/events.ts';
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { type Condition, condition, setConditions, writeStatus } from '../runtime/status.ts';
+import type { NetworkSettings } from '../specs/networkpolicy.ts';
 import type { HoltRuntimeReader } from './agentruntime.ts';
 import type { RegistrySync } from './registry.ts';
 
@@ -31,6 +32,8 @@ export interface ControllerContext {
   runtime?: HoltRuntimeReader;
   /** How often an Agent's runtime values are re-read (they change without a Kubernetes event). */
   statusPollMs: number;
+  /** The operator's namespace and the cluster's CIDRs, for the NetworkPolicies. */
+  network: NetworkSettings;
 }
 
 export interface ChildrenResult {

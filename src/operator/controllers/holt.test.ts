@@ -32,6 +32,7 @@ function startOperator(): Operator {
     runtimeImage: RUNTIME,
     registry: new RedisRegistryWriter(async (h) => (unreachable.has(h.name) ? deadUrl : redis.url)),
     resyncMs: 60_000,
+    network: { operatorNamespace: 'holt-system' },
   });
 }
 
@@ -116,7 +117,6 @@ describe('Holt and Agent reconcilers on a real API server', () => {
       ['PersistentVolumeClaim', 'demo-workspace'],
       ['NetworkPolicy', 'demo-default-deny'],
       ['NetworkPolicy', 'demo-redis-ingress'],
-      ['NetworkPolicy', 'demo-agent-egress'],
       ['Deployment', 'demo-orchestrator'],
     ] as const) {
       const o = await eventually(`${kind}/${name}`, () => get(kind, name));
@@ -241,6 +241,35 @@ describe('Holt and Agent reconcilers on a real API server', () => {
     expect(
       (podOf(dep) as unknown as { metadata: { labels: Record<string, string> } }).metadata.labels,
     ).toMatchObject({ 'holt.io/role': 'coder', 'holt.io/egress': 'true' });
+    // Its egress: what it declares (here nothing: the model endpoint's port, 443, anywhere outside),
+    // never the metadata address or the cluster's own CIDRs (the API server, other pods).
+    const egress = await eventually('the agent egress policy', () =>
+      get('NetworkPolicy', 'demo-coder-egress'),
+    );
+    expect(egress.metadata.ownerReferences?.[0]).toMatchObject({ kind: 'Agent', name: 'demo-coder' });
+    expect(egress.spec).toEqual({
+      podSelector: {
+        matchLabels: { 'holt.io/instance': 'demo', 'holt.io/role': 'coder', 'holt.io/egress': 'true' },
+      },
+      policyTypes: ['Egress'],
+      egress: [
+        {
+          to: [
+            {
+              ipBlock: {
+                cidr: '0.0.0.0/0',
+                except: ['169.254.0.0/16', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'],
+              },
+            },
+            { ipBlock: { cidr: '::/0', except: ['fc00::/7'] } },
+          ],
+          ports: [{ protocol: 'TCP', port: 443 }],
+        },
+      ],
+    });
+    // The stores admit the operator from its own namespace only.
+    const ingress = await get('NetworkPolicy', 'demo-redis-ingress');
+    expect(JSON.stringify(ingress?.spec)).toContain('"kubernetes.io/metadata.name":"holt-system"');
 
     // Registry in Redis, finalizer on the agent.
     const bb = Blackboard.connect(redis.url, 'demo');

@@ -12,7 +12,7 @@ import {
 import { bundledStore } from '../specs/bundled.ts';
 import { type Owner, ownerOf } from '../specs/meta.ts';
 import { migrationJob } from '../specs/migration.ts';
-import { networkPolicies } from '../specs/networkpolicy.ts';
+import { type NetworkSettings, networkPolicies } from '../specs/networkpolicy.ts';
 import { orchestratorDeployment, orchestratorName, orchestratorService } from '../specs/orchestrator.ts';
 import { HEALTH_PORT } from '../specs/pod.ts';
 import { serviceAccounts } from '../specs/serviceaccount.ts';
@@ -47,7 +47,12 @@ const STORE_CONDITION: Record<StoreKind, string> = {
 };
 
 /** Every object a Holt owns, built by the pure spec builders (Secrets apart: created once). */
-export function holtChildren(owner: Owner, spec: HoltSpec, runtimeImage: string): KubeObject[] {
+export function holtChildren(
+  owner: Owner,
+  spec: HoltSpec,
+  runtimeImage: string,
+  network: NetworkSettings,
+): KubeObject[] {
   return [
     ...serviceAccounts(owner),
     workspacePvc(owner, spec.workspace),
@@ -58,7 +63,7 @@ export function holtChildren(owner: Owner, spec: HoltSpec, runtimeImage: string)
     ...[workspaceSeedJob(owner, spec, runtimeImage)].filter((j) => j !== undefined),
     orchestratorDeployment(owner, spec, runtimeImage),
     orchestratorService(owner),
-    ...networkPolicies(owner, spec),
+    ...networkPolicies(owner, spec, network),
   ];
 }
 
@@ -66,7 +71,7 @@ async function ensureSecrets(ctx: ControllerContext, owner: Owner, spec: HoltSpe
   const created: string[] = [];
   for (const s of STORES) {
     const name = storeSecretName(owner.name, s);
-    const live = ctx.cache.get('Secret', owner.namespace, name);
+    const live = await ctx.client.get('Secret', owner.namespace, name);
     if (spec.stores[s].mode === 'bundled' && !live) {
       try {
         await ctx.client.create(storeSecret(owner, s, newPassword));
@@ -139,7 +144,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     ctx,
     owner.uid,
     ns,
-    holtChildren(owner, spec, ctx.runtimeImage),
+    holtChildren(owner, spec, ctx.runtimeImage, ctx.network),
     HOLT_PRUNE_KINDS,
   );
   errors.push(...res.errors);

@@ -1,27 +1,41 @@
 import type { V1NetworkPolicyPeer, V1NetworkPolicyPort } from '@kubernetes/client-node';
 import type { HoltSpec } from '../../api/holt.ts';
+import { cidrWithin } from '../../common/cidr.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { HEALTH_PORT } from './pod.ts';
 import { NATS_MONITOR_PORT, STORE_PORTS, STORES } from './stores.ts';
 
-/** Pods of agents with `egress: true` carry this label; one policy opens egress for them. */
+/** Pods of agents with `egress: true` carry this label; their Agent's policy opens what it declares. */
 export const EGRESS_LABEL = 'holt.io/egress';
+
+/** Where the operator runs and what the cluster's own addresses are (from the operator's settings). */
+export interface NetworkSettings {
+  operatorNamespace: string;
+  /** Pod and Service CIDRs: never reachable through an agent's egress (the API server, other pods). */
+  clusterCidrs: string[];
+}
+
+/** The private ranges: every common distribution's pod and service CIDRs fall inside them. */
+export const DEFAULT_CLUSTER_CIDRS = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7'];
+/** Cloud metadata endpoints (169.254.169.254 and the rest of link-local; AWS's IPv6 one). */
+export const METADATA_CIDRS = ['169.254.0.0/16', 'fd00:ec2::254/128'];
 
 const tcp = (port: number): V1NetworkPolicyPort => ({ protocol: 'TCP', port });
 
 /**
  * Default deny for every pod of the Holt, then exactly: Holt pods → the Holt's bundled stores;
- * DNS; the operator → the stores (agent registry and backlog reads); scrapes of the metrics port;
- * and any egress for pods labelled holt.io/egress=true. External stores are outside the cluster
+ * DNS; the operator (from its namespace) → the stores (agent registry and backlog reads); scrapes of
+ * the metrics port. Agents' own egress is their Agent's policy (agentEgressPolicy). External stores are outside the cluster
  * policy's reach by name, so with an external store the Holt's pods may egress to its port.
  */
-export function networkPolicies(owner: Owner, spec: HoltSpec): KubeObject[] {
+export function networkPolicies(owner: Owner, spec: HoltSpec, net: NetworkSettings): KubeObject[] {
   const holt = owner.name;
   const inHolt = { 'holt.io/instance': holt };
   const holtPods: V1NetworkPolicyPeer = { podSelector: { matchLabels: inHolt } };
+  // The operator reads the registry and the backlog; only from its own namespace.
   const operator: V1NetworkPolicyPeer = {
-    namespaceSelector: {},
+    namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': net.operatorNamespace } },
     podSelector: { matchLabels: { 'app.kubernetes.io/name': 'holt-operator' } },
   };
   const bundled = STORES.filter((s) => spec.stores[s].mode === 'bundled');
@@ -76,11 +90,56 @@ export function networkPolicies(owner: Owner, spec: HoltSpec): KubeObject[] {
         ],
       }),
     ),
-    mk('agent-egress', {
-      podSelector: { matchLabels: { ...inHolt, [EGRESS_LABEL]: 'true' } },
-      policyTypes: ['Egress'],
-      egress: [{}],
-    }),
   ];
   return out;
+}
+
+const portOf = (url: string | undefined): number => {
+  if (!url) return 443;
+  try {
+    const u = new URL(url);
+    return u.port ? Number(u.port) : u.protocol === 'http:' ? 80 : 443;
+  } catch {
+    return 443;
+  }
+};
+
+/**
+ * The egress an Agent with `egress: true` declares, for its pods (controller, workers, claim Jobs:
+ * all carry its role): its CIDRs on its ports, minus the metadata address and the cluster's own
+ * CIDRs. A declared CIDR that lies wholly inside an excepted one opens nothing and is reported.
+ */
+export function agentEgressPolicy(
+  owner: Owner,
+  a: { holt: string; role: string; egress: boolean; egressTo?: { cidrs: string[]; ports?: number[] } },
+  llmBaseUrl: string | undefined,
+  net: NetworkSettings,
+): { policy?: KubeObject; dropped: string[] } {
+  if (!a.egress) return { dropped: [] };
+  const excepted = [...METADATA_CIDRS, ...net.clusterCidrs];
+  const cidrs = a.egressTo?.cidrs ?? ['0.0.0.0/0', '::/0'];
+  const dropped = cidrs.filter((c) => excepted.some((x) => cidrWithin(c, x)));
+  const blocks = cidrs
+    .filter((c) => !dropped.includes(c))
+    .map((cidr): V1NetworkPolicyPeer => {
+      const inside = excepted.filter((x) => cidrWithin(x, cidr) && !cidrWithin(cidr, x));
+      // An except inside another adds nothing (fd00:ec2::254 lies in fc00::/7).
+      const except = inside.filter((x) => !inside.some((y) => y !== x && cidrWithin(x, y)));
+      return { ipBlock: except.length ? { cidr, except } : { cidr } };
+    });
+  const ports = (a.egressTo?.ports ?? [portOf(llmBaseUrl)]).map(tcp);
+  const name = childName(owner.name, 'egress');
+  const policy: KubeObject = {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: meta(name, owner, labels(a.holt, name, 'network-policy', { 'holt.io/role': a.role })),
+    spec: {
+      podSelector: {
+        matchLabels: { 'holt.io/instance': a.holt, 'holt.io/role': a.role, [EGRESS_LABEL]: 'true' },
+      },
+      policyTypes: ['Egress'],
+      egress: blocks.length ? [{ to: blocks, ports }] : [],
+    },
+  };
+  return { policy, dropped };
 }

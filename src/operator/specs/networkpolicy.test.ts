@@ -1,0 +1,88 @@
+import { describe, expect, it } from 'vitest';
+import { cidrWithin } from '../../common/cidr.ts';
+import { agentEgressPolicy, DEFAULT_CLUSTER_CIDRS } from './networkpolicy.ts';
+
+const owner = {
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'Agent',
+  name: 'demo-writer',
+  namespace: 'team',
+  uid: 'u1',
+};
+const net = { operatorNamespace: 'holt-system', clusterCidrs: ['10.244.0.0/16', '10.96.0.0/12'] };
+const agent = (over: Record<string, unknown> = {}) => ({
+  holt: 'demo',
+  role: 'Writer',
+  egress: true,
+  ...over,
+});
+type Spec = {
+  egress: { to: { ipBlock: { cidr: string; except?: string[] } }[]; ports: { port: number }[] }[];
+};
+const specOf = (r: ReturnType<typeof agentEgressPolicy>) => r.policy?.spec as unknown as Spec;
+
+describe('cidrWithin', () => {
+  it('is containment within one family', () => {
+    expect(cidrWithin('10.1.0.0/16', '10.0.0.0/8')).toBe(true);
+    expect(cidrWithin('10.0.0.0/8', '10.0.0.0/8')).toBe(true);
+    expect(cidrWithin('10.0.0.0/8', '10.1.0.0/16')).toBe(false);
+    expect(cidrWithin('169.254.169.254/32', '169.254.0.0/16')).toBe(true);
+    expect(cidrWithin('fd00:ec2::254/128', 'fc00::/7')).toBe(true);
+    expect(cidrWithin('10.0.0.0/8', '::/0')).toBe(false);
+    expect(cidrWithin('nonsense', '0.0.0.0/0')).toBe(false);
+  });
+});
+
+describe("an Agent's egress policy", () => {
+  it('none without egress', () => {
+    expect(agentEgressPolicy(owner, agent({ egress: false }), undefined, net)).toEqual({ dropped: [] });
+  });
+
+  it('by default: the LLM endpoint port, anywhere outside the cluster and the metadata range', () => {
+    const r = agentEgressPolicy(owner, agent(), 'http://models.example:11434/v1', net);
+    const rule = specOf(r).egress[0];
+    expect(rule?.ports).toEqual([{ protocol: 'TCP', port: 11434 }]);
+    expect(rule?.to).toEqual([
+      { ipBlock: { cidr: '0.0.0.0/0', except: ['169.254.0.0/16', '10.244.0.0/16', '10.96.0.0/12'] } },
+      { ipBlock: { cidr: '::/0', except: ['fd00:ec2::254/128'] } },
+    ]);
+    expect(r.policy?.spec).toMatchObject({
+      podSelector: {
+        matchLabels: { 'holt.io/instance': 'demo', 'holt.io/role': 'Writer', 'holt.io/egress': 'true' },
+      },
+      policyTypes: ['Egress'],
+    });
+    // https without a port, or no endpoint at all: 443.
+    expect(specOf(agentEgressPolicy(owner, agent(), 'https://api.example/v1', net)).egress[0]?.ports).toEqual(
+      [{ protocol: 'TCP', port: 443 }],
+    );
+    expect(specOf(agentEgressPolicy(owner, agent(), undefined, net)).egress[0]?.ports[0]?.port).toBe(443);
+  });
+
+  it('declared CIDRs and ports; a CIDR inside an excepted range opens nothing and is reported', () => {
+    const r = agentEgressPolicy(
+      owner,
+      agent({
+        egressTo: { cidrs: ['203.0.113.0/24', '10.244.3.0/24', '169.254.169.254/32'], ports: [8443] },
+      }),
+      'https://api.example/v1',
+      net,
+    );
+    expect(r.dropped).toEqual(['10.244.3.0/24', '169.254.169.254/32']);
+    expect(specOf(r).egress).toEqual([
+      { to: [{ ipBlock: { cidr: '203.0.113.0/24' } }], ports: [{ protocol: 'TCP', port: 8443 }] },
+    ]);
+    const none = agentEgressPolicy(owner, agent({ egressTo: { cidrs: ['10.96.0.1/32'] } }), undefined, net);
+    expect(specOf(none).egress).toEqual([]);
+  });
+
+  it('the default cluster CIDRs except every private range', () => {
+    const r = agentEgressPolicy(owner, agent(), undefined, { ...net, clusterCidrs: DEFAULT_CLUSTER_CIDRS });
+    expect(specOf(r).egress[0]?.to[0]?.ipBlock.except).toEqual([
+      '169.254.0.0/16',
+      '10.0.0.0/8',
+      '172.16.0.0/12',
+      '192.168.0.0/16',
+    ]);
+  });
+});
