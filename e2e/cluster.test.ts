@@ -331,6 +331,23 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(items[0]!.spec.containers[0]!.image).toBe('ghcr.io/holt-k8s/operator:0.1.0');
     expect(items[0]!.spec.containers[0]!.readinessProbe).toBeDefined();
     expect(items[0]!.status.containerStatuses?.[0]?.ready).toBe(true);
+    // Its rights on this cluster: the watched namespace only, and Secrets by name, never listed.
+    const canI = async (...args: string[]) =>
+      (
+        await c.kubectlResult(
+          ['auth', 'can-i', ...args, '--as=system:serviceaccount:holt-system:holt-operator'],
+          {
+            allowFail: true,
+          },
+        )
+      ).stdout.trim();
+    expect(await canI('get', 'secrets', '-n', NS)).toBe('yes');
+    expect(await canI('create', 'deployments.apps', '-n', NS)).toBe('yes');
+    expect(await canI('list', 'secrets', '-n', NS)).toBe('no');
+    expect(await canI('watch', 'secrets', '-n', NS)).toBe('no');
+    expect(await canI('get', 'secrets', '-n', 'kube-system')).toBe('no');
+    expect(await canI('create', 'deployments.apps', '-n', 'default')).toBe('no');
+    expect(await canI('create', 'pods', '-n', NS)).toBe('no');
   });
 
   it('the demo: seeded from gitUrl, a frozen pup restarted by its liveness probe, the workflow finished', async () => {
@@ -468,6 +485,10 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(report.texts).toContain('tool-runner');
     expect(report.texts).not.toContain('HOLT_TOOL_RUNNER_SOCKET');
     for (const secret of secrets) expect(report.texts).not.toContain(secret);
+    // The report travels as an artefact, which the pup scrubs of what it holds: a found pup password
+    // would arrive as this mark, never as itself.
+    expect(report.texts).not.toContain('[redacted]');
+    expect(report.seen.environ).toBeGreaterThan(1);
     expect(new Set(report.attempts.map((a) => a.store))).toEqual(new Set(['redis', 'nats', 'postgres']));
     expect(report.attempts.filter((a) => a.ok)).toEqual([]);
   }, 600_000);

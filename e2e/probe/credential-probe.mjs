@@ -167,12 +167,10 @@ const connected = attempts.filter((a) => a.ok).length;
 process.stdout.write(
   `${JSON.stringify({
     artefact_type: 'ProbeReport',
-    artefact_payload: JSON.stringify({
-      seen,
-      candidates: report.candidates,
-      attempts: attempts.length,
-      connected,
-    }),
+    // inline (in a pod, where no file of the test can be written): the whole report is the payload.
+    artefact_payload: JSON.stringify(
+      cfg.inline ? report : { seen, candidates: report.candidates, attempts: attempts.length, connected },
+    ),
     summary: `probe: ${attempts.length} attempts, ${connected} connected`,
     structural_type: 'Terminal',
   })}\n`,
