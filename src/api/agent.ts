@@ -88,6 +88,17 @@ export const AgentEgress = z
       .min(1)
       .optional()
       .describe("TCP ports; by default the port of the agent's LLM endpoint (443 when it names none)."),
+    pods: z
+      .array(
+        z.object({
+          namespace: z.string().optional().describe("The pods' namespace; the Agent's own when omitted."),
+          labels: z.record(z.string(), z.string()).describe('Labels the pods carry (e.g. app: vllm).'),
+        }),
+      )
+      .default([])
+      .describe(
+        'In-cluster endpoints (a model server behind a Service) the agent may reach on the same ports: the cluster CIDRs are excepted from cidrs, so pods are named here.',
+      ),
   })
   .describe('Where an agent with egress may connect (a NetworkPolicy for its pods).');
 

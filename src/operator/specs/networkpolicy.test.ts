@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { HoltSpec } from '../../api/holt.ts';
 import { cidrWithin } from '../../common/cidr.ts';
-import { agentEgressPolicy, DEFAULT_CLUSTER_CIDRS } from './networkpolicy.ts';
+import { agentEgressPolicy, DEFAULT_CLUSTER_CIDRS, networkPolicies } from './networkpolicy.ts';
 
 const owner = {
   apiVersion: 'holt.io/v1alpha1',
@@ -83,6 +84,65 @@ describe("an Agent's egress policy", () => {
       '10.0.0.0/8',
       '172.16.0.0/12',
       '192.168.0.0/16',
+    ]);
+  });
+});
+
+describe('in-cluster endpoints and the workspace seed', () => {
+  it("pods named in egressTo.pods are reachable on the agent's ports, in its namespace or another", () => {
+    const r = agentEgressPolicy(
+      owner,
+      agent({
+        egressTo: {
+          cidrs: ['203.0.113.0/24'],
+          ports: [8000],
+          pods: [{ labels: { app: 'vllm' } }, { namespace: 'models', labels: { app: 'ollama' } }],
+        },
+      }),
+      undefined,
+      net,
+    );
+    expect(specOf(r).egress).toEqual([
+      {
+        to: [
+          { ipBlock: { cidr: '203.0.113.0/24' } },
+          { podSelector: { matchLabels: { app: 'vllm' } } },
+          {
+            podSelector: { matchLabels: { app: 'ollama' } },
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'models' } },
+          },
+        ],
+        ports: [{ protocol: 'TCP', port: 8000 }],
+      },
+    ]);
+  });
+
+  it("the seed Job reaches its Git server's port (in the cluster too), never the metadata range", () => {
+    const holtOwner = { ...owner, kind: 'Holt', name: 'demo' };
+    const spec = HoltSpec.parse({ workspace: { gitUrl: 'http://git.team.svc:3000/repo.git' } });
+    const seed = networkPolicies(holtOwner, spec, net).find((p) => p.metadata.name === 'demo-seed-egress');
+    expect(seed?.spec).toEqual({
+      podSelector: {
+        matchLabels: { 'holt.io/instance': 'demo', 'app.kubernetes.io/component': 'workspace-seed' },
+      },
+      policyTypes: ['Egress'],
+      egress: [
+        {
+          to: [
+            { ipBlock: { cidr: '0.0.0.0/0', except: ['169.254.0.0/16'] } },
+            { ipBlock: { cidr: '::/0', except: ['fd00:ec2::254/128'] } },
+            { namespaceSelector: {} },
+          ],
+          ports: [{ protocol: 'TCP', port: 3000 }],
+        },
+      ],
+    });
+    const none = networkPolicies(holtOwner, HoltSpec.parse({}), net);
+    expect(none.map((p) => p.metadata.name)).toEqual([
+      'demo-default-deny',
+      'demo-redis-ingress',
+      'demo-nats-ingress',
+      'demo-postgres-ingress',
     ]);
   });
 });

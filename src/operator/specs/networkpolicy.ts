@@ -90,8 +90,45 @@ export function networkPolicies(owner: Owner, spec: HoltSpec, net: NetworkSettin
         ],
       }),
     ),
+    ...seedEgress(holt, spec.workspace.gitUrl, mk),
   ];
   return out;
+}
+
+/**
+ * The workspace seed Job clones `gitUrl` (no untrusted code runs in it): its port, anywhere but the
+ * metadata range, in-cluster Git servers included.
+ */
+function seedEgress(
+  holt: string,
+  gitUrl: string | undefined,
+  mk: (suffix: string, s: Record<string, unknown>) => KubeObject,
+): KubeObject[] {
+  if (!gitUrl) return [];
+  const except = (cidr: string) => METADATA_CIDRS.filter((x) => cidrWithin(x, cidr));
+  const anywhere = ['0.0.0.0/0', '::/0'].map(
+    (cidr): V1NetworkPolicyPeer => ({ ipBlock: { cidr, except: except(cidr) } }),
+  );
+  return [
+    mk('seed-egress', {
+      podSelector: {
+        matchLabels: { 'holt.io/instance': holt, 'app.kubernetes.io/component': 'workspace-seed' },
+      },
+      policyTypes: ['Egress'],
+      egress: [{ to: [...anywhere, { namespaceSelector: {} }], ports: [tcp(gitPort(gitUrl))] }],
+    }),
+  ];
+}
+
+/** The port of a Git URL: explicit, else by scheme (scp-like `git@host:path` is SSH). */
+function gitPort(url: string): number {
+  try {
+    const u = new URL(url);
+    if (u.port) return Number(u.port);
+    return { 'http:': 80, 'ssh:': 22, 'git:': 9418 }[u.protocol] ?? 443;
+  } catch {
+    return 22;
+  }
 }
 
 const portOf = (url: string | undefined): number => {
@@ -111,7 +148,16 @@ const portOf = (url: string | undefined): number => {
  */
 export function agentEgressPolicy(
   owner: Owner,
-  a: { holt: string; role: string; egress: boolean; egressTo?: { cidrs: string[]; ports?: number[] } },
+  a: {
+    holt: string;
+    role: string;
+    egress: boolean;
+    egressTo?: {
+      cidrs: string[];
+      ports?: number[];
+      pods?: { namespace?: string; labels: Record<string, string> }[];
+    };
+  },
   llmBaseUrl: string | undefined,
   net: NetworkSettings,
 ): { policy?: KubeObject; dropped: string[] } {
@@ -127,6 +173,15 @@ export function agentEgressPolicy(
       const except = inside.filter((x) => !inside.some((y) => y !== x && cidrWithin(x, y)));
       return { ipBlock: except.length ? { cidr, except } : { cidr } };
     });
+  const pods = (a.egressTo?.pods ?? []).map(
+    (p): V1NetworkPolicyPeer => ({
+      podSelector: { matchLabels: p.labels },
+      ...(p.namespace
+        ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': p.namespace } } }
+        : {}),
+    }),
+  );
+  const to = [...blocks, ...pods];
   const ports = (a.egressTo?.ports ?? [portOf(llmBaseUrl)]).map(tcp);
   const name = childName(owner.name, 'egress');
   const policy: KubeObject = {
@@ -138,7 +193,7 @@ export function agentEgressPolicy(
         matchLabels: { 'holt.io/instance': a.holt, 'holt.io/role': a.role, [EGRESS_LABEL]: 'true' },
       },
       policyTypes: ['Egress'],
-      egress: blocks.length ? [{ to: blocks, ports }] : [],
+      egress: to.length ? [{ to, ports }] : [],
     },
   };
   return { policy, dropped };
