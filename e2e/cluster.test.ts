@@ -6,8 +6,9 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
 import type { Artefact } from '../src/blackboard/types.ts';
+import { spawnServer } from '../test/harness/proc.ts';
 import { eventually } from '../test/harness/wait.ts';
-import { GIT_SECRET, gitServer, llmServer } from './cluster/fixtures.ts';
+import { GIT_SECRET, gitServer, llmServer, tcpTarget } from './cluster/fixtures.ts';
 import { type E2eTarget, e2eTarget } from './cluster/target.ts';
 import { DEMO_LLM_PLAN, DEMO_LLM_SCRIPT } from './demo-llm-script.ts';
 import { expectDemoTrail } from './demo-trail.ts';
@@ -273,6 +274,9 @@ async function llmManifests(): Promise<string> {
         model: `scripted-${role}`,
         baseUrl: `http://llm.${NS}.svc:8080/v1`,
       };
+      // The model server is a pod of the cluster (whose CIDRs no egress reaches): named by its labels.
+      d.spec.egress = true;
+      d.spec.egressTo = { pods: [{ labels: { app: 'llm' } }] };
     }
   }
   return docs.map((d) => stringify(d)).join('---\n');
@@ -399,16 +403,18 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     type Pool = { status?: { replicas?: number; desiredReplicas?: number; backlog?: number } };
     let peak = 0;
     const workerNodes = new Set<string>();
-    await until('more than one worker pod running', async () => {
+    // A ReadWriteMany workspace: the workers' preferred anti-affinity puts them on different nodes. A
+    // preference, so the first two may share one; the pool keeps growing on backlog and spreads.
+    const spread = rwx && nodeCount > 1;
+    await until(`more than one worker pod running${spread ? ', on more than one node' : ''}`, async () => {
       const running = (await pods('holt.io/instance=scale,app.kubernetes.io/component=worker')).filter(
         (p) => p.status.phase === 'Running' && !p.metadata.deletionTimestamp,
       );
       peak = Math.max(peak, running.length);
       for (const p of running) if (p.spec.nodeName) workerNodes.add(p.spec.nodeName);
-      return running.length > 1 ? true : undefined;
+      return peak > 1 && (!spread || workerNodes.size > 1) ? true : undefined;
     });
-    // A ReadWriteMany workspace: the workers' preferred anti-affinity puts them on different nodes.
-    if (rwx && nodeCount > 1) expect(workerNodes.size).toBeGreaterThan(1);
+    if (spread) expect(workerNodes.size).toBeGreaterThan(1);
     await until(
       `the ${goals} workflows of scale to finish`,
       async () => {
@@ -491,6 +497,107 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(report.seen.environ).toBeGreaterThan(1);
     expect(new Set(report.attempts.map((a) => a.store))).toEqual(new Set(['redis', 'nats', 'postgres']));
     expect(report.attempts.filter((a) => a.ok)).toEqual([]);
+  }, 600_000);
+
+  it('network policies, enforced (kube-router on every node): an egress agent reaches what its Agent declares, not the API server, not the metadata address, not another pod', async () => {
+    const local = c.local;
+    // A stand-in for the cloud metadata service, inside each node's own namespace (the pods' gateway).
+    const metadata = (local?.nodes ?? []).map((n) => {
+      const ip = (...a: string[]) => run('ip', ['-n', n.plan.netns, ...a]);
+      return {
+        add: async () => {
+          await ip('addr', 'add', '169.254.169.254/32', 'dev', 'lo');
+          return spawnServer({
+            name: `${n.plan.name}-metadata`,
+            command: 'nsenter',
+            args: [
+              `--net=/run/netns/${n.plan.netns}`,
+              '--',
+              process.execPath,
+              '-e',
+              "require('node:net').createServer((s) => s.on('error', () => {}).end('metadata\\n')).listen(80, '169.254.169.254')",
+            ],
+            dir: local!.clusterDir,
+          });
+        },
+        remove: () => ip('addr', 'del', '169.254.169.254/32', 'dev', 'lo').catch(() => undefined),
+      };
+    });
+    const servers = [];
+    try {
+      for (const m of metadata) servers.push(await m.add());
+      await kubectl(['apply', '-f', '-'], [tcpTarget('np-allowed'), tcpTarget('np-other')].join('---\n'));
+      await kubectl(['rollout', 'status', 'deploy/np-allowed', 'deploy/np-other', '--timeout=180s']);
+      // The API server's own address and port, behind the kubernetes Service.
+      const ep = JSON.parse(
+        await c.kubectl(['-n', 'default', 'get', 'endpoints', 'kubernetes', '-o', 'json']),
+      ) as { subsets: { addresses: { ip: string }[]; ports: { port: number }[] }[] };
+      const api = { ip: ep.subsets[0]!.addresses[0]!.ip, port: ep.subsets[0]!.ports[0]!.port };
+      const targets = [
+        { name: 'declared', host: `np-allowed.${NS}.svc`, port: 8080 },
+        { name: 'undeclared', host: `np-other.${NS}.svc`, port: 8080 },
+        { name: 'apiService', host: 'kubernetes.default.svc', port: 443 },
+        { name: 'apiServer', host: api.ip, port: api.port },
+        ...(metadata.length ? [{ name: 'metadata', host: '169.254.169.254', port: 80 }] : []),
+      ];
+      // The control: from a pod no policy selects, every target answers (once the Services have their
+      // endpoints: a rollout is done before kube-proxy routes to it).
+      const probe = async () =>
+        JSON.parse(
+          await kubectl([
+            'exec',
+            'deploy/np-other',
+            '--',
+            '/opt/holt/bin/node',
+            '/srv/app/net-probe.mjs',
+            JSON.stringify(targets),
+            '--plain',
+          ]),
+        ) as Record<string, { ok: boolean; error?: string }>;
+      let control: Record<string, { ok: boolean; error?: string }> = {};
+      await eventually(
+        'every target reachable from a pod no policy selects',
+        async () => {
+          control = await probe();
+          return targets.every((t) => control[t.name]?.ok) ? true : undefined;
+        },
+        { timeoutMs: 90_000, intervalMs: 2_000 },
+      ).catch(() => undefined);
+      for (const t of targets) expect(control[t.name], `control: ${t.name}`).toMatchObject({ ok: true });
+
+      // The agent: egress declared to the np-allowed pods, on ports that would let the others through.
+      await kubectl(['delete', 'agent', 'trust-prober', '--wait=true']);
+      await kubectl(
+        ['apply', '-f', '-'],
+        stringify({
+          apiVersion: 'holt.io/v1alpha1',
+          kind: 'Agent',
+          metadata: { name: 'trust-netprober', labels: { 'e2e.holt.io/holt': 'trust' } },
+          spec: {
+            holt: 'trust',
+            role: 'NetProber',
+            command: ['node', '/probe/net-probe.mjs', JSON.stringify(targets)],
+            bidding: { strategy: 'exclusive' },
+            egress: true,
+            // The ports of every target: what stops the others must be the addresses, not the ports.
+            egressTo: { pods: [{ labels: { app: 'np-allowed' } }], ports: [8080, 443, api.port, 80] },
+            volumes: [{ name: 'probe', configMap: 'np-allowed', mountPath: '/probe' }],
+          },
+        }),
+      );
+      await waitHoltReady('trust', 1);
+      const out = await holt('trust', ['forage', '--goal', 'try the network', '--watch']);
+      expect(out).toContain('Workflow completed');
+      const art = (await trailOf('trust')).find((a) => a.type === 'NetProbe');
+      const seen = JSON.parse(art?.payload ?? '{}') as Record<string, { ok: boolean; error?: string }>;
+      progress(`netprobe from the agent: ${JSON.stringify(seen)}`);
+      expect(seen.declared?.ok).toBe(true);
+      for (const t of targets.filter((x) => x.name !== 'declared'))
+        expect(seen[t.name], t.name).toMatchObject({ ok: false });
+    } finally {
+      for (const s of servers) await s.stop();
+      for (const m of metadata) await m.remove();
+    }
   }, 600_000);
 
   it('deleting a Holt and its Agents leaves nothing behind', async () => {

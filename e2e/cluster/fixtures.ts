@@ -125,3 +125,16 @@ export function llmServer(script: ScriptedReply[]): string {
   });
   return docs.map((d) => stringify(d)).join('---\n');
 }
+
+/**
+ * A plain TCP server (`name` Service, port 8080) that also carries the network probe, so a control
+ * run from it (no NetworkPolicy selects it) shows what is reachable at all.
+ */
+export function tcpTarget(name: string): string {
+  // A probe that connects and resets (the readiness check) must not bring the server down.
+  const code = "require('node:net').createServer((s) => s.on('error', () => {}).end('hi\\n')).listen(8080)";
+  const docs = server(name, ['/opt/holt/bin/node', '-e', code], {
+    'net-probe.mjs': file('e2e/probe/net-probe.mjs'),
+  });
+  return docs.map((d) => stringify(d)).join('---\n');
+}

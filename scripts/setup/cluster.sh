@@ -3,6 +3,7 @@
 # kube-apiserver ... kubelet, kube-proxy), into the cache OUTSIDE the clone:
 #   containerd, runc, CNI plugins, iptables, conntrack   Debian packages
 #   CoreDNS (cluster DNS)                                built from the github.com/coredns/coredns Go module
+#   kube-router (NetworkPolicy enforcement)              built from its Go module
 #   local-path-provisioner (PVCs)                        built from its Go module
 #   pause (the pod sandbox process)                      scripts/setup/cluster/pause.c, static
 # and writes $CACHE/cluster/current.env with their paths (read by test/cluster/bins.ts).
@@ -12,6 +13,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/lib.sh"
 
 COREDNS_VERSION=1.12.4
+# kube-router: only its NetworkPolicy firewall runs (the bridge CNI and kube-proxy do the rest).
+KUBE_ROUTER_VERSION=2.1.0
 LOCAL_PATH_VERSION=0.0.30
 DIR="$CACHE/cluster"
 BIN="$DIR/bin-coredns$COREDNS_VERSION-lpp$LOCAL_PATH_VERSION"
@@ -26,7 +29,7 @@ built() { # built LOG CMD...: runs CMD with its output in LOG, the log's tail on
   "$@" >"$log" 2>&1 || { tail -n 25 "$log" >&2; die "cluster setup: $(basename "$log" .log) failed (log: $log)"; }
 }
 
-${SUDO:-} bash -c ". '$HERE/lib.sh'; apt_install containerd runc containernetworking-plugins iptables conntrack iproute2 busybox-static gcc libc6-dev"
+${SUDO:-} bash -c ". '$HERE/lib.sh'; apt_install containerd runc containernetworking-plugins iptables ipset conntrack iproute2 busybox-static gcc libc6-dev"
 
 if [[ ! -x "$BIN/coredns" ]]; then
   say "building CoreDNS v$COREDNS_VERSION (cold: ~2 min)"
@@ -48,6 +51,15 @@ if [[ ! -x "$BIN/local-path-provisioner" ]]; then
     "github.com/rancher/local-path-provisioner@v$LOCAL_PATH_VERSION"
 fi
 
+KR_BIN="$DIR/bin-kube-router$KUBE_ROUTER_VERSION"
+if [[ ! -x "$KR_BIN/kube-router" ]]; then
+  say "building kube-router v$KUBE_ROUTER_VERSION (cold: ~3 min)"
+  mkdir -p "$KR_BIN"
+  built "$LOGS/kube-router-$KUBE_ROUTER_VERSION.log" \
+    env GOBIN="$KR_BIN" CGO_ENABLED=0 GOFLAGS='-trimpath -mod=mod' go install -ldflags '-s -w' \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v$KUBE_ROUTER_VERSION"
+fi
+
 pause_hash=$(sha256sum "$HERE/cluster/pause.c" | cut -c1-12)
 if [[ ! -x "$BIN/pause-$pause_hash" ]]; then
   gcc -static -O2 -s -o "$BIN/pause-$pause_hash" "$HERE/cluster/pause.c" || die "cluster setup: pause.c did not compile"
@@ -65,7 +77,8 @@ CONTAINERD=$(command -v containerd)
 CTR=$(command -v ctr)
 RUNC=$(command -v runc)
 BUSYBOX=/bin/busybox
+KUBE_ROUTER=$KR_BIN/kube-router
 CNI_BIN_DIR=/usr/lib/cni
 ENV
 mv -f "$env_tmp" "$DIR/current.env"
-say "CoreDNS $COREDNS_VERSION, local-path-provisioner $LOCAL_PATH_VERSION, pause, containerd $(containerd --version | awk '{print $3}'): $DIR/current.env"
+say "CoreDNS $COREDNS_VERSION, kube-router $KUBE_ROUTER_VERSION, local-path-provisioner $LOCAL_PATH_VERSION, pause, containerd $(containerd --version | awk '{print $3}'): $DIR/current.env"

@@ -12,7 +12,8 @@ export function clusterTool(
     | 'CONTAINERD'
     | 'CTR'
     | 'RUNC'
-    | 'CNI_BIN_DIR',
+    | 'CNI_BIN_DIR'
+    | 'KUBE_ROUTER',
 ): string {
   const envFile = join(cacheDir(), 'cluster', 'current.env');
   if (existsSync(envFile))

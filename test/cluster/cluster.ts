@@ -10,7 +10,14 @@ import { addonImages, addonManifests, sharedVolumes } from './addons.ts';
 import { clusterTool } from './bins.ts';
 import { nodePaths } from './config.ts';
 import { createNetwork, deleteNetwork, netnsPids, pickSubnet } from './net.ts';
-import { importImages, type RunningNode, startContainerd, startKubelet, startKubeProxy } from './node.ts';
+import {
+  importImages,
+  type RunningNode,
+  startContainerd,
+  startKubelet,
+  startKubeProxy,
+  startNetworkPolicy,
+} from './node.ts';
 import { makePki } from './pki.ts';
 import { type ClusterPlan, clusterId, clusterPlan } from './plan.ts';
 import { sh } from './sh.ts';
@@ -34,7 +41,7 @@ export interface LocalCluster extends KubeCluster {
   plan: ClusterPlan;
   clusterDir: string;
   nodes: RunningNode[];
-  /** Stops one node's kubelet, kube-proxy and containers, as a machine that fails does. */
+  /** Stops one node's kubelet, kube-proxy, kube-router and containers, as a machine that fails does. */
   stopNode(name: string): Promise<void>;
 }
 
@@ -91,6 +98,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
     const token = () => randomBytes(24).toString('hex');
     const kubeletTokens = plan.nodes.map(() => token());
     const proxyToken = token();
+    const policyToken = token();
     log('control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler');
     kube = await startKube({
       controllerManager: true,
@@ -109,6 +117,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
             groups: ['system:nodes'],
           })),
           { token: proxyToken, user: 'system:kube-proxy' },
+          // The policy engine watches pods, namespaces, nodes and NetworkPolicies everywhere: a test
+          // cluster's component, given the admin group rather than a role of its own.
+          { token: policyToken, user: 'system:kube-router', groups: ['system:masters'] },
         ],
       },
     });
@@ -125,7 +136,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
 
     const nodes: RunningNode[] = [];
     for (const [i, n] of plan.nodes.entries()) {
-      log(`node ${n.name} (${n.ip}, pods ${n.podCidr}): containerd, images, kubelet, kube-proxy`);
+      log(
+        `node ${n.name} (${n.ip}, pods ${n.podCidr}): containerd, images, kubelet, kube-proxy, kube-router`,
+      );
       const { paths, proc: containerd } = await startContainerd(dir, n, Boolean(opts.detached));
       track(containerd);
       importImages(paths, archives);
@@ -134,10 +147,12 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
         caCert: pki.caCert,
         kubeletToken: kubeletTokens[i]!,
         proxyToken,
+        policyToken,
       };
       const kubelet = track(await startKubelet(plan, n, paths, cp, Boolean(opts.detached)));
       const kubeProxy = track(await startKubeProxy(plan, n, paths, cp, Boolean(opts.detached)));
-      nodes.push({ plan: n, paths, containerd, kubelet, kubeProxy });
+      const netpol = track(await startNetworkPolicy(n, paths, cp, Boolean(opts.detached)));
+      nodes.push({ plan: n, paths, containerd, kubelet, kubeProxy, netpol });
     }
     await kube.kubectl(['wait', '--for=condition=Ready', 'node', '--all', '--timeout=120s']);
     log('add-ons: CoreDNS, local-path-provisioner (StorageClasses local-path, the default, and shared)');
@@ -161,6 +176,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
       async stopNode(nodeName) {
         const n = nodes.find((x) => x.plan.name === nodeName);
         if (!n) throw new Error(`no node ${nodeName}`);
+        await n.netpol.stop();
         await n.kubeProxy.stop();
         await n.kubelet.stop();
         killContainers(n.paths.runcRoot);
@@ -241,12 +257,12 @@ export async function stopClusterAt(dir: string): Promise<void> {
   const plan = clusterPlan(state.name, state.id, state.nodes, state.subnet);
   const byRole = (suffix: string) => state.pids.filter((p) => p.name.endsWith(suffix)).map((p) => p.pid);
   // Nodes first (so no kubelet restarts what is being removed), the control plane last.
-  await killPids([...byRole('-kubelet'), ...byRole('-kube-proxy')], 10_000);
+  await killPids([...byRole('-kubelet'), ...byRole('-kube-proxy'), ...byRole('-kube-router')], 10_000);
   for (const n of plan.nodes) killContainers(nodePaths(dir, n).runcRoot);
   await killPids(byRole('-containerd'), 10_000);
   for (const n of plan.nodes) await killPids(netnsPids(n.netns), 2_000); // container shims
   for (const m of mountsUnder(dir)) sh('umount', ['-l', m], { allowFail: true });
-  const nodeRoles = ['-kubelet', '-kube-proxy', '-containerd'];
+  const nodeRoles = ['-kubelet', '-kube-proxy', '-kube-router', '-containerd'];
   await killPids(
     state.pids
       .filter((p) => !nodeRoles.some((r) => p.name.endsWith(r)))

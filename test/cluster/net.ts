@@ -49,6 +49,32 @@ export function createNetwork(p: ClusterPlan): void {
       'net.bridge.bridge-nf-call-iptables': '1',
       'net.ipv4.conf.all.route_localnet': '1',
     });
+    // Pod to pod keeps its source address across nodes, as on any real CNI: the bridge plugin's ipMasq
+    // would hide it behind the node's, and NetworkPolicies that name pods could not match it. Hairpin
+    // traffic (kube-proxy's masquerade mark) still goes through.
+    sh('ip', [
+      'netns',
+      'exec',
+      n.netns,
+      'iptables',
+      '-w',
+      '-t',
+      'nat',
+      '-I',
+      'POSTROUTING',
+      '1',
+      '-s',
+      p.clusterCidr,
+      '-d',
+      p.clusterCidr,
+      '-m',
+      'mark',
+      '!',
+      '--mark',
+      '0x4000/0x4000',
+      '-j',
+      'RETURN',
+    ]);
   }
 }
 

@@ -20,6 +20,8 @@ export interface NodeControlPlane {
   caCert: string;
   kubeletToken: string;
   proxyToken: string;
+  /** kube-router's (its user may read pods, namespaces, nodes and NetworkPolicies cluster-wide). */
+  policyToken: string;
 }
 
 /** The daemons of one node, each started inside the node's network namespace. */
@@ -29,6 +31,8 @@ export interface RunningNode {
   containerd: ServerProcess;
   kubelet: ServerProcess;
   kubeProxy: ServerProcess;
+  /** The NetworkPolicy engine (kube-router's firewall only: routes and Services stay as they are). */
+  netpol: ServerProcess;
 }
 
 // The node's daemons need the sbin directories (runc, iptables, ip) whatever PATH the caller has.
@@ -156,5 +160,39 @@ export async function startKubeProxy(
     detached,
   );
   await waitReady(proc, async () => (await fetch(`http://${node.ip}:10256/healthz`)).ok, 60_000, 250);
+  return proc;
+}
+
+/**
+ * kube-router with only its firewall on, in the node's namespace: NetworkPolicies become iptables
+ * rules and ipsets there, as on a cluster with a policy-enforcing CNI. The bridge CNI and kube-proxy
+ * keep doing pod networking and Services.
+ */
+export async function startNetworkPolicy(
+  node: NodePlan,
+  p: NodePaths,
+  cp: NodeControlPlane,
+  detached: boolean,
+): Promise<ServerProcess> {
+  const { kubeconfig } = componentFiles(p, 'kube-router', cp, 'system:kube-router', cp.policyToken);
+  const health = 20244;
+  const proc = inNode(
+    node,
+    'kube-router',
+    clusterTool('KUBE_ROUTER'),
+    [
+      `--kubeconfig=${kubeconfig}`,
+      `--hostname-override=${node.name}`,
+      '--run-firewall=true',
+      '--run-router=false',
+      '--run-service-proxy=false',
+      `--health-port=${health}`,
+      '--iptables-sync-period=1m',
+      '--v=1',
+    ],
+    p.dir,
+    detached,
+  );
+  await waitReady(proc, async () => (await fetch(`http://${node.ip}:${health}/healthz`)).ok, 60_000, 250);
   return proc;
 }

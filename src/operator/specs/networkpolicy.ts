@@ -56,11 +56,14 @@ export function networkPolicies(owner: Owner, spec: HoltSpec, net: NetworkSettin
       // Metrics and probes of Holt pods may be scraped; nothing else comes in.
       ingress: [{ ports: [tcp(HEALTH_PORT)] }],
       egress: [
+        // Cluster DNS, any port: policies see the pod's port after the Service's, and DNS pods that run
+        // as non-root listen on another (CoreDNS on 1053, OpenShift's on 5353).
         {
-          to: [{ namespaceSelector: {}, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } }],
-          ports: [
-            { protocol: 'UDP', port: 53 },
-            { protocol: 'TCP', port: 53 },
+          to: [
+            {
+              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+              podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+            },
           ],
         },
         ...(bundled.length
