@@ -116,7 +116,7 @@ describe('the holt-operator Helm chart', () => {
     expect(granted('holt.io', 'holts/status')).toEqual(['patch']);
     expect(granted('events.k8s.io', 'events')).toEqual(['create']);
     // Secrets by name only: a list or watch would read every Secret of the namespace.
-    expect(granted('', 'secrets').sort()).toEqual(['create', 'delete', 'get']);
+    expect(granted('', 'secrets').sort()).toEqual(['create', 'delete', 'get', 'patch']);
     // No PUTs: objects are applied; only the owners' finalizers (blockOwnerDeletion) take update.
     for (const r of rules)
       if (!r.resources.every((x) => x.endsWith('/finalizers'))) expect(r.verbs).not.toContain('update');

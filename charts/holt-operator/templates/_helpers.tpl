@@ -63,10 +63,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   resources: [services, serviceaccounts, persistentvolumeclaims]
   verbs: [get, list, watch, create, patch, delete]
 # Secrets: never listed or watched (that would read every Secret of the namespace); each store Secret
-# is read by name, created once, and deleted when a store turns external.
+# is read by name, created once, given the keys a newer version adds (patch), and deleted when a store
+# turns external.
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, create, delete]
+  verbs: [get, create, patch, delete]
 # Pods are only listed and, before a scale-in, marked cheapest to delete when idle
 # (pod-deletion-cost); the ReplicaSet controller deletes them, never the operator.
 - apiGroups: [""]

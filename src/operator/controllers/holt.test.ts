@@ -402,6 +402,32 @@ describe('Holt and Agent reconcilers on a real API server', () => {
     expect(cond(h, 'RedisReady')?.reason).toBe('External');
   });
 
+  it("an older operator's store Secrets get the per-principal keys; the keys they had stay as they were", async () => {
+    const b64 = (s: string) => Buffer.from(s).toString('base64');
+    const str = (v: string | undefined) => Buffer.from(v ?? '', 'base64').toString();
+    // What the operator made before each component had its own store user: one admin password.
+    await admin.create({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'legacy-redis', namespace: NS },
+      data: { password: b64('old-admin-pw'), url: b64('redis://:old-admin-pw@legacy-redis.x.svc:6379') },
+    });
+    await admin.create(holt('legacy'));
+    const s = await eventually('the Secret upgraded', async () => {
+      const o = await get('Secret', 'legacy-redis');
+      return (o?.data as Record<string, string> | undefined)?.['pup-url'] ? o : undefined;
+    });
+    const data = s.data as Record<string, string>;
+    expect(str(data.password)).toBe('old-admin-pw');
+    expect(str(data.url)).toBe('redis://:old-admin-pw@legacy-redis.x.svc:6379');
+    for (const who of ['orchestrator', 'pup', 'operator']) {
+      const pw = str(data[`${who}-password`]);
+      expect(pw.length).toBeGreaterThanOrEqual(16);
+      expect(str(data[`${who}-url`])).toContain(`:${pw}@`);
+    }
+    await admin.delete('Holt', NS, 'legacy');
+  });
+
   it('an unreachable Redis gives Degraded + retry; the registry catches up when it is back', async () => {
     unreachable.add('lonely');
     await admin.create(holt('lonely'));

@@ -17,6 +17,7 @@ import { orchestratorDeployment, orchestratorName, orchestratorService } from '.
 import { HEALTH_PORT } from '../specs/pod.ts';
 import { serviceAccounts } from '../specs/serviceaccount.ts';
 import {
+  missingSecretKeys,
   STORE_PORTS,
   STORES,
   type StoreKind,
@@ -79,6 +80,18 @@ async function ensureSecrets(ctx: ControllerContext, owner: Owner, spec: HoltSpe
       } catch (e) {
         // 409: created by an earlier run our cache has not seen yet; keep that one.
         if (!(e instanceof Error && 'status' in e && e.status === 409)) throw e;
+      }
+    } else if (spec.stores[s].mode === 'bundled' && live) {
+      // Made by an older operator: add the per-principal users' keys, keep every key it has.
+      const missing = missingSecretKeys(
+        owner,
+        s,
+        live.data as Record<string, string> | undefined,
+        newPassword,
+      );
+      if (Object.keys(missing).length) {
+        await ctx.client.mergePatch('Secret', owner.namespace, name, { stringData: missing });
+        created.push(`Secret/${name} (keys ${Object.keys(missing).sort().join(', ')})`);
       }
     } else if (
       spec.stores[s].mode === 'external' &&

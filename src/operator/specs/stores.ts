@@ -77,6 +77,34 @@ export function storeSecret(owner: Owner, store: StoreKind, password: () => stri
   };
 }
 
+/**
+ * The keys a store Secret made before per-principal users lacks (an operator upgrade), with fresh
+ * passwords; what it has is kept, so the admin password and the data stay as they are. Empty when
+ * nothing is missing. Values are the Secret's `data` (base64), as read from the API.
+ */
+export function missingSecretKeys(
+  owner: Owner,
+  store: StoreKind,
+  have: Record<string, string> | undefined,
+  password: () => string,
+): Record<string, string> {
+  const desired = storeSecret(owner, store, password).stringData as Record<string, string>;
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(desired)) if (!have?.[k]) out[k] = v;
+  // A URL must carry the password that sits beside it: one made for a password already there is
+  // rebuilt with that password.
+  for (const k of Object.keys(out)) {
+    const pwKey = k.endsWith('-url')
+      ? k.replace(/-url$/, '-password')
+      : k.endsWith('-uri')
+        ? k.replace(/-uri$/, '-password')
+        : undefined;
+    const kept = pwKey && have?.[pwKey] ? Buffer.from(have[pwKey], 'base64').toString('utf8') : undefined;
+    if (kept && pwKey && desired[pwKey]) out[k] = out[k]!.replace(desired[pwKey]!, kept);
+  }
+  return out;
+}
+
 const fromSecret = (name: string, secret: string, key: string): V1EnvVar => ({
   name,
   valueFrom: { secretKeyRef: { name: secret, key } },
