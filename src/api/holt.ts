@@ -55,6 +55,19 @@ export const HoltStores = z
       })
       .default({ mode: 'bundled', storage: '1Gi' })
       .describe("Where the Holt's Postgres (inbox and durable state) comes from."),
+    tls: z
+      .object({
+        secretName: z
+          .string()
+          .min(1)
+          .describe(
+            "A Secret in cert-manager's format (tls.crt, tls.key, ca.crt) whose certificate names <holt>-redis, <holt>-nats and <holt>-postgres with their .<namespace>.svc forms.",
+          ),
+      })
+      .optional()
+      .describe(
+        'TLS for the bundled stores: they serve only TLS (Postgres also plain on its socket), and every component verifies them against ca.crt.',
+      ),
   })
   .default({
     redis: { mode: 'bundled', storage: '1Gi' },

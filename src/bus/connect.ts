@@ -21,10 +21,19 @@ export function natsServer(url: string): Pick<ConnectionOptions, 'servers' | 'us
   return { servers: u.toString().replace(/\/$/, ''), user, ...(pass ? { pass } : {}) };
 }
 
-/** Connects to NATS, reconnecting for ever (a doorbell lost meanwhile is re-rung by the watchdog). */
-export async function connectBus(url: string, name: string): Promise<NatsConnection> {
+/**
+ * Connects to NATS, reconnecting for ever (a doorbell lost meanwhile is re-rung by the watchdog).
+ * `ca`: verify the server by this CA (a server that requires TLS is upgraded to in any case).
+ */
+export async function connectBus(url: string, name: string, ca?: string): Promise<NatsConnection> {
   try {
-    return await connect({ ...natsServer(url), name, maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+    return await connect({
+      ...natsServer(url),
+      name,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 500,
+      ...(ca ? { tls: { ca } } : {}),
+    });
   } catch (e) {
     throw new Error(
       `cannot connect to NATS at ${redactUrl(url)}: ${e instanceof Error ? e.message : String(e)}`,

@@ -10,6 +10,7 @@ import {
   PortForward,
   type V1Pod,
 } from '@kubernetes/client-node';
+import type { RedisOptions } from 'ioredis';
 import { z } from 'zod';
 import { API_VERSION } from '../api/common.ts';
 import { CliError, EXIT } from './output.ts';
@@ -78,6 +79,7 @@ const HoltStores = z.object({
             urlSecretRef: z.object({ name: z.string(), key: z.string() }).optional(),
           })
           .default({ mode: 'bundled' }),
+        tls: z.object({ secretName: z.string() }).optional(),
       })
       .default({ redis: { mode: 'bundled' } }),
   }),
@@ -141,6 +143,8 @@ export interface KubeHolt {
   kc: KubeConfig;
   /** A Redis URL this process can use (a loopback port-forward for a bundled Redis). */
   redisUrl: string;
+  /** TLS to a bundled Redis that serves it: its CA, and the name its certificate gives it. */
+  redisOptions?: RedisOptions;
   close(): Promise<void>;
 }
 
@@ -211,12 +215,16 @@ export async function openKubeHolt(ref: KubeRef, context?: string): Promise<Kube
       EXIT.error,
     );
   const password = await secretValue(`${ref.name}-redis`, 'password');
+  const tls = holt.data.spec.stores.tls;
+  const ca = tls ? await secretValue(tls.secretName, 'ca.crt') : undefined;
   const fwd = await forward(kc, namespace, pod.metadata.name, 6379);
   return {
     namespace,
     name: ref.name,
     kc,
-    redisUrl: `redis://:${encodeURIComponent(password)}@127.0.0.1:${fwd.port}`,
+    redisUrl: `${ca ? 'rediss' : 'redis'}://:${encodeURIComponent(password)}@127.0.0.1:${fwd.port}`,
+    // Through the loopback forward: the certificate is checked against the Service's name.
+    ...(ca ? { redisOptions: { tls: { ca, servername: service } } } : {}),
     close: () => new Promise<void>((resolve) => fwd.server.close(() => resolve())),
   };
 }

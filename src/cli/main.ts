@@ -56,7 +56,12 @@ export function program(): Command {
     if (!KUBE_COMMANDS.has(action.name()))
       throw new CliError(`--kube: \`${action.name()}\` works on local instances only`, EXIT.usage);
     kubeHolt = await openKubeHolt(parseKubeRef(ref), context);
-    useRemoteTarget({ name: kubeHolt.name, redisUrl: kubeHolt.redisUrl, close: kubeHolt.close });
+    useRemoteTarget({
+      name: kubeHolt.name,
+      redisUrl: kubeHolt.redisUrl,
+      redisOptions: kubeHolt.redisOptions,
+      close: kubeHolt.close,
+    });
   });
 
   p.command('up')

@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { realpathSync } from 'node:fs';
+import type { RedisOptions } from 'ioredis';
 import { z } from 'zod';
 import { type HoltFile, HoltFileError, loadHoltFile } from '../api/holtfile.ts';
 import { effectiveStatus, type InstanceState, listInstances, readState } from '../local/instance.ts';
@@ -22,6 +23,8 @@ export function workspaceOf(dir = process.cwd()): string {
 export interface BlackboardTarget {
   name: string;
   redisUrl: string;
+  /** Connection options beyond the URL (TLS to a Holt in a cluster). */
+  redisOptions?: RedisOptions;
   /** The local git workspace (forage checks it is clean); none for a Holt in a cluster. */
   workspace?: string;
 }

@@ -10,6 +10,7 @@ import { NatsWakeups } from './autoscale/wakeup.ts';
 import { RedisRuntimeReader } from './controllers/agentruntime.ts';
 import { HoltBoards, RedisRegistryWriter } from './controllers/registry.ts';
 import { DEFAULT_RUNTIME_IMAGE, Operator, type OperatorOptions } from './operator.ts';
+import type { StoreEndpoint } from './runtime/endpoint.ts';
 import { KubeClient } from './runtime/kube.ts';
 import { LeaderElector } from './runtime/leader.ts';
 import { DEFAULT_CLUSTER_CIDRS } from './specs/networkpolicy.ts';
@@ -111,14 +112,15 @@ export function buildOperator(
     return Buffer.from(v, 'base64').toString('utf8');
   };
   const storeUrl =
-    (store: StoreKind, key: string) => async (h: { namespace: string; name?: string; holt?: string }) => {
+    (store: StoreKind, key: string) =>
+    async (h: { namespace: string; name?: string; holt?: string }): Promise<StoreEndpoint> => {
       const holt = h.name ?? h.holt ?? '';
       const obj = op.cache.get('Holt', h.namespace, holt);
       const spec = (obj?.spec ?? {}) as {
         stores?: Record<
           string,
           { mode?: string; url?: string; urlSecretRef?: { name: string; key: string }; secretName?: string }
-        >;
+        > & { tls?: { secretName?: string } };
       };
       const s = spec.stores?.[store];
       if (s?.mode === 'external') {
@@ -126,7 +128,12 @@ export function buildOperator(
         if (s.urlSecretRef) return secretValue(h.namespace, s.urlSecretRef.name, s.urlSecretRef.key);
         if (s.secretName) return secretValue(h.namespace, s.secretName, 'uri');
       }
-      return secretValue(h.namespace, storeSecretName(holt, store), key);
+      const url = await secretValue(h.namespace, storeSecretName(holt, store), key);
+      const tls = spec.stores?.tls?.secretName;
+      if (!tls) return url;
+      // The bundled stores serve TLS: Redis by its scheme; NATS and Postgres upgrade with the CA given.
+      const ca = await secretValue(h.namespace, tls, 'ca.crt');
+      return { url: store === 'redis' ? url.replace(/^redis:/, 'rediss:') : url, ca };
     };
   // One connection per Holt's Redis, shared by the registry writer and the Agent status reader.
   const boards = new HoltBoards(storeUrl('redis', urlKey('operator')));

@@ -35,7 +35,7 @@ export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise
     throw apiError(e, `Holt ${k.namespace}/${k.name}`);
   }
   const claims: Record<string, number> = {};
-  const bb = Blackboard.connect(k.redisUrl, k.name, { maxRetriesPerRequest: 1 });
+  const bb = Blackboard.connect(k.redisUrl, k.name, { ...k.redisOptions, maxRetriesPerRequest: 1 });
   try {
     for (const c of await bb.getClaims(await bb.listClaimIds()))
       if (c) claims[c.claim.status] = (claims[c.claim.status] ?? 0) + 1;

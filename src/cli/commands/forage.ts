@@ -40,7 +40,7 @@ export async function forage(opts: {
   if (!opts.allowDirty && s.workspace) checkClean(s.workspace);
   const id = randomUUID();
   const createGoal = async () => {
-    const bb = Blackboard.connect(s.redisUrl, s.name);
+    const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
     try {
       await bb.createArtefact({
         id,

@@ -31,7 +31,7 @@ export async function hoard(id: string | undefined, opts: HoardOptions): Promise
   if (!['default', 'jsonl'].includes(opts.output))
     throw new CliError(`-o: unknown format "${opts.output}"`, EXIT.usage);
   const s = resolveTarget(opts.name);
-  const bb = Blackboard.connect(s.redisUrl, s.name);
+  const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
   try {
     if (id) {
       const full = resolveShortId(await bb.listArtefactIds(), id);

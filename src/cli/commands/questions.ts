@@ -17,7 +17,7 @@ export async function openQuestions(bb: Blackboard): Promise<Artefact[]> {
 
 export async function questions(opts: { name?: string; wait?: boolean; output: string }): Promise<void> {
   const s = resolveTarget(opts.name);
-  const bb = Blackboard.connect(s.redisUrl, s.name);
+  const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
   try {
     let qs = await openQuestions(bb);
     if (!qs.length && opts.wait) {
@@ -52,7 +52,7 @@ export async function questions(opts: { name?: string; wait?: boolean; output: s
 export async function answer(questionId: string, text: string, opts: { name?: string }): Promise<void> {
   if (!text.trim()) throw new CliError('the answer must not be empty', EXIT.usage);
   const s = resolveTarget(opts.name);
-  const bb = Blackboard.connect(s.redisUrl, s.name);
+  const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
   try {
     const id = resolveShortId(await bb.listArtefactIds(), questionId);
     const q = await bb.getArtefact(id);

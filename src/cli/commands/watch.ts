@@ -40,8 +40,8 @@ export async function watch(opts: WatchOptions): Promise<void> {
     }
   };
 
-  const bb = Blackboard.connect(s.redisUrl, s.name);
-  const sub = new Redis(s.redisUrl, { maxRetriesPerRequest: null });
+  const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
+  const sub = new Redis(s.redisUrl, { ...s.redisOptions, maxRetriesPerRequest: null });
   const k = bb.k.channels;
   let lost = false;
   sub.on('error', () => {

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { z } from 'zod';
 import { createPool } from '../../common/pg.ts';
+import { endpointKey, endpointOf, type StoreEndpoint } from '../runtime/endpoint.ts';
 
 /** Which queue: a Holt (its own Postgres) and one worker target in it. */
 export interface BacklogTarget {
@@ -39,7 +40,7 @@ export interface ClaimSource {
 }
 
 /** Resolves a Holt's DATABASE_URL (from its `-app` Secret or the external one). */
-export type DatabaseUrlResolver = (t: { namespace: string; holt: string }) => Promise<string>;
+export type DatabaseUrlResolver = (t: { namespace: string; holt: string }) => Promise<StoreEndpoint>;
 
 const DepthRow = z.object({
   pending: z.coerce.number(),
@@ -103,11 +104,18 @@ export class PostgresBacklogReader implements BacklogReader, ClaimSource {
 
   async #pool(t: BacklogTarget): Promise<pg.Pool> {
     const key = `${t.namespace}/${t.holt}`;
-    const url = await this.#resolve(t);
+    const endpoint = await this.#resolve(t);
+    const url = endpointKey(endpoint);
     const have = this.#pools.get(key);
     if (have?.url === url) return have.pool;
     if (have) await have.pool.end();
-    const pool = createPool(url, { max: 2, connectionTimeoutMillis: 2_000, idleTimeoutMillis: 30_000 });
+    const { url: pgUrl, ca } = endpointOf(endpoint);
+    const pool = createPool(pgUrl, {
+      max: 2,
+      connectionTimeoutMillis: 2_000,
+      idleTimeoutMillis: 30_000,
+      ...(ca ? { ssl: { ca } } : {}),
+    });
     this.#pools.set(key, { url, pool });
     return pool;
   }

@@ -2,6 +2,7 @@ import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { connectBus } from '../../bus/connect.ts';
 import { Doorbell } from '../../bus/doorbell.ts';
 import { doorbellSubject } from '../../bus/subjects.ts';
+import { endpointOf, type StoreEndpoint } from '../runtime/endpoint.ts';
 import type { BacklogTarget } from './backlog.ts';
 
 /** Calls `onWake` when work for a target may have arrived (a doorbell), so scaling need not wait a poll. */
@@ -11,7 +12,7 @@ export interface WakeupSource {
 }
 
 /** Resolves a Holt's NATS URL (from its generated Secret or the external one). */
-export type NatsUrlResolver = (t: { namespace: string; holt: string }) => Promise<string>;
+export type NatsUrlResolver = (t: { namespace: string; holt: string }) => Promise<StoreEndpoint>;
 
 /**
  * Doorbells from each Holt's NATS: `cmd.agent.{target}.wakeup`, without a queue group, so the
@@ -62,7 +63,10 @@ export class NatsWakeups implements WakeupSource {
     const key = `${t.namespace}/${t.holt}`;
     let c = this.#conns.get(key);
     if (!c) {
-      c = this.#resolve(t).then((url) => connectBus(url, 'holt-operator'));
+      c = this.#resolve(t).then((e) => {
+        const { url, ca } = endpointOf(e);
+        return connectBus(url, 'holt-operator', ca);
+      });
       c.catch(() => this.#conns.delete(key));
       this.#conns.set(key, c);
     }

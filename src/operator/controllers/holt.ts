@@ -58,7 +58,7 @@ export function holtChildren(
     ...serviceAccounts(owner),
     workspacePvc(owner, spec.workspace),
     ...STORES.filter((s) => spec.stores[s].mode === 'bundled').flatMap((s) =>
-      bundledStore(owner, s, spec.stores[s]),
+      bundledStore(owner, s, spec.stores[s], spec.stores.tls),
     ),
     migrationJob(owner, spec, runtimeImage),
     ...[workspaceSeedJob(owner, spec, runtimeImage)].filter((j) => j !== undefined),

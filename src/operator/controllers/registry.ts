@@ -4,6 +4,7 @@ import type { AgentRegistration } from '../../blackboard/types.ts';
 import type { Logger } from '../../common/logger.ts';
 import { canonical } from '../runtime/apply.ts';
 import type { Cache } from '../runtime/cache.ts';
+import { endpointKey, endpointOf, type StoreEndpoint } from '../runtime/endpoint.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { holtOf, keyOf, parseAgent } from './resources.ts';
 
@@ -20,7 +21,7 @@ export interface RegistryWriter {
 }
 
 /** Resolves the Redis URL of a Holt (the operator reads the generated Secret or the external ref). */
-export type RedisUrlResolver = (holt: HoltRef) => Promise<string>;
+export type RedisUrlResolver = (holt: HoltRef) => Promise<StoreEndpoint>;
 
 /**
  * One Blackboard connection per Holt's Redis, shared by the registry writer and the runtime reader
@@ -36,14 +37,17 @@ export class HoltBoards {
 
   async board(holt: HoltRef): Promise<Blackboard> {
     const key = keyOf(holt.namespace, holt.name);
-    const url = await this.#resolve(holt);
+    const endpoint = await this.#resolve(holt);
+    const url = endpointKey(endpoint);
     const have = this.#boards.get(key);
     if (have?.url === url) return have.bb;
     await have?.bb.close();
-    const bb = Blackboard.connect(url, holt.name, {
+    const { url: redisUrl, ca } = endpointOf(endpoint);
+    const bb = Blackboard.connect(redisUrl, holt.name, {
       maxRetriesPerRequest: 1,
       connectTimeout: 2_000,
       retryStrategy: (n) => Math.min(n * 500, 5_000),
+      ...(ca ? { tls: { ca } } : {}),
     });
     bb.redis.on('error', () => undefined);
     this.#boards.set(key, { url, bb });

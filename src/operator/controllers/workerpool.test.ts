@@ -158,7 +158,9 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
       async () => {
         ringDoorbell(nc, 'wp', 'coder', 'enqueue');
         const o = await get('WorkerPool', 'coders');
-        return replicasOf(o) === 3 ? o : undefined;
+        // spec.replicas is applied first and the status a moment after: wait for both.
+        const st = o?.status as { desiredReplicas?: number } | undefined;
+        return replicasOf(o) === 3 && st?.desiredReplicas === 3 ? o : undefined;
       },
       20_000,
     );

@@ -54,9 +54,15 @@ interface StoreContainer {
   ports: { name: string; port: number }[];
 }
 
-function storeContainer(holt: string, store: StoreKind): StoreContainer {
+/** Where a bundled store reads its certificate (the Holt's `stores.tls` Secret). */
+const TLS_DIR = '/tls';
+const TLS_FILES = { cert: `${TLS_DIR}/tls.crt`, key: `${TLS_DIR}/tls.key`, ca: `${TLS_DIR}/ca.crt` };
+
+function storeContainer(holt: string, store: StoreKind, tls: boolean): StoreContainer {
   const secret = storeSecretName(holt, store);
   const port = STORE_PORTS[store];
+  // redis-cli on the pod's loopback: the CA checks the chain (redis-cli names no host to verify).
+  const redisCli = ['redis-cli', ...(tls ? ['--tls', '--cacert', TLS_FILES.ca] : []), 'ping'];
   if (store === 'redis')
     return {
       dataPath: '/data',
@@ -69,15 +75,30 @@ function storeContainer(holt: string, store: StoreKind): StoreContainer {
           '-c',
           configScript(
             '/tmp/redis.conf',
-            ['dir /data', 'appendonly yes', ...redisAclTemplate(holt, passwordVar)],
+            [
+              'dir /data',
+              'appendonly yes',
+              // With TLS the plain port is closed: every client, the probes included, speaks TLS.
+              ...(tls
+                ? [
+                    'port 0',
+                    `tls-port ${port}`,
+                    `tls-cert-file ${TLS_FILES.cert}`,
+                    `tls-key-file ${TLS_FILES.key}`,
+                    `tls-ca-cert-file ${TLS_FILES.ca}`,
+                    'tls-auth-clients no',
+                  ]
+                : []),
+              ...redisAclTemplate(holt, passwordVar),
+            ],
             'redis-server /tmp/redis.conf',
           ),
         ],
         env: [...principalEnv(secret), secretEnv('REDISCLI_AUTH', secret, passwordKey('admin'))],
         ports: [{ name: 'redis', containerPort: port }],
         startupProbe: { tcpSocket: { port: 'redis' }, periodSeconds: 2, failureThreshold: 30 },
-        livenessProbe: execProbe(['redis-cli', 'ping'], 10, 3),
-        readinessProbe: execProbe(['redis-cli', 'ping'], 5, 3),
+        livenessProbe: execProbe(redisCli, 10, 3),
+        readinessProbe: execProbe(redisCli, 5, 3),
       },
     };
   if (store === 'nats')
@@ -98,6 +119,8 @@ function storeContainer(holt: string, store: StoreKind): StoreContainer {
               `port: ${port}`,
               `http_port: ${NATS_MONITOR_PORT}`,
               'jetstream { store_dir: "/data" }',
+              // Clients must speak TLS (the monitoring port, probes only, stays plain).
+              ...(tls ? [`tls { cert_file: "${TLS_FILES.cert}", key_file: "${TLS_FILES.key}" }`] : []),
               natsAuthorization(
                 Object.fromEntries(PRINCIPALS.map((p) => [p, `$${passwordVar(p)}`])) as Passwords,
               ),
@@ -123,6 +146,19 @@ function storeContainer(holt: string, store: StoreKind): StoreContainer {
     scratch: ['/tmp', '/var/run/postgresql'],
     ports: [{ name: 'postgres', port }],
     container: {
+      // TLS next to the plain socket: clients over the network ask for it (PGSSLMODE=verify-full).
+      ...(tls
+        ? {
+            args: [
+              '-c',
+              'ssl=on',
+              '-c',
+              `ssl_cert_file=${TLS_FILES.cert}`,
+              '-c',
+              `ssl_key_file=${TLS_FILES.key}`,
+            ],
+          }
+        : {}),
       env: [
         { name: 'POSTGRES_USER', value: PG_USER },
         { name: 'POSTGRES_DB', value: PG_DB },
@@ -143,12 +179,13 @@ export function bundledStore(
   owner: Owner,
   store: StoreKind,
   spec: HoltSpec['stores'][StoreKind],
+  tls?: { secretName: string },
 ): KubeObject[] {
   const holt = owner.name;
   const name = storeName(holt, store);
   const lbls = labels(holt, name, store);
   const sel = selectorLabels(name, store);
-  const c = storeContainer(holt, store);
+  const c = storeContainer(holt, store, tls !== undefined);
   const uid = STORE_UID[store];
   const scratchVolumes = c.scratch.map((_, i) => ({ name: `scratch-${i}`, emptyDir: {} }));
   const sts: V1StatefulSetSpec = {
@@ -175,10 +212,15 @@ export function bundledStore(
             volumeMounts: [
               { name: 'data', mountPath: c.dataPath },
               ...c.scratch.map((p, i) => ({ name: `scratch-${i}`, mountPath: p })),
+              ...(tls ? [{ name: 'tls', mountPath: TLS_DIR, readOnly: true }] : []),
             ],
           },
         ],
-        volumes: scratchVolumes,
+        // The key readable by the server's group only (fsGroup): Postgres refuses a key others can read.
+        volumes: [
+          ...scratchVolumes,
+          ...(tls ? [{ name: 'tls', secret: { secretName: tls.secretName, defaultMode: 0o440 } }] : []),
+        ],
       },
     },
     volumeClaimTemplates: [

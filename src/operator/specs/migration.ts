@@ -5,7 +5,7 @@ import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { containerSecurity, podSecurity, RUNTIME_UID } from './pod.ts';
 import { orchestratorAccount } from './serviceaccount.ts';
-import { storeEnv, storeSecretName } from './stores.ts';
+import { storeEnv, storeSecretName, storeTlsClient } from './stores.ts';
 
 /**
  * Bundled Postgres: the Job first makes the two roles (idempotent, every run, so an upgrade that adds
@@ -34,7 +34,12 @@ function roleSetupEnv(holt: string, spec: HoltSpec): V1EnvVar[] {
  */
 export function migrationJob(owner: Owner, spec: HoltSpec, runtimeImage: string): KubeObject {
   const image = spec.runtimeImage ?? runtimeImage;
-  const env = [...storeEnv(owner.name, spec.stores, 'migrate'), ...roleSetupEnv(owner.name, spec)];
+  const tls = storeTlsClient(spec.stores);
+  const env = [
+    ...storeEnv(owner.name, spec.stores, 'migrate'),
+    ...roleSetupEnv(owner.name, spec),
+    ...tls.env,
+  ];
   const name = childName(owner.name, 'migrate', hashOf({ image, env }).slice(0, 8));
   const lbls = labels(owner.name, childName(owner.name, 'migrate'), 'migration');
   return {
@@ -58,8 +63,11 @@ export function migrationJob(owner: Owner, spec: HoltSpec, runtimeImage: string)
               env,
               resources: { requests: { cpu: '20m', memory: '64Mi' } },
               securityContext: containerSecurity(),
+              // Only with TLS: a Job's template is immutable, so nothing changes for the others.
+              ...(tls.mounts.length ? { volumeMounts: tls.mounts } : {}),
             },
           ],
+          ...(tls.volumes.length ? { volumes: tls.volumes } : {}),
         },
       },
     },

@@ -4,7 +4,7 @@ import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner, selectorLabels } from './meta.ts';
 import { containerSecurity, HEALTH_PORT, holtProbes, podSecurity, RUNTIME_UID, resourcesOf } from './pod.ts';
 import { orchestratorAccount } from './serviceaccount.ts';
-import { storeEnv } from './stores.ts';
+import { storeEnv, storeTlsClient } from './stores.ts';
 
 export const orchestratorName = (holt: string) => childName(holt, 'orchestrator');
 /** Where the runtime image keeps the holt program (also copied into agent images by an init container). */
@@ -15,6 +15,7 @@ export function orchestratorDeployment(owner: Owner, spec: HoltSpec, runtimeImag
   const name = orchestratorName(owner.name);
   const lbls = labels(owner.name, name, 'orchestrator');
   const o = spec.orchestrator;
+  const tls = storeTlsClient(spec.stores);
   const dep: V1DeploymentSpec = {
     replicas: o.replicas,
     selector: { matchLabels: selectorLabels(name, 'orchestrator') },
@@ -36,15 +37,16 @@ export function orchestratorDeployment(owner: Owner, spec: HoltSpec, runtimeImag
               { name: 'HOLT_BID_TIMEOUT_MS', value: String(Math.round(o.bidTimeoutSeconds * 1000)) },
               { name: 'HOLT_MAX_REVIEW_ITERATIONS', value: String(o.maxReviewIterations) },
               ...storeEnv(owner.name, spec.stores, 'orchestrator'),
+              ...tls.env,
             ],
             ports: [{ name: 'http', containerPort: HEALTH_PORT }],
             ...holtProbes(),
             resources: resourcesOf(o.resources, { requests: { cpu: '50m', memory: '128Mi' } }),
             securityContext: containerSecurity(),
-            volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+            volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, ...tls.mounts],
           },
         ],
-        volumes: [{ name: 'tmp', emptyDir: {} }],
+        volumes: [{ name: 'tmp', emptyDir: {} }, ...tls.volumes],
       },
     },
   };

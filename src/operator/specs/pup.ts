@@ -21,7 +21,7 @@ import {
   resourcesOf,
 } from './pod.ts';
 import { agentAccount } from './serviceaccount.ts';
-import { storeEnv } from './stores.ts';
+import { storeEnv, storeTlsClient } from './stores.ts';
 import {
   WORKSPACE_LABEL,
   WORKSPACE_PATH,
@@ -84,6 +84,8 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
     llm: { baseUrl: p.holtSpec.llm?.baseUrl, model: p.holtSpec.llm?.model },
   });
   const declared = new Set(p.agent.env.map((e) => e.name));
+  // The stores' CA for the pup container only (the agent container talks to no store).
+  const tls = storeTlsClient(p.holtSpec.stores);
   const contract = Object.entries(literal).filter(([k]) => CONTRACT_ENV.includes(k) || k === TOOL_ENV_NAMES);
   // The pup: stores, model key, bidding, results. No user variable: those are for the tools.
   const env: V1EnvVar[] = assertUniqueEnv([
@@ -91,6 +93,7 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
       .filter(([name]) => !declared.has(name))
       .map(([name, value]) => ({ name, value })),
     ...storeEnv(p.holt, p.holtSpec.stores, 'pup'),
+    ...tls.env,
     ...llmKeyEnv(p.agent, p.holtSpec),
     { name: 'HOLT_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'HOLT_TOOL_RUNNER_SOCKET', value: RUNNER_SOCKET },
@@ -124,6 +127,7 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
     { name: 'tmp', emptyDir: {} },
     { name: 'pup-tmp', emptyDir: {} },
     { name: 'runner', emptyDir: {} },
+    ...tls.volumes,
     ...(copyRunner ? [{ name: 'holt', emptyDir: {} }] : []),
     // Prefixed so a user's volume name can never collide with ours.
     ...(p.volumes ?? []).map(
@@ -144,7 +148,7 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
     resources: { requests: { cpu: '50m', memory: '128Mi' } },
     securityContext: containerSecurity(),
     // The pup reads the workspace (commit checks) and never writes it.
-    volumeMounts: [workspace(true), { name: 'pup-tmp', mountPath: '/tmp' }, runnerDir],
+    volumeMounts: [workspace(true), { name: 'pup-tmp', mountPath: '/tmp' }, runnerDir, ...tls.mounts],
   };
   // The agent's container: its own image (its tools live there) or the runtime image, running the
   // tool runner as a native sidecar, so a Job's pod completes when the pup does.

@@ -1,4 +1,4 @@
-import type { V1EnvVar } from '@kubernetes/client-node';
+import type { V1EnvVar, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { natsUrl } from '../../access/nats.ts';
 import { PG_APP, PG_OWNER } from '../../access/postgres.ts';
 import { PRINCIPALS, type Principal } from '../../access/principals.ts';
@@ -110,13 +110,66 @@ const fromSecret = (name: string, secret: string, key: string): V1EnvVar => ({
   valueFrom: { secretKeyRef: { name: secret, key } },
 });
 
+/** Where a component reads the bundled stores' CA (ca.crt of the Holt's `stores.tls` Secret). */
+export const STORE_CA_DIR = '/etc/holt/store-ca';
+
+/** The bundled stores serve TLS: some store is bundled and the Holt names a certificate. */
+export const storesTls = (stores: HoltSpec['stores']): { secretName: string } | undefined =>
+  stores.tls && STORES.some((s) => stores[s].mode === 'bundled') ? stores.tls : undefined;
+
+/**
+ * What a pod that connects to the stores needs for their TLS: the CA (only ca.crt, never the key),
+ * trusted by Node through NODE_EXTRA_CA_CERTS, and Postgres told to verify (PGSSLMODE, which
+ * node-postgres reads when the URL names no sslmode). Nothing without `stores.tls`.
+ */
+export function storeTlsClient(stores: HoltSpec['stores']): {
+  env: V1EnvVar[];
+  volumes: V1Volume[];
+  mounts: V1VolumeMount[];
+} {
+  const tls = storesTls(stores);
+  if (!tls) return { env: [], volumes: [], mounts: [] };
+  return {
+    env: [
+      { name: 'NODE_EXTRA_CA_CERTS', value: `${STORE_CA_DIR}/ca.crt` },
+      ...(stores.postgres.mode === 'bundled' ? [{ name: 'PGSSLMODE', value: 'verify-full' }] : []),
+    ],
+    volumes: [
+      {
+        name: 'store-ca',
+        secret: { secretName: tls.secretName, items: [{ key: 'ca.crt', path: 'ca.crt' }] },
+      },
+    ],
+    mounts: [{ name: 'store-ca', mountPath: STORE_CA_DIR, readOnly: true }],
+  };
+}
+
 /**
  * REDIS_URL, NATS_URL and DATABASE_URL for one kind of client: always from Secrets (bundled: that
  * client's own user; external: the user's one credential), except an external URL given literally.
- * The migration Job gets the database only, as the schema's owner.
+ * The migration Job gets the database only, as the schema's owner. A bundled Redis behind TLS is
+ * `rediss://`: the URL is put together in the pod from the Secret's password ($(VAR) expansion), so
+ * turning TLS on or off rewrites no Secret. (NATS clients upgrade when the server requires TLS.)
  */
 export function storeEnv(holt: string, stores: HoltSpec['stores'], who: StoreClient): V1EnvVar[] {
-  const url = (store: 'redis' | 'nats'): V1EnvVar => {
+  const url = (store: 'redis' | 'nats'): V1EnvVar[] => {
+    const env = STORE_URL_ENV[store];
+    const s = stores[store];
+    if (s.mode === 'bundled' && store === 'redis' && storesTls(stores)) {
+      const pw = 'HOLT_REDIS_PASSWORD';
+      const secret = storeSecretName(holt, store);
+      return [
+        fromSecret(pw, secret, passwordKey(who as Principal)),
+        // The Service's short name (the pod's own namespace): the certificate names it.
+        {
+          name: env,
+          value: redisUrl(who as Principal, `$(${pw})`, storeName(holt, store), STORE_PORTS.redis, true),
+        },
+      ];
+    }
+    return [urlEnv(store)];
+  };
+  const urlEnv = (store: 'redis' | 'nats'): V1EnvVar => {
     const env = STORE_URL_ENV[store];
     const s = stores[store];
     if (s.mode === 'bundled') return fromSecret(env, storeSecretName(holt, store), urlKey(who as Principal));
@@ -131,7 +184,7 @@ export function storeEnv(holt: string, stores: HoltSpec['stores'], who: StoreCli
       : pg.secretName
         ? fromSecret(name, pg.secretName, 'uri')
         : { name, value: pg.url ?? '' };
-  return who === 'migrate' ? [database] : [url('redis'), url('nats'), database];
+  return who === 'migrate' ? [database] : [...url('redis'), ...url('nats'), database];
 }
 
 /** Why an external store is not usable as specified (the CRD's CEL rules say the same). */
