@@ -1,5 +1,5 @@
 import type { Logger } from '../common/logger.ts';
-import type { ToolRun } from './result.ts';
+import { notStarted, type ToolRun } from './result.ts';
 import type { ToolRunner } from './runner/runner.ts';
 
 export interface HealthCheckOptions {
@@ -61,16 +61,7 @@ export class CustomHealthCheck {
           maxBytes: 64 * 1024,
         });
       } catch (e) {
-        r = {
-          exitCode: null,
-          signal: null,
-          stdout: '',
-          stderr: '',
-          timedOut: false,
-          overflow: false,
-          durationMs: 0,
-          spawnError: (e as Error).message,
-        };
+        r = notStarted((e as Error).message);
       }
       const reason = r.spawnError
         ? `health check could not start: ${r.spawnError}`

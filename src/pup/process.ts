@@ -1,5 +1,5 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
-import type { ToolRun } from './result.ts';
+import { notStarted, type ToolRun } from './result.ts';
 
 export interface RunOptions {
   argv: string[];
@@ -39,17 +39,7 @@ export function runProcess(opts: RunOptions): Promise<ToolRun> {
       });
     } catch (e) {
       // spawn throws, rather than emitting 'error', on arguments it cannot pass (a NUL byte, say).
-      const message = e instanceof Error ? e.message : String(e);
-      resolve({
-        exitCode: null,
-        signal: null,
-        stdout: '',
-        stderr: '',
-        timedOut: false,
-        overflow: false,
-        spawnError: message,
-        durationMs: performance.now() - started,
-      });
+      resolve(notStarted(e instanceof Error ? e.message : String(e), performance.now() - started));
       return;
     }
     const killGroup = () => {

@@ -22,6 +22,18 @@ export interface ToolRun {
   durationMs: number;
 }
 
+/** A run that never started (spawn refused it, or the runner could not be asked). */
+export const notStarted = (spawnError: string, durationMs = 0): ToolRun => ({
+  exitCode: null,
+  signal: null,
+  stdout: '',
+  stderr: '',
+  timedOut: false,
+  overflow: false,
+  spawnError,
+  durationMs,
+});
+
 /** The tool's stdout contract (Holt's field names; structural_type optional). */
 export const ToolOutput = z.object({
   artefact_type: z.string().min(1, 'must not be empty'),
