@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { withClient } from '../common/pg.ts';
 
 /** The two roles of Holt's database: the schema's owner (migrations) and the runtime's (DML only). */
 export const PG_OWNER = 'holt_owner';
@@ -63,15 +64,10 @@ export async function ensureRoles(
   database: string,
   passwords: { owner: string; app: string },
 ): Promise<void> {
-  const run = async (url: string, statements: string[]) => {
-    const c = new pg.Client({ connectionString: url });
-    await c.connect();
-    try {
+  const run = (url: string, statements: string[]) =>
+    withClient(url, async (c) => {
       for (const sql of statements) await c.query(sql);
-    } finally {
-      await c.end();
-    }
-  };
+    });
   await run(superUrl, roleStatements(database, passwords.owner, passwords.app));
   const inDb = new URL(superUrl);
   inDb.pathname = `/${database}`;

@@ -12,3 +12,14 @@ export function createPool(connectionString: string, opts: pg.PoolConfig = {}, l
   pool.on('connect', (c) => c.on('error', () => undefined));
   return pool;
 }
+
+/** One client for one short job (set-up, a check): connected, given to `fn`, always ended. */
+export async function withClient<T>(connectionString: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}

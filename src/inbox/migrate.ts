@@ -2,10 +2,10 @@ import { readdirSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type MigrationBuilder, type RunnerOption, runner } from 'node-pg-migrate';
-import pg from 'pg';
 import { z } from 'zod';
 import { grantStatements, PG_APP } from '../access/postgres.ts';
 import type { Logger } from '../common/logger.ts';
+import { withClient } from '../common/pg.ts';
 
 const DIR = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
 
@@ -60,30 +60,22 @@ export async function migrate(databaseUrl: string, log?: Logger): Promise<string
 }
 
 /** DML for the runtime role on what the migrations made, where that role exists (bundled stores). */
-async function grantRuntimeRole(databaseUrl: string): Promise<void> {
-  const c = new pg.Client({ connectionString: databaseUrl });
-  await c.connect();
-  try {
+function grantRuntimeRole(databaseUrl: string): Promise<void> {
+  return withClient(databaseUrl, async (c) => {
     const r = await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [PG_APP]);
     if (r.rowCount) for (const sql of grantStatements()) await c.query(sql);
-  } finally {
-    await c.end();
-  }
+  });
 }
 
 /** Whether every migration of this build is applied (readable by the runtime's DML-only role). */
-export async function schemaCurrent(databaseUrl: string): Promise<boolean> {
-  const c = new pg.Client({ connectionString: databaseUrl });
-  await c.connect();
-  try {
+export function schemaCurrent(databaseUrl: string): Promise<boolean> {
+  return withClient(databaseUrl, async (c) => {
     const r = await c
       .query<{ name: string }>('SELECT name FROM holt.pgmigrations')
       .catch(() => ({ rows: [] }));
     const have = new Set(r.rows.map((x) => x.name));
     return knownMigrations().every((m) => have.has(m));
-  } finally {
-    await c.end();
-  }
+  });
 }
 
 /**

@@ -61,11 +61,15 @@ type Make = (
   mode: 'standard' | 'controller' | 'worker',
 ) => Promise<ComponentSpec>;
 
-function componentMaker(
-  file: HoltFile,
-  agent: HoltFileAgent,
-  base: { instance: string; workspace: string; conn: Record<string, string>; env: NodeJS.ProcessEnv },
-): Make {
+/** What every agent component of an instance starts from: its store URLs and `holt up`'s environment. */
+interface InstanceBase {
+  instance: string;
+  workspace: string;
+  conn: Record<string, string>;
+  env: NodeJS.ProcessEnv;
+}
+
+function componentMaker(file: HoltFile, agent: HoltFileAgent, base: InstanceBase): Make {
   return async (name: string, kind: ComponentSpec['kind'], mode: 'standard' | 'controller' | 'worker') => {
     const healthPort = await freePort();
     const env = pupEnvironment(
@@ -105,13 +109,7 @@ function componentMaker(
 async function agentComponents(
   file: HoltFile,
   agent: HoltFileAgent,
-  base: {
-    instance: string;
-    workspace: string;
-    conn: Record<string, string>;
-    env: NodeJS.ProcessEnv;
-    scaled?: number;
-  },
+  base: InstanceBase & { scaled?: number },
 ): Promise<ComponentSpec[]> {
   const make = componentMaker(file, agent, base);
   if (!isScalable(agent)) return [await make(agent.role, 'agent', 'standard')];
@@ -129,12 +127,7 @@ async function workerSpec(make: Make, agent: HoltFileAgent, i: number): Promise<
 }
 
 /** SIGHUP from `holt scale`: start or stop worker processes until each role has what scale.json says. */
-async function rescale(
-  sup: Supervisor,
-  file: HoltFile,
-  base: { instance: string; workspace: string; conn: Record<string, string>; env: NodeJS.ProcessEnv },
-  log: Logger,
-): Promise<void> {
+async function rescale(sup: Supervisor, file: HoltFile, base: InstanceBase, log: Logger): Promise<void> {
   const wanted = readScale(base.instance);
   for (const agent of file.agents) {
     if (!isScalable(agent)) continue;

@@ -3,6 +3,7 @@ import { chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync }
 import { join } from 'node:path';
 import pg from 'pg';
 import { newPassword } from '../access/principals.ts';
+import { withClient } from '../common/pg.ts';
 import { postgresBinDir } from './bins.ts';
 import { freePort } from './ports.ts';
 import { type ServerProcess, spawnServer, waitReady } from './proc.ts';
@@ -125,24 +126,14 @@ export async function startPostgres(opts: PostgresOptions | string = {}): Promis
     return true;
   });
   const createDatabase = async (name: string): Promise<string> => {
-    const c = new pg.Client({ connectionString: `${base}/postgres` });
-    await c.connect();
-    try {
-      await c.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
-    } finally {
-      await c.end();
-    }
+    await withClient(`${base}/postgres`, (c) => c.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`));
     return `${base}/${name}`;
   };
-  const exists = async (): Promise<boolean> => {
-    const c = new pg.Client({ connectionString: `${base}/postgres` });
-    await c.connect();
-    try {
-      return (await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [database])).rowCount === 1;
-    } finally {
-      await c.end();
-    }
-  };
+  const exists = () =>
+    withClient(
+      `${base}/postgres`,
+      async (c) => (await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [database])).rowCount === 1,
+    );
   return {
     url: (await exists()) ? `${base}/${database}` : await createDatabase(database),
     port,

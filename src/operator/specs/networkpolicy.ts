@@ -108,41 +108,41 @@ function seedEgress(
   mk: (suffix: string, s: Record<string, unknown>) => KubeObject,
 ): KubeObject[] {
   if (!gitUrl) return [];
-  const except = (cidr: string) => METADATA_CIDRS.filter((x) => cidrWithin(x, cidr));
-  const anywhere = ['0.0.0.0/0', '::/0'].map(
-    (cidr): V1NetworkPolicyPeer => ({ ipBlock: { cidr, except: except(cidr) } }),
-  );
+  const anywhere = ANYWHERE.map((cidr) => ipBlock(cidr, METADATA_CIDRS));
   return [
     mk('seed-egress', {
       podSelector: {
         matchLabels: { 'holt.io/instance': holt, 'app.kubernetes.io/component': 'workspace-seed' },
       },
       policyTypes: ['Egress'],
-      egress: [{ to: [...anywhere, { namespaceSelector: {} }], ports: [tcp(gitPort(gitUrl))] }],
+      // scp-like `git@host:path` is no URL: SSH.
+      egress: [{ to: [...anywhere, { namespaceSelector: {} }], ports: [tcp(urlPort(gitUrl, 22))] }],
     }),
   ];
 }
 
-/** The port of a Git URL: explicit, else by scheme (scp-like `git@host:path` is SSH). */
-function gitPort(url: string): number {
+const ANYWHERE = ['0.0.0.0/0', '::/0'];
+const SCHEME_PORTS: Record<string, number> = { 'http:': 80, 'https:': 443, 'ssh:': 22, 'git:': 9418 };
+
+/** The port a URL connects to: explicit, else its scheme's (443 for others), `unparsable` for a non-URL. */
+function urlPort(url: string, unparsable: number): number {
   try {
     const u = new URL(url);
-    if (u.port) return Number(u.port);
-    return { 'http:': 80, 'ssh:': 22, 'git:': 9418 }[u.protocol] ?? 443;
+    return u.port ? Number(u.port) : (SCHEME_PORTS[u.protocol] ?? 443);
   } catch {
-    return 22;
+    return unparsable;
   }
 }
 
-const portOf = (url: string | undefined): number => {
-  if (!url) return 443;
-  try {
-    const u = new URL(url);
-    return u.port ? Number(u.port) : u.protocol === 'http:' ? 80 : 443;
-  } catch {
-    return 443;
-  }
-};
+/**
+ * `cidr` minus the excepted ranges that lie strictly inside it; one inside another adds nothing
+ * (fd00:ec2::254 lies in fc00::/7).
+ */
+function ipBlock(cidr: string, excepted: string[]): V1NetworkPolicyPeer {
+  const inside = excepted.filter((x) => cidrWithin(x, cidr) && !cidrWithin(cidr, x));
+  const except = inside.filter((x) => !inside.some((y) => y !== x && cidrWithin(x, y)));
+  return { ipBlock: except.length ? { cidr, except } : { cidr } };
+}
 
 /**
  * The egress an Agent with `egress: true` declares, for its pods (controller, workers, claim Jobs:
@@ -166,16 +166,9 @@ export function agentEgressPolicy(
 ): { policy?: KubeObject; dropped: string[] } {
   if (!a.egress) return { dropped: [] };
   const excepted = [...METADATA_CIDRS, ...net.clusterCidrs];
-  const cidrs = a.egressTo?.cidrs ?? ['0.0.0.0/0', '::/0'];
+  const cidrs = a.egressTo?.cidrs ?? ANYWHERE;
   const dropped = cidrs.filter((c) => excepted.some((x) => cidrWithin(c, x)));
-  const blocks = cidrs
-    .filter((c) => !dropped.includes(c))
-    .map((cidr): V1NetworkPolicyPeer => {
-      const inside = excepted.filter((x) => cidrWithin(x, cidr) && !cidrWithin(cidr, x));
-      // An except inside another adds nothing (fd00:ec2::254 lies in fc00::/7).
-      const except = inside.filter((x) => !inside.some((y) => y !== x && cidrWithin(x, y)));
-      return { ipBlock: except.length ? { cidr, except } : { cidr } };
-    });
+  const blocks = cidrs.filter((c) => !dropped.includes(c)).map((cidr) => ipBlock(cidr, excepted));
   const pods = (a.egressTo?.pods ?? []).map(
     (p): V1NetworkPolicyPeer => ({
       podSelector: { matchLabels: p.labels },
@@ -185,7 +178,7 @@ export function agentEgressPolicy(
     }),
   );
   const to = [...blocks, ...pods];
-  const ports = (a.egressTo?.ports ?? [portOf(llmBaseUrl)]).map(tcp);
+  const ports = (a.egressTo?.ports ?? [llmBaseUrl ? urlPort(llmBaseUrl, 443) : 443]).map(tcp);
   const name = childName(owner.name, 'egress');
   const policy: KubeObject = {
     apiVersion: 'networking.k8s.io/v1',

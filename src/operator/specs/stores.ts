@@ -167,14 +167,10 @@ export function storeEnv(holt: string, stores: HoltSpec['stores'], who: StoreCli
         },
       ];
     }
-    return [urlEnv(store)];
-  };
-  const urlEnv = (store: 'redis' | 'nats'): V1EnvVar => {
-    const env = STORE_URL_ENV[store];
-    const s = stores[store];
-    if (s.mode === 'bundled') return fromSecret(env, storeSecretName(holt, store), urlKey(who as Principal));
-    if (s.urlSecretRef) return fromSecret(env, s.urlSecretRef.name, s.urlSecretRef.key);
-    return { name: env, value: s.url ?? '' };
+    if (s.mode === 'bundled')
+      return [fromSecret(env, storeSecretName(holt, store), urlKey(who as Principal))];
+    if (s.urlSecretRef) return [fromSecret(env, s.urlSecretRef.name, s.urlSecretRef.key)];
+    return [{ name: env, value: s.url ?? '' }];
   };
   const pg = stores.postgres;
   const name = STORE_URL_ENV.postgres;
