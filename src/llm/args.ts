@@ -14,40 +14,29 @@ const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
 
 /**
  * Every string in the model's arguments (nested ones too): no control characters, at most `maxBytes`
- * each. Anything else (numbers, objects) is capped by its JSON size. The first fault names its place.
+ * each. Any other argument (numbers, arrays, objects) is capped by its JSON size, once, at the top:
+ * a nested value over the cap makes its argument so too. The first fault names its place.
  */
 export function checkValues(args: Json, maxBytes: number): string | undefined {
+  const tooLong = (at: string) => `${at}: longer than ${maxBytes} bytes`;
   const walk = (v: unknown, at: string): string | undefined => {
     if (typeof v === 'string') {
       const m = CONTROL.exec(v);
       if (m)
         return `${at}: control character U+${m[0].charCodeAt(0).toString(16).padStart(4, '0').toUpperCase()} is not allowed`;
-      if (Buffer.byteLength(v) > maxBytes) return `${at}: longer than ${maxBytes} bytes`;
-      return undefined;
+      return Buffer.byteLength(v) > maxBytes ? tooLong(at) : undefined;
     }
-    if (Array.isArray(v)) {
-      for (const [i, x] of v.entries()) {
-        const e = walk(x, `${at}[${i}]`);
-        if (e) return e;
-      }
-      return Buffer.byteLength(JSON.stringify(v)) > maxBytes
-        ? `${at}: longer than ${maxBytes} bytes`
-        : undefined;
-    }
-    if (v && typeof v === 'object') {
+    if (v && typeof v === 'object')
       for (const [k, x] of Object.entries(v)) {
-        const e = walk(k, `${at} key`) ?? walk(x, `${at}.${k}`);
+        const e = Array.isArray(v) ? walk(x, `${at}[${k}]`) : (walk(k, `${at} key`) ?? walk(x, `${at}.${k}`));
         if (e) return e;
       }
-      return Buffer.byteLength(JSON.stringify(v)) > maxBytes
-        ? `${at}: longer than ${maxBytes} bytes`
-        : undefined;
-    }
     return undefined;
   };
   for (const [k, v] of Object.entries(args)) {
     const e = walk(v, k);
     if (e) return e;
+    if (typeof v !== 'string' && Buffer.byteLength(JSON.stringify(v) ?? '') > maxBytes) return tooLong(k);
   }
   return undefined;
 }
