@@ -402,6 +402,13 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     for (let i = 0; i < goals; i++) await holt('scale', ['forage', '--goal', `sleep ${i}`]);
     progress(`${goals} goals posted to scale`);
     type Pool = { status?: { replicas?: number; desiredReplicas?: number; backlog?: number } };
+    type AgentSt = { status?: { claimsInFlight?: number; conditions?: { type: string; message: string }[] } };
+    const agentSt = () => getJson<AgentSt>(['agent', 'scale-sleeper']);
+    // The Agent's claimsInFlight: counted by the orchestrator, read by the operator as its own Redis
+    // user (which may read no claim): the backlog shows there while the workers run.
+    await until('the Agent to show claims in flight', async () =>
+      ((await agentSt())?.status?.claimsInFlight ?? 0) > 0 ? true : undefined,
+    );
     let peak = 0;
     const workerNodes = new Set<string>();
     // A ReadWriteMany workspace: the workers' preferred anti-affinity puts them on different nodes. A
@@ -428,6 +435,11 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
       const pool = await getJson<Pool>(['workerpool', 'scale-sleeper-workers']);
       const left = await pods('holt.io/instance=scale,app.kubernetes.io/component=worker');
       return pool?.status?.replicas === 0 && left.length === 0 ? true : undefined;
+    });
+    await until('the Agent to show no claim in flight, refreshed', async () => {
+      const st = (await agentSt())?.status;
+      const ready = st?.conditions?.find((k) => k.type === 'Ready');
+      return st?.claimsInFlight === 0 && ready && !ready.message.includes('not refreshed') ? true : undefined;
     });
     // Every claim ran once, in one attempt: no worker was stopped while it held a row.
     const rows = await kubectl([

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNats } from '../../test/harness/nats.ts';
 import { startPostgres } from '../../test/harness/postgres.ts';
 import { startRedis } from '../../test/harness/redis.ts';
+import { readAgentLoad } from '../blackboard/agent-load.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { migrate } from '../inbox/migrate.ts';
 import { natsAuthorization, natsUrl } from './nats.ts';
@@ -77,16 +78,30 @@ describe('Redis users', () => {
     await denied(pup.hset(`holt:${I}:claim:c1`, 'status', 'complete'));
     await denied(pup.sadd(`holt:${I}:index:active_claims`, 'c1'));
     await denied(pup.hset(`holt:${I}:agents`, 'Evil', '{}'));
+    await denied(pup.set(`holt:${I}:agent_load`, '{}'));
     await denied(pup.get('holt:other:artefact:x'));
     for (const cmd of [['flushall'], ['config', 'get', '*'], ['keys', '*'], ['scan', '0'], ['acl', 'list']])
       await denied(pup.call(cmd[0] as string, ...cmd.slice(1)));
   });
 
-  it('the operator writes the registry and nothing else; the orchestrator owns claims but not the server', async () => {
+  it('the operator writes the registry, reads the load and status, and never sees the work; the orchestrator owns claims but not the server', async () => {
     const op = new Blackboard(as('operator'), I);
     await op.setAgents([]);
+    await as('admin').set(`holt:${I}:agent_load`, '{"updated_at_ms":1,"in_flight":{}}');
+    expect(await readAgentLoad(op.redis, op.k.agentLoad)).toEqual({ updated_at_ms: 1, in_flight: {} });
+    await op.redis.hgetall(`holt:${I}:agent_status:Writer`);
+    await denied(op.redis.set(`holt:${I}:agent_load`, '{}'));
     await denied(op.redis.hset(`holt:${I}:artefact:x`, 'type', 'Forged'));
     await denied(op.redis.hset(`holt:${I}:claim:c1`, 'status', 'complete'));
+    // Payloads, claims, bids and the claim index are the work: the operator reads none of them.
+    for (const read of [
+      () => op.redis.hgetall(`holt:${I}:artefact:7d1c9f5e-1111-4c5a-9b1e-000000000001`),
+      () => op.redis.hgetall(`holt:${I}:claim:c1`),
+      () => op.redis.hgetall(`holt:${I}:claim:c1:bids`),
+      () => op.redis.smembers(`holt:${I}:index:active_claims`),
+      () => op.redis.zrange(`holt:${I}:index:artefacts`, 0, -1),
+    ])
+      await denied(read());
     const orch = as('orchestrator');
     await orch.hset(`holt:${I}:claim:c1`, 'status', 'pending_review');
     await denied(orch.call('flushall'));

@@ -87,7 +87,7 @@ export const AgentStatus = z
     replicas: count('Pods of the agent (controller or standard pup).').optional(),
     readyReplicas: count('Ready pods of the agent.').optional(),
     claimsInFlight: count(
-      "Active claims that grant the role in their current phase (review, parallel, exclusive, or a feedback claim's rework) and lack the role's output: queued, running, or waiting for the Answer to a Question. The same for every mode (for scalable agents it includes grants still queued for workers). Re-read from the Holt's Redis periodically; kept at its last value while that Redis is unreachable.",
+      "Active claims that grant the role in their current phase (review, parallel, exclusive, or a feedback claim's rework) and lack the role's output: queued, running, or waiting for the Answer to a Question. The same for every mode (for scalable agents it includes grants still queued for workers). Counted by the Holt's orchestrator (every HOLT_LOAD_INTERVAL_MS) and re-read by the operator periodically; kept at its last value while the Holt's Redis is unreachable.",
     ).optional(),
     budget: z
       .object({

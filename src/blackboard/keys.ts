@@ -30,6 +30,8 @@ export function keys(instance: string) {
     quarantine: `${p}quarantine`,
     /** extension: STRING, bumped whenever the registry changes. */
     agentsRevision: `${p}agents:rev`,
+    /** extension: STRING, AgentLoad JSON: open grants per role, written by the leader (agent-load.ts). */
+    agentLoad: `${p}agent_load`,
     channels: {
       artefactEvents: `${p}artefact_events`,
       claimEvents: `${p}claim_events`,

@@ -1,12 +1,12 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Blackboard } from '../blackboard/client.ts';
+import { outputId } from '../blackboard/grants.ts';
 import { connectBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
 import type { Grant, GrantDispatcher } from '../orchestrator/dispatch.ts';
-import { outputId } from '../pup/decide.ts';
 import { failureArtefact } from '../pup/result.ts';
 import { InboxDispatcher } from './dispatcher.ts';
 import { ensureSchema } from './migrate.ts';

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Blackboard } from '../blackboard/client.ts';
+import { type Grant, isGranted, outputId } from '../blackboard/grants.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { StructuralType } from '../blackboard/types.ts';
 import { type AgentEvents, noAgentEvents } from '../bus/events.ts';
@@ -8,7 +9,6 @@ import type { Scrubber } from '../common/secrets.ts';
 import type { Fence } from '../inbox/schema.ts';
 import type { PupConfig } from '../pup/config.ts';
 import { assembleContext } from '../pup/context.ts';
-import { type Grant, isGranted, outputId } from '../pup/decide.ts';
 import type { ArtefactSink, ExecuteOptions, Outcome } from '../pup/executor.ts';
 import { failureArtefact, resultArtefact } from '../pup/result.ts';
 import type { LlmAgent } from './agent.ts';

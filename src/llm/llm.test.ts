@@ -14,10 +14,10 @@ import { type PostgresServer, startPostgres } from '../../test/harness/postgres.
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { outputId } from '../blackboard/grants.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
-import { outputId } from '../pup/decide.ts';
 import { artefact, config, grantedClaim, waitFor } from '../pup/test-helpers.ts';
 import { type LlmRuntime, startLlmRuntime } from './runtime.ts';
 import { agentStatusKey } from './status.ts';

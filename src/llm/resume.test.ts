@@ -7,8 +7,8 @@ import { type PostgresServer, startPostgres } from '../../test/harness/postgres.
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { outputId } from '../blackboard/grants.ts';
 import { createPool } from '../common/pg.ts';
-import { outputId } from '../pup/decide.ts';
 import { grantedClaim, spawnPup, waitFor } from '../pup/test-helpers.ts';
 
 /** The pup as a real process, killed with SIGKILL in the middle of a turn, and its secrets. */

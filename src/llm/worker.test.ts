@@ -9,6 +9,7 @@ import { type PostgresServer, startPostgres } from '../../test/harness/postgres.
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { outputId } from '../blackboard/grants.ts';
 import { connectBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { silentLogger } from '../common/logger.ts';
@@ -16,7 +17,6 @@ import { migrate } from '../inbox/migrate.ts';
 import { answeredQuestions, startOrchestratorInbox } from '../inbox/orchestrator.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { sweep, Watchdog } from '../inbox/watchdog.ts';
-import { outputId } from '../pup/decide.ts';
 import { artefact, grantedClaim, spawnPup, waitFor } from '../pup/test-helpers.ts';
 
 /** LLM agents of a scalable role: turns run on inbox workers (real processes) under the inbox's fence. */

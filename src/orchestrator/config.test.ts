@@ -24,6 +24,9 @@ describe('orchestrator configuration', () => {
     expect(c.redispatchAfterMs).toBe(30_000);
     expect(loadConfig({ ...base, HOLT_REDISPATCH_AFTER_MS: '5000' }).redispatchAfterMs).toBe(5000);
     expect(() => loadConfig({ ...base, HOLT_REDISPATCH_AFTER_MS: '0' })).toThrow(ConfigError);
+    expect(loadConfig(base).loadIntervalMs).toBe(2000);
+    expect(loadConfig({ ...base, HOLT_LOAD_INTERVAL_MS: '500' }).loadIntervalMs).toBe(500);
+    expect(() => loadConfig({ ...base, HOLT_LOAD_INTERVAL_MS: 'soon' })).toThrow(ConfigError);
     expect(
       loadConfig({
         ...base,

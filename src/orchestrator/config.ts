@@ -24,6 +24,8 @@ export interface OrchestratorConfig {
    * announcement may have failed or been lost; dispatchers are idempotent).
    */
   redispatchAfterMs: number;
+  /** How often the leader publishes each role's open grants (`agent_load`, the Agents' claimsInFlight). */
+  loadIntervalMs: number;
 }
 
 const ms = z.coerce.number().int().nonnegative();
@@ -42,6 +44,7 @@ const FileSchema = z
     standby_poll_ms: positiveMs,
     artefact_lookback_ms: ms,
     redispatch_after_ms: positiveMs,
+    load_interval_ms: positiveMs,
   })
   .partial()
   .strict();
@@ -58,6 +61,7 @@ const EnvSchema = z.object({
   HOLT_STANDBY_POLL_MS: positiveMs.optional(),
   HOLT_ARTEFACT_LOOKBACK_MS: ms.optional(),
   HOLT_REDISPATCH_AFTER_MS: positiveMs.optional(),
+  HOLT_LOAD_INTERVAL_MS: positiveMs.optional(),
   HOLT_ORCHESTRATOR_CONFIG: z.string().min(1).optional(),
 });
 
@@ -71,6 +75,7 @@ export const DEFAULTS = {
   standbyPollMs: 1_000,
   artefactLookbackMs: 60_000,
   redispatchAfterMs: 30_000,
+  loadIntervalMs: 2_000,
 } as const;
 
 function readFile(path: string): z.infer<typeof FileSchema> {
@@ -119,6 +124,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): OrchestratorConfig {
     standbyPollMs: e.HOLT_STANDBY_POLL_MS ?? f.standby_poll_ms ?? DEFAULTS.standbyPollMs,
     artefactLookbackMs: e.HOLT_ARTEFACT_LOOKBACK_MS ?? f.artefact_lookback_ms ?? DEFAULTS.artefactLookbackMs,
     redispatchAfterMs: e.HOLT_REDISPATCH_AFTER_MS ?? f.redispatch_after_ms ?? DEFAULTS.redispatchAfterMs,
+    loadIntervalMs: e.HOLT_LOAD_INTERVAL_MS ?? f.load_interval_ms ?? DEFAULTS.loadIntervalMs,
   };
   if (cfg.leaseTtlMs < 3 * 50) throw new ConfigError('lease TTL: must be at least 150 ms');
   return cfg;

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { readAgentLoad } from '../blackboard/agent-load.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { artefactToHash } from '../blackboard/codec.ts';
 import { claimSnapshotScript, updateClaimsScript } from '../blackboard/scripts.ts';
@@ -498,6 +499,32 @@ describe('orchestrator resilience', () => {
     const done = await waitClaim(bb, c2.id, (x) => x.status === 'complete');
     expect(done.granted_exclusive_agent).toBe('Coder');
     expect(agents[1]?.grants.length ?? 0).toBe(0);
+  });
+
+  it("the leader publishes each role's open grants (agent_load); the next leader carries on", async () => {
+    const { bb, start, agents } = await setup(threePhase);
+    const par = agents[1];
+    if (!par) throw new Error('Par agent expected');
+    par.pause(); // the parallel grant stays open
+    const o = start({ loadIntervalMs: 50 });
+    await o.whenLeader();
+    const goals = [newGoal('a'), newGoal('b')];
+    for (const g of goals) await bb.createArtefact(g);
+    const load = () => readAgentLoad(bb.redis, bb.k.agentLoad);
+    await waitFor(async () => (await load())?.in_flight.Par === 2, 'Par holds two open grants');
+    expect((await load())?.in_flight).toEqual({ Par: 2 });
+    await par.release();
+    await waitFor(async () => {
+      const l = await load();
+      return l && Object.keys(l.in_flight).length === 0;
+    }, 'no open grant');
+    for (const g of goals) await waitClaim(bb, (await claimFor(bb, g.id)).id, (c) => c.status === 'complete');
+    await o.stop();
+    const last = (await load())?.updated_at_ms;
+    await bb.redis.del(bb.k.agentLoad);
+    const other = start({ loadIntervalMs: 50 });
+    await other.whenLeader();
+    await waitFor(async () => ((await load())?.updated_at_ms ?? 0) > (last ?? 0), 'the new leader publishes');
   });
 
   it('grants to scalable roles go to the injected dispatcher', async () => {

@@ -7,6 +7,7 @@ import type { Logger } from '../common/logger.ts';
 import { ClaimRunner } from './claim-runner.ts';
 import type { OrchestratorConfig } from './config.ts';
 import type { GrantDispatcher } from './dispatch.ts';
+import { publishLoad } from './load.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
 import { sortRoles } from './phases.ts';
 import { type RecoveryDeps, recoverTerm, redispatchDue } from './recovery.ts';
@@ -52,6 +53,7 @@ export class Term {
   private readonly stepper: ClaimStepper;
   private sub: Subscription | null = null;
   private reconcileTimer: NodeJS.Timeout | null = null;
+  private loadTimer: NodeJS.Timeout | null = null;
   private halted = false;
   /** stop() has begun: nothing new is scheduled, the steps in flight finish. */
   private closing = false;
@@ -137,12 +139,14 @@ export class Term {
     await this.recover();
     await this.reconcile();
     this.scheduleReconcile();
+    this.scheduleLoad(0);
   }
 
   /** Stops at once (the lease is gone or the process is crashing): nothing new is written. */
   halt(): void {
     this.halted = true;
     if (this.reconcileTimer) clearTimeout(this.reconcileTimer);
+    if (this.loadTimer) clearTimeout(this.loadTimer);
     void this.runner.stop(false);
     void this.sub?.close();
   }
@@ -151,6 +155,7 @@ export class Term {
   async stop(): Promise<void> {
     this.closing = true;
     if (this.reconcileTimer) clearTimeout(this.reconcileTimer);
+    if (this.loadTimer) clearTimeout(this.loadTimer);
     await this.sub?.close();
     await this.runner.stop(true);
     await this.reconciling;
@@ -329,6 +334,16 @@ export class Term {
     this.reconcileTimer = setTimeout(() => {
       void this.reconcileOnce().finally(() => this.scheduleReconcile());
     }, this.d.config.reconcileIntervalMs);
+  }
+
+  /** Publishes the roles' open grants now and then every loadIntervalMs, while this term lasts. */
+  private scheduleLoad(delayMs: number): void {
+    if (this.halted || this.closing) return;
+    this.loadTimer = setTimeout(() => {
+      publishLoad(this.d.bb, () => this.alive())
+        .catch((e: unknown) => this.failed(e, { during: 'publish_load' }))
+        .finally(() => this.scheduleLoad(this.d.config.loadIntervalMs));
+    }, delayMs);
   }
 
   /**

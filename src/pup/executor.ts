@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import type { Blackboard, NewArtefact } from '../blackboard/client.ts';
+import { type Grant, isGranted, outputId } from '../blackboard/grants.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { Scrubber } from '../common/secrets.ts';
 import type { Fence } from '../inbox/schema.ts';
 import type { PupConfig } from './config.ts';
 import { assembleContext } from './context.ts';
-import { type Grant, isGranted, outputId } from './decide.ts';
 import { commitExists } from './git.ts';
 import type { PupMetrics } from './metrics.ts';
 import { redisRetry } from './redis-retry.ts';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Blackboard } from '../blackboard/client.ts';
+import { outputId } from '../blackboard/grants.ts';
 import { Artefact } from '../blackboard/types.ts';
 import { connectBus } from '../bus/connect.ts';
 import { natsAgentEvents } from '../bus/events.ts';
@@ -9,7 +10,6 @@ import type { InboxRow } from '../inbox/schema.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { InboxWorker, type Outcome as RowOutcome } from '../inbox/worker.ts';
 import type { PupConfig } from './config.ts';
-import { outputId } from './decide.ts';
 import type { ArtefactSink, ExecuteOptions, Executor, Outcome } from './executor.ts';
 
 const blank = (v: unknown) => (v === '' ? undefined : v);

@@ -6,9 +6,9 @@ import { type PostgresServer, startPostgres } from '../../test/harness/postgres.
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { outputId } from '../blackboard/grants.ts';
 import { migrate } from '../inbox/migrate.ts';
 import { InboxStore } from '../inbox/store.ts';
-import { outputId } from './decide.ts';
 import { grantedClaim, node, pupEnv } from './test-helpers.ts';
 
 /** `--execute-claim` with an inbox configured: never runs a grant outside its inbox row's fence. */

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
-import { outputId } from './decide.ts';
+import { outputId } from '../blackboard/grants.ts';
 import { grantedClaim, node, pupEnv, sh, waitFor } from './test-helpers.ts';
 
 /** The pup as a real process: `node src/pup/main.ts`, signals and exit codes. */

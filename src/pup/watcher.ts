@@ -2,12 +2,13 @@ import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import type { Blackboard, VersionedClaim } from '../blackboard/client.ts';
 import { BlackboardDataError } from '../blackboard/codec.ts';
+import { currentGrant, type Grant, outputId } from '../blackboard/grants.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { type Artefact, GrantNotification } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { decideBid } from './bid.ts';
 import type { PupConfig } from './config.ts';
-import { type BidChoice, biddingOpen, currentGrant, type Grant, outputId } from './decide.ts';
+import { type BidChoice, biddingOpen } from './decide.ts';
 import type { PupMetrics } from './metrics.ts';
 import { redisRetry } from './redis-retry.ts';
 

@@ -190,7 +190,7 @@ export class Autoscaler {
     }
     await writeStatus(this.#o.client, pool, patch, AUTOSCALER_MANAGER);
     // The owning Agent's claimsInFlight is the Agent reconciler's (one definition for every mode,
-    // from the blackboard: controllers/agentruntime.ts), not the inbox's claimed rows.
+    // the open grants the orchestrator publishes: controllers/agentruntime.ts), not the inbox's rows.
     return { requeueAfterMs: this.#o.pollMs };
   }
 

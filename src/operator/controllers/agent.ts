@@ -132,7 +132,9 @@ async function runtimeStatus(
     ]);
     return {
       fields: { claimsInFlight: r.claimsInFlight, ...(r.budget ? { budget: r.budget } : {}) },
-      note: '',
+      note: r.loadStale
+        ? '; claims in flight not refreshed (no orchestrator has published them for a minute)'
+        : '',
     };
   } catch (e) {
     ctx.log.debug(

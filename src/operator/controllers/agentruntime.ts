@@ -1,9 +1,7 @@
+import { type AgentLoad, readAgentLoad } from '../../blackboard/agent-load.ts';
 import type { Blackboard } from '../../blackboard/client.ts';
-import { BlackboardDataError } from '../../blackboard/codec.ts';
-import type { Claim, ClaimType } from '../../blackboard/types.ts';
 import type { Logger } from '../../common/logger.ts';
 import { type AgentStatus as LlmAgentStatus, readAgentStatuses } from '../../llm/status.ts';
-import { currentGrant, outputId } from '../../pup/decide.ts';
 import { nowIso } from '../runtime/status.ts';
 import type { HoltBoards, HoltRef } from './registry.ts';
 import { keyOf } from './resources.ts';
@@ -19,7 +17,10 @@ export interface AgentBudget {
 
 /** What an Agent's status reports from its Holt's Redis (values that change without a Kubernetes event). */
 export interface AgentRuntime {
+  /** The role's open grants lacking output, as the Holt's leader last published them. */
   claimsInFlight: number;
+  /** No leader has published the count for LOAD_STALE_MS: it may be out of date. */
+  loadStale?: boolean;
   /** Absent for agents that publish no `agent_status` hash (command agents). */
   budget?: AgentBudget;
 }
@@ -28,20 +29,6 @@ export interface AgentRuntime {
 export interface HoltRuntimeReader {
   read(holt: HoltRef, role: string): Promise<AgentRuntime>;
   close?(): Promise<void>;
-}
-
-/**
- * The grant `role` holds on `claim` in its current phase and has not answered yet, if any: the
- * pup's own rule (currentGrant: review/parallel lists, the exclusive agent, a feedback claim's
- * exclusive agent), minus grants the orchestrator already recorded as received and dormant claims.
- * Whether the output exists is checked separately (the deterministic `outputId`, as the pup does).
- */
-export function openGrant(claim: Claim, role: string): ClaimType | null {
-  if (claim.dormant_reason) return null;
-  const t = currentGrant(claim, role);
-  if (!t) return null;
-  if (claim.status !== 'pending_assignment' && claim.phase_state?.received[role]) return null;
-  return t;
 }
 
 /** The LLM pup's `agent_status` hash as `status.budget`; the window start as of its last write. */
@@ -57,31 +44,19 @@ export function budgetOf(s: LlmAgentStatus): AgentBudget {
   };
 }
 
-/** Active claims of a Holt, skipping malformed ones (one bad hash must not hide the others). */
-async function activeClaims(bb: Blackboard): Promise<Claim[]> {
-  const ids = await bb.activeClaimIds();
-  try {
-    return (await bb.getClaims(ids)).flatMap((c) => (c ? [c.claim] : []));
-  } catch (e) {
-    if (!(e instanceof BlackboardDataError)) throw e;
-    const out: Claim[] = [];
-    for (const id of ids) {
-      const c = await bb.getClaim(id).catch(() => null);
-      if (c) out.push(c.claim);
-    }
-    return out;
-  }
-}
+/** Published load older than this means no orchestrator leads: the count is kept, with a note. */
+export const LOAD_STALE_MS = 60_000;
 
 /**
- * The real reader, on the Holt's own Redis (connections shared with the registry writer). The
- * active claims of a Holt are read once per `maxAgeMs` and shared by its agents; the output check
- * and the status hash are per role.
+ * The real reader, on the Holt's own Redis (connections shared with the registry writer). It reads
+ * only what the operator's Redis user may: the load the leader publishes (`agent_load`, read once
+ * per `maxAgeMs` and shared by the Holt's agents) and the role's `agent_status` hash. Never a claim
+ * or an artefact.
  */
 export class RedisRuntimeReader implements HoltRuntimeReader {
   readonly #boards: HoltBoards;
   readonly #maxAgeMs: number;
-  readonly #snapshots = new Map<string, { at: number; claims: Promise<Claim[]> }>();
+  readonly #snapshots = new Map<string, { at: number; load: Promise<AgentLoad | null> }>();
   readonly #log?: Logger;
 
   constructor(boards: HoltBoards, opts: { maxAgeMs?: number; log?: Logger } = {}) {
@@ -92,32 +67,31 @@ export class RedisRuntimeReader implements HoltRuntimeReader {
 
   async read(holt: HoltRef, role: string): Promise<AgentRuntime> {
     const bb = await this.#boards.board(holt);
-    const claims = await this.#claims(holt, bb);
-    const grants = claims.flatMap((c) => {
-      const t = openGrant(c, role);
-      return t ? [outputId(bb.instance, c.id, role, t)] : [];
-    });
-    const [done, statuses] = await Promise.all([
-      bb.artefactsExist(grants),
+    const [load, statuses] = await Promise.all([
+      this.#load(holt, bb),
       readAgentStatuses(bb.redis, bb.instance, [role]),
     ]);
     const s = statuses.get(role);
     this.#log?.debug({ event_type: 'agent_runtime_read', holt: keyOf(holt.namespace, holt.name), role });
-    return { claimsInFlight: done.filter((d) => !d).length, ...(s ? { budget: budgetOf(s) } : {}) };
+    return {
+      claimsInFlight: load?.in_flight[role] ?? 0,
+      ...(load && Date.now() - load.updated_at_ms > LOAD_STALE_MS ? { loadStale: true } : {}),
+      ...(s ? { budget: budgetOf(s) } : {}),
+    };
   }
 
-  #claims(holt: HoltRef, bb: Blackboard): Promise<Claim[]> {
+  #load(holt: HoltRef, bb: Blackboard): Promise<AgentLoad | null> {
     const key = keyOf(holt.namespace, holt.name);
     const now = Date.now();
     const have = this.#snapshots.get(key);
-    if (have && now - have.at < this.#maxAgeMs) return have.claims;
-    const claims = activeClaims(bb);
-    this.#snapshots.set(key, { at: now, claims });
+    if (have && now - have.at < this.#maxAgeMs) return have.load;
+    const load = readAgentLoad(bb.redis, bb.k.agentLoad);
+    this.#snapshots.set(key, { at: now, load });
     // A failed read is not shared: the next caller tries again.
-    claims.catch(() => {
-      if (this.#snapshots.get(key)?.claims === claims) this.#snapshots.delete(key);
+    load.catch(() => {
+      if (this.#snapshots.get(key)?.load === load) this.#snapshots.delete(key);
     });
-    return claims;
+    return load;
   }
 
   async close(): Promise<void> {

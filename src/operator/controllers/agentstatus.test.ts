@@ -2,11 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
+import { newPasswords } from '../../access/principals.ts';
+import { redisAclLines, redisUrl } from '../../access/redis.ts';
+import { writeAgentLoad } from '../../blackboard/agent-load.ts';
 import { Blackboard } from '../../blackboard/client.ts';
+import { outputId } from '../../blackboard/grants.ts';
 import type { Claim, ClaimType } from '../../blackboard/types.ts';
 import { type AgentStatus as LlmAgentStatus, writeAgentStatus } from '../../llm/status.ts';
 import { freePort } from '../../local/ports.ts';
-import { outputId } from '../../pup/decide.ts';
+import { publishLoad } from '../../orchestrator/load.ts';
 import type { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { eventually, installCrds, startOperator } from '../testkit.ts';
@@ -14,12 +18,13 @@ import {
   type AgentRuntime,
   budgetOf,
   type HoltRuntimeReader,
-  openGrant,
+  LOAD_STALE_MS,
   RedisRuntimeReader,
 } from './agentruntime.ts';
 import { HoltBoards, type HoltRef, RedisRegistryWriter } from './registry.ts';
 
-// Agent status from the Holt's Redis: claims in flight for the role and the LLM pup's budget use.
+// Agent status from the Holt's Redis: claims in flight for the role (as the leader publishes them)
+// and the LLM pup's budget use, read as the operator's own Redis user.
 const NS = 'agent-status';
 const HOLT = 'rt';
 const ROLE = 'coder';
@@ -41,46 +46,7 @@ const phase = (current: 'review' | 'parallel' | 'exclusive', granted: string[], 
   start_time_ms: 1,
 });
 
-describe('pure: which grants are open, budget mapping', () => {
-  it('openGrant: current phase only, received and dormant excluded, feedback claims count', () => {
-    expect(openGrant(claim({ status: 'pending_review', granted_review_agents: [ROLE] }), ROLE)).toBe(
-      'review',
-    );
-    expect(openGrant(claim({ status: 'pending_parallel', granted_parallel_agents: [ROLE] }), ROLE)).toBe(
-      'claim',
-    );
-    expect(openGrant(claim({ status: 'pending_exclusive', granted_exclusive_agent: ROLE }), ROLE)).toBe(
-      'exclusive',
-    );
-    expect(openGrant(claim({ status: 'pending_assignment', granted_exclusive_agent: ROLE }), ROLE)).toBe(
-      'exclusive',
-    );
-    // An older phase's grant (review done, now exclusive for someone else) is not in flight.
-    expect(
-      openGrant(
-        claim({ status: 'pending_exclusive', granted_review_agents: [ROLE], granted_exclusive_agent: 'x' }),
-        ROLE,
-      ),
-    ).toBeNull();
-    expect(
-      openGrant(
-        claim({
-          status: 'pending_parallel',
-          granted_parallel_agents: [ROLE, 'b'],
-          phase_state: phase('parallel', [ROLE, 'b'], { [ROLE]: randomUUID() }),
-        }),
-        ROLE,
-      ),
-    ).toBeNull();
-    expect(
-      openGrant(
-        claim({ status: 'pending_exclusive', granted_exclusive_agent: ROLE, dormant_reason: 'x' }),
-        ROLE,
-      ),
-    ).toBeNull();
-    expect(openGrant(claim({ status: 'complete', granted_exclusive_agent: ROLE }), ROLE)).toBeNull();
-  });
-
+describe('pure: budget mapping', () => {
   it('budgetOf: counts, cost, paused; the window start as of the last write', () => {
     const s = llmStatus({ state: 'paused', window_ms: 60_000, updated_at_ms: Date.UTC(2025, 0, 1, 0, 1) });
     expect(budgetOf(s)).toEqual({
@@ -133,6 +99,8 @@ const inFlightIs = (n: number) =>
   eventually(`claimsInFlight ${n}`, async () =>
     (await agentStatus()).claimsInFlight === n ? true : undefined,
   );
+/** What the orchestrator's leader does every HOLT_LOAD_INTERVAL_MS (src/orchestrator/load.ts). */
+const published = () => publishLoad(bb, () => true);
 const readsAfter = (n: number) => {
   const want = reads + n;
   return eventually(`${n} more runtime reads`, () => (reads >= want ? true : undefined));
@@ -150,13 +118,18 @@ const output = (c: Claim, type: ClaimType) =>
   });
 
 beforeAll(async () => {
-  [kube, redis] = await Promise.all([startKube(), startRedis()]);
+  const pw = newPasswords();
+  [kube, redis] = await Promise.all([
+    startKube(),
+    startRedis({ acl: redisAclLines(HOLT, pw), adminPassword: pw.admin }),
+  ]);
   deadUrl = `redis://127.0.0.1:${await freePort()}`; // nobody listens there
   admin = new KubeClient(kube.kubeconfig);
   await installCrds(admin);
   await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
   bb = Blackboard.connect(redis.url, HOLT);
-  const boards = new HoltBoards(async () => (down ? deadUrl : redis.url));
+  const asOperator = redisUrl('operator', pw.operator, '127.0.0.1', redis.port);
+  const boards = new HoltBoards(async () => (down ? deadUrl : asOperator));
   const real = new RedisRuntimeReader(boards, { maxAgeMs: 0 });
   const runtime: HoltRuntimeReader = {
     read: async (h: HoltRef, role: string): Promise<AgentRuntime> => {
@@ -224,17 +197,38 @@ describe('Agent status from the Holt Redis (real API server + real Redis)', () =
       claim({ status: 'pending_exclusive', granted_exclusive_agent: ROLE, dormant_reason: 'nothing left' }),
     ];
     for (const c of [...mine.map((m) => m.c), ...others]) await bb.createClaim(c);
+    await published();
     await inFlightIs(3);
     const [first, second, third] = granted;
     if (!first || !second || !third) throw new Error('three grants expected');
     await output(first.c, first.type);
+    await published();
     await inFlightIs(2);
     await output(second.c, second.type);
     // The orchestrator completes the third (removed from the active set).
     const vc = await bb.getClaim(third.c.id);
     if (!vc) throw new Error('claim missing');
     await bb.updateClaim({ ...vc.claim, status: 'complete' }, vc.rev);
+    await published();
     await inFlightIs(0);
+  });
+
+  it('a load no leader has refreshed for a minute is shown with a note, and the note goes with a fresh one', async () => {
+    await writeAgentLoad(bb.redis, bb.k.agentLoad, {
+      updated_at_ms: Date.now() - LOAD_STALE_MS - 1_000,
+      in_flight: { [ROLE]: 7 },
+    });
+    const ready = () => agentStatus().then((s) => s.conditions?.find((x) => x.type === 'Ready'));
+    await inFlightIs(7);
+    await eventually('stale note', async () =>
+      (await ready())?.message.includes('for a minute') ? true : undefined,
+    );
+    await published();
+    await inFlightIs(0);
+    await eventually('note gone', async () => {
+      const r = await ready();
+      return r && !r.message.includes('not refreshed') ? true : undefined;
+    });
   });
 
   it('an agent_status hash → status.budget; a change in it → a new budget', async () => {
@@ -268,6 +262,7 @@ describe('Agent status from the Holt Redis (real API server + real Redis)', () =
   it('an unreachable Redis keeps the last values and does not degrade the agent', async () => {
     const c = claim({ status: 'pending_exclusive', granted_exclusive_agent: ROLE });
     await bb.createClaim(c);
+    await published();
     await inFlightIs(1);
     down = true;
     const st = await eventually('note in the Ready message', async () => {
@@ -279,6 +274,7 @@ describe('Agent status from the Holt Redis (real API server + real Redis)', () =
     expect(st.budget).toMatchObject({ paused: true, calls: 4 });
     expect(st.conditions?.find((x) => x.type === 'Degraded')?.status).toBe('False');
     await output(c, 'exclusive');
+    await published();
     down = false;
     await inFlightIs(0);
     await eventually('note gone', async () => {
