@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { waitFor } from '../orchestrator/testkit.ts';
 import { Blackboard } from './client.ts';
-import { artefactToHash, BlackboardDataError } from './codec.ts';
+import { artefactToHash, type BlackboardDataError } from './codec.ts';
 import { subscribe } from './subscriber.ts';
 import { Artefact, type Claim } from './types.ts';
 
@@ -125,10 +125,34 @@ describe('blackboard: Holt byte compatibility', () => {
     expect((await bb.getArtefact(a.id))?.payload).toBe('build it');
   });
 
-  it('a malformed stored artefact is a clear error, not a crash', async () => {
+  it('a malformed stored item reads as missing and is reported once per read, with a clear reason; its siblings read', async () => {
+    const seen: BlackboardDataError[] = [];
+    const own = new Blackboard(bb.redis, 'test', (e) => seen.push(e));
     const id = randomUUID();
+    const good = goal();
+    await own.createArtefact(good);
     await bb.redis.hset(`holt:test:artefact:${id}`, { id, version: 'x' });
-    await expect(bb.getArtefact(id)).rejects.toThrow(BlackboardDataError);
+    expect(await own.getArtefact(id)).toBeNull();
+    expect((await own.getArtefacts([good.id, id])).map((a) => a?.id ?? null)).toEqual([good.id, null]);
+    expect(seen.map((e) => [e.kind, e.id])).toEqual([
+      ['artefact', id],
+      ['artefact', id],
+    ]);
+    expect(seen[0]?.message).toMatch(new RegExp(`malformed artefact ${id} on the blackboard: .*version`));
+    const cid = randomUUID();
+    const okClaim = newClaim(good.id);
+    await own.createClaim(okClaim);
+    await bb.redis.hset(`holt:test:claim:${cid}`, { id: cid, granted_review_agents: '{not json' });
+    expect(await own.getClaim(cid)).toBeNull();
+    expect((await own.getClaims([cid, okClaim.id])).map((c) => c?.claim.id ?? null)).toEqual([
+      null,
+      okClaim.id,
+    ]);
+    expect(seen.slice(2).map((e) => e.kind)).toEqual(['claim', 'claim']);
+    // Without a sink the blackboard keeps them for its owner to report.
+    expect(await bb.getClaim(cid)).toBeNull();
+    expect([...bb.malformed.keys()]).toContain(`claim:${cid}`);
+    expect(seen.every((e) => e.reason.length <= 200)).toBe(true);
   });
 
   it('claim creation is idempotent per artefact; a feedback claim overwrites the index', async () => {
@@ -286,7 +310,8 @@ describe('blackboard: orchestrator support', () => {
       { id: a.id, bids: true, target: true },
     ]);
     expect(many).toEqual([null, one]);
-    // A claim that cannot be read or written fails alone: the others in its batch go through.
+    // A claim that cannot be read reads as missing and is reported; one that cannot be written fails
+    // alone: the others in its batch go through.
     const bad = newClaim(goal().id);
     await bb.redis.set(bb.k.claim(bad.id), 'not a hash');
     const broken = newClaim(goal().id);
@@ -297,8 +322,10 @@ describe('blackboard: orchestrator support', () => {
       { id: broken.id, bids: false, target: false },
       { id: a.id, bids: true, target: true },
     ]);
-    expect(reads[0]).toBeInstanceOf(Error);
-    expect(reads[1]).toBeInstanceOf(Error);
+    expect(reads[0]).toBeNull();
+    expect(reads[1]).toBeNull();
+    expect(bb.malformed.get(`claim:${bad.id}`)?.reason).toMatch(/WRONGTYPE/);
+    expect(bb.malformed.get(`claim:${broken.id}`)?.reason).toBe('granted_review_agents: not valid JSON');
     expect(reads[2]).toEqual(one);
     const writes = await bb.updateClaims([
       { claim: { ...bad, status: 'complete' }, rev: 1 },

@@ -1,5 +1,12 @@
 import { type ChainableCommander, Redis, type RedisOptions } from 'ioredis';
-import { artefactToHash, claimToHash, claimToJson, hashToArtefact, hashToClaim } from './codec.ts';
+import {
+  artefactToHash,
+  BlackboardDataError,
+  claimToHash,
+  claimToJson,
+  hashToArtefact,
+  hashToClaim,
+} from './codec.ts';
 import { type Keys, keys } from './keys.ts';
 import { contextLevelScript, releaseLeaseScript } from './pup-scripts.ts';
 import {
@@ -81,26 +88,56 @@ export interface SnapshotRequest {
   known?: VersionedClaim | undefined;
 }
 
-/** The artefacts of a script reply's id, flat hash, id, flat hash, ... run from `from` on (gone ones skipped). */
-function childrenFrom(reply: unknown[], from: number): Map<string, Artefact> {
+/** Where reads report an item they skipped because it does not parse (see `Blackboard`). */
+export type MalformedSink = (e: BlackboardDataError) => void;
+
+/** `parse()`, or null after reporting a malformed item to `sink`; other errors are thrown. */
+function lenient<T>(sink: MalformedSink, parse: () => T): T | null {
+  try {
+    return parse();
+  } catch (e) {
+    if (!(e instanceof BlackboardDataError)) throw e;
+    sink(e);
+    return null;
+  }
+}
+
+/** A stored claim hash, or null (reported) when malformed. */
+function claimOf(sink: MalformedSink, id: string, h: Record<string, string>): VersionedClaim | null {
+  return lenient(sink, () => ({ claim: hashToClaim(id, h), rev: Number(h.rev ?? 0) }));
+}
+
+/** A stored artefact hash, or null (reported) when malformed. */
+function artefactOf(sink: MalformedSink, id: string, h: Record<string, string>): Artefact | null {
+  return lenient(sink, () => hashToArtefact(id, h));
+}
+
+/**
+ * The artefacts of a script reply's id, flat hash, id, flat hash, ... run from `from` on (gone ones
+ * skipped, malformed ones reported and skipped: one bad child must not stop its claim).
+ */
+function childrenFrom(sink: MalformedSink, reply: unknown[], from: number): Map<string, Artefact> {
   const children = new Map<string, Artefact>();
   for (let i = from; i + 1 < reply.length; i += 2) {
     const cid = reply[i] as string;
     const ch = toHash(reply[i + 1]);
-    if (Object.keys(ch).length) children.set(cid, hashToArtefact(cid, ch));
+    const a = Object.keys(ch).length ? artefactOf(sink, cid, ch) : null;
+    if (a) children.set(cid, a);
   }
   return children;
 }
 
-function parseSnapshot(r: SnapshotRequest, res: unknown[]): ClaimSnapshot | null {
+/** A step's read; null when the claim is gone or malformed (reported). */
+function parseSnapshot(sink: MalformedSink, r: SnapshotRequest, res: unknown[]): ClaimSnapshot | null {
   if (!res.length) return null;
   const { id, known } = r;
   const h = toHash(res[0]);
   const unchanged = known !== undefined && h.id === undefined && h.rev === String(known.rev);
-  const vc = unchanged ? known : { claim: hashToClaim(id, h), rev: Number(h.rev ?? 0) };
+  const vc = unchanged ? known : claimOf(sink, id, h);
+  if (!vc) return null;
   const th = toHash(res[2]);
-  const target = Object.keys(th).length ? hashToArtefact(vc.claim.artefact_id, th) : null;
-  return { vc, bids: toHash(res[1]), target, children: childrenFrom(res, 3) };
+  const target = Object.keys(th).length ? artefactOf(sink, vc.claim.artefact_id, th) : null;
+  return { vc, bids: toHash(res[1]), target, children: childrenFrom(sink, res, 3) };
 }
 
 /**
@@ -116,12 +153,16 @@ export interface SourceRead {
 function sourceRead(arrived: Artefact, raw: unknown): SourceRead | null {
   const r = (raw ?? []) as unknown[];
   if (!r.length || r[0] === '') return null;
-  let children: Map<string, Artefact>;
-  try {
-    children = childrenFrom(r, 1);
-  } catch {
-    return null; // the step reads for itself, and reports it
-  }
+  let bad = false;
+  // The step reads for itself when a child is malformed, and reports it then (once, not here too).
+  const children = childrenFrom(
+    () => {
+      bad = true;
+    },
+    r,
+    1,
+  );
+  if (bad) return null;
   children.set(arrived.id, arrived);
   return { rev: Number(r[0]), children };
 }
@@ -140,22 +181,46 @@ function changedFields(prev: Record<string, string>, next: Record<string, string
   return out;
 }
 
+/** How many skipped items a blackboard remembers for its owner to report (`malformed`). */
+const MALFORMED_KEPT = 1_000;
+
 /**
  * Typed access to one instance's blackboard. Every write that must not race is one Lua script
  * (write-once artefacts, idempotent claim creation, compare-and-set claim updates).
+ *
+ * Reads never fail on one bad item: a stored claim or artefact that does not parse reads as missing
+ * and goes to `onMalformed` (the orchestrator quarantines it; the default keeps the last ones in
+ * `malformed`), so one poison hash cannot stop a recovery, a scan or its siblings.
  */
 export class Blackboard {
   readonly k: Keys;
   readonly redis: Redis;
   readonly instance: string;
-  constructor(redis: Redis, instance: string) {
+  /** Items skipped as malformed, by `kind:id` (the last MALFORMED_KEPT), when no sink was given. */
+  readonly malformed = new Map<string, BlackboardDataError>();
+  readonly #sink: MalformedSink;
+
+  constructor(redis: Redis, instance: string, onMalformed?: MalformedSink) {
     this.redis = redis;
     this.instance = instance;
     this.k = keys(instance);
+    this.#sink =
+      onMalformed ??
+      ((e) => {
+        this.malformed.delete(`${e.kind}:${e.id}`);
+        this.malformed.set(`${e.kind}:${e.id}`, e);
+        if (this.malformed.size > MALFORMED_KEPT)
+          this.malformed.delete(this.malformed.keys().next().value ?? '');
+      });
   }
 
-  static connect(url: string, instance: string, opts: RedisOptions = {}): Blackboard {
-    return new Blackboard(new Redis(url, { maxRetriesPerRequest: 3, ...opts }), instance);
+  static connect(
+    url: string,
+    instance: string,
+    opts: RedisOptions = {},
+    onMalformed?: MalformedSink,
+  ): Blackboard {
+    return new Blackboard(new Redis(url, { maxRetriesPerRequest: 3, ...opts }), instance, onMalformed);
   }
 
   async close(): Promise<void> {
@@ -184,7 +249,7 @@ export class Blackboard {
 
   async getArtefact(id: string): Promise<Artefact | null> {
     const h = await this.redis.hgetall(this.k.artefact(id));
-    return Object.keys(h).length ? hashToArtefact(id, h) : null;
+    return Object.keys(h).length ? artefactOf(this.#sink, id, h) : null;
   }
 
   /** One pipelined round trip; null for a missing id. */
@@ -194,7 +259,7 @@ export class Blackboard {
       (p, id) => p.hgetall(this.k.artefact(id)),
       (v, id) => {
         const hash = (v ?? {}) as Record<string, string>;
-        return Object.keys(hash).length ? hashToArtefact(id, hash) : null;
+        return Object.keys(hash).length ? artefactOf(this.#sink, id, hash) : null;
       },
     );
   }
@@ -304,7 +369,7 @@ export class Blackboard {
   async getClaim(id: string): Promise<VersionedClaim | null> {
     const h = await this.redis.hgetall(this.k.claim(id));
     if (!Object.keys(h).length) return null;
-    return { claim: hashToClaim(id, h), rev: Number(h.rev ?? 0) };
+    return claimOf(this.#sink, id, h);
   }
 
   /**
@@ -341,9 +406,13 @@ export class Blackboard {
     const all = (await claimSnapshotScript.run(this.redis, keys, args)) as (unknown[] | string)[];
     return reqs.map((r, i) => {
       const res = all[i] ?? [];
-      if (typeof res === 'string') return new Error(`claim ${r.id}: ${res}`);
+      // A key the script cannot read as a claim (a wrong type, say) is as malformed as a bad field.
+      if (typeof res === 'string')
+        return lenient(this.#sink, () => {
+          throw new BlackboardDataError('claim', r.id, res);
+        });
       try {
-        return parseSnapshot(r, res);
+        return parseSnapshot(this.#sink, r, res);
       } catch (e) {
         return e instanceof Error ? e : new Error(String(e));
       }
@@ -356,7 +425,7 @@ export class Blackboard {
       (p, id) => p.hgetall(this.k.claim(id)),
       (v, id) => {
         const hash = (v ?? {}) as Record<string, string>;
-        return Object.keys(hash).length ? { claim: hashToClaim(id, hash), rev: Number(hash.rev ?? 0) } : null;
+        return Object.keys(hash).length ? claimOf(this.#sink, id, hash) : null;
       },
     );
   }
@@ -488,6 +557,23 @@ export class Blackboard {
     return (await this.redis.hsetnx(this.k.quarantine, `${q.kind}:${q.id}`, JSON.stringify(entry))) === 1;
   }
 
+  /**
+   * Sets a claim aside and takes it out of the active and dormant sets in one transaction (nothing
+   * reads it again); true when it is new.
+   */
+  async quarantineClaim(q: Omit<Quarantined, 'at_ms'>): Promise<boolean> {
+    const entry: Quarantined = { ...q, at_ms: Date.now() };
+    const res = await this.redis
+      .multi()
+      .hsetnx(this.k.quarantine, `claim:${q.id}`, JSON.stringify(entry))
+      .srem(this.k.activeClaims, q.id)
+      .srem(this.k.dormantClaims, q.id)
+      .exec();
+    const [err, fresh] = res?.[0] ?? [new Error('transaction discarded'), 0];
+    if (err) throw err;
+    return fresh === 1;
+  }
+
   /** Everything set aside, oldest first; an unreadable entry is listed as such, never thrown. */
   async quarantined(): Promise<Quarantined[]> {
     const all = await this.redis.hgetall(this.k.quarantine);
@@ -535,12 +621,9 @@ export class Blackboard {
       if (!flatHash?.length) return null;
       const h: Record<string, string> = {};
       for (let j = 0; j + 1 < flatHash.length; j += 2) h[flatHash[j] as string] = flatHash[j + 1] as string;
-      try {
-        return hashToArtefact(h.id ?? id, h);
-      } catch {
-        malformed.push(h.id ?? id);
-        return null;
-      }
+      const a = artefactOf(this.#sink, h.id ?? id, h);
+      if (!a) malformed.push(h.id ?? id);
+      return a;
     };
     const found = ids.map((id, i) => ({
       artefact: decode(id, res[2 * i]),
@@ -624,11 +707,9 @@ export class Blackboard {
       missing.forEach((id, i) => {
         const h = hashes[i] ?? {};
         if (!Object.keys(h).length) return; // deleted since the SCAN
-        try {
-          batch.push(hashToArtefact(id, h));
-        } catch {
-          malformed.push(id);
-        }
+        const a = artefactOf(this.#sink, id, h);
+        if (a) batch.push(a);
+        else malformed.push(id);
       });
       await this.indexArtefacts(batch);
       indexed.push(...batch);

@@ -1,3 +1,5 @@
+import { ZodError } from 'zod';
+import { formatIssues } from '../common/config.ts';
 import { Artefact, Claim, type GrantQueueEntry, type PhaseState } from './types.ts';
 
 /**
@@ -5,25 +7,50 @@ import { Artefact, Claim, type GrantQueueEntry, type PhaseState } from './types.
  * `"null"` for a nil slice (reads back as []), booleans as 1/0, nested objects as JSON or "".
  */
 export class BlackboardDataError extends Error {
-  constructor(what: string, id: string, cause: unknown) {
-    super(
-      `malformed ${what} ${id} on the blackboard: ${cause instanceof Error ? cause.message : String(cause)}`,
-    );
+  /** What the item is (`claim`, `artefact`, ...) and its id: enough to quarantine it. */
+  readonly kind: string;
+  readonly id: string;
+  /** Why it does not parse (field names, never stored text), at most 200 characters. */
+  readonly reason: string;
+
+  constructor(kind: string, id: string, cause: unknown) {
+    const text =
+      cause instanceof ZodError
+        ? formatIssues(cause)
+        : cause instanceof Error
+          ? cause.message
+          : String(cause);
+    const reason = text.replace(/\s+/g, ' ').slice(0, 200);
+    super(`malformed ${kind} ${id} on the blackboard: ${reason}`);
     this.name = 'BlackboardDataError';
+    this.kind = kind;
+    this.id = id;
+    this.reason = reason;
   }
 }
 
-function jsonArray(s: string | undefined): string[] {
+/** A field's JSON, or an error that names the field (never the stored text: it may be anything). */
+function json(h: Record<string, string>, field: string): unknown {
+  try {
+    return JSON.parse(h[field] as string);
+  } catch {
+    throw new Error(`${field}: not valid JSON`);
+  }
+}
+
+function jsonArray(h: Record<string, string>, field: string): string[] {
+  const s = h[field];
   if (!s || s === 'null') return [];
-  const v: unknown = JSON.parse(s);
-  if (!Array.isArray(v)) throw new Error(`expected a JSON array, got ${s.slice(0, 40)}`);
+  const v = json(h, field);
+  if (!Array.isArray(v)) throw new Error(`${field}: expected a JSON array`);
   return v.map(String);
 }
 
-function int(s: string | undefined): number {
+function int(h: Record<string, string>, field: string): number {
+  const s = h[field];
   if (s === undefined || s === '') return 0;
   const n = Number(s);
-  if (!Number.isInteger(n)) throw new Error(`expected an integer, got ${s}`);
+  if (!Number.isInteger(n)) throw new Error(`${field}: expected an integer`);
   return n;
 }
 
@@ -46,13 +73,13 @@ export function hashToArtefact(id: string, h: Record<string, string>): Artefact 
     return Artefact.parse({
       id: h.id,
       logical_id: h.logical_id,
-      version: int(h.version),
+      version: int(h, 'version'),
       structural_type: h.structural_type,
       type: h.type,
       payload: h.payload ?? '',
-      source_artefacts: jsonArray(h.source_artefacts),
+      source_artefacts: jsonArray(h, 'source_artefacts'),
       produced_by_role: h.produced_by_role,
-      created_at_ms: int(h.created_at_ms),
+      created_at_ms: int(h, 'created_at_ms'),
     });
   } catch (e) {
     throw new BlackboardDataError('artefact', id, e);
@@ -85,24 +112,24 @@ export function claimToHash(c: Claim): Record<string, string> {
 
 export function hashToClaim(id: string, h: Record<string, string>): Claim {
   try {
-    const ctx = jsonArray(h.additional_context_ids);
+    const ctx = jsonArray(h, 'additional_context_ids');
     return Claim.parse({
       id: h.id,
       artefact_id: h.artefact_id,
       status: h.status,
-      granted_review_agents: jsonArray(h.granted_review_agents),
-      granted_parallel_agents: jsonArray(h.granted_parallel_agents),
+      granted_review_agents: jsonArray(h, 'granted_review_agents'),
+      granted_parallel_agents: jsonArray(h, 'granted_parallel_agents'),
       granted_exclusive_agent: h.granted_exclusive_agent ?? '',
       additional_context_ids: ctx.length ? ctx : undefined,
       termination_reason: h.termination_reason || undefined,
-      phase_state: h.phase_state ? (JSON.parse(h.phase_state) as PhaseState) : undefined,
-      grant_queue: h.grant_queue ? (JSON.parse(h.grant_queue) as GrantQueueEntry) : undefined,
+      phase_state: h.phase_state ? (json(h, 'phase_state') as PhaseState) : undefined,
+      grant_queue: h.grant_queue ? (json(h, 'grant_queue') as GrantQueueEntry) : undefined,
       last_grant_agent: h.last_grant_agent || undefined,
-      last_grant_time: int(h.last_grant_time) || undefined,
+      last_grant_time: int(h, 'last_grant_time') || undefined,
       artefact_expected: h.artefact_expected === '1' || h.artefact_expected === 'true' || undefined,
       granted_agent_image_id: h.granted_agent_image_id || undefined,
-      expected_bidders: h.expected_bidders ? jsonArray(h.expected_bidders) : undefined,
-      created_at_ms: int(h.created_at_ms) || undefined,
+      expected_bidders: h.expected_bidders ? jsonArray(h, 'expected_bidders') : undefined,
+      created_at_ms: int(h, 'created_at_ms') || undefined,
       dormant_reason: h.dormant_reason || undefined,
     });
   } catch (e) {

@@ -152,6 +152,7 @@ export const WorkflowEvent = z.discriminatedUnion('event', [
       claim_id: z.string().optional(),
       produced_by_role: z.string().optional(),
       reason: z.string(),
+      detail: z.string().optional(),
     }),
   }),
 ]);
@@ -163,7 +164,10 @@ export const Quarantined = z.object({
   id: z.string(),
   claim_id: z.string().optional(),
   produced_by_role: z.string().optional(),
+  /** A code: `author_not_granted`, `malformed`. */
   reason: z.string(),
+  /** What was wrong, for a person (a parser's message, at most 200 characters). */
+  detail: z.string().optional(),
   at_ms: z.number().int(),
 });
 export type Quarantined = z.infer<typeof Quarantined>;

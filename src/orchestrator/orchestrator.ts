@@ -7,6 +7,7 @@ import { createLogger, type Logger, redactUrl } from '../common/logger.ts';
 import type { OrchestratorConfig } from './config.ts';
 import { DispatchRouter, type GrantDispatcher, HoltDispatcher } from './dispatch.ts';
 import { OrchestratorMetrics } from './metrics.ts';
+import { Quarantine } from './quarantine.ts';
 import type { StepHook } from './step.ts';
 import { Term } from './term.ts';
 
@@ -35,6 +36,7 @@ export class Orchestrator {
   readonly log: Logger;
   readonly metrics = new OrchestratorMetrics();
   readonly holder: string;
+  readonly quarantine: Quarantine;
   private readonly registry = new Map<string, AgentRegistration>();
   private readonly dispatcher: GrantDispatcher;
   private readonly onStep: StepHook | undefined;
@@ -50,7 +52,18 @@ export class Orchestrator {
     this.log = opts.logger ?? createLogger('orchestrator', { instance: opts.config.instance });
     // Auto-pipelining: the commands that many concurrent claim steps issue in one tick go out in one
     // socket write instead of one write syscall each (the largest single cost under load in the bench).
-    this.bb = Blackboard.connect(opts.config.redisUrl, opts.config.instance, { enableAutoPipelining: true });
+    this.quarantine = new Quarantine({
+      bb: () => this.bb,
+      log: this.log,
+      metrics: this.metrics,
+      alive: () => this.isLeader(),
+    });
+    this.bb = Blackboard.connect(
+      opts.config.redisUrl,
+      opts.config.instance,
+      { enableAutoPipelining: true },
+      this.quarantine.malformed,
+    );
     this.bb.redis.on('error', () => {
       // ioredis reconnects by itself; failed commands surface in the steps and in /healthz
     });
@@ -138,6 +151,7 @@ export class Orchestrator {
       metrics: this.metrics,
       dispatcher: this.dispatcher,
       registry: this.registry,
+      quarantine: this.quarantine,
       leaseValid: () => Date.now() < this.leaseValidUntil && !this.abort.signal.aborted,
       onStep: this.onStep,
     });
@@ -175,6 +189,7 @@ export class Orchestrator {
     const bounded = (p: Promise<unknown>) => Promise.race([p.catch(() => undefined), sleep(STOP_GRACE_MS)]);
     if (term) {
       await bounded(term.stop());
+      await bounded(this.quarantine.settled());
       await bounded(this.bb.releaseLock(this.holder));
     }
     this.metrics.leader.set(0);

@@ -12,6 +12,7 @@ import type { OrchestratorConfig } from './config.ts';
 import { type Grant, type GrantDispatcher, HoltDispatcher } from './dispatch.ts';
 import { OrchestratorMetrics } from './metrics.ts';
 import type { Orchestrator, OrchestratorOptions } from './orchestrator.ts';
+import { Quarantine } from './quarantine.ts';
 import { Term } from './term.ts';
 import {
   type AgentScript,
@@ -236,6 +237,12 @@ describe('orchestrator resilience', () => {
       metrics: new OrchestratorMetrics(),
       dispatcher: new HoltDispatcher(bb),
       registry: new Map(),
+      quarantine: new Quarantine({
+        bb: () => bb,
+        log: silentLogger(),
+        metrics: new OrchestratorMetrics(),
+        alive: () => true,
+      }),
       leaseValid: () => true,
     });
     const started = term.start();
@@ -499,6 +506,68 @@ describe('orchestrator resilience', () => {
     const done = await waitClaim(bb, c2.id, (x) => x.status === 'complete');
     expect(done.granted_exclusive_agent).toBe('Coder');
     expect(agents[1]?.grants.length ?? 0).toBe(0);
+  });
+
+  it('bad data never stops a leader: malformed claims and artefacts are quarantined once, reported, and the rest runs', async () => {
+    const { bb, rec, start } = await setup([
+      {
+        role: 'Coder',
+        bid: onGoal('exclusive'),
+        respond: () => ({ structural_type: 'Terminal', type: 'Done' }),
+      },
+    ]);
+    const k = bb.k;
+    // Before any leader: a poison claim in the active set and one in the dormant set, an indexed
+    // artefact that does not parse, and a goal one of whose children does not parse.
+    const [poison, dormant, badArtefact, badChild] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    await bb.redis.hset(k.claim(poison), {
+      id: poison,
+      artefact_id: randomUUID(),
+      granted_review_agents: '{x',
+    });
+    await bb.redis.sadd(k.activeClaims, poison);
+    await bb.redis.hset(k.claim(dormant), { id: dormant, status: 'no-such-status' });
+    await bb.redis.sadd(k.dormantClaims, dormant);
+    await bb.redis.hset(k.artefact(badArtefact), { id: badArtefact, version: 'one' });
+    await bb.redis.zadd(k.artefactIndex, Date.now(), badArtefact);
+    const g = newGoal('with a bad child');
+    await bb.createArtefact(g);
+    await bb.redis.hset(k.artefact(badChild), { id: badChild, source_artefacts: '[' });
+    await bb.redis.sadd(k.children(g.id), badChild);
+    const o = start();
+    await o.whenLeader(); // recovery finished: the poison did not stop it
+    await waitClaim(bb, (await claimFor(bb, g.id)).id, (c) => c.status === 'complete', 'the goal completes');
+    // A poison claim that appears while the leader runs is met by the next reconcile pass.
+    const late = randomUUID();
+    await bb.redis.hset(k.claim(late), { id: late, rev: 'x', granted_parallel_agents: 'nope' });
+    await bb.redis.sadd(k.activeClaims, late);
+    const want = [
+      `artefact:${badArtefact}`,
+      `artefact:${badChild}`,
+      `claim:${dormant}`,
+      `claim:${late}`,
+      `claim:${poison}`,
+    ];
+    const listed = await waitFor(async () => {
+      const q = await bb.quarantined();
+      const keys = q.map((x) => `${x.kind}:${x.id}`).sort();
+      return want.every((w) => keys.includes(w)) ? q : null;
+    }, 'every bad item quarantined');
+    expect(listed.every((q) => q.reason === 'malformed' && (q.detail ?? '').length > 0)).toBe(true);
+    expect(await bb.redis.smembers(k.activeClaims)).not.toContain(poison);
+    expect(await bb.redis.sismember(k.activeClaims, late)).toBe(0);
+    expect(await bb.redis.sismember(k.dormantClaims, dormant)).toBe(0);
+    await o.quarantine.settled();
+    // A new leader reads everything again (recovery and a first full pass) and reports nothing twice.
+    await o.stop();
+    const next = start();
+    await next.whenLeader();
+    await next.quarantine.settled();
+    await waitFor(async () => rec.events('quarantined').length >= want.length, 'the events');
+    const reported = rec.events('quarantined').map((d) => `${d.kind}:${d.id}`);
+    expect(reported.sort()).toEqual([...want].sort());
+    const counted = (await o.metrics.quarantined.get()).values.filter((v) => v.labels.reason === 'malformed');
+    expect(counted.reduce((n, v) => n + v.value, 0)).toBe(want.length);
   });
 
   it("the leader publishes each role's open grants (agent_load); the next leader carries on", async () => {

@@ -7,6 +7,7 @@ import { silentLogger } from '../common/logger.ts';
 import { claim as newClaim } from '../pup/test-helpers.ts';
 import { HoltDispatcher } from './dispatch.ts';
 import { OrchestratorMetrics } from './metrics.ts';
+import { Quarantine } from './quarantine.ts';
 import { ClaimStepper } from './step.ts';
 import { newGoal } from './testkit.ts';
 
@@ -40,6 +41,12 @@ describe('ClaimStepper: reads made ahead by outputs’ scripts', () => {
       registered: () => roles,
       alive: () => true,
       kick: () => undefined,
+      quarantine: new Quarantine({
+        bb: () => bb,
+        log: silentLogger(),
+        metrics: new OrchestratorMetrics(),
+        alive: () => true,
+      }),
     });
     try {
       const goal = newGoal();

@@ -17,6 +17,7 @@ import type { StepOutcome } from './claim-runner.ts';
 import { type Decision, decide, type Effect, type LogLine, type Policy } from './decide.ts';
 import type { Grant, GrantDispatcher } from './dispatch.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
+import type { Quarantine } from './quarantine.ts';
 
 /** Called at every step boundary; tests inject crashes here. */
 export type StepHook = (name: string, claimId: string) => void | Promise<void>;
@@ -48,6 +49,7 @@ export interface StepDeps {
   /** False once the lease is lost or the term halted: no write may start after that. */
   alive: () => boolean;
   kick: (claimId: string) => void;
+  quarantine: Quarantine;
   onStep?: StepHook;
 }
 
@@ -85,8 +87,6 @@ export class ClaimStepper {
   private readonly fresh = new Set<string>();
   /** What the next step of a claim would read, already read with an output's arrival (see `sourceRead`). */
   private readonly readAhead = new Map<string, ClaimSnapshot>();
-  /** Artefacts already quarantined by this process (the hash remembers across restarts). */
-  private readonly reported = new LRUCache<string, true>({ max: CACHED_CLAIMS });
 
   constructor(deps: StepDeps) {
     this.d = deps;
@@ -253,22 +253,14 @@ export class ClaimStepper {
 
   /** Outputs by roles the claim never granted: set aside (decide ignores them) and reported once. */
   private async quarantineForeign(c: Claim, outputs: Artefact[]): Promise<void> {
-    for (const a of foreignOutputs(c, outputs)) {
-      if (this.reported.has(a.id)) continue;
-      const q = {
+    for (const a of foreignOutputs(c, outputs))
+      await this.d.quarantine.add({
         kind: 'artefact',
         id: a.id,
         claim_id: c.id,
         produced_by_role: a.produced_by_role,
         reason: 'author_not_granted',
-      };
-      if (await this.d.bb.quarantine(q)) {
-        this.d.log.warn({ event_type: 'artefact_quarantined', ...q, artefact_type: a.type });
-        this.d.metrics.quarantined.inc({ kind: q.kind, reason: q.reason });
-        await this.d.bb.publishWorkflowEvent({ event: 'quarantined', data: q });
-      }
-      this.reported.set(a.id, true);
-    }
+      });
   }
 
   /** The outputs of `c` from the children a snapshot read, plus received ids missing from them. */

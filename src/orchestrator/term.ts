@@ -10,6 +10,7 @@ import type { GrantDispatcher } from './dispatch.ts';
 import { publishLoad } from './load.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
 import { sortRoles } from './phases.ts';
+import type { Quarantine } from './quarantine.ts';
 import { type RecoveryDeps, recoverTerm, redispatchDue } from './recovery.ts';
 import { ClaimStepper, NotLeaderError, type StepHook } from './step.ts';
 
@@ -39,6 +40,7 @@ export interface TermDeps {
   metrics: OrchestratorMetrics;
   dispatcher: GrantDispatcher;
   registry: Map<string, AgentRegistration>;
+  quarantine: Quarantine;
   leaseValid: () => boolean;
   onStep?: StepHook;
 }
@@ -89,6 +91,7 @@ export class Term {
       registered: () => this.registered,
       alive: () => this.alive(),
       kick: (id) => this.runner.kick(id),
+      quarantine: deps.quarantine,
       onStep: deps.onStep,
     });
     this.runner = new ClaimRunner(this.stepper.step, (id, e) => this.failed(e, { claim_id: id }));

@@ -47,11 +47,22 @@ export class Pup {
     this.cfg = cfg;
     this.log = log;
     this.metrics = new PupMetrics({ instance: cfg.instance, role: cfg.role, mode: cfg.mode });
-    this.bb = Blackboard.connect(cfg.redisUrl, cfg.instance, {
-      maxRetriesPerRequest: cfg.redisRetries,
-      connectTimeout: 5_000,
-      retryStrategy: (times) => Math.min(100 * 2 ** times, 5_000),
-    });
+    const skipped = new Set<string>();
+    this.bb = Blackboard.connect(
+      cfg.redisUrl,
+      cfg.instance,
+      {
+        maxRetriesPerRequest: cfg.redisRetries,
+        connectTimeout: 5_000,
+        retryStrategy: (times) => Math.min(100 * 2 ** times, 5_000),
+      },
+      // Read as missing; the orchestrator quarantines it. Logged once here (a scan meets it often).
+      (e) => {
+        if (skipped.has(`${e.kind}:${e.id}`) || skipped.size > 1_000) return;
+        skipped.add(`${e.kind}:${e.id}`);
+        log.warn({ event_type: 'malformed_item_skipped', kind: e.kind, id: e.id, detail: e.reason });
+      },
+    );
     let lastError = '';
     this.bb.redis.on('error', (e: Error) => {
       // ioredis reconnects by itself; log each distinct error once rather than on every attempt

@@ -1,7 +1,6 @@
 import { existsSync } from 'node:fs';
 import { z } from 'zod';
 import type { Blackboard, VersionedClaim } from '../blackboard/client.ts';
-import { BlackboardDataError } from '../blackboard/codec.ts';
 import { currentGrant, type Grant, outputId } from '../blackboard/grants.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { type Artefact, GrantNotification } from '../blackboard/types.ts';
@@ -139,24 +138,9 @@ export class ClaimWatcher {
     }
   }
 
-  /** A malformed claim must not hide the others from the scan. */
-  private async readClaims(ids: string[]): Promise<(VersionedClaim | null)[]> {
-    const { bb, log } = this.d;
-    try {
-      return await this.redis('get_claims', () => bb.getClaims(ids));
-    } catch (e) {
-      if (!(e instanceof BlackboardDataError)) throw e;
-      const out: (VersionedClaim | null)[] = [];
-      for (const id of ids) {
-        out.push(
-          await bb.getClaim(id).catch((err: unknown) => {
-            log.warn({ event_type: 'malformed_claim', claim_id: id, error: String(err) });
-            return null;
-          }),
-        );
-      }
-      return out;
-    }
+  /** A malformed claim reads as missing (the blackboard reports it): it never hides the others. */
+  private readClaims(ids: string[]): Promise<(VersionedClaim | null)[]> {
+    return this.redis('get_claims', () => this.d.bb.getClaims(ids));
   }
 
   private bidLater(claimId: string): void {
