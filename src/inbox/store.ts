@@ -364,14 +364,21 @@ export class InboxStore {
     return r.rowCount === 1;
   }
 
-  /** The questions waiting rows wait on (oldest rows first). */
-  async waitingOn(instance: string, limit = 500): Promise<string[]> {
-    const r = await this.pool.query<{ waiting_on: string }>(
-      `SELECT DISTINCT waiting_on FROM (SELECT waiting_on FROM holt.agent_inbox
-         WHERE instance = $1 AND status = 'waiting' AND waiting_on IS NOT NULL ORDER BY id LIMIT $2) w`,
-      [instance, limit],
+  /** The questions of the waiting rows after `afterId`, a page of `limit` rows (oldest first). */
+  async waitingOn(
+    instance: string,
+    limit = 500,
+    afterId = 0,
+  ): Promise<{ questions: string[]; last: number | null }> {
+    const r = await this.pool.query<{ id: string; waiting_on: string }>(
+      `SELECT id, waiting_on FROM holt.agent_inbox
+       WHERE instance = $1 AND status = 'waiting' AND waiting_on IS NOT NULL AND id > $3
+       ORDER BY id LIMIT $2`,
+      [instance, limit, afterId],
     );
-    return r.rows.map((x) => x.waiting_on);
+    const questions = [...new Set(r.rows.map((x) => x.waiting_on))];
+    // A full page: more may follow after its last row.
+    return { questions, last: r.rows.length === limit ? Number(r.rows.at(-1)?.id) : null };
   }
 
   /** Makes the rows waiting on these questions due again; returns the worker target of each woken row. */

@@ -55,26 +55,64 @@ export interface SweepResult {
   woken: number;
   rung: Record<string, number>;
   reported: number;
+  /** Stages that failed this pass (each is logged; the others ran all the same). */
+  failed: Stage[];
 }
 
-/** One pass of the safety net: take back expired leases, re-ring due rows, report failures. */
+export type Stage = 'reclaim' | 'wake' | 'ring' | 'report' | 'depth';
+
+/**
+ * One pass of the safety net: take back expired leases, wake rows whose Question has its Answer,
+ * re-ring due rows, report failures, publish depths. The stages are independent (one that fails is
+ * logged and the next still runs), and each pages through every row, not only the first batch.
+ */
 export async function sweep(store: InboxStore, o: SweepOptions): Promise<SweepResult> {
-  const r = await store.pool.query(RECLAIM, [o.instance, o.maxAttempts, o.batch ?? 500]);
-  // Reclaimed already (committed): a row that does not parse is only left out of the result.
-  const reclaimed = r.rows.flatMap((x) => {
-    const p = InboxRow.safeParse(x);
-    return p.success ? [p.data] : [];
-  });
-  let woken = 0;
-  if (o.answered) {
-    const waiting = await store.waitingOn(o.instance, o.batch ?? 500);
-    if (waiting.length) woken = (await store.wake(o.instance, await o.answered(waiting))).length;
+  const batch = o.batch ?? 500;
+  const failed: Stage[] = [];
+  const stage = async <T>(name: Stage, fallback: T, run: () => Promise<T>): Promise<T> => {
+    try {
+      return await run();
+    } catch (e) {
+      failed.push(name);
+      o.log?.warn({ event_type: 'watchdog_error', stage: name, error: String(e) }, 'watchdog stage failed');
+      return fallback;
+    }
+  };
+  const reclaimed = await stage('reclaim', [] as InboxRow[], () => reclaim(store.pool, o, batch));
+  const woken = await stage('wake', 0, () => wakeAnswered(store, o, batch));
+  const rung = await stage('ring', {}, () => reRing(store.pool, o));
+  const reported = await stage('report', 0, () => reportFailures(store.pool, o, batch));
+  const onDepth = o.onDepth;
+  if (onDepth) await stage('depth', undefined, async () => onDepth(await store.queueDepth(o.instance)));
+  return { reclaimed, woken, rung, reported, failed };
+}
+
+/** Every expired lease, a batch per statement. */
+async function reclaim(pool: pg.Pool, o: SweepOptions, batch: number): Promise<InboxRow[]> {
+  const out: InboxRow[] = [];
+  for (;;) {
+    const r = await pool.query(RECLAIM, [o.instance, o.maxAttempts, batch]);
+    // Reclaimed already (committed): a row that does not parse is only left out of the result.
+    for (const x of r.rows) {
+      const p = InboxRow.safeParse(x);
+      if (p.success) out.push(p.data);
+    }
+    if (r.rows.length < batch) return out;
   }
-  const rung = await reRing(store.pool, o);
-  let reported = 0;
-  if (o.onFailed) reported = await reportFailures(store.pool, o.instance, o.onFailed, o.batch ?? 500, o.log);
-  if (o.onDepth) o.onDepth(await store.queueDepth(o.instance));
-  return { reclaimed, woken, rung, reported };
+}
+
+/** Rows parked on a question whose Answer exists are due again: all of them, a page at a time. */
+async function wakeAnswered(store: InboxStore, o: SweepOptions, batch: number): Promise<number> {
+  if (!o.answered) return 0;
+  let woken = 0;
+  let after = 0;
+  for (;;) {
+    const page = await store.waitingOn(o.instance, batch, after);
+    if (page.questions.length)
+      woken += (await store.wake(o.instance, await o.answered(page.questions))).length;
+    if (page.last === null) return woken;
+    after = page.last;
+  }
 }
 
 // A due row nobody claimed may have lost its doorbell: ring again (one bell per row, capped).
@@ -93,51 +131,54 @@ async function reRing(pool: pg.Pool, o: SweepOptions): Promise<Record<string, nu
   return rung;
 }
 
-async function reportFailures(
-  pool: pg.Pool,
-  instance: string,
-  onFailed: (row: InboxRow) => Promise<void>,
-  limit: number,
-  log?: Logger,
-): Promise<number> {
-  const r = await pool.query(
-    `SELECT * FROM holt.agent_inbox WHERE instance = $1 AND status = 'failed' AND NOT failure_reported
-     ORDER BY id LIMIT $2`,
-    [instance, limit],
-  );
+/** Every failed row not yet reported, in id order; one at a time, so one bad row stops nothing. */
+async function reportFailures(pool: pg.Pool, o: SweepOptions, batch: number): Promise<number> {
+  const onFailed = o.onFailed;
+  if (!onFailed) return 0;
   let n = 0;
+  let after = 0;
   const reported = (id: unknown) =>
     pool.query('UPDATE holt.agent_inbox SET failure_reported = true WHERE id = $1', [id]);
-  // One row at a time: a bad row or a failing report is logged and the sweep goes on with the others.
-  for (const raw of r.rows) {
-    const p = InboxRow.safeParse(raw);
-    if (!p.success) {
-      // Cannot be reported as a Failure artefact (the row itself is unreadable): say so once, loudly.
-      log?.error(
-        { event_type: 'inbox_row_invalid', inbox_id: String(raw.id), error: p.error.message },
-        'failed inbox row does not parse; not reported',
-      );
-      await reported(raw.id);
-      continue;
+  for (;;) {
+    const r = await pool.query(
+      `SELECT * FROM holt.agent_inbox
+       WHERE instance = $1 AND status = 'failed' AND NOT failure_reported AND id > $2
+       ORDER BY id LIMIT $3`,
+      [o.instance, after, batch],
+    );
+    for (const raw of r.rows) {
+      after = Number(raw.id);
+      const p = InboxRow.safeParse(raw);
+      if (!p.success) {
+        // Cannot be reported as a Failure artefact (the row itself is unreadable): say so once, loudly.
+        o.log?.error(
+          { event_type: 'inbox_row_invalid', inbox_id: String(raw.id), error: p.error.message },
+          'failed inbox row does not parse; not reported',
+        );
+        await reported(raw.id);
+        continue;
+      }
+      try {
+        await onFailed(p.data);
+      } catch (e) {
+        // Left unreported: retried on the next sweep.
+        o.log?.warn(
+          { event_type: 'failure_report_error', inbox_id: p.data.id, error: String(e) },
+          'reporting a failed row failed; retried next sweep',
+        );
+        continue;
+      }
+      await reported(p.data.id);
+      n++;
     }
-    try {
-      await onFailed(p.data);
-    } catch (e) {
-      // Left unreported: retried on the next sweep.
-      log?.warn(
-        { event_type: 'failure_report_error', inbox_id: p.data.id, error: String(e) },
-        'reporting a failed row failed; retried next sweep',
-      );
-      continue;
-    }
-    await reported(p.data.id);
-    n++;
+    if (r.rows.length < batch) return n;
   }
-  return n;
 }
 
 export interface WatchdogOptions extends SweepOptions {
   intervalMs: number;
+  /** Every pass's result (metrics, tests). */
+  onSweep?: (r: SweepResult) => void;
   /** Sweeps only while this holds (the orchestrator: while it is the leader). */
   active?: () => boolean;
 }
@@ -167,6 +208,7 @@ export class Watchdog {
   private async sweepOnce(): Promise<void> {
     try {
       const r = await sweep(this.store, this.opts);
+      this.opts.onSweep?.(r);
       if (r.reclaimed.length || r.reported || r.woken)
         this.opts.log?.info(
           {

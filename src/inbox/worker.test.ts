@@ -378,6 +378,63 @@ describe('inbox worker shutdown and bad input', () => {
     expect(flags).toEqual([true, false, true]); // the throwing one is retried next sweep
   });
 
+  it('watchdog: every stage pages through all rows, and a stage that throws stops none of the others', async () => {
+    const inst = 'wd-pages';
+    const target = 'wd-pages';
+    const d = new InboxDispatcher({ store, instance: inst, targetOf: () => target, ring: () => undefined });
+    const claims = Array.from({ length: 14 }, claimOf);
+    for (const claim of claims) await grant(d, claim);
+    const ids = (
+      await store.pool.query('SELECT id FROM holt.agent_inbox WHERE instance = $1 ORDER BY id', [inst])
+    ).rows.map((x) => String(x.id));
+    // Five failed, five parked on answered questions (q0..q4), four claimed with expired leases.
+    await store.pool.query(`UPDATE holt.agent_inbox SET status = 'failed' WHERE id = ANY($1)`, [
+      ids.slice(0, 5),
+    ]);
+    for (const [i, id] of ids.slice(5, 10).entries())
+      await store.pool.query(
+        `UPDATE holt.agent_inbox SET status = 'waiting', waiting_on = $2 WHERE id = $1`,
+        [id, `q${i}`],
+      );
+    await store.pool.query(
+      `UPDATE holt.agent_inbox SET status = 'claimed', lease_owner = 'gone', lease_expires_at = now() - interval '1 minute'
+       WHERE id = ANY($1)`,
+      [ids.slice(10)],
+    );
+    const reported: string[] = [];
+    const opts = {
+      instance: inst,
+      maxAttempts: 3,
+      ring: () => undefined,
+      batch: 2, // smaller than every stage's rows: one pass must page
+      onFailed: async (row: InboxRow) => void reported.push(row.claim_id),
+    };
+    // The question check throws: its stage fails, and reclaiming and reporting still run all rows.
+    const broken = await sweep(store, {
+      ...opts,
+      answered: async () => {
+        throw new Error('blackboard down');
+      },
+    });
+    expect(broken.failed).toEqual(['wake']);
+    expect(broken.reclaimed).toHaveLength(4);
+    expect(broken.reported).toBe(5);
+    expect(reported.sort()).toEqual(
+      claims
+        .slice(0, 5)
+        .map((c) => c.id)
+        .sort(),
+    );
+    const fixed = await sweep(store, { ...opts, answered: async (qs) => qs });
+    expect(fixed.failed).toEqual([]);
+    expect(fixed.woken).toBe(5);
+    const left = await store.pool.query(
+      `SELECT count(*)::int AS n FROM holt.agent_inbox WHERE instance = $1 AND status IN ('waiting', 'claimed')`,
+      [inst],
+    );
+    expect(left.rows[0].n).toBe(0);
+  });
+
   it('no inbox configured: a grant to a scalable role becomes a Failure artefact naming why', async () => {
     const inbox = await startOrchestratorInbox({
       instance: I,
