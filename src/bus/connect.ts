@@ -22,6 +22,15 @@ export function natsServer(url: string): Pick<ConnectionOptions, 'servers' | 'us
 }
 
 /**
+ * Why a connection can no longer work, or null. nats.js gives up for good on some errors (the same
+ * auth error twice in a row, say) even with endless reconnects: the process must then be restarted,
+ * so every /healthz that depends on NATS reports this.
+ */
+export function busProblem(nc: Pick<NatsConnection, 'isClosed'> | undefined): string | null {
+  return nc?.isClosed() ? 'NATS connection closed for good' : null;
+}
+
+/**
  * Connects to NATS, reconnecting for ever (a doorbell lost meanwhile is re-rung by the watchdog).
  * `ca`: verify the server by this CA (a server that requires TLS is upgraded to in any case).
  */

@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
-import { connectBus } from '../bus/connect.ts';
+import { busProblem, connectBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
@@ -39,6 +39,8 @@ export interface OrchestratorInbox {
   dispatcher: GrantDispatcher;
   /** Undefined without an inbox (no DATABASE_URL/NATS_URL). */
   store: InboxStore | undefined;
+  /** Why the inbox cannot work (its NATS connection closed for good), or null: fails /healthz. */
+  problem(): string | null;
   close(): Promise<void>;
 }
 
@@ -93,7 +95,7 @@ export async function startOrchestratorInbox(o: {
       'no DATABASE_URL/NATS_URL: grants to scalable roles fail (Failure artefact)',
     );
     const dispatcher = new NoInboxDispatcher({ instance: o.instance, bb: o.bb, log: o.log });
-    return { dispatcher, store: undefined, close: async () => undefined };
+    return { dispatcher, store: undefined, problem: () => null, close: async () => undefined };
   }
   await ensureSchema(env.DATABASE_URL, o.log);
   const store = InboxStore.connect(env.DATABASE_URL);
@@ -154,6 +156,7 @@ export async function startOrchestratorInbox(o: {
   return {
     dispatcher,
     store,
+    problem: () => busProblem(nc),
     async close() {
       await watchdog.stop();
       await nc.drain().catch(() => undefined);

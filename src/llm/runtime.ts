@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { Artefact } from '../blackboard/types.ts';
-import { connectBus } from '../bus/connect.ts';
+import { busProblem, connectBus } from '../bus/connect.ts';
 import { type AgentEvents, natsAgentEvents, noAgentEvents } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
@@ -25,6 +25,8 @@ export interface LlmRuntime {
   agent: LlmAgent;
   executor?: LlmExecutor;
   decideBid(target: Artefact): Promise<BidChoice>;
+  /** Why the runtime cannot work (its NATS connection closed for good), or null. */
+  problem(): string | null;
   close(): Promise<void>;
 }
 
@@ -112,6 +114,7 @@ export async function startLlmRuntime(
       if (s.bid) return llmBid(agent, target, cfg.promptClaim, log);
       return decideBid(target, cfg.biddingStrategy, script);
     },
+    problem: () => busProblem(nc),
     async close() {
       await nc?.drain().catch(() => undefined);
       await pool?.end().catch(() => undefined);

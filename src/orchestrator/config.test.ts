@@ -3,7 +3,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startNats } from '../../test/harness/nats.ts';
 import { freePort } from '../../test/harness/ports.ts';
+import { startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { ConfigError } from '../common/config.ts';
 import { DEFAULTS, loadConfig } from './config.ts';
@@ -135,6 +137,43 @@ describe('holt orchestrator process', () => {
       event_type: 'lease_acquired',
     });
     expect(typeof line.timestamp).toBe('string');
+  });
+
+  it('/healthz is 503 once the NATS connection is closed for good (auth refused twice), so the pod restarts', async () => {
+    const [pgs, natsPort] = await Promise.all([startPostgres(), freePort()]);
+    let nats = await startNats({ port: natsPort, auth: { user: 'holt', pass: 'first' } });
+    const port = await freePort();
+    const p = spawn(process.execPath, [main], {
+      env: {
+        PATH: process.env.PATH,
+        HOLT_INSTANCE_NAME: 'bus',
+        REDIS_URL: redis.url,
+        DATABASE_URL: pgs.url,
+        NATS_URL: nats.url,
+        HOLT_HEALTH_PORT: String(port),
+      },
+      stdio: 'ignore',
+    });
+    const healthz = () =>
+      fetch(`http://127.0.0.1:${port}/healthz`).then(
+        async (r) => ({ status: r.status, body: (await r.json()) as Record<string, unknown> }),
+        () => null,
+      );
+    try {
+      await waitFor(async () => (await healthz())?.status === 200, 'healthy with NATS');
+      // The server comes back with another password: nats.js gives up after the same auth error twice.
+      await nats.stop();
+      nats = await startNats({ port: natsPort, auth: { user: 'holt', pass: 'second' } });
+      const down = await waitFor(async () => {
+        const h = await healthz();
+        return h?.status === 503 ? h : null;
+      }, '/healthz 503');
+      expect(down.body).toMatchObject({ status: 'unhealthy', nats: 'closed', redis: 'connected' });
+    } finally {
+      p.kill('SIGTERM');
+      await new Promise((r) => p.on('exit', r));
+      await Promise.all([nats.stop(), pgs.stop()]);
+    }
   });
 
   it('/healthz is 503 when Redis is down', async () => {

@@ -73,10 +73,12 @@ export async function main(_argv: string[], env: NodeJS.ProcessEnv): Promise<num
     healthz: async () => {
       try {
         await withTimeout(orch.ping(), 2_000);
-        return { ok: true, details: { redis: 'connected' } };
       } catch (e) {
         return { ok: false, reason: (e as Error).message, details: { redis: 'disconnected' } };
       }
+      const bus = inbox?.problem();
+      if (bus) return { ok: false, reason: bus, details: { redis: 'connected', nats: 'closed' } };
+      return { ok: true, details: { redis: 'connected' } };
     },
     readyz: async () => {
       await withTimeout(orch.ping(), 2_000);

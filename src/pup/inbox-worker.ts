@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import { Artefact } from '../blackboard/types.ts';
-import { connectBus } from '../bus/connect.ts';
+import { busProblem, connectBus } from '../bus/connect.ts';
 import { natsAgentEvents } from '../bus/events.ts';
 import { ConfigError, envMs, formatIssues } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
@@ -72,7 +72,7 @@ export async function startInboxWorker(o: {
   executor: Pick<Executor, 'execute'>;
   log: Logger;
   concurrency?: number;
-}): Promise<{ worker: InboxWorker<RunResult>; close(): Promise<void> }> {
+}): Promise<{ worker: InboxWorker<RunResult>; problem(): string | null; close(): Promise<void> }> {
   const { cfg, env, bb, log } = o;
   const store = InboxStore.connect(env.DATABASE_URL, { max: env.HOLT_WORKER_CONCURRENCY + 3 });
   const nc = await connectBus(env.NATS_URL, `worker-${cfg.instance}-${cfg.role}`);
@@ -128,6 +128,7 @@ export async function startInboxWorker(o: {
   });
   return {
     worker,
+    problem: () => busProblem(nc),
     async close() {
       await worker.stop();
       await nc.drain().catch(() => undefined);

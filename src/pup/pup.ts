@@ -164,6 +164,8 @@ export class Pup {
     } catch (e) {
       return { ok: false, reason: `redis: ${(e as Error).message}`, details: { redis: 'disconnected' } };
     }
+    const bus = this.inbox?.problem() ?? this.llm?.problem() ?? null;
+    if (bus) return { ok: false, reason: bus, details: { redis: 'connected', nats: 'closed' } };
     const c = this.custom?.status;
     if (c && !c.ok)
       return { ok: false, reason: c.reason, details: { redis: 'connected', health_check: 'failing' } };
