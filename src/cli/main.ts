@@ -1,6 +1,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError } from '../common/config.ts';
 import { withCredentials } from '../common/credentials.ts';
+import { installFatalHandlers } from '../common/fatal.ts';
 import { kubeLogs, kubeStatus } from './commands/cluster.ts';
 import { convert } from './commands/convert.ts';
 import { down } from './commands/down.ts';
@@ -27,7 +28,8 @@ const EXIT_HELP = `
 Exit codes:
   0  success            3  instance, artefact or component not found
   1  error              4  the git workspace is not clean (forage)
-  2  bad usage or file  5  timed out waiting`;
+  2  bad usage or file  5  timed out waiting
+  70 a bug: an unhandled rejection or exception (logged as one JSON line on stderr)`;
 
 const nameOpt = () =>
   new Option('-n, --name <instance>', 'instance name (default: the instance of this workspace)');
@@ -236,6 +238,7 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 if (import.meta.main) {
+  installFatalHandlers(`holt ${process.argv[2] ?? ''}`.trim());
   const code = await main(process.argv.slice(2));
   process.exitCode = code;
 }
