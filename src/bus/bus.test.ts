@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { until } from '../inbox/testing.ts';
-import { connectBus, natsServer } from './connect.ts';
+import { busProblem, connectBus, natsServer } from './connect.ts';
 import { type Doorbell, ringDoorbell, subscribeDoorbell } from './doorbell.ts';
 import { natsAgentEvents, TaskEvent } from './events.ts';
 import { agentEventSubject, assertWorkerTarget, doorbellSubject } from './subjects.ts';
@@ -72,7 +72,8 @@ describe('doorbells', () => {
         seen.push(m.json());
       },
     });
-    const ev = natsAgentEvents(nc);
+    const dropped: string[] = [];
+    const ev = natsAgentEvents(nc, (kind) => dropped.push(kind));
     const e = {
       actor_id: actor,
       turn_id: actor,
@@ -84,9 +85,29 @@ describe('doorbells', () => {
       deliverable_id: 'd',
     };
     ev.task(e);
-    expect(() => ev.task({ ...e, turn_epoch: 1.5 })).toThrow();
+    ev.task({ ...e, turn_epoch: 1.5 }); // invalid: dropped, never sent
+    expect(dropped).toEqual(['task']);
     await until(() => seen.length > 0, 'the task event');
     sub.unsubscribe();
     expect(seen.map((x) => TaskEvent.parse(x))).toEqual([e]);
+  });
+});
+
+describe('publishes are lossy by contract', () => {
+  it('a closed connection: doorbells and agent events are dropped and counted, never thrown; busProblem says so', async () => {
+    const c = await connectBus(nats.url, 'closing');
+    expect(busProblem(c)).toBeNull();
+    await c.close();
+    expect(busProblem(c)).toBe('NATS connection closed for good');
+    expect(ringDoorbell(c, 'i', 'coder', 'enqueue')).toBe(false);
+    const drops: string[] = [];
+    const events = natsAgentEvents(c, (kind) => drops.push(kind));
+    const base = { actor_id: crypto.randomUUID(), turn_id: crypto.randomUUID(), turn_epoch: 1, at_ms: 1 };
+    events.step({ ...base, phase: 'started', claim_id: 'c', role: 'r' });
+    events.chunk({ ...base, seq: 0, text: 'x' });
+    // An invalid event is dropped too (validated before it leaves).
+    events.task({ ...base, status: 'bogus' as 'success', claim_id: 'c', role: 'r', deliverable_id: null });
+    expect(drops).toEqual(['step', 'chunk', 'task']);
+    expect(ringDoorbell(nc, 'i', 'coder', 'enqueue')).toBe(true);
   });
 });

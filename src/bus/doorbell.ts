@@ -23,9 +23,15 @@ export function ringDoorbell(
   instance: string,
   target: string,
   reason: Doorbell['reason'],
-): void {
+): boolean {
   const bell: Doorbell = { instance, target, reason, at_ms: Date.now() };
-  nc.publish(doorbellSubject(target), JSON.stringify(bell));
+  try {
+    nc.publish(doorbellSubject(target), JSON.stringify(bell));
+    return true;
+  } catch {
+    // Lossy by contract (NATS closed or reconnecting past its buffer): the watchdog rings again.
+    return false;
+  }
 }
 
 export function ringer(nc: NatsConnection, instance: string): RingFn {

@@ -34,12 +34,26 @@ export interface AgentEvents {
   chunk(e: ChunkEvent): void;
 }
 
-/** Publishes agent events on NATS; each event is validated before it leaves. */
-export function natsAgentEvents(nc: NatsConnection): AgentEvents {
+/**
+ * Publishes agent events on NATS; each event is validated before it leaves. Lossy by contract: an
+ * event that cannot be published (NATS closed, an invalid event) is dropped and counted through
+ * `onDrop`, never thrown into the run that emitted it.
+ */
+export function natsAgentEvents(
+  nc: NatsConnection,
+  onDrop?: (kind: string, error: unknown) => void,
+): AgentEvents {
+  const send = <T>(kind: 'step' | 'task' | 'chunk', schema: z.ZodType<T>, actor: string, e: T) => {
+    try {
+      nc.publish(agentEventSubject(actor, kind), JSON.stringify(schema.parse(e)));
+    } catch (err) {
+      onDrop?.(kind, err);
+    }
+  };
   return {
-    step: (e) => nc.publish(agentEventSubject(e.actor_id, 'step'), JSON.stringify(StepEvent.parse(e))),
-    task: (e) => nc.publish(agentEventSubject(e.actor_id, 'task'), JSON.stringify(TaskEvent.parse(e))),
-    chunk: (e) => nc.publish(agentEventSubject(e.actor_id, 'chunk'), JSON.stringify(ChunkEvent.parse(e))),
+    step: (e) => send('step', StepEvent, e.actor_id, e),
+    task: (e) => send('task', TaskEvent, e.actor_id, e),
+    chunk: (e) => send('chunk', ChunkEvent, e.actor_id, e),
   };
 }
 

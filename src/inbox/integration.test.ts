@@ -121,17 +121,21 @@ describe('scalable roles run on inbox workers', () => {
       'v2 reviewed',
     );
 
-    // Every one of those grants went through an inbox row, done by a worker on its first attempt.
-    const rows = await inbox.store!.pool.query<{
-      claim_id: string;
-      role: string;
-      phase: string;
-      status: string;
-      attempts: number;
-    }>(
-      'SELECT claim_id, role, phase, status, attempts FROM holt.agent_inbox WHERE instance = $1 ORDER BY id',
-      [instance],
-    );
+    // Every one of those grants went through an inbox row, done by a worker on its first attempt. (A
+    // worker commits its row just after publishing the output: the claim may move first.)
+    const rows = await waitFor(async () => {
+      const r = await inbox.store!.pool.query<{
+        claim_id: string;
+        role: string;
+        phase: string;
+        status: string;
+        attempts: number;
+      }>(
+        'SELECT claim_id, role, phase, status, attempts FROM holt.agent_inbox WHERE instance = $1 ORDER BY id',
+        [instance],
+      );
+      return r.rows.every((x) => x.status !== 'claimed') ? r : null;
+    }, 'every row settled');
     expect(rows.rows).toEqual([
       { claim_id: goalClaim.id, role: 'Writer', phase: 'exclusive', status: 'done', attempts: 1 },
       { claim_id: expect.any(String), role: 'Reviewer', phase: 'review', status: 'done', attempts: 1 },
