@@ -127,7 +127,7 @@ describe('blackboard: Holt byte compatibility', () => {
 
   it('a malformed stored item reads as missing and is reported once per read, with a clear reason; its siblings read', async () => {
     const seen: BlackboardDataError[] = [];
-    const own = new Blackboard(bb.redis, 'test', (e) => seen.push(e));
+    const own = new Blackboard(bb.redis, 'test', { onMalformed: (e) => seen.push(e) });
     const id = randomUUID();
     const good = goal();
     await own.createArtefact(good);

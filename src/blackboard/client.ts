@@ -184,6 +184,43 @@ function changedFields(prev: Record<string, string>, next: Record<string, string
 /** How many skipped items a blackboard remembers for its owner to report (`malformed`). */
 const MALFORMED_KEPT = 1_000;
 
+/** The default cap on an artefact's payload (UTF-8 bytes): Redis holds every payload in memory. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+
+export interface BlackboardOptions {
+  /** Where reads report a stored item that does not parse (default: kept in `malformed`). */
+  onMalformed?: MalformedSink;
+  /** Artefacts with a larger payload are refused (PayloadTooLargeError). Default 1 MiB. */
+  maxPayloadBytes?: number;
+}
+
+/** An artefact refused for its payload's size: the message names the size and the cap. */
+export class PayloadTooLargeError extends Error {
+  readonly bytes: number;
+  readonly cap: number;
+  constructor(bytes: number, cap: number) {
+    super(`payload of ${bytes} bytes exceeds the cap of ${cap} bytes (HOLT_MAX_PAYLOAD_BYTES)`);
+    this.name = 'PayloadTooLargeError';
+    this.bytes = bytes;
+    this.cap = cap;
+  }
+}
+
+/** Why `payload` may not be stored (over `cap` UTF-8 bytes), or null. */
+export function payloadProblem(payload: string, cap: number): string | null {
+  // Cheap first: a string of n UTF-16 units has at most 3n UTF-8 bytes.
+  if (payload.length * 3 <= cap) return null;
+  const bytes = Buffer.byteLength(payload, 'utf8');
+  return bytes > cap ? new PayloadTooLargeError(bytes, cap).message : null;
+}
+
+/** Throws PayloadTooLargeError when `payload` is over `cap` UTF-8 bytes. */
+export function checkPayload(payload: string, cap: number): void {
+  if (payload.length * 3 <= cap) return;
+  const bytes = Buffer.byteLength(payload, 'utf8');
+  if (bytes > cap) throw new PayloadTooLargeError(bytes, cap);
+}
+
 /**
  * Typed access to one instance's blackboard. Every write that must not race is one Lua script
  * (write-once artefacts, idempotent claim creation, compare-and-set claim updates).
@@ -199,13 +236,15 @@ export class Blackboard {
   /** Items skipped as malformed, by `kind:id` (the last MALFORMED_KEPT), when no sink was given. */
   readonly malformed = new Map<string, BlackboardDataError>();
   readonly #sink: MalformedSink;
+  readonly maxPayloadBytes: number;
 
-  constructor(redis: Redis, instance: string, onMalformed?: MalformedSink) {
+  constructor(redis: Redis, instance: string, opts: BlackboardOptions = {}) {
     this.redis = redis;
     this.instance = instance;
     this.k = keys(instance);
+    this.maxPayloadBytes = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
     this.#sink =
-      onMalformed ??
+      opts.onMalformed ??
       ((e) => {
         this.malformed.delete(`${e.kind}:${e.id}`);
         this.malformed.set(`${e.kind}:${e.id}`, e);
@@ -218,9 +257,9 @@ export class Blackboard {
     url: string,
     instance: string,
     opts: RedisOptions = {},
-    onMalformed?: MalformedSink,
+    bbOpts: BlackboardOptions = {},
   ): Blackboard {
-    return new Blackboard(new Redis(url, { maxRetriesPerRequest: 3, ...opts }), instance, onMalformed);
+    return new Blackboard(new Redis(url, { maxRetriesPerRequest: 3, ...opts }), instance, bbOpts);
   }
 
   async close(): Promise<void> {
@@ -232,6 +271,7 @@ export class Blackboard {
   /** Validates and writes an artefact once. Returns false (and writes nothing) when the id exists. */
   async createArtefact(input: NewArtefact): Promise<{ created: boolean; artefact: Artefact }> {
     const artefact = Artefact.parse({ ...input, created_at_ms: input.created_at_ms || Date.now() });
+    checkPayload(artefact.payload, this.maxPayloadBytes);
     const json = JSON.stringify(artefact);
     const res = await createArtefactScript.run(
       this.redis,

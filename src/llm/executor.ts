@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import type { Blackboard } from '../blackboard/client.ts';
+import { type Blackboard, payloadProblem } from '../blackboard/client.ts';
 import { type Grant, isGranted, outputId } from '../blackboard/grants.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { StructuralType } from '../blackboard/types.ts';
@@ -192,6 +192,19 @@ export class LlmExecutor {
         l.info({ event_type: 'turn_waiting', question_id: end.questionId });
         return 'waiting';
       case 'result': {
+        const tooBig = payloadProblem(scrub.text(end.result.payload), bb.maxPayloadBytes);
+        if (tooBig) {
+          const reason = `the model's result was refused: ${tooBig}`;
+          return this.conclude(
+            claim,
+            target,
+            id,
+            fence,
+            { kind: 'failure', reason, transcript: '' },
+            l,
+            inbox,
+          );
+        }
         const st = StructuralType.safeParse(end.result.structural_type);
         const art = resultArtefact(id, cfg.role, claim, target!, {
           structural_type: st.success ? st.data : 'Standard',
@@ -229,9 +242,16 @@ export class LlmExecutor {
       case 'failure': {
         const reason = scrub.text(end.reason);
         const art = failureArtefact(id, cfg.role, claim, { reason, exit_code: -1, stdout: '', stderr: '' });
-        // Holt's failure payload plus what the model did, so a human can see where it went wrong.
+        // Holt's failure payload plus what the model did, so a human can see where it went wrong: its
+        // end, when the whole would be over the payload cap (the Failure itself must be storable).
+        const transcript = scrub.text(end.transcript);
+        const room = Math.max(0, Math.floor((bb.maxPayloadBytes - Buffer.byteLength(art.payload) - 64) / 6));
         art.payload = JSON.stringify(
-          { ...JSON.parse(art.payload), transcript: scrub.text(end.transcript) },
+          {
+            ...JSON.parse(art.payload),
+            transcript:
+              transcript.length > room ? `…${transcript.slice(transcript.length - room)}` : transcript,
+          },
           null,
           2,
         );

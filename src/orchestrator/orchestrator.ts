@@ -62,7 +62,7 @@ export class Orchestrator {
       opts.config.redisUrl,
       opts.config.instance,
       { enableAutoPipelining: true },
-      this.quarantine.malformed,
+      { onMalformed: this.quarantine.malformed },
     );
     this.bb.redis.on('error', () => {
       // ioredis reconnects by itself; failed commands surface in the steps and in /healthz

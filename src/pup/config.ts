@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_MAX_PAYLOAD_BYTES } from '../blackboard/client.ts';
 import { BID_TYPES } from '../blackboard/types.ts';
 import { ConfigError, formatIssues, jsonArgv } from '../common/config.ts';
 import { secretsFromEnv } from '../common/secrets.ts';
@@ -41,6 +42,8 @@ export const PupEnv = z
     HOLT_WORKSPACE: z.preprocess(blankAsUndefined, z.string().default('/workspace')),
     HOLT_TOOL_TIMEOUT_MS: num(5 * 60_000),
     HOLT_TOOL_OUTPUT_LIMIT_BYTES: num(10 * 1024 * 1024),
+    /** An artefact's payload (UTF-8 bytes): a larger result becomes a Failure that names the cap. */
+    HOLT_MAX_PAYLOAD_BYTES: num(DEFAULT_MAX_PAYLOAD_BYTES, 1),
     HOLT_BID_SCRIPT_TIMEOUT_MS: num(10_000),
     HOLT_RESCAN_INTERVAL_MS: num(5_000),
     /** The first pause after a run ends in error; it doubles with each error in a row (to 60 s). */
@@ -67,6 +70,7 @@ export const PupEnv = z
     workspace: e.HOLT_WORKSPACE,
     toolTimeoutMs: e.HOLT_TOOL_TIMEOUT_MS,
     outputLimitBytes: e.HOLT_TOOL_OUTPUT_LIMIT_BYTES,
+    maxPayloadBytes: e.HOLT_MAX_PAYLOAD_BYTES,
     bidScriptTimeoutMs: e.HOLT_BID_SCRIPT_TIMEOUT_MS,
     rescanIntervalMs: e.HOLT_RESCAN_INTERVAL_MS,
     errorBackoffMs: e.HOLT_ERROR_BACKOFF_MS,

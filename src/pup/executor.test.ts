@@ -1,11 +1,12 @@
 import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
-import { Blackboard } from '../blackboard/client.ts';
+import { Blackboard, PayloadTooLargeError } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import type { Claim, ClaimType } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
@@ -28,7 +29,7 @@ afterAll(async () => {
   removeDir(ws);
 });
 
-function executor(command: string[], over: Record<string, string> = {}) {
+function executor(command: string[], over: Record<string, string> = {}, board: Blackboard = bb) {
   const cfg = config({
     REDIS_URL: redis.url,
     HOLT_WORKSPACE: ws,
@@ -36,7 +37,7 @@ function executor(command: string[], over: Record<string, string> = {}) {
     ...over,
   });
   const metrics = new PupMetrics({ instance: 'test', role: cfg.role, mode: cfg.mode });
-  return { ex: new Executor({ bb, cfg, log: quiet, metrics, owner: 'me' }), metrics };
+  return { ex: new Executor({ bb: board, cfg, log: quiet, metrics, owner: 'me' }), metrics };
 }
 
 const quiet = silentLogger();
@@ -247,6 +248,43 @@ describe('every tool failure becomes a ToolExecutionFailure', () => {
     const noWs = executor(node('echo.mjs'), { HOLT_WORKSPACE: join(ws, 'missing') }).ex;
     expect(await noWs.execute({ claimId: d.claim.id, claimType: 'exclusive' })).toBe('failure');
     expect(JSON.parse((await output(d.claim)).payload).reason).toMatch(/^workspace .* does not exist$/);
+  });
+});
+
+describe('payload cap', () => {
+  it('a result over the cap becomes a Failure naming the size and the cap; the store refuses it too', async () => {
+    const small = new Blackboard(bb.redis, 'test', { maxPayloadBytes: 1000 });
+    const c = await grantedClaim(bb, exclusive);
+    const tool = [
+      'sh',
+      '-c',
+      `printf '{"artefact_type":"Big","summary":"s","artefact_payload":"%s"}' "$(head -c 3000 /dev/zero | tr '\\0' a)"`,
+    ];
+    expect(await executor(tool, {}, small).ex.execute({ claimId: c.claim.id, claimType: 'exclusive' })).toBe(
+      'failure',
+    );
+    const out = await output(c.claim);
+    expect(out.structural_type).toBe('Failure');
+    // The Failure fits the cap itself: its copy of the tool's output is cut to fit.
+    expect(Buffer.byteLength(out.payload)).toBeLessThanOrEqual(1000);
+    expect(JSON.parse(out.payload).reason).toBe(
+      'Tool succeeded but its result was refused: payload of 3000 bytes exceeds the cap of 1000 bytes (HOLT_MAX_PAYLOAD_BYTES)',
+    );
+    // Any writer: the blackboard itself refuses an artefact over its cap, and takes one at it.
+    const a = {
+      logical_id: randomUUID(),
+      version: 1,
+      structural_type: 'Standard' as const,
+      type: 'T',
+      source_artefacts: [] as string[],
+      produced_by_role: 'x',
+    };
+    await expect(small.createArtefact({ ...a, id: randomUUID(), payload: 'é'.repeat(501) })).rejects.toThrow(
+      PayloadTooLargeError,
+    );
+    expect((await small.createArtefact({ ...a, id: randomUUID(), payload: 'é'.repeat(500) })).created).toBe(
+      true,
+    );
   });
 });
 

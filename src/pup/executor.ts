@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import type { Blackboard, NewArtefact } from '../blackboard/client.ts';
+import { type Blackboard, type NewArtefact, payloadProblem } from '../blackboard/client.ts';
 import { type Grant, isGranted, outputId } from '../blackboard/grants.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
@@ -14,6 +14,7 @@ import {
   evaluateRun,
   type FailureReport,
   failureArtefact,
+  fitFailure,
   isRework,
   resultArtefact,
   reworkEvent,
@@ -196,6 +197,18 @@ export class Executor {
     }
     // The tool holds no credential, but its output is untrusted: nothing the pup holds leaves in it.
     const result = { ...ev.result, payload: this.scrub.text(ev.result.payload) };
+    const tooBig = payloadProblem(result.payload, bb.maxPayloadBytes);
+    if (tooBig) {
+      metrics.toolDuration.observe({ outcome: 'failure' }, secs);
+      const reason = `Tool succeeded but its result was refused: ${tooBig}`;
+      return this.writeFailure(
+        claim,
+        id,
+        { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
+        l,
+        sink,
+      );
+    }
     const artefact = resultArtefact(id, cfg.role, claim, target, result);
     try {
       await sink(artefact, async (written) => {
@@ -240,7 +253,8 @@ export class Executor {
       stderr: this.scrub.text(f.stderr),
     };
     l.warn({ event_type: 'tool_failed', reason: report.reason, exit_code: f.exit_code });
-    await sink(failureArtefact(id, this.d.cfg.role, claim, report), async () => undefined);
+    const fitted = fitFailure(report, this.d.bb.maxPayloadBytes);
+    await sink(failureArtefact(id, this.d.cfg.role, claim, fitted), async () => undefined);
     return 'failure';
   }
 

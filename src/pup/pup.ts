@@ -56,11 +56,14 @@ export class Pup {
         connectTimeout: 5_000,
         retryStrategy: (times) => Math.min(100 * 2 ** times, 5_000),
       },
-      // Read as missing; the orchestrator quarantines it. Logged once here (a scan meets it often).
-      (e) => {
-        if (skipped.has(`${e.kind}:${e.id}`) || skipped.size > 1_000) return;
-        skipped.add(`${e.kind}:${e.id}`);
-        log.warn({ event_type: 'malformed_item_skipped', kind: e.kind, id: e.id, detail: e.reason });
+      {
+        // Read as missing; the orchestrator quarantines it. Logged once here (a scan meets it often).
+        onMalformed: (e) => {
+          if (skipped.has(`${e.kind}:${e.id}`) || skipped.size > 1_000) return;
+          skipped.add(`${e.kind}:${e.id}`);
+          log.warn({ event_type: 'malformed_item_skipped', kind: e.kind, id: e.id, detail: e.reason });
+        },
+        maxPayloadBytes: cfg.maxPayloadBytes,
       },
     );
     let lastError = '';

@@ -152,6 +152,20 @@ export function failurePayload(f: FailureReport): string {
   return JSON.stringify(body, null, 2);
 }
 
+/**
+ * The report cut down so its payload fits `capBytes` (a Failure must always be storable): the
+ * streams first, then the reason. JSON may spell a character in up to 6 bytes, hence the margins.
+ */
+export function fitFailure(f: FailureReport, capBytes: number): FailureReport {
+  if (Buffer.byteLength(failurePayload(f), 'utf8') <= capBytes) return f;
+  const keep = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}...` : s);
+  const streams = Math.max(0, Math.floor((capBytes - 256) / 24));
+  const cut = { ...f, stdout: keep(f.stdout, streams), stderr: keep(f.stderr, streams) };
+  if (Buffer.byteLength(failurePayload(cut), 'utf8') <= capBytes) return cut;
+  const reason = keep(f.reason, Math.max(0, Math.floor((capBytes - 128) / 12)));
+  return { ...cut, reason, stdout: '', stderr: '' };
+}
+
 export function failureArtefact(id: string, role: string, claim: Claim, f: FailureReport): NewArtefact {
   return {
     id,
