@@ -12,6 +12,7 @@ import type { Claim, ClaimType } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
 import { Executor } from './executor.ts';
 import { PupMetrics } from './metrics.ts';
+import { questionId } from './questions.ts';
 import { artefact, config, grantedClaim, node, sh } from './test-helpers.ts';
 
 let redis: RedisServer;
@@ -152,19 +153,44 @@ describe('tool contract', () => {
     sub.disconnect();
   });
 
-  it('Question artefacts and checked CodeCommits', async () => {
+  it('a Question parks the grant until its Answer exists; the tool then runs again with the Answer in context', async () => {
+    const runs = join(makeTempDir('runs'), 'runs');
+    const { ex } = executor(node('echo.mjs', 'ask'), {
+      ECHO_RUNS_FILE: runs,
+      HOLT_TOOL_ENV: '["ECHO_RUNS_FILE"]',
+    });
     const q = await grantedClaim(bb, exclusive);
-    expect(
-      await executor(node('echo.mjs', 'question')).ex.execute({
-        claimId: q.claim.id,
-        claimType: 'exclusive',
-      }),
-    ).toBe('success');
-    expect(await output(q.claim)).toMatchObject({
+    const grant = { claimId: q.claim.id, claimType: 'exclusive' } as const;
+    const reports: unknown[] = [];
+    expect(await ex.execute(grant, undefined, { report: (r) => reports.push(r) })).toBe('waiting');
+    const oid = outputId('test', q.claim.id, 'coder', 'exclusive');
+    const qid = questionId(oid, 0);
+    expect(reports).toEqual([{ waitingOn: qid }]);
+    // Not at the output id: the grant stays open (the orchestrator never takes a Question as output).
+    expect(await bb.getArtefact(oid)).toBeNull();
+    expect(await bb.getArtefact(qid)).toMatchObject({
       structural_type: 'Question',
       payload: 'Is GoalDefined in scope?',
+      source_artefacts: [q.target.id],
+      produced_by_role: 'coder',
     });
+    // A re-scan before the Answer: still waiting, and the tool does not run again.
+    expect(await ex.execute(grant)).toBe('waiting');
+    expect(readFileSync(runs, 'utf8').trim().split('\n')).toHaveLength(1);
+    await bb.createArtefact(
+      artefact({
+        structural_type: 'Answer',
+        type: 'Answer',
+        payload: 'yes, in scope',
+        source_artefacts: [qid],
+      }),
+    );
+    expect(await ex.execute(grant)).toBe('success');
+    expect(await output(q.claim)).toMatchObject({ type: 'Decision', payload: 'yes, in scope' });
+    expect(readFileSync(runs, 'utf8').trim().split('\n')).toHaveLength(2);
+  });
 
+  it('checked CodeCommits', async () => {
     const good = await grantedClaim(bb, exclusive);
     await executor(node('echo.mjs', 'commit')).ex.execute({ claimId: good.claim.id, claimType: 'exclusive' });
     const commit = await output(good.claim);

@@ -9,6 +9,7 @@ import type { PupConfig } from './config.ts';
 import { assembleContext } from './context.ts';
 import { commitExists } from './git.ts';
 import type { PupMetrics } from './metrics.ts';
+import { MAX_QUESTIONS_PER_GRANT, questionArtefact, questionId, questionState } from './questions.ts';
 import { redisRetry } from './redis-retry.ts';
 import {
   evaluateRun,
@@ -108,7 +109,7 @@ export class Executor {
         return 'leased_elsewhere';
       }
       try {
-        return await this.run(vc.claim, grant, id, l, sink, signal);
+        return await this.run(vc.claim, grant, id, l, sink, opts, signal);
       } finally {
         if (!opts.fenced) await bb.releaseExecution(id, owner).catch(() => undefined);
       }
@@ -124,6 +125,7 @@ export class Executor {
     id: string,
     l: Logger,
     sink: ArtefactSink,
+    opts: ExecuteOptions,
     signal?: AbortSignal,
   ): Promise<Outcome> {
     const { bb, cfg, metrics } = this.d;
@@ -145,9 +147,20 @@ export class Executor {
     if (!existsSync(cfg.workspace)) {
       return this.writeFailure(claim, id, fail(`workspace ${cfg.workspace} does not exist`), l, sink);
     }
+    // A tool that asked a Question waits for its Answer; answered, it runs again with the Q&A in context.
+    const questions = await this.redis('questions', () => questionState(bb, id));
+    if (questions.waitingOn) {
+      opts.report?.({ waitingOn: questions.waitingOn });
+      l.info({ event_type: 'grant_waiting', question_id: questions.waitingOn });
+      return 'waiting';
+    }
     let stdin: string;
     try {
-      const roots = [...target.source_artefacts, ...(claim.additional_context_ids ?? [])];
+      const roots = [
+        ...target.source_artefacts,
+        ...(claim.additional_context_ids ?? []),
+        ...questions.answers.map((a) => a.id),
+      ];
       const ctx = await assembleContext(roots, (ids) =>
         this.redis('context_level', () => bb.contextLevel(ids)),
       );
@@ -197,6 +210,28 @@ export class Executor {
     }
     // The tool holds no credential, but its output is untrusted: nothing the pup holds leaves in it.
     const result = { ...ev.result, payload: this.scrub.text(ev.result.payload) };
+    if (result.structural_type === 'Question') {
+      if (questions.next >= MAX_QUESTIONS_PER_GRANT) {
+        metrics.toolDuration.observe({ outcome: 'failure' }, secs);
+        const reason = `Tool asked more than ${MAX_QUESTIONS_PER_GRANT} questions in one grant`;
+        return this.writeFailure(
+          claim,
+          id,
+          { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
+          l,
+          sink,
+        );
+      }
+      // Written now, even by a fenced worker: its id is the grant's own, so a second run cannot add one.
+      const qid = questionId(id, questions.next);
+      await this.redis('write_question', () =>
+        bb.createArtefact(questionArtefact(qid, cfg.role, target, result)),
+      );
+      metrics.toolDuration.observe({ outcome: 'question' }, secs);
+      opts.report?.({ waitingOn: qid });
+      l.info({ event_type: 'question_asked', question_id: qid });
+      return 'waiting';
+    }
     const tooBig = payloadProblem(result.payload, bb.maxPayloadBytes);
     if (tooBig) {
       metrics.toolDuration.observe({ outcome: 'failure' }, secs);

@@ -7,8 +7,9 @@ import { outputId } from '../blackboard/grants.ts';
 import type { Claim } from '../blackboard/types.ts';
 import { createLogger, silentLogger } from '../common/logger.ts';
 import { Pup } from './pup.ts';
+import { questionId } from './questions.ts';
 import { startRunnerServer } from './runner/socket.ts';
-import { artefact, claim, config, grantedClaim, sh, waitFor } from './test-helpers.ts';
+import { artefact, claim, config, grantedClaim, node, sh, waitFor } from './test-helpers.ts';
 
 let redis: RedisServer;
 let ws: string;
@@ -112,6 +113,27 @@ describe('standard mode', () => {
       type: 'RecipeYAML',
     });
     expect(await bb.getBids(fb.claim.id)).toEqual({}); // feedback claims are assigned, never bid on
+  });
+});
+
+describe('a command tool that asks a Question', () => {
+  it('keeps its grant open, and delivers on the re-scan after the Answer', async () => {
+    const bb = board('ask');
+    await startPup('ask', {
+      HOLT_AGENT_COMMAND: JSON.stringify(node('echo.mjs', 'ask')),
+      HOLT_RESCAN_INTERVAL_MS: '200',
+    });
+    const { claim: c } = await grantedClaim(bb, {});
+    await bidOf(bb, c);
+    await grant(bb, c, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
+    const qid = questionId(outputId('ask', c.id, 'coder', 'exclusive'), 0);
+    const q = await waitFor(() => bb.getArtefact(qid), 'the Question');
+    expect(q.structural_type).toBe('Question');
+    expect(await bb.getArtefact(outputId('ask', c.id, 'coder', 'exclusive'))).toBeNull();
+    await bb.createArtefact(
+      artefact({ structural_type: 'Answer', type: 'Answer', payload: 'in scope', source_artefacts: [qid] }),
+    );
+    expect(await outputOf(bb, c)).toMatchObject({ type: 'Decision', payload: 'in scope' });
   });
 });
 
