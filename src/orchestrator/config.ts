@@ -26,6 +26,8 @@ export interface OrchestratorConfig {
   redispatchAfterMs: number;
   /** How often the leader publishes each role's open grants (`agent_load`, the Agents' claimsInFlight). */
   loadIntervalMs: number;
+  /** Bound on the memory of the claims' cached target artefacts (payloads included). */
+  targetCacheBytes: number;
 }
 
 const ms = z.coerce.number().int().nonnegative();
@@ -45,6 +47,7 @@ const FileSchema = z
     artefact_lookback_ms: ms,
     redispatch_after_ms: positiveMs,
     load_interval_ms: positiveMs,
+    target_cache_bytes: z.coerce.number().int().positive(),
   })
   .partial()
   .strict();
@@ -62,6 +65,7 @@ const EnvSchema = z.object({
   HOLT_ARTEFACT_LOOKBACK_MS: ms.optional(),
   HOLT_REDISPATCH_AFTER_MS: positiveMs.optional(),
   HOLT_LOAD_INTERVAL_MS: positiveMs.optional(),
+  HOLT_TARGET_CACHE_BYTES: z.coerce.number().int().positive().optional(),
   HOLT_ORCHESTRATOR_CONFIG: z.string().min(1).optional(),
 });
 
@@ -76,6 +80,7 @@ export const DEFAULTS = {
   artefactLookbackMs: 60_000,
   redispatchAfterMs: 30_000,
   loadIntervalMs: 2_000,
+  targetCacheBytes: 64 * 1024 * 1024,
 } as const;
 
 function readFile(path: string): z.infer<typeof FileSchema> {
@@ -125,6 +130,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): OrchestratorConfig {
     artefactLookbackMs: e.HOLT_ARTEFACT_LOOKBACK_MS ?? f.artefact_lookback_ms ?? DEFAULTS.artefactLookbackMs,
     redispatchAfterMs: e.HOLT_REDISPATCH_AFTER_MS ?? f.redispatch_after_ms ?? DEFAULTS.redispatchAfterMs,
     loadIntervalMs: e.HOLT_LOAD_INTERVAL_MS ?? f.load_interval_ms ?? DEFAULTS.loadIntervalMs,
+    targetCacheBytes: e.HOLT_TARGET_CACHE_BYTES ?? f.target_cache_bytes ?? DEFAULTS.targetCacheBytes,
   };
   if (cfg.leaseTtlMs < 3 * 50) throw new ConfigError('lease TTL: must be at least 150 ms');
   return cfg;

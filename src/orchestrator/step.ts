@@ -14,6 +14,7 @@ import type { Logger } from '../common/logger.ts';
 import { foreignOutputs } from './authorship.ts';
 import { BidWatch } from './bids.ts';
 import type { StepOutcome } from './claim-runner.ts';
+import { DEFAULTS } from './config.ts';
 import { type Decision, decide, type Effect, type LogLine, type Policy } from './decide.ts';
 import type { Grant, GrantDispatcher } from './dispatch.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
@@ -31,6 +32,13 @@ const BATCHING = { cache: false, maxBatchSize: 100 } as const;
 /** Claims whose last state and target a stepper keeps (the least recently stepped go first). */
 const CACHED_CLAIMS = 10_000;
 
+/** Roughly what an artefact costs in memory (UTF-16 strings, ids, object overhead). */
+export function artefactBytes(a: Artefact): number {
+  return (
+    512 + 2 * (a.payload.length + a.type.length + a.produced_by_role.length) + 80 * a.source_artefacts.length
+  );
+}
+
 export class NotLeaderError extends Error {
   constructor() {
     super('this orchestrator no longer holds the instance lease');
@@ -42,6 +50,8 @@ export interface StepDeps {
   bb: Blackboard;
   policy: Policy;
   bidPollMs: number;
+  /** Bound on the cached targets' memory (payloads included); a larger target is simply re-read. */
+  targetCacheBytes?: number;
   dispatcher: GrantDispatcher;
   log: Logger;
   metrics: OrchestratorMetrics;
@@ -76,7 +86,7 @@ export class ClaimStepper {
   /** The rev at which a claim last settled with nothing timed to do (the reconcile loop skips it). */
   readonly idleRev = new Map<string, number | null>();
   /** The target artefact of recently stepped claims (artefacts are write-once: read it once, not per step). */
-  private readonly targets = new LRUCache<string, Artefact>({ max: CACHED_CLAIMS });
+  private readonly targets: LRUCache<string, Artefact>;
   /** Recently stepped claims as last read or written: a step re-reads one only when its rev moved. */
   private readonly claims = new LRUCache<string, VersionedClaim>({ max: CACHED_CLAIMS });
   /** Claims seen past consensus (they never collect bids again: their steps skip reading bids). */
@@ -91,6 +101,11 @@ export class ClaimStepper {
   constructor(deps: StepDeps) {
     this.d = deps;
     this.bids = new BidWatch(deps.bidPollMs);
+    this.targets = new LRUCache<string, Artefact>({
+      max: CACHED_CLAIMS,
+      maxSize: deps.targetCacheBytes ?? DEFAULTS.targetCacheBytes,
+      sizeCalculation: artefactBytes,
+    });
   }
 
   /**
@@ -129,6 +144,11 @@ export class ClaimStepper {
     for (const [i, a] of (await this.d.bb.getArtefacts(ids)).entries())
       if (a) children.set(ids[i] as string, a);
     return this.outputsOf(c, children);
+  }
+
+  /** What the cached targets take in memory (by `artefactBytes`). */
+  cachedTargetBytes(): number {
+    return this.targets.calculatedSize;
   }
 
   /** A claim just created (at rev 1) for `target`: its first step needs no read. */

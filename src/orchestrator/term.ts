@@ -85,6 +85,7 @@ export class Term {
         maxReviewIterations: deps.config.maxReviewIterations,
       },
       bidPollMs: deps.config.bidPollMs,
+      targetCacheBytes: deps.config.targetCacheBytes,
       dispatcher: deps.dispatcher,
       log: deps.log,
       metrics: deps.metrics,
