@@ -58,7 +58,21 @@ export class LlmExecutor {
         l.warn({ event_type: 'grant_not_for_me', status: vc?.claim.status ?? 'missing' });
         return 'not_granted';
       }
-      if ((await bb.artefactsExist([id]))[0]) return 'already_done';
+      if ((await bb.artefactsExist([id]))[0]) {
+        // Delivered, but maybe never committed (the pup died in between): close the turn now.
+        const g = {
+          instance: cfg.instance,
+          claimId: grant.claimId,
+          role: cfg.role,
+          claimType: grant.claimType,
+        };
+        if (!opts.fence && (await this.d.store.closeDelivered(g, id)))
+          l.warn({
+            event_type: 'turn_closed_on_resume',
+            reason: 'its artefact was published before the turn committed',
+          });
+        return 'already_done';
+      }
       if (opts.fence) {
         const inbox: Inbox = {
           sink: opts.sink ?? (async (a) => void (await bb.createArtefact(a))),

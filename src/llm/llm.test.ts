@@ -21,6 +21,7 @@ import { createPool } from '../common/pg.ts';
 import { artefact, config, grantedClaim, waitFor } from '../pup/test-helpers.ts';
 import { type LlmRuntime, startLlmRuntime } from './runtime.ts';
 import { agentStatusKey } from './status.ts';
+import { TurnStore } from './store.ts';
 
 let redis: RedisServer;
 let postgres: PostgresServer;
@@ -397,6 +398,49 @@ describe('questions and memory', () => {
     expect(lastTool(1)).toContain('"answer":"blue"');
     expect((await s.bb.getArtefact(outputId(s.instance, r.claim.id, 'coder', 'exclusive')))?.payload).toBe(
       'blue it is',
+    );
+  });
+
+  it('a turn left running after its artefact was published (the pup died before committing) is closed on resume', async () => {
+    const s = await setup([submit('never asked for')]);
+    const { claim } = await grantedClaim(s.bb, {
+      status: 'pending_exclusive',
+      granted_exclusive_agent: 'coder',
+    });
+    const store = new TurnStore(createPool(postgres.url));
+    cleanup.push(() => store.pool.end());
+    const got = await store.acquire({
+      instance: s.instance,
+      claimId: claim.id,
+      role: 'coder',
+      claimType: 'exclusive',
+      owner: 'the-pup-that-died',
+      leaseMs: 60_000,
+    });
+    expect(got.kind).toBe('acquired');
+    const id = outputId(s.instance, claim.id, 'coder', 'exclusive');
+    await s.bb.createArtefact(
+      artefact({ id, produced_by_role: 'coder', source_artefacts: [claim.artefact_id] }),
+    );
+    const before = llm.requests.length;
+    expect(await s.rt.executor!.execute({ claimId: claim.id, claimType: 'exclusive' })).toBe('already_done');
+    expect(llm.requests.length).toBe(before); // no model call
+    const turn = await store.pool.query(
+      'SELECT status, result_artefact_id, error FROM holt.agent_turns WHERE instance = $1 AND claim_id = $2',
+      [s.instance, claim.id],
+    );
+    expect(turn.rows).toEqual([
+      { status: 'done', result_artefact_id: id, error: expect.stringMatching(/closed on resume/) },
+    ]);
+    const head = await store.pool.query(
+      'SELECT status, active_turn_id, lease_owner FROM holt.agent_state_head WHERE instance = $1 AND claim_id = $2',
+      [s.instance, claim.id],
+    );
+    expect(head.rows).toEqual([{ status: 'idle', active_turn_id: null, lease_owner: null }]);
+    // The dead pup's fence is dead: it can no longer finish the turn.
+    if (got.kind !== 'acquired') throw new Error('acquired expected');
+    expect(await store.finish(got.fence, { status: 'done', artefactId: id }, async () => undefined)).toBe(
+      false,
     );
   });
 

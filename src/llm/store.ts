@@ -108,6 +108,34 @@ export class TurnStore {
   }
 
   /** Gives the lease up (the turn stays active: a waiting question, a shutdown). */
+  /**
+   * A turn whose deliverable is on the blackboard but which never committed (its pup died between
+   * the two): closed as done, its head idle and its fence dead. True when there was one to close.
+   */
+  async closeDelivered(
+    g: { instance: string; claimId: string; role: string; claimType: ClaimType },
+    artefactId: string,
+  ): Promise<boolean> {
+    const actor = actorIdOf(g.instance, g.claimId, g.role);
+    const turn = turnIdOf(g.instance, g.claimId, g.role, phaseOf(g.claimType));
+    return tx(this.pool, async (c) => {
+      const t = await c.query(
+        `UPDATE holt.agent_turns SET status = 'done', result_artefact_id = $2, ended_at = now(),
+           error = 'closed on resume: its artefact was published before the turn committed'
+         WHERE turn_id = $1 AND status NOT IN ('done', 'failed') RETURNING 1`,
+        [turn, artefactId],
+      );
+      if (!t.rowCount) return { value: false };
+      await c.query(
+        `UPDATE holt.agent_state_head SET status = 'idle', active_turn_id = NULL, lease_owner = NULL,
+           lease_expires_at = NULL, turn_epoch = turn_epoch + 1, updated_at = now()
+         WHERE instance = $1 AND actor_id = $2 AND active_turn_id = $3`,
+        [g.instance, actor, turn],
+      );
+      return { value: true };
+    });
+  }
+
   async release(f: Fence, status: 'suspended' | 'dispatched'): Promise<boolean> {
     const r = await this.pool.query(
       `UPDATE holt.agent_state_head SET status = $6, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
