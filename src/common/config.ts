@@ -1,5 +1,11 @@
 import { z } from 'zod';
 
+/**
+ * The exit code of a runtime program (orchestrator, pup) that stops on a ConfigError: EX_CONFIG.
+ * Supervisors tell it from a crash: restarting cannot fix a setting.
+ */
+export const EXIT_CONFIG = 78;
+
 /** A configuration problem, reported to the user as one line that names the setting. */
 export class ConfigError extends Error {
   constructor(message: string) {

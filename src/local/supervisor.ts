@@ -8,6 +8,7 @@ import { credentialHandoff } from '../common/credentials.ts';
 import type { Logger } from '../common/logger.ts';
 import type { ComponentState } from './instance.ts';
 import { freePort } from './ports.ts';
+import { classifyExit, decideRestart, type ExitHistory } from './restarts.ts';
 
 /** One supervised child process (the orchestrator or a pup). */
 export interface ComponentSpec {
@@ -29,6 +30,9 @@ interface Running {
   child?: ChildProcess;
   startedAt: number;
   exited?: Promise<void>;
+  history: ExitHistory;
+  /** The last exit's code (null after a signal). */
+  lastCode: number | null;
 }
 
 /** How long a local pup lets its running tool finish on SIGTERM (HOLT_SHUTDOWN_GRACE_MS). */
@@ -69,7 +73,13 @@ export class Supervisor {
       healthPort: spec.healthPort,
       logFile: join(this.logDir, `${spec.name}.log`),
     };
-    const r: Running = { spec, state, startedAt: 0 };
+    const r: Running = {
+      spec,
+      state,
+      startedAt: 0,
+      history: { configInRow: 0, crashes: [], backoffStep: 0 },
+      lastCode: null,
+    };
     this.running.set(spec.name, r);
     this.spawn(r);
   }
@@ -96,6 +106,7 @@ export class Supervisor {
     r.exited = new Promise((resolve) => {
       child.once('exit', (code, signal) => {
         r.state.lastExit = signal ? `signal ${signal}` : `exit code ${code}`;
+        r.lastCode = signal ? null : code;
         r.state.pid = undefined;
         resolve();
         void this.onExit(r, child);
@@ -112,8 +123,26 @@ export class Supervisor {
       this.onChange();
       return;
     }
-    if (Date.now() - r.startedAt > STABLE_MS) r.state.restarts = 0;
-    const delay = Math.max(250, backoffDelay(r.state.restarts, 1000, 30_000));
+    const now = Date.now();
+    const h = r.history;
+    if (now - r.startedAt > STABLE_MS) h.backoffStep = 0;
+    const kind = classifyExit(r.lastCode);
+    h.configInRow = kind === 'config' ? h.configInRow + 1 : 0;
+    const d = decideRestart(kind, h, now, (step) => Math.max(250, backoffDelay(step, 1000, 30_000)));
+    if (!d.restart) {
+      // Restarting cannot help (a setting to fix) or has not (a crash loop): stop, and say why.
+      r.state.status = 'failed';
+      r.state.lastExit = `${r.state.lastExit}; ${d.reason}`;
+      this.log.error(
+        { event_type: 'component_given_up', component_name: r.spec.name, reason: d.reason },
+        `${r.spec.name}: ${d.reason}`,
+      );
+      this.onChange();
+      return;
+    }
+    const delay = d.delayMs;
+    if (kind === 'crash') h.crashes = [...h.crashes.filter((t) => now - t < 3_600_000), now];
+    h.backoffStep++;
     r.state.restarts++;
     r.state.status = 'restarting';
     this.log.warn(

@@ -86,14 +86,14 @@ describe('holt orchestrator process', () => {
   });
   const main = join(import.meta.dirname, 'main.ts');
 
-  it('exits 1 with one line on bad configuration', async () => {
+  it('exits 78 (EX_CONFIG) with one line on bad configuration', async () => {
     const p = spawn(process.execPath, [main], { env: { PATH: process.env.PATH, REDIS_URL: 'redis://x' } });
     let err = '';
     p.stderr.on('data', (d) => {
       err += String(d);
     });
     const code = await new Promise<number | null>((r) => p.on('exit', r));
-    expect(code).toBe(1);
+    expect(code).toBe(78);
     expect(err).toBe('holt orchestrator: HOLT_INSTANCE_NAME: required\n');
   });
 

@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { Blackboard } from '../blackboard/client.ts';
 import { retry } from '../common/backoff.ts';
-import { ConfigError } from '../common/config.ts';
+import { ConfigError, EXIT_CONFIG } from '../common/config.ts';
 import { startProbeServer } from '../common/http.ts';
 import { createLogger } from '../common/logger.ts';
 import { InboxMetrics } from '../inbox/metrics.ts';
@@ -22,7 +22,7 @@ export async function main(_argv: string[], env: NodeJS.ProcessEnv): Promise<num
   } catch (e) {
     if (e instanceof ConfigError) {
       process.stderr.write(`${PROGRAM}: ${e.message}\n`);
-      return 1;
+      return EXIT_CONFIG;
     }
     throw e;
   }
@@ -61,7 +61,7 @@ export async function main(_argv: string[], env: NodeJS.ProcessEnv): Promise<num
     await inboxBb.close();
     if (e instanceof ConfigError) {
       process.stderr.write(`${PROGRAM}: ${e.message}\n`);
-      return 1;
+      return EXIT_CONFIG;
     }
     throw e;
   }

@@ -48,10 +48,10 @@ function runPup(env: Record<string, string>, args: string[] = []) {
 const grantExclusive = { status: 'pending_exclusive', granted_exclusive_agent: 'coder' } as const;
 
 describe('pup process', () => {
-  it('a bad variable exits 1 with one line naming it', async () => {
+  it('a bad variable exits 78 (EX_CONFIG) with one line naming it', async () => {
     const { exited } = runPup({ HOLT_TOOL_OUTPUT_LIMIT_BYTES: 'lots' });
     const r = await exited;
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(78);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/^holt pup: invalid configuration: HOLT_TOOL_OUTPUT_LIMIT_BYTES: /);
   });

@@ -1,4 +1,4 @@
-import { ConfigError } from '../common/config.ts';
+import { ConfigError, EXIT_CONFIG } from '../common/config.ts';
 import { createLogger } from '../common/logger.ts';
 import { loadConfig } from './config.ts';
 import { loadWorkerEnv } from './inbox-worker.ts';
@@ -15,7 +15,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   } catch (e) {
     if (e instanceof ConfigError) {
       process.stderr.write(`holt pup: invalid configuration: ${e.message}\n`);
-      return 1;
+      return EXIT_CONFIG;
     }
     throw e;
   }
@@ -38,7 +38,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
         if (e instanceof ConfigError) process.stderr.write(`holt pup: invalid configuration: ${msg}\n`);
         else log.error({ event_type: 'startup_failed', error: msg });
         await pup.stop(0);
-        return 1;
+        return e instanceof ConfigError ? EXIT_CONFIG : 1;
       }
       log.info({ event_type: 'signal_received', signal: await signal });
       await pup.stop();
