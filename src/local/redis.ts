@@ -67,6 +67,8 @@ export async function startRedis(opts: RedisOptions = {}): Promise<RedisServer> 
     'daemonize no',
     'protected-mode yes',
     'loglevel warning',
+    // The blackboard is data, not a cache: never evict it (with a maxmemory, writes fail instead).
+    'maxmemory-policy noeviction',
     ...(opts.aof
       ? ['appendonly yes', `appendfsync ${opts.aof === 'everysec' ? 'everysec' : 'always'}`]
       : ['appendonly no']),

@@ -78,6 +78,10 @@ function storeContainer(holt: string, store: StoreKind, tls: boolean): StoreCont
             [
               'dir /data',
               'appendonly yes',
+              // Never evict blackboard data, and refuse writes before the kernel kills the pod: 80% of
+              // the container's memory limit (the node's memory when none is set).
+              'maxmemory-policy noeviction',
+              'maxmemory $((REDIS_MEMORY_LIMIT / 10 * 8))',
               // With TLS the plain port is closed: every client, the probes included, speaks TLS.
               ...(tls
                 ? [
@@ -94,7 +98,14 @@ function storeContainer(holt: string, store: StoreKind, tls: boolean): StoreCont
             'redis-server /tmp/redis.conf',
           ),
         ],
-        env: [...principalEnv(secret), secretEnv('REDISCLI_AUTH', secret, passwordKey('admin'))],
+        env: [
+          ...principalEnv(secret),
+          secretEnv('REDISCLI_AUTH', secret, passwordKey('admin')),
+          {
+            name: 'REDIS_MEMORY_LIMIT',
+            valueFrom: { resourceFieldRef: { containerName: 'redis', resource: 'limits.memory' } },
+          },
+        ],
         ports: [{ name: 'redis', containerPort: port }],
         startupProbe: { tcpSocket: { port: 'redis' }, periodSeconds: 2, failureThreshold: 30 },
         livenessProbe: execProbe(redisCli, 10, 3),

@@ -5,7 +5,12 @@ import { storeEnv, storeTlsClient } from './stores.ts';
 
 const owner = { apiVersion: 'holt.io/v1alpha1', kind: 'Holt', name: 'demo', namespace: 'team', uid: 'u1' };
 type Pod = {
-  containers: { args?: string[]; command?: string[]; volumeMounts: { name: string; mountPath: string }[] }[];
+  containers: {
+    args?: string[];
+    command?: string[];
+    env?: unknown[];
+    volumeMounts: { name: string; mountPath: string }[];
+  }[];
   volumes: { name: string; secret?: { secretName: string; defaultMode?: number } }[];
 };
 const podOf = (objs: ReturnType<typeof bundledStore>) =>
@@ -24,6 +29,15 @@ describe('stores over TLS', () => {
     ]);
     const redis = podOf(bundledStore(owner, 'redis', plain.stores.redis));
     expect(redis.volumes.some((v) => v.name === 'tls')).toBe(false);
+    // Data, not a cache: never evicted; writes refused at 80% of the container's memory limit.
+    const c = redis.containers[0]!;
+    expect(c.command!.join(' ')).toContain(
+      'maxmemory-policy noeviction\nmaxmemory $((REDIS_MEMORY_LIMIT / 10 * 8))',
+    );
+    expect(c.env).toContainEqual({
+      name: 'REDIS_MEMORY_LIMIT',
+      valueFrom: { resourceFieldRef: { containerName: 'redis', resource: 'limits.memory' } },
+    });
   });
 
   it('with it: Redis is rediss:// put together from the Secret, Node trusts the CA, Postgres verifies', () => {
