@@ -142,6 +142,12 @@ export const WorkflowEvent = z.discriminatedUnion('event', [
       timeout_ms: z.number().int(),
     }),
   }),
+  // Extension (ours): a grant whose row or turn was done, but whose output is gone from the
+  // blackboard (Redis lost data): run again under a new epoch.
+  z.object({
+    event: z.literal('grant_reopened'),
+    data: z.object({ claim_id: z.string(), agent_name: z.string(), reason: z.string() }),
+  }),
   // Extension (ours): a stored item set aside and never acted on (an artefact by a role the claim did
   // not grant, a malformed record): what, where and why, never its content.
   z.object({

@@ -44,6 +44,8 @@ export function formatLine(item: WatchItem): string | null {
       return `${at} 🔄 Artefact Reworked (v${e.data.new_version}): by=${e.data.produced_by_role}, type=${e.data.artefact_type}, id=${e.data.new_artefact_id}`;
     case 'bid_timeout':
       return `${at} ⌛ Bid timeout: claim=${e.data.claim_id}, silent=${e.data.silent_agents.join(',')}`;
+    case 'grant_reopened':
+      return `${at} ♻️  Grant reopened: ${e.data.agent_name} on claim ${e.data.claim_id}: ${e.data.reason}`;
     case 'quarantined':
       return `${at} 🚫 Quarantined ${e.data.kind} ${e.data.id}${e.data.produced_by_role ? ` by=${e.data.produced_by_role}` : ''}${e.data.claim_id ? ` on claim ${e.data.claim_id}` : ''}: ${e.data.reason}`;
     default:

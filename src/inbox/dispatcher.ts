@@ -15,6 +15,8 @@ export class InboxDispatcher implements GrantDispatcher {
   readonly ring: RingFn;
   readonly log: Logger | undefined;
   readonly announce: ((g: Grant) => Promise<void>) | undefined;
+  readonly outputExists: ((g: Grant) => Promise<boolean>) | undefined;
+  readonly reopened: ((g: Grant, reason: string) => Promise<void>) | undefined;
   constructor(opts: {
     store: InboxStore;
     instance: string;
@@ -22,9 +24,18 @@ export class InboxDispatcher implements GrantDispatcher {
     ring: RingFn;
     /** Holt's claim_granted workflow event for a new grant (observability: `holt watch`). */
     announce?: (g: Grant) => Promise<void>;
+    /**
+     * Whether the grant's output is on the blackboard. Given, a re-dispatched grant whose row is done
+     * or failed but whose output is gone (Redis lost data) is reopened instead of left hanging.
+     */
+    outputExists?: (g: Grant) => Promise<boolean>;
+    /** Told of each reopened grant (the orchestrator publishes grant_reopened). */
+    reopened?: (g: Grant, reason: string) => Promise<void>;
     log?: Logger;
   }) {
     this.announce = opts.announce;
+    this.outputExists = opts.outputExists;
+    this.reopened = opts.reopened;
     this.store = opts.store;
     this.instance = opts.instance;
     this.targetOf = opts.targetOf;
@@ -35,7 +46,7 @@ export class InboxDispatcher implements GrantDispatcher {
   async dispatch(g: Grant): Promise<void> {
     const target = await this.targetOf(g.role);
     if (!target) throw new Error(`role ${g.role} is scalable but has no worker target`);
-    const { created, row } = await this.store.enqueue({
+    let { created, row } = await this.store.enqueue({
       instance: this.instance,
       workerTarget: target,
       claimId: g.claim.id,
@@ -45,6 +56,20 @@ export class InboxDispatcher implements GrantDispatcher {
       payload: { artefact_id: g.claim.artefact_id, reason: g.reason ?? 'grant' },
     });
     if (created && (g.reason ?? 'grant') === 'grant') await this.announce?.(g);
+    if (!created && (row.status === 'done' || row.status === 'failed') && this.outputExists) {
+      if (!(await this.outputExists(g))) {
+        const reason = `reopened: the row was ${row.status} but its output artefact is missing from the blackboard`;
+        const again = await this.store.reopen(row.id, reason);
+        if (again) {
+          row = again;
+          this.log?.warn(
+            { event_type: 'grant_reopened', claim_id: g.claim.id, role: g.role, inbox_id: row.id, reason },
+            'grant reopened',
+          );
+          await this.reopened?.(g, reason);
+        }
+      }
+    }
     if (created)
       this.log?.info(
         {

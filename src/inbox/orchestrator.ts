@@ -125,6 +125,15 @@ export async function startOrchestratorInbox(o: {
     targetOf,
     ring,
     announce,
+    outputExists: async (g) =>
+      (await o.bb.artefactsExist([outputId(o.instance, g.claim.id, g.role, g.claimType)]))[0] === true,
+    reopened: (g, reason) =>
+      o.bb
+        .publishWorkflowEvent({
+          event: 'grant_reopened',
+          data: { claim_id: g.claim.id, agent_name: g.role, reason },
+        })
+        .catch(() => undefined), // lossy: the log and the row say it too
     log: o.log,
   });
   const onFailed = async (row: InboxRow) => {

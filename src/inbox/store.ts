@@ -240,6 +240,37 @@ export class InboxStore {
   }
 
   /**
+   * A done or failed row whose output is gone from the blackboard (Redis lost data) runs again: due
+   * now, its attempts reset, its turn queued and the actor's epoch moved on (any old fence is dead).
+   * Returns the reopened row, or null when it was not done or failed.
+   */
+  async reopen(rowId: string, reason: string): Promise<InboxRow | null> {
+    return tx<InboxRow | null>(this.pool, async (c) => {
+      const r = await c.query(
+        `UPDATE holt.agent_inbox SET status = 'pending', attempts = 0, lease_owner = NULL,
+           lease_expires_at = NULL, available_at = now(), updated_at = now(), failure_reported = false,
+           last_error = $2
+         WHERE id = $1 AND status IN ('done', 'failed') RETURNING *`,
+        [rowId, reason],
+      );
+      if (!r.rowCount) return { value: null };
+      const row = InboxRow.parse(r.rows[0]);
+      await c.query(
+        `UPDATE holt.agent_turns SET status = 'queued', ended_at = NULL, result_artefact_id = NULL, error = $2
+         WHERE turn_id = $1`,
+        [row.turn_id, reason],
+      );
+      await c.query(
+        `UPDATE holt.agent_state_head SET turn_epoch = turn_epoch + 1, status = 'dispatched',
+           active_turn_id = $3, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+         WHERE instance = $1 AND actor_id = $2 AND (active_turn_id IS NULL OR active_turn_id = $3)`,
+        [row.instance, row.actor_id, row.turn_id],
+      );
+      return { value: row };
+    });
+  }
+
+  /**
    * Claims up to `limit` due rows of `targets` under a lease (FOR UPDATE SKIP LOCKED). One query per
    * target, so each is an ordered scan of the target's due index that stops at the limit.
    */

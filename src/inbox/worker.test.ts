@@ -435,6 +435,53 @@ describe('inbox worker shutdown and bad input', () => {
     expect(left.rows[0].n).toBe(0);
   });
 
+  it('Redis lost the output of a done row: the re-dispatched grant is reopened under a new epoch, and said so', async () => {
+    const inst = 'reopen';
+    let present = false;
+    const reopened: string[] = [];
+    const d = new InboxDispatcher({
+      store,
+      instance: inst,
+      targetOf: () => 'reopen',
+      ring: () => undefined,
+      outputExists: async () => present,
+      reopened: async (_g, reason) => void reopened.push(reason),
+    });
+    const claim = claimOf();
+    const g = { claim, role: ROLE, claimType: 'claim' as const, phase: 'parallel' as const };
+    await d.dispatch(g);
+    const row = async () =>
+      (
+        await store.pool.query(
+          `SELECT i.status, i.attempts, i.last_error, h.turn_epoch, t.status AS turn FROM holt.agent_inbox i
+           JOIN holt.agent_state_head h ON h.instance = i.instance AND h.actor_id = i.actor_id
+           JOIN holt.agent_turns t ON t.turn_id = i.turn_id WHERE i.instance = $1`,
+          [inst],
+        )
+      ).rows[0];
+    // A worker did it: done after two attempts, the turn done.
+    await store.pool.query(`UPDATE holt.agent_inbox SET status = 'done', attempts = 2 WHERE instance = $1`, [
+      inst,
+    ]);
+    await store.pool.query(`UPDATE holt.agent_turns SET status = 'done' WHERE instance = $1`, [inst]);
+    const before = await row();
+    // Its output is there: a re-dispatch changes nothing.
+    present = true;
+    await d.dispatch({ ...g, reason: 'recovery' });
+    expect(await row()).toEqual(before);
+    // Gone (Redis lost it): reopened, due now, a fresh count of attempts, the old fence dead.
+    present = false;
+    await d.dispatch({ ...g, reason: 'recovery' });
+    const after = await row();
+    expect(after).toMatchObject({ status: 'pending', attempts: 0, turn: 'queued' });
+    expect(Number(after.turn_epoch)).toBe(Number(before.turn_epoch) + 1);
+    expect(after.last_error).toMatch(/output artefact is missing/);
+    expect(reopened).toHaveLength(1);
+    // Once: a second re-dispatch of a pending row does not reopen it again.
+    await d.dispatch({ ...g, reason: 'recovery' });
+    expect(reopened).toHaveLength(1);
+  });
+
   it('no inbox configured: a grant to a scalable role becomes a Failure artefact naming why', async () => {
     const inbox = await startOrchestratorInbox({
       instance: I,

@@ -80,14 +80,35 @@ export class LlmExecutor {
         };
         return await this.leased(vc.claim, grant, id, opts.fence, l, signal, inbox);
       }
-      const got = await this.d.store.acquire({
-        instance: cfg.instance,
-        claimId: grant.claimId,
-        role: cfg.role,
-        claimType: grant.claimType,
-        owner: this.d.owner,
-        leaseMs: this.d.settings.turnLeaseMs,
-      });
+      const acquire = () =>
+        this.d.store.acquire({
+          instance: cfg.instance,
+          claimId: grant.claimId,
+          role: cfg.role,
+          claimType: grant.claimType,
+          owner: this.d.owner,
+          leaseMs: this.d.settings.turnLeaseMs,
+        });
+      let got = await acquire();
+      if (got.kind === 'finished') {
+        // Finished, yet its output is not on the blackboard (checked above): Redis lost it. Run again.
+        const g = {
+          instance: cfg.instance,
+          claimId: grant.claimId,
+          role: cfg.role,
+          claimType: grant.claimType,
+        };
+        const reason = `reopened: the turn was ${got.status} but its output artefact is missing from the blackboard`;
+        if (!(await this.d.store.reopenFinished(g, reason))) return 'already_done';
+        l.warn({ event_type: 'grant_reopened', reason });
+        await bb
+          .publishWorkflowEvent({
+            event: 'grant_reopened',
+            data: { claim_id: grant.claimId, agent_name: cfg.role, reason },
+          })
+          .catch(() => undefined);
+        got = await acquire();
+      }
       if (got.kind === 'busy') return 'leased_elsewhere';
       if (got.kind === 'finished') return 'already_done';
       return await this.leased(vc.claim, grant, id, got.fence, l, signal);

@@ -444,6 +444,30 @@ describe('questions and memory', () => {
     );
   });
 
+  it('Redis lost the output of a finished turn: the re-announced grant reopens the turn and delivers again', async () => {
+    const s = await setup([submit('delivered once')]);
+    const first = await grantAndRun(s);
+    expect(first.outcome).toBe('success');
+    const pool = createPool(postgres.url);
+    cleanup.push(() => pool.end());
+    const epoch = async () =>
+      Number(
+        (
+          await pool.query(
+            'SELECT turn_epoch FROM holt.agent_state_head WHERE instance = $1 AND claim_id = $2',
+            [s.instance, first.claim.id],
+          )
+        ).rows[0].turn_epoch,
+      );
+    const before = await epoch();
+    const id = outputId(s.instance, first.claim.id, 'coder', 'exclusive');
+    await s.bb.redis.del(s.bb.k.artefact(id)); // as a restore from an older snapshot would
+    llm.push(submit('delivered again'));
+    expect(await s.rt.executor!.execute(first.grant)).toBe('success');
+    expect(await s.bb.getArtefact(id)).toMatchObject({ structural_type: 'Standard' });
+    expect(await epoch()).toBeGreaterThan(before);
+  });
+
   it('working memory is kept between turns, bounded in size', async () => {
     const s = await setup(
       [

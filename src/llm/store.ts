@@ -136,6 +136,32 @@ export class TurnStore {
     });
   }
 
+  /**
+   * A done or failed turn whose deliverable is gone from the blackboard (Redis lost data): queued
+   * again, the actor's epoch moved on. True when there was one to reopen.
+   */
+  async reopenFinished(
+    g: { instance: string; claimId: string; role: string; claimType: ClaimType },
+    reason: string,
+  ): Promise<boolean> {
+    const actor = actorIdOf(g.instance, g.claimId, g.role);
+    const turn = turnIdOf(g.instance, g.claimId, g.role, phaseOf(g.claimType));
+    return tx(this.pool, async (c) => {
+      const t = await c.query(
+        `UPDATE holt.agent_turns SET status = 'queued', ended_at = NULL, result_artefact_id = NULL, error = $2
+         WHERE turn_id = $1 AND status IN ('done', 'failed') RETURNING 1`,
+        [turn, reason],
+      );
+      if (!t.rowCount) return { value: false };
+      await c.query(
+        `UPDATE holt.agent_state_head SET turn_epoch = turn_epoch + 1, updated_at = now()
+         WHERE instance = $1 AND actor_id = $2`,
+        [g.instance, actor],
+      );
+      return { value: true };
+    });
+  }
+
   async release(f: Fence, status: 'suspended' | 'dispatched'): Promise<boolean> {
     const r = await this.pool.query(
       `UPDATE holt.agent_state_head SET status = $6, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
