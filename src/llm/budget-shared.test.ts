@@ -78,3 +78,40 @@ describe('budgets shared by every pod of a role: no debt', () => {
     expect((await store.ledger('shared', 'Flaky', 3_600_000)).window).toHaveLength(0);
   });
 });
+
+describe('usage totals', () => {
+  it('rolled up through reservations, settlements and cancellations; pruning old calls keeps the total', async () => {
+    const u = (n: number) => ({ promptTokens: n, completionTokens: 0, totalTokens: n });
+    const ok = () => ({ ok: true as const });
+    const r1 = await store.reserve('totals', 'R', null, 'turn', 60_000, u(100), 0.5, ok);
+    const r2 = await store.reserve('totals', 'R', null, 'turn', 60_000, u(100), 0.5, ok);
+    await store.settle(r1.id!, u(40), 0.25);
+    await store.cancel(r2.id!);
+    await store.addUsage('totals', 'R', null, 'bid', u(10), 0.125);
+    await store.addUsage('totals', 'Other', null, 'bid', u(10), 9);
+    const sum = async () =>
+      Number(
+        (
+          await pool.query(
+            `SELECT sum(cost_usd) AS s FROM holt.llm_usage WHERE instance = 'totals' AND role = 'R'`,
+          )
+        ).rows[0].s,
+      );
+    expect(await sum()).toBe(0.375);
+    expect((await store.ledger('totals', 'R', 60_000)).totalCostUsd).toBe(0.375);
+    // Retention drops the old rows (the window no longer has them); the all-time total stays.
+    const c = await pool.connect();
+    try {
+      await c.query('BEGIN');
+      await c.query(`SET LOCAL holt.pruning = 'on'`);
+      await c.query(`DELETE FROM holt.llm_usage WHERE instance = 'totals'`);
+      await c.query('COMMIT');
+    } finally {
+      c.release();
+    }
+    const after = await store.ledger('totals', 'R', 60_000);
+    expect(after.window).toEqual([]);
+    expect(after.totalCostUsd).toBe(0.375);
+    expect((await store.ledger('totals', 'Other', 60_000)).totalCostUsd).toBe(9);
+  });
+});

@@ -300,8 +300,9 @@ export class TurnStore {
        FROM holt.llm_usage WHERE instance = $1 AND role = $2 AND at > now() - $3::interval ORDER BY at`,
       [instance, role, ms(windowMs)],
     );
+    // Rolled up as the ledger changes (migration usage_totals): one row, not every call ever made.
     const t = await q.query<{ total: string | null }>(
-      'SELECT sum(cost_usd) AS total FROM holt.llm_usage WHERE instance = $1 AND role = $2',
+      'SELECT cost_usd AS total FROM holt.llm_usage_totals WHERE instance = $1 AND role = $2',
       [instance, role],
     );
     return {
