@@ -97,6 +97,13 @@ export const HoltOrchestrator = z
       .max(3)
       .default(1)
       .describe('Orchestrator pods; one is active (leased), the others stand by.'),
+    retentionDays: z
+      .number()
+      .min(0)
+      .default(7)
+      .describe(
+        'Finished work (turns, their steps, inbox rows, LLM usage rows) older than this many days is pruned from Postgres; 0 keeps everything. Budget windows must be shorter; usage totals are kept.',
+      ),
     image: z
       .string()
       .optional()
@@ -107,7 +114,7 @@ export const HoltOrchestrator = z
         'Resources of the orchestrator pods (default: requests cpu 50m, memory 128Mi, no limits). At its top rate it needs about 1.4 cores: its event loop plus the V8 garbage-collector threads beside it; a CPU limit of 1 makes it, not Redis, the bound (docs/benchmarks.md).',
       ),
   })
-  .default({ maxReviewIterations: 3, bidTimeoutSeconds: 30, replicas: 1 })
+  .default({ maxReviewIterations: 3, bidTimeoutSeconds: 30, replicas: 1, retentionDays: 7 })
   .describe('Orchestrator settings and policy.');
 
 export const HoltLlm = z

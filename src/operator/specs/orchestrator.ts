@@ -36,6 +36,7 @@ export function orchestratorDeployment(owner: Owner, spec: HoltSpec, runtimeImag
               { name: 'HOLT_HEALTH_PORT', value: String(HEALTH_PORT) },
               { name: 'HOLT_BID_TIMEOUT_MS', value: String(Math.round(o.bidTimeoutSeconds * 1000)) },
               { name: 'HOLT_MAX_REVIEW_ITERATIONS', value: String(o.maxReviewIterations) },
+              { name: 'HOLT_RETENTION_DAYS', value: String(o.retentionDays) },
               ...storeEnv(owner.name, spec.stores, 'orchestrator'),
               ...tls.env,
             ],

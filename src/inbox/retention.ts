@@ -1,0 +1,82 @@
+import type pg from 'pg';
+import { ms, tx } from './sql.ts';
+
+/** What one pass removed. */
+export interface Pruned {
+  turns: number;
+  steps: number;
+  rows: number;
+  heads: number;
+  usage: number;
+}
+
+// Finished turns older than the cut-off, with what hangs off them: their steps, waits and inbox rows.
+// A turn whose row is still live, or failed and not yet reported as a Failure, is kept.
+const PRUNE_TURNS = `
+WITH t AS (
+  SELECT turn_id FROM holt.agent_turns a
+  WHERE a.instance = $1 AND a.status IN ('done', 'failed') AND a.ended_at < now() - $2::interval
+    AND NOT EXISTS (SELECT 1 FROM holt.agent_inbox i WHERE i.turn_id = a.turn_id
+                    AND (i.status NOT IN ('done', 'failed') OR NOT i.failure_reported AND i.status = 'failed'))
+  ORDER BY a.ended_at LIMIT $3 FOR UPDATE SKIP LOCKED
+), w AS (DELETE FROM holt.turn_waiting_tools x USING t WHERE x.turn_id = t.turn_id RETURNING 1),
+s AS (DELETE FROM holt.agent_steps x USING t WHERE x.turn_id = t.turn_id RETURNING 1),
+i AS (DELETE FROM holt.agent_inbox x USING t WHERE x.turn_id = t.turn_id RETURNING 1),
+d AS (DELETE FROM holt.agent_turns x USING t WHERE x.turn_id = t.turn_id RETURNING 1)
+SELECT (SELECT count(*) FROM d)::int AS turns, (SELECT count(*) FROM s)::int AS steps,
+       (SELECT count(*) FROM i)::int AS rows, (SELECT count(*) FROM w)::int AS waits`;
+
+// Actors with nothing left: idle, no turn, untouched since the cut-off.
+const PRUNE_HEADS = `
+DELETE FROM holt.agent_state_head h
+WHERE h.ctid IN (
+  SELECT h2.ctid FROM holt.agent_state_head h2
+  WHERE h2.instance = $1 AND h2.status = 'idle' AND h2.updated_at < now() - $2::interval
+    AND NOT EXISTS (SELECT 1 FROM holt.agent_turns t WHERE t.instance = h2.instance AND t.actor_id = h2.actor_id)
+  LIMIT $3)`;
+
+// Ledger rows older than the cut-off; the all-time totals stay (holt.pruning leaves them alone).
+const PRUNE_USAGE = `
+DELETE FROM holt.llm_usage WHERE id IN (
+  SELECT id FROM holt.llm_usage WHERE instance = $1 AND at < now() - $2::interval LIMIT $3)`;
+
+/**
+ * Removes an instance's finished work older than `olderThanMs` from Postgres, a batch per
+ * transaction (short locks, nothing live touched). Budget windows must be shorter than the cut-off.
+ */
+export async function pruneFinished(
+  pool: pg.Pool,
+  instance: string,
+  olderThanMs: number,
+  batch = 1000,
+): Promise<Pruned> {
+  const cut = ms(olderThanMs);
+  const out: Pruned = { turns: 0, steps: 0, rows: 0, heads: 0, usage: 0 };
+  for (;;) {
+    const r = await pool.query<{ turns: number; steps: number; rows: number }>(PRUNE_TURNS, [
+      instance,
+      cut,
+      batch,
+    ]);
+    const n = r.rows[0] ?? { turns: 0, steps: 0, rows: 0 };
+    out.turns += n.turns;
+    out.steps += n.steps;
+    out.rows += n.rows;
+    if (n.turns < batch) break;
+  }
+  for (;;) {
+    const r = await pool.query(PRUNE_HEADS, [instance, cut, batch]);
+    out.heads += r.rowCount ?? 0;
+    if ((r.rowCount ?? 0) < batch) break;
+  }
+  for (;;) {
+    const n = await tx<number>(pool, async (c) => {
+      await c.query(`SET LOCAL holt.pruning = 'on'`);
+      const r = await c.query(PRUNE_USAGE, [instance, cut, batch]);
+      return { value: r.rowCount ?? 0 };
+    });
+    out.usage += n;
+    if (n < batch) break;
+  }
+  return out;
+}
