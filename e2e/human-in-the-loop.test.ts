@@ -43,7 +43,7 @@ beforeAll(async () => {
 agents:
   Asker:
     command: ["node", "${join(FIX, 'asker.mjs')}"]
-    bid_script: ["node", "${join(FIX, 'bid-types.mjs')}", "GoalDefined,Answer", "exclusive"]
+    bid_script: ["node", "${join(FIX, 'bid-types.mjs')}", "GoalDefined", "exclusive"]
 `,
   );
   execFileSync('git', ['init', '-q'], { cwd: ws });
