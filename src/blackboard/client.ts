@@ -8,7 +8,7 @@ import {
   hashToClaim,
 } from './codec.ts';
 import { type Keys, keys } from './keys.ts';
-import { contextLevelScript, releaseLeaseScript } from './pup-scripts.ts';
+import { contextLevelScript, releaseLeaseScript, renewLeaseScript } from './pup-scripts.ts';
 import {
   acquireLockScript,
   artefactArrivedScript,
@@ -680,6 +680,14 @@ export class Blackboard {
   /** Takes the execution lease if free; it expires on its own if the holder dies. */
   async acquireExecution(outputId: string, owner: string, ttlMs: number): Promise<boolean> {
     return (await this.redis.set(this.executionLeaseKey(outputId), owner, 'PX', ttlMs, 'NX')) === 'OK';
+  }
+
+  /** Extends a held execution lease; false when it is no longer ours (it ran out and was taken). */
+  async renewExecution(outputId: string, owner: string, ttlMs: number): Promise<boolean> {
+    return (
+      (await renewLeaseScript.run(this.redis, [this.executionLeaseKey(outputId)], [owner, String(ttlMs)])) ===
+      1
+    );
   }
 
   async releaseExecution(outputId: string, owner: string): Promise<void> {

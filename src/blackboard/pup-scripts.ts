@@ -32,6 +32,12 @@ return out
 `);
 
 /** Release an execution lease only if we still hold it. KEYS = lease. ARGV = owner. */
+/** Extends a lease held by ARGV[1] to ARGV[2] ms from now; 0 when someone else holds it (or nobody). */
+export const renewLeaseScript = new LuaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+`);
+
 export const releaseLeaseScript = new LuaScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0

@@ -45,6 +45,8 @@ export const PupEnv = z
     /** An artefact's payload (UTF-8 bytes): a larger result becomes a Failure that names the cap. */
     HOLT_MAX_PAYLOAD_BYTES: num(DEFAULT_MAX_PAYLOAD_BYTES, 1),
     HOLT_BID_SCRIPT_TIMEOUT_MS: num(10_000),
+    /** The Redis lease on a grant's execution, renewed every third of it while the run lasts. */
+    HOLT_EXECUTION_LEASE_MS: num(15_000, 300),
     HOLT_RESCAN_INTERVAL_MS: num(5_000),
     /** The first pause after a run ends in error; it doubles with each error in a row (to 60 s). */
     HOLT_ERROR_BACKOFF_MS: num(1_000, 1),
@@ -72,6 +74,7 @@ export const PupEnv = z
     outputLimitBytes: e.HOLT_TOOL_OUTPUT_LIMIT_BYTES,
     maxPayloadBytes: e.HOLT_MAX_PAYLOAD_BYTES,
     bidScriptTimeoutMs: e.HOLT_BID_SCRIPT_TIMEOUT_MS,
+    executionLeaseMs: e.HOLT_EXECUTION_LEASE_MS,
     rescanIntervalMs: e.HOLT_RESCAN_INTERVAL_MS,
     errorBackoffMs: e.HOLT_ERROR_BACKOFF_MS,
     redisRetries: e.HOLT_REDIS_RETRIES,

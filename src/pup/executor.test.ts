@@ -332,6 +332,26 @@ describe('a grant runs once', () => {
     expect(readFileSync(runs, 'utf8').trim().split('\n')).toHaveLength(1);
   });
 
+  it('the execution lease is short and renewed while the tool runs: a run longer than the lease keeps it', async () => {
+    const { claim } = await grantedClaim(bb, exclusive);
+    const grant = { claimId: claim.id, claimType: 'exclusive' } as const;
+    const tool = [
+      'sh',
+      '-c',
+      'cat >/dev/null; sleep 1.2; echo \'{"artefact_type":"Slow","artefact_payload":"x","summary":"s"}\'',
+    ];
+    const first = executor(tool, { HOLT_EXECUTION_LEASE_MS: '300' }).ex;
+    const second = executor(tool, { HOLT_EXECUTION_LEASE_MS: '300' }).ex;
+    const running = first.execute(grant);
+    // Well past the 300 ms lease: without renewal a second pup would take the grant now.
+    await new Promise((r) => setTimeout(r, 800));
+    expect(await second.execute(grant)).toBe('leased_elsewhere');
+    expect(await running).toBe('success');
+    expect(
+      await bb.redis.exists(bb.executionLeaseKey(outputId('test', claim.id, 'coder', 'exclusive'))),
+    ).toBe(0);
+  });
+
   it('refuses a grant the claim does not give this role', async () => {
     const { claim } = await grantedClaim(bb, { ...exclusive, granted_exclusive_agent: 'other' });
     const { ex } = executor(node('echo.mjs'));

@@ -65,7 +65,6 @@ export interface ExecutorDeps {
 }
 
 /** Slack over the tool timeout before another pup may take over a lease whose holder vanished. */
-const LEASE_SLACK_MS = 60_000;
 
 /**
  * Runs one grant to exactly one artefact. The output id is derived from the grant, artefacts are
@@ -102,15 +101,31 @@ export class Executor {
         l.info({ event_type: 'grant_already_executed' });
         return 'already_done';
       }
-      const ttl = cfg.toolTimeoutMs + LEASE_SLACK_MS;
-      // An inbox worker's fence (Postgres lease + epoch) replaces the Redis execution lease.
+      // An inbox worker's fence (Postgres lease + epoch) replaces the Redis execution lease. The lease
+      // is short and renewed while the run lasts: a pup killed mid-run holds up the grant for at most
+      // one lease, not for the tool's whole timeout.
+      const ttl = cfg.executionLeaseMs;
       if (!opts.fenced && !(await this.redis('lease', () => bb.acquireExecution(id, owner, ttl)))) {
         l.info({ event_type: 'grant_leased_elsewhere' });
         return 'leased_elsewhere';
       }
+      const heartbeat = opts.fenced
+        ? undefined
+        : setInterval(
+            () => {
+              bb.renewExecution(id, owner, ttl).then(
+                (ours) => {
+                  if (!ours) l.warn({ event_type: 'execution_lease_lost' });
+                },
+                () => undefined, // Redis trouble: the next beat tries again
+              );
+            },
+            Math.max(50, Math.floor(ttl / 3)),
+          );
       try {
         return await this.run(vc.claim, grant, id, l, sink, opts, signal);
       } finally {
+        clearInterval(heartbeat);
         if (!opts.fenced) await bb.releaseExecution(id, owner).catch(() => undefined);
       }
     } catch (e) {
