@@ -31,6 +31,22 @@ export function busProblem(nc: Pick<NatsConnection, 'isClosed'> | undefined): st
 }
 
 /**
+ * Follows a connection's disconnects and reconnects: `problem()` says why it cannot publish now
+ * (reconnecting, or closed for good), or null. For /readyz: a store outage makes a process unready,
+ * not dead (restarting it would not help).
+ */
+export function watchBus(nc: NatsConnection): { problem(): string | null } {
+  let connected = true;
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect' || s.type === 'reconnecting') connected = false;
+      else if (s.type === 'reconnect') connected = true;
+    }
+  })().catch(() => undefined);
+  return { problem: () => busProblem(nc) ?? (connected ? null : 'NATS disconnected; reconnecting') };
+}
+
+/**
  * Connects to NATS, reconnecting for ever (a doorbell lost meanwhile is re-rung by the watchdog).
  * `ca`: verify the server by this CA (a server that requires TLS is upgraded to in any case).
  */

@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
-import { busProblem, connectBus } from '../bus/connect.ts';
+import { busProblem, connectBus, watchBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
@@ -45,6 +45,8 @@ export interface OrchestratorInbox {
   store: InboxStore | undefined;
   /** Why the inbox cannot work (its NATS connection closed for good), or null: fails /healthz. */
   problem(): string | null;
+  /** Why the inbox cannot work right now (NATS reconnecting, Postgres unreachable), or null: /readyz. */
+  unready(): Promise<string | null>;
   close(): Promise<void>;
 }
 
@@ -99,7 +101,13 @@ export async function startOrchestratorInbox(o: {
       'no DATABASE_URL/NATS_URL: grants to scalable roles fail (Failure artefact)',
     );
     const dispatcher = new NoInboxDispatcher({ instance: o.instance, bb: o.bb, log: o.log });
-    return { dispatcher, store: undefined, problem: () => null, close: async () => undefined };
+    return {
+      dispatcher,
+      store: undefined,
+      problem: () => null,
+      unready: async () => null,
+      close: async () => undefined,
+    };
   }
   await ensureSchema(env.DATABASE_URL, o.log);
   const store = InboxStore.connect(env.DATABASE_URL);
@@ -111,6 +119,7 @@ export async function startOrchestratorInbox(o: {
     throw e;
   }
   const ring = ringer(nc, o.instance);
+  const watch = watchBus(nc);
   const registration = async (role: string) => (await o.bb.getAgents()).agents.find((a) => a.role === role);
   const targetOf = async (role: string) => (await registration(role))?.worker_target;
   const announce = async (g: Grant) =>
@@ -171,6 +180,24 @@ export async function startOrchestratorInbox(o: {
     dispatcher,
     store,
     problem: () => busProblem(nc),
+    async unready() {
+      const bus = watch.problem();
+      if (bus) return bus;
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          store.pool.query('SELECT 1'),
+          new Promise((_, reject) => {
+            timer = setTimeout(() => reject(new Error('no answer within 2 s')), 2_000);
+          }),
+        ]);
+        return null;
+      } catch (e) {
+        return `Postgres: ${(e as Error).message}`;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
     async close() {
       retention.stop();
       await watchdog.stop();

@@ -11,7 +11,7 @@ export interface NatsServer {
   monitorUrl: string;
   proc: ServerProcess;
   stop(): Promise<void>;
-  restart(): Promise<void>;
+  restart(downMs?: number): Promise<void>;
 }
 
 export interface NatsOptions {

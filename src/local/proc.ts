@@ -117,7 +117,8 @@ export async function waitReady(
 export interface Restartable {
   proc: ServerProcess;
   stop(): Promise<void>;
-  restart(): Promise<void>;
+  /** Stops the server, leaves it down `downMs` (an outage), and starts it again on the same port and data. */
+  restart(downMs?: number): Promise<void>;
 }
 
 /** Launches with `launch`, and gives stop/restart over it: the shared shape of the store servers. */
@@ -134,8 +135,9 @@ export async function managed<T extends object>(
       await server.proc.stop();
       if (!keep) removeDir(dir);
     },
-    async restart() {
+    async restart(downMs = 0) {
       await server.proc.stop();
+      if (downMs > 0) await sleep(downMs);
       server.proc = await launch();
     },
   };

@@ -12,8 +12,8 @@ export interface RedisServer {
   dir: string;
   proc: ServerProcess;
   stop(): Promise<void>;
-  /** Stops the server and starts it again on the same port and data dir (for durability tests). */
-  restart(): Promise<void>;
+  /** Stops the server (down `downMs`) and starts it again on the same port and data dir. */
+  restart(downMs?: number): Promise<void>;
 }
 
 export interface RedisOptions {

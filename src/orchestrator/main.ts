@@ -82,6 +82,9 @@ export async function main(_argv: string[], env: NodeJS.ProcessEnv): Promise<num
     },
     readyz: async () => {
       await withTimeout(orch.ping(), 2_000);
+      const inboxDown = await inbox?.unready();
+      if (inboxDown)
+        return { ok: false, reason: inboxDown, details: { redis: 'connected', leader: orch.isLeader() } };
       return { ok: true, details: { redis: 'connected', leader: orch.isLeader() } };
     },
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { killDrill } from './world.ts';
+import { killDrill, lossDrill, outageDrill } from './world.ts';
 
 // CI-sized fault drills: real processes, real SIGKILLs, the same invariants as bench/drills.
 
@@ -18,5 +18,26 @@ describe('fault drills (CI-sized)', () => {
     const r = await killDrill('R2 kill -9 pup', 'pup', { workflows: 10, kills: 8, seed: 12 });
     console.log(JSON.stringify(r));
     expect(r).toMatchObject({ workflows: 10, finished: 10, lost: 0, duplicated: 0, kills: 8 });
+  }, 240_000);
+
+  it('R3: Redis, NATS and Postgres each down for a second mid-run: all work finishes; probes say so during, and recover', async () => {
+    const r = await outageDrill({ workflows: 10, downMs: 1_000 });
+    console.log(JSON.stringify(r));
+    expect(r).toMatchObject({ workflows: 10, finished: 10, lost: 0, duplicated: 0 });
+    const by = Object.fromEntries(r.outages.map((x) => [x.store, x]));
+    // Redis down: not alive (its pod restarts); NATS or Postgres down: alive but not ready.
+    expect(by.redis?.healthz_during).toContain(503);
+    expect(by.nats?.readyz_during).toContain(503);
+    expect(by.postgres?.readyz_during).toContain(503);
+    expect(by.nats?.healthz_during).not.toContain(503);
+    expect(by.postgres?.healthz_during).not.toContain(503);
+  }, 240_000);
+
+  it('R4: Redis restored from an older snapshot mid-run: the lost outputs are found and re-run; nothing hangs', async () => {
+    const r = await lossDrill({ workflows: 10 });
+    console.log(JSON.stringify(r));
+    expect(r).toMatchObject({ workflows: 10, finished: 10, lost: 0, duplicated: 0 });
+    // Detected and reported: rows done after the snapshot lost their outputs, and were reopened.
+    expect(r.reopened).toBeGreaterThan(0);
   }, 240_000);
 });

@@ -4,6 +4,10 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { Blackboard } from '../../src/blackboard/client.ts';
+import { createPool } from '../../src/common/pg.ts';
+import { type NatsServer, startNats } from '../../src/local/nats.ts';
+import { freePort } from '../../src/local/ports.ts';
+import { type PostgresServer, startPostgres } from '../../src/local/postgres.ts';
 import { type ServerProcess, spawnServer } from '../../src/local/proc.ts';
 import { type RedisServer, startRedis } from '../../src/local/redis.ts';
 import { makeTempDir, removeDir } from '../../src/local/tmp.ts';
@@ -113,9 +117,17 @@ class Program {
 
 export interface World {
   redis: RedisServer;
+  /** With `scalable`: the inbox's stores, and the role's controller (bids) beside `pup` (its worker). */
+  nats?: NatsServer;
+  postgres?: { server: PostgresServer; restart(downMs: number): Promise<void> };
+  controller?: Program;
   bb: Blackboard;
   orchestrator: Program;
   pup: Program;
+  /** The orchestrator's probe port (/healthz, /readyz). */
+  healthPort: number;
+  /** grant_reopened events heard. */
+  reopened(): number;
   /** Posts `n` goals; returns their ids. */
   post(n: number): Promise<string[]>;
   /** Waits (up to `limitMs`) for the goals' workflows to finish; returns what the invariants say. */
@@ -123,18 +135,49 @@ export interface World {
   close(): Promise<void>;
 }
 
-export async function startWorld(): Promise<World> {
+export interface WorldOptions {
+  /** The role runs on an inbox worker (Postgres + NATS), bid for by a controller pup. */
+  scalable?: boolean;
+  /** Redis without AOF: a restart loads the last SAVE (a restore from an older snapshot). */
+  snapshotOnly?: boolean;
+  /** Count a grant announced again after a loss as a duplicate (default true). */
+  countGrants?: boolean;
+}
+
+export async function startWorld(o: WorldOptions = {}): Promise<World> {
   const dir = makeTempDir('drill');
-  const redis = await startRedis({ aof: 'everysec' });
+  const redis = await startRedis({ aof: o.snapshotOnly ? false : 'everysec' });
   const bb = Blackboard.connect(redis.url, INSTANCE);
-  await register(bb, [ROLE]);
+  bb.redis.on('error', () => undefined); // the outage drills stop Redis under it
+  await register(bb, [o.scalable ? { role: ROLE, kind: 'scalable', worker_target: 'coder' } : ROLE]);
+  let nats: NatsServer | undefined;
+  let postgres: World['postgres'];
+  if (o.scalable) {
+    nats = await startNats({ dir: join(dir, 'nats') });
+    const pgDir = join(dir, 'pg');
+    const port = await freePort();
+    const first = await startPostgres({ dir: pgDir, port });
+    postgres = {
+      server: first,
+      async restart(downMs) {
+        await this.server.stop();
+        await sleep(downMs);
+        this.server = await startPostgres({ dir: pgDir, port });
+      },
+    };
+  }
+  const healthPort = await freePort();
+  const stores = { DATABASE_URL: postgres?.server.url ?? '', NATS_URL: nats?.url ?? '' };
   const tool = join(dir, 'tool.sh');
   writeFileSync(tool, TOOL, { mode: 0o755 });
   // Every claim_granted, heard by a subscriber of our own.
   const sub = new Redis(redis.url);
+  sub.on('error', () => undefined);
   const grants = new Map<string, number>();
+  let reopened = 0;
   sub.on('message', (_c: string, raw: string) => {
     const m = JSON.parse(raw) as { event?: string; data?: { claim_id?: string; agent_name?: string } };
+    if (m.event === 'grant_reopened') reopened++;
     if (m.event !== 'claim_granted') return;
     const k = `${m.data?.claim_id}/${m.data?.agent_name}`;
     grants.set(k, (grants.get(k) ?? 0) + 1);
@@ -147,44 +190,64 @@ export async function startWorld(): Promise<World> {
     {
       HOLT_INSTANCE_NAME: INSTANCE,
       REDIS_URL: redis.url,
-      HOLT_HEALTH_PORT: '0',
+      HOLT_HEALTH_PORT: String(healthPort),
       // A killed leader's lease runs out fast, so a drill of many kills stays short.
       HOLT_LEASE_TTL_MS: '1500',
       HOLT_STANDBY_POLL_MS: '100',
       HOLT_RECONCILE_INTERVAL_MS: '250',
       HOLT_REDISPATCH_AFTER_MS: '3000',
       HOLT_BID_TIMEOUT_MS: '10000',
-      DATABASE_URL: '',
-      NATS_URL: '',
+      HOLT_INBOX_WATCHDOG_MS: '300',
+      ...stores,
     },
     '"event_type":"recovery_complete"',
   );
+  const pupEnv = {
+    HOLT_INSTANCE_NAME: INSTANCE,
+    HOLT_AGENT_NAME: ROLE,
+    REDIS_URL: redis.url,
+    HOLT_AGENT_COMMAND: JSON.stringify(['/bin/sh', tool]),
+    HOLT_BIDDING_STRATEGY: 'exclusive',
+    HOLT_HEALTH_PORT: '0',
+    HOLT_WORKSPACE: dir,
+    HOLT_RESCAN_INTERVAL_MS: '500',
+    HOLT_SHUTDOWN_GRACE_MS: '0',
+    // A killed pup's execution lease runs out fast (it is renewed while a run lasts).
+    HOLT_EXECUTION_LEASE_MS: '1500',
+  };
+  const ready = '"event_type":"pup_started"';
+  // Scalable: `pup` is the inbox worker (it executes), `controller` bids.
   const pup = new Program(
     'pup',
     dir,
     'src/pup/main.ts',
-    {
-      HOLT_INSTANCE_NAME: INSTANCE,
-      HOLT_AGENT_NAME: ROLE,
-      REDIS_URL: redis.url,
-      HOLT_AGENT_COMMAND: JSON.stringify(['/bin/sh', tool]),
-      HOLT_BIDDING_STRATEGY: 'exclusive',
-      HOLT_HEALTH_PORT: '0',
-      HOLT_WORKSPACE: dir,
-      HOLT_RESCAN_INTERVAL_MS: '500',
-      HOLT_SHUTDOWN_GRACE_MS: '0',
-      // A killed pup's execution lease runs out fast (it is renewed while a run lasts).
-      HOLT_EXECUTION_LEASE_MS: '1500',
-    },
-    '"event_type":"pup_started"',
+    o.scalable
+      ? {
+          ...pupEnv,
+          ...stores,
+          HOLT_MODE: 'worker',
+          HOLT_WORKER_TARGET: 'coder',
+          HOLT_WORKER_LEASE_MS: '3000',
+        }
+      : pupEnv,
+    ready,
   );
-  await Promise.all([orchestrator.start(), pup.start()]);
+  const controller = o.scalable
+    ? new Program('controller', dir, 'src/pup/main.ts', { ...pupEnv, HOLT_MODE: 'controller' }, ready)
+    : undefined;
+  await orchestrator.start();
+  await Promise.all([pup.start(), controller?.start()]);
 
   return {
     redis,
+    nats,
+    postgres,
+    controller,
     bb,
     orchestrator,
     pup,
+    healthPort,
+    reopened: () => reopened,
     async post(n) {
       const ids: string[] = [];
       for (let i = 0; i < n; i++) {
@@ -216,14 +279,14 @@ export async function startWorld(): Promise<World> {
         if (finished === goals.length || Date.now() > deadline) break;
         await sleep(200);
       }
-      const grantedTwice = [...grants.values()].filter((n) => n > 1).length;
+      const grantedTwice = o.countGrants === false ? 0 : [...grants.values()].filter((n) => n > 1).length;
       return { finished, duplicated: grantedTwice + outputsTwice };
     },
     async close() {
-      await Promise.all([orchestrator.stop(), pup.stop()]);
+      await Promise.all([orchestrator.stop(), pup.stop(), controller?.stop()]);
       sub.disconnect();
       await bb.close();
-      await redis.stop();
+      await Promise.all([redis.stop(), nats?.stop(), postgres?.server.stop()]);
       removeDir(dir);
     },
   };
@@ -268,5 +331,153 @@ export async function killDrill(
     };
   } finally {
     await w.close();
+  }
+}
+
+/** The orchestrator's /healthz and /readyz status codes now (0: no answer). */
+async function probes(port: number): Promise<{ healthz: number; readyz: number }> {
+  const get = (path: string) =>
+    fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(3_000) }).then(
+      (r) => r.status,
+      () => 0,
+    );
+  const [healthz, readyz] = await Promise.all([get('/healthz'), get('/readyz')]);
+  return { healthz, readyz };
+}
+
+export interface OutageResult extends DrillResult {
+  /** Per store: what the probes said during the outage, and how long after it ended both were 200. */
+  outages: {
+    store: string;
+    down_ms: number;
+    healthz_during: number[];
+    readyz_during: number[];
+    ready_after_ms: number;
+  }[];
+}
+
+/**
+ * R3: Redis (AOF on), NATS and Postgres each stopped for `downMs` in the middle of a run of scalable
+ * workflows (inbox worker, doorbells), then started again on the same data. All work must finish;
+ * the orchestrator's probes are sampled during each outage and timed back to 200 after it.
+ */
+export async function outageDrill(o: {
+  workflows: number;
+  downMs: number;
+  limitMs?: number;
+}): Promise<OutageResult> {
+  const t0 = Date.now();
+  const w = await startWorld({ scalable: true });
+  try {
+    const goals = await w.post(o.workflows);
+    const outages: OutageResult['outages'] = [];
+    const stores: [string, (downMs: number) => Promise<void>][] = [
+      ['redis', (d) => w.redis.restart(d)],
+      ['nats', (d) => (w.nats as NatsServer).restart(d)],
+      ['postgres', (d) => (w.postgres as NonNullable<World['postgres']>).restart(d)],
+    ];
+    for (const [store, restart] of stores) {
+      await sleep(300);
+      const during: { healthz: number; readyz: number }[] = [];
+      let down = true;
+      const sampling = (async () => {
+        await sleep(Math.min(200, o.downMs / 3)); // once the store is surely gone
+        while (down) {
+          during.push(await probes(w.healthPort));
+          await sleep(100);
+        }
+      })();
+      await restart(o.downMs);
+      down = false;
+      await sampling;
+      const back = Date.now();
+      for (;;) {
+        const p = await probes(w.healthPort);
+        if ((p.healthz === 200 && p.readyz === 200) || Date.now() - back > 60_000) break;
+        await sleep(50);
+      }
+      outages.push({
+        store,
+        down_ms: o.downMs,
+        healthz_during: [...new Set(during.map((p) => p.healthz))],
+        readyz_during: [...new Set(during.map((p) => p.readyz))],
+        ready_after_ms: Date.now() - back,
+      });
+    }
+    const s = await w.settle(goals, o.limitMs ?? 120_000);
+    const recover = outages.map((x) => x.ready_after_ms);
+    return {
+      drill: 'R3 restart Redis, NATS, Postgres',
+      workflows: goals.length,
+      finished: s.finished,
+      lost: goals.length - s.finished,
+      duplicated: s.duplicated,
+      kills: outages.length,
+      recover_p50_ms: pct(recover, 50),
+      recover_max_ms: pct(recover, 100),
+      seconds: Math.round((Date.now() - t0) / 100) / 10,
+      outages,
+    };
+  } finally {
+    await w.close();
+  }
+}
+
+export interface LossResult extends DrillResult {
+  /** Grants reopened because their output was lost (grant_reopened events). */
+  reopened: number;
+}
+
+/**
+ * R4: Redis loses data mid-run. A snapshot (SAVE) is taken with the work under way, the run goes on,
+ * then Redis restarts from that snapshot: every write since is gone, while Postgres remembers inbox
+ * rows as done. The lost outputs must be detected and their grants re-run; nothing left hanging.
+ */
+export async function lossDrill(o: { workflows: number; limitMs?: number }): Promise<LossResult> {
+  const t0 = Date.now();
+  const w = await startWorld({ scalable: true, snapshotOnly: true, countGrants: false });
+  try {
+    const goals = await w.post(o.workflows);
+    // The snapshot once some work is done: what follows it is what the restore loses.
+    for (;;) {
+      const done = (await w.postgres?.server) && (await countDone(w));
+      if ((done ?? 0) >= Math.max(1, Math.floor(o.workflows / 4))) break;
+      await sleep(50);
+    }
+    await w.bb.redis.call('SAVE');
+    const saved = Date.now();
+    for (;;) {
+      if ((await countDone(w)) >= Math.floor(o.workflows / 2) || Date.now() - saved > 10_000) break;
+      await sleep(50);
+    }
+    await w.redis.restart(0); // no save on shutdown: it comes back as of the snapshot
+    const back = Date.now();
+    const s = await w.settle(goals, o.limitMs ?? 120_000);
+    const recovered = Date.now() - back;
+    return {
+      drill: 'R4 lose Redis data',
+      workflows: goals.length,
+      finished: s.finished,
+      lost: goals.length - s.finished,
+      duplicated: s.duplicated,
+      kills: 1,
+      recover_p50_ms: recovered,
+      recover_max_ms: recovered,
+      seconds: Math.round((Date.now() - t0) / 100) / 10,
+      reopened: w.reopened(),
+    };
+  } finally {
+    await w.close();
+  }
+}
+
+/** Inbox rows done so far. */
+async function countDone(w: World): Promise<number> {
+  const pool = createPool((w.postgres as NonNullable<World['postgres']>).server.url);
+  try {
+    const r = await pool.query(`SELECT count(*)::int AS n FROM holt.agent_inbox WHERE status = 'done'`);
+    return r.rows[0].n as number;
+  } finally {
+    await pool.end();
   }
 }
