@@ -461,6 +461,59 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     progress(`scale: peak ${peak} worker pods on ${[...workerNodes].join(', ')}`);
   }, 900_000);
 
+  it('R5: the orchestrator pod and a busy worker pod killed mid-workflow (no grace): every workflow finishes, one result each', async () => {
+    const before = (await trailOf('scale')).filter((a) => a.structural_type === 'Terminal').length;
+    const goals = 3;
+    for (let i = 0; i < goals; i++) await holt('scale', ['forage', '--goal', `drill ${i}`]);
+    const psql = (sql: string) =>
+      kubectl(['exec', 'scale-postgres-0', '--', 'psql', '-U', 'holt', '-d', 'holt', '-At', '-c', sql]);
+    // A worker holds a row (its tool sleeps 8 s): kill it and the orchestrator, as a node crash would.
+    await until('a worker running a claim', async () =>
+      (
+        await psql("SELECT count(*) FROM holt.agent_inbox WHERE instance = 'scale' AND status = 'claimed'")
+      ).trim() !== '0'
+        ? true
+        : undefined,
+    );
+    const running = (sel: string) =>
+      pods(sel).then((ps) => ps.filter((p) => p.status.phase === 'Running' && !p.metadata.deletionTimestamp));
+    const [orch] = await running('holt.io/instance=scale,app.kubernetes.io/component=orchestrator');
+    const [worker] = await running('holt.io/instance=scale,app.kubernetes.io/component=worker');
+    if (!orch || !worker) throw new Error('no orchestrator or worker pod to kill');
+    const t0 = Date.now();
+    await kubectl([
+      'delete',
+      'pod',
+      orch.metadata.name,
+      worker.metadata.name,
+      '--grace-period=0',
+      '--force',
+      '--wait=false',
+    ]);
+    progress(`R5: killed ${orch.metadata.name} and ${worker.metadata.name}`);
+    await until(
+      `the ${goals} drill workflows to finish`,
+      async () => {
+        const done = (await trailOf('scale')).filter((a) => a.structural_type === 'Terminal').length;
+        return done >= before + goals ? true : undefined;
+      },
+      600_000,
+    );
+    progress(`R5: all finished ${Math.round((Date.now() - t0) / 1000)} s after the kills`);
+    const trail = await trailOf('scale');
+    // One result per claim: each drill goal has exactly one Terminal, and nothing failed.
+    for (let i = 0; i < goals; i++) {
+      const goal = trail.find((a) => a.type === 'GoalDefined' && a.payload === `drill ${i}`);
+      expect(
+        trail.filter((a) => a.structural_type === 'Terminal' && a.source_artefacts.includes(goal?.id ?? '')),
+      ).toHaveLength(1);
+    }
+    expect(trail.filter((a) => a.structural_type === 'Failure')).toEqual([]);
+    expect((await psql("SELECT DISTINCT status FROM holt.agent_inbox WHERE instance = 'scale'")).trim()).toBe(
+      'done',
+    );
+  }, 900_000);
+
   it('an LLM Agent with its own model and baseUrl, from `holt convert`, finishes its turns against the scripted model pod', async () => {
     await kubectl(['apply', '-f', '-'], await llmManifests());
     await waitHoltReady('demo-llm', 3);

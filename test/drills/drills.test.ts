@@ -20,6 +20,17 @@ describe('fault drills (CI-sized)', () => {
     expect(r).toMatchObject({ workflows: 10, finished: 10, lost: 0, duplicated: 0, kills: 8 });
   }, 240_000);
 
+  it('R2: the inbox worker killed 8 times mid-claim during 10 scalable workflows: exactly one result per claim', async () => {
+    const r = await killDrill('R2 kill -9 inbox worker', 'pup', {
+      workflows: 10,
+      kills: 8,
+      seed: 13,
+      scalable: true,
+    });
+    console.log(JSON.stringify(r));
+    expect(r).toMatchObject({ workflows: 10, finished: 10, lost: 0, duplicated: 0, kills: 8 });
+  }, 240_000);
+
   it('R3: Redis, NATS and Postgres each down for a second mid-run: all work finishes; probes say so during, and recover', async () => {
     const r = await outageDrill({ workflows: 10, downMs: 1_000 });
     console.log(JSON.stringify(r));

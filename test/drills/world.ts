@@ -198,6 +198,8 @@ export async function startWorld(o: WorldOptions = {}): Promise<World> {
       HOLT_REDISPATCH_AFTER_MS: '3000',
       HOLT_BID_TIMEOUT_MS: '10000',
       HOLT_INBOX_WATCHDOG_MS: '300',
+      // Kills land on the same row again and again; a row is only given up on after many.
+      HOLT_INBOX_MAX_ATTEMPTS: '20',
       ...stores,
     },
     '"event_type":"recovery_complete"',
@@ -300,10 +302,10 @@ export async function startWorld(o: WorldOptions = {}): Promise<World> {
 export async function killDrill(
   drill: string,
   victim: 'orchestrator' | 'pup',
-  o: { workflows: number; kills: number; seed?: number; limitMs?: number },
+  o: { workflows: number; kills: number; seed?: number; limitMs?: number; scalable?: boolean },
 ): Promise<DrillResult> {
   const t0 = Date.now();
-  const w = await startWorld();
+  const w = await startWorld({ scalable: o.scalable });
   try {
     const rnd = seeded(o.seed ?? 1);
     const goals = await w.post(o.workflows);
