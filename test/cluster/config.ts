@@ -107,7 +107,9 @@ export function cniConfig(node: NodePlan, p: NodePaths): string {
 /**
  * The kubelet: cgroupfs without QoS cgroups (this sandbox's hybrid cgroups), only the API server
  * may call it (client certificates of the cluster CA), no negative oom_score_adj, no eviction
- * thresholds (a CI machine's disk may be fuller than a real node's would be).
+ * thresholds (a CI machine's disk may be fuller than a real node's would be). In-place pod resize is
+ * off: without pod cgroups (cgroupsPerQOS false) kubelet 1.34 dereferences a nil pod cgroup in its
+ * resize path when a pod is force-deleted, and dies (the R5 drill met it).
  */
 export function kubeletConfig(plan: ClusterPlan, node: NodePlan, p: NodePaths, caCert: string): string {
   return stringify({
@@ -115,6 +117,7 @@ export function kubeletConfig(plan: ClusterPlan, node: NodePlan, p: NodePaths, c
     kind: 'KubeletConfiguration',
     cgroupDriver: 'cgroupfs',
     cgroupsPerQOS: false,
+    featureGates: { InPlacePodVerticalScaling: false },
     enforceNodeAllocatable: [],
     failSwapOn: false,
     failCgroupV1: false,
