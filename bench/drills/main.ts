@@ -1,7 +1,7 @@
 /**
  * The fault drills at full size, with real processes and real kills (the CI-sized versions are
  * test/drills): R1 SIGKILL the orchestrator 50 times during 100 workflows; R2 SIGKILL the pup 100
- * times, then an inbox worker 100 times; R3 stop Redis (AOF on), NATS and Postgres for 2 s each mid-run; R4 restore Redis from an
+ * times, then an inbox worker 100 times; R3 stop Redis (AOF on), NATS and Postgres for 3 s each mid-run; R4 restore Redis from an
  * older snapshot mid-run. Prints a table and, last, one JSON line with every figure.
  * Every drill must show 0 lost and 0 duplicated. (R5, pods killed on the real node, is in
  * e2e/cluster.test.ts.)
@@ -39,7 +39,7 @@ show(
     scalable: true,
   }),
 );
-show(await outageDrill({ workflows: n(100), downMs: 2_000, limitMs: 300_000 }));
+show(await outageDrill({ workflows: n(100), downMs: 3_000, limitMs: 300_000 }));
 show(await lossDrill({ workflows: n(100), limitMs: 300_000 }));
 
 const cols = [

@@ -1,26 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { claim as newClaim, phaseState as phase } from '../pup/test-helpers.ts';
 import { AgentLoad, countInFlight, openOutputs } from './agent-load.ts';
 import { openGrant, outputId } from './grants.ts';
 import type { Claim } from './types.ts';
 
 const ROLE = 'coder';
-const claim = (over: Partial<Claim>): Claim => ({
-  id: randomUUID(),
-  artefact_id: randomUUID(),
-  status: 'pending_review',
-  granted_review_agents: [],
-  granted_parallel_agents: [],
-  granted_exclusive_agent: '',
-  ...over,
-});
-const phase = (current: 'review' | 'parallel' | 'exclusive', granted: string[], received = {}) => ({
-  current,
-  granted_agents: granted,
-  received,
-  all_bids: {},
-  start_time_ms: 1,
-});
+const claim = (over: Partial<Claim>): Claim => newClaim(randomUUID(), over);
 
 describe('open grants (pure)', () => {
   it('openGrant: current phase only, received and dormant excluded, feedback claims count', () => {

@@ -90,6 +90,17 @@ export const GrantNotification = z.object({
 });
 export type GrantNotification = z.infer<typeof GrantNotification>;
 
+/** A stored item set aside and never acted on: what, where and why, never its content. */
+const QuarantineData = z.object({
+  kind: z.string(),
+  id: z.string(),
+  claim_id: z.string().optional(),
+  produced_by_role: z.string().optional(),
+  /** A code: `author_not_granted`, `malformed`. */
+  reason: z.string(),
+  /** What was wrong, for a person (a parser's message, at most 200 characters). */
+  detail: z.string().optional(),
+});
 /** The six workflow events Holt publishes on workflow_events, with their exact data keys. */
 export const WorkflowEvent = z.discriminatedUnion('event', [
   z.object({
@@ -152,30 +163,13 @@ export const WorkflowEvent = z.discriminatedUnion('event', [
   // not grant, a malformed record): what, where and why, never its content.
   z.object({
     event: z.literal('quarantined'),
-    data: z.object({
-      kind: z.string(),
-      id: z.string(),
-      claim_id: z.string().optional(),
-      produced_by_role: z.string().optional(),
-      reason: z.string(),
-      detail: z.string().optional(),
-    }),
+    data: QuarantineData,
   }),
 ]);
 export type WorkflowEvent = z.infer<typeof WorkflowEvent>;
 
 /** One entry of the quarantine hash (the `quarantined` event's data, and when). */
-export const Quarantined = z.object({
-  kind: z.string(),
-  id: z.string(),
-  claim_id: z.string().optional(),
-  produced_by_role: z.string().optional(),
-  /** A code: `author_not_granted`, `malformed`. */
-  reason: z.string(),
-  /** What was wrong, for a person (a parser's message, at most 200 characters). */
-  detail: z.string().optional(),
-  at_ms: z.number().int(),
-});
+export const Quarantined = QuarantineData.extend({ at_ms: z.number().int() });
 export type Quarantined = z.infer<typeof Quarantined>;
 export type WorkflowEventName = WorkflowEvent['event'];
 

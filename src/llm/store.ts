@@ -11,6 +11,13 @@ import type { Usage } from './model.ts';
 /** The grant's phase, as the inbox names turns (turnIdOf). */
 export const phaseOf = (t: ClaimType) => (t === 'claim' ? 'parallel' : t);
 
+/** A grant's actor and turn ids (the inbox's derivation). */
+type GrantRef = { instance: string; claimId: string; role: string; claimType: ClaimType };
+const idsOf = (g: GrantRef) => ({
+  actor: actorIdOf(g.instance, g.claimId, g.role),
+  turn: turnIdOf(g.instance, g.claimId, g.role, phaseOf(g.claimType)),
+});
+
 export type Acquired =
   | { kind: 'acquired'; fence: Fence }
   | { kind: 'busy' }
@@ -112,12 +119,8 @@ export class TurnStore {
    * A turn whose deliverable is on the blackboard but which never committed (its pup died between
    * the two): closed as done, its head idle and its fence dead. True when there was one to close.
    */
-  async closeDelivered(
-    g: { instance: string; claimId: string; role: string; claimType: ClaimType },
-    artefactId: string,
-  ): Promise<boolean> {
-    const actor = actorIdOf(g.instance, g.claimId, g.role);
-    const turn = turnIdOf(g.instance, g.claimId, g.role, phaseOf(g.claimType));
+  async closeDelivered(g: GrantRef, artefactId: string): Promise<boolean> {
+    const { actor, turn } = idsOf(g);
     return tx(this.pool, async (c) => {
       const t = await c.query(
         `UPDATE holt.agent_turns SET status = 'done', result_artefact_id = $2, ended_at = now(),
@@ -140,12 +143,8 @@ export class TurnStore {
    * A done or failed turn whose deliverable is gone from the blackboard (Redis lost data): queued
    * again, the actor's epoch moved on. True when there was one to reopen.
    */
-  async reopenFinished(
-    g: { instance: string; claimId: string; role: string; claimType: ClaimType },
-    reason: string,
-  ): Promise<boolean> {
-    const actor = actorIdOf(g.instance, g.claimId, g.role);
-    const turn = turnIdOf(g.instance, g.claimId, g.role, phaseOf(g.claimType));
+  async reopenFinished(g: GrantRef, reason: string): Promise<boolean> {
+    const { actor, turn } = idsOf(g);
     return tx(this.pool, async (c) => {
       const t = await c.query(
         `UPDATE holt.agent_turns SET status = 'queued', ended_at = NULL, result_artefact_id = NULL, error = $2

@@ -27,27 +27,33 @@ const output = (goal: Artefact, role: string): Artefact =>
     logical_id: randomUUID(),
   });
 
+/** A stepper of its own on `bb`, for a leader that never loses its lease. */
+function stepperOn(bb: Blackboard, roles: string[], targetCacheBytes?: number): ClaimStepper {
+  const registered = new Set(roles);
+  return new ClaimStepper({
+    bb,
+    policy: { bidTimeoutMs: 60_000, maxReviewIterations: 3 },
+    bidPollMs: 1_000,
+    targetCacheBytes,
+    dispatcher: new HoltDispatcher(bb),
+    log: silentLogger(),
+    metrics: new OrchestratorMetrics(),
+    registered: () => registered,
+    alive: () => true,
+    kick: () => undefined,
+    quarantine: new Quarantine({
+      bb: () => bb,
+      log: silentLogger(),
+      metrics: new OrchestratorMetrics(),
+      alive: () => true,
+    }),
+  });
+}
+
 describe('ClaimStepper: reads made ahead by outputs’ scripts', () => {
   it('two reads of the same claim handled out of order are merged: the step sees every output', async () => {
     const bb = Blackboard.connect(redis.url, `step${randomUUID().slice(0, 8)}`);
-    const roles = new Set(['A', 'B']);
-    const stepper = new ClaimStepper({
-      bb,
-      policy: { bidTimeoutMs: 60_000, maxReviewIterations: 3 },
-      bidPollMs: 1_000,
-      dispatcher: new HoltDispatcher(bb),
-      log: silentLogger(),
-      metrics: new OrchestratorMetrics(),
-      registered: () => roles,
-      alive: () => true,
-      kick: () => undefined,
-      quarantine: new Quarantine({
-        bb: () => bb,
-        log: silentLogger(),
-        metrics: new OrchestratorMetrics(),
-        alive: () => true,
-      }),
-    });
+    const stepper = stepperOn(bb, ['A', 'B']);
     try {
       const goal = newGoal();
       await bb.createArtefact(goal);
@@ -90,24 +96,7 @@ describe('ClaimStepper: bounded memory', () => {
   it('the cached targets stay under their byte bound, however large the payloads; steps still read what they need', async () => {
     const bb = Blackboard.connect(redis.url, `cap${randomUUID().slice(0, 8)}`);
     const cap = 300_000;
-    const stepper = new ClaimStepper({
-      bb,
-      policy: { bidTimeoutMs: 60_000, maxReviewIterations: 3 },
-      bidPollMs: 1_000,
-      targetCacheBytes: cap,
-      dispatcher: new HoltDispatcher(bb),
-      log: silentLogger(),
-      metrics: new OrchestratorMetrics(),
-      registered: () => new Set(['A']),
-      alive: () => true,
-      kick: () => undefined,
-      quarantine: new Quarantine({
-        bb: () => bb,
-        log: silentLogger(),
-        metrics: new OrchestratorMetrics(),
-        alive: () => true,
-      }),
-    });
+    const stepper = stepperOn(bb, ['A'], cap);
     try {
       const claims = [];
       for (let i = 0; i < 8; i++) {

@@ -80,6 +80,13 @@ export function claim(artefactId: string, over: Partial<Claim> = {}): Claim {
   };
 }
 
+/** A claim's phase state: `granted` in `current`, `received` so far. */
+export const phaseState = (
+  current: 'review' | 'parallel' | 'exclusive',
+  granted: string[],
+  received: Record<string, string> = {},
+) => ({ current, granted_agents: granted, received, all_bids: {}, start_time_ms: 1 });
+
 /** A stored target plus a claim on it, granted as `over` says. */
 export async function grantedClaim(bb: Blackboard, over: Partial<Claim>, target = artefact()) {
   await bb.createArtefact(target);

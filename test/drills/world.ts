@@ -53,6 +53,28 @@ const pct = (xs: number[], p: number) => {
   return Math.round(s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? 0);
 };
 
+/** A drill's figures from what it saw: the settled workflows, its kills and each recovery (ms). */
+function resultOf(
+  drill: string,
+  goals: string[],
+  s: { finished: number; duplicated: number },
+  kills: number,
+  recover: number[],
+  t0: number,
+): DrillResult {
+  return {
+    drill,
+    workflows: goals.length,
+    finished: s.finished,
+    lost: goals.length - s.finished,
+    duplicated: s.duplicated,
+    kills,
+    recover_p50_ms: pct(recover, 50),
+    recover_max_ms: pct(recover, 100),
+    seconds: Math.round((Date.now() - t0) / 100) / 10,
+  };
+}
+
 /** A seeded stream of numbers in [0, 1) (mulberry32): the same drill kills at the same moments. */
 export function seeded(seed: number): () => number {
   let a = seed >>> 0;
@@ -320,17 +342,7 @@ export async function killDrill(
       recover.push(Date.now() - t);
     }
     const s = await w.settle(goals, o.limitMs ?? 120_000);
-    return {
-      drill,
-      workflows: goals.length,
-      finished: s.finished,
-      lost: goals.length - s.finished,
-      duplicated: s.duplicated,
-      kills,
-      recover_p50_ms: pct(recover, 50),
-      recover_max_ms: pct(recover, 100),
-      seconds: Math.round((Date.now() - t0) / 100) / 10,
-    };
+    return resultOf(drill, goals, s, kills, recover, t0);
   } finally {
     await w.close();
   }
@@ -409,15 +421,7 @@ export async function outageDrill(o: {
     const s = await w.settle(goals, o.limitMs ?? 120_000);
     const recover = outages.map((x) => x.ready_after_ms);
     return {
-      drill: 'R3 restart Redis, NATS, Postgres',
-      workflows: goals.length,
-      finished: s.finished,
-      lost: goals.length - s.finished,
-      duplicated: s.duplicated,
-      kills: outages.length,
-      recover_p50_ms: pct(recover, 50),
-      recover_max_ms: pct(recover, 100),
-      seconds: Math.round((Date.now() - t0) / 100) / 10,
+      ...resultOf('R3 restart Redis, NATS, Postgres', goals, s, outages.length, recover, t0),
       outages,
     };
   } finally {
@@ -456,18 +460,7 @@ export async function lossDrill(o: { workflows: number; limitMs?: number }): Pro
     const back = Date.now();
     const s = await w.settle(goals, o.limitMs ?? 120_000);
     const recovered = Date.now() - back;
-    return {
-      drill: 'R4 lose Redis data',
-      workflows: goals.length,
-      finished: s.finished,
-      lost: goals.length - s.finished,
-      duplicated: s.duplicated,
-      kills: 1,
-      recover_p50_ms: recovered,
-      recover_max_ms: recovered,
-      seconds: Math.round((Date.now() - t0) / 100) / 10,
-      reopened: w.reopened(),
-    };
+    return { ...resultOf('R4 lose Redis data', goals, s, 1, [recovered], t0), reopened: w.reopened() };
   } finally {
     await w.close();
   }

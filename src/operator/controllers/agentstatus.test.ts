@@ -11,6 +11,7 @@ import type { Claim, ClaimType } from '../../blackboard/types.ts';
 import { type AgentStatus as LlmAgentStatus, writeAgentStatus } from '../../llm/status.ts';
 import { freePort } from '../../local/ports.ts';
 import { publishLoad } from '../../orchestrator/load.ts';
+import { claim as newClaim, phaseState as phase } from '../../pup/test-helpers.ts';
 import type { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { eventually, installCrds, startOperator } from '../testkit.ts';
@@ -29,22 +30,7 @@ const NS = 'agent-status';
 const HOLT = 'rt';
 const ROLE = 'coder';
 
-const claim = (over: Partial<Claim>): Claim => ({
-  id: randomUUID(),
-  artefact_id: randomUUID(),
-  status: 'pending_review',
-  granted_review_agents: [],
-  granted_parallel_agents: [],
-  granted_exclusive_agent: '',
-  ...over,
-});
-const phase = (current: 'review' | 'parallel' | 'exclusive', granted: string[], received = {}) => ({
-  current,
-  granted_agents: granted,
-  received,
-  all_bids: {},
-  start_time_ms: 1,
-});
+const claim = (over: Partial<Claim>): Claim => newClaim(randomUUID(), over);
 
 describe('pure: budget mapping', () => {
   it('budgetOf: counts, cost, paused; the window start as of the last write', () => {
