@@ -446,11 +446,14 @@ export class Blackboard {
     const all = (await claimSnapshotScript.run(this.redis, keys, args)) as (unknown[] | string)[];
     return reqs.map((r, i) => {
       const res = all[i] ?? [];
-      // A key the script cannot read as a claim (a wrong type, say) is as malformed as a bad field.
+      // A key the script cannot read as a claim (a wrong type) is as malformed as a bad field. Any
+      // other error is the store's, not the data's: the step fails and is retried.
       if (typeof res === 'string')
-        return lenient(this.#sink, () => {
-          throw new BlackboardDataError('claim', r.id, res);
-        });
+        return res.includes('WRONGTYPE')
+          ? lenient(this.#sink, () => {
+              throw new BlackboardDataError('claim', r.id, res);
+            })
+          : new Error(`claim ${r.id}: ${res}`);
       try {
         return parseSnapshot(this.#sink, r, res);
       } catch (e) {
