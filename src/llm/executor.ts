@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { type Blackboard, payloadProblem } from '../blackboard/client.ts';
 import { type Grant, isGranted, outputId } from '../blackboard/grants.ts';
+import { failureArtefact, resultArtefact } from '../blackboard/results.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { StructuralType } from '../blackboard/types.ts';
 import { type AgentEvents, noAgentEvents } from '../bus/events.ts';
@@ -10,7 +11,6 @@ import type { Fence } from '../inbox/schema.ts';
 import type { PupConfig } from '../pup/config.ts';
 import { assembleContext } from '../pup/context.ts';
 import type { ArtefactSink, ExecuteOptions, Outcome } from '../pup/executor.ts';
-import { failureArtefact, resultArtefact } from '../pup/result.ts';
 import type { LlmAgent } from './agent.ts';
 import type { LlmSettings } from './config.ts';
 import type { TurnStore } from './store.ts';

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { currentGrant, isGranted, outputId } from '../blackboard/grants.ts';
+import { failurePayload, resultArtefact } from '../blackboard/results.ts';
 import { ConfigError } from '../common/config.ts';
 import { detectMode, loadConfig } from './config.ts';
 import { orderContext } from './context.ts';
 import { biddingOpen, chooseBid } from './decide.ts';
-import { evaluateRun, failurePayload, parseToolStdout, resultArtefact, type ToolRun } from './result.ts';
+import { evaluateRun, parseToolStdout, type ToolRun } from './result.ts';
 import { WorkSlot } from './slot.ts';
 import { artefact, claim, pupEnv } from './test-helpers.ts';
 

@@ -1,6 +1,14 @@
 import { existsSync } from 'node:fs';
 import { type Blackboard, type NewArtefact, payloadProblem } from '../blackboard/client.ts';
 import { type Grant, isGranted, outputId } from '../blackboard/grants.ts';
+import {
+  type FailureReport,
+  failureArtefact,
+  fitFailure,
+  isRework,
+  resultArtefact,
+  reworkEvent,
+} from '../blackboard/results.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { Scrubber } from '../common/secrets.ts';
@@ -11,16 +19,7 @@ import { commitExists } from './git.ts';
 import type { PupMetrics } from './metrics.ts';
 import { MAX_QUESTIONS_PER_GRANT, questionArtefact, questionId, questionState } from './questions.ts';
 import { redisRetry } from './redis-retry.ts';
-import {
-  evaluateRun,
-  type FailureReport,
-  failureArtefact,
-  fitFailure,
-  isRework,
-  resultArtefact,
-  reworkEvent,
-  toolInput,
-} from './result.ts';
+import { evaluateRun, toolInput } from './result.ts';
 
 export type Outcome =
   | 'success'
