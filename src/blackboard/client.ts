@@ -206,19 +206,23 @@ export class PayloadTooLargeError extends Error {
   }
 }
 
-/** Why `payload` may not be stored (over `cap` UTF-8 bytes), or null. */
-export function payloadProblem(payload: string, cap: number): string | null {
+/** The error for a payload over `cap` UTF-8 bytes, or null. */
+function oversize(payload: string, cap: number): PayloadTooLargeError | null {
   // Cheap first: a string of n UTF-16 units has at most 3n UTF-8 bytes.
   if (payload.length * 3 <= cap) return null;
   const bytes = Buffer.byteLength(payload, 'utf8');
-  return bytes > cap ? new PayloadTooLargeError(bytes, cap).message : null;
+  return bytes > cap ? new PayloadTooLargeError(bytes, cap) : null;
+}
+
+/** Why `payload` may not be stored (over `cap` UTF-8 bytes), or null. */
+export function payloadProblem(payload: string, cap: number): string | null {
+  return oversize(payload, cap)?.message ?? null;
 }
 
 /** Throws PayloadTooLargeError when `payload` is over `cap` UTF-8 bytes. */
 export function checkPayload(payload: string, cap: number): void {
-  if (payload.length * 3 <= cap) return;
-  const bytes = Buffer.byteLength(payload, 'utf8');
-  if (bytes > cap) throw new PayloadTooLargeError(bytes, cap);
+  const e = oversize(payload, cap);
+  if (e) throw e;
 }
 
 /**

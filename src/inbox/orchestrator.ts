@@ -12,7 +12,7 @@ import { InboxDispatcher } from './dispatcher.ts';
 import { ensureSchema } from './migrate.ts';
 import { pruneFinished } from './retention.ts';
 import type { InboxRow, QueueDepth } from './schema.ts';
-import { InboxStore } from './store.ts';
+import { InboxStore, withTimeout } from './store.ts';
 import { Watchdog } from './watchdog.ts';
 
 const blank = (v: unknown) => (v === '' ? undefined : v);
@@ -183,19 +183,11 @@ export async function startOrchestratorInbox(o: {
     async unready() {
       const bus = watch.problem();
       if (bus) return bus;
-      let timer: NodeJS.Timeout | undefined;
       try {
-        await Promise.race([
-          store.pool.query('SELECT 1'),
-          new Promise((_, reject) => {
-            timer = setTimeout(() => reject(new Error('no answer within 2 s')), 2_000);
-          }),
-        ]);
+        await withTimeout(store.pool.query('SELECT 1'), 2_000, 'ping');
         return null;
       } catch (e) {
         return `Postgres: ${(e as Error).message}`;
-      } finally {
-        clearTimeout(timer);
       }
     },
     async close() {

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HoltFileError, parseHoltFile } from '../../src/api/holtfile.ts';
 import { Blackboard } from '../../src/blackboard/client.ts';
-import { hashToArtefact, hashToClaim } from '../../src/blackboard/codec.ts';
+import { artefactToHash, claimToHash, hashToArtefact, hashToClaim } from '../../src/blackboard/codec.ts';
 import { connectBus } from '../../src/bus/connect.ts';
 import { type Doorbell, subscribeDoorbell } from '../../src/bus/doorbell.ts';
 import { doorbellSubject } from '../../src/bus/subjects.ts';
@@ -23,6 +23,7 @@ import {
   waitFor,
 } from '../../src/orchestrator/testkit.ts';
 import { parseToolStdout } from '../../src/pup/result.ts';
+import { claim as newClaim } from '../../src/pup/test-helpers.ts';
 import { type NatsServer, startNats } from '../harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../harness/postgres.ts';
 import { type RedisServer, startRedis } from '../harness/redis.ts';
@@ -49,28 +50,22 @@ afterAll(async () => {
   await Promise.all([redis?.stop(), pgs?.stop(), nats?.stop()]);
 });
 
-/** A stored hash: some of the real fields, each with a value that may or may not fit it. */
+/** A stored hash: some of the real fields (the codec's own, artefacts' and claims'), each with a value
+ * that may or may not fit it. */
+const sample = newGoal('x');
 const FIELDS = [
-  'id',
-  'logical_id',
-  'version',
-  'structural_type',
-  'type',
-  'payload',
-  'source_artefacts',
-  'produced_by_role',
-  'created_at_ms',
-  'status',
-  'artefact_id',
-  'granted_review_agents',
-  'granted_parallel_agents',
-  'granted_exclusive_agent',
-  'phase_state',
-  'grant_queue',
-  'last_grant_time',
-  'expected_bidders',
-  'dormant_reason',
-  'rev',
+  ...new Set([
+    ...Object.keys(artefactToHash(sample)),
+    ...Object.keys(
+      claimToHash({
+        ...newClaim(sample.id),
+        expected_bidders: ['a'],
+        created_at_ms: 1,
+        dormant_reason: 'x',
+      }),
+    ),
+    'rev',
+  ]),
 ];
 const value = fc.oneof(
   fc.string(),
