@@ -39,6 +39,10 @@ export const Artefact = z.object({
 });
 export type Artefact = z.infer<typeof Artefact>;
 
+/** Whether the orchestrator opens a claim on an artefact of this type (Holt: not on Review, Failure, Terminal). */
+export const takesClaim = (t: StructuralType): boolean =>
+  t !== 'Review' && t !== 'Failure' && t !== 'Terminal';
+
 export const Phase = z.enum(['review', 'parallel', 'exclusive']);
 export type Phase = z.infer<typeof Phase>;
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Blackboard } from '../blackboard/client.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
-import { type AgentRegistration, Artefact, type Claim } from '../blackboard/types.ts';
+import { type AgentRegistration, Artefact, type Claim, takesClaim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { ClaimRunner } from './claim-runner.ts';
 import type { OrchestratorConfig } from './config.ts';
@@ -14,7 +14,6 @@ import type { Quarantine } from './quarantine.ts';
 import { type RecoveryDeps, recoverTerm, redispatchDue } from './recovery.ts';
 import { ClaimStepper, NotLeaderError, type StepHook } from './step.ts';
 
-const NO_CLAIM = new Set(['Review', 'Failure', 'Terminal']);
 const BATCH = 500;
 /** The window every reconcile pass re-reads, at least (ms): lost events of just-written artefacts. */
 const SHORT_LOOKBACK_MS = 5_000;
@@ -255,7 +254,7 @@ export class Term {
       'artefact_received',
     );
     let claim: Claim | null = null;
-    if (NO_CLAIM.has(a.structural_type))
+    if (!takesClaim(a.structural_type))
       log.debug(
         { event_type: 'claim_creation_skipped', artefact_id: a.id, structural_type: a.structural_type },
         'claim_creation_skipped',
@@ -377,7 +376,7 @@ export class Term {
       const artefacts = (await bb.getArtefacts(fresh.slice(i, i + BATCH).map((x) => x.id))).filter(
         (a): a is Artefact => a !== null,
       );
-      const claimable = artefacts.filter((a) => !NO_CLAIM.has(a.structural_type));
+      const claimable = artefacts.filter((a) => takesClaim(a.structural_type));
       const existing = await bb.claimIdsForArtefacts(claimable.map((a) => a.id));
       for (const [j, a] of claimable.entries()) if (!existing[j]) await this.ensureClaim(a);
       const sources = [...new Set(artefacts.flatMap((a) => a.source_artefacts))];
