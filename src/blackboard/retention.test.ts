@@ -115,9 +115,7 @@ describe('blackboard retention (real Redis)', () => {
   });
 
   it('keeps a workflow with an unreadable artefact (never throws) and one whose artefact has no claim yet', async () => {
-    const bb = Blackboard.connect(redis.url, `ret-${randomUUID().slice(0, 8)}`, {
-      onMalformed: () => undefined,
-    });
+    const bb = Blackboard.connect(redis.url, `ret-${randomUUID().slice(0, 8)}`);
     try {
       const [g] = await finishedWorkflow(bb, OLD);
       const bad = randomUUID();

@@ -10,7 +10,6 @@ import type { Logger } from '../common/logger.ts';
 import type { Grant, GrantDispatcher } from '../orchestrator/dispatch.ts';
 import { InboxDispatcher } from './dispatcher.ts';
 import { ensureSchema } from './migrate.ts';
-import { pruneFinished } from './retention.ts';
 import type { InboxRow, QueueDepth } from './schema.ts';
 import { InboxStore, withTimeout } from './store.ts';
 import { Watchdog } from './watchdog.ts';
@@ -34,9 +33,6 @@ export const OrchestratorInboxEnv = z.object({
   ),
   HOLT_INBOX_WATCHDOG_MS: envMs(2_000),
   HOLT_INBOX_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
-  /** Finished work older than this many days leaves Postgres; 0 keeps everything. */
-  HOLT_RETENTION_DAYS: z.coerce.number().min(0).default(7),
-  HOLT_RETENTION_SWEEP_MS: envMs(3_600_000),
 });
 
 export interface OrchestratorInbox {
@@ -175,7 +171,6 @@ export async function startOrchestratorInbox(o: {
     log: o.log,
   });
   watchdog.start();
-  const retention = startRetention(store, o, env.HOLT_RETENTION_DAYS, env.HOLT_RETENTION_SWEEP_MS);
   return {
     dispatcher,
     store,
@@ -191,48 +186,11 @@ export async function startOrchestratorInbox(o: {
       }
     },
     async close() {
-      retention.stop();
       await watchdog.stop();
       await nc.drain().catch(() => undefined);
       await store.close();
     },
   };
-}
-
-/** Prunes finished work on the leader, once soon after start and then every `sweepMs`. */
-function startRetention(
-  store: InboxStore,
-  o: { instance: string; isLeader: () => boolean; log: Logger },
-  days: number,
-  sweepMs: number,
-): { stop(): void } {
-  if (days <= 0) return { stop: () => undefined };
-  let timer: NodeJS.Timeout | undefined;
-  const pass = async () => {
-    if (!o.isLeader()) return;
-    const t0 = Date.now();
-    try {
-      const p = await pruneFinished(store.pool, o.instance, days * 86_400_000);
-      if (p.turns || p.rows || p.usage || p.heads)
-        o.log.info({
-          event_type: 'retention_pruned',
-          older_than_days: days,
-          ...p,
-          duration_ms: Date.now() - t0,
-        });
-    } catch (e) {
-      o.log.warn(
-        { event_type: 'retention_error', error: String(e) },
-        'retention pass failed; next pass retries',
-      );
-    }
-  };
-  const loop = (delay: number) => {
-    timer = setTimeout(() => void pass().finally(() => loop(sweepMs)), delay);
-    timer.unref();
-  };
-  loop(Math.min(sweepMs, 60_000));
-  return { stop: () => clearTimeout(timer) };
 }
 
 /**

@@ -4,13 +4,14 @@ import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { readRetentionReport } from '../blackboard/retention-report.ts';
 import type { Claim } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
 import { TurnStore } from '../llm/store.ts';
+import { startRetention } from '../orchestrator/retention.ts';
 import { waitFor } from '../orchestrator/testkit.ts';
 import { InboxDispatcher } from './dispatcher.ts';
 import { migrate } from './migrate.ts';
-import { startOrchestratorInbox } from './orchestrator.ts';
 import { pruneFinished } from './retention.ts';
 import { InboxStore } from './store.ts';
 
@@ -108,7 +109,7 @@ describe('retention (real Postgres)', () => {
     });
   });
 
-  it("the orchestrator's leader prunes on its own, every HOLT_RETENTION_SWEEP_MS; a standby does not", async () => {
+  it("the orchestrator's retention loop prunes Postgres on the leader, every sweep; a standby does not", async () => {
     const I = 'sweeps';
     const d = new InboxDispatcher({ store, instance: I, targetOf: () => 'w', ring: () => undefined });
     const c = claimOf();
@@ -125,18 +126,13 @@ describe('retention (real Postgres)', () => {
     let leader = false;
     const rows = async () =>
       (await store.pool.query('SELECT 1 FROM holt.agent_inbox WHERE claim_id = $1', [c.id])).rowCount;
-    const env = {
-      DATABASE_URL: pgs.url,
-      NATS_URL: nats.url,
-      HOLT_RETENTION_DAYS: '1',
-      HOLT_RETENTION_SWEEP_MS: '50',
-    };
-    const inbox = await startOrchestratorInbox({
-      instance: I,
-      env,
+    const retention = startRetention({
       bb,
       isLeader: () => leader,
       log: silentLogger(),
+      days: 1,
+      sweepMs: 50,
+      postgres: (olderThanMs) => pruneFinished(store.pool, I, olderThanMs),
     });
     try {
       // A standby's passes do nothing: the row is still there after several of them.
@@ -144,8 +140,10 @@ describe('retention (real Postgres)', () => {
       expect(await rows()).toBe(1);
       leader = true;
       await waitFor(async () => (await rows()) === 0, 'the leader pruned the old row');
+      const report = await waitFor(() => readRetentionReport(bb.redis, bb.k.retention), 'the report');
+      expect(report.total).toMatchObject({ turns: 1, inbox_rows: 1 });
     } finally {
-      await inbox.close();
+      retention.stop();
       await bb.close();
     }
   });

@@ -28,6 +28,10 @@ export interface OrchestratorConfig {
   loadIntervalMs: number;
   /** Bound on the memory of the claims' cached target artefacts (payloads included). */
   targetCacheBytes: number;
+  /** Finished workflows older than this many days leave Redis and Postgres; 0 keeps everything. */
+  retentionDays: number;
+  /** How often the leader runs a retention pass. */
+  retentionSweepMs: number;
 }
 
 const ms = z.coerce.number().int().nonnegative();
@@ -48,6 +52,8 @@ const FileSchema = z
     redispatch_after_ms: positiveMs,
     load_interval_ms: positiveMs,
     target_cache_bytes: z.coerce.number().int().positive(),
+    retention_days: z.coerce.number().nonnegative(),
+    retention_sweep_ms: positiveMs,
   })
   .partial()
   .strict();
@@ -66,6 +72,8 @@ const EnvSchema = z.object({
   HOLT_REDISPATCH_AFTER_MS: positiveMs.optional(),
   HOLT_LOAD_INTERVAL_MS: positiveMs.optional(),
   HOLT_TARGET_CACHE_BYTES: z.coerce.number().int().positive().optional(),
+  HOLT_RETENTION_DAYS: z.coerce.number().nonnegative().optional(),
+  HOLT_RETENTION_SWEEP_MS: positiveMs.optional(),
   HOLT_ORCHESTRATOR_CONFIG: z.string().min(1).optional(),
 });
 
@@ -81,6 +89,8 @@ export const DEFAULTS = {
   redispatchAfterMs: 30_000,
   loadIntervalMs: 2_000,
   targetCacheBytes: 64 * 1024 * 1024,
+  retentionDays: 7,
+  retentionSweepMs: 3_600_000,
 } as const;
 
 function readFile(path: string): z.infer<typeof FileSchema> {
@@ -131,6 +141,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): OrchestratorConfig {
     redispatchAfterMs: e.HOLT_REDISPATCH_AFTER_MS ?? f.redispatch_after_ms ?? DEFAULTS.redispatchAfterMs,
     loadIntervalMs: e.HOLT_LOAD_INTERVAL_MS ?? f.load_interval_ms ?? DEFAULTS.loadIntervalMs,
     targetCacheBytes: e.HOLT_TARGET_CACHE_BYTES ?? f.target_cache_bytes ?? DEFAULTS.targetCacheBytes,
+    retentionDays: e.HOLT_RETENTION_DAYS ?? f.retention_days ?? DEFAULTS.retentionDays,
+    retentionSweepMs: e.HOLT_RETENTION_SWEEP_MS ?? f.retention_sweep_ms ?? DEFAULTS.retentionSweepMs,
   };
   if (cfg.leaseTtlMs < 3 * 50) throw new ConfigError('lease TTL: must be at least 150 ms');
   return cfg;

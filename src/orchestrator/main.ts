@@ -6,8 +6,10 @@ import { startProbeServer } from '../common/http.ts';
 import { createLogger } from '../common/logger.ts';
 import { InboxMetrics } from '../inbox/metrics.ts';
 import { startOrchestratorInbox } from '../inbox/orchestrator.ts';
+import { pruneFinished } from '../inbox/retention.ts';
 import { loadConfig } from './config.ts';
 import { Orchestrator } from './orchestrator.ts';
+import { startRetention } from './retention.ts';
 
 const PROGRAM = 'holt orchestrator';
 
@@ -89,11 +91,22 @@ export async function main(_argv: string[], env: NodeJS.ProcessEnv): Promise<num
     },
   });
   orch.start();
+  const store = inbox?.store;
+  const retention = startRetention({
+    bb: inboxBb,
+    isLeader: () => orch.isLeader(),
+    log: orch.log,
+    days: config.retentionDays,
+    sweepMs: config.retentionSweepMs,
+    postgres: store && ((olderThanMs) => pruneFinished(store.pool, config.instance, olderThanMs)),
+    registry: orch.metrics.registry,
+  });
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));
   });
   orch.log.info({ event_type: 'shutdown', signal }, 'shutdown');
+  retention.stop();
   await orch.stop();
   await inbox?.close();
   await inboxBb.close();
