@@ -1,4 +1,5 @@
 import { Blackboard } from '../../blackboard/client.ts';
+import { type RetentionReport, readRetentionReport } from '../../blackboard/retention-report.ts';
 import { CLAIM_STATUSES, type Quarantined } from '../../blackboard/types.ts';
 import { redactUrl } from '../../common/logger.ts';
 import { type AgentStatus, readAgentStatuses } from '../../llm/status.ts';
@@ -12,6 +13,7 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
   const claims: Record<string, number> = {};
   let llm = new Map<string, AgentStatus>();
   let quarantined: Quarantined[] = [];
+  let retention: RetentionReport | null = null;
   if (st === 'running' || st === 'degraded') {
     const bb = Blackboard.connect(s.redisUrl!, s.name, { maxRetriesPerRequest: 1 });
     try {
@@ -20,6 +22,8 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
       const roles = (await bb.getAgents()).agents.map((a) => a.role);
       llm = await readAgentStatuses(bb.redis, s.name, roles);
       quarantined = await bb.quarantined();
+      // A malformed report is shown as missing: status must never fail on it.
+      retention = await readRetentionReport(bb.redis, bb.k.retention).catch(() => null);
     } finally {
       await bb.close();
     }
@@ -30,7 +34,15 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
     const redacted = Object.fromEntries(Object.entries(urls).map(([k, v]) => [k, v && redactUrl(v)]));
     return out(
       JSON.stringify(
-        { ...s, ...redacted, status: st, claims, llm_agents: Object.fromEntries(llm), quarantined },
+        {
+          ...s,
+          ...redacted,
+          status: st,
+          claims,
+          llm_agents: Object.fromEntries(llm),
+          quarantined,
+          retention,
+        },
         null,
         2,
       ),
@@ -54,6 +66,7 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
   for (const l of table([['COMPONENT', 'KIND', 'STATUS', 'PID', 'RESTARTS', 'LAST EXIT'], ...rows])) out(l);
   out('');
   out(`Claims: ${CLAIM_STATUSES.map((k) => `${k}=${claims[k] ?? 0}`).join('  ')}`);
+  if (retention) out(retentionLine(retention));
   if (quarantined.length) {
     // Set aside, never acted on: the operator of the instance should look at each.
     out('');
@@ -81,4 +94,20 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
     ...llmRows,
   ]))
     out(l);
+}
+
+/** One line on the leader's last retention pass and what it has removed in all. */
+export function retentionLine(r: RetentionReport, now = Date.now()): string {
+  const t = r.total;
+  const parts = [
+    `${t.workflows} workflows (${t.artefacts} artefacts, ${t.claims} claims)`,
+    ...(t.turns || t.inbox_rows ? [`${t.turns} turns, ${t.inbox_rows} inbox rows`] : []),
+  ];
+  const kept = Object.entries(r.kept).map(([why, n]) => `${n} ${why.replace('_', ' ')}`);
+  return [
+    `Retention: ${r.days} days; last pass ${uptime(Math.max(0, now - r.last_pass_ms))} ago`,
+    `removed ${parts.join(', ')} in all`,
+    ...(kept.length ? [`old workflows kept: ${kept.join(', ')}`] : []),
+    ...(r.error ? [paint('red', `last pass failed: ${r.error}`)] : []),
+  ].join('; ');
 }
