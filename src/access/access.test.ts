@@ -90,6 +90,10 @@ describe('Redis users', () => {
     await as('admin').set(`holt:${I}:agent_load`, '{"updated_at_ms":1,"in_flight":{}}');
     expect(await readAgentLoad(op.redis, op.k.agentLoad)).toEqual({ updated_at_ms: 1, in_flight: {} });
     await op.redis.hgetall(`holt:${I}:agent_status:Writer`);
+    await op.redis.hlen(op.k.quarantine);
+    await op.redis.get(op.k.retention);
+    await denied(op.redis.hset(op.k.quarantine, 'claim:c1', '{}'));
+    await denied(op.redis.set(op.k.retention, '{}'));
     await denied(op.redis.set(`holt:${I}:agent_load`, '{}'));
     await denied(op.redis.hset(`holt:${I}:artefact:x`, 'type', 'Forged'));
     await denied(op.redis.hset(`holt:${I}:claim:c1`, 'status', 'complete'));

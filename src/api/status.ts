@@ -68,6 +68,34 @@ export const HoltStatus = z
       })
       .optional()
       .describe('Agent counts.'),
+    data: z
+      .object({
+        quarantined: count(
+          'Stored items the orchestrator set aside, never acted on (malformed, or by a role not granted): `holt status` lists them.',
+        ),
+        retention: z
+          .object({
+            days: z
+              .number()
+              .min(0)
+              .describe(
+                'Finished workflows older than this leave the stores (spec.orchestrator.retentionDays).',
+              ),
+            lastPassTime: time.optional().describe("When the leader's last retention pass ran."),
+            removedWorkflows: count('Finished workflows removed from Redis, in all.'),
+            removedArtefacts: count('Artefacts removed with them, in all.'),
+            removedTurns: count('Finished agent turns removed from Postgres, in all.'),
+            lastError: z
+              .string()
+              .max(500)
+              .optional()
+              .describe('Why the last pass failed (the next one retries).'),
+          })
+          .optional()
+          .describe("What retention does, from the leader's report; absent before its first pass."),
+      })
+      .optional()
+      .describe("What the Holt's stores hold that needs attention, and what retention removed (polled)."),
   })
   .describe('Observed state of the Holt, written by the operator.');
 export type HoltStatus = z.infer<typeof HoltStatus>;

@@ -1,4 +1,5 @@
 import { workerTargetOf } from '../../api/agent.ts';
+import { withTimeout } from '../../inbox/store.ts';
 import { FIELD_MANAGER } from '../runtime/apply.ts';
 import { isConflict, isNotFound, type KubeObject } from '../runtime/kube.ts';
 import type { ReconcileResult } from '../runtime/queue.ts';
@@ -22,6 +23,7 @@ import {
   readinessReporter,
   workloadReady,
 } from './context.ts';
+import { RUNTIME_READ_TIMEOUT_MS } from './holtdata.ts';
 import { holtOf, parseAgent, parseHolt, splitKey } from './resources.ts';
 
 /** Held while the agent is in its Holt's registry in Redis (outside the cluster's objects). */
@@ -106,9 +108,6 @@ async function claimJobs(
   return created;
 }
 
-/** How long a reconcile waits for the Holt's Redis before keeping the last runtime values. */
-const RUNTIME_READ_TIMEOUT_MS = 3_000;
-
 /**
  * `claimsInFlight` and `budget` for the status: read from the Holt's Redis, or, when it cannot be
  * read, the values last written (status is applied whole, so leaving them out would erase them)
@@ -122,14 +121,12 @@ async function runtimeStatus(
   prev: { claimsInFlight?: number; budget?: AgentRuntime['budget'] },
 ): Promise<{ fields: Record<string, unknown>; note: string }> {
   if (!ctx.runtime) return { fields: {}, note: '' };
-  let timer: NodeJS.Timeout | undefined;
   try {
-    const r = await Promise.race([
+    const r = await withTimeout(
       ctx.runtime.read({ namespace: ns, name: holt }, role),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error('timed out')), RUNTIME_READ_TIMEOUT_MS);
-      }),
-    ]);
+      RUNTIME_READ_TIMEOUT_MS,
+      'reading the Holt Redis',
+    );
     return {
       fields: { claimsInFlight: r.claimsInFlight, ...(r.budget ? { budget: r.budget } : {}) },
       note: r.loadStale
@@ -149,8 +146,6 @@ async function runtimeStatus(
       // Fixed text: a changing error string would be a status write on every poll.
       note: '; claims in flight and budget not refreshed (Holt Redis unreachable)',
     };
-  } finally {
-    clearTimeout(timer);
   }
 }
 

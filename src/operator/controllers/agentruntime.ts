@@ -1,5 +1,7 @@
 import { type AgentLoad, readAgentLoad } from '../../blackboard/agent-load.ts';
 import type { Blackboard } from '../../blackboard/client.ts';
+import { BlackboardDataError } from '../../blackboard/codec.ts';
+import { type RetentionReport, readRetentionReport } from '../../blackboard/retention-report.ts';
 import type { Logger } from '../../common/logger.ts';
 import { type AgentStatus as LlmAgentStatus, readAgentStatuses } from '../../llm/status.ts';
 import { nowIso } from '../runtime/status.ts';
@@ -25,9 +27,18 @@ export interface AgentRuntime {
   budget?: AgentBudget;
 }
 
-/** Reads an agent's runtime values from its Holt's stores. Throws when the store is unreachable. */
+/** What a Holt's status reports from its Redis: items set aside, and the leader's retention report. */
+export interface HoltData {
+  quarantined: number;
+  /** Null before the leader's first retention pass (or when its report does not parse). */
+  retention: RetentionReport | null;
+}
+
+/** Reads runtime values from a Holt's stores. Throws when the store is unreachable. */
 export interface HoltRuntimeReader {
   read(holt: HoltRef, role: string): Promise<AgentRuntime>;
+  /** The Holt's own values; without it the Holt status carries none. */
+  readHolt?(holt: HoltRef): Promise<HoltData>;
   close?(): Promise<void>;
 }
 
@@ -50,8 +61,8 @@ export const LOAD_STALE_MS = 60_000;
 /**
  * The real reader, on the Holt's own Redis (connections shared with the registry writer). It reads
  * only what the operator's Redis user may: the load the leader publishes (`agent_load`, read once
- * per `maxAgeMs` and shared by the Holt's agents) and the role's `agent_status` hash. Never a claim
- * or an artefact.
+ * per `maxAgeMs` and shared by the Holt's agents) and the role's `agent_status` hash; for the Holt,
+ * the quarantine's size and the retention report. Never a claim or an artefact.
  */
 export class RedisRuntimeReader implements HoltRuntimeReader {
   readonly #boards: HoltBoards;
@@ -78,6 +89,18 @@ export class RedisRuntimeReader implements HoltRuntimeReader {
       ...(load && Date.now() - load.updated_at_ms > LOAD_STALE_MS ? { loadStale: true } : {}),
       ...(s ? { budget: budgetOf(s) } : {}),
     };
+  }
+
+  async readHolt(holt: HoltRef): Promise<HoltData> {
+    const bb = await this.#boards.board(holt);
+    const [quarantined, retention] = await Promise.all([
+      bb.redis.hlen(bb.k.quarantine),
+      readRetentionReport(bb.redis, bb.k.retention).catch((e: unknown) => {
+        if (e instanceof BlackboardDataError) return null; // a bad report is no report; the store is fine
+        throw e;
+      }),
+    ]);
+    return { quarantined, retention };
   }
 
   #load(holt: HoltRef, bb: Blackboard): Promise<AgentLoad | null> {

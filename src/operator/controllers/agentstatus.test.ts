@@ -7,6 +7,7 @@ import { redisAclLines, redisUrl } from '../../access/redis.ts';
 import { writeAgentLoad } from '../../blackboard/agent-load.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { outputId } from '../../blackboard/grants.ts';
+import { NO_PRUNE, writeRetentionReport } from '../../blackboard/retention-report.ts';
 import type { Claim, ClaimType } from '../../blackboard/types.ts';
 import { type AgentStatus as LlmAgentStatus, writeAgentStatus } from '../../llm/status.ts';
 import { freePort } from '../../local/ports.ts';
@@ -123,6 +124,7 @@ beforeAll(async () => {
       reads++;
       return r;
     },
+    readHolt: (h: HoltRef) => real.readHolt(h),
     close: () => real.close(),
   };
   op = await startOperator(kube, NS, {
@@ -235,6 +237,42 @@ describe('Agent status from the Holt Redis (real API server + real Redis)', () =
       const b = (await agentStatus()).budget;
       return b?.paused === true && b.calls === 4 ? true : undefined;
     });
+  });
+
+  it('Holt status: the quarantine count and the retention report; more quarantined items are a Warning event', async () => {
+    type HoltData = { quarantined?: number; retention?: Record<string, unknown> };
+    const holtData = async () =>
+      ((await admin.get('Holt', NS, HOLT))?.status as { data?: HoltData } | undefined)?.data;
+    await eventually('an empty quarantine', async () =>
+      (await holtData())?.quarantined === 0 ? true : undefined,
+    );
+    expect((await holtData())?.retention).toBeUndefined(); // no pass yet
+    await bb.quarantine({ kind: 'claim', id: 'c-bad', reason: 'malformed', detail: 'status: invalid' });
+    await bb.quarantine({ kind: 'artefact', id: 'a-bad', reason: 'malformed', detail: 'version: NaN' });
+    await writeRetentionReport(bb.redis, bb.k.retention, {
+      days: 7,
+      last_pass_ms: Date.UTC(2026, 10, 25, 12),
+      duration_ms: 40,
+      last: { ...NO_PRUNE, workflows: 1 },
+      total: { ...NO_PRUNE, workflows: 5, artefacts: 40, claims: 20, turns: 7 },
+      kept: {},
+    });
+    const data = await eventually('quarantine and retention in the Holt status', async () => {
+      const d = await holtData();
+      return d?.quarantined === 2 && d.retention ? d : undefined;
+    });
+    expect(data.retention).toEqual({
+      days: 7,
+      lastPassTime: '2026-11-25T12:00:00Z',
+      removedWorkflows: 5,
+      removedArtefacts: 40,
+      removedTurns: 7,
+    });
+    const warnings = await eventually('a DataQuarantined event', async () => {
+      const ev = (await admin.list('Event', NS)).items.filter((e) => e.reason === 'DataQuarantined');
+      return ev.length ? ev : undefined;
+    });
+    expect(String((warnings[0] as { note?: string }).note)).toContain('2 in all');
   });
 
   it('steady state: polls keep reading Redis, and nothing is written', async () => {

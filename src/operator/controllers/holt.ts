@@ -28,6 +28,7 @@ import {
 } from '../specs/stores.ts';
 import { workspacePvc, workspaceSeedJob } from '../specs/workspace.ts';
 import { applyChildren, type ControllerContext, conditionTrue, jobState, workloadReady } from './context.ts';
+import { type HoltDataStatus, readHoltData } from './holtdata.ts';
 import { holtOf, parseHolt, splitKey } from './resources.ts';
 
 /** Kinds a Holt owns that are deleted when no longer desired (never PVCs: they hold data). */
@@ -127,7 +128,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   if (holt.metadata.deletionTimestamp) return undefined;
   const owner = ownerOf(holt);
   const gen = holt.metadata.generation;
-  const prev = (holt.status ?? {}) as { phase?: string; conditions?: Condition[] };
+  const prev = (holt.status ?? {}) as { phase?: string; conditions?: Condition[]; data?: HoltDataStatus };
   const parsed = parseHolt(holt);
   const invalid = parsed.ok ? storeProblems(parsed.spec.stores).join('; ') : parsed.error;
   if (!parsed.ok || invalid) {
@@ -242,6 +243,17 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
       : condition('RegistrySynced', true, 'Synced', `${registryAgents} agents registered`),
   );
 
+  const data = await readHoltData(ctx, ns, name, prev.data);
+  const more = (data?.quarantined ?? 0) - (prev.data?.quarantined ?? 0);
+  if (more > 0)
+    ctx.events.emit(
+      holt,
+      'Warning',
+      'DataQuarantined',
+      'ReadStatus',
+      `${more} more stored item(s) set aside as malformed or not allowed (${data?.quarantined} in all): run holt status to list them`,
+    );
+
   const agents = ctx.cache.list('Agent', ns).filter((a) => holtOf(a) === name);
   const agentsReady = agents.filter((a) => conditionTrue(a, 'Ready')).length;
   const notReady = comps.filter((c) => c.status !== 'True').map((c) => c.type);
@@ -298,8 +310,10 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     conditions,
     endpoints: storeEndpoints(owner, spec),
     agents: { total: agents.length, ready: agentsReady },
+    ...(data ? { data } : {}),
   });
   // Throwing after the status is written makes the queue retry with backoff.
   if (degraded) throw new Error(`holt ${key} degraded: ${degradedMsg}`);
-  return undefined;
+  // The quarantine and retention change without a Kubernetes event: read them again in a while.
+  return ctx.runtime?.readHolt ? { requeueAfterMs: ctx.statusPollMs } : undefined;
 }
