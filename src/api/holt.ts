@@ -102,7 +102,7 @@ export const HoltOrchestrator = z
       .min(0)
       .default(7)
       .describe(
-        'Finished work (turns, their steps, inbox rows, LLM usage rows) older than this many days is pruned from Postgres; 0 keeps everything. Budget windows must be shorter; usage totals are kept.',
+        'Finished work older than this many days is pruned: whole finished workflows from Redis (artefacts, claims, bids), turns with their steps, inbox rows and LLM usage rows from Postgres; 0 keeps everything. Budget windows must be shorter; usage totals are kept. status.data.retention shows what it removed.',
       ),
     image: z
       .string()

@@ -27,6 +27,8 @@ describe('retention on a running orchestrator (real Redis, real workflows)', () 
   it('removes finished workflows, keeps running ones, reports what it did, and the Holt works on', async () => {
     const I = `ret-${randomUUID().slice(0, 8)}`;
     const bb = Blackboard.connect(redis.url, I);
+    // Registered before the orchestrator starts, so its first claims already expect both bidders.
+    await register(bb, ['coder', 'closer']);
     const orch: Orchestrator = startOrchestrator(redis.url, I);
     // A coder that answers every goal but the ones saying "hang", and a closer that ends each workflow.
     const coder = await ScriptedAgent.start(redis.url, I, {
@@ -56,7 +58,6 @@ describe('retention on a running orchestrator (real Redis, real workflows)', () 
       now: () => clock,
     });
     try {
-      await register(bb, ['coder', 'closer']);
       await waitFor(async () => orch.isLeader(), 'the orchestrator leads');
       for (const p of ['one', 'two', 'hang']) await bb.createArtefact(newGoal(p));
       await waitFor(async () => (await terminals()).length === 2, 'two workflows finished');
