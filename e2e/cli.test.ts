@@ -17,9 +17,17 @@ let scratch: string;
 let ws: string;
 let env: NodeJS.ProcessEnv;
 
-async function holt(args: string[], opts: { cwd?: string; ok?: boolean } = {}) {
+async function holt(
+  args: string[],
+  opts: { cwd?: string; ok?: boolean; env?: Record<string, string>; timeout?: number } = {},
+) {
   try {
-    const r = await run(HOLT, args, { cwd: opts.cwd ?? ws, env, maxBuffer: 20 * 1024 * 1024 });
+    const r = await run(HOLT, args, {
+      cwd: opts.cwd ?? ws,
+      env: { ...env, ...opts.env },
+      maxBuffer: 20 * 1024 * 1024,
+      ...(opts.timeout ? { timeout: opts.timeout } : {}),
+    });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (e) {
     const x = e as { code: number; stdout: string; stderr: string };
@@ -137,8 +145,21 @@ describe('holt CLI end to end (real binary, real servers)', () => {
     }).catch((e: { code: number; stderr: string }) => e);
     expect(pup.stderr).toContain('--execute-claim: must be a claim UUID');
     const op = await holt(['operator', '--leader-elect=false', '--bogus', '1']);
-    expect(op.code).not.toBe(0);
-    expect(op.stderr).toContain('unknown flag --bogus');
+    expect(op.code).toBe(2);
+    expect(op.stderr).toContain("unknown option '--bogus'");
+    // --help and --version of every program: printed, exit 0, nothing started (no store is reachable
+    // here, so a program that started would fail or hang instead).
+    for (const prog of ['orchestrator', 'pup', 'migrate', 'operator', 'tool-runner']) {
+      const help = await holt([prog, '--help'], {
+        ok: true,
+        timeout: 20_000,
+        env: { REDIS_URL: 'redis://127.0.0.1:1', DATABASE_URL: 'postgres://x@127.0.0.1:1/db' },
+      });
+      expect(help.stdout).toContain(`Usage: holt ${prog}`);
+    }
+    const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version as string;
+    expect((await holt(['orchestrator', '--version'], { ok: true })).stdout.trim()).toBe(version);
+    expect((await holt(['--version'], { ok: true })).stdout.trim()).toBe(version);
   });
 
   it("accepts Holt's controller/worker holt.yml and prints manifests", async () => {

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -90,6 +90,13 @@ describe('npm run build', () => {
     expect(help.stdout).toMatch(/Usage: holt/);
     expect(help.stdout).toMatch(/pup\s/);
     expect(help.stdout).toMatch(/migrate\s/);
+    // The images put package.json beside the compiled tree: the version comes from it, for every program.
+    copyFileSync(join(ROOT, 'package.json'), join(out, 'package.json'));
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    for (const prog of [[], ['orchestrator'], ['pup'], ['operator'], ['migrate']]) {
+      const v = await run(process.execPath, [join(out, 'cli/main.js'), ...prog, '--version'], { cwd: ROOT });
+      expect(v.stdout.trim(), `holt ${prog.join(' ')} --version`).toBe(version);
+    }
     // The migration Job's command: the compiled migrations (.js) load and apply.
     const pg = await startPostgres();
     try {

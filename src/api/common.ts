@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { BidType } from '../blackboard/types.ts';
+import { VERSION as RELEASE } from '../common/version.ts';
 
 /** API group and version of every holt.io resource. */
 export const GROUP = 'holt.io';
@@ -7,7 +8,7 @@ export const VERSION = 'v1alpha1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
 
 /** The runtime image (orchestrator + pup; images/runtime.Dockerfile) the operator and the samples use. */
-export const DEFAULT_RUNTIME_IMAGE = 'ghcr.io/holt-k8s/runtime:0.1.0';
+export const DEFAULT_RUNTIME_IMAGE = `ghcr.io/holt-k8s/runtime:${RELEASE}`;
 
 /** Hard cap on replicas of any agent or pool: a typo must not start a thousand pods. */
 export const MAX_REPLICAS = 100;

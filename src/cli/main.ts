@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { ConfigError } from '../common/config.ts';
 import { withCredentials } from '../common/credentials.ts';
 import { installFatalHandlers } from '../common/fatal.ts';
+import { VERSION } from '../common/version.ts';
 import { kubeLogs, kubeStatus } from './commands/cluster.ts';
 import { convert } from './commands/convert.ts';
 import { down } from './commands/down.ts';
@@ -39,7 +40,7 @@ const outOpt = () =>
 export function program(): Command {
   const p = new Command('holt')
     .description('Holt: clans of tool-equipped AI agents cooperating through a shared blackboard.')
-    .version('0.1.0')
+    .version(VERSION)
     .showHelpAfterError('(run with --help for usage)')
     .addHelpText('after', EXIT_HELP)
     .option(

@@ -5,6 +5,7 @@ import { isCidr } from '../common/cidr.ts';
 import { ConfigError, formatIssues } from '../common/config.ts';
 import { startProbeServer } from '../common/http.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
+import { type ProgramSpec, parseProgram } from '../common/program.ts';
 import { PostgresBacklogReader } from './autoscale/backlog.ts';
 import { NatsWakeups } from './autoscale/wakeup.ts';
 import { RedisRuntimeReader } from './controllers/agentruntime.ts';
@@ -55,8 +56,63 @@ const Config = z.object({
   kubeconfig: z.string().optional(),
 });
 
-/** `--flag value` / `--flag=value` over env (HOLT_OPERATOR_*), flags winning. */
-function readConfig(argv: string[], env: NodeJS.ProcessEnv): z.infer<typeof Config> {
+/** `holt operator`'s command line: each setting a flag over its environment variable, the flag winning. */
+export const OPERATOR_PROGRAM: ProgramSpec = {
+  name: 'holt operator',
+  description:
+    'Run the Holt operator: it reconciles Holt, Agent and WorkerPool resources, autoscales workers and reports status. Each setting is a flag or an environment variable; the flag wins.',
+  settings: [
+    {
+      env: 'HOLT_OPERATOR_NAMESPACES',
+      flag: 'namespaces',
+      help: 'namespaces to watch, comma-separated [all]',
+    },
+    {
+      env: 'HOLT_OPERATOR_LEADER_ELECT',
+      flag: 'leader-elect',
+      optionalValue: true,
+      help: 'elect one active replica through a Lease [true]',
+    },
+    {
+      env: 'POD_NAMESPACE',
+      flag: 'operator-namespace',
+      help: "the operator's namespace: the stores admit it only from there [default]",
+    },
+    {
+      env: 'HOLT_OPERATOR_CLUSTER_CIDRS',
+      flag: 'cluster-cidrs',
+      help: "the cluster's pod and service CIDRs, never reachable through an agent's egress",
+    },
+    {
+      env: 'HOLT_OPERATOR_LEASE_NAME',
+      flag: 'lease-name',
+      help: 'the leader election Lease [holt-operator]',
+    },
+    {
+      env: 'HOLT_OPERATOR_LEASE_NAMESPACE',
+      flag: 'lease-namespace',
+      help: "the Lease's namespace [the operator's namespace, else default]",
+    },
+    { env: 'HOLT_OPERATOR_HEALTH_PORT', flag: 'health-port', help: 'port of /healthz and /readyz [8081]' },
+    { env: 'HOLT_OPERATOR_METRICS_PORT', flag: 'metrics-port', help: 'port of /metrics [8080]' },
+    {
+      env: 'HOLT_RUNTIME_IMAGE',
+      flag: 'runtime-image',
+      help: `image of the orchestrator, pups and jobs [${DEFAULT_RUNTIME_IMAGE}]`,
+    },
+    { env: 'POD_NAME', flag: 'identity', help: 'this replica in the leader election [the host name]' },
+    {
+      env: 'HOLT_OPERATOR_STATUS_POLL_MS',
+      flag: 'status-poll-ms',
+      help: 'how often runtime values (claims in flight, budgets, quarantine, retention) are re-read [10000]',
+    },
+    { env: 'KUBECONFIG', flag: 'kubeconfig', help: 'a kubeconfig file [in-cluster, else ~/.kube/config]' },
+  ],
+  epilog: 'Reference: charts/holt-operator/README.md and docs/configuration.md.',
+};
+
+/** The settings, from the environment `parseProgram` returns (flags already merged in). */
+function readConfig(env: NodeJS.ProcessEnv): z.infer<typeof Config> {
   const raw: Record<string, string | undefined> = {
     namespaces: env.HOLT_OPERATOR_NAMESPACES,
     leaderElect: env.HOLT_OPERATOR_LEADER_ELECT,
@@ -71,16 +127,6 @@ function readConfig(argv: string[], env: NodeJS.ProcessEnv): z.infer<typeof Conf
     statusPollMs: env.HOLT_OPERATOR_STATUS_POLL_MS,
     kubeconfig: env.KUBECONFIG,
   };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] ?? '';
-    if (!a.startsWith('--')) throw new ConfigError(`unexpected argument ${a}`);
-    const [flag, inline] = a.slice(2).split(/=(.*)/s);
-    const key = (flag ?? '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
-    if (!(key in Config.shape)) throw new ConfigError(`unknown flag --${flag}`);
-    const next = argv[i + 1];
-    raw[key] =
-      inline ?? (key === 'leaderElect' && (next === undefined || next.startsWith('--')) ? 'true' : argv[++i]);
-  }
   const r = Config.safeParse(Object.fromEntries(Object.entries(raw).filter(([, v]) => v !== undefined)));
   if (!r.success) throw new ConfigError(formatIssues(r.error));
   return r.data;
@@ -162,7 +208,9 @@ export function buildOperator(
  * Store URLs come from each Holt's generated Secrets (bundled) or the spec (external URL).
  */
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const cfg = readConfig(argv, env);
+  const cli = parseProgram(OPERATOR_PROGRAM, argv, env);
+  if (!cli.run) return cli.exitCode;
+  const cfg = readConfig(cli.env);
   const log = createLogger('operator', { identity: cfg.identity });
   const kc = new KubeConfig();
   if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);

@@ -58,7 +58,7 @@ const FileSchema = z
   .partial()
   .strict();
 
-const EnvSchema = z.object({
+export const EnvSchema = z.object({
   HOLT_INSTANCE_NAME: z.string().min(1).optional(),
   REDIS_URL: z.string().min(1).optional(),
   HOLT_BID_TIMEOUT_MS: positiveMs.optional(),

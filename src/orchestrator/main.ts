@@ -4,20 +4,26 @@ import { retry } from '../common/backoff.ts';
 import { ConfigError, EXIT_CONFIG } from '../common/config.ts';
 import { startProbeServer } from '../common/http.ts';
 import { createLogger } from '../common/logger.ts';
+import { parseProgram } from '../common/program.ts';
 import { InboxMetrics } from '../inbox/metrics.ts';
 import { startOrchestratorInbox } from '../inbox/orchestrator.ts';
 import { pruneFinished } from '../inbox/retention.ts';
 import { loadConfig } from './config.ts';
 import { Orchestrator } from './orchestrator.ts';
+import { ORCHESTRATOR_PROGRAM } from './program.ts';
 import { startRetention } from './retention.ts';
 
 const PROGRAM = 'holt orchestrator';
 
 /**
  * Composition root of `holt orchestrator`: configuration, the probe server and the orchestrator.
- * Returns the exit code: 1 with one line on stderr for bad configuration, 0 after SIGTERM/SIGINT.
+ * Returns the exit code: 78 with one line on stderr for bad configuration, 2 for bad usage, 0 after
+ * SIGTERM/SIGINT or --help/--version (nothing started).
  */
-export async function main(_argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promise<number> {
+  const cli = parseProgram(ORCHESTRATOR_PROGRAM, argv, processEnv);
+  if (!cli.run) return cli.exitCode;
+  const env = cli.env;
   let config: ReturnType<typeof loadConfig>;
   try {
     config = loadConfig(env);

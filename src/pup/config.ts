@@ -15,79 +15,79 @@ const num = (def: number, min = 1, max = Number.MAX_SAFE_INTEGER) =>
   z.preprocess((v) => (v === '' || v === undefined ? def : v), z.coerce.number().int().min(min).max(max));
 
 /** Holt's pup variables, then ours (HOLT_HEALTH_PORT onwards). */
-export const PupEnv = z
-  .object({
-    HOLT_INSTANCE_NAME: z.string({ error: 'is required' }).min(1, 'is required'),
-    HOLT_AGENT_NAME: z
-      .string({ error: 'is required' })
-      .regex(/^[A-Za-z0-9-]{1,64}$/, 'must be 1-64 characters of [A-Za-z0-9-] (the role)'),
-    REDIS_URL: z
-      .string({ error: 'is required' })
-      .regex(/^rediss?:\/\/.+/, 'must be a redis:// or rediss:// URL'),
-    HOLT_AGENT_COMMAND: z.preprocess(blankAsUndefined, jsonArgv.optional()),
-    HOLT_BIDDING_STRATEGY: z.preprocess(
-      blankAsUndefined,
-      z.enum(BID_TYPES, { error: 'must be one of review, claim, exclusive, ignore' }).optional(),
-    ),
-    HOLT_AGENT_BID_SCRIPT: z.preprocess(blankAsUndefined, jsonArgv.optional()),
-    HOLT_MODE: z.preprocess(
-      blankAsUndefined,
-      z
-        .enum(['standard', 'controller', 'worker'], { error: 'must be standard, controller or worker' })
-        .optional(),
-    ),
-    HOLT_PROMPT_CLAIM: z.string().optional(),
-    HOLT_PROMPT_EXECUTION: z.string().optional(),
-    HOLT_HEALTH_PORT: num(8080, 0, 65535),
-    HOLT_WORKSPACE: z.preprocess(blankAsUndefined, z.string().default('/workspace')),
-    HOLT_TOOL_TIMEOUT_MS: num(5 * 60_000),
-    HOLT_TOOL_OUTPUT_LIMIT_BYTES: num(10 * 1024 * 1024),
-    /** An artefact's payload (UTF-8 bytes): a larger result becomes a Failure that names the cap. */
-    HOLT_MAX_PAYLOAD_BYTES: num(DEFAULT_MAX_PAYLOAD_BYTES, 1),
-    HOLT_BID_SCRIPT_TIMEOUT_MS: num(10_000),
-    /** The Redis lease on a grant's execution, renewed every third of it while the run lasts. */
-    HOLT_EXECUTION_LEASE_MS: num(15_000, 300),
-    HOLT_RESCAN_INTERVAL_MS: num(5_000),
-    /** The first pause after a run ends in error; it doubles with each error in a row (to 60 s). */
-    HOLT_ERROR_BACKOFF_MS: num(1_000, 1),
-    HOLT_REDIS_RETRIES: num(3, 1, 20),
-    HOLT_SHUTDOWN_GRACE_MS: num(25_000, 0),
-    HOLT_HEALTH_CHECK_COMMAND: z.preprocess(blankAsUndefined, jsonArgv.optional()),
-    HOLT_HEALTH_CHECK_INTERVAL_MS: num(30_000),
-    HOLT_HEALTH_CHECK_TIMEOUT_MS: num(5_000),
-    /** In a pod: the agent container's runner socket (tools never run beside the credentials). */
-    HOLT_TOOL_RUNNER_SOCKET: z.preprocess(blankAsUndefined, z.string().optional()),
-  })
-  .transform((e) => ({
-    instance: e.HOLT_INSTANCE_NAME,
-    role: e.HOLT_AGENT_NAME,
-    redisUrl: e.REDIS_URL,
-    command: e.HOLT_AGENT_COMMAND,
-    biddingStrategy: e.HOLT_BIDDING_STRATEGY,
-    bidScript: e.HOLT_AGENT_BID_SCRIPT,
-    modeSetting: e.HOLT_MODE,
-    promptClaim: e.HOLT_PROMPT_CLAIM,
-    promptExecution: e.HOLT_PROMPT_EXECUTION,
-    healthPort: e.HOLT_HEALTH_PORT,
-    workspace: e.HOLT_WORKSPACE,
-    toolTimeoutMs: e.HOLT_TOOL_TIMEOUT_MS,
-    outputLimitBytes: e.HOLT_TOOL_OUTPUT_LIMIT_BYTES,
-    maxPayloadBytes: e.HOLT_MAX_PAYLOAD_BYTES,
-    bidScriptTimeoutMs: e.HOLT_BID_SCRIPT_TIMEOUT_MS,
-    executionLeaseMs: e.HOLT_EXECUTION_LEASE_MS,
-    rescanIntervalMs: e.HOLT_RESCAN_INTERVAL_MS,
-    errorBackoffMs: e.HOLT_ERROR_BACKOFF_MS,
-    redisRetries: e.HOLT_REDIS_RETRIES,
-    shutdownGraceMs: e.HOLT_SHUTDOWN_GRACE_MS,
-    healthCheck: e.HOLT_HEALTH_CHECK_COMMAND
-      ? {
-          command: e.HOLT_HEALTH_CHECK_COMMAND,
-          intervalMs: e.HOLT_HEALTH_CHECK_INTERVAL_MS,
-          timeoutMs: e.HOLT_HEALTH_CHECK_TIMEOUT_MS,
-        }
-      : undefined,
-    runnerSocket: e.HOLT_TOOL_RUNNER_SOCKET,
-  }));
+export const PupEnvVars = z.object({
+  HOLT_INSTANCE_NAME: z.string({ error: 'is required' }).min(1, 'is required'),
+  HOLT_AGENT_NAME: z
+    .string({ error: 'is required' })
+    .regex(/^[A-Za-z0-9-]{1,64}$/, 'must be 1-64 characters of [A-Za-z0-9-] (the role)'),
+  REDIS_URL: z
+    .string({ error: 'is required' })
+    .regex(/^rediss?:\/\/.+/, 'must be a redis:// or rediss:// URL'),
+  HOLT_AGENT_COMMAND: z.preprocess(blankAsUndefined, jsonArgv.optional()),
+  HOLT_BIDDING_STRATEGY: z.preprocess(
+    blankAsUndefined,
+    z.enum(BID_TYPES, { error: 'must be one of review, claim, exclusive, ignore' }).optional(),
+  ),
+  HOLT_AGENT_BID_SCRIPT: z.preprocess(blankAsUndefined, jsonArgv.optional()),
+  HOLT_MODE: z.preprocess(
+    blankAsUndefined,
+    z
+      .enum(['standard', 'controller', 'worker'], { error: 'must be standard, controller or worker' })
+      .optional(),
+  ),
+  HOLT_PROMPT_CLAIM: z.string().optional(),
+  HOLT_PROMPT_EXECUTION: z.string().optional(),
+  HOLT_HEALTH_PORT: num(8080, 0, 65535),
+  HOLT_WORKSPACE: z.preprocess(blankAsUndefined, z.string().default('/workspace')),
+  HOLT_TOOL_TIMEOUT_MS: num(5 * 60_000),
+  HOLT_TOOL_OUTPUT_LIMIT_BYTES: num(10 * 1024 * 1024),
+  /** An artefact's payload (UTF-8 bytes): a larger result becomes a Failure that names the cap. */
+  HOLT_MAX_PAYLOAD_BYTES: num(DEFAULT_MAX_PAYLOAD_BYTES, 1),
+  HOLT_BID_SCRIPT_TIMEOUT_MS: num(10_000),
+  /** The Redis lease on a grant's execution, renewed every third of it while the run lasts. */
+  HOLT_EXECUTION_LEASE_MS: num(15_000, 300),
+  HOLT_RESCAN_INTERVAL_MS: num(5_000),
+  /** The first pause after a run ends in error; it doubles with each error in a row (to 60 s). */
+  HOLT_ERROR_BACKOFF_MS: num(1_000, 1),
+  HOLT_REDIS_RETRIES: num(3, 1, 20),
+  HOLT_SHUTDOWN_GRACE_MS: num(25_000, 0),
+  HOLT_HEALTH_CHECK_COMMAND: z.preprocess(blankAsUndefined, jsonArgv.optional()),
+  HOLT_HEALTH_CHECK_INTERVAL_MS: num(30_000),
+  HOLT_HEALTH_CHECK_TIMEOUT_MS: num(5_000),
+  /** In a pod: the agent container's runner socket (tools never run beside the credentials). */
+  HOLT_TOOL_RUNNER_SOCKET: z.preprocess(blankAsUndefined, z.string().optional()),
+});
+
+export const PupEnv = PupEnvVars.transform((e) => ({
+  instance: e.HOLT_INSTANCE_NAME,
+  role: e.HOLT_AGENT_NAME,
+  redisUrl: e.REDIS_URL,
+  command: e.HOLT_AGENT_COMMAND,
+  biddingStrategy: e.HOLT_BIDDING_STRATEGY,
+  bidScript: e.HOLT_AGENT_BID_SCRIPT,
+  modeSetting: e.HOLT_MODE,
+  promptClaim: e.HOLT_PROMPT_CLAIM,
+  promptExecution: e.HOLT_PROMPT_EXECUTION,
+  healthPort: e.HOLT_HEALTH_PORT,
+  workspace: e.HOLT_WORKSPACE,
+  toolTimeoutMs: e.HOLT_TOOL_TIMEOUT_MS,
+  outputLimitBytes: e.HOLT_TOOL_OUTPUT_LIMIT_BYTES,
+  maxPayloadBytes: e.HOLT_MAX_PAYLOAD_BYTES,
+  bidScriptTimeoutMs: e.HOLT_BID_SCRIPT_TIMEOUT_MS,
+  executionLeaseMs: e.HOLT_EXECUTION_LEASE_MS,
+  rescanIntervalMs: e.HOLT_RESCAN_INTERVAL_MS,
+  errorBackoffMs: e.HOLT_ERROR_BACKOFF_MS,
+  redisRetries: e.HOLT_REDIS_RETRIES,
+  shutdownGraceMs: e.HOLT_SHUTDOWN_GRACE_MS,
+  healthCheck: e.HOLT_HEALTH_CHECK_COMMAND
+    ? {
+        command: e.HOLT_HEALTH_CHECK_COMMAND,
+        intervalMs: e.HOLT_HEALTH_CHECK_INTERVAL_MS,
+        timeoutMs: e.HOLT_HEALTH_CHECK_TIMEOUT_MS,
+      }
+    : undefined,
+  runnerSocket: e.HOLT_TOOL_RUNNER_SOCKET,
+}));
 
 export type PupSettings = z.output<typeof PupEnv>;
 /**

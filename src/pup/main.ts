@@ -1,17 +1,24 @@
 import { ConfigError, EXIT_CONFIG } from '../common/config.ts';
 import { createLogger } from '../common/logger.ts';
+import { parseProgram } from '../common/program.ts';
 import { loadConfig } from './config.ts';
 import { loadWorkerEnv } from './inbox-worker.ts';
+import { PUP_PROGRAM } from './program.ts';
 import { Pup } from './pup.ts';
 
 /**
- * The pup's composition root (`holt pup` / `node src/pup/main.ts`). Returns the exit code: 1 for bad
- * configuration (one line naming the variable) or an unreachable Redis at start, 0 after a signal.
+ * The pup's composition root (`holt pup` / `node src/pup/main.ts`). Returns the exit code: 78 for bad
+ * configuration (one line naming the variable), 2 for bad usage, 1 for an unreachable Redis at start,
+ * 0 after a signal or --help/--version (nothing started).
  */
-export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promise<number> {
+  const cli = parseProgram(PUP_PROGRAM, argv, processEnv);
+  if (!cli.run) return cli.exitCode;
+  const env = cli.env;
+  const claim = cli.opts.executeClaim;
   let cfg: ReturnType<typeof loadConfig>;
   try {
-    cfg = loadConfig(argv, env);
+    cfg = loadConfig(typeof claim === 'string' ? ['--execute-claim', claim] : [], env);
   } catch (e) {
     if (e instanceof ConfigError) {
       process.stderr.write(`holt pup: invalid configuration: ${e.message}\n`);

@@ -1,0 +1,45 @@
+import { type ProgramSpec, secretsEpilog } from '../common/program.ts';
+
+/** Credentials: environment only. */
+export const ORCHESTRATOR_SECRETS = ['REDIS_URL', 'DATABASE_URL', 'NATS_URL'];
+
+/** `holt orchestrator`'s command line (src/common/program.ts); defaults in brackets. */
+export const ORCHESTRATOR_PROGRAM: ProgramSpec = {
+  name: 'holt orchestrator',
+  description:
+    "Run one Holt's orchestrator: claims, consensus bidding, grants, the inbox watchdog and retention. Each setting is a flag or an environment variable; the flag wins.",
+  settings: [
+    { env: 'HOLT_INSTANCE_NAME', flag: 'instance', help: 'the Holt instance (required)' },
+    {
+      env: 'HOLT_ORCHESTRATOR_CONFIG',
+      flag: 'config',
+      help: 'a YAML/JSON file of the same settings in snake_case',
+    },
+    { env: 'HOLT_HEALTH_PORT', help: 'port of /healthz, /readyz and /metrics [8080]' },
+    { env: 'HOLT_BID_TIMEOUT_MS', help: 'how long consensus waits for bids [30000]' },
+    {
+      env: 'HOLT_MAX_REVIEW_ITERATIONS',
+      help: 'rework rounds before a claim is terminated; 0: no limit [3]',
+    },
+    { env: 'HOLT_RECONCILE_INTERVAL_MS', help: 'the reconcile pass for missed events [1000]' },
+    { env: 'HOLT_BID_POLL_MS', help: "first re-read of a waiting claim's bids [1000]" },
+    { env: 'HOLT_LEASE_TTL_MS', help: 'the single-leader lease [10000]' },
+    { env: 'HOLT_STANDBY_POLL_MS', help: 'how often a standby tries the lease [1000]' },
+    { env: 'HOLT_ARTEFACT_LOOKBACK_MS', help: 'artefacts the reconcile pass re-checks [60000]' },
+    { env: 'HOLT_REDISPATCH_AFTER_MS', help: 'a grant without output is announced again after this [30000]' },
+    { env: 'HOLT_LOAD_INTERVAL_MS', help: "how often the leader publishes each role's open grants [2000]" },
+    { env: 'HOLT_TARGET_CACHE_BYTES', help: "memory bound of the claims' cached targets [67108864]" },
+    {
+      env: 'HOLT_RETENTION_DAYS',
+      help: 'finished workflows older than this leave the stores; 0 keeps all [7]',
+    },
+    { env: 'HOLT_RETENTION_SWEEP_MS', help: 'how often the leader prunes [3600000]' },
+    { env: 'HOLT_INBOX_WATCHDOG_MS', help: 'inbox watchdog sweep [2000]' },
+    { env: 'HOLT_INBOX_MAX_ATTEMPTS', help: 'a worker row failed this often becomes a Failure [3]' },
+  ],
+  epilog: [
+    secretsEpilog(ORCHESTRATOR_SECRETS),
+    'Postgres timeouts: HOLT_PG_* environment variables. Log level: HOLT_LOG_LEVEL.',
+    'Reference: docs/configuration.md. Exit codes: 0 stopped by a signal, 78 bad configuration, 70 a bug.',
+  ].join('\n'),
+};
