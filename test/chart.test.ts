@@ -44,6 +44,26 @@ describe('the holt-operator Helm chart', () => {
     expect(out).not.toMatch(/\[(WARNING|ERROR)\]/);
   });
 
+  it('values.schema.json: a wrong type or an unknown key fails helm install, naming it, and creates nothing', async () => {
+    for (const [set, says] of [
+      ['replicaCount=two', 'replicaCount'],
+      ['metrics.prot=9090', 'prot'],
+      ['bogus=1', 'bogus'],
+      ['logLevel=loud', 'logLevel'],
+      ['image.pullPolicy=Sometimes', 'pullPolicy'],
+    ] as const) {
+      const failed = await kube
+        .helm(['install', 'bad', CHART, '-n', 'schema-check', '--create-namespace', '--set', set])
+        .then(
+          () => null,
+          (e: unknown) => String(e),
+        );
+      expect(failed, set).toMatch(/schema/i);
+      expect(failed, set).toContain(says);
+    }
+    expect(await kube.helm(['list', '-A', '-q'])).not.toContain('bad');
+  });
+
   it('sets only environment variables the operator reads (the chart and `holt operator` agree)', async () => {
     const dep = (await render()).find((o) => o.kind === 'Deployment');
     const env = dep?.spec?.template?.spec?.containers?.[0]?.env?.map((e) => e.name) ?? [];

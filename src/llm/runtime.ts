@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
+import type { Registry } from 'prom-client';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { busProblem, connectBus } from '../bus/connect.ts';
@@ -17,6 +18,7 @@ import { LlmAgent } from './agent.ts';
 import { llmBid } from './bid.ts';
 import { apiKeyFrom, type LlmSettings } from './config.ts';
 import { LlmExecutor } from './executor.ts';
+import { LlmMetrics, MeteredModel } from './metrics.ts';
 import { OpenAiModel } from './model.ts';
 import { TurnStore } from './store.ts';
 
@@ -39,6 +41,8 @@ export async function startLlmRuntime(
   bb: Blackboard,
   log: Logger,
   env: NodeJS.ProcessEnv = process.env,
+  /** The pup's metrics registry: model calls are measured there (holt_llm_*). */
+  registry?: Registry,
 ): Promise<LlmRuntime> {
   const s = cfg.llm;
   const apiKey = cfg.apiKey ?? apiKeyFrom(env, s);
@@ -61,7 +65,7 @@ export async function startLlmRuntime(
       log.warn({ event_type: 'nats_unavailable', error: String(e), effect: 'no step/chunk events' });
     }
   }
-  const model = new OpenAiModel({
+  const openai = new OpenAiModel({
     baseUrl: s.baseUrl,
     apiKey,
     model: s.model,
@@ -71,6 +75,7 @@ export async function startLlmRuntime(
     maxRetries: s.maxRetries,
     retryBaseMs: Math.max(50, Math.min(500, s.budget.errorBaseMs)),
   });
+  const model = registry ? new MeteredModel(openai, new LlmMetrics(registry), s.prices) : openai;
   const agent = new LlmAgent({
     instance: cfg.instance,
     role: cfg.role,

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
+import { collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
 import { isCidr } from '../common/cidr.ts';
 import { ConfigError, formatIssues } from '../common/config.ts';
@@ -217,6 +218,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   else kc.loadFromDefault();
   const client = new KubeClient(kc);
   const op = buildOperator(client, log, cfg);
+  // Process and Node metrics (CPU, memory, event loop lag, GC) beside ours, on the same /metrics.
+  collectDefaultMetrics({ register: op.metrics.registry });
   const elector = cfg.leaderElect
     ? new LeaderElector(
         client,

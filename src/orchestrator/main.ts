@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { collectDefaultMetrics } from 'prom-client';
 import { Blackboard } from '../blackboard/client.ts';
 import { retry } from '../common/backoff.ts';
 import { ConfigError, EXIT_CONFIG } from '../common/config.ts';
@@ -74,6 +75,8 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
     throw e;
   }
   orch = new Orchestrator({ config, scalableDispatcher: inbox?.dispatcher });
+  // Process and Node metrics (CPU, memory, event loop lag, GC) beside ours, on the same /metrics.
+  collectDefaultMetrics({ register: orch.metrics.registry });
   depth = inbox ? new InboxMetrics(orch.metrics.registry) : undefined;
   const probes = await startProbeServer({
     port: config.healthPort,

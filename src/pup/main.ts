@@ -1,3 +1,4 @@
+import { collectDefaultMetrics } from 'prom-client';
 import { ConfigError, EXIT_CONFIG } from '../common/config.ts';
 import { createLogger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
@@ -28,6 +29,8 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   }
   const log = createLogger('pup', { instance: cfg.instance, agent: cfg.role, mode: cfg.mode });
   const pup = new Pup(cfg, log);
+  // Process and Node metrics (CPU, memory, event loop lag, GC) beside ours, on the same /metrics.
+  collectDefaultMetrics({ register: pup.metrics.registry });
   let signalled: (sig: string) => void = () => undefined;
   const signal = new Promise<string>((resolve) => {
     signalled = resolve;

@@ -9,7 +9,8 @@ export class PupMetrics {
   readonly toolDuration: Histogram<'outcome'>;
 
   constructor(labels: { instance: string; role: string; mode: string }) {
-    this.registry.setDefaultLabels(labels);
+    // `instance` and `job` are Prometheus's own target labels: ours is holt_instance.
+    this.registry.setDefaultLabels({ holt_instance: labels.instance, role: labels.role, mode: labels.mode });
     const registers = [this.registry];
     this.bids = new Counter({
       name: 'holt_pup_bids_total',

@@ -104,7 +104,13 @@ export class Pup {
   private async startLlm(): Promise<void> {
     const { cfg } = this;
     if (!cfg.llm || this.llm) return;
-    this.llm = await startLlmRuntime({ ...cfg, llm: cfg.llm }, this.bb, this.log);
+    this.llm = await startLlmRuntime(
+      { ...cfg, llm: cfg.llm },
+      this.bb,
+      this.log,
+      process.env,
+      this.metrics.registry,
+    );
     if (this.llm.executor) this.executor = this.llm.executor;
   }
 

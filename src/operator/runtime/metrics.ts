@@ -25,13 +25,15 @@ export function createMetrics(client: KubeClient, depths: () => Record<string, n
       for (const [c, d] of Object.entries(depths())) this.set({ controller: c }, d);
     },
   });
-  new Gauge({
-    name: 'holt_operator_api_requests',
+  new Counter({
+    name: 'holt_operator_api_requests_total',
     help: 'Requests this operator sent to the API server, by verb (watches excluded)',
     labelNames: ['verb'],
     registers: [registry],
     collect() {
-      for (const [v, n] of client.counts) this.set({ verb: v }, n);
+      // The client keeps the counts; a Counter has no set, so it is rebuilt from them at each scrape.
+      this.reset();
+      for (const [v, n] of client.counts) this.inc({ verb: v }, n);
     },
   });
   return {
