@@ -24,7 +24,14 @@ const spec: ProgramSpec = {
 function parse(argv: string[], env: NodeJS.ProcessEnv = {}, s = spec) {
   let out = '';
   let err = '';
-  const r = parseProgram(s, argv, env, { out: (x) => void (out += x), err: (x) => void (err += x) });
+  const r = parseProgram(s, argv, env, {
+    out: (x) => {
+      out += x;
+    },
+    err: (x) => {
+      err += x;
+    },
+  });
   return { r, out, err };
 }
 
