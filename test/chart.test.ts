@@ -12,7 +12,7 @@ const NS = 'holt-system';
 interface Obj {
   kind: string;
   metadata: { name: string; namespace?: string; annotations?: Record<string, string> };
-  spec?: { template?: { spec?: V1PodSpec } };
+  spec?: { template?: { metadata?: { annotations?: Record<string, string> }; spec?: V1PodSpec } };
   rules?: Rule[];
 }
 type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
@@ -62,6 +62,18 @@ describe('the holt-operator Helm chart', () => {
       expect(failed, set).toContain(says);
     }
     expect(await kube.helm(['list', '-A', '-q'])).not.toContain('bad');
+  });
+
+  it("the operator's pod template carries the scrape hints (metrics.port) beside the user's podAnnotations", async () => {
+    const dep = (await render('metrics.port=9100', 'podAnnotations.team=ml')).find(
+      (o) => o.kind === 'Deployment',
+    );
+    expect(dep?.spec?.template?.metadata?.annotations).toEqual({
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': '9100',
+      'prometheus.io/path': '/metrics',
+      team: 'ml',
+    });
   });
 
   it('sets only environment variables the operator reads (the chart and `holt operator` agree)', async () => {

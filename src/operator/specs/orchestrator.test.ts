@@ -25,3 +25,18 @@ describe('orchestrator Deployment resources', () => {
     expect(resourcesOf(orchestratorDeployment(owner, spec, 'img'))).toEqual(resources);
   });
 });
+
+describe('Prometheus scrape hints', () => {
+  it("are on the orchestrator's pod template (where annotation-based scrape configs look), naming the health port", () => {
+    const dep = orchestratorDeployment(owner, HoltSpec.parse({}), 'img') as unknown as {
+      metadata: { annotations?: Record<string, string> };
+      spec: { template: { metadata: { annotations?: Record<string, string> } } };
+    };
+    expect(dep.spec.template.metadata.annotations).toEqual({
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': '8080',
+      'prometheus.io/path': '/metrics',
+    });
+    expect(dep.metadata.annotations?.['prometheus.io/port']).toBeUndefined();
+  });
+});

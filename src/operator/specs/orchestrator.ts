@@ -2,7 +2,15 @@ import type { V1DeploymentSpec } from '@kubernetes/client-node';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner, selectorLabels } from './meta.ts';
-import { containerSecurity, HEALTH_PORT, holtProbes, podSecurity, RUNTIME_UID, resourcesOf } from './pod.ts';
+import {
+  containerSecurity,
+  HEALTH_PORT,
+  holtProbes,
+  podSecurity,
+  RUNTIME_UID,
+  resourcesOf,
+  scrapeAnnotations,
+} from './pod.ts';
 import { orchestratorAccount } from './serviceaccount.ts';
 import { storeEnv, storeTlsClient } from './stores.ts';
 
@@ -20,7 +28,7 @@ export function orchestratorDeployment(owner: Owner, spec: HoltSpec, runtimeImag
     replicas: o.replicas,
     selector: { matchLabels: selectorLabels(name, 'orchestrator') },
     template: {
-      metadata: { labels: lbls },
+      metadata: { labels: lbls, annotations: scrapeAnnotations() },
       spec: {
         serviceAccountName: orchestratorAccount(owner.name),
         automountServiceAccountToken: false,
@@ -54,7 +62,7 @@ export function orchestratorDeployment(owner: Owner, spec: HoltSpec, runtimeImag
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
-    metadata: meta(name, owner, lbls, { 'prometheus.io/port': String(HEALTH_PORT) }),
+    metadata: meta(name, owner, lbls),
     spec: dep,
   };
 }

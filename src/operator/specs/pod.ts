@@ -2,6 +2,15 @@ import type { V1Container, V1PodSecurityContext, V1Probe, V1SecurityContext } fr
 
 /** The pup's and orchestrator's health/metrics port (HOLT_HEALTH_PORT). */
 export const HEALTH_PORT = 8080;
+
+/** The common Prometheus scrape hints, on pod templates (what annotation-based scrape configs read). */
+export function scrapeAnnotations(port = HEALTH_PORT): Record<string, string> {
+  return {
+    'prometheus.io/scrape': 'true',
+    'prometheus.io/port': String(port),
+    'prometheus.io/path': '/metrics',
+  };
+}
 /** Default non-root user of the runtime image (distroless "nonroot"). */
 export const RUNTIME_UID = 65532;
 

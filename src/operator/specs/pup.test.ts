@@ -57,3 +57,26 @@ describe('pupPodTemplate env', () => {
     expect(r.error?.issues[0]?.message).toMatch(/the runtime sets this variable itself/);
   });
 });
+
+describe('pupPodTemplate scrape hints', () => {
+  it("every pup pod says where its metrics are (the pup's health port)", () => {
+    const agent = {
+      ...AgentSpec.parse({ holt: 'h', command: ['/app/run.sh'], bidding: { strategy: 'claim' } }),
+      role: 'Writer',
+    };
+    const pod = pupPodTemplate({
+      holt: 'h',
+      holtSpec,
+      agent,
+      mode: 'standard',
+      runtimeImage: 'runtime:1',
+      workspaceMode: 'ro',
+      labels: {},
+    });
+    expect(pod.metadata?.annotations).toMatchObject({
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': '8080',
+      'prometheus.io/path': '/metrics',
+    });
+  });
+});

@@ -19,6 +19,7 @@ import {
   podSecurity,
   RUNTIME_UID,
   resourcesOf,
+  scrapeAnnotations,
 } from './pod.ts';
 import { agentAccount } from './serviceaccount.ts';
 import { storeEnv, storeTlsClient } from './stores.ts';
@@ -197,7 +198,7 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
   );
   init.push(...waitForSeed(p.holtSpec.workspace, p.runtimeImage), runner);
   return {
-    metadata: { labels: lbls },
+    metadata: { labels: lbls, annotations: scrapeAnnotations() },
     spec: {
       serviceAccountName: agentAccount(p.holt),
       automountServiceAccountToken: false,
