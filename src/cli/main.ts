@@ -3,6 +3,10 @@ import { ConfigError } from '../common/config.ts';
 import { withCredentials } from '../common/credentials.ts';
 import { installFatalHandlers } from '../common/fatal.ts';
 import { VERSION } from '../common/version.ts';
+import { MIGRATE_PROGRAM } from '../inbox/migrate-program.ts';
+import { OPERATOR_PROGRAM } from '../operator/program.ts';
+import { ORCHESTRATOR_PROGRAM } from '../orchestrator/program.ts';
+import { PUP_PROGRAM } from '../pup/program.ts';
 import { kubeLogs, kubeStatus } from './commands/cluster.ts';
 import { convert } from './commands/convert.ts';
 import { down } from './commands/down.ts';
@@ -15,8 +19,9 @@ import { scale } from './commands/scale.ts';
 import { status } from './commands/status.ts';
 import { up } from './commands/up.ts';
 import { watch } from './commands/watch.ts';
+import { bashCompletion, zshCompletion } from './completion.ts';
 import { type KubeHolt, openKubeHolt, parseKubeRef } from './kube.ts';
-import { CliError, EXIT, err, paint } from './output.ts';
+import { CliError, EXIT, err, out, paint } from './output.ts';
 import { closeRemoteTarget, positiveInt, useRemoteTarget } from './resolve.ts';
 
 /** The commands that work on a Holt in a cluster (`--kube`). */
@@ -31,6 +36,14 @@ Exit codes:
   1  error              4  the git workspace is not clean (forage)
   2  bad usage or file  5  timed out waiting
   70 a bug: an unhandled rejection or exception (logged as one JSON line on stderr)`;
+
+/** The runtime programs' own command lines (their flags complete too). */
+const RUNTIME_PROGRAMS = {
+  orchestrator: ORCHESTRATOR_PROGRAM,
+  pup: PUP_PROGRAM,
+  operator: OPERATOR_PROGRAM,
+  migrate: MIGRATE_PROGRAM,
+};
 
 const nameOpt = () =>
   new Option('-n, --name <instance>', 'instance name (default: the instance of this workspace)');
@@ -196,6 +209,14 @@ export function program(): Command {
     .action(async (_o, cmd: Command) => {
       const m = await import('../operator/main.ts');
       process.exitCode = await m.main(cmd.args, process.env);
+    });
+  p.command('completion')
+    .description('print a shell completion script for bash or zsh')
+    .argument('<shell>', 'bash or zsh')
+    .action((shell: string) => {
+      if (shell === 'bash') return out(bashCompletion(p, RUNTIME_PROGRAMS).trimEnd());
+      if (shell === 'zsh') return out(zshCompletion(p, RUNTIME_PROGRAMS).trimEnd());
+      throw new CliError(`completion: unknown shell ${shell} (bash or zsh)`, EXIT.usage);
     });
   p.command('__supervise', { hidden: true })
     .requiredOption('--name <name>')

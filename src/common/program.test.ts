@@ -1,8 +1,8 @@
 import { Option } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { MIGRATE_SECRETS } from '../inbox/migrate-main.ts';
+import { MIGRATE_SECRETS } from '../inbox/migrate-program.ts';
 import { OrchestratorInboxEnv } from '../inbox/orchestrator.ts';
-import { OPERATOR_PROGRAM } from '../operator/main.ts';
+import { OPERATOR_PROGRAM } from '../operator/program.ts';
 import { EnvSchema } from '../orchestrator/config.ts';
 import { ORCHESTRATOR_PROGRAM, ORCHESTRATOR_SECRETS } from '../orchestrator/program.ts';
 import { PupEnvVars } from '../pup/config.ts';

@@ -3,31 +3,11 @@ import { z } from 'zod';
 import { ensureRoles } from '../access/postgres.ts';
 import { formatIssues } from '../common/config.ts';
 import { createLogger, redactUrl } from '../common/logger.ts';
-import { type ProgramSpec, parseProgram, secretsEpilog } from '../common/program.ts';
+import { parseProgram } from '../common/program.ts';
 import { migrate } from './migrate.ts';
+import { MIGRATE_PROGRAM } from './migrate-program.ts';
 
 const PROGRAM = 'holt migrate';
-
-export const MIGRATE_SECRETS = [
-  'DATABASE_URL',
-  'HOLT_DATABASE_ADMIN_URL',
-  'HOLT_DATABASE_OWNER_PASSWORD',
-  'HOLT_DATABASE_APP_PASSWORD',
-];
-
-const MIGRATE_PROGRAM: ProgramSpec = {
-  name: PROGRAM,
-  description:
-    "Apply the inbox schema's pending migrations to DATABASE_URL and exit (the operator's migration Job). With the bundled store's admin URL and role passwords, the two roles are made first.",
-  settings: [
-    {
-      env: 'HOLT_MIGRATE_WAIT_SECONDS',
-      flag: 'wait-seconds',
-      help: 'how long to retry while Postgres is unreachable [60]',
-    },
-  ],
-  epilog: `${secretsEpilog(MIGRATE_SECRETS)}\nExit codes: 0 done (or --help/--version), 1 failed or bad configuration, 2 bad usage.`,
-};
 
 const Env = z.object({
   DATABASE_URL: z
