@@ -4,6 +4,7 @@ import type { V1PodSpec } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { type KubeCluster, startKube } from './harness/kube.ts';
+import { monitoringCrds } from './harness/monitoring.ts';
 
 /** charts/holt-operator: lint, template, and install/upgrade/uninstall on a real kube-apiserver. */
 const CHART = join(import.meta.dirname, '../charts/holt-operator');
@@ -74,6 +75,96 @@ describe('the holt-operator Helm chart', () => {
       'prometheus.io/path': '/metrics',
       team: 'ml',
     });
+  });
+
+  it('monitoring (off by default): a ServiceMonitor, the alerts and the dashboard, accepted by the real Prometheus Operator CRDs', async () => {
+    const kinds = (objs: Obj[]) => objs.map((o) => o.kind);
+    const plain = await render();
+    expect(kinds(plain)).not.toContain('ServiceMonitor');
+    expect(kinds(plain)).not.toContain('PrometheusRule');
+    expect(plain.some((o) => o.kind === 'ConfigMap')).toBe(false);
+    // The CRDs a cluster with the Prometheus Operator has; the API server checks every object against them.
+    for (const crd of await monitoringCrds()) await kube.kubectl(['apply', '--server-side', '-f', crd]);
+    for (const k of ['servicemonitors', 'podmonitors', 'prometheusrules'])
+      await kube.kubectl([
+        'wait',
+        '--for=condition=Established',
+        '--timeout=60s',
+        `crd/${k}.monitoring.coreos.com`,
+      ]);
+    const on = [
+      'metrics.serviceMonitor.enabled=true',
+      'metrics.prometheusRule.enabled=true',
+      'metrics.dashboard.enabled=true',
+    ];
+    await kube.helm([
+      'install',
+      'mon',
+      CHART,
+      '-n',
+      'monitoring-check',
+      '--create-namespace',
+      '--set',
+      'crds.install=false',
+      ...on.flatMap((s) => ['--set', s]),
+      '--set',
+      'metrics.serviceMonitor.labels.release=prometheus',
+    ]);
+    const sm = JSON.parse(
+      await kube.kubectl([
+        'get',
+        'servicemonitor',
+        'mon-holt-operator',
+        '-n',
+        'monitoring-check',
+        '-o',
+        'json',
+      ]),
+    ) as {
+      metadata: { labels: Record<string, string> };
+      spec: { endpoints: { port: string }[] };
+    };
+    expect(sm.metadata.labels.release).toBe('prometheus');
+    expect(sm.spec.endpoints[0]?.port).toBe('metrics');
+    const rule = JSON.parse(
+      await kube.kubectl([
+        'get',
+        'prometheusrule',
+        'mon-holt-operator',
+        '-n',
+        'monitoring-check',
+        '-o',
+        'json',
+      ]),
+    ) as {
+      spec: { groups: { rules: { alert: string }[] }[] };
+    };
+    expect(rule.spec.groups[0]?.rules.map((r) => r.alert)).toEqual(
+      expect.arrayContaining([
+        'HoltOrchestratorWithoutLeader',
+        'HoltInboxBacklogGrowing',
+        'HoltPodCrashLooping',
+        'HoltAgentBudgetExhausted',
+        'HoltRecordsQuarantined',
+      ]),
+    );
+    const cm = JSON.parse(
+      await kube.kubectl([
+        'get',
+        'configmap',
+        'mon-holt-operator-dashboard',
+        '-n',
+        'monitoring-check',
+        '-o',
+        'json',
+      ]),
+    ) as {
+      metadata: { labels: Record<string, string> };
+      data: Record<string, string>;
+    };
+    expect(cm.metadata.labels.grafana_dashboard).toBe('1');
+    expect((JSON.parse(cm.data['holt.json'] ?? '{}') as { uid?: string }).uid).toBe('holt-overview');
+    await kube.helm(['uninstall', 'mon', '-n', 'monitoring-check']);
   });
 
   it('sets only environment variables the operator reads (the chart and `holt operator` agree)', async () => {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { collectDefaultMetrics, type Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { Blackboard } from '../src/blackboard/client.ts';
 import { silentLogger } from '../src/common/logger.ts';
 import { InboxMetrics } from '../src/inbox/metrics.ts';
@@ -38,8 +39,12 @@ const PROM_CLIENT_OWN =
 
 const DOC = readFileSync(join(import.meta.dirname, '..', 'docs', 'metrics.md'), 'utf8');
 
+/** Every metric family the programs exposed in these tests (the dashboard and alerts may name only these). */
+const exposed = new Set<string>();
+
 async function expectClean(registry: Registry): Promise<string> {
   const text = await registry.metrics();
+  for (const m of text.matchAll(/^# TYPE (\S+) /gm)) exposed.add(m[1] as string);
   // Every metric of ours is in docs/metrics.md, under its own name.
   const ours = [...text.matchAll(/^# TYPE (holt_\S+) /gm)].map((m) => m[1]);
   expect(ours.filter((n) => !DOC.includes(`\`${n}\``))).toEqual([]);
@@ -115,9 +120,11 @@ describe('metrics follow Prometheus conventions (promlint, real samples)', () =>
       collectDefaultMetrics({ register: pup.registry });
       pup.bids.inc({ bid_type: 'exclusive', source: 'strategy' });
       pup.toolDuration.observe({ outcome: 'success' }, 0.2);
+      const llmMetrics = new LlmMetrics(pup.registry);
+      llmMetrics.watchPause({ pausedReason: () => 'calls budget used up' });
       const model = new MeteredModel(
         new OpenAiModel({ baseUrl: llm.url, apiKey: '', model: 'm', timeoutMs: 5_000, maxRetries: 0 }),
-        new LlmMetrics(pup.registry),
+        llmMetrics,
         { inputPerMTok: 1, outputPerMTok: 2 },
       );
       await model.chat({ messages: [{ role: 'user', content: 'hi' }] });
@@ -127,6 +134,7 @@ describe('metrics follow Prometheus conventions (promlint, real samples)', () =>
       expect(text).toMatch(/holt_llm_errors_total\{class="rate_limited"[^}]*\} 1/);
       expect(text).toMatch(/holt_llm_request_duration_seconds_count\{[^}]*outcome="success"[^}]*\} 1/);
       // 100 prompt and 20 completion tokens (the server's usage) at $1 and $2 per million.
+      expect(text).toMatch(/holt_llm_budget_paused\{[^}]*\} 1\n/);
       expect(text).toMatch(/holt_llm_cost_usd_total\{[^}]*\} 0\.00014\n/);
     } finally {
       await llm.close();
@@ -155,5 +163,42 @@ describe('metrics follow Prometheus conventions (promlint, real samples)', () =>
     } finally {
       client.close();
     }
+  });
+
+  it("the chart's dashboard and alerts query only metrics the programs expose (run after the three above)", () => {
+    const chart = join(import.meta.dirname, '..', 'charts', 'holt-operator', 'files');
+    const dashboard = JSON.parse(readFileSync(join(chart, 'dashboard.json'), 'utf8')) as {
+      panels: { title: string; targets: { expr: string }[] }[];
+    };
+    const alerts = parseYaml(readFileSync(join(chart, 'alerts.yaml'), 'utf8')) as {
+      groups: { rules: { alert: string; expr: string }[] }[];
+    };
+    const queries = [
+      ...dashboard.panels.flatMap((p) => p.targets.map((t) => ({ where: p.title, expr: t.expr }))),
+      ...alerts.groups.flatMap((g) => g.rules.map((r) => ({ where: r.alert, expr: r.expr }))),
+    ];
+    expect(queries.length).toBeGreaterThan(10);
+    expect(exposed.size).toBeGreaterThan(30);
+    const missing: string[] = [];
+    // Label matchers and grouping clauses name labels, not metrics: drop them first.
+    for (const q of queries)
+      for (const m of q.expr
+        .replace(/\{[^}]*\}/g, '')
+        .replace(/\b(by|without|on|ignoring)\s*\([^)]*\)/g, '')
+        .matchAll(/\b((?:holt|process|nodejs)_[a-z0-9_]+)/g)) {
+        const name = (m[1] as string).replace(/_(bucket|count|sum)$/, '');
+        if (!exposed.has(name)) missing.push(`${q.where}: ${m[1]}`);
+      }
+    expect(missing).toEqual([]);
+    // The panels the dashboard promises.
+    expect(dashboard.panels.map((p) => p.title)).toEqual(
+      expect.arrayContaining([
+        'Claims by status',
+        'Inbox depth',
+        'Worker replicas',
+        'LLM tokens',
+        'Operator reconcile errors',
+      ]),
+    );
   });
 });

@@ -159,11 +159,33 @@ export const HoltWorkspace = z
   .default({ size: '1Gi', accessMode: 'ReadWriteOnce' })
   .describe('The shared workspace the agents work in.');
 
+export const HoltMonitoring = z
+  .object({
+    podMonitor: z
+      .boolean()
+      .default(false)
+      .describe(
+        "A Prometheus Operator PodMonitor for the Holt's orchestrator and agent pods (needs the monitoring.coreos.com CRDs; the chart's alerts and dashboard read it).",
+      ),
+    interval: z
+      .string()
+      .regex(/^[0-9]+(ms|s|m|h)$/, 'must be a duration such as 30s')
+      .default('30s')
+      .describe('How often Prometheus scrapes the pods.'),
+    labels: z
+      .record(z.string(), z.string())
+      .default({})
+      .describe('Extra labels on the PodMonitor, such as the one your Prometheus selects PodMonitors by.'),
+  })
+  .default({ podMonitor: false, interval: '30s', labels: {} })
+  .describe('Metrics scraping of the Holt (docs/metrics.md).');
+
 export const HoltSpec = z.object({
   stores: HoltStores,
   orchestrator: HoltOrchestrator,
   llm: HoltLlm,
   workspace: HoltWorkspace,
+  monitoring: HoltMonitoring,
   runtimeImage: z
     .string()
     .optional()

@@ -1,4 +1,4 @@
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { costOf, type Prices } from './budget.ts';
 import { type ChatOptions, type ChatReply, type ChatRequest, type ModelClient, ModelError } from './model.ts';
 
@@ -24,9 +24,20 @@ export class LlmMetrics {
   readonly cost: Counter;
   readonly latency: Histogram<'outcome'>;
   readonly errors: Counter<'class'>;
+  readonly paused: Gauge;
+  #pausedReason: () => string | null | undefined = () => null;
 
   constructor(registry: Registry) {
     const registers = [registry];
+    const self = this;
+    this.paused = new Gauge({
+      name: 'holt_llm_budget_paused',
+      help: '1 while the agent is paused by its budget or by errors in a row (holt status says why)',
+      registers,
+      collect() {
+        this.set(self.#pausedReason() ? 1 : 0);
+      },
+    });
     this.tokens = new Counter({
       name: 'holt_llm_tokens_total',
       help: 'Tokens of model calls, by direction (input: the prompt, output: the completion)',
@@ -52,6 +63,15 @@ export class LlmMetrics {
       registers,
     });
   }
+
+  /** Where the paused gauge reads from (the agent, made after its model client). */
+  watchPause(agent: PauseSource): void {
+    this.#pausedReason = () => agent.pausedReason();
+  }
+}
+
+export interface PauseSource {
+  pausedReason(): string | null | undefined;
 }
 
 /** A model client that measures every call of the one it wraps. */

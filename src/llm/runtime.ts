@@ -75,7 +75,8 @@ export async function startLlmRuntime(
     maxRetries: s.maxRetries,
     retryBaseMs: Math.max(50, Math.min(500, s.budget.errorBaseMs)),
   });
-  const model = registry ? new MeteredModel(openai, new LlmMetrics(registry), s.prices) : openai;
+  const metrics = registry ? new LlmMetrics(registry) : undefined;
+  const model = metrics ? new MeteredModel(openai, metrics, s.prices) : openai;
   const agent = new LlmAgent({
     instance: cfg.instance,
     role: cfg.role,
@@ -86,6 +87,7 @@ export async function startLlmRuntime(
     log,
     scrub,
   });
+  metrics?.watchPause(agent);
   await agent.publishStatus();
   const executor =
     s.execute && store

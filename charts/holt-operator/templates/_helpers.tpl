@@ -82,6 +82,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create]
+# A Holt's PodMonitor (spec.monitoring.podMonitor), where the Prometheus Operator is installed. Read by
+# name only: without an informer, a cluster without the CRD never blocks the caches.
+- apiGroups: [monitoring.coreos.com]
+  resources: [podmonitors]
+  verbs: [get, create, patch, delete]
 {{- end -}}
 
 

@@ -29,6 +29,7 @@ import {
 import { workspacePvc, workspaceSeedJob } from '../specs/workspace.ts';
 import { applyChildren, type ControllerContext, conditionTrue, jobState, workloadReady } from './context.ts';
 import { type HoltDataStatus, readHoltData } from './holtdata.ts';
+import { syncPodMonitor } from './monitoring.ts';
 import { holtOf, parseHolt, splitKey } from './resources.ts';
 
 /** Kinds a Holt owns that are deleted when no longer desired (never PVCs: they hold data). */
@@ -186,6 +187,16 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     );
   }
 
+  let monitoring: ConditionInput | undefined;
+  try {
+    monitoring = await syncPodMonitor(ctx, owner, spec);
+  } catch (e) {
+    errors.push(`PodMonitor: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const wasMonitoring = prev.conditions?.find((c) => c.type === 'MonitoringReady');
+  if (monitoring?.status === 'False' && wasMonitoring?.reason !== monitoring.reason)
+    ctx.events.emit(holt, 'Warning', monitoring.reason, 'Apply', monitoring.message);
+
   // Component conditions from the observed state of what we own.
   const comps: ConditionInput[] = [];
   for (const s of STORES) {
@@ -293,6 +304,8 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
         degraded ? degradedMsg.slice(0, 1000) : 'no errors',
       ),
       ...comps,
+      // Not a component: scraping is optional, so it never holds the Holt back.
+      ...(monitoring ? [monitoring] : []),
     ],
     gen,
   );
@@ -314,6 +327,11 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   });
   // Throwing after the status is written makes the queue retry with backoff.
   if (degraded) throw new Error(`holt ${key} degraded: ${degradedMsg}`);
-  // The quarantine and retention change without a Kubernetes event: read them again in a while.
-  return ctx.runtime?.readHolt ? { requeueAfterMs: ctx.statusPollMs } : undefined;
+  // Re-checked without a Kubernetes event: the quarantine and retention (they change in Redis), and
+  // a missing Prometheus Operator (its CRD may be installed later).
+  const polls = [
+    ...(ctx.runtime?.readHolt ? [ctx.statusPollMs] : []),
+    ...(monitoring?.status === 'False' ? [ctx.pollMs] : []),
+  ];
+  return polls.length ? { requeueAfterMs: Math.min(...polls) } : undefined;
 }

@@ -60,6 +60,8 @@ export const RESOURCES: Record<string, ResourceInfo> = {
   Job: { group: 'batch', version: 'v1', plural: 'jobs', namespaced: true },
   Lease: { group: 'coordination.k8s.io', version: 'v1', plural: 'leases', namespaced: true },
   Event: { group: 'events.k8s.io', version: 'v1', plural: 'events', namespaced: true },
+  // Optional: only when a Holt asks for it, and only where the Prometheus Operator's CRDs exist.
+  PodMonitor: { group: 'monitoring.coreos.com', version: 'v1', plural: 'podmonitors', namespaced: true },
 };
 
 export function apiVersionOf(kind: string): string {
