@@ -4,7 +4,7 @@ NODE_VERSION := $(shell cat .node-version)
 export PATH := $(CACHE)/node/$(NODE_VERSION)/bin:$(CACHE)/tools/bin:$(PATH)
 export NODE_OPTIONS ?= --no-warnings=ExperimentalWarning
 
-.PHONY: setup test typecheck lint format unit demo bench crds images cluster-up cluster-down e2e-kind help
+.PHONY: setup test typecheck lint format unit demo bench version crds images cluster-up cluster-down e2e-kind help
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ format: ## apply Biome's formatting and safe fixes
 
 unit: ## run every test file (real servers, started per file)
 	npx --no-install vitest run
+
+version: ## set the release version (V=x.y.z) in package.json and the chart; images and programs read it from there
+	node scripts/set-version.ts $(V)
 
 crds: ## regenerate crds/, the Helm chart's CRDs and examples/k8s/demo.yaml from src/api
 	node scripts/gen-crds.ts

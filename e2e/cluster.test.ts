@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
 import type { Artefact } from '../src/blackboard/types.ts';
+import { VERSION } from '../src/common/version.ts';
 import { spawnServer } from '../test/harness/proc.ts';
 import { eventually } from '../test/harness/wait.ts';
 import { GIT_SECRET, gitServer, llmServer, tcpTarget } from './cluster/fixtures.ts';
@@ -333,7 +334,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
       }
     ).items;
     expect(items).toHaveLength(1);
-    expect(items[0]!.spec.containers[0]!.image).toBe('ghcr.io/holt-k8s/operator:0.1.0');
+    expect(items[0]!.spec.containers[0]!.image).toBe(`ghcr.io/holt-k8s/operator:${VERSION}`);
     expect(items[0]!.spec.containers[0]!.readinessProbe).toBeDefined();
     expect(items[0]!.status.containerStatuses?.[0]?.ready).toBe(true);
     // Its rights on this cluster: the watched namespace only, and Secrets by name, never listed.

@@ -39,6 +39,18 @@ describe('the holt-operator Helm chart', () => {
     await kube?.stop();
   });
 
+  it("the chart's version and appVersion are the project's (package.json, the one place: make version)", () => {
+    const chart = parseAllDocuments(readFileSync(join(CHART, 'Chart.yaml'), 'utf8'))[0]?.toJS() as {
+      version: string;
+      appVersion: string;
+    };
+    const { version } = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    expect(chart.version).toBe(version);
+    expect(chart.appVersion).toBe(version);
+  });
+
   it('helm lint --strict passes without warnings', async () => {
     const out = await kube.helm(['lint', '--strict', CHART]);
     expect(out).toContain('0 chart(s) failed');

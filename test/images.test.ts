@@ -93,7 +93,7 @@ describe('npm run build', () => {
     // The images put package.json beside the compiled tree: the version comes from it, for every program.
     copyFileSync(join(ROOT, 'package.json'), join(out, 'package.json'));
     const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
-    for (const prog of [[], ['orchestrator'], ['pup'], ['operator'], ['migrate']]) {
+    for (const prog of [[], ['orchestrator'], ['pup'], ['operator'], ['migrate'], ['tool-runner']]) {
       const v = await run(process.execPath, [join(out, 'cli/main.js'), ...prog, '--version'], { cwd: ROOT });
       expect(v.stdout.trim(), `holt ${prog.join(' ')} --version`).toBe(version);
     }

@@ -187,6 +187,7 @@ export function program(): Command {
     .description(
       "run an agent pod's tool runner: runs the pup's tools, bid scripts and health checks (no credentials)",
     )
+    .version(VERSION, '-V, --version', 'print the version and exit')
     .requiredOption('--socket <path>', 'unix socket the pup connects to (in a volume both containers mount)')
     .action(async (o: { socket: string }) => {
       const m = await import('../pup/runner/main.ts');
