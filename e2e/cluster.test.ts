@@ -14,6 +14,7 @@ import { GIT_SECRET, gitServer, llmServer, tcpTarget } from './cluster/fixtures.
 import { type E2eTarget, e2eTarget } from './cluster/target.ts';
 import { DEMO_LLM_PLAN, DEMO_LLM_SCRIPT } from './demo-llm-script.ts';
 import { expectDemoTrail } from './demo-trail.ts';
+import { MONITORING_NS, type PromVector, prometheusApi, prometheusManifests } from './prometheus.ts';
 
 /**
  * The whole product on a real cluster: the chart installed with the built operator image, Holts from
@@ -315,6 +316,13 @@ beforeAll(async () => {
   await kubectl(['apply', '-f', '-'], llmServer(DEMO_LLM_SCRIPT));
   await kubectl(['rollout', 'status', 'deploy/git', '--timeout=180s']);
   await kubectl(['rollout', 'status', 'deploy/llm', '--timeout=180s']);
+  // Scrapes every pod that carries the scrape hints, from now to the end of the run (the project's own
+  // cluster loads the Prometheus image; another cluster skips the metrics test).
+  if (c.local) {
+    await c.kubectl(['create', 'namespace', MONITORING_NS]);
+    await c.kubectl(['apply', '-f', '-'], { input: prometheusManifests() });
+    await c.kubectl(['-n', MONITORING_NS, 'rollout', 'status', 'deploy/prometheus', '--timeout=180s']);
+  }
 }, 900_000);
 
 afterAll(async () => {
@@ -770,6 +778,68 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(await redisCli('')).not.toContain('PONG');
     expect(await redisCli('--tls --cacert /tls/ca.crt')).toContain('PONG');
   }, 600_000);
+
+  it('metrics, for real: an in-cluster Prometheus scrapes the Holts and the operator by their scrape hints; every dashboard panel has data, every alert evaluates', async (ctx) => {
+    if (!c.local) return ctx.skip();
+    const query = async (q: string, path = 'query', extra: Record<string, string> = {}) => {
+      const r = JSON.parse(
+        await c.kubectl(['get', '--raw', prometheusApi(path, { query: q, ...extra })]),
+      ) as PromVector;
+      expect(r.status, q).toBe('success');
+      return r.data.result;
+    };
+    // The Holts' orchestrators and pups, and the operator, found and scraped through their annotations.
+    const holts = await until('the Holts and the operator scraped', async () => {
+      const up = await query('count by (holt_io_instance, namespace) (up == 1)');
+      const found = up.map((r) => r.metric.holt_io_instance ?? `ns:${r.metric.namespace}`);
+      return ['demo', 'scale', 'demo-llm', 'ns:holt-system'].every((h) => found.includes(h))
+        ? found
+        : undefined;
+    });
+    progress(`scraped: ${holts.join(', ')}`);
+    const roles = (await query('count by (holt_io_role) (holt_pup_bids_total)')).map(
+      (r) => r.metric.holt_io_role,
+    );
+    expect(roles).toEqual(expect.arrayContaining(['Drafter', 'Reviewer']));
+    const files = join(ROOT, 'charts', 'holt-operator', 'files');
+    const dashboard = JSON.parse(readFileSync(join(files, 'dashboard.json'), 'utf8')) as {
+      panels: { title: string; targets: { expr: string; legendFormat: string }[] }[];
+    };
+    const ns = (expr: string) => expr.replaceAll('$namespace', '.+');
+    const empty: string[] = [];
+    for (const p of dashboard.panels) {
+      const results = await Promise.all(p.targets.map((t) => query(ns(t.expr))));
+      if (!results.some((r) => r.length > 0)) empty.push(p.title);
+    }
+    expect(empty).toEqual([]);
+    const alerts = parseAllDocuments(readFileSync(join(files, 'alerts.yaml'), 'utf8'))[0]?.toJS() as {
+      groups: { rules: { alert: string; expr: string }[] }[];
+    };
+    for (const r of alerts.groups.flatMap((g) => g.rules)) await query(r.expr);
+    // The figures behind the README's dashboard picture (scripts/dashboard-picture.ts renders them).
+    const out = process.env.HOLT_DASHBOARD_OUT;
+    if (out) {
+      const end = Math.floor(Date.now() / 1000);
+      const range = { start: String(end - 900), end: String(end), step: '15' };
+      const panels = [];
+      for (const p of dashboard.panels)
+        panels.push({
+          title: p.title,
+          series: (
+            await Promise.all(
+              p.targets.map(async (t) => ({ t, r: await query(ns(t.expr), 'query_range', range) })),
+            )
+          ).flatMap(({ t, r }) =>
+            r.map((x) => ({
+              legend: t.legendFormat.replace(/\{\{(\w+)\}\}/g, (_, k: string) => x.metric[k] ?? ''),
+              values: x.values ?? [],
+            })),
+          ),
+        });
+      writeFileSync(out, `${JSON.stringify({ taken_at: new Date().toISOString(), panels })}\n`);
+      progress(`dashboard figures written to ${out}`);
+    }
+  }, 300_000);
 
   it('deleting a Holt and its Agents leaves nothing behind', async () => {
     for (const name of ['demo', 'scale', 'demo-llm', 'trust', 'tls']) {

@@ -27,6 +27,8 @@ describe('the holt-operator Helm chart', () => {
       .map((d) => d.toJS() as Obj | null)
       .filter((d): d is Obj => d !== null);
   };
+  const getJson = async (kind: string, name: string, ns: string): Promise<unknown> =>
+    JSON.parse(await kube.kubectl(['get', kind, name, '-n', ns, '-o', 'json']));
   const canI = async (...args: string[]) =>
     (
       await kube.kubectlResult(['auth', 'can-i', ...args, `--as=${helmSA}`], { allowFail: true })
@@ -122,33 +124,13 @@ describe('the holt-operator Helm chart', () => {
       '--set',
       'metrics.serviceMonitor.labels.release=prometheus',
     ]);
-    const sm = JSON.parse(
-      await kube.kubectl([
-        'get',
-        'servicemonitor',
-        'mon-holt-operator',
-        '-n',
-        'monitoring-check',
-        '-o',
-        'json',
-      ]),
-    ) as {
+    const sm = (await getJson('servicemonitor', 'mon-holt-operator', 'monitoring-check')) as {
       metadata: { labels: Record<string, string> };
       spec: { endpoints: { port: string }[] };
     };
     expect(sm.metadata.labels.release).toBe('prometheus');
     expect(sm.spec.endpoints[0]?.port).toBe('metrics');
-    const rule = JSON.parse(
-      await kube.kubectl([
-        'get',
-        'prometheusrule',
-        'mon-holt-operator',
-        '-n',
-        'monitoring-check',
-        '-o',
-        'json',
-      ]),
-    ) as {
+    const rule = (await getJson('prometheusrule', 'mon-holt-operator', 'monitoring-check')) as {
       spec: { groups: { rules: { alert: string }[] }[] };
     };
     expect(rule.spec.groups[0]?.rules.map((r) => r.alert)).toEqual(
@@ -160,17 +142,7 @@ describe('the holt-operator Helm chart', () => {
         'HoltRecordsQuarantined',
       ]),
     );
-    const cm = JSON.parse(
-      await kube.kubectl([
-        'get',
-        'configmap',
-        'mon-holt-operator-dashboard',
-        '-n',
-        'monitoring-check',
-        '-o',
-        'json',
-      ]),
-    ) as {
+    const cm = (await getJson('configmap', 'mon-holt-operator-dashboard', 'monitoring-check')) as {
       metadata: { labels: Record<string, string> };
       data: Record<string, string>;
     };

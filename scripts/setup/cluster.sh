@@ -6,6 +6,7 @@
 #   kube-router (NetworkPolicy enforcement)              built from its Go module
 #   local-path-provisioner (PVCs)                        built from its Go module
 #   pause (the pod sandbox process)                      scripts/setup/cluster/pause.c, static
+#   Prometheus (the e2e's in-cluster scraper)            built from the github.com/prometheus/prometheus Go module
 # and writes $CACHE/cluster/current.env with their paths (read by test/cluster/bins.ts).
 # Idempotent: a re-run with everything present takes a second.
 set -euo pipefail
@@ -16,6 +17,8 @@ COREDNS_VERSION=1.12.4
 # kube-router: only its NetworkPolicy firewall runs (the bridge CNI and kube-proxy do the rest).
 KUBE_ROUTER_VERSION=2.1.0
 LOCAL_PATH_VERSION=0.0.30
+# Prometheus 3.x, as its Go module numbers it (v0.3xx.y); the web UI's assets are not built (the API is).
+PROMETHEUS_VERSION=0.316.0
 DIR="$CACHE/cluster"
 BIN="$DIR/bin-coredns$COREDNS_VERSION-lpp$LOCAL_PATH_VERSION"
 LOGS="$CACHE/logs"
@@ -60,6 +63,15 @@ if [[ ! -x "$KR_BIN/kube-router" ]]; then
     "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v$KUBE_ROUTER_VERSION"
 fi
 
+PROM_BIN="$DIR/bin-prometheus$PROMETHEUS_VERSION"
+if [[ ! -x "$PROM_BIN/prometheus" ]]; then
+  say "building Prometheus v$PROMETHEUS_VERSION (cold: ~6 min)"
+  mkdir -p "$PROM_BIN"
+  built "$LOGS/prometheus-$PROMETHEUS_VERSION.log" \
+    env GOBIN="$PROM_BIN" CGO_ENABLED=0 GOFLAGS='-trimpath -mod=mod' go install -p "$JOBS" -ldflags '-s -w' \
+    "github.com/prometheus/prometheus/cmd/prometheus@v$PROMETHEUS_VERSION"
+fi
+
 pause_hash=$(sha256sum "$HERE/cluster/pause.c" | cut -c1-12)
 if [[ ! -x "$BIN/pause-$pause_hash" ]]; then
   gcc -static -O2 -s -o "$BIN/pause-$pause_hash" "$HERE/cluster/pause.c" || die "cluster setup: pause.c did not compile"
@@ -78,6 +90,8 @@ CTR=$(command -v ctr)
 RUNC=$(command -v runc)
 BUSYBOX=/bin/busybox
 KUBE_ROUTER=$KR_BIN/kube-router
+PROMETHEUS=$PROM_BIN/prometheus
+PROMETHEUS_VERSION=$PROMETHEUS_VERSION
 CNI_BIN_DIR=/usr/lib/cni
 ENV
 mv -f "$env_tmp" "$DIR/current.env"

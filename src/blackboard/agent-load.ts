@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { BlackboardDataError } from './codec.ts';
 import { openGrant, outputId } from './grants.ts';
+import { readJsonKey, writeJsonKey } from './json-key.ts';
 import type { Claim } from './types.ts';
 
 /**
@@ -42,16 +42,10 @@ export function countInFlight(open: { role: string }[], answered: boolean[]): Re
 }
 
 export async function writeAgentLoad(redis: Redis, key: string, load: AgentLoad): Promise<void> {
-  await redis.set(key, JSON.stringify(load));
+  await writeJsonKey(redis, key, load);
 }
 
 /** The published load, or null before any leader published one. Throws BlackboardDataError if malformed. */
-export async function readAgentLoad(redis: Redis, key: string): Promise<AgentLoad | null> {
-  const raw = await redis.get(key);
-  if (raw === null) return null;
-  try {
-    return AgentLoad.parse(JSON.parse(raw));
-  } catch (e) {
-    throw new BlackboardDataError('agent load', key, e);
-  }
+export function readAgentLoad(redis: Redis, key: string): Promise<AgentLoad | null> {
+  return readJsonKey(redis, key, AgentLoad, 'agent load');
 }

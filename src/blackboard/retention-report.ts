@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { BlackboardDataError } from './codec.ts';
+import { readJsonKey, writeJsonKey } from './json-key.ts';
 
 const n = z.number().int().nonnegative();
 
@@ -49,16 +49,10 @@ export function addCounts(a: PrunedCounts, b: PrunedCounts): PrunedCounts {
 }
 
 export async function writeRetentionReport(redis: Redis, key: string, r: RetentionReport): Promise<void> {
-  await redis.set(key, JSON.stringify(r));
+  await writeJsonKey(redis, key, r);
 }
 
 /** The last report, or null before any pass. Throws BlackboardDataError if malformed. */
-export async function readRetentionReport(redis: Redis, key: string): Promise<RetentionReport | null> {
-  const raw = await redis.get(key);
-  if (raw === null) return null;
-  try {
-    return RetentionReport.parse(JSON.parse(raw));
-  } catch (e) {
-    throw new BlackboardDataError('retention report', key, e);
-  }
+export function readRetentionReport(redis: Redis, key: string): Promise<RetentionReport | null> {
+  return readJsonKey(redis, key, RetentionReport, 'retention report');
 }

@@ -15,6 +15,8 @@ export const COREDNS_IMAGE = () => `holt.local/coredns:${clusterVersion('COREDNS
 export const PROVISIONER_IMAGE = () =>
   `holt.local/local-path-provisioner:${clusterVersion('LOCAL_PATH_VERSION')}`;
 export const HELPER_IMAGE = 'holt.local/busybox:static';
+/** The e2e's in-cluster Prometheus (the scrape hints and the dashboard's queries, for real). */
+export const PROMETHEUS_IMAGE = () => `holt.local/prometheus:${clusterVersion('PROMETHEUS_VERSION')}`;
 const DNS_PORT = 1053; // unprivileged inside the pod; the Service maps 53 to it
 
 /** The archives of the add-ons' images (`docker save` format), written under `dir`. */
@@ -37,6 +39,12 @@ export function addonImages(dir: string): string[] {
       ref: PROVISIONER_IMAGE(),
       files: [{ path: '/usr/bin/local-path-provisioner', from: clusterTool('LOCAL_PATH_PROVISIONER') }],
       entrypoint: ['/usr/bin/local-path-provisioner'],
+    },
+    {
+      ref: PROMETHEUS_IMAGE(),
+      files: [{ path: '/bin/prometheus', from: clusterTool('PROMETHEUS') }],
+      entrypoint: ['/bin/prometheus'],
+      user: '65534',
     },
     {
       ref: HELPER_IMAGE,

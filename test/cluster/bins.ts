@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cacheDir, MissingBinaryError } from '../../src/local/bins.ts';
 
-/** Paths written by scripts/setup/cluster.sh (containerd, runc, CNI, CoreDNS, the provisioner, pause). */
+/** Paths written by scripts/setup/cluster.sh (containerd, runc, CNI, CoreDNS, the provisioner, pause, Prometheus). */
 export function clusterTool(
   name:
     | 'COREDNS'
@@ -13,7 +13,8 @@ export function clusterTool(
     | 'CTR'
     | 'RUNC'
     | 'CNI_BIN_DIR'
-    | 'KUBE_ROUTER',
+    | 'KUBE_ROUTER'
+    | 'PROMETHEUS',
 ): string {
   const envFile = join(cacheDir(), 'cluster', 'current.env');
   if (existsSync(envFile))
@@ -24,7 +25,9 @@ export function clusterTool(
   throw new MissingBinaryError(name.toLowerCase().replaceAll('_', '-'), [envFile]);
 }
 
-export function clusterVersion(name: 'COREDNS_VERSION' | 'LOCAL_PATH_VERSION'): string {
+export function clusterVersion(
+  name: 'COREDNS_VERSION' | 'LOCAL_PATH_VERSION' | 'PROMETHEUS_VERSION',
+): string {
   const envFile = join(cacheDir(), 'cluster', 'current.env');
   const m = new RegExp(`^${name}=(.*)$`, 'm').exec(existsSync(envFile) ? readFileSync(envFile, 'utf8') : '');
   if (!m?.[1]) throw new MissingBinaryError(name, [envFile]);

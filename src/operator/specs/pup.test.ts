@@ -11,12 +11,12 @@ const holtSpec = HoltSpec.parse({
   },
 });
 
-function envOf(spec: Record<string, unknown>) {
+function podOf(spec: Record<string, unknown>) {
   const agent = {
     ...AgentSpec.parse({ holt: 'h', bidding: { strategy: 'claim' }, ...spec }),
     role: 'Writer',
   };
-  const pod = pupPodTemplate({
+  return pupPodTemplate({
     holt: 'h',
     holtSpec,
     agent,
@@ -25,7 +25,10 @@ function envOf(spec: Record<string, unknown>) {
     workspaceMode: 'ro',
     labels: {},
   });
-  return pod.spec?.containers[0]?.env ?? [];
+}
+
+function envOf(spec: Record<string, unknown>) {
+  return podOf(spec).spec?.containers[0]?.env ?? [];
 }
 
 describe('pupPodTemplate env', () => {
@@ -60,20 +63,7 @@ describe('pupPodTemplate env', () => {
 
 describe('pupPodTemplate scrape hints', () => {
   it("every pup pod says where its metrics are (the pup's health port)", () => {
-    const agent = {
-      ...AgentSpec.parse({ holt: 'h', command: ['/app/run.sh'], bidding: { strategy: 'claim' } }),
-      role: 'Writer',
-    };
-    const pod = pupPodTemplate({
-      holt: 'h',
-      holtSpec,
-      agent,
-      mode: 'standard',
-      runtimeImage: 'runtime:1',
-      workspaceMode: 'ro',
-      labels: {},
-    });
-    expect(pod.metadata?.annotations).toMatchObject({
+    expect(podOf({ command: ['/app/run.sh'] }).metadata?.annotations).toMatchObject({
       'prometheus.io/scrape': 'true',
       'prometheus.io/port': '8080',
       'prometheus.io/path': '/metrics',
