@@ -781,10 +781,23 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
 
   it('metrics, for real: an in-cluster Prometheus scrapes the Holts and the operator by their scrape hints; every dashboard panel has data, every alert evaluates', async (ctx) => {
     if (!c.local) return ctx.skip();
+    // Asked from inside a node's network namespace (where pod addresses route), as another pod would.
+    const promPod = JSON.parse(
+      await c.kubectl(['-n', MONITORING_NS, 'get', 'pods', '-l', 'app=prometheus', '-o', 'json']),
+    ) as { items: { status: { podIP?: string } }[] };
+    const ip = promPod.items[0]?.status.podIP;
+    expect(ip).toBeTruthy();
+    const netns = c.local.nodes[0]!.plan.netns;
     const query = async (q: string, path = 'query', extra: Record<string, string> = {}) => {
-      const r = JSON.parse(
-        await c.kubectl(['get', '--raw', prometheusApi(path, { query: q, ...extra })]),
-      ) as PromVector;
+      const url = `http://${ip}:9090${prometheusApi(path, { query: q, ...extra })}`;
+      const { stdout } = await run('nsenter', [
+        `--net=/run/netns/${netns}`,
+        '--',
+        process.execPath,
+        '-e',
+        `fetch(${JSON.stringify(url)}).then((r) => r.text()).then((t) => process.stdout.write(t))`,
+      ]);
+      const r = JSON.parse(stdout) as PromVector;
       expect(r.status, q).toBe('success');
       return r.data.result;
     };
@@ -810,6 +823,13 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     for (const p of dashboard.panels) {
       const results = await Promise.all(p.targets.map((t) => query(ns(t.expr))));
       if (!results.some((r) => r.length > 0)) empty.push(p.title);
+    }
+    if (empty.length) {
+      const seen = await query('count by (pod, __name__) ({__name__=~"holt_llm.*|holt_pup.*"})');
+      const up = await query('up{holt_io_instance="demo-llm"}');
+      progress(
+        `empty panels ${empty.join(', ')}; series: ${JSON.stringify(seen.map((r) => r.metric))}; up: ${JSON.stringify(up.map((r) => [r.metric.pod, r.value]))}`,
+      );
     }
     expect(empty).toEqual([]);
     const alerts = parseAllDocuments(readFileSync(join(files, 'alerts.yaml'), 'utf8'))[0]?.toJS() as {

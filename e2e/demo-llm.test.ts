@@ -108,6 +108,18 @@ describe('the LLM demo end to end (real binary, scripted model)', () => {
     expect(st.llm_agents.Writer).toMatchObject({ state: 'active', calls_in_window: 2, calls_limit: 40 });
     expect(st.llm_agents.Reviewer).toMatchObject({ calls_in_window: 1, calls_limit: 20 });
     expect(st.llm_agents.Finisher).toMatchObject({ calls_in_window: 1, calls_limit: 10 });
+
+    // The same calls in the Writer pup's own metrics (what Prometheus scrapes): tokens, latency.
+    const writer = (
+      JSON.parse((await holt(['status', '--name', NAME, '--json'])).stdout) as {
+        components: { role?: string; healthPort?: number }[];
+      }
+    ).components.find((c) => c.role === 'Writer');
+    const metrics = await (await fetch(`http://127.0.0.1:${writer?.healthPort}/metrics`)).text();
+    expect(metrics).toMatch(
+      /holt_llm_tokens_total\{direction="input",holt_instance="demo-llm",role="Writer"[^}]*\} [1-9]/,
+    );
+    expect(metrics).toMatch(/holt_llm_request_duration_seconds_count\{[^}]*outcome="success"[^}]*\} 2\n/);
     const text = (await holt(['status', '--name', NAME])).stdout;
     expect(text).toMatch(/LLM AGENT\s+STATE\s+CALLS\s+TOKENS\s+COST/);
     expect(text).toMatch(/Writer\s+active\s+2\/40\s+\d+\/200000/);

@@ -119,9 +119,9 @@ export function prometheusManifests(): string {
   return objects.map((o) => stringify(o)).join('---\n');
 }
 
-/** A Prometheus API path through the API server's service proxy (no port-forward needed). */
+/** A path of Prometheus's HTTP API. */
 export function prometheusApi(path: string, params: Record<string, string>): string {
-  return `/api/v1/namespaces/${MONITORING_NS}/services/prometheus:web/proxy/api/v1/${path}?${new URLSearchParams(params)}`;
+  return `/api/v1/${path}?${new URLSearchParams(params)}`;
 }
 
 export interface PromVector {

@@ -1,5 +1,6 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   call,
@@ -68,6 +69,7 @@ interface Setup {
   instance: string;
   bb: Blackboard;
   rt: LlmRuntime;
+  registry: Registry;
 }
 
 async function setup(script: ScriptedReply[], env: Record<string, string> = {}): Promise<Setup> {
@@ -88,14 +90,19 @@ async function setup(script: ScriptedReply[], env: Record<string, string> = {}):
     ...env,
   });
   const bb = Blackboard.connect(redis.url, instance);
-  const rt = await startLlmRuntime({ ...cfg, llm: cfg.llm! }, bb, silentLogger(), {
-    HOLT_LLM_API_KEY: 'sk-unit-test-key-000',
-  });
+  const registry = new Registry();
+  const rt = await startLlmRuntime(
+    { ...cfg, llm: cfg.llm! },
+    bb,
+    silentLogger(),
+    { HOLT_LLM_API_KEY: 'sk-unit-test-key-000' },
+    registry,
+  );
   cleanup.push(async () => {
     await rt.close();
     await bb.close();
   });
-  return { instance, bb, rt };
+  return { instance, bb, rt, registry };
 }
 
 async function grantAndRun(s: Setup, target?: Artefact) {
@@ -166,6 +173,10 @@ describe('the turn', () => {
       s.instance,
     ]);
     expect(usage.rows[0].n).toBe(2);
+    // The same two calls in the pup's metrics (streamed replies too).
+    expect(await s.registry.getSingleMetricAsString('holt_llm_tokens_total')).toMatch(
+      /holt_llm_tokens_total\{direction="input"\} 200\n/,
+    );
     const turn = await pool.query('SELECT status FROM holt.agent_turns WHERE instance = $1', [s.instance]);
     expect(turn.rows[0].status).toBe('done');
     await nc.flush();
