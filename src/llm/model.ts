@@ -133,6 +133,25 @@ export function isRetryable(e: unknown): boolean {
   return true; // malformed replies and unknown failures: another attempt is cheap
 }
 
+/** The longest wait a server's Retry-After may impose; past it the budget's pause takes over. */
+export const MAX_RETRY_AFTER_MS = 60_000;
+
+/**
+ * How long the server asked us to wait before the next attempt: OpenAI's `retry-after-ms`, else
+ * `Retry-After` in seconds or as an HTTP date; capped at MAX_RETRY_AFTER_MS; undefined when it did not say.
+ */
+export function retryAfterMs(headers: Headers | undefined, nowMs = Date.now()): number | undefined {
+  const ms = Number.parseFloat(headers?.get('retry-after-ms') ?? '');
+  const raw = headers?.get('retry-after')?.trim();
+  let wait: number | undefined = Number.isFinite(ms) ? ms : undefined;
+  if (wait === undefined && raw) {
+    const seconds = Number(raw);
+    wait = Number.isFinite(seconds) ? seconds * 1000 : Date.parse(raw) - nowMs;
+  }
+  if (wait === undefined || !Number.isFinite(wait)) return undefined;
+  return Math.min(Math.max(0, wait), MAX_RETRY_AFTER_MS);
+}
+
 function describe(e: unknown): string {
   if (e instanceof APIError && e.status) return `HTTP ${e.status}: ${e.message.slice(0, 300)}`;
   return e instanceof Error ? e.message.slice(0, 300) : String(e);
@@ -184,7 +203,9 @@ export class OpenAiModel implements ModelClient {
             status,
           );
         attempt++;
-        const d = backoffDelay(attempt, this.o.retryBaseMs ?? 500, 10_000);
+        const backoff = backoffDelay(attempt, this.o.retryBaseMs ?? 500, 10_000);
+        const asked = e instanceof APIError ? retryAfterMs(e.headers) : undefined;
+        const d = Math.max(backoff, asked ?? 0);
         opts.onRetry?.(describe(e), attempt, d);
         await sleep(d, undefined, { signal: opts.signal }).catch(() => undefined);
       }

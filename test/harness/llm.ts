@@ -14,7 +14,8 @@ export type ScriptedReply =
       text?: string;
       usage?: Usage;
     }
-  | { status: number; body?: string }
+  /** An HTTP error; `headers` replace the default `retry-after-ms: 10` (e.g. a real Retry-After). */
+  | { status: number; body?: string; headers?: Record<string, string> }
   | { malformed: true }
   | { hang: true }
   /** `reply`, sent only once `after` resolves (a request held open while a test freezes its client). */
@@ -127,7 +128,10 @@ function respond(
     return;
   }
   if ('status' in reply) {
-    res.writeHead(reply.status, { 'content-type': 'application/json', 'retry-after-ms': '10' });
+    res.writeHead(reply.status, {
+      'content-type': 'application/json',
+      ...(reply.headers ?? { 'retry-after-ms': '10' }),
+    });
     res.end(reply.body ?? `{"error":{"message":"scripted ${reply.status}"}}`);
     return;
   }
