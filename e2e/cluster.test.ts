@@ -540,6 +540,93 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(new Set(models)).toEqual(new Set(['scripted-writer', 'scripted-reviewer', 'scripted-finisher']));
   }, 900_000);
 
+  it('metrics, for real: an in-cluster Prometheus scrapes the Holts and the operator by their scrape hints; every dashboard panel has data, every alert evaluates', async (ctx) => {
+    if (!c.local) return ctx.skip();
+    // Asked from inside a node's network namespace (where pod addresses route), as another pod would.
+    const promPod = JSON.parse(
+      await c.kubectl(['-n', MONITORING_NS, 'get', 'pods', '-l', 'app=prometheus', '-o', 'json']),
+    ) as { items: { status: { podIP?: string } }[] };
+    const ip = promPod.items[0]?.status.podIP;
+    expect(ip).toBeTruthy();
+    const netns = c.local.nodes[0]!.plan.netns;
+    const query = async (q: string, path = 'query', extra: Record<string, string> = {}) => {
+      const url = `http://${ip}:9090${prometheusApi(path, { query: q, ...extra })}`;
+      const { stdout } = await run('nsenter', [
+        `--net=/run/netns/${netns}`,
+        '--',
+        process.execPath,
+        '-e',
+        `fetch(${JSON.stringify(url)}).then((r) => r.text()).then((t) => process.stdout.write(t))`,
+      ]);
+      const r = JSON.parse(stdout) as PromVector;
+      expect(r.status, q).toBe('success');
+      return r.data.result;
+    };
+    // The Holts' orchestrators and pups, and the operator, found and scraped through their annotations.
+    const holts = await until('the Holts and the operator scraped', async () => {
+      const up = await query('count by (holt_io_instance, namespace) (up == 1)');
+      const found = up.map((r) => r.metric.holt_io_instance ?? `ns:${r.metric.namespace}`);
+      return ['demo', 'scale', 'demo-llm', 'ns:holt-system'].every((h) => found.includes(h))
+        ? found
+        : undefined;
+    });
+    progress(`scraped: ${holts.join(', ')}`);
+    const roles = (await query('count by (holt_io_role) (holt_pup_bids_total)')).map(
+      (r) => r.metric.holt_io_role,
+    );
+    expect(roles).toEqual(expect.arrayContaining(['Drafter', 'Reviewer']));
+    const files = join(ROOT, 'charts', 'holt-operator', 'files');
+    const dashboard = JSON.parse(readFileSync(join(files, 'dashboard.json'), 'utf8')) as {
+      panels: { title: string; targets: { expr: string; legendFormat: string }[] }[];
+    };
+    const ns = (expr: string) => expr.replaceAll('$namespace', '.+');
+    // Rates need two scrapes after the work: asked again until every panel has data.
+    let empty: string[] = [];
+    await until(
+      'every dashboard panel to have data',
+      async () => {
+        empty = [];
+        for (const p of dashboard.panels) {
+          const results = await Promise.all(p.targets.map((t) => query(ns(t.expr))));
+          if (!results.some((r) => r.length > 0)) empty.push(p.title);
+        }
+        return empty.length ? undefined : true;
+      },
+      120_000,
+    ).catch(async (e: unknown) => {
+      const seen = await query('count by (pod, __name__) ({__name__=~"holt_llm.*"})');
+      progress(`empty panels: ${empty.join(', ')}; LLM series: ${JSON.stringify(seen.map((r) => r.metric))}`);
+      throw e;
+    });
+    const alerts = parseAllDocuments(readFileSync(join(files, 'alerts.yaml'), 'utf8'))[0]?.toJS() as {
+      groups: { rules: { alert: string; expr: string }[] }[];
+    };
+    for (const r of alerts.groups.flatMap((g) => g.rules)) await query(r.expr);
+    // The figures behind the README's dashboard picture (scripts/dashboard-picture.ts renders them).
+    const out = process.env.HOLT_DASHBOARD_OUT;
+    if (out) {
+      const end = Math.floor(Date.now() / 1000);
+      const range = { start: String(end - 900), end: String(end), step: '15' };
+      const panels = [];
+      for (const p of dashboard.panels)
+        panels.push({
+          title: p.title,
+          series: (
+            await Promise.all(
+              p.targets.map(async (t) => ({ t, r: await query(ns(t.expr), 'query_range', range) })),
+            )
+          ).flatMap(({ t, r }) =>
+            r.map((x) => ({
+              legend: t.legendFormat.replace(/\{\{(\w+)\}\}/g, (_, k: string) => x.metric[k] ?? ''),
+              values: x.values ?? [],
+            })),
+          ),
+        });
+      writeFileSync(out, `${JSON.stringify({ taken_at: new Date().toISOString(), panels })}\n`);
+      progress(`dashboard figures written to ${out}`);
+    }
+  }, 300_000);
+
   it('trust boundary: a hostile tool in the agent container finds no credential and no store lets it in', async () => {
     await kubectl(['apply', '-f', '-'], trustManifests());
     await waitHoltReady('trust', 1);
@@ -778,88 +865,6 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(await redisCli('')).not.toContain('PONG');
     expect(await redisCli('--tls --cacert /tls/ca.crt')).toContain('PONG');
   }, 600_000);
-
-  it('metrics, for real: an in-cluster Prometheus scrapes the Holts and the operator by their scrape hints; every dashboard panel has data, every alert evaluates', async (ctx) => {
-    if (!c.local) return ctx.skip();
-    // Asked from inside a node's network namespace (where pod addresses route), as another pod would.
-    const promPod = JSON.parse(
-      await c.kubectl(['-n', MONITORING_NS, 'get', 'pods', '-l', 'app=prometheus', '-o', 'json']),
-    ) as { items: { status: { podIP?: string } }[] };
-    const ip = promPod.items[0]?.status.podIP;
-    expect(ip).toBeTruthy();
-    const netns = c.local.nodes[0]!.plan.netns;
-    const query = async (q: string, path = 'query', extra: Record<string, string> = {}) => {
-      const url = `http://${ip}:9090${prometheusApi(path, { query: q, ...extra })}`;
-      const { stdout } = await run('nsenter', [
-        `--net=/run/netns/${netns}`,
-        '--',
-        process.execPath,
-        '-e',
-        `fetch(${JSON.stringify(url)}).then((r) => r.text()).then((t) => process.stdout.write(t))`,
-      ]);
-      const r = JSON.parse(stdout) as PromVector;
-      expect(r.status, q).toBe('success');
-      return r.data.result;
-    };
-    // The Holts' orchestrators and pups, and the operator, found and scraped through their annotations.
-    const holts = await until('the Holts and the operator scraped', async () => {
-      const up = await query('count by (holt_io_instance, namespace) (up == 1)');
-      const found = up.map((r) => r.metric.holt_io_instance ?? `ns:${r.metric.namespace}`);
-      return ['demo', 'scale', 'demo-llm', 'ns:holt-system'].every((h) => found.includes(h))
-        ? found
-        : undefined;
-    });
-    progress(`scraped: ${holts.join(', ')}`);
-    const roles = (await query('count by (holt_io_role) (holt_pup_bids_total)')).map(
-      (r) => r.metric.holt_io_role,
-    );
-    expect(roles).toEqual(expect.arrayContaining(['Drafter', 'Reviewer']));
-    const files = join(ROOT, 'charts', 'holt-operator', 'files');
-    const dashboard = JSON.parse(readFileSync(join(files, 'dashboard.json'), 'utf8')) as {
-      panels: { title: string; targets: { expr: string; legendFormat: string }[] }[];
-    };
-    const ns = (expr: string) => expr.replaceAll('$namespace', '.+');
-    const empty: string[] = [];
-    for (const p of dashboard.panels) {
-      const results = await Promise.all(p.targets.map((t) => query(ns(t.expr))));
-      if (!results.some((r) => r.length > 0)) empty.push(p.title);
-    }
-    if (empty.length) {
-      const seen = await query('count by (pod, __name__) ({__name__=~"holt_llm.*|holt_pup.*"})');
-      const up = await query('up{holt_io_instance="demo-llm"}');
-      progress(
-        `empty panels ${empty.join(', ')}; series: ${JSON.stringify(seen.map((r) => r.metric))}; up: ${JSON.stringify(up.map((r) => [r.metric.pod, r.value]))}`,
-      );
-    }
-    expect(empty).toEqual([]);
-    const alerts = parseAllDocuments(readFileSync(join(files, 'alerts.yaml'), 'utf8'))[0]?.toJS() as {
-      groups: { rules: { alert: string; expr: string }[] }[];
-    };
-    for (const r of alerts.groups.flatMap((g) => g.rules)) await query(r.expr);
-    // The figures behind the README's dashboard picture (scripts/dashboard-picture.ts renders them).
-    const out = process.env.HOLT_DASHBOARD_OUT;
-    if (out) {
-      const end = Math.floor(Date.now() / 1000);
-      const range = { start: String(end - 900), end: String(end), step: '15' };
-      const panels = [];
-      for (const p of dashboard.panels)
-        panels.push({
-          title: p.title,
-          series: (
-            await Promise.all(
-              p.targets.map(async (t) => ({ t, r: await query(ns(t.expr), 'query_range', range) })),
-            )
-          ).flatMap(({ t, r }) =>
-            r.map((x) => ({
-              legend: t.legendFormat.replace(/\{\{(\w+)\}\}/g, (_, k: string) => x.metric[k] ?? ''),
-              values: x.values ?? [],
-            })),
-          ),
-        });
-      writeFileSync(out, `${JSON.stringify({ taken_at: new Date().toISOString(), panels })}\n`);
-      progress(`dashboard figures written to ${out}`);
-    }
-  }, 300_000);
 
   it('deleting a Holt and its Agents leaves nothing behind', async () => {
     for (const name of ['demo', 'scale', 'demo-llm', 'trust', 'tls']) {

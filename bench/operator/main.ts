@@ -13,7 +13,7 @@
  */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { KubeClient, type KubeObject } from '../../src/operator/runtime/kube.ts';
+import { KubeClient, type KubeObject, refOf } from '../../src/operator/runtime/kube.ts';
 import { installCrds } from '../../src/operator/testkit.ts';
 import { startKube } from '../../test/harness/kube.ts';
 import type { ChildReply, ChildRequest } from './child.ts';
@@ -49,13 +49,7 @@ async function fakeStatus(c: KubeClient): Promise<void> {
           };
         }
         await c
-          .request(
-            'patch',
-            'PATCH',
-            `/apis/${kind === 'Job' ? 'batch' : 'apps'}/v1/namespaces/${NS}/${kind.toLowerCase()}s/${o.metadata.name}/status`,
-            { status },
-            'application/merge-patch+json',
-          )
+          .patch(refOf(kind, NS, o.metadata.name), { status }, { subresource: 'status' })
           .catch(() => undefined);
       }),
     );

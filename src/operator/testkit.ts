@@ -5,8 +5,7 @@ import { type KubeCluster, type KubeOptions, startKube } from '../../test/harnes
 import { eventually as poll } from '../../test/harness/wait.ts';
 import { silentLogger } from '../common/logger.ts';
 import { Operator, type OperatorOptions } from './operator.ts';
-import type { KubeObject } from './runtime/kube.ts';
-import { KubeClient } from './runtime/kube.ts';
+import { KubeClient, type KubeObject, refOf } from './runtime/kube.ts';
 
 /** Polls until `check` returns a value, else fails after `timeoutMs` (the shared test poller). */
 export function eventually<T>(
@@ -75,15 +74,13 @@ export function holtCrds(root = process.cwd()): KubeObject[] {
 /** Installs the CRDs and waits until each serves requests. */
 export async function installCrds(client: KubeClient): Promise<void> {
   for (const crd of holtCrds()) {
-    await client
-      .request('create', 'POST', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', crd)
-      .catch((e: unknown) => {
-        if (!(e instanceof Error && 'status' in e && e.status === 409)) throw e;
-      });
+    await client.create(crd as KubeObject).catch((e: unknown) => {
+      if (!(e instanceof Error && 'status' in e && e.status === 409)) throw e;
+    });
   }
-  for (const plural of ['holts', 'agents', 'workerpools'])
-    await eventually(`${plural} to be served`, async () => {
-      await client.request('list', 'GET', `/apis/holt.io/v1alpha1/${plural}`);
+  for (const kind of ['Holt', 'Agent', 'WorkerPool'])
+    await eventually(`${kind} to be served`, async () => {
+      await client.list(kind);
       return true;
     });
 }
@@ -162,10 +159,8 @@ export async function fakeKubelet(
           : { running: { startedAt: now } },
       }),
     );
-    await client.request(
-      'patch',
-      'PATCH',
-      `/api/v1/namespaces/${namespace}/pods/${p.metadata.name}/status`,
+    await client.patch(
+      refOf('Pod', namespace, p.metadata.name),
       {
         status: {
           phase,
@@ -179,7 +174,7 @@ export async function fakeKubelet(
           containerStatuses: containers,
         },
       },
-      'application/merge-patch+json',
+      { subresource: 'status' },
     );
     n++;
   }

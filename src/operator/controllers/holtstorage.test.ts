@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
 import type { Operator } from '../operator.ts';
-import type { KubeClient, KubeObject } from '../runtime/kube.ts';
+import { type KubeClient, type KubeObject, refOf } from '../runtime/kube.ts';
 import { storeName } from '../specs/stores.ts';
 import { eventually, startKubeWithCrds, startOperator } from '../testkit.ts';
 
@@ -39,15 +39,15 @@ beforeAll(async () => {
   ({ kube, admin } = await startKubeWithCrds(NS, { controllerManager: true }));
   // A class that allows expansion, and a volume of it for the Redis PVC (no provisioner or volume
   // binder runs here: fakeBind below does the binder's part).
-  // Kinds the operator itself never touches, so created by path.
-  await admin.request('create', 'POST', '/apis/storage.k8s.io/v1/storageclasses', {
+  // Kinds the operator itself never touches (the client finds them by discovery).
+  await admin.create({
     apiVersion: 'storage.k8s.io/v1',
     kind: 'StorageClass',
     metadata: { name: 'growable' },
     provisioner: 'holt.test/none',
     allowVolumeExpansion: true,
   });
-  await admin.request('create', 'POST', '/api/v1/persistentvolumes', {
+  await admin.create({
     apiVersion: 'v1',
     kind: 'PersistentVolume',
     metadata: { name: 'pv-redis' },
@@ -75,38 +75,24 @@ afterAll(async () => {
 
 /** The volume binder's part, which the test cluster does not run: binds the claim to the volume. */
 async function fakeBind(claim: KubeObject, volume: string): Promise<void> {
-  const merge = 'application/merge-patch+json';
   const ns = claim.metadata.namespace as string;
-  await admin.request(
-    'patch',
-    'PATCH',
-    `/api/v1/persistentvolumes/${volume}`,
-    {
-      spec: {
-        claimRef: {
-          kind: 'PersistentVolumeClaim',
-          namespace: ns,
-          name: claim.metadata.name,
-          uid: claim.metadata.uid,
-        },
+  const pv = { apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: volume } };
+  await admin.patch(pv, {
+    spec: {
+      claimRef: {
+        kind: 'PersistentVolumeClaim',
+        namespace: ns,
+        name: claim.metadata.name,
+        uid: claim.metadata.uid,
       },
     },
-    merge,
-  );
-  await admin.request(
-    'patch',
-    'PATCH',
-    `/api/v1/persistentvolumes/${volume}/status`,
-    { status: { phase: 'Bound' } },
-    merge,
-  );
+  });
+  await admin.patch(pv, { status: { phase: 'Bound' } }, { subresource: 'status' });
   await admin.mergePatch('PersistentVolumeClaim', ns, claim.metadata.name, { spec: { volumeName: volume } });
-  await admin.request(
-    'patch',
-    'PATCH',
-    `/api/v1/namespaces/${ns}/persistentvolumeclaims/${claim.metadata.name}/status`,
+  await admin.patch(
+    refOf('PersistentVolumeClaim', ns, claim.metadata.name),
     { status: { phase: 'Bound', accessModes: ['ReadWriteOnce'], capacity: { storage: '1Gi' } } },
-    merge,
+    { subresource: 'status' },
   );
 }
 

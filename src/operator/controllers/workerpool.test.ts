@@ -12,8 +12,9 @@ import { PostgresBacklogReader } from '../autoscale/backlog.ts';
 import { DELETION_COST } from '../autoscale/loop.ts';
 import { NatsWakeups } from '../autoscale/wakeup.ts';
 import type { Operator } from '../operator.ts';
-import { KubeClient, type KubeObject } from '../runtime/kube.ts';
+import { KubeClient, type KubeObject, type ObjectRef, refOf, type Verb } from '../runtime/kube.ts';
 import { LeaderElector } from '../runtime/leader.ts';
+import type { CallContext } from '../runtime/object-api.ts';
 import {
   emptyHolt,
   eventually,
@@ -281,12 +282,10 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
     // old; the first tick of the next leader scales to zero (the cooldown is over).
     await op.stop();
     const old = new Date(Date.now() - 2 * 3600_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
-    await admin.request(
-      'patch',
-      'PATCH',
-      `/apis/holt.io/v1alpha1/namespaces/${NS}/workerpools/cool/status`,
+    await admin.patch(
+      refOf('WorkerPool', NS, 'cool'),
       { status: { lastActiveTime: old } },
-      'application/merge-patch+json',
+      { subresource: 'status' },
     );
     op = await startOperator();
     await eventually('scaled to zero by the new leader', async () => {
@@ -366,9 +365,14 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
     // its own clock, before the standby (which sees the lease unrenewed) takes over.
     class StallingClient extends KubeClient {
       stalled = false;
-      override request(...args: Parameters<KubeClient['request']>): Promise<unknown> {
-        if (!this.stalled) return super.request(...args);
-        const signal = args[5]?.signal;
+      protected override send<T>(
+        verb: Verb,
+        ref: ObjectRef,
+        call: () => Promise<unknown>,
+        ctx: CallContext = {},
+      ): Promise<T> {
+        if (!this.stalled) return super.send(verb, ref, call, ctx);
+        const signal = ctx.signal;
         return new Promise((_, reject) =>
           signal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true }),
         );

@@ -1,5 +1,7 @@
-import { Agent, type RequestOptions, request } from 'node:https';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
+import { ApiError, type CallContext, ObjectApi, requestMiddleware, withCall } from './object-api.ts';
+
+export { ApiError };
 
 /** The parts of any Kubernetes object the operator touches generically. */
 export interface ObjectMeta {
@@ -86,17 +88,6 @@ export function resourcePath(kind: string, namespace?: string, name?: string, su
   return p;
 }
 
-export class ApiError extends Error {
-  readonly status: number;
-  readonly reason: string;
-  constructor(status: number, reason: string, message: string) {
-    super(message);
-    this.name = 'ApiError';
-    this.status = status;
-    this.reason = reason;
-  }
-}
-
 export const isNotFound = (e: unknown) => e instanceof ApiError && e.status === 404;
 export const isConflict = (e: unknown) => e instanceof ApiError && e.status === 409;
 
@@ -119,9 +110,32 @@ export interface ApplyOptions {
   subresource?: string;
 }
 
+/** Which object a call is about: any kind, the operator's or not (others are found by discovery). */
+export interface ObjectRef {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+}
+
+export interface PatchOptions {
+  fieldManager?: string;
+  /** `status`, `scale`...; the object itself when absent. */
+  subresource?: string;
+}
+
+const MERGE_PATCH = 'application/merge-patch+json';
+const APPLY_PATCH = 'application/apply-patch+yaml';
+
+/** An ObjectRef for one of RESOURCES. */
+export function refOf(kind: string, namespace: string | undefined, name: string): ObjectRef {
+  return { apiVersion: apiVersionOf(kind), kind, metadata: { name, ...(namespace ? { namespace } : {}) } };
+}
+
 /**
- * A small JSON client over the KubeConfig: one keep-alive agent, the paths of RESOURCES, and a
- * counter of every request by verb (tests and the bench prove "no writes in steady state" with it).
+ * The operator's Kubernetes client: client-node's KubernetesObjectApi (see ObjectApi) under a thin
+ * layer that counts every request by verb (tests and the bench prove "no writes in steady state"
+ * with it), knows how many are in flight, passes each call's abort signal, and tells listeners of
+ * every object a write returned.
  */
 export class KubeClient {
   readonly kc: KubeConfig;
@@ -130,14 +144,19 @@ export class KubeClient {
   /** Called with the object a successful write returned (its new resourceVersion). */
   readonly writeListeners: ((written: KubeObject) => void)[] = [];
   #inFlight = 0;
-  readonly #agent = new Agent({ keepAlive: true, maxSockets: 16 });
-  readonly #server: URL;
+  readonly #api: ObjectApi;
+  readonly #pool: ReturnType<typeof requestMiddleware>;
 
   constructor(kc: KubeConfig) {
     this.kc = kc;
-    const server = kc.getCurrentCluster()?.server;
-    if (!server) throw new Error('kubeconfig has no current cluster');
-    this.#server = new URL(server);
+    this.#pool = requestMiddleware();
+    const known = Object.entries(RESOURCES).map(([kind, r]) => ({
+      apiVersion: apiVersionOf(kind),
+      kind,
+      plural: r.plural,
+      namespaced: r.namespaced,
+    }));
+    this.#api = new ObjectApi(kc, known, this.#pool.middleware);
   }
 
   /** Requests that change something (create, update, patch, apply, delete). */
@@ -159,7 +178,7 @@ export class KubeClient {
   }
 
   close(): void {
-    this.#agent.destroy();
+    void this.#pool.close();
   }
 
   async get<T extends KubeObject = KubeObject>(
@@ -167,16 +186,11 @@ export class KubeClient {
     namespace: string | undefined,
     name: string,
     opts: CallOptions = {},
-  ) {
+  ): Promise<T | undefined> {
+    const ref = refOf(kind, namespace, name);
+    const header = ref as unknown as Parameters<KubernetesObjectApi['read']>[0];
     try {
-      return (await this.request(
-        'get',
-        'GET',
-        resourcePath(kind, namespace, name),
-        undefined,
-        undefined,
-        opts,
-      )) as T;
+      return await this.send('get', ref, () => this.#api.read(header), { signal: opts.signal });
     } catch (e) {
       if (isNotFound(e)) return undefined;
       throw e;
@@ -188,72 +202,80 @@ export class KubeClient {
     namespace?: string,
     opts: { labelSelector?: string; fieldSelector?: string } = {},
   ): Promise<{ apiVersion: string; kind: string; metadata: { resourceVersion?: string }; items: T[] }> {
-    const q = new URLSearchParams();
-    if (opts.labelSelector) q.set('labelSelector', opts.labelSelector);
-    if (opts.fieldSelector) q.set('fieldSelector', opts.fieldSelector);
-    const qs = q.size ? `?${q}` : '';
-    const list = (await this.request('list', 'GET', resourcePath(kind, namespace) + qs)) as {
-      apiVersion: string;
-      metadata: { resourceVersion?: string };
-      items: T[];
-    };
-    // Items of a list carry no apiVersion/kind; restore them so cached objects look like gets.
     const apiVersion = apiVersionOf(kind);
+    const ref = { apiVersion, kind, metadata: { name: '', namespace } };
+    const { fieldSelector, labelSelector } = opts;
+    const list = await this.send<{ metadata?: { resourceVersion?: string }; items: T[] }>('list', ref, () =>
+      this.#api.list(apiVersion, kind, namespace, ...NO_OPTS, fieldSelector, labelSelector),
+    );
+    // Items of a list carry no apiVersion/kind; restore them so cached objects look like gets.
     for (const i of list.items) {
       i.apiVersion = apiVersion;
       i.kind = kind;
     }
-    return { ...list, kind: `${kind}List` };
+    return {
+      apiVersion,
+      kind: `${kind}List`,
+      metadata: { resourceVersion: list.metadata?.resourceVersion },
+      items: list.items,
+    };
   }
 
   create<T extends KubeObject>(obj: T, fieldManager?: string, opts: CallOptions = {}): Promise<T> {
-    const q = fieldManager ? `?fieldManager=${encodeURIComponent(fieldManager)}` : '';
-    return this.request(
-      'create',
-      'POST',
-      resourcePath(obj.kind, obj.metadata.namespace) + q,
-      obj,
-      undefined,
-      opts,
-    ) as Promise<T>;
+    return this.send('create', obj, () => this.#api.create(wire(obj), undefined, undefined, fieldManager), {
+      signal: opts.signal,
+      body: obj,
+    });
   }
 
   update<T extends KubeObject>(obj: T, fieldManager?: string, opts: CallOptions = {}): Promise<T> {
-    const q = fieldManager ? `?fieldManager=${encodeURIComponent(fieldManager)}` : '';
-    return this.request(
-      'update',
-      'PUT',
-      resourcePath(obj.kind, obj.metadata.namespace, obj.metadata.name) + q,
-      obj,
-      undefined,
-      opts,
-    ) as Promise<T>;
+    return this.send('update', obj, () => this.#api.replace(wire(obj), undefined, undefined, fieldManager), {
+      signal: opts.signal,
+      body: obj,
+    });
   }
 
-  /** Server-side apply (`application/apply-patch+yaml`; JSON is valid YAML). */
+  /** Server-side apply, of the object or of a subresource (`status`). */
   apply<T extends KubeObject>(obj: T, opts: ApplyOptions): Promise<T> {
-    const q = new URLSearchParams({ fieldManager: opts.fieldManager });
-    if (opts.force) q.set('force', 'true');
-    const path = resourcePath(obj.kind, obj.metadata.namespace, obj.metadata.name, opts.subresource);
-    return this.request('apply', 'PATCH', `${path}?${q}`, obj, 'application/apply-patch+yaml') as Promise<T>;
+    const { fieldManager, force, subresource } = opts;
+    return this.send(
+      'apply',
+      obj,
+      () =>
+        subresource
+          ? this.#api.patchSubresource(wire(obj), subresource, APPLY_PATCH, { fieldManager, force })
+          : this.#api.patch(wire(obj), undefined, undefined, fieldManager, force, APPLY_PATCH),
+      { body: obj },
+    );
   }
 
-  /** JSON merge patch (finalizers, pod annotations). */
+  /** JSON merge patch of one of RESOURCES (finalizers, pod annotations). */
   mergePatch(
     kind: string,
     namespace: string | undefined,
     name: string,
-    patch: unknown,
+    patch: Record<string, unknown>,
     fieldManager?: string,
   ): Promise<KubeObject> {
-    const q = fieldManager ? `?fieldManager=${encodeURIComponent(fieldManager)}` : '';
-    return this.request(
+    return this.patch(refOf(kind, namespace, name), patch, { fieldManager });
+  }
+
+  /** JSON merge patch of any object, or of its subresource. */
+  patch<T extends KubeObject = KubeObject>(
+    ref: ObjectRef,
+    patch: Record<string, unknown>,
+    opts: PatchOptions = {},
+  ): Promise<T> {
+    const { fieldManager, subresource } = opts;
+    return this.send(
       'patch',
-      'PATCH',
-      resourcePath(kind, namespace, name) + q,
-      patch,
-      'application/merge-patch+json',
-    ) as Promise<KubeObject>;
+      ref,
+      () =>
+        subresource
+          ? this.#api.patchSubresource(wire(ref), subresource, MERGE_PATCH, { fieldManager })
+          : this.#api.patch(wire(ref), undefined, undefined, fieldManager, undefined, MERGE_PATCH),
+      { body: patch },
+    );
   }
 
   /**
@@ -267,129 +289,53 @@ export class KubeClient {
     uid?: string,
     propagationPolicy: 'Background' | 'Orphan' = 'Background',
   ): Promise<void> {
-    const body = {
-      apiVersion: 'v1',
-      kind: 'DeleteOptions',
-      propagationPolicy,
-      ...(uid ? { preconditions: { uid } } : {}),
-    };
+    const ref = refOf(kind, namespace, name);
+    const body = { propagationPolicy, ...(uid ? { preconditions: { uid } } : {}) };
     try {
-      await this.request('delete', 'DELETE', resourcePath(kind, namespace, name), body);
+      await this.send('delete', ref, () =>
+        this.#api.delete(wire(ref), undefined, undefined, undefined, undefined, propagationPolicy, body),
+      );
     } catch (e) {
       if (!isNotFound(e)) throw e;
     }
   }
 
-  async raw(path: string): Promise<string> {
-    return (await this.send('get', 'GET', path, undefined, undefined, true)) as string;
-  }
-
-  request(
+  /**
+   * Every request passes here: counted, in flight, with its abort signal and the body to send
+   * (see ObjectApi). Replies are the API server's JSON. Tests may override it to stall requests.
+   */
+  protected async send<T>(
     verb: Verb,
-    method: string,
-    path: string,
-    body?: unknown,
-    contentType?: string,
-    opts: CallOptions = {},
-  ): Promise<unknown> {
-    return this.send(verb, method, path, body, contentType, false, opts.signal);
-  }
-
-  private async send(
-    verb: Verb,
-    method: string,
-    path: string,
-    body: unknown,
-    contentType: string | undefined,
-    text: boolean,
-    signal?: AbortSignal,
-  ): Promise<unknown> {
+    ref: ObjectRef,
+    call: () => Promise<unknown>,
+    ctx: CallContext = {},
+  ): Promise<T> {
     this.counts.set(verb, (this.counts.get(verb) ?? 0) + 1);
-    this.onRequest?.({ verb, path });
+    this.onRequest?.({ verb, path: describeRef(ref) });
     this.#inFlight++;
     try {
-      const res = await this.#send(method, path, body, contentType, text, signal);
+      ctx.signal?.throwIfAborted();
+      const res = await withCall(ctx, call);
       if (WRITE_VERBS.has(verb) && this.writeListeners.length && isKubeObject(res))
         for (const l of this.writeListeners) l(res);
-      return res;
+      return res as T;
     } finally {
       this.#inFlight--;
     }
   }
-
-  async #send(
-    method: string,
-    path: string,
-    body: unknown,
-    contentType: string | undefined,
-    text: boolean,
-    signal?: AbortSignal,
-  ): Promise<unknown> {
-    signal?.throwIfAborted();
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const opts: RequestOptions = {
-      protocol: this.#server.protocol,
-      hostname: this.#server.hostname,
-      port: this.#server.port || 443,
-      path: this.#server.pathname.replace(/\/$/, '') + path,
-      method,
-      headers: {
-        accept: 'application/json',
-        ...(payload !== undefined
-          ? {
-              'content-type': contentType ?? 'application/json',
-              'content-length': Buffer.byteLength(payload),
-            }
-          : {}),
-      },
-      timeout: 30_000,
-    };
-    await this.kc.applyToHTTPSOptions(opts);
-    opts.agent = this.#agent;
-    return new Promise((resolve, reject) => {
-      const req = request(opts, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => {
-          const s = Buffer.concat(chunks).toString('utf8');
-          const status = res.statusCode ?? 0;
-          if (status >= 200 && status < 300) {
-            if (text) return resolve(s);
-            try {
-              resolve(s ? JSON.parse(s) : undefined);
-            } catch (e) {
-              reject(e);
-            }
-            return;
-          }
-          let reason = 'Unknown';
-          let message = s.slice(0, 500);
-          try {
-            const st = JSON.parse(s) as { reason?: string; message?: string };
-            reason = st.reason ?? reason;
-            message = st.message ?? message;
-          } catch {
-            // not a Status body
-          }
-          reject(new ApiError(status, reason, `${method} ${path}: ${status} ${message}`));
-        });
-      });
-      req.on('timeout', () => req.destroy(new Error(`${method} ${path}: timeout`)));
-      const onAbort = () => {
-        const e = new Error(`${method} ${path}: aborted (${String(signal?.reason ?? 'aborted')})`);
-        req.destroy(e);
-        reject(e);
-      };
-      if (signal) {
-        signal.addEventListener('abort', onAbort, { once: true });
-        req.once('close', () => signal.removeEventListener('abort', onAbort));
-      }
-      req.on('error', reject);
-      req.end(payload);
-    });
-  }
 }
+
+/** pretty, exact, export: the list options KubernetesObjectApi asks for before the selectors. */
+const NO_OPTS = [undefined, undefined, undefined] as const;
+
+/** `apps/v1 Deployment ns/name`, for logs and the request hook. */
+function describeRef(ref: ObjectRef): string {
+  const m = ref.metadata;
+  return `${ref.apiVersion} ${ref.kind} ${m.namespace ? `${m.namespace}/` : ''}${m.name}`;
+}
+
+/** client-node types timestamps as Date; the JSON the operator sends and reads has strings. */
+const wire = (o: ObjectRef): KubernetesObject => o as unknown as KubernetesObject;
 
 function isKubeObject(v: unknown): v is KubeObject {
   if (!v || typeof v !== 'object') return false;
