@@ -313,7 +313,8 @@ beforeAll(async () => {
     ['apply', '-f', '-'],
     gitServer(randomBytes(12).toString('hex'), { demo: {}, 'demo-llm': seedLlm }),
   );
-  await kubectl(['apply', '-f', '-'], llmServer(DEMO_LLM_SCRIPT));
+  // The script five times over: the LLM test runs it once; the dashboard picture runs it again.
+  await kubectl(['apply', '-f', '-'], llmServer(Array(5).fill(DEMO_LLM_SCRIPT).flat()));
   await kubectl(['rollout', 'status', 'deploy/git', '--timeout=180s']);
   await kubectl(['rollout', 'status', 'deploy/llm', '--timeout=180s']);
   // Scrapes every pod that carries the scrape hints, from now to the end of the run (the project's own
@@ -605,6 +606,12 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     // The figures behind the README's dashboard picture (scripts/dashboard-picture.ts renders them).
     const out = process.env.HOLT_DASHBOARD_OUT;
     if (out) {
+      // A picture wants work spread over scrapes: four more LLM workflows and worker goals, 30 s apart.
+      for (let i = 1; i <= 4; i++) {
+        await holt('demo-llm', ['forage', '--goal', `Plan a CHANGELOG, take ${i}`, '--watch']);
+        for (let g = 0; g < 3; g++) await holt('scale', ['forage', '--goal', `sleep ${i}.${g}`]);
+        await new Promise((r) => setTimeout(r, 30_000));
+      }
       const end = Math.floor(Date.now() / 1000);
       const range = { start: String(end - 900), end: String(end), step: '15' };
       const panels = [];
@@ -625,7 +632,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
       writeFileSync(out, `${JSON.stringify({ taken_at: new Date().toISOString(), panels })}\n`);
       progress(`dashboard figures written to ${out}`);
     }
-  }, 300_000);
+  }, 900_000);
 
   it('trust boundary: a hostile tool in the agent container finds no credential and no store lets it in', async () => {
     await kubectl(['apply', '-f', '-'], trustManifests());
