@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -94,6 +94,26 @@ describe('holt CLI end to end (real binary, real servers)', () => {
       .map((l) => JSON.parse(l) as Artefact);
     expectDemoTrail(trail, (...args) => execFileSync('git', args, { cwd: ws }).toString().trim());
     expect(readFileSync(join(ws, 'docs', 'plan.md'), 'utf8')).toContain('## Summary');
+
+    // The same workflow as a picture: every artefact a node, the rejection and the rework marked.
+    const dot = (await holt(['graph', '--name', 'demo', '-o', 'dot'], { ok: true })).stdout;
+    for (const a of trail) expect(dot).toContain(`"${a.id}" [label=`);
+    expect(dot).toContain('label="changes asked"');
+    expect(dot).toContain('label="approved"');
+    expect(dot).toMatch(/style=dashed.*label="v2"/);
+    const goal = trail.find((a) => a.type === 'GoalDefined')!;
+    const one = (
+      await holt(['graph', '--name', 'demo', '-o', 'mermaid', '--goal', goal.id.slice(0, 8)], { ok: true })
+    ).stdout;
+    expect(one.split('\n').filter((l) => /^ {2}a\d+[[({]/.test(l))).toHaveLength(trail.length);
+    const svgFile = join(scratch, 'demo.svg');
+    const drawn = await holt(['graph', '--name', 'demo', '-o', 'svg', '--file', svgFile], { ok: true });
+    expect(drawn.stderr).toContain(`${trail.length} artefacts, 1 workflow(s)`);
+    expect(readFileSync(svgFile, 'utf8')).toMatch(/<svg[\s\S]*<\/svg>/);
+    if (process.env.HOLT_GRAPH_OUT) cpSync(svgFile, process.env.HOLT_GRAPH_OUT);
+    const bad = await holt(['graph', '--name', 'demo', '-o', 'png']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/png.*invalid|Allowed choices/i);
 
     const st = JSON.parse((await holt(['status', '--name', 'demo', '--json'], { ok: true })).stdout) as {
       claims: Record<string, number>;
@@ -215,6 +235,41 @@ agents:
     // The supervisor exits after its rollback; nothing it started survives it.
     for (let i = 0; i < 100 && isAlive(s.supervisorPid); i++) await sleep(100);
     expect(pids.filter((p) => isAlive(p))).toEqual([]);
+  });
+
+  it('holt init: a project that runs as written (up, forage to its Greeting); a second init refuses', async () => {
+    const dir = join(scratch, 'fresh');
+    mkdirSync(dir);
+    const git = (...a: string[]) => execFileSync('git', a, { cwd: dir });
+    const outside = await holt(['init'], { cwd: dir });
+    expect(outside.code).toBe(2);
+    git('init', '-q');
+    const first = await holt(['init'], { cwd: dir, ok: true });
+    expect(first.stdout).toContain('holt.yml, agents/example-agent/run.sh');
+    expect(statSync(join(dir, 'agents', 'example-agent', 'run.sh')).mode & 0o777).toBe(0o755);
+    const again = await holt(['init'], { cwd: dir });
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain('already initialized (holt.yml,');
+    git('add', '-A');
+    git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'holt init');
+    try {
+      await holt(['up', '--name', 'fresh'], { cwd: dir, ok: true });
+      const w = await holt(
+        ['forage', '--name', 'fresh', '--goal', 'say hello', '--watch', '-o', 'jsonl', '--timeout', '90'],
+        { cwd: dir, ok: true },
+      );
+      expect(w.stdout.trim().split('\n').at(-1)).toContain('workflow_completed');
+      const trail = (await holt(['hoard', '--name', 'fresh', '-o', 'jsonl'], { cwd: dir, ok: true })).stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Artefact);
+      expect(trail.map((a) => [a.type, a.produced_by_role, a.structural_type])).toEqual([
+        ['GoalDefined', 'user', 'Standard'],
+        ['Greeting', 'Greeter', 'Terminal'],
+      ]);
+    } finally {
+      await holt(['down', '--name', 'fresh'], { cwd: dir });
+    }
   });
 
   it('forage refuses a dirty workspace unless --allow-dirty', async () => {

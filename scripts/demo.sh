@@ -23,7 +23,10 @@ echo
 echo "==> holt hoard (the artefact trail)"
 "$holt" hoard --name demo
 echo
+echo "==> holt graph (the same trail as a picture)"
+"$holt" graph --name demo -o svg --file "$scratch/workflow.svg"
+echo
 echo "==> git log of the workspace"
 git -C "$ws" log --oneline
 echo
-echo "Files: $ws (docs/plan.md); logs: $HOLT_HOME/instances/demo/logs"
+echo "Files: $ws (docs/plan.md); picture: $scratch/workflow.svg; logs: $HOLT_HOME/instances/demo/logs"

@@ -11,7 +11,9 @@ import { kubeLogs, kubeStatus } from './commands/cluster.ts';
 import { convert } from './commands/convert.ts';
 import { down } from './commands/down.ts';
 import { forage } from './commands/forage.ts';
+import { GRAPH_FORMATS, graph } from './commands/graph.ts';
 import { hoard } from './commands/hoard.ts';
+import { init } from './commands/init.ts';
 import { list } from './commands/list.ts';
 import { logs } from './commands/logs.ts';
 import { answer, questions } from './commands/questions.ts';
@@ -25,7 +27,7 @@ import { CliError, EXIT, err, out, paint } from './output.ts';
 import { closeRemoteTarget, positiveInt, useRemoteTarget } from './resolve.ts';
 
 /** The commands that work on a Holt in a cluster (`--kube`). */
-const KUBE_COMMANDS = new Set(['forage', 'watch', 'hoard', 'questions', 'answer', 'status', 'logs']);
+const KUBE_COMMANDS = new Set(['forage', 'watch', 'hoard', 'graph', 'questions', 'answer', 'status', 'logs']);
 let kubeHolt: KubeHolt | undefined;
 /** The Holt of --kube or HOLT_KUBE, opened before the command runs. */
 const kube = (): KubeHolt => kubeHolt as KubeHolt;
@@ -58,7 +60,7 @@ export function program(): Command {
     .addHelpText('after', EXIT_HELP)
     .option(
       '--kube <namespace/name>',
-      'a Holt in a Kubernetes cluster instead of a local instance (env HOLT_KUBE): forage, watch, hoard, questions, answer, status and logs reach it through the API server',
+      'a Holt in a Kubernetes cluster instead of a local instance (env HOLT_KUBE): forage, watch, hoard, graph, questions, answer, status and logs reach it through the API server',
     )
     .option(
       '--context <context>',
@@ -80,6 +82,12 @@ export function program(): Command {
     });
   });
 
+  p.command('init')
+    .description(
+      'start a Holt project here: a commented holt.yml and one example agent (agents/example-agent)',
+    )
+    .option('--force', 'rewrite those files if they exist (nothing else in agents/ is touched)')
+    .action((o) => init(o));
   p.command('up')
     .description('start a Holt on this machine: Redis, NATS, Postgres, the orchestrator and every agent')
     .option('-f, --file <file>', 'Holt file (Holt holt.yml v1.0 or version 2)', 'holt.yml')
@@ -131,6 +139,19 @@ export function program(): Command {
     .option('--type <glob>', 'only artefacts whose type matches')
     .option('--agent <role>', 'only artefacts produced by this role')
     .action((id, o) => hoard(id, o));
+  p.command('graph')
+    .description(
+      'draw the artefact graph: who made what from what, review verdicts, rework, the work in progress',
+    )
+    .addOption(nameOpt())
+    .addOption(
+      new Option('-o, --output <format>', 'mermaid (Markdown renders it), dot (Graphviz) or svg')
+        .choices(GRAPH_FORMATS)
+        .default('mermaid'),
+    )
+    .option('--goal <id>', 'only the workflow of this goal artefact (id, or a prefix of 6+ characters)')
+    .option('--file <path>', 'write the picture to this file instead of standard output')
+    .action((o) => graph(o));
   p.command('questions')
     .description('questions agents asked that nobody answered yet')
     .addOption(nameOpt())

@@ -272,10 +272,13 @@ describe('Holt and Agent reconcilers on a real API server', () => {
     const ingress = await get('NetworkPolicy', 'demo-redis-ingress');
     expect(JSON.stringify(ingress?.spec)).toContain('"kubernetes.io/metadata.name":"holt-system"');
 
-    // Registry in Redis, finalizer on the agent.
+    // Registry in Redis once the Redis pod is ready (a fake kubelet says so), finalizer on the agent.
     const bb = Blackboard.connect(redis.url, 'demo');
     try {
       const reg = await eventually('the registry', async () => {
+        await fakeKubelet(admin, NS, {
+          labelSelector: 'holt.io/instance=demo,app.kubernetes.io/component=redis',
+        });
         const r = await bb.getAgents();
         return r.agents.length ? r.agents : undefined;
       });
@@ -441,7 +444,15 @@ describe('Holt and Agent reconcilers on a real API server', () => {
         replicas: 3,
       }),
     );
+    // While its Redis starts, the registry waits: Progressing, not Degraded.
+    const starting = await eventually('waiting for Redis', async () => {
+      const o = await get('Holt', 'lonely');
+      return cond(o, 'RegistrySynced')?.reason === 'WaitingForRedis' ? o : undefined;
+    });
+    expect(cond(starting, 'Degraded')?.status).toBe('False');
+    // Redis "ready" (its pod marked so) yet unreachable: that is Degraded, and retried.
     const h = await eventually('Degraded', async () => {
+      await fakeKubelet(admin, NS, { labelSelector: 'holt.io/instance=lonely' });
       const o = await get('Holt', 'lonely');
       return cond(o, 'Degraded')?.status === 'True' ? o : undefined;
     });

@@ -174,18 +174,24 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
 
   let registryError: string | undefined;
   let registryAgents = 0;
-  try {
-    registryAgents = (await ctx.registry.sync({ namespace: ns, name })).agents;
-  } catch (e) {
-    registryError = e instanceof Error ? e.message : String(e);
-    ctx.events.emit(
-      holt,
-      'Warning',
-      'RegistryUnavailable',
-      'SyncRegistry',
-      'cannot write the agent registry to Redis',
-    );
-  }
+  // A bundled Redis that is still starting is not an error: the registry waits for it (its
+  // StatefulSet becoming ready brings the next reconcile).
+  const redisStarting =
+    spec.stores.redis.mode === 'bundled' &&
+    !workloadReady(ctx.cache.get('StatefulSet', ns, storeName(name, 'redis'))).ready;
+  if (!redisStarting)
+    try {
+      registryAgents = (await ctx.registry.sync({ namespace: ns, name })).agents;
+    } catch (e) {
+      registryError = e instanceof Error ? e.message : String(e);
+      ctx.events.emit(
+        holt,
+        'Warning',
+        'RegistryUnavailable',
+        'SyncRegistry',
+        'cannot write the agent registry to Redis',
+      );
+    }
 
   let monitoring: ConditionInput | undefined;
   try {
@@ -251,7 +257,9 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
           'RedisUnavailable',
           'the agent registry could not be written; retrying',
         )
-      : condition('RegistrySynced', true, 'Synced', `${registryAgents} agents registered`),
+      : redisStarting
+        ? condition('RegistrySynced', false, 'WaitingForRedis', 'written once Redis is ready')
+        : condition('RegistrySynced', true, 'Synced', `${registryAgents} agents registered`),
   );
 
   const data = await readHoltData(ctx, ns, name, prev.data);
