@@ -1,9 +1,10 @@
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { launch } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artefact } from '../src/blackboard/types.ts';
 import { type InstanceState, isAlive } from '../src/local/instance.ts';
@@ -69,6 +70,47 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
+/**
+ * `holt graph -o html --serve` in a real browser (Debian's Chromium, headless): the page shows every
+ * artefact of the demo, loads nothing from outside, and draws a new workflow's goal without a reload.
+ */
+async function livePage(ids: string[]): Promise<void> {
+  const served = spawn(HOLT, ['graph', '--name', 'demo', '-o', 'html', '--serve'], { cwd: ws, env });
+  const browser = await launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  });
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      let text = '';
+      served.stdout.on('data', (c: Buffer) => {
+        text += c.toString();
+        const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(text);
+        if (m) resolve(m[0]);
+      });
+      served.once('exit', (code) => reject(new Error(`holt graph --serve exited ${code}: ${text}`)));
+    });
+    const html = await (await fetch(url)).text();
+    expect(html).not.toMatch(/<script[^>]*\ssrc=|<link\b|@import|url\(/);
+    const page = await browser.newPage();
+    await page.goto(url);
+    const nodes = () => page.$$eval('#graph g.node title', (ts) => ts.map((t) => t.textContent ?? ''));
+    await page.waitForFunction('document.body.dataset.artefacts !== ""');
+    expect(new Set(await nodes())).toEqual(new Set(ids));
+    const shot = await page.screenshot({ fullPage: true });
+    expect(Buffer.from(shot).subarray(1, 4).toString()).toBe('PNG');
+    // A new goal while the page is open: it appears without a reload.
+    await holt(['forage', '--name', 'demo', '--goal', 'draw me live', '--allow-dirty'], { ok: true });
+    await page.waitForFunction(`document.querySelectorAll('#graph g.node').length > ${ids.length}`, {
+      timeout: 30_000,
+    });
+    expect(await page.$eval('#status', (e) => e.textContent)).toMatch(/^live: \d+ artefacts/);
+  } finally {
+    await browser.close();
+    served.kill('SIGINT');
+  }
+}
+
 describe('holt CLI end to end (real binary, real servers)', () => {
   it('up → forage --watch → hoard shows the whole protocol; down leaves no process', async () => {
     const upRes = await holt(['up', '--name', 'demo'], { ok: true });
@@ -111,6 +153,7 @@ describe('holt CLI end to end (real binary, real servers)', () => {
     expect(drawn.stderr).toContain(`${trail.length} artefacts, 1 workflow(s)`);
     expect(readFileSync(svgFile, 'utf8')).toMatch(/<svg[\s\S]*<\/svg>/);
     if (process.env.HOLT_GRAPH_OUT) cpSync(svgFile, process.env.HOLT_GRAPH_OUT);
+    await livePage(trail.map((a) => a.id));
     const bad = await holt(['graph', '--name', 'demo', '-o', 'png']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/png.*invalid|Allowed choices/i);

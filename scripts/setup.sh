@@ -7,8 +7,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 T0=$(date +%s)
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
-step_start "Debian packages: redis, nats-server, postgres, git, unzip"
-${SUDO:-} bash -c ". '$root/scripts/setup/lib.sh'; apt_install redis-server nats-server postgresql git unzip ca-certificates zsh"
+step_start "Debian packages: redis, nats-server, postgres, git, unzip, zsh, chromium (the graph page test)"
+${SUDO:-} bash -c ". '$root/scripts/setup/lib.sh'; apt_install redis-server nats-server postgresql git unzip ca-certificates zsh chromium"
 # The packages start system services we do not use: tests run their own servers on free ports.
 for svc in redis-server postgresql etcd nats-server; do
   systemctl is-active --quiet "$svc" 2>/dev/null && ${SUDO:-} systemctl stop "$svc" 2>/dev/null || true

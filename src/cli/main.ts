@@ -145,12 +145,17 @@ export function program(): Command {
     )
     .addOption(nameOpt())
     .addOption(
-      new Option('-o, --output <format>', 'mermaid (Markdown renders it), dot (Graphviz) or svg')
+      new Option(
+        '-o, --output <format>',
+        'mermaid (Markdown renders it), dot (Graphviz), svg or html (a page)',
+      )
         .choices(GRAPH_FORMATS)
         .default('mermaid'),
     )
     .option('--goal <id>', 'only the workflow of this goal artefact (id, or a prefix of 6+ characters)')
     .option('--file <path>', 'write the picture to this file instead of standard output')
+    .option('--serve', 'with -o html: serve the page on 127.0.0.1, redrawn live while the work goes on')
+    .option('--port <port>', 'with --serve: the port (default: a free one, printed)')
     .action((o) => graph(o));
   p.command('questions')
     .description('questions agents asked that nobody answered yet')

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { artefactGraph, workflowOf } from './model.ts';
+import { graphPage } from './page.ts';
 import { toDot, toMermaid } from './render.ts';
 import { dotToSvg } from './svg.ts';
 
@@ -140,5 +141,23 @@ describe('drawing it', () => {
     const m = toMermaid(artefactGraph([art('A"]; click a0 "evil')], new Map()));
     expect(m).not.toContain('A"]');
     expect(m).toContain('#quot;');
+  });
+});
+
+describe('the page', () => {
+  it('self-contained, and blackboard text stays text: no element comes from an artefact type', async () => {
+    const evil = art('<img src=x onerror=alert(1)>', { produced_by_role: '<script>' });
+    const page = graphPage(
+      await dotToSvg(toDot(artefactGraph([evil], new Map()), '<b>t</b>')),
+      '<b>t</b>',
+      true,
+    );
+    expect(page).not.toContain('<img');
+    expect(page).not.toContain('<b>');
+    expect(page).toContain('&lt;img src=x onerror=alert(1)&gt;');
+    expect(page.match(/<script>/g)).toHaveLength(1); // ours, inline
+    expect(page).not.toMatch(/<script[^>]*\ssrc=|<link\b/);
+    expect(page).toContain("new EventSource('events')");
+    expect(graphPage('<svg></svg>', 't', false)).not.toContain('<script');
   });
 });

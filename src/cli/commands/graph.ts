@@ -1,20 +1,24 @@
 import { writeFileSync } from 'node:fs';
 import { Blackboard } from '../../blackboard/client.ts';
 import type { Artefact, Claim } from '../../blackboard/types.ts';
-import { artefactGraph, workflowOf } from '../../graph/model.ts';
+import { type ArtefactGraph, artefactGraph, workflowOf } from '../../graph/model.ts';
+import { graphPage } from '../../graph/page.ts';
 import { toDot, toMermaid } from '../../graph/render.ts';
 import { dotToSvg } from '../../graph/svg.ts';
 import { CliError, EXIT, err } from '../output.ts';
 import { resolveTarget } from '../resolve.ts';
+import { serveGraph } from './graph-serve.ts';
 import { resolveShortId } from './hoard.ts';
 
-export const GRAPH_FORMATS = ['mermaid', 'dot', 'svg'] as const;
+export const GRAPH_FORMATS = ['mermaid', 'dot', 'svg', 'html'] as const;
 
 export interface GraphOptions {
   name?: string;
   output: string;
   goal?: string;
   file?: string;
+  serve?: boolean;
+  port?: string;
 }
 
 /** The artefacts on the blackboard and the claim of each (one read of each kind). */
@@ -28,33 +32,49 @@ async function readBoard(bb: Blackboard): Promise<{ artefacts: Artefact[]; claim
   return { artefacts, claims };
 }
 
-/** `holt graph`: the artefact graph of one workflow (--goal) or of all, as Mermaid, DOT or SVG. */
+/** The graph now: of one workflow when `goal` (an id or a prefix) is given, else of all. */
+export async function drawBoard(bb: Blackboard, goal?: string): Promise<ArtefactGraph> {
+  const board = await readBoard(bb);
+  let artefacts = board.artefacts;
+  if (goal)
+    artefacts = workflowOf(
+      artefacts,
+      resolveShortId(
+        artefacts.map((a) => a.id),
+        goal,
+      ),
+    );
+  return artefactGraph(artefacts, board.claims);
+}
+
+/** `holt graph`: the artefact graph of one workflow (--goal) or of all, as Mermaid, DOT, SVG or a page. */
 export async function graph(opts: GraphOptions): Promise<void> {
   if (!(GRAPH_FORMATS as readonly string[]).includes(opts.output))
     throw new CliError(
       `-o: unknown format "${opts.output}" (one of ${GRAPH_FORMATS.join(', ')})`,
       EXIT.usage,
     );
+  if (opts.serve && opts.output !== 'html') throw new CliError('--serve goes with -o html', EXIT.usage);
   const s = resolveTarget(opts.name);
   const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
-  let board: Awaited<ReturnType<typeof readBoard>>;
+  const title = `Holt ${s.name}${opts.goal ? `, workflow ${opts.goal}` : ''}`;
+  if (opts.serve) return serveGraph(bb, title, () => drawBoard(bb, opts.goal), opts.port);
+  let g: ArtefactGraph;
   try {
-    board = await readBoard(bb);
+    g = await drawBoard(bb, opts.goal);
   } finally {
     await bb.close();
   }
-  let artefacts = board.artefacts;
-  if (opts.goal) {
-    const goal = resolveShortId(
-      artefacts.map((a) => a.id),
-      opts.goal,
-    );
-    artefacts = workflowOf(artefacts, goal);
-  }
-  if (!artefacts.length) throw new CliError(`no artefacts on instance '${s.name}' yet`, EXIT.notFound);
-  const g = artefactGraph(artefacts, board.claims);
-  const dot = toDot(g, `Holt ${s.name}`);
-  const text = opts.output === 'mermaid' ? toMermaid(g) : opts.output === 'dot' ? dot : await dotToSvg(dot);
+  if (!g.nodes.length) throw new CliError(`no artefacts on instance '${s.name}' yet`, EXIT.notFound);
+  const dot = toDot(g, title);
+  const text =
+    opts.output === 'mermaid'
+      ? toMermaid(g)
+      : opts.output === 'dot'
+        ? dot
+        : opts.output === 'svg'
+          ? await dotToSvg(dot)
+          : graphPage(await dotToSvg(dot), title, false);
   if (!opts.file) return void process.stdout.write(text);
   writeFileSync(opts.file, text);
   err(`${opts.file}: ${g.nodes.length} artefacts, ${g.goals.length} workflow(s)`);
