@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { findBinary } from './bins.ts';
-import { freePort } from './ports.ts';
+import { freePort, retryOnPortClash } from './ports.ts';
 import { managed, type ServerProcess, spawnServer, waitReady } from './proc.ts';
 import { makeTempDir } from './tmp.ts';
 
@@ -24,7 +24,12 @@ export interface NatsOptions {
   authorization?: string;
 }
 
-export async function startNats(opts: NatsOptions = {}): Promise<NatsServer> {
+/** A Nats server on free loopback ports (a new pick when another process took one first). */
+export function startNats(opts: NatsOptions = {}): Promise<NatsServer> {
+  return opts.port === undefined ? retryOnPortClash(() => startNatsOnce(opts)) : startNatsOnce(opts);
+}
+
+async function startNatsOnce(opts: NatsOptions): Promise<NatsServer> {
   const bin = findBinary('nats-server', ['/usr/sbin', '/usr/bin', '/usr/local/bin']);
   const dir = opts.dir ?? makeTempDir('nats');
   const keep = opts.dir !== undefined;

@@ -13,3 +13,20 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/** What a server that lost the race for its port says when it exits. */
+const PORT_CLASH = /address already in use|EADDRINUSE|could not bind/i;
+
+/**
+ * Runs `start` again (it picks new free ports each time) when the server lost its port to another
+ * process between freePort() and its own bind: a free port is only free until someone takes it.
+ */
+export async function retryOnPortClash<T>(start: () => Promise<T>, attempts = 3): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await start();
+    } catch (e) {
+      if (i >= attempts || !PORT_CLASH.test(e instanceof Error ? e.message : String(e))) throw e;
+    }
+  }
+}

@@ -5,7 +5,7 @@ import pg from 'pg';
 import { newPassword } from '../access/principals.ts';
 import { withClient } from '../common/pg.ts';
 import { postgresBinDir } from './bins.ts';
-import { freePort } from './ports.ts';
+import { freePort, retryOnPortClash } from './ports.ts';
 import { type ServerProcess, spawnServer, waitReady } from './proc.ts';
 import { makeTempDir, removeDir } from './tmp.ts';
 
@@ -41,8 +41,13 @@ export interface PostgresOptions {
   port?: number;
 }
 
-export async function startPostgres(opts: PostgresOptions | string = {}): Promise<PostgresServer> {
+/** A Postgres server on a free loopback port (a new pick when another process took it first). */
+export function startPostgres(opts: PostgresOptions | string = {}): Promise<PostgresServer> {
   const o = typeof opts === 'string' ? { database: opts } : opts;
+  return o.port === undefined ? retryOnPortClash(() => startPostgresOnce(o)) : startPostgresOnce(o);
+}
+
+async function startPostgresOnce(o: PostgresOptions): Promise<PostgresServer> {
   const database = o.database ?? 'holt_test';
   const bin = postgresBinDir();
   const dir = o.dir ?? makeTempDir('pg');

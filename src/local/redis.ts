@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { findBinary } from './bins.ts';
-import { freePort } from './ports.ts';
+import { freePort, retryOnPortClash } from './ports.ts';
 import { managed, type ServerProcess, spawnServer, waitReady } from './proc.ts';
 import { makeTempDir } from './tmp.ts';
 
@@ -31,6 +31,25 @@ export interface RedisOptions {
   adminPassword?: string;
 }
 
+/** The process id of the Redis server on `port` (from INFO server). */
+export function redisServerPid(port: number, password?: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const auth = password ? `AUTH ${password}\r\n` : '';
+    const sock = createConnection({ host: '127.0.0.1', port }, () => sock.write(`${auth}INFO server\r\n`));
+    sock.setTimeout(1000, () => sock.destroy(new Error('timeout')));
+    let buf = '';
+    sock.on('data', (d) => {
+      buf += d.toString();
+      if (buf.startsWith('-') || /\r\n-/.test(buf)) return sock.destroy(new Error(buf.trim().slice(0, 200)));
+      const m = /process_id:(\d+)/.exec(buf);
+      if (!m) return;
+      resolve(Number(m[1]));
+      sock.end();
+    });
+    sock.once('error', reject);
+  });
+}
+
 /** Sends one inline command and resolves with the first reply line. */
 export function redisCommand(port: number, cmd: string, password?: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -51,7 +70,12 @@ export function redisCommand(port: number, cmd: string, password?: string): Prom
   });
 }
 
-export async function startRedis(opts: RedisOptions = {}): Promise<RedisServer> {
+/** A Redis server on free loopback ports (a new pick when another process took one first). */
+export function startRedis(opts: RedisOptions = {}): Promise<RedisServer> {
+  return opts.port === undefined ? retryOnPortClash(() => startRedisOnce(opts)) : startRedisOnce(opts);
+}
+
+async function startRedisOnce(opts: RedisOptions): Promise<RedisServer> {
   const bin = findBinary('redis-server', ['/usr/bin', '/usr/local/bin']);
   const dir = opts.dir ?? makeTempDir('redis');
   const keep = opts.dir !== undefined;
@@ -77,7 +101,9 @@ export async function startRedis(opts: RedisOptions = {}): Promise<RedisServer> 
   writeFileSync(conf, `${lines.join('\n')}\n`, { mode: 0o600 });
   const launch = async (): Promise<ServerProcess> => {
     const proc = spawnServer({ name: 'redis', command: bin, args: [conf], dir });
-    await waitReady(proc, async () => (await redisCommand(port, 'PING', opts.adminPassword)) === '+PONG');
+    // Ready when the server on the port is this process: another Redis that holds the port would
+    // answer a PING too, while this one exits for want of it.
+    await waitReady(proc, async () => (await redisServerPid(port, opts.adminPassword)) === proc.child.pid);
     return proc;
   };
   const cred = opts.adminPassword ? `:${opts.adminPassword}@` : '';

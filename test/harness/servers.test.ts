@@ -3,6 +3,7 @@ import { connect } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPool } from '../../src/common/pg.ts';
+import { retryOnPortClash } from '../../src/local/ports.ts';
 import { findBinary, MissingBinaryError } from './bins.ts';
 import { type NatsServer, startNats } from './nats.ts';
 import { type PostgresServer, startPostgres } from './postgres.ts';
@@ -84,5 +85,43 @@ describe('harness: real servers', () => {
       MissingBinaryError,
     );
     expect(() => findBinary('definitely-not-installed-holt-bin')).toThrow(/run `make setup`/);
+  });
+});
+
+describe('harness: a port taken between the pick and the bind', () => {
+  it('a server that loses its port is started again on new ones; any other failure is not retried', async () => {
+    // The first attempt is made to lose (the port of a running NATS), the second picks its own.
+    let tries = 0;
+    const second = await retryOnPortClash(() =>
+      ++tries === 1 ? startNats({ port: nats.port }) : startNats(),
+    );
+    try {
+      expect(tries).toBe(2);
+      expect(second.port).not.toBe(nats.port);
+      const nc = await connect({ servers: second.url });
+      await nc.flush();
+      await nc.close();
+    } finally {
+      await second.stop();
+    }
+    // Redis too: another Redis on the port answers PING, so readiness asks for this process's pid.
+    let redisTries = 0;
+    const r2 = await retryOnPortClash(() =>
+      ++redisTries === 1 ? startRedis({ port: redis.port }) : startRedis(),
+    );
+    try {
+      expect(redisTries).toBe(2);
+      expect(r2.port).not.toBe(redis.port);
+    } finally {
+      await r2.stop();
+    }
+    let other = 0;
+    await expect(
+      retryOnPortClash(async () => {
+        other++;
+        throw new Error('bad config');
+      }),
+    ).rejects.toThrow('bad config');
+    expect(other).toBe(1);
   });
 });
