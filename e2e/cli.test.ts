@@ -153,7 +153,6 @@ describe('holt CLI end to end (real binary, real servers)', () => {
     expect(drawn.stderr).toContain(`${trail.length} artefacts, 1 workflow(s)`);
     expect(readFileSync(svgFile, 'utf8')).toMatch(/<svg[\s\S]*<\/svg>/);
     if (process.env.HOLT_GRAPH_OUT) cpSync(svgFile, process.env.HOLT_GRAPH_OUT);
-    await livePage(trail.map((a) => a.id));
     const bad = await holt(['graph', '--name', 'demo', '-o', 'png']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/png.*invalid|Allowed choices/i);
@@ -164,6 +163,8 @@ describe('holt CLI end to end (real binary, real servers)', () => {
     // goal, Draft v1 (terminated by the rejection), feedback claim, Draft v2, CodeCommit complete; LintReport dormant.
     expect(st.claims.terminated).toBe(1);
     expect(st.claims.complete).toBeGreaterThanOrEqual(4);
+    // Last, as it starts a second workflow: the live page.
+    await livePage(trail.map((a) => a.id));
 
     const before = state('demo');
     const pids = [
