@@ -6,6 +6,8 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { waitFor } from '../orchestrator/testkit.ts';
 import { Blackboard } from './client.ts';
 import { artefactToHash, type BlackboardDataError } from './codec.ts';
+import { goMapJson } from './go-json.ts';
+import { failurePayload } from './results.ts';
 import { subscribe } from './subscriber.ts';
 import { Artefact, type Claim } from './types.ts';
 
@@ -198,6 +200,11 @@ describe('blackboard: Holt byte compatibility', () => {
         { event: 'bid_submitted', data: { claim_id: cid, agent_name: 'coder', bid_type: 'exclusive' } },
       ],
       ['holt:test:agent:coder:events', { event_type: 'grant', claim_id: cid, claim_type: 'exclusive' }],
+    ]);
+    // Byte for byte as Holt's Go code writes them: map keys sorted, struct fields in order.
+    expect(msgs.map(([, m]) => m)).toEqual([
+      `{"event":"bid_submitted","data":{"agent_name":"coder","bid_type":"exclusive","claim_id":"${cid}"}}`,
+      `{"claim_id":"${cid}","claim_type":"exclusive","event_type":"grant"}`,
     ]);
     sub.disconnect();
   });
@@ -477,5 +484,26 @@ describe('blackboard: pup support', () => {
     expect(await bb.acquireExecution(id, 'b', 60_000)).toBe(false);
     await bb.releaseExecution(id, 'a');
     expect(await bb.acquireExecution(id, 'b', 60_000)).toBe(true);
+  });
+});
+
+describe("Go's bytes where the protocol is Holt's", () => {
+  it('a failure payload omits what Go omits (empty stdout, stderr, exit code 0) and escapes as Go does', () => {
+    expect(
+      failurePayload({ reason: 'tool produced no output on stdout', exit_code: 0, stdout: '', stderr: '' }),
+    ).toBe(
+      '{\n  "reason": "tool produced no output on stdout",\n  "error": "tool produced no output on stdout"\n}',
+    );
+    expect(
+      failurePayload({ reason: 'process exited with code 2', exit_code: 2, stdout: '', stderr: 'a<b & c>d' }),
+    ).toBe(
+      '{\n  "reason": "process exited with code 2",\n  "exit_code": 2,\n  "stderr": "a\\u003cb \\u0026 c\\u003ed",\n  "error": "process exited with code 2"\n}',
+    );
+  });
+
+  it('map keys sorted at every level; arrays keep their order', () => {
+    expect(goMapJson({ b: 1, a: { d: [{ z: 1, y: 2 }], c: '<' } })).toBe(
+      '{"a":{"c":"\\u003c","d":[{"y":2,"z":1}]},"b":1}',
+    );
   });
 });

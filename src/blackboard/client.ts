@@ -7,6 +7,7 @@ import {
   hashToArtefact,
   hashToClaim,
 } from './codec.ts';
+import { goEscape, goMapJson, sortedKeys } from './go-json.ts';
 import { type Keys, keys } from './keys.ts';
 import { contextLevelScript, releaseLeaseScript, renewLeaseScript } from './pup-scripts.ts';
 import {
@@ -559,10 +560,10 @@ export class Blackboard {
       .hset(this.k.bids(claimId), role, bid)
       .publish(
         this.k.channels.workflowEvents,
-        JSON.stringify({
+        this.workflowEventPublication({
           event: 'bid_submitted',
           data: { claim_id: claimId, agent_name: role, bid_type: bid },
-        }),
+        }).message,
       )
       .exec();
   }
@@ -577,11 +578,14 @@ export class Blackboard {
   /** Holt's grant notification for `role`, as a message. */
   grantPublication(role: string, claimId: string, claimType: ClaimType): Publication {
     const n: GrantNotification = { event_type: 'grant', claim_id: claimId, claim_type: claimType };
-    return { channel: this.k.channels.agentEvents(role), message: JSON.stringify(n) };
+    // Holt sends a map[string]string: keys sorted.
+    return { channel: this.k.channels.agentEvents(role), message: goMapJson(n) };
   }
 
   workflowEventPublication(ev: WorkflowEvent): Publication {
-    return { channel: this.k.channels.workflowEvents, message: JSON.stringify(ev) };
+    // Holt's WorkflowEvent struct {event, data map[string]any}: the data's keys sorted.
+    const message = goEscape(JSON.stringify({ event: ev.event, data: sortedKeys(ev.data) }));
+    return { channel: this.k.channels.workflowEvents, message };
   }
 
   async publish(p: Publication): Promise<void> {

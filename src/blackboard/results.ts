@@ -1,4 +1,5 @@
 import type { NewArtefact } from './client.ts';
+import { goEscape } from './go-json.ts';
 import type { Artefact, Claim, StructuralType, WorkflowEvent } from './types.ts';
 
 /**
@@ -27,14 +28,18 @@ function truncate(s: string): string {
   return s.length > FAILURE_TEXT_LIMIT ? `${s.slice(0, FAILURE_TEXT_LIMIT)}...` : s;
 }
 
-/** Holt's ToolExecutionFailure payload: pretty JSON, exit_code omitted when 0, stdout/stderr truncated. */
+/**
+ * Holt's ToolExecutionFailure payload, byte for byte: its FailureData struct in field order, pretty
+ * (two spaces), every field but the reason omitted when empty or 0 (Go's omitempty), stdout and
+ * stderr truncated, HTML characters escaped as Go's encoder does.
+ */
 export function failurePayload(f: FailureReport): string {
   const body: Record<string, unknown> = { reason: f.reason };
   if (f.exit_code !== 0) body.exit_code = f.exit_code;
-  body.stdout = truncate(f.stdout);
-  body.stderr = truncate(f.stderr);
-  body.error = f.reason;
-  return JSON.stringify(body, null, 2);
+  if (f.stdout) body.stdout = truncate(f.stdout);
+  if (f.stderr) body.stderr = truncate(f.stderr);
+  if (f.reason) body.error = f.reason;
+  return goEscape(JSON.stringify(body, null, 2));
 }
 
 /**
