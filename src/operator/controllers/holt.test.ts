@@ -288,9 +288,11 @@ describe('Holt and Agent reconcilers on a real API server', () => {
     }
     expect((await get('Agent', 'demo-coder'))?.metadata.finalizers).toContain(REGISTRY_FINALIZER);
 
-    const h = await eventually('Holt status', async () => {
+    // The Agent's reconcile may write the registry before the Holt's sees its Redis ready: the Holt's
+    // status says so at its next reconcile.
+    const h = await eventually('Holt status with the registry synced', async () => {
       const o = await get('Holt', 'demo');
-      return statusOf(o).phase ? o : undefined;
+      return statusOf(o).phase && cond(o, 'RegistrySynced')?.status === 'True' ? o : undefined;
     });
     expect(statusOf(h).phase).toBe('Progressing');
     expect(cond(h, 'Ready')).toMatchObject({ status: 'False', observedGeneration: 1 });
