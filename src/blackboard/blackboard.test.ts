@@ -487,6 +487,29 @@ describe('blackboard: pup support', () => {
   });
 });
 
+describe("Holt's channel carries only Holt's events", () => {
+  it('our own events go to workflow_events_ext, where Holt never listens', async () => {
+    const sub = new Redis(redis.url);
+    const got: [string, string][] = [];
+    sub.on('message', (ch, m) => got.push([ch, JSON.parse(m).event]));
+    await sub.subscribe('holt:test:workflow_events', 'holt:test:workflow_events_ext');
+    await bb.publishWorkflowEvent({
+      event: 'bid_timeout',
+      data: { claim_id: randomUUID(), silent_agents: ['x'], timeout_ms: 5 },
+    });
+    await bb.publishWorkflowEvent({
+      event: 'review_approved',
+      data: { original_artefact_id: randomUUID(), reviewer_role: 'r' },
+    });
+    await waitFor(() => got.length >= 2, 'both events');
+    expect(got).toEqual([
+      ['holt:test:workflow_events_ext', 'bid_timeout'],
+      ['holt:test:workflow_events', 'review_approved'],
+    ]);
+    sub.disconnect();
+  });
+});
+
 describe("Go's bytes where the protocol is Holt's", () => {
   it('a failure payload omits what Go omits (empty stdout, stderr, exit code 0) and escapes as Go does', () => {
     expect(

@@ -27,6 +27,7 @@ import {
   type Claim,
   type ClaimType,
   type GrantNotification,
+  HOLT_WORKFLOW_EVENTS,
   Quarantined,
   type WorkflowEvent,
 } from './types.ts';
@@ -585,7 +586,11 @@ export class Blackboard {
   workflowEventPublication(ev: WorkflowEvent): Publication {
     // Holt's WorkflowEvent struct {event, data map[string]any}: the data's keys sorted.
     const message = goEscape(JSON.stringify({ event: ev.event, data: sortedKeys(ev.data) }));
-    return { channel: this.k.channels.workflowEvents, message };
+    const ch = this.k.channels;
+    return {
+      channel: HOLT_WORKFLOW_EVENTS.has(ev.event) ? ch.workflowEvents : ch.workflowEventsExt,
+      message,
+    };
   }
 
   async publish(p: Publication): Promise<void> {

@@ -38,6 +38,11 @@ export function keys(instance: string) {
       artefactEvents: `${p}artefact_events`,
       claimEvents: `${p}claim_events`,
       workflowEvents: `${p}workflow_events`,
+      /**
+       * extension: our own workflow events (bid_timeout, grant_reopened, quarantined), kept off
+       * workflow_events so Holt's `holt watch` never meets an event it does not know.
+       */
+      workflowEventsExt: `${p}workflow_events_ext`,
       agentEvents: (role: string) => `${p}agent:${role}:events`,
       /** extension: every claim change (Holt publishes only creations on claim_events). */
       claimUpdates: `${p}claim_updates`,

@@ -105,6 +105,16 @@ const QuarantineData = z.object({
   /** What was wrong, for a person (a parser's message, at most 200 characters). */
   detail: z.string().optional(),
 });
+/** The workflow events of Holt's protocol (workflow_events); the others are ours (workflow_events_ext). */
+export const HOLT_WORKFLOW_EVENTS: ReadonlySet<string> = new Set([
+  'bid_submitted',
+  'claim_granted',
+  'review_approved',
+  'review_rejected',
+  'feedback_claim_created',
+  'artefact_reworked',
+]);
+
 /** The six workflow events Holt publishes on workflow_events, with their exact data keys. */
 export const WorkflowEvent = z.discriminatedUnion('event', [
   z.object({

@@ -285,7 +285,11 @@ export async function recordChannels(url: string, instance: string) {
     messages,
     events: (name: string) =>
       messages
-        .filter((m) => m.channel === 'workflow_events' && (m.msg as { event: string }).event === name)
+        .filter(
+          (m) =>
+            (m.channel === 'workflow_events' || m.channel === 'workflow_events_ext') &&
+            (m.msg as { event: string }).event === name,
+        )
         .map((m) => (m.msg as { data: Record<string, unknown> }).data),
     close: () => r.disconnect(),
   };

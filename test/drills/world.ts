@@ -204,7 +204,7 @@ export async function startWorld(o: WorldOptions = {}): Promise<World> {
     const k = `${m.data?.claim_id}/${m.data?.agent_name}`;
     grants.set(k, (grants.get(k) ?? 0) + 1);
   });
-  await sub.subscribe(bb.k.channels.workflowEvents);
+  await sub.subscribe(bb.k.channels.workflowEvents, bb.k.channels.workflowEventsExt);
   const orchestrator = new Program(
     'orchestrator',
     dir,

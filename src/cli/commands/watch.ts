@@ -73,7 +73,7 @@ export async function watch(opts: WatchOptions): Promise<void> {
     const item = parseLive(k, channel, raw);
     if (item) live(item);
   });
-  await sub.subscribe(k.artefactEvents, k.claimEvents, k.workflowEvents);
+  await sub.subscribe(k.artefactEvents, k.claimEvents, k.workflowEvents, k.workflowEventsExt);
 
   if (since !== undefined || until !== undefined || opts.type || opts.agent) {
     for (const item of await replayHistory(bb, { since, until })) {
