@@ -50,26 +50,6 @@ export function redisServerPid(port: number, password?: string): Promise<number>
   });
 }
 
-/** Sends one inline command and resolves with the first reply line. */
-export function redisCommand(port: number, cmd: string, password?: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const auth = password ? `AUTH ${password}\r\n` : '';
-    const sock = createConnection({ host: '127.0.0.1', port }, () => sock.write(`${auth}${cmd}\r\n`));
-    let skip = password ? 1 : 0;
-    sock.setTimeout(1000, () => sock.destroy(new Error('timeout')));
-    let buf = '';
-    sock.on('data', (d) => {
-      buf += d.toString();
-      const lines = buf.split('\r\n');
-      if (lines.length <= skip + 1) return;
-      resolve(lines[skip] ?? '');
-      skip = Number.POSITIVE_INFINITY;
-      sock.end();
-    });
-    sock.once('error', reject);
-  });
-}
-
 /** A Redis server on free loopback ports (a new pick when another process took one first). */
 export function startRedis(opts: RedisOptions = {}): Promise<RedisServer> {
   return opts.port === undefined ? retryOnPortClash(() => startRedisOnce(opts)) : startRedisOnce(opts);
