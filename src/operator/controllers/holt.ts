@@ -172,13 +172,22 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   if (res.grown.length) ctx.events.emit(holt, 'Normal', 'StorageGrown', 'Apply', res.grown.join('; '));
   if (res.errors.length) ctx.events.emit(holt, 'Warning', 'ApplyFailed', 'Apply', res.errors.join('; '));
 
+  // Component conditions from the observed state of what we own.
+  const comps: ConditionInput[] = [];
+  for (const s of STORES) {
+    if (spec.stores[s].mode === 'external') {
+      comps.push(condition(STORE_CONDITION[s], true, 'External', 'external store'));
+      continue;
+    }
+    const w = workloadReady(ctx.cache.get('StatefulSet', ns, storeName(name, s)));
+    comps.push(condition(STORE_CONDITION[s], w.ready, w.reason, `${w.readyReplicas}/1 ready`));
+  }
+
   let registryError: string | undefined;
   let registryAgents = 0;
   // A bundled Redis that is still starting is not an error: the registry waits for it (its
-  // StatefulSet becoming ready brings the next reconcile).
-  const redisStarting =
-    spec.stores.redis.mode === 'bundled' &&
-    !workloadReady(ctx.cache.get('StatefulSet', ns, storeName(name, 'redis'))).ready;
+  // StatefulSet becoming ready brings the next reconcile). An external one counts as ready.
+  const redisStarting = comps.find((c) => c.type === STORE_CONDITION.redis)?.status !== 'True';
   if (!redisStarting)
     try {
       registryAgents = (await ctx.registry.sync({ namespace: ns, name })).agents;
@@ -203,16 +212,6 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   if (monitoring?.status === 'False' && wasMonitoring?.reason !== monitoring.reason)
     ctx.events.emit(holt, 'Warning', monitoring.reason, 'Apply', monitoring.message);
 
-  // Component conditions from the observed state of what we own.
-  const comps: ConditionInput[] = [];
-  for (const s of STORES) {
-    if (spec.stores[s].mode === 'external') {
-      comps.push(condition(STORE_CONDITION[s], true, 'External', 'external store'));
-      continue;
-    }
-    const w = workloadReady(ctx.cache.get('StatefulSet', ns, storeName(name, s)));
-    comps.push(condition(STORE_CONDITION[s], w.ready, w.reason, `${w.readyReplicas}/1 ready`));
-  }
   const migration = ctx.cache
     .owned('Job', ns, owner.uid)
     .find((j) => j.metadata.labels?.['app.kubernetes.io/component'] === 'migration');
