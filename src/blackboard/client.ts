@@ -556,16 +556,14 @@ export class Blackboard {
   // ---- bids ----
 
   async setBid(claimId: string, role: string, bid: BidType): Promise<void> {
+    const event = this.workflowEventPublication({
+      event: 'bid_submitted',
+      data: { claim_id: claimId, agent_name: role, bid_type: bid },
+    });
     await this.redis
       .multi()
       .hset(this.k.bids(claimId), role, bid)
-      .publish(
-        this.k.channels.workflowEvents,
-        this.workflowEventPublication({
-          event: 'bid_submitted',
-          data: { claim_id: claimId, agent_name: role, bid_type: bid },
-        }).message,
-      )
+      .publish(event.channel, event.message)
       .exec();
   }
 

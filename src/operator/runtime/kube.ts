@@ -77,15 +77,12 @@ function resourceOf(kind: string): ResourceInfo {
   return r;
 }
 
-/** `/apis/apps/v1/namespaces/ns/deployments[/name[/sub]]`; namespace undefined = all namespaces. */
-export function resourcePath(kind: string, namespace?: string, name?: string, subresource?: string): string {
+/** `/apis/apps/v1/namespaces/ns/deployments`, what a watch follows; namespace undefined = all namespaces. */
+export function resourcePath(kind: string, namespace?: string): string {
   const r = resourceOf(kind);
   let p = r.group ? `/apis/${r.group}/${r.version}` : `/api/${r.version}`;
   if (r.namespaced && namespace) p += `/namespaces/${encodeURIComponent(namespace)}`;
-  p += `/${r.plural}`;
-  if (name) p += `/${encodeURIComponent(name)}`;
-  if (subresource) p += `/${subresource}`;
-  return p;
+  return `${p}/${r.plural}`;
 }
 
 export const isNotFound = (e: unknown) => e instanceof ApiError && e.status === 404;
@@ -150,13 +147,7 @@ export class KubeClient {
   constructor(kc: KubeConfig) {
     this.kc = kc;
     this.#pool = requestMiddleware();
-    const known = Object.entries(RESOURCES).map(([kind, r]) => ({
-      apiVersion: apiVersionOf(kind),
-      kind,
-      plural: r.plural,
-      namespaced: r.namespaced,
-    }));
-    this.#api = new ObjectApi(kc, known, this.#pool.middleware);
+    this.#api = new ObjectApi(kc, KNOWN, this.#pool.middleware);
   }
 
   /** Requests that change something (create, update, patch, apply, delete). */
@@ -324,6 +315,14 @@ export class KubeClient {
     }
   }
 }
+
+/** RESOURCES as discovery would describe them, for ObjectApi's discovery cache. */
+const KNOWN = Object.entries(RESOURCES).map(([kind, r]) => ({
+  apiVersion: apiVersionOf(kind),
+  kind,
+  plural: r.plural,
+  namespaced: r.namespaced,
+}));
 
 /** pretty, exact, export: the list options KubernetesObjectApi asks for before the selectors. */
 const NO_OPTS = [undefined, undefined, undefined] as const;

@@ -63,8 +63,8 @@ export class ObjectApi extends KubernetesObjectApi {
       }),
     );
     this.setDefaultNamespace(kc);
+    const cache = this.apiVersionResourceCache;
     for (const r of known) {
-      const cache = this.apiVersionResourceCache;
       cache[r.apiVersion] ??= {
         apiVersion: 'v1',
         kind: 'APIResourceList',
@@ -125,9 +125,8 @@ export class ObjectApi extends KubernetesObjectApi {
  * `from` is `_from` there) and any field the models do not know yet. The operator builds plain
  * API JSON, so that JSON is what is sent.
  *
- * The connection pool
-: client-node builds a new undici Agent for every request, so every request would
- * open a new TLS connection; the first request's Agent is kept and given to the rest (the TLS
+ * The connection pool: client-node builds a new undici Agent for every request, so every request
+ * would open a new TLS connection; the first request's Agent is kept and given to the rest (the TLS
  * settings come from the same kubeconfig; bearer tokens travel in headers, refreshed per request).
  */
 export function requestMiddleware(): { middleware: Middleware; close(): Promise<void> } {
