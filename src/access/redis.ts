@@ -42,7 +42,7 @@ export function redisRules(instance: string): Record<Principal, string> {
       `+@all ${DENIED}`,
     ].join(' '),
     operator: [
-      rw('agents', 'agents:rev', 'agents_changed'),
+      rw('agents', 'agents:rev', 'agents_changed', 'agent_images'),
       // What the Agent and Holt statuses show, and nothing of the work: no claim, artefact or bid.
       ro('agent_load', 'agent_status:*', 'quarantine', 'retention'),
       `&${p}agents_changed`,

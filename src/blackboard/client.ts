@@ -846,7 +846,7 @@ export class Blackboard {
     const args = agents.flatMap((a) => [a.role, JSON.stringify(AgentRegistration.parse(a))]);
     return (await setAgentsScript.run(
       this.redis,
-      [this.k.agents, this.k.agentsRevision, this.k.channels.agentsChanged],
+      [this.k.agents, this.k.agentsRevision, this.k.channels.agentsChanged, this.k.agentImages],
       args,
     )) as number;
   }

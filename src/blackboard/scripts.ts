@@ -183,10 +183,17 @@ end
 return 0
 `);
 
-/** Replace the agent registry atomically. KEYS = agents hash, rev, channel. ARGV = role/json pairs. */
+/**
+ * Replace the agent registry atomically, with Holt's image audit (agent_images: role → image digest)
+ * from the registrations' image_id. KEYS = agents hash, rev, channel, agent_images. ARGV = role/json pairs.
+ */
 export const setAgentsScript = new LuaScript(`
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[4])
 if #ARGV > 0 then redis.call('HSET', KEYS[1], unpack(ARGV)) end
+for i = 1, #ARGV, 2 do
+  local img = cjson.decode(ARGV[i + 1]).image_id
+  if type(img) == 'string' and img ~= '' then redis.call('HSET', KEYS[4], ARGV[i], img) end
+end
 local rev = redis.call('INCR', KEYS[2])
 redis.call('PUBLISH', KEYS[3], tostring(rev))
 return rev

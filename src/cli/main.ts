@@ -94,6 +94,10 @@ export function program(): Command {
     .addOption(nameOpt())
     .option('--force', 'start even if another instance uses this workspace')
     .option('--timeout <seconds>', 'how long to wait for every component to be healthy', '60')
+    .option(
+      '--no-containers',
+      "run every agent's tools on this machine, even an agent that names an image (default: in its image, with Docker or Podman)",
+    )
     .action((o) => up(o));
   p.command('down')
     .description('stop an instance and every process it started')
@@ -250,6 +254,7 @@ export function program(): Command {
     .requiredOption('--file <file>')
     .requiredOption('--workspace <dir>')
     .option('--ready-timeout <ms>', 'how long components get to become healthy', '30000')
+    .option('--no-containers')
     .action(async (o) => {
       const m = await import('../local/daemon.ts');
       const code = await m.runDaemon({

@@ -7,6 +7,7 @@ import { ensureRoles, PG_APP, PG_OWNER, pgUrlAs } from '../access/postgres.ts';
 import type { Principal } from '../access/principals.ts';
 import { redisAclLines, redisUrl as redisUserUrl } from '../access/redis.ts';
 import { isScalable, workerTargetOf } from '../api/agent.ts';
+import { DEFAULT_RUNTIME_IMAGE } from '../api/common.ts';
 import { type HoltFile, type HoltFileAgent, loadHoltFile } from '../api/holtfile.ts';
 import { pupEnvironment } from '../api/pupenv.ts';
 import { registrationOf } from '../api/registry.ts';
@@ -22,6 +23,13 @@ import { startRedis } from './redis.ts';
 import { readScale, workerCount, workerName } from './scale.ts';
 import { type InstanceSecrets, instanceSecrets } from './secrets.ts';
 import { type ComponentSpec, LOCAL_PUP_GRACE_MS, Supervisor } from './supervisor.ts';
+import {
+  type LocalTools,
+  prepareTools,
+  releaseTools,
+  TOOLS_SUFFIX,
+  toolsComponent,
+} from './tool-components.ts';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'cli', 'main.ts');
 
@@ -33,6 +41,8 @@ export interface DaemonOptions {
   readyTimeoutMs?: number;
   /** The environment of `holt up` with what it handed over on the credential descriptor. */
   env?: NodeJS.ProcessEnv;
+  /** false: every agent's tools run on this machine, even an agent that names an image. */
+  containers?: boolean;
 }
 
 /** `${VAR}` and `$VAR` from the environment of `holt up`, as Holt's os.ExpandEnv does on the host. */
@@ -43,8 +53,11 @@ export function expandEnv(value: string, env: NodeJS.ProcessEnv): string {
   );
 }
 
+const holtArgv = () => [process.execPath, '--no-warnings=ExperimentalWarning', CLI];
+
 function holtCommand(args: string[]): { command: string; args: string[] } {
-  return { command: process.execPath, args: ['--no-warnings=ExperimentalWarning', CLI, ...args] };
+  const [command, ...rest] = holtArgv();
+  return { command: command as string, args: [...rest, ...args] };
 }
 
 /** Postgres refuses root, and /root is not traversable by the postgres user: keep its data elsewhere. */
@@ -59,7 +72,7 @@ type Make = (
   name: string,
   kind: ComponentSpec['kind'],
   mode: 'standard' | 'controller' | 'worker',
-) => Promise<ComponentSpec>;
+) => Promise<ComponentSpec[]>;
 
 /** What every agent component of an instance starts from: its store URLs and `holt up`'s environment. */
 interface InstanceBase {
@@ -67,42 +80,68 @@ interface InstanceBase {
   workspace: string;
   conn: Record<string, string>;
   env: NodeJS.ProcessEnv;
+  tools: LocalTools;
 }
 
+/** A pup, and before it the tool runner it uses when its tools do not run as its own children. */
 function componentMaker(file: HoltFile, agent: HoltFileAgent, base: InstanceBase): Make {
-  return async (name: string, kind: ComponentSpec['kind'], mode: 'standard' | 'controller' | 'worker') => {
-    const healthPort = await freePort();
-    const env = pupEnvironment(
-      { ...agent, env: agent.env.map((e) => ({ ...e, value: e.value && expandEnv(e.value, base.env) })) },
-      {
-        instance: base.instance,
-        role: agent.role,
-        workspace: base.workspace,
-        healthPort,
-        mode,
-        llm: file.holt.llm,
-      },
-    );
-    const keyEnv = file.holt.llm?.apiKeyEnv;
-    // The model's key travels with the store credentials, on the descriptor.
-    const keys = Object.fromEntries(
-      [...LLM_KEY_VARS, keyEnv].flatMap((k) => (k && base.env[k] ? [[k, base.env[k] as string]] : [])),
-    );
-    return {
-      name,
-      kind,
+  return async (name, kind, mode) => {
+    const pup = await pupComponent(file, agent, base, name, kind, mode);
+    const tools = toolsComponent(base.tools, {
+      instance: base.instance,
+      component: name,
       role: agent.role,
-      ...holtCommand(['pup']),
-      // The supervisor's stop grace outlasts this, so a pup always stops its own tool first.
-      env: {
-        HOLT_SHUTDOWN_GRACE_MS: String(LOCAL_PUP_GRACE_MS),
-        ...componentEnvironment(base.env, [keyEnv]),
-        ...env,
-      },
-      secrets: { ...base.conn, ...keys },
-      cwd: base.workspace,
+      image: mode === 'worker' ? (agent.worker?.image ?? agent.image) : agent.image,
+      mode: (mode === 'worker' ? agent.worker?.workspaceMode : undefined) ?? agent.workspace.mode,
+      workspace: base.workspace,
+      pupEnv: pup.env as Record<string, string>,
+      env: componentEnvironment(base.env, [file.holt.llm?.apiKeyEnv]),
+    });
+    if (!tools) return [pup];
+    pup.env = { ...pup.env, ...tools.pupEnv };
+    return [tools.spec, pup];
+  };
+}
+
+async function pupComponent(
+  file: HoltFile,
+  agent: HoltFileAgent,
+  base: InstanceBase,
+  name: string,
+  kind: ComponentSpec['kind'],
+  mode: 'standard' | 'controller' | 'worker',
+): Promise<ComponentSpec> {
+  const healthPort = await freePort();
+  const env = pupEnvironment(
+    { ...agent, env: agent.env.map((e) => ({ ...e, value: e.value && expandEnv(e.value, base.env) })) },
+    {
+      instance: base.instance,
+      role: agent.role,
+      workspace: base.workspace,
       healthPort,
-    };
+      mode,
+      llm: file.holt.llm,
+    },
+  );
+  const keyEnv = file.holt.llm?.apiKeyEnv;
+  // The model's key travels with the store credentials, on the descriptor.
+  const keys = Object.fromEntries(
+    [...LLM_KEY_VARS, keyEnv].flatMap((k) => (k && base.env[k] ? [[k, base.env[k] as string]] : [])),
+  );
+  return {
+    name,
+    kind,
+    role: agent.role,
+    ...holtCommand(['pup']),
+    // The supervisor's stop grace outlasts this, so a pup always stops its own tool first.
+    env: {
+      HOLT_SHUTDOWN_GRACE_MS: String(LOCAL_PUP_GRACE_MS),
+      ...componentEnvironment(base.env, [keyEnv]),
+      ...env,
+    },
+    secrets: { ...base.conn, ...keys },
+    cwd: base.workspace,
+    healthPort,
   };
 }
 
@@ -112,18 +151,23 @@ async function agentComponents(
   base: InstanceBase & { scaled?: number },
 ): Promise<ComponentSpec[]> {
   const make = componentMaker(file, agent, base);
-  if (!isScalable(agent)) return [await make(agent.role, 'agent', 'standard')];
+  if (!isScalable(agent)) return make(agent.role, 'agent', 'standard');
   // Scalable: one controller bids; workers execute from the inbox (fresh_per_call too: no Jobs locally).
   const workers = workerCount(agent, base.scaled);
-  const specs: ComponentSpec[] = [await make(agent.role, 'controller', 'controller')];
-  for (let i = 0; i < workers; i++) specs.push(await workerSpec(make, agent, i));
+  const specs: ComponentSpec[] = await make(agent.role, 'controller', 'controller');
+  for (let i = 0; i < workers; i++) specs.push(...(await workerSpecs(make, agent, i)));
   return specs;
 }
 
-async function workerSpec(make: Make, agent: HoltFileAgent, i: number): Promise<ComponentSpec> {
-  const c = await make(workerName(agent.role, i), 'worker', 'worker');
-  c.env = { ...c.env, HOLT_WORKER_TARGET: workerTargetOf(agent, agent.role), HOLT_WORKER_CONCURRENCY: '1' };
-  return c;
+async function workerSpecs(make: Make, agent: HoltFileAgent, i: number): Promise<ComponentSpec[]> {
+  const specs = await make(workerName(agent.role, i), 'worker', 'worker');
+  const pup = specs.at(-1) as ComponentSpec;
+  pup.env = {
+    ...pup.env,
+    HOLT_WORKER_TARGET: workerTargetOf(agent, agent.role),
+    HOLT_WORKER_CONCURRENCY: '1',
+  };
+  return specs;
 }
 
 /** SIGHUP from `holt scale`: start or stop worker processes until each role has what scale.json says. */
@@ -132,13 +176,16 @@ async function rescale(sup: Supervisor, file: HoltFile, base: InstanceBase, log:
   for (const agent of file.agents) {
     if (!isScalable(agent)) continue;
     const n = workerCount(agent, wanted[agent.role]);
-    const have = sup.names().filter((x) => x.startsWith(`${agent.role}-worker-`));
+    const have = sup.names().filter((x) => /^\d+$/.test(x.slice(`${agent.role}-worker-`.length)));
     for (let i = 0; i < n; i++) {
       if (have.includes(workerName(agent.role, i))) continue;
-      sup.add(await workerSpec(componentMaker(file, agent, base), agent, i));
+      for (const c of await workerSpecs(componentMaker(file, agent, base), agent, i)) sup.add(c);
     }
     for (const name of have)
-      if (Number(name.slice(`${agent.role}-worker-`.length)) >= n) await sup.remove(name);
+      if (Number(name.slice(`${agent.role}-worker-`.length)) >= n) {
+        await sup.remove(name);
+        await sup.remove(`${name}${TOOLS_SUFFIX}`);
+      }
     log.info({ event_type: 'scaled', role: agent.role, workers: n }, `${agent.role}: ${n} worker(s)`);
   }
 }
@@ -183,6 +230,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     stores: [],
   };
   let sup: Supervisor | undefined;
+  let tools: LocalTools | undefined;
   const save = () => {
     state.components = sup?.states() ?? [];
     writeState(state);
@@ -204,6 +252,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     state.status = 'stopping';
     save();
     await sup?.stopAll();
+    await releaseTools(tools, opts.name);
     for (const s of stores.reverse()) await s.stop().catch(() => undefined);
     state.status = status;
     save();
@@ -261,8 +310,22 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     state.postgresUrl = as.pgAdmin;
     save();
 
+    // Where each agent's tools run (its image, or this machine), ready before the registry says so.
+    const prepared = await prepareTools({
+      instance: opts.name,
+      instanceDir: dir,
+      workspace: opts.workspace,
+      agents: file.agents,
+      containers: opts.containers ?? true,
+      runtimeImage: env.HOLT_RUNTIME_IMAGE || DEFAULT_RUNTIME_IMAGE,
+      holt: holtArgv(),
+      env,
+    });
+    tools = prepared.tools;
+    checkStop();
     const bb = Blackboard.connect(as.redis('operator'), opts.name);
-    await bb.setAgents(file.agents.map(registrationOf));
+    // With each image's digest, as Holt records it (agent_images, and on every grant).
+    await bb.setAgents(file.agents.map((a) => ({ ...registrationOf(a), image_id: prepared.images[a.role] })));
     await bb.close();
 
     // The inbox schema before any process that uses it, as its owner (the runtime's role has DML only).
@@ -289,7 +352,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
       cwd: opts.workspace,
       healthPort: orchPort,
     });
-    const base = { instance: opts.name, workspace: opts.workspace, conn: conn('pup'), env };
+    const base = { instance: opts.name, workspace: opts.workspace, conn: conn('pup'), env, tools };
     const scaled = readScale(opts.name);
     for (const agent of file.agents)
       for (const c of await agentComponents(file, agent, { ...base, scaled: scaled[agent.role] })) sup.add(c);

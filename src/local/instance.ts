@@ -16,7 +16,7 @@ export const INSTANCE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 export const ComponentState = z.object({
   name: z.string(),
-  kind: z.enum(['store', 'orchestrator', 'agent', 'controller', 'worker']),
+  kind: z.enum(['store', 'orchestrator', 'agent', 'controller', 'worker', 'tools']),
   role: z.string().optional(),
   pid: z.number().int().optional(),
   status: z.enum(['starting', 'running', 'restarting', 'stopped', 'failed']),

@@ -22,6 +22,8 @@ export interface ComponentSpec {
   secrets?: Record<string, string>;
   cwd: string;
   healthPort?: number;
+  /** Run before each start (a tools container: remove one a crashed run left behind). */
+  prepare?: () => Promise<void>;
 }
 
 interface Running {
@@ -81,7 +83,25 @@ export class Supervisor {
       lastCode: null,
     };
     this.running.set(spec.name, r);
-    this.spawn(r);
+    this.start(r);
+  }
+
+  private start(r: Running): void {
+    if (!r.spec.prepare) {
+      this.spawn(r);
+      return;
+    }
+    r.exited = r.spec.prepare().then(
+      () => {
+        if (!this.stopping && this.running.get(r.spec.name) === r) this.spawn(r);
+        return r.exited;
+      },
+      (e: unknown) => {
+        r.state.status = 'failed';
+        r.state.lastExit = `not started: ${e instanceof Error ? e.message : String(e)}`;
+        this.onChange();
+      },
+    );
   }
 
   private spawn(r: Running): void {
@@ -156,14 +176,14 @@ export class Supervisor {
     );
     this.onChange();
     await sleep(delay);
-    if (this.stopping) return;
+    if (this.stopping || this.running.get(r.spec.name) !== r) return;
     if (r.spec.healthPort) {
       // The port was free when picked, not necessarily now: a restart takes a fresh one.
       r.spec.healthPort = await freePort();
       r.spec.env = { ...r.spec.env, HOLT_HEALTH_PORT: String(r.spec.healthPort) };
       r.state.healthPort = r.spec.healthPort;
     }
-    this.spawn(r);
+    this.start(r);
   }
 
   /** Marks a component running once its health endpoint answered. */

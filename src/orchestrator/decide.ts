@@ -34,6 +34,8 @@ export interface Snapshot {
   outputs: Artefact[];
   /** Roles registered now (the feedback producer check; consensus uses the claim's own snapshot). */
   registered: ReadonlySet<string>;
+  /** role → its image's digest where known (Holt's agent_images): recorded on the claim it is granted. */
+  images?: ReadonlyMap<string, string>;
   /** Start of the bid timeout for a claim without created_at_ms (one Holt made). */
   firstSeenMs: number;
   now: number;
@@ -167,11 +169,12 @@ function consensus(s: Snapshot): Decision {
     return write({ ...c, dormant_reason: 'no_bids_in_any_phase' }, d);
   }
   d.logs.push({ event_type: 'initial_phase_determined', level: 'debug', claim_id: c.id, phase });
-  return write(grantPhase(c, phase, bids, s.now, d), d);
+  return write(grantPhase(c, phase, bids, s, d), d);
 }
 
 /** Records the grants of `phase` on the claim; the announcements follow the write. */
-function grantPhase(c: Claim, phase: Phase, bids: Record<string, BidType>, now: number, d: Draft): Claim {
+function grantPhase(c: Claim, phase: Phase, bids: Record<string, BidType>, s: Snapshot, d: Draft): Claim {
+  const now = s.now;
   const roles = grantees(phase, bids);
   const ps: PhaseState = {
     current: phase,
@@ -187,6 +190,8 @@ function grantPhase(c: Claim, phase: Phase, bids: Record<string, BidType>, now: 
     artefact_expected: true,
     last_grant_agent: roles.at(-1) ?? '',
     last_grant_time: now,
+    // As Holt's: the image of the agent last granted (the one whose work the claim awaits).
+    granted_agent_image_id: s.images?.get(roles.at(-1) ?? '') || undefined,
   };
   if (phase === 'review') next.granted_review_agents = roles;
   if (phase === 'parallel') next.granted_parallel_agents = roles;
@@ -270,7 +275,7 @@ function transition(s: Snapshot, c: Claim, ps: PhaseState, d: Draft): Decision {
     to_status: STATUS[next],
     next_phase: next,
   });
-  return write(grantPhase(c, next, ps.all_bids, s.now, d), d);
+  return write(grantPhase(c, next, ps.all_bids, s, d), d);
 }
 
 function reviewOutcome(
@@ -368,6 +373,7 @@ function feedback(s: Snapshot, c: Claim, rejecting: string[], d: Draft): Decisio
     artefact_expected: true,
     last_grant_agent: producer,
     last_grant_time: s.now,
+    granted_agent_image_id: s.images?.get(producer),
   };
   d.before.push({ kind: 'feedback_claim', claim: fb });
   d.after.push(
@@ -444,7 +450,7 @@ function resumeQueued(s: Snapshot): Decision {
   const role = c.grant_queue?.agent_name ?? '';
   const d = draft();
   const bids = c.phase_state?.all_bids ?? { [role]: 'exclusive' };
-  const claim = grantPhase({ ...c, grant_queue: null }, 'exclusive', { [role]: 'exclusive' }, s.now, d);
+  const claim = grantPhase({ ...c, grant_queue: null }, 'exclusive', { [role]: 'exclusive' }, s, d);
   if (claim.phase_state) claim.phase_state.all_bids = bids;
   d.after.push({ kind: 'dequeue', role });
   d.logs.push({ event_type: 'grant_resumed_from_queue', claim_id: c.id, agent_name: role });

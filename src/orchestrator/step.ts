@@ -56,6 +56,8 @@ export interface StepDeps {
   log: Logger;
   metrics: OrchestratorMetrics;
   registered: () => ReadonlySet<string>;
+  /** role → image digest, from the registry (the audit on grants). */
+  images?: () => ReadonlyMap<string, string>;
   /** False once the lease is lost or the term halted: no write may start after that. */
   alive: () => boolean;
   kick: (claimId: string) => void;
@@ -231,6 +233,7 @@ export class ClaimStepper {
         bids,
         outputs,
         registered: this.d.registered(),
+        images: this.d.images?.(),
         firstSeenMs: this.firstSeen.get(id) ?? now,
         now,
         policy: this.d.policy,

@@ -61,6 +61,8 @@ export class Term {
   private registryRev = -1;
   /** The registered roles, as of the last registry load. */
   private registered: ReadonlySet<string> = new Set();
+  /** role → image digest of the registered agents that have one. */
+  private images: ReadonlyMap<string, string> = new Map();
   /** The same, in Holt's byte-wise order: every new claim's expected bidders. */
   private expectedBidders: readonly string[] = [];
   /** Artefacts already handled, by created_at_ms, within the reconcile look-back. */
@@ -89,6 +91,7 @@ export class Term {
       log: deps.log,
       metrics: deps.metrics,
       registered: () => this.registered,
+      images: () => this.images,
       alive: () => this.alive(),
       kick: (id) => this.runner.kick(id),
       quarantine: deps.quarantine,
@@ -227,6 +230,7 @@ export class Term {
     this.d.registry.clear();
     for (const a of agents) this.d.registry.set(a.role, a);
     this.registered = new Set(this.d.registry.keys());
+    this.images = new Map(agents.flatMap((a) => (a.image_id ? [[a.role, a.image_id] as const] : [])));
     this.expectedBidders = sortRoles(this.registered);
     for (const role of invalid) {
       this.d.log.warn({ event_type: 'invalid_agent_registration', role }, 'invalid_agent_registration');

@@ -4,7 +4,7 @@ import { BID_TYPES } from '../blackboard/types.ts';
 import { ConfigError, formatIssues, jsonArgv } from '../common/config.ts';
 import { secretsFromEnv } from '../common/secrets.ts';
 import { apiKeyFrom, type LlmSettings, loadLlmSettings } from '../llm/config.ts';
-import { LocalToolRunner, type ToolRunner } from './runner/runner.ts';
+import { LocalToolRunner, type ToolRunner, WorkspaceMappedRunner } from './runner/runner.ts';
 import { SocketToolRunner } from './runner/socket.ts';
 
 export type PupMode = 'standard' | 'controller' | 'worker';
@@ -56,6 +56,8 @@ export const PupEnvVars = z.object({
   HOLT_HEALTH_CHECK_TIMEOUT_MS: num(5_000),
   /** In a pod: the agent container's runner socket (tools never run beside the credentials). */
   HOLT_TOOL_RUNNER_SOCKET: z.preprocess(blankAsUndefined, z.string().optional()),
+  /** Where the runner sees the workspace when not where the pup does (`holt up`'s containers). */
+  HOLT_TOOL_WORKSPACE: z.preprocess(blankAsUndefined, z.string().optional()),
 });
 
 export const PupEnv = PupEnvVars.transform((e) => ({
@@ -87,6 +89,7 @@ export const PupEnv = PupEnvVars.transform((e) => ({
       }
     : undefined,
   runnerSocket: e.HOLT_TOOL_RUNNER_SOCKET,
+  toolWorkspace: e.HOLT_TOOL_WORKSPACE,
 }));
 
 export type PupSettings = z.output<typeof PupEnv>;
@@ -105,8 +108,15 @@ export type PupConfig = PupSettings & {
 };
 
 /** The runner of a pup's tools: the pod's agent container, or this process's children. */
-export function toolRunner(socket: string | undefined, env: NodeJS.ProcessEnv): ToolRunner {
-  return socket ? new SocketToolRunner(socket) : new LocalToolRunner(env);
+export function toolRunner(
+  socket: string | undefined,
+  env: NodeJS.ProcessEnv,
+  paths?: { workspace: string; toolWorkspace?: string },
+): ToolRunner {
+  const runner = socket ? new SocketToolRunner(socket) : new LocalToolRunner(env);
+  return paths?.toolWorkspace && paths.toolWorkspace !== paths.workspace
+    ? new WorkspaceMappedRunner(runner, paths.workspace, paths.toolWorkspace)
+    : runner;
 }
 
 /**
@@ -158,7 +168,10 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): PupConfig {
   if (mode !== 'worker' && !s.biddingStrategy && !s.bidScript && !llm?.bid) {
     throw new ConfigError('HOLT_BIDDING_STRATEGY: is required unless HOLT_AGENT_BID_SCRIPT is set');
   }
-  const runner = toolRunner(s.runnerSocket, env);
+  const runner = toolRunner(s.runnerSocket, env, {
+    workspace: s.workspace,
+    toolWorkspace: s.toolWorkspace,
+  });
   const apiKey = llm ? apiKeyFrom(env, llm) : undefined;
   return { ...s, mode, executeClaim, llm, runner, apiKey, secrets: secretsFromEnv(env, llm?.apiKeyEnv) };
 }

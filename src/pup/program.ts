@@ -35,6 +35,10 @@ export const PUP_PROGRAM: ProgramSpec = {
     { env: 'HOLT_HEALTH_CHECK_INTERVAL_MS', help: 'how often the health check runs [30000]' },
     { env: 'HOLT_HEALTH_CHECK_TIMEOUT_MS', help: 'the health check is killed after this [5000]' },
     { env: 'HOLT_TOOL_RUNNER_SOCKET', help: "in a pod: the agent container's tool runner socket" },
+    {
+      env: 'HOLT_TOOL_WORKSPACE',
+      help: 'where the tool runner sees the workspace, if elsewhere [HOLT_WORKSPACE]',
+    },
   ],
   epilog: [
     secretsEpilog(PUP_SECRETS),

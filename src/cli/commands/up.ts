@@ -25,6 +25,8 @@ export interface UpOptions {
   name?: string;
   force?: boolean;
   timeout: string;
+  /** false (--no-containers): agents' tools run on this machine. */
+  containers?: boolean;
 }
 
 function nextDefaultName(): string {
@@ -91,6 +93,7 @@ export async function up(opts: UpOptions): Promise<void> {
       workspace,
       '--ready-timeout',
       String(timeoutMs),
+      ...(opts.containers === false ? ['--no-containers'] : []),
     ],
     { detached: true, stdio: ['ignore', fd, fd, 'pipe'], env: { ...daemonEnv, ...handoff.env } },
   );
@@ -108,7 +111,7 @@ export async function up(opts: UpOptions): Promise<void> {
       if (s.status === 'running') {
         p.done();
         out(
-          `${paint('green', '✓')} Instance '${name}' started successfully (${s.components.filter((c) => c.kind !== 'orchestrator').length} agents ready)`,
+          `${paint('green', '✓')} Instance '${name}' started successfully (${s.components.filter((c) => c.kind !== 'orchestrator' && c.kind !== 'tools').length} agents ready)`,
         );
         out(`  workspace: ${workspace}`);
         out(`  logs:      ${join(dir, 'logs')}   (holt logs <role|orchestrator>)`);

@@ -34,3 +34,32 @@ export class LocalToolRunner implements ToolRunner {
 
   async ping(): Promise<void> {}
 }
+
+/**
+ * The workspace at another path where the tools run (`holt up` mounts it at /workspace in an agent's
+ * container, while the pup reads it where it is): a run's directory is moved there.
+ */
+export class WorkspaceMappedRunner implements ToolRunner {
+  private readonly inner: ToolRunner;
+  private readonly from: string;
+  private readonly to: string;
+  constructor(inner: ToolRunner, from: string, to: string) {
+    this.inner = inner;
+    this.from = from.replace(/\/+$/, '');
+    this.to = to.replace(/\/+$/, '');
+  }
+
+  /** The directory as the runner sees it; one outside the workspace is passed unchanged. */
+  mapCwd(cwd: string): string {
+    if (cwd === this.from) return this.to || '/';
+    return cwd.startsWith(`${this.from}/`) ? this.to + cwd.slice(this.from.length) : cwd;
+  }
+
+  run(req: ToolRequest, signal?: AbortSignal): Promise<ToolRun> {
+    return this.inner.run({ ...req, cwd: this.mapCwd(req.cwd) }, signal);
+  }
+
+  ping(): Promise<void> {
+    return this.inner.ping();
+  }
+}
