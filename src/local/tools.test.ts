@@ -1,0 +1,121 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { LocalToolRunner, WorkspaceMappedRunner } from '../pup/runner/runner.ts';
+import { containerRunArgs, readOnlyRunnerArgs, toolsPlan, toolVariables } from './tools.ts';
+
+describe('where a local agent runs its tools', () => {
+  it('in its image when containers are on, else on this machine (read-only view for ro)', () => {
+    expect(toolsPlan('img:1', 'ro', true)).toEqual({ kind: 'container', image: 'img:1' });
+    expect(toolsPlan('img:1', 'rw', false)).toEqual({ kind: 'host' });
+    expect(toolsPlan('img:1', 'ro', false)).toEqual({ kind: 'readonly' });
+    expect(toolsPlan(undefined, 'ro', true)).toEqual({ kind: 'readonly' });
+    expect(toolsPlan(undefined, 'rw', true)).toEqual({ kind: 'host' });
+  });
+
+  it('gives the tools the contract and declared variables only, never a credential', () => {
+    const vars = toolVariables(
+      {
+        HOLT_INSTANCE_NAME: 'i',
+        HOLT_AGENT_NAME: 'Coder',
+        HOLT_WORKSPACE: '/home/me/repo',
+        HOLT_TOOL_ENV: '["GREETING"]',
+        GREETING: 'hi',
+        HOLT_AGENT_COMMAND: '["x"]',
+        REDIS_URL: 'redis://u:p@h',
+        HOLT_LLM_API_KEY: 'sk-1',
+      },
+      '/workspace',
+    );
+    expect(vars).toEqual({
+      HOLT_INSTANCE_NAME: 'i',
+      HOLT_AGENT_NAME: 'Coder',
+      HOLT_WORKSPACE: '/workspace',
+      HOLT_TOOL_ENV: '["GREETING"]',
+      GREETING: 'hi',
+    });
+  });
+
+  it('runs the container read-only where the file says, with no value in its argv', () => {
+    const args = containerRunArgs({
+      instance: 'dev',
+      component: 'Coder',
+      role: 'Coder',
+      image: 'coder:1',
+      workspace: '/home/me/repo',
+      mode: 'ro',
+      runDir: '/tmp/holt-0/ab/Coder',
+      bundleVolume: 'holt-bundle-1',
+      network: 'holt-dev',
+      variables: ['GREETING'],
+      user: '1000:1000',
+    });
+    expect(args.join(' ')).toBe(
+      'run --rm --name holt-dev-Coder --label holt.instance=dev --label holt.role=Coder --network holt-dev --user 1000:1000 -v holt-bundle-1:/opt/holt:ro -v /home/me/repo:/workspace:ro -v /tmp/holt-0/ab/Coder:/run/holt -w /workspace -e GREETING --entrypoint /opt/holt/bin/holt coder:1 tool-runner --socket /run/holt/runner.sock',
+    );
+    const rw = containerRunArgs({
+      ...{ instance: 'dev', component: 'C', role: 'C', image: 'c', workspace: '/w', runDir: '/r' },
+      ...{ mode: 'rw', bundleVolume: 'b', network: 'n', variables: [] },
+    });
+    expect(rw).toContain('/w:/workspace');
+    expect(rw).not.toContain('--user');
+  });
+
+  it.runIf(process.getuid?.() === 0)(
+    'the read-only view refuses writes to the workspace, and only there',
+    () => {
+      const ws = mkdtempSync(join(tmpdir(), 'ro-ws-'));
+      const other = mkdtempSync(join(tmpdir(), 'ro-other-'));
+      try {
+        const { command, args } = readOnlyRunnerArgs(
+          ws,
+          [
+            'sh',
+            '-c',
+            'touch "$0/a" 2>/dev/null && echo ws-writable; touch "$1/b" && echo other-writable',
+            ws,
+            other,
+          ],
+          true,
+        );
+        expect(execFileSync(command, args).toString()).toBe('other-writable\n');
+      } finally {
+        rmSync(ws, { recursive: true, force: true });
+        rmSync(other, { recursive: true, force: true });
+      }
+    },
+  );
+
+  it('moves a run into the workspace as the runner sees it', async () => {
+    const ws = mkdtempSync(join(tmpdir(), 'map-ws-'));
+    try {
+      writeFileSync(join(ws, 'x'), '');
+      const seen: string[] = [];
+      const inner = new LocalToolRunner(process.env);
+      const spy = {
+        run: (req: Parameters<typeof inner.run>[0]) => {
+          seen.push(req.cwd);
+          return inner.run({ ...req, cwd: ws });
+        },
+        ping: () => inner.ping(),
+      };
+      const mapped = new WorkspaceMappedRunner(spy, '/home/me/repo/', '/workspace');
+      expect(mapped.mapCwd('/home/me/repo')).toBe('/workspace');
+      expect(mapped.mapCwd('/home/me/repo/sub/dir')).toBe('/workspace/sub/dir');
+      expect(mapped.mapCwd('/home/me/repository')).toBe('/home/me/repository');
+      const r = await mapped.run({
+        argv: ['ls'],
+        cwd: '/home/me/repo/sub',
+        stdin: '',
+        timeoutMs: 5000,
+        maxBytes: 1000,
+      });
+      expect(seen).toEqual(['/workspace/sub']);
+      expect(r.stdout).toBe('x\n');
+    } finally {
+      rmSync(ws, { recursive: true, force: true });
+    }
+  });
+});
