@@ -15,8 +15,8 @@ const DENIED = '-@dangerous +info -scan -script|flush -function';
 /**
  * Key and channel rules per principal, for one instance's prefix. The orchestrator owns claims; a pup
  * writes artefacts (with their thread and indexes), its bids, its execution leases and status, and
- * reads the rest; the operator writes the agent registry and reads the load, status, quarantine and
- * retention report the Agents and Holts show.
+ * reads the rest; the operator writes the agent registry and the workers' exit reports, and reads the
+ * load, status, quarantine and retention report the Agents and Holts show.
  */
 export function redisRules(instance: string): Record<Principal, string> {
   const p = `holt:${instance}:`;
@@ -42,7 +42,7 @@ export function redisRules(instance: string): Record<Principal, string> {
       `+@all ${DENIED}`,
     ].join(' '),
     operator: [
-      rw('agents', 'agents:rev', 'agents_changed', 'agent_images'),
+      rw('agents', 'agents:rev', 'agents_changed', 'agent_images', 'worker_exits'),
       // What the Agent and Holt statuses show, and nothing of the work: no claim, artefact or bid.
       ro('agent_load', 'agent_status:*', 'quarantine', 'retention'),
       `&${p}agents_changed`,

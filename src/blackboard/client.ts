@@ -31,6 +31,7 @@ import {
   Quarantined,
   type WorkflowEvent,
 } from './types.ts';
+import { readWorkerExits, reportWorkerExit, type WorkerExit } from './worker-exits.ts';
 
 const safeJson = (s: string): unknown => {
   try {
@@ -626,6 +627,18 @@ export class Blackboard {
     const [err, fresh] = res?.[0] ?? [new Error('transaction discarded'), 0];
     if (err) throw err;
     return fresh === 1;
+  }
+
+  // ---- worker exits (extension) ----
+
+  /** A launcher's report of a worker that died (src/blackboard/worker-exits.ts). */
+  reportWorkerExit(e: WorkerExit): Promise<void> {
+    return reportWorkerExit(this.redis, this.k.workerExits, e);
+  }
+
+  /** Worker exit reports after stream id `after`, oldest first. */
+  workerExits(after: string, count?: number): ReturnType<typeof readWorkerExits> {
+    return readWorkerExits(this.redis, this.k.workerExits, after, count);
   }
 
   /** Everything set aside, oldest first; an unreadable entry is listed as such, never thrown. */

@@ -28,6 +28,8 @@ export function keys(instance: string) {
     agents: `${p}agents`,
     /** extension: HASH "kind:id" -> Quarantined JSON: stored items set aside (never acted on) and why. */
     quarantine: `${p}quarantine`,
+    /** extension: STREAM of workers that died (exit code, signal, last log lines), written by their launcher. */
+    workerExits: `${p}worker_exits`,
     /** extension: STRING, RetentionReport JSON: the leader's last retention pass and totals (retention-report.ts). */
     retention: `${p}retention`,
     /** extension: STRING, bumped whenever the registry changes. */

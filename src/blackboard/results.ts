@@ -1,6 +1,7 @@
 import type { NewArtefact } from './client.ts';
 import { goEscape } from './go-json.ts';
 import type { Artefact, Claim, StructuralType, WorkflowEvent } from './types.ts';
+import { type WorkerExit, workerFailurePayload } from './worker-exits.ts';
 
 /**
  * The artefacts an execution ends in, in Holt's shapes: a result (derivative or rework) and a
@@ -66,6 +67,19 @@ export function failureArtefact(id: string, role: string, claim: Claim, f: Failu
     payload: failurePayload(f),
     source_artefacts: [claim.artefact_id],
     produced_by_role: role,
+  };
+}
+
+/**
+ * Holt's WorkerFailure: the worker itself died (its exit code or signal and last log lines), not its
+ * tool. Holt leaves source_artefacts empty; ours names the claim's target, so the failure stays in its
+ * workflow (docs/holt-compatibility.md).
+ */
+export function workerFailureArtefact(id: string, role: string, claim: Claim, e: WorkerExit): NewArtefact {
+  return {
+    ...failureArtefact(id, role, claim, { reason: '', exit_code: e.exit_code, stdout: '', stderr: '' }),
+    type: 'WorkerFailure',
+    payload: workerFailurePayload(e),
   };
 }
 

@@ -2,7 +2,8 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
-import { failureArtefact } from '../blackboard/results.ts';
+import { failureArtefact, workerFailureArtefact } from '../blackboard/results.ts';
+import { WorkerExit } from '../blackboard/worker-exits.ts';
 import { busProblem, connectBus, watchBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { envMs, parseEnv } from '../common/config.ts';
@@ -150,8 +151,12 @@ export async function startOrchestratorInbox(o: {
     if (!vc) return; // the claim is gone: nothing to terminate
     const id = outputId(o.instance, row.claim_id, row.role, row.claim_type);
     const reason = `worker execution failed after ${row.attempts} attempt(s): ${row.last_error ?? 'unknown error'}`;
+    // The last worker died and its launcher said how: Holt's WorkerFailure, with its exit and logs.
+    const died = WorkerExit.safeParse(row.worker_exit);
     await o.bb.createArtefact(
-      failureArtefact(id, row.role, vc.claim, { reason, exit_code: -1, stdout: '', stderr: '' }),
+      died.success
+        ? workerFailureArtefact(id, row.role, vc.claim, died.data)
+        : failureArtefact(id, row.role, vc.claim, { reason, exit_code: -1, stdout: '', stderr: '' }),
     );
     o.log.warn(
       { event_type: 'inbox_row_failed', claim_id: row.claim_id, role: row.role, reason },
@@ -165,6 +170,7 @@ export async function startOrchestratorInbox(o: {
     ring,
     onFailed,
     answered,
+    exits: workerExitsReader(o.bb, o.log),
     onDepth: o.onDepth,
     intervalMs: env.HOLT_INBOX_WATCHDOG_MS,
     active: o.isLeader,
@@ -190,6 +196,25 @@ export async function startOrchestratorInbox(o: {
       await nc.drain().catch(() => undefined);
       await store.close();
     },
+  };
+}
+
+/**
+ * The launchers' worker exit reports, read on from where the last pass stopped. A new leader starts
+ * from the oldest kept: a report applies only to leases its worker held when it died, so reading one
+ * twice changes nothing.
+ */
+function workerExitsReader(bb: Blackboard, log: Logger): () => Promise<WorkerExit[]> {
+  let cursor = '0';
+  return async () => {
+    const r = await bb.workerExits(cursor);
+    cursor = r.last;
+    if (r.invalid)
+      log.warn(
+        { event_type: 'worker_exit_invalid', count: r.invalid },
+        'unreadable worker exit reports skipped',
+      );
+    return r.exits;
   };
 }
 

@@ -33,6 +33,8 @@ export const InboxRow = z.object({
   last_error: z.string().nullable(),
   /** The Question artefact a `waiting` row waits on (its Answer wakes the row). */
   waiting_on: z.string().nullable().optional(),
+  /** The launcher's report of the worker that died holding this row (WorkerExit; parsed where used). */
+  worker_exit: z.unknown().optional(),
   created_at: ts,
   updated_at: ts,
 });

@@ -107,6 +107,45 @@ describe('inbox store', () => {
     expect(await store.complete(f, { value: 1 })).toBe(true);
   });
 
+  it('a worker reported dead loses at once the leases it held then, and only those; the report stays with the row', async () => {
+    const { row } = await store.enqueue(grant('died'));
+    const { row: later } = await store.enqueue(grant('died-later'));
+    const [r] = await store.claim(I, ['died'], 'pod-a', 1, 600_000);
+    expect(r?.id).toBe(row.id);
+    const diedAt = Date.now() + 50;
+    await new Promise((res) => setTimeout(res, 100));
+    // The same pod name, restarted after the death, took another row: that lease is its own.
+    const [taken] = await store.claim(I, ['died-later'], 'pod-a', 1, 600_000);
+    expect(taken?.id).toBe(later.id);
+    const report = {
+      owner: 'pod-a',
+      role: ROLE,
+      exit_code: 137,
+      signal: 'SIGKILL',
+      logs: 'last words',
+      at_ms: diedAt,
+    };
+    const other = { ...report, owner: 'pod-b' };
+    let reads = 0;
+    const exits = async () => (reads++ === 0 ? [report, other] : []);
+    const s = await sweep(store, { instance: I, maxAttempts: 5, ring: () => undefined, exits });
+    expect(s.exited).toBe(1);
+    expect(s.reclaimed.map((x) => x.id)).toEqual([row.id]);
+    const back = await store.row(row.id);
+    expect(back).toMatchObject({ status: 'pending', last_error: 'worker exited with code 137' });
+    expect(back?.worker_exit).toEqual(report);
+    expect(await store.row(later.id)).toMatchObject({ status: 'claimed', lease_owner: 'pod-a' });
+    // Its next lease lost to plain expiry: the old report no longer describes it.
+    const [again] = await store.claim(I, ['died'], 'pod-c', 1, 1);
+    expect(again?.id).toBe(row.id);
+    await new Promise((res) => setTimeout(res, 5));
+    await sweep(store, { instance: I, maxAttempts: 5, ring: () => undefined, exits });
+    expect(await store.row(row.id)).toMatchObject({
+      last_error: 'lease expired: worker lost',
+      worker_exit: null,
+    });
+  });
+
   it('failures back off, then fail for good and are reported once', async () => {
     const { row } = await store.enqueue(grant('flaky'));
     const [r1] = await store.claim(I, ['flaky'], 'w', 1, 60_000);

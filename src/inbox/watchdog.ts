@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
+import type { WorkerExit } from '../blackboard/worker-exits.ts';
 import type { RingFn } from '../bus/doorbell.ts';
 import type { Logger } from '../common/logger.ts';
 import { ringsFor } from './policy.ts';
@@ -10,7 +11,7 @@ import type { InboxStore } from './store.ts';
 // goes back to pending, or to failed once it has been tried too often (a row that kills its workers).
 const RECLAIM = `
 WITH x AS (
-  SELECT id, actor_id, turn_id, attempts >= $2 AS exhausted FROM holt.agent_inbox
+  SELECT id, actor_id, turn_id, lease_owner AS owner, attempts >= $2 AS exhausted FROM holt.agent_inbox
   WHERE instance = $1 AND status = 'claimed' AND lease_expires_at < now()
   ORDER BY lease_expires_at LIMIT $3 FOR UPDATE SKIP LOCKED
 ), h AS (
@@ -29,9 +30,20 @@ WITH x AS (
 UPDATE holt.agent_inbox i
 SET status = CASE WHEN x.exhausted THEN 'failed' ELSE 'pending' END, lease_owner = NULL,
     lease_expires_at = NULL, available_at = now(), updated_at = now(),
-    last_error = 'lease expired: worker lost'
+    last_error = CASE WHEN i.worker_exit->>'owner' = x.owner
+      THEN 'worker exited with code ' || (i.worker_exit->>'exit_code') ELSE 'lease expired: worker lost' END,
+    -- The report stays with the row only when it is about the worker that just lost it.
+    worker_exit = CASE WHEN i.worker_exit->>'owner' = x.owner THEN i.worker_exit END
 FROM x WHERE i.id = x.id
 RETURNING i.*`;
+
+// A worker its launcher saw die: the leases it held then end now (a lease taken or renewed after its
+// death, by a restarted container of the same pod, is left alone), carrying the report.
+const EXITED = `
+UPDATE holt.agent_inbox SET lease_expires_at = now() - interval '1 millisecond', worker_exit = $3::jsonb
+WHERE instance = $1 AND status = 'claimed' AND lease_owner = $2
+  AND updated_at <= to_timestamp($4::double precision / 1000)
+RETURNING id`;
 
 export interface SweepOptions {
   instance: string;
@@ -46,10 +58,14 @@ export interface SweepOptions {
    * rows parked on them are woken (pending again) and rung below.
    */
   answered?: (questionIds: string[]) => Promise<string[]>;
+  /** Worker deaths reported since the last pass (the launchers' reports, read on from a cursor). */
+  exits?: () => Promise<WorkerExit[]>;
   batch?: number;
 }
 
 export interface SweepResult {
+  /** Leases ended early because their worker was reported dead. */
+  exited: number;
   reclaimed: InboxRow[];
   /** Rows parked on a question that got its Answer. */
   woken: number;
@@ -59,7 +75,7 @@ export interface SweepResult {
   failed: Stage[];
 }
 
-export type Stage = 'reclaim' | 'wake' | 'ring' | 'report' | 'depth';
+export type Stage = 'exits' | 'reclaim' | 'wake' | 'ring' | 'report' | 'depth';
 
 /**
  * One pass of the safety net: take back expired leases, wake rows whose Question has its Answer,
@@ -78,13 +94,38 @@ export async function sweep(store: InboxStore, o: SweepOptions): Promise<SweepRe
       return fallback;
     }
   };
+  const exited = await stage('exits', 0, () => endExitedLeases(store.pool, o));
   const reclaimed = await stage('reclaim', [] as InboxRow[], () => reclaim(store.pool, o, batch));
   const woken = await stage('wake', 0, () => wakeAnswered(store, o, batch));
   const rung = await stage('ring', {}, () => reRing(store.pool, o));
   const reported = await stage('report', 0, () => reportFailures(store.pool, o, batch));
   const onDepth = o.onDepth;
   if (onDepth) await stage('depth', undefined, async () => onDepth(await store.queueDepth(o.instance)));
-  return { reclaimed, woken, rung, reported, failed };
+  return { exited, reclaimed, woken, rung, reported, failed };
+}
+
+/** The leases of workers reported dead end now, so the reclaim below takes their rows at once. */
+async function endExitedLeases(pool: pg.Pool, o: SweepOptions): Promise<number> {
+  if (!o.exits) return 0;
+  let n = 0;
+  for (const e of await o.exits()) {
+    const r = await pool.query(EXITED, [o.instance, e.owner, JSON.stringify(e), e.at_ms]);
+    n += r.rowCount ?? 0;
+    if (r.rowCount)
+      o.log?.warn(
+        {
+          event_type: 'worker_exited',
+          owner: e.owner,
+          role: e.role,
+          exit_code: e.exit_code,
+          signal: e.signal,
+          reason: e.reason,
+          inbox_ids: r.rows.map((x: { id: string }) => String(x.id)),
+        },
+        `worker ${e.owner} exited with code ${e.exit_code} holding ${r.rowCount} row(s)`,
+      );
+  }
+  return n;
 }
 
 /** Every expired lease, a batch per statement. */
@@ -209,7 +250,7 @@ export class Watchdog {
     try {
       const r = await sweep(this.store, this.opts);
       this.opts.onSweep?.(r);
-      if (r.reclaimed.length || r.reported || r.woken)
+      if (r.reclaimed.length || r.reported || r.woken || r.exited)
         this.opts.log?.info(
           {
             event_type: 'watchdog_sweep',

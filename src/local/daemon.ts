@@ -13,7 +13,7 @@ import { pupEnvironment } from '../api/pupenv.ts';
 import { registrationOf } from '../api/registry.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
-import { componentEnvironment, LLM_KEY_VARS } from '../common/secrets.ts';
+import { componentEnvironment, LLM_KEY_VARS, Scrubber } from '../common/secrets.ts';
 import { migrate } from '../inbox/migrate.ts';
 import { type InstanceState, instanceDir, writeState } from './instance.ts';
 import { startNats } from './nats.ts';
@@ -22,7 +22,7 @@ import { startPostgres } from './postgres.ts';
 import { startRedis } from './redis.ts';
 import { readScale, workerCount, workerName } from './scale.ts';
 import { type InstanceSecrets, instanceSecrets } from './secrets.ts';
-import { type ComponentSpec, LOCAL_PUP_GRACE_MS, Supervisor } from './supervisor.ts';
+import { type ComponentExit, type ComponentSpec, LOCAL_PUP_GRACE_MS, Supervisor } from './supervisor.ts';
 import {
   type LocalTools,
   prepareTools,
@@ -30,6 +30,7 @@ import {
   TOOLS_SUFFIX,
   toolsComponent,
 } from './tool-components.ts';
+import { workerExitReport } from './worker-exit.ts';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'cli', 'main.ts');
 
@@ -167,6 +168,8 @@ async function workerSpecs(make: Make, agent: HoltFileAgent, i: number): Promise
     HOLT_WORKER_TARGET: workerTargetOf(agent, agent.role),
     HOLT_WORKER_CONCURRENCY: '1',
   };
+  // Each start its own lease owner, as each pod has its own name: a crash report names only it.
+  pup.identityEnv = 'HOLT_POD_NAME';
   return specs;
 }
 
@@ -237,6 +240,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
   };
   save();
   const stores: { stop(): Promise<void> }[] = [];
+  const closers: (() => Promise<void>)[] = [];
   const abort = new AbortController();
   // Listen from the first moment: a `holt down` (or a timed-out `up`) during start-up must roll back,
   // not kill this process and orphan what it already started.
@@ -252,6 +256,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     state.status = 'stopping';
     save();
     await sup?.stopAll();
+    for (const c of closers) await c().catch(() => undefined);
     await releaseTools(tools, opts.name);
     for (const s of stores.reverse()) await s.stop().catch(() => undefined);
     state.status = status;
@@ -335,7 +340,32 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
       NATS_URL: as.nats(who),
       DATABASE_URL: as.pgApp,
     });
-    sup = new Supervisor(join(dir, 'logs'), log, save);
+    // A worker that dies is reported, as Holt's orchestrator reports a worker container's exit: the
+    // watchdog frees its claim at once, and a claim that runs out of tries this way is a WorkerFailure.
+    const scrub = new Scrubber([
+      ...Object.values(conn('pup')),
+      ...Object.values(conn('orchestrator')),
+      ...Object.values(pw.redis),
+      ...Object.values(pw.nats),
+      ...Object.values(pw.postgres),
+      ...LLM_KEY_VARS.map((k) => env[k]),
+      file.holt.llm?.apiKeyEnv && env[file.holt.llm.apiKeyEnv],
+    ]);
+    const exits = Blackboard.connect(as.redis('operator'), opts.name);
+    closers.push(() => exits.close());
+    const onCrash = (e: ComponentExit) => {
+      const report = e.spec.kind === 'worker' ? workerExitReport(e, scrub) : undefined;
+      if (report)
+        exits
+          .reportWorkerExit(report)
+          .catch((err: unknown) =>
+            log.warn(
+              { event_type: 'worker_exit_report_failed', error: String(err) },
+              'worker exit not reported',
+            ),
+          );
+    };
+    sup = new Supervisor(join(dir, 'logs'), log, save, onCrash);
     const orchPort = await freePort();
     sup.add({
       name: 'orchestrator',

@@ -24,6 +24,19 @@ export interface ComponentSpec {
   healthPort?: number;
   /** Run before each start (a tools container: remove one a crashed run left behind). */
   prepare?: () => Promise<void>;
+  /** Set to a name unique to each start (a worker's inbox lease owner, as a pod name is). */
+  identityEnv?: string;
+}
+
+/** How one start of a component ended (not a stop the supervisor asked for). */
+export interface ComponentExit {
+  spec: ComponentSpec;
+  /** The start's identityEnv value. */
+  identity?: string;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  logFile: string;
+  at: number;
 }
 
 interface Running {
@@ -35,6 +48,7 @@ interface Running {
   history: ExitHistory;
   /** The last exit's code (null after a signal). */
   lastCode: number | null;
+  identity?: string;
 }
 
 /** How long a local pup lets its running tool finish on SIGTERM (HOLT_SHUTDOWN_GRACE_MS). */
@@ -53,11 +67,14 @@ export class Supervisor {
   private readonly logDir: string;
   private readonly log: Logger;
   private readonly onChange: () => void;
+  private readonly onCrash?: (e: ComponentExit) => void;
 
-  constructor(logDir: string, log: Logger, onChange: () => void) {
+  /** `onCrash`: a component ended on its own with a non-zero code or a signal. */
+  constructor(logDir: string, log: Logger, onChange: () => void, onCrash?: (e: ComponentExit) => void) {
     this.logDir = logDir;
     this.log = log;
     this.onChange = onChange;
+    this.onCrash = onCrash;
     mkdirSync(logDir, { recursive: true });
   }
 
@@ -107,9 +124,11 @@ export class Supervisor {
   private spawn(r: Running): void {
     const fd = openSync(r.state.logFile, 'a');
     const handoff = r.spec.secrets ? credentialHandoff(r.spec.secrets) : undefined;
+    r.identity = r.spec.identityEnv ? `${r.spec.name}-${Date.now().toString(36)}` : undefined;
+    const identity = r.spec.identityEnv && r.identity ? { [r.spec.identityEnv]: r.identity } : {};
     const child = spawn(r.spec.command, r.spec.args, {
       cwd: r.spec.cwd,
-      env: { ...r.spec.env, ...handoff?.env },
+      env: { ...r.spec.env, ...identity, ...handoff?.env },
       stdio: ['ignore', fd, fd, ...(handoff ? (['pipe'] as const) : [])],
     });
     closeSync(fd);
@@ -129,6 +148,15 @@ export class Supervisor {
         r.lastCode = signal ? null : code;
         r.state.pid = undefined;
         resolve();
+        if (!this.stopping && r.child === child && (signal || code !== 0))
+          this.onCrash?.({
+            spec: r.spec,
+            identity: r.identity,
+            code,
+            signal,
+            logFile: r.state.logFile,
+            at: Date.now(),
+          });
         void this.onExit(r, child);
       });
       child.once('error', (e) => {

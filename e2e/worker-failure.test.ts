@@ -1,0 +1,105 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Artefact } from '../src/blackboard/types.ts';
+import type { InstanceState } from '../src/local/instance.ts';
+
+/**
+ * A worker that dies with a claim in hand (its tool kills it, as an out-of-memory kill would): the
+ * supervisor reports the exit, the orchestrator frees the claim at once instead of waiting for the
+ * lease, tries again, and when the tries run out writes Holt's WorkerFailure with the exit and the
+ * worker's last log lines, credentials cut out. Real CLI, real stores, real processes.
+ */
+const run = promisify(execFile);
+const HOLT = join(resolve(import.meta.dirname, '..'), 'bin', 'holt');
+
+let scratch: string;
+let ws: string;
+let env: NodeJS.ProcessEnv;
+
+const holt = (args: string[]) => run(HOLT, args, { cwd: ws, env, maxBuffer: 20 << 20 });
+
+beforeAll(() => {
+  scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'workerfail-'));
+  ws = join(scratch, 'ws');
+  mkdirSync(ws);
+  writeFileSync(
+    join(ws, 'holt.yml'),
+    `version: "2"
+agents:
+  Crasher:
+    command: ["sh", "crash.sh"]
+    bid_script: ["sh", "-c", "grep -q GoalDefined && echo exclusive || echo ignore"]
+    workspace: {mode: rw}
+    worker: {command: ["sh", "crash.sh"], max_concurrent: 1, workspace: {mode: rw}}
+`,
+  );
+  // The tool kills the worker running it: the worker dies holding the claim, every time.
+  writeFileSync(
+    join(ws, 'crash.sh'),
+    'cat >/dev/null\necho "taking the worker down" >&2\nkill -9 $PPID\nsleep 30\n',
+  );
+  const git = (...a: string[]) => execFileSync('git', a, { cwd: ws });
+  git('init', '-q');
+  git('add', '-A');
+  git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'init');
+  env = { ...process.env, HOLT_HOME: join(scratch, 'home'), NO_COLOR: '1' };
+});
+
+afterAll(async () => {
+  await holt(['down', '--name', 'crashy']).catch(() => undefined);
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('a worker that dies with a claim', () => {
+  it('is reported, retried at once, and ends as a WorkerFailure with its exit and logs', async () => {
+    await holt(['up', '--name', 'crashy', '--timeout', '90']);
+    await holt(['forage', '--name', 'crashy', '--goal', 'crash please']);
+    let failure: Artefact | undefined;
+    for (let i = 0; i < 600 && !failure; i++) {
+      const out = (await holt(['hoard', '--name', 'crashy', '-o', 'jsonl'])).stdout.trim();
+      failure = out
+        .split('\n')
+        .map((l) => JSON.parse(l) as Artefact)
+        .find((a) => a.structural_type === 'Failure');
+      if (!failure) await sleep(200);
+    }
+    expect(failure?.type).toBe('WorkerFailure');
+    expect(failure?.produced_by_role).toBe('Crasher');
+    const payload = failure?.payload ?? '';
+    expect(payload).toMatch(/^Worker container exited with code 137 \(SIGKILL\)\n\nLogs:\n/);
+    // The worker's own last lines (its pup's log), and never a credential of the instance.
+    const logs = payload.split('\n\nLogs:\n')[1] ?? '';
+    expect(logs.split('\n').length).toBeLessThanOrEqual(100);
+    expect(logs).toContain('"component":"pup"');
+    const state = JSON.parse(
+      readFileSync(join(env.HOLT_HOME!, 'instances', 'crashy', 'state.json'), 'utf8'),
+    ) as InstanceState;
+    const secrets = JSON.parse(
+      readFileSync(join(env.HOLT_HOME!, 'instances', 'crashy', 'secrets.json'), 'utf8'),
+    ) as Record<string, Record<string, string>>;
+    for (const group of Object.values(secrets))
+      for (const pw of Object.values(group)) expect(payload).not.toContain(pw);
+    expect(payload).not.toContain(state.redisUrl);
+
+    // Each death was acted on when reported, not when its lease ran out: three tries, three reports.
+    const orchestratorLog = readFileSync(
+      join(env.HOLT_HOME!, 'instances', 'crashy', 'logs', 'orchestrator.log'),
+      'utf8',
+    );
+    const exited = orchestratorLog.split('\n').filter((l) => l.includes('"event_type":"worker_exited"'));
+    expect(exited.length).toBe(3);
+    for (const l of exited)
+      expect(JSON.parse(l)).toMatchObject({ role: 'Crasher', exit_code: 137, signal: 'SIGKILL' });
+    const owners = new Set(exited.map((l) => (JSON.parse(l) as { owner: string }).owner));
+    expect(owners.size).toBe(3);
+    const status = JSON.parse((await holt(['status', '--name', 'crashy', '--json'])).stdout) as {
+      claims: Record<string, number>;
+    };
+    expect(status.claims.terminated).toBe(1);
+  }, 300_000);
+});
