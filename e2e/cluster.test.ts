@@ -524,6 +524,45 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     );
   }, 900_000);
 
+  it("a worker's pup killed mid-claim (exit 137): the operator reports it with its last log lines, the claim is taken back at once and finishes", async () => {
+    const psql = (sql: string) =>
+      kubectl(['exec', 'scale-postgres-0', '--', 'psql', '-U', 'holt', '-d', 'holt', '-At', '-c', sql]);
+    await holt('scale', ['forage', '--goal', 'die once']);
+    const held = await until('a worker holding the claim', async () => {
+      const r = (
+        await psql(
+          "SELECT id || ' ' || lease_owner FROM holt.agent_inbox WHERE instance = 'scale' AND status = 'claimed' LIMIT 1",
+        )
+      ).trim();
+      return r || undefined;
+    });
+    const [rowId, owner] = held.split(' ') as [string, string];
+    // As an out-of-memory kill would: the pup (not the tools) dies at once, holding the row.
+    await c.kubectlResult(['-n', NS, 'exec', owner, '-c', 'pup', '--', 'sh', '-c', 'kill -9 -1'], {
+      allowFail: true,
+    });
+    progress(`worker exit: killed the pup of ${owner} holding inbox row ${rowId}`);
+    await until(
+      'the claim to finish on its second try',
+      async () =>
+        (await psql(`SELECT status FROM holt.agent_inbox WHERE id = ${rowId}`)).trim() === 'done'
+          ? true
+          : undefined,
+      300_000,
+    );
+    const row = (
+      await psql(
+        `SELECT attempts || '|' || last_error || '|' || (worker_exit->>'owner') || '|' || (worker_exit->>'exit_code') || '|' || ((worker_exit->>'logs') LIKE '%"component":"pup"%') FROM holt.agent_inbox WHERE id = ${rowId}`,
+      )
+    ).trim();
+    expect(row).toBe(`2|worker exited with code 137|${owner}|137|t`);
+    const trail = await trailOf('scale');
+    const goal = trail.find((a) => a.type === 'GoalDefined' && a.payload === 'die once');
+    expect(
+      trail.filter((a) => a.structural_type === 'Terminal' && a.source_artefacts.includes(goal?.id ?? '')),
+    ).toHaveLength(1);
+  }, 600_000);
+
   it('an LLM Agent with its own model and baseUrl, from `holt convert`, finishes its turns against the scripted model pod', async () => {
     await kubectl(['apply', '-f', '-'], await llmManifests());
     await waitHoltReady('demo-llm', 3);

@@ -211,9 +211,11 @@ describe('the holt-operator Helm chart', () => {
       rules
         .filter((r) => r.apiGroups.includes(group) && r.resources.includes(resource))
         .flatMap((r) => r.verbs);
-    // Only what src/operator calls: pods are listed and annotated (deletion cost), never deleted;
-    // the autoscaler applies spec.replicas on the resource, so /scale is left to HPA/KEDA/kubectl.
-    expect(granted('', 'pods').sort()).toEqual(['list', 'patch']);
+    // Only what src/operator calls: pods are listed, watched (dead workers) and annotated (deletion
+    // cost), never deleted; a worker's log is only read; the autoscaler applies spec.replicas on the
+    // resource, so /scale is left to HPA/KEDA/kubectl.
+    expect(granted('', 'pods').sort()).toEqual(['list', 'patch', 'watch']);
+    expect(granted('', 'pods/log')).toEqual(['get']);
     expect(granted('', 'configmaps')).toEqual([]);
     expect(granted('', 'events')).toEqual([]);
     expect(granted('', 'nodes')).toEqual([]);
@@ -295,6 +297,7 @@ describe('the holt-operator Helm chart', () => {
     expect(await canI('update', 'agents.holt.io', '--subresource=finalizers', '-n', NS)).toBe('yes');
     expect(await canI('list', 'pods', '-n', NS)).toBe('yes');
     expect(await canI('patch', 'pods', '-n', NS)).toBe('yes');
+    expect(await canI('get', 'pods', '--subresource=log', '-n', NS)).toBe('yes');
     expect(await canI('create', 'events.events.k8s.io', '-n', NS)).toBe('yes');
     expect(await canI('create', 'leases.coordination.k8s.io', '-n', NS)).toBe('yes');
     expect(await canI('update', 'leases.coordination.k8s.io', '-n', NS)).toBe('yes');

@@ -145,6 +145,7 @@ export function buildOperator(
     backlog: inbox,
     claims: inbox,
     wakeups: new NatsWakeups(storeUrl('nats', urlKey('operator'))),
+    reportWorkerExit: async (holt, e) => (await boards.board(holt)).reportWorkerExit(e),
     ...overrides,
   });
   return op;

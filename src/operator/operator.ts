@@ -1,4 +1,5 @@
 import { DEFAULT_RUNTIME_IMAGE } from '../api/common.ts';
+import type { WorkerExit } from '../blackboard/worker-exits.ts';
 import type { Logger } from '../common/logger.ts';
 import type { BacklogReader, ClaimSource } from './autoscale/backlog.ts';
 import { Autoscaler } from './autoscale/loop.ts';
@@ -8,8 +9,9 @@ import type { HoltRuntimeReader } from './controllers/agentruntime.ts';
 import { ClaimBells } from './controllers/claimbells.ts';
 import type { ControllerContext } from './controllers/context.ts';
 import { reconcileHolt } from './controllers/holt.ts';
-import { RegistrySync, type RegistryWriter } from './controllers/registry.ts';
+import { type HoltRef, RegistrySync, type RegistryWriter } from './controllers/registry.ts';
 import { holtOf, keyOf } from './controllers/resources.ts';
+import { WorkerExitWatch } from './controllers/workerexits.ts';
 import { reconcileWorkerPool } from './controllers/workerpool.ts';
 import { Cache } from './runtime/cache.ts';
 import { EventRecorder } from './runtime/events.ts';
@@ -42,6 +44,8 @@ export interface OperatorOptions {
   network?: Partial<NetworkSettings>;
   autoscalePollMs?: number;
   resyncMs?: number;
+  /** Reports a claim-running pod's dead pup to its Holt (WorkerFailure); unset: not watched. */
+  reportWorkerExit?: (holt: HoltRef, e: WorkerExit) => Promise<void>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -84,6 +88,8 @@ export class Operator {
   readonly autoscaler?: Autoscaler;
   /** Doorbells of fresh_per_call Agents (with claims and wakeups both given). */
   readonly claimBells?: ClaimBells;
+  /** Dead pups of worker and claim Job pods, reported to their Holts (leader only). */
+  readonly workerExits?: WorkerExitWatch;
   readonly ctx: ControllerContext;
   readonly #o: OperatorOptions;
   #leading = false;
@@ -163,6 +169,13 @@ export class Operator {
     if (o.claims && o.wakeups)
       this.claimBells = new ClaimBells(o.wakeups, (key) => this.queues.Agent.add(key));
     const ns = o.namespaces ?? [];
+    if (o.reportWorkerExit)
+      this.workerExits = new WorkerExitWatch({
+        client: o.client,
+        log: o.log,
+        namespaces: ns,
+        report: o.reportWorkerExit,
+      });
     const resyncMs = o.resyncMs ?? 10 * 60_000;
     for (const kind of PRIMARY)
       this.cache.add(new Informer(o.client, { kind, namespaces: ns, resyncMs }, o.log));
@@ -255,6 +268,11 @@ export class Operator {
       this.queues[kind].start();
     }
     this.autoscaler?.start();
+    this.workerExits
+      ?.start()
+      .catch((e: unknown) =>
+        this.#o.log.error({ event_type: 'worker_exit_watch_failed', error: String(e) }, 'worker exit watch'),
+      );
     for (const a of this.cache.list('Agent'))
       this.claimBells?.sync(keyOf(a.metadata.namespace, a.metadata.name), a);
     // A periodic requeue of every primary catches drift that produced no event.
@@ -275,7 +293,11 @@ export class Operator {
     this.metrics.isLeader.set(0);
     clearInterval(this.#resync);
     this.claimBells?.clear();
-    await Promise.all([...Object.values(this.queues).map((q) => q.stop()), this.autoscaler?.stop()]);
+    await Promise.all([
+      ...Object.values(this.queues).map((q) => q.stop()),
+      this.autoscaler?.stop(),
+      this.workerExits?.stop(),
+    ]);
   }
 
   /** Resolves when every queue is idle (nothing running or queued; timed re-checks aside). */

@@ -68,11 +68,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, patch, delete]
-# Pods are only listed and, before a scale-in, marked cheapest to delete when idle
-# (pod-deletion-cost); the ReplicaSet controller deletes them, never the operator.
+# Pods are listed and, before a scale-in, marked cheapest to delete when idle (pod-deletion-cost);
+# the ReplicaSet controller deletes them, never the operator. Worker and claim Job pods are watched,
+# and a dead pup's last log lines read, to report it to its Holt (WorkerFailure).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, patch]
+  verbs: [list, watch, patch]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch, delete]

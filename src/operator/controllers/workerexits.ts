@@ -1,0 +1,167 @@
+import { CoreV1Api } from '@kubernetes/client-node';
+import type { WorkerExit } from '../../blackboard/worker-exits.ts';
+import type { Logger } from '../../common/logger.ts';
+import { Informer } from '../runtime/informer.ts';
+import type { KubeClient, KubeObject } from '../runtime/kube.ts';
+import { MANAGED_SELECTOR } from '../specs/meta.ts';
+import type { HoltRef } from './registry.ts';
+
+/** The pods that execute claims: worker pool pods and fresh_per_call claim Jobs' pods. */
+export const WORKER_PODS = `${MANAGED_SELECTOR},app.kubernetes.io/component in (worker,claim-job)`;
+/** The container whose death loses the claim (the pup holds the lease; the tools only its runs). */
+const PUP = 'pup';
+
+interface Terminated {
+  exitCode?: number;
+  signal?: number;
+  reason?: string;
+  finishedAt?: string;
+}
+interface ContainerStatus {
+  name?: string;
+  state?: { terminated?: Terminated };
+  lastState?: { terminated?: Terminated };
+}
+
+/** One death of a worker pod's pup, as the pod's status shows it. */
+export interface PodDeath {
+  /** Unique per death: pod uid, finish time and code (a status seen twice gives the same key). */
+  key: string;
+  holt: HoltRef;
+  exit: Omit<WorkerExit, 'logs'>;
+  /** The log of the dead run is the previous one (the container was restarted since). */
+  previous: boolean;
+}
+
+/** The pup's non-zero exits a pod's status shows (its current state and the one before). Pure. */
+export function podDeaths(pod: KubeObject): PodDeath[] {
+  const labels = pod.metadata.labels ?? {};
+  const holt = labels['holt.io/instance'];
+  const role = labels['holt.io/role'];
+  const statuses = ((pod as { status?: { containerStatuses?: ContainerStatus[] } }).status
+    ?.containerStatuses ?? []) as ContainerStatus[];
+  const pup = statuses.find((c) => c.name === PUP);
+  if (!holt || !role || !pup) return [];
+  const out: PodDeath[] = [];
+  for (const [t, previous] of [
+    [pup.state?.terminated, false],
+    [pup.lastState?.terminated, true],
+  ] as const) {
+    if (!t?.exitCode || !t.finishedAt) continue;
+    const parsed = Date.parse(t.finishedAt);
+    if (Number.isNaN(parsed)) continue;
+    // The kubelet gives whole seconds: the death came at most 999 ms after the time shown, and a lease
+    // renewed in that second was still the dead run's (a restarted pup takes longer than that to start).
+    const at = /\.\d+/.test(t.finishedAt) ? parsed : parsed + 999;
+    out.push({
+      key: `${pod.metadata.uid}/${t.finishedAt}/${t.exitCode}`,
+      holt: { namespace: pod.metadata.namespace ?? 'default', name: holt },
+      exit: {
+        owner: pod.metadata.name,
+        role,
+        exit_code: t.exitCode,
+        ...(t.reason ? { reason: t.reason.slice(0, 64) } : {}),
+        at_ms: at,
+      },
+      previous,
+    });
+  }
+  return out;
+}
+
+/** Credentials in URLs (scheme://user:password@host) are cut out of a log before it is reported. */
+export function scrubLog(text: string): string {
+  return text.replace(/([a-z][a-z0-9+.-]*:\/\/[^\s:/@]+:)[^\s@/]+@/gi, '$1[redacted]@');
+}
+
+export interface WorkerExitWatchOptions {
+  client: KubeClient;
+  log: Logger;
+  namespaces?: string[];
+  /** Appends a report to the Holt's worker_exits stream (its Redis, as the operator's user). */
+  report: (holt: HoltRef, e: WorkerExit) => Promise<void>;
+}
+
+/**
+ * The operator's eye on the pods it launched for claims, as Holt's orchestrator watches its worker
+ * containers: each time a pup dies with a non-zero code, its exit and last 100 log lines go to the
+ * Holt, whose orchestrator frees the claim at once and, when the tries run out, writes a WorkerFailure.
+ * Runs on the leader. A report sent twice (a new leader relists) changes nothing.
+ */
+export class WorkerExitWatch {
+  readonly #o: WorkerExitWatchOptions;
+  readonly #informer: Informer;
+  readonly #core: CoreV1Api;
+  /** Deaths already reported, per pod uid (dropped with the pod). */
+  readonly #seen = new Map<string, Set<string>>();
+  #running = false;
+
+  constructor(o: WorkerExitWatchOptions) {
+    this.#o = o;
+    this.#core = o.client.kc.makeApiClient(CoreV1Api);
+    this.#informer = new Informer(
+      o.client,
+      // The relist re-delivers every pod: a report that failed (its Redis away) is tried again.
+      { kind: 'Pod', namespaces: o.namespaces ?? [], labelSelector: WORKER_PODS, resyncMs: 60_000 },
+      o.log,
+    );
+    this.#informer.on((event, pod) => {
+      const uid = pod.metadata.uid ?? '';
+      if (event === 'delete') {
+        this.#seen.delete(uid);
+        return;
+      }
+      if (this.#running) for (const d of podDeaths(pod)) void this.#handle(uid, d);
+    });
+  }
+
+  async start(): Promise<void> {
+    this.#running = true;
+    await this.#informer.start();
+  }
+
+  async stop(): Promise<void> {
+    this.#running = false;
+    await this.#informer.stop();
+    this.#seen.clear();
+  }
+
+  async #handle(uid: string, d: PodDeath): Promise<void> {
+    const seen = this.#seen.get(uid) ?? new Set<string>();
+    if (seen.has(d.key)) return;
+    seen.add(d.key);
+    this.#seen.set(uid, seen);
+    const logs = await this.#core
+      .readNamespacedPodLog({
+        name: d.exit.owner,
+        namespace: d.holt.namespace,
+        container: PUP,
+        tailLines: 100,
+        previous: d.previous,
+      })
+      .then(
+        (t) => scrubLog(String(t)).slice(-200_000),
+        (e: unknown) => `(its log could not be read: ${e instanceof Error ? e.message : String(e)})`,
+      );
+    try {
+      await this.#o.report(d.holt, { ...d.exit, logs });
+      this.#o.log.warn(
+        {
+          event_type: 'worker_exit_reported',
+          holt: `${d.holt.namespace}/${d.holt.name}`,
+          pod: d.exit.owner,
+          exit_code: d.exit.exit_code,
+          reason: d.exit.reason,
+        },
+        `worker ${d.exit.owner} exited with code ${d.exit.exit_code}`,
+      );
+    } catch (e) {
+      // Its Redis is away: forget it, so the pod's next update or the relist tries again.
+      seen.delete(d.key);
+      this.#o.log.warn(
+        { event_type: 'worker_exit_report_failed', pod: d.exit.owner, error: String(e) },
+        'worker exit not reported yet',
+      );
+    }
+  }
+}
