@@ -561,6 +561,17 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(
       trail.filter((a) => a.structural_type === 'Terminal' && a.source_artefacts.includes(goal?.id ?? '')),
     ).toHaveLength(1);
+    // Holt's image audit: the digest the controller pod runs its tools from, in agent_images and on the grant.
+    type Statuses = { status?: { initContainerStatuses?: { name: string; imageID?: string }[] } };
+    const [controller] = await pods('holt.io/instance=scale,app.kubernetes.io/component=controller');
+    const st = await getJson<Statuses>(['pod', controller?.metadata.name ?? 'none']);
+    const imageId = st?.status?.initContainerStatuses?.find((x) => x.name === 'agent')?.imageID;
+    expect(imageId).toMatch(/sha256:[0-9a-f]{64}$/);
+    const redis = async (...args: string[]) =>
+      (await kubectl(['exec', 'scale-redis-0', '--', 'redis-cli', '--no-auth-warning', ...args])).trim();
+    expect(await redis('HGET', 'holt:scale:agent_images', 'Sleeper')).toBe(imageId);
+    const claimId = await redis('GET', `holt:scale:claim_by_artefact:${goal?.id}`);
+    expect(await redis('HGET', `holt:scale:claim:${claimId}`, 'granted_agent_image_id')).toBe(imageId);
   }, 600_000);
 
   it('an LLM Agent with its own model and baseUrl, from `holt convert`, finishes its turns against the scripted model pod', async () => {

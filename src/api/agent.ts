@@ -187,7 +187,7 @@ const agentSpecShape = {
     .string()
     .min(1)
     .optional()
-    .describe('Container image of the agent (Kubernetes only; ignored by holt up).'),
+    .describe("Container image of the agent's tools (holt up runs them in it too, unless --no-containers)."),
   command: argv
     .optional()
     .describe('Tool argv run for each granted claim (no shell). Required unless llm is set.'),

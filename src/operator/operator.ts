@@ -5,6 +5,7 @@ import type { BacklogReader, ClaimSource } from './autoscale/backlog.ts';
 import { Autoscaler } from './autoscale/loop.ts';
 import type { WakeupSource } from './autoscale/wakeup.ts';
 import { reconcileAgent } from './controllers/agent.ts';
+import { AgentImages } from './controllers/agentimages.ts';
 import type { HoltRuntimeReader } from './controllers/agentruntime.ts';
 import { ClaimBells } from './controllers/claimbells.ts';
 import type { ControllerContext } from './controllers/context.ts';
@@ -90,6 +91,9 @@ export class Operator {
   readonly claimBells?: ClaimBells;
   /** Dead pups of worker and claim Job pods, reported to their Holts (leader only). */
   readonly workerExits?: WorkerExitWatch;
+  /** role → image digest per Holt, from the agents' pods (Holt's agent_images). */
+  readonly agentImages: AgentImages;
+  readonly #pods: Informer;
   readonly ctx: ControllerContext;
   readonly #o: OperatorOptions;
   #leading = false;
@@ -101,6 +105,10 @@ export class Operator {
 
   constructor(o: OperatorOptions) {
     this.#o = o;
+    // A new digest for a role rewrites its Holt's registry (the Holt's reconcile writes it).
+    this.agentImages = new AgentImages((h) => {
+      if (this.#leading) this.queues.Holt.add(keyOf(h.namespace, h.name));
+    });
     const events = new EventRecorder(o.client, o.identity ?? 'holt-operator', o.log);
     this.ctx = {
       client: o.client,
@@ -108,7 +116,7 @@ export class Operator {
       events,
       log: o.log,
       runtimeImage: o.runtimeImage ?? DEFAULT_RUNTIME_IMAGE,
-      registry: new RegistrySync(o.registry, this.cache, o.log),
+      registry: new RegistrySync(o.registry, this.cache, o.log, this.agentImages),
       claims: o.claims,
       backlog: o.backlog,
       pollMs: o.pollMs ?? 5_000,
@@ -170,12 +178,17 @@ export class Operator {
       this.claimBells = new ClaimBells(o.wakeups, (key) => this.queues.Agent.add(key));
     const ns = o.namespaces ?? [];
     if (o.reportWorkerExit)
-      this.workerExits = new WorkerExitWatch({
-        client: o.client,
-        log: o.log,
-        namespaces: ns,
-        report: o.reportWorkerExit,
-      });
+      this.workerExits = new WorkerExitWatch({ client: o.client, log: o.log, report: o.reportWorkerExit });
+    // Agents' and workers' pods (every replica, like the caches): their images and their pups' deaths.
+    this.#pods = new Informer(
+      o.client,
+      { kind: 'Pod', namespaces: ns, labelSelector: `${MANAGED_SELECTOR},holt.io/role`, resyncMs: 60_000 },
+      o.log,
+    );
+    this.#pods.on((event, pod) => {
+      this.agentImages.onPod(event, pod);
+      this.workerExits?.onPod(event, pod);
+    });
     const resyncMs = o.resyncMs ?? 10 * 60_000;
     for (const kind of PRIMARY)
       this.cache.add(new Informer(o.client, { kind, namespaces: ns, resyncMs }, o.log));
@@ -255,7 +268,7 @@ export class Operator {
 
   /** Fills the caches (every replica). Resolves once every informer has listed. */
   async startInformers(): Promise<void> {
-    await Promise.all([...this.cache.informers.values()].map((i) => i.start()));
+    await Promise.all([...this.cache.informers.values(), this.#pods].map((i) => i.start()));
   }
 
   /** Starts reconciling (the leader only): every primary object is queued once, then on events. */
@@ -268,11 +281,7 @@ export class Operator {
       this.queues[kind].start();
     }
     this.autoscaler?.start();
-    this.workerExits
-      ?.start()
-      .catch((e: unknown) =>
-        this.#o.log.error({ event_type: 'worker_exit_watch_failed', error: String(e) }, 'worker exit watch'),
-      );
+    if (this.workerExits) this.workerExits.running = true;
     for (const a of this.cache.list('Agent'))
       this.claimBells?.sync(keyOf(a.metadata.namespace, a.metadata.name), a);
     // A periodic requeue of every primary catches drift that produced no event.
@@ -293,11 +302,8 @@ export class Operator {
     this.metrics.isLeader.set(0);
     clearInterval(this.#resync);
     this.claimBells?.clear();
-    await Promise.all([
-      ...Object.values(this.queues).map((q) => q.stop()),
-      this.autoscaler?.stop(),
-      this.workerExits?.stop(),
-    ]);
+    await Promise.all([...Object.values(this.queues).map((q) => q.stop()), this.autoscaler?.stop()]);
+    if (this.workerExits) this.workerExits.running = false;
   }
 
   /** Resolves when every queue is idle (nothing running or queued; timed re-checks aside). */
@@ -347,7 +353,7 @@ export class Operator {
 
   async stop(): Promise<void> {
     await this.stopControllers();
-    await Promise.all([...this.cache.informers.values()].map((i) => i.stop()));
+    await Promise.all([...this.cache.informers.values(), this.#pods].map((i) => i.stop()));
     await this.#o.registry.close?.();
     await this.#o.runtime?.close?.();
     await this.#o.backlog?.close?.();

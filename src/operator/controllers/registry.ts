@@ -6,6 +6,7 @@ import { canonical } from '../runtime/apply.ts';
 import type { Cache } from '../runtime/cache.ts';
 import { endpointKey, endpointOf, type StoreEndpoint } from '../runtime/endpoint.ts';
 import type { KubeObject } from '../runtime/kube.ts';
+import type { AgentImages } from './agentimages.ts';
 import { holtOf, keyOf, parseAgent } from './resources.ts';
 
 export interface HoltRef {
@@ -95,11 +96,14 @@ export class RegistrySync {
   readonly #cache: Cache;
   readonly #log: Logger;
   readonly #written = new Map<string, string>();
+  readonly #images?: AgentImages;
 
-  constructor(writer: RegistryWriter, cache: Cache, log: Logger) {
+  /** `images`: each role's image digest from its pods, recorded as Holt records it (agent_images). */
+  constructor(writer: RegistryWriter, cache: Cache, log: Logger, images?: AgentImages) {
     this.#writer = writer;
     this.#cache = cache;
     this.#log = log;
+    this.#images = images;
   }
 
   /** The registry the Agents of this Holt call for (valid, not deleting, sorted by role). */
@@ -108,7 +112,9 @@ export class RegistrySync {
     for (const a of this.#cache.list('Agent', holt.namespace)) {
       if (holtOf(a) !== holt.name || a.metadata.deletionTimestamp) continue;
       const p = parseAgent(a);
-      if (p.ok) out.push(registrationOf(p.spec));
+      if (!p.ok) continue;
+      const image = this.#images?.get(holt, p.spec.role);
+      out.push({ ...registrationOf(p.spec), ...(image ? { image_id: image } : {}) });
     }
     return out.sort((x, y) => x.role.localeCompare(y.role));
   }

@@ -1,13 +1,10 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import type { WorkerExit } from '../../blackboard/worker-exits.ts';
 import type { Logger } from '../../common/logger.ts';
-import { Informer } from '../runtime/informer.ts';
+import type { InformerEvent } from '../runtime/informer.ts';
 import type { KubeClient, KubeObject } from '../runtime/kube.ts';
-import { MANAGED_SELECTOR } from '../specs/meta.ts';
 import type { HoltRef } from './registry.ts';
 
-/** The pods that execute claims: worker pool pods and fresh_per_call claim Jobs' pods. */
-export const WORKER_PODS = `${MANAGED_SELECTOR},app.kubernetes.io/component in (worker,claim-job)`;
 /** The container whose death loses the claim (the pup holds the lease; the tools only its runs). */
 const PUP = 'pup';
 
@@ -77,7 +74,6 @@ export function scrubLog(text: string): string {
 export interface WorkerExitWatchOptions {
   client: KubeClient;
   log: Logger;
-  namespaces?: string[];
   /** Appends a report to the Holt's worker_exits stream (its Redis, as the operator's user). */
   report: (holt: HoltRef, e: WorkerExit) => Promise<void>;
 }
@@ -86,46 +82,31 @@ export interface WorkerExitWatchOptions {
  * The operator's eye on the pods it launched for claims, as Holt's orchestrator watches its worker
  * containers: each time a pup dies with a non-zero code, its exit and last 100 log lines go to the
  * Holt, whose orchestrator frees the claim at once and, when the tries run out, writes a WorkerFailure.
- * Runs on the leader. A report sent twice (a new leader relists) changes nothing.
+ * Fed by the operator's pod informer; reports only while running (the leader). A report sent twice
+ * (a new leader relists) changes nothing.
  */
 export class WorkerExitWatch {
   readonly #o: WorkerExitWatchOptions;
-  readonly #informer: Informer;
   readonly #core: CoreV1Api;
   /** Deaths already reported, per pod uid (dropped with the pod). */
   readonly #seen = new Map<string, Set<string>>();
-  #running = false;
+  running = false;
 
   constructor(o: WorkerExitWatchOptions) {
     this.#o = o;
     this.#core = o.client.kc.makeApiClient(CoreV1Api);
-    this.#informer = new Informer(
-      o.client,
-      // The relist re-delivers every pod: a report that failed (its Redis away) is tried again.
-      { kind: 'Pod', namespaces: o.namespaces ?? [], labelSelector: WORKER_PODS, resyncMs: 60_000 },
-      o.log,
-    );
-    this.#informer.on((event, pod) => {
-      const uid = pod.metadata.uid ?? '';
-      if (event === 'delete') {
-        this.#seen.delete(uid);
-        return;
-      }
-      if (this.#running) for (const d of podDeaths(pod)) void this.#handle(uid, d);
-    });
   }
 
-  async start(): Promise<void> {
-    this.#running = true;
-    await this.#informer.start();
+  onPod(event: InformerEvent, pod: KubeObject): void {
+    const uid = pod.metadata.uid ?? '';
+    if (event === 'delete') {
+      this.#seen.delete(uid);
+      return;
+    }
+    const component = pod.metadata.labels?.['app.kubernetes.io/component'];
+    if (!this.running || (component !== 'worker' && component !== 'claim-job')) return;
+    for (const d of podDeaths(pod)) void this.#handle(uid, d);
   }
-
-  async stop(): Promise<void> {
-    this.#running = false;
-    await this.#informer.stop();
-    this.#seen.clear();
-  }
-
   async #handle(uid: string, d: PodDeath): Promise<void> {
     const seen = this.#seen.get(uid) ?? new Set<string>();
     if (seen.has(d.key)) return;
@@ -156,7 +137,7 @@ export class WorkerExitWatch {
         `worker ${d.exit.owner} exited with code ${d.exit.exit_code}`,
       );
     } catch (e) {
-      // Its Redis is away: forget it, so the pod's next update or the relist tries again.
+      // Its Redis is away: forget it, so the pod's next update or the informer's relist tries again.
       seen.delete(d.key);
       this.#o.log.warn(
         { event_type: 'worker_exit_report_failed', pod: d.exit.owner, error: String(e) },
