@@ -25,7 +25,8 @@ agents:
     bid_script: ["sh", "agents/example-agent/bid.sh"]
     # ro: the agent may read the repository; rw: it may also change and commit.
     workspace: {mode: ro}
-    # On Kubernetes the agent runs in its image; agents/example-agent/Dockerfile builds one.
+    # With an image, the tools run in a container of it (holt up, with Docker or Podman; and on
+    # Kubernetes). agents/example-agent/Dockerfile builds one; holt up --no-containers ignores it.
     # image: example-agent:latest
 `;
 
@@ -46,7 +47,8 @@ export const BID_SH = `#!/bin/sh
 if grep -q '"type": *"GoalDefined"'; then echo exclusive; else echo ignore; fi
 `;
 
-export const DOCKERFILE = `# The example agent's image, for a Holt on Kubernetes (holt convert, then kubectl apply).
+export const DOCKERFILE = `# The example agent's image: holt up runs its tools in it (with Docker or Podman), as a Holt on
+# Kubernetes does (holt convert, then kubectl apply). Build: docker build -t example-agent:latest .
 # The pup, Holt's agent runtime, comes from the runtime image at start: only the tools live here.
 FROM debian:bookworm-slim
 COPY run.sh bid.sh /app/
@@ -61,7 +63,7 @@ workflow (\`Terminal\`).
 
 - \`run.sh\`: the tool. The claim comes as JSON on stdin; one JSON result goes to stdout.
 - \`bid.sh\`: the bid. The artefact comes as JSON on stdin; it prints \`exclusive\` or \`ignore\`.
-- \`Dockerfile\`: the image the agent runs in on Kubernetes.
+- \`Dockerfile\`: the image the agent's tools run in (\`holt up\` with an engine, and Kubernetes).
 
 Try it: \`holt up\`, then \`holt forage --goal "say hello" --watch\`.
 `;
