@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artefact } from '../src/blackboard/types.ts';
 import { type InstanceState, isAlive } from '../src/local/instance.ts';
 import { expectDemoTrail } from './demo-trail.ts';
+import { commitWorkspace } from './git-workspace.ts';
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '..');
@@ -52,10 +53,7 @@ function newWorkspace(name: string): string {
   const yml = readFileSync(file, 'utf8');
   if (!yml.includes('bid_timeout: 10s')) throw new Error('examples/demo/holt.yml: bid_timeout moved');
   writeFileSync(file, yml.replace('bid_timeout: 10s', 'bid_timeout: 120s'));
-  const git = (...a: string[]) => execFileSync('git', a, { cwd: dir });
-  git('init', '-q');
-  git('add', '-A');
-  git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'init');
+  commitWorkspace(dir);
   return dir;
 }
 

@@ -1,4 +1,4 @@
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LlmServer, startLlmServer } from '../test/harness/llm.ts';
 import { DEMO_LLM_PLAN, DEMO_LLM_SCRIPT } from './demo-llm-script.ts';
+import { commitWorkspace } from './git-workspace.ts';
 
 /**
  * The LLM demo (examples/demo-llm) run as its README says — `holt up` with the endpoint from the
@@ -43,10 +44,7 @@ beforeAll(async () => {
   scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'demo-llm-'));
   ws = join(scratch, 'ws');
   cpSync(join(ROOT, 'examples', 'demo-llm'), ws, { recursive: true });
-  const git = (...a: string[]) => execFileSync('git', a, { cwd: ws });
-  git('init', '-q');
-  git('add', '-A');
-  git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'init');
+  commitWorkspace(ws);
   env = {
     ...process.env,
     HOLT_HOME: join(scratch, 'home'),

@@ -1,5 +1,5 @@
-import { execFile, execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artefact } from '../src/blackboard/types.ts';
 import { detectEngine, type Engine, engineRun, imageDigest } from '../src/local/engine.ts';
 import { type InstanceState, isAlive } from '../src/local/instance.ts';
+import { commitWorkspace } from './git-workspace.ts';
 
 /**
  * A Holt v1.0 project as a Holt user has it: three agents whose tools live in their images (built
@@ -107,10 +108,7 @@ beforeAll(async () => {
   ws = join(scratch, 'ws');
   mkdirSync(ws);
   writeFileSync(join(ws, 'holt.yml'), holtYml());
-  const git = (...a: string[]) => execFileSync('git', a, { cwd: ws });
-  git('init', '-q');
-  git('add', '-A');
-  git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'init');
+  commitWorkspace(ws);
   env = { ...process.env, HOLT_HOME: join(scratch, 'home'), NO_COLOR: '1', DOCKER_BUILDKIT: '0' };
 }, 600_000);
 
@@ -157,7 +155,7 @@ const payloadOf = (trail: Artefact[], type: string) => trail.find((a) => a.type 
 
 function stateOf(name: string): InstanceState {
   return JSON.parse(
-    execFileSync('cat', [join(env.HOLT_HOME!, 'instances', name, 'state.json')]).toString(),
+    readFileSync(join(env.HOLT_HOME!, 'instances', name, 'state.json'), 'utf8'),
   ) as InstanceState;
 }
 
@@ -184,9 +182,7 @@ describe('a Holt v1.0 project with its tools in images', () => {
     expect(payloadOf(trail, 'Review')).toBe('{}');
     expect(payloadOf(trail, 'Published')).toBe('published in Publisher-image, workspace read-only');
     // The read-write agent wrote the workspace itself (as this user: no root-owned files left here).
-    expect(execFileSync('cat', [join(ws, 'written-by-writer.txt')]).toString()).toBe(
-      'written in Writer-image\n',
-    );
+    expect(readFileSync(join(ws, 'written-by-writer.txt'), 'utf8')).toBe('written in Writer-image\n');
 
     // Holt's audit: agent_images (role → digest) and the grants carry the same digest.
     const s = stateOf('v1');
@@ -223,7 +219,7 @@ describe('a Holt v1.0 project with its tools in images', () => {
   }, 600_000);
 
   it('the same file with --no-containers runs on this machine, the ro workspace still read-only', async () => {
-    execFileSync('rm', ['-f', join(ws, 'written-by-writer.txt')]);
+    rmSync(join(ws, 'written-by-writer.txt'), { force: true });
     await holt(['up', '--name', 'v1-host', '--no-containers', '--timeout', '120']);
     try {
       expect((await engineRun(engine, ['ps', '-q', '--filter', 'label=holt.instance=v1-host'])).trim()).toBe(

@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { InstanceState } from '../src/local/instance.ts';
+import { commitWorkspace } from './git-workspace.ts';
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '..');
@@ -56,10 +57,7 @@ beforeAll(() => {
     '    environment: ["DECLARED_FOR_TOOLS=visible"]',
   ].join('\n');
   writeFileSync(join(ws, 'holt.yml'), `${yml}\n`);
-  const git = (...a: string[]) => execFileSync('git', a, { cwd: ws });
-  git('init', '-q');
-  git('add', '-A');
-  git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'init');
+  commitWorkspace(ws);
   env = { ...process.env, HOLT_HOME: join(scratch, 'home'), NO_COLOR: '1' };
 });
 

@@ -1,4 +1,4 @@
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artefact } from '../src/blackboard/types.ts';
 import type { InstanceState } from '../src/local/instance.ts';
+import { commitWorkspace } from './git-workspace.ts';
 
 /**
  * A worker that dies with a claim in hand (its tool kills it, as an out-of-memory kill would): the
@@ -43,10 +44,7 @@ agents:
     join(ws, 'crash.sh'),
     'cat >/dev/null\necho "taking the worker down" >&2\nkill -9 $PPID\nsleep 30\n',
   );
-  const git = (...a: string[]) => execFileSync('git', a, { cwd: ws });
-  git('init', '-q');
-  git('add', '-A');
-  git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'init');
+  commitWorkspace(ws);
   env = { ...process.env, HOLT_HOME: join(scratch, 'home'), NO_COLOR: '1' };
 });
 
