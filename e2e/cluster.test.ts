@@ -555,7 +555,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
         `SELECT attempts || '|' || last_error || '|' || (worker_exit->>'owner') || '|' || (worker_exit->>'exit_code') || '|' || ((worker_exit->>'logs') LIKE '%"component":"pup"%') FROM holt.agent_inbox WHERE id = ${rowId}`,
       )
     ).trim();
-    expect(row).toBe(`2|worker exited with code 137|${owner}|137|t`);
+    expect(row).toBe(`2|worker exited with code 137|${owner}|137|true`);
     const trail = await trailOf('scale');
     const goal = trail.find((a) => a.type === 'GoalDefined' && a.payload === 'die once');
     expect(
