@@ -115,6 +115,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await holt(['down', '--name', 'v1'], false).catch(() => undefined);
   await holt(['down', '--name', 'v1-host'], false).catch(() => undefined);
+  await holt(['down', '--name', 'v1-orphan'], false).catch(() => undefined);
   if (engine) await engineRun(engine, ['rmi', '-f', ...ROLES.map(image)]).catch(() => undefined);
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
@@ -233,6 +234,19 @@ describe('a Holt v1.0 project with its tools in images', () => {
       await holt(['down', '--name', 'v1-host']);
     }
   }, 600_000);
+
+  it('a supervisor killed outright: holt down still removes its containers and network', async () => {
+    await holt(['up', '--name', 'v1-orphan', '--timeout', '120']);
+    const s = stateOf('v1-orphan');
+    process.kill(s.supervisorPid, 'SIGKILL');
+    const left = () => engineRun(engine, ['ps', '-aq', '--filter', 'label=holt.instance=v1-orphan']);
+    expect((await left()).trim().split('\n')).toHaveLength(3);
+    await holt(['down', '--name', 'v1-orphan']);
+    expect((await left()).trim()).toBe('');
+    expect(
+      (await engineRun(engine, ['network', 'ls', '-q', '--filter', 'name=^holt-v1-orphan$'])).trim(),
+    ).toBe('');
+  }, 300_000);
 
   it('without an engine, holt up names the agents that need one and refuses', async () => {
     const r = await run(HOLT, ['up', '--name', 'v1-none', '--timeout', '30'], {

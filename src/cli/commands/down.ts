@@ -2,6 +2,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { postgresDir } from '../../local/daemon.ts';
+import { detectEngine, removeInstanceContainers } from '../../local/engine.ts';
 import {
   type InstanceState,
   instanceDir,
@@ -56,4 +57,9 @@ async function stopLeftovers(s: InstanceState): Promise<void> {
   const deadline = Date.now() + 5_000;
   while (stores.some((x) => isAlive(x.pid)) && Date.now() < deadline) await sleep(100);
   for (const x of stores) if (isAlive(x.pid)) process.kill(x.pid, 'SIGKILL');
+  // Agent containers outlive a killed supervisor (the engine runs them): remove them by label.
+  if (s.components.some((c) => c.kind === 'tools')) {
+    const engine = await detectEngine(process.env);
+    if (engine) await removeInstanceContainers(engine, s.name).catch(() => undefined);
+  }
 }
