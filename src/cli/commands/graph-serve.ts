@@ -7,12 +7,16 @@ import { toDot } from '../../graph/render.ts';
 import { dotToSvg } from '../../graph/svg.ts';
 import { CliError, EXIT, err, out } from '../output.ts';
 
-/** How often the blackboard is read again for a live page. */
+/** How often a change announced on the blackboard's channels is drawn, at most. */
 const POLL_MS = 1000;
+/** Pub/sub is at-most-once: the board is read again this often even when nothing was announced. */
+const BACKSTOP_MS = 15_000;
 
 /**
- * `holt graph -o html --serve`: the page on 127.0.0.1, redrawn while the workflow runs. The blackboard
- * is read every second; when the picture changed, every open page gets it (server-sent events).
+ * `holt graph -o html --serve`: the page on 127.0.0.1, redrawn while the workflow runs. The board is
+ * read again (at most once a second) when an artefact or a claim change is announced, and every 15 s
+ * regardless; when the picture changed, every open page gets it (server-sent events). An idle board
+ * costs one read per 15 s, however large.
  */
 export async function serveGraph(
   bb: Blackboard,
@@ -37,6 +41,16 @@ export async function serveGraph(
     for (const c of clients) send(c);
   };
   await refresh();
+  // Any artefact or claim change marks the picture stale; a lost message waits for the backstop.
+  const sub = bb.redis.duplicate();
+  sub.on('error', () => undefined); // ioredis reconnects; the backstop covers the gap
+  let stale = false;
+  let lastRead = Date.now();
+  sub.on('message', () => {
+    stale = true;
+  });
+  const ch = bb.k.channels;
+  await sub.subscribe(ch.artefactEvents, ch.claimEvents, ch.claimUpdates);
   const server = createServer((req, res) => {
     if (req.url === '/events') {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
@@ -55,10 +69,15 @@ export async function serveGraph(
   out(`Serving the live graph at http://127.0.0.1:${(server.address() as AddressInfo).port}/ (Ctrl-C stops)`);
   let busy = false; // a slow read is not overlapped by the next one
   const timer = setInterval(() => {
-    if (busy) return;
+    if (busy || (!stale && Date.now() - lastRead < BACKSTOP_MS)) return;
     busy = true;
+    stale = false;
+    lastRead = Date.now();
     refresh()
-      .catch((e: unknown) => err(`graph: ${e instanceof Error ? e.message : String(e)}; retrying`))
+      .catch((e: unknown) => {
+        stale = true;
+        err(`graph: ${e instanceof Error ? e.message : String(e)}; retrying`);
+      })
       .finally(() => {
         busy = false;
       });
@@ -69,6 +88,7 @@ export async function serveGraph(
     process.once('SIGTERM', stop);
   });
   clearInterval(timer);
+  sub.disconnect();
   for (const c of clients) c.end();
   server.close();
   await bb.close();
