@@ -110,9 +110,9 @@ describe('the LLM demo end to end (real binary, scripted model)', () => {
     // The same calls in the Writer pup's own metrics (what Prometheus scrapes): tokens, latency.
     const writer = (
       JSON.parse((await holt(['status', '--name', NAME, '--json'])).stdout) as {
-        components: { role?: string; healthPort?: number }[];
+        components: { name: string; healthPort?: number }[];
       }
-    ).components.find((c) => c.role === 'Writer');
+    ).components.find((c) => c.name === 'Writer');
     const metrics = await (await fetch(`http://127.0.0.1:${writer?.healthPort}/metrics`)).text();
     expect(metrics).toMatch(
       /holt_llm_tokens_total\{direction="input",holt_instance="demo-llm",role="Writer"[^}]*\} [1-9]/,

@@ -100,7 +100,8 @@ function componentMaker(file: HoltFile, agent: HoltFileAgent, base: InstanceBase
     });
     if (!tools) return [pup];
     pup.env = { ...pup.env, ...tools.pupEnv };
-    return [tools.spec, pup];
+    // The pup first: it is what its role names (holt logs, status); it waits for its runner to answer.
+    return [pup, tools.spec];
   };
 }
 
@@ -162,7 +163,7 @@ async function agentComponents(
 
 async function workerSpecs(make: Make, agent: HoltFileAgent, i: number): Promise<ComponentSpec[]> {
   const specs = await make(workerName(agent.role, i), 'worker', 'worker');
-  const pup = specs.at(-1) as ComponentSpec;
+  const pup = specs[0] as ComponentSpec;
   pup.env = {
     ...pup.env,
     HOLT_WORKER_TARGET: workerTargetOf(agent, agent.role),

@@ -7,7 +7,10 @@ export async function logs(
   opts: { name?: string; follow?: boolean; lines: string },
 ): Promise<void> {
   const s = resolveInstance(opts.name, { mustRun: false });
-  const c = s.components.find((x) => x.name === target || x.role === target);
+  // A name first; a role means its pup, not the tool runner beside it.
+  const c =
+    s.components.find((x) => x.name === target) ??
+    s.components.find((x) => x.role === target && x.kind !== 'tools');
   if (!c) {
     const names = s.components.map((x) => x.name).join(', ');
     throw new CliError(`no component '${target}' in instance '${s.name}' (known: ${names})`, EXIT.notFound);
