@@ -20,7 +20,7 @@
  * (BENCH_CPU_PROF=<dir> profiles the orchestrator with --cpu-prof; BENCH_NODE_FLAGS adds node flags.)
  */
 import { once } from 'node:events';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -32,6 +32,7 @@ import { type ServerProcess, spawnServer, waitReady } from '../../src/local/proc
 import { startRedis } from '../../src/local/redis.ts';
 import { makeTempDir, removeDir } from '../../src/local/tmp.ts';
 import { newGoal, register } from '../../src/orchestrator/testkit.ts';
+import { pct, procCpu, round } from '../lib/proc.ts';
 
 const GOALS = Number(process.argv[2] ?? 1000);
 const AGENTS = Number(process.argv[3] ?? 10);
@@ -43,33 +44,6 @@ const INSTANCE = 'bench';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** A process using at least this share of one core during the burst counts as saturated. */
 const SATURATED = 0.85;
-
-const round = (x: number, d = 2) => Number(x.toFixed(d));
-
-function pct(xs: number[], p: number): number {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  return round(s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN);
-}
-
-/** CPU seconds a thread has run (/proc/<pid>/task/<tid>/schedstat: nanoseconds, not 10 ms ticks). */
-function threadCpu(pid: number, tid: number | string): number {
-  try {
-    return Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) / 1e9;
-  } catch {
-    return 0; // the thread ended between listing and reading
-  }
-}
-
-/**
- * CPU seconds of a process: all its threads, and its main thread alone. For Node the main thread is
- * the event loop, which alone bounds throughput; the others are V8's garbage collection and compiler
- * helpers, which run beside it on other cores. Redis's main thread is likewise the one that serves.
- */
-function procCpu(pid: number | undefined): { all: number; main: number } {
-  if (!pid) return { all: Number.NaN, main: Number.NaN };
-  const all = readdirSync(`/proc/${pid}/task`).reduce((sum, tid) => sum + threadCpu(pid, tid), 0);
-  return { all, main: threadCpu(pid, pid) };
-}
 
 /** Busy and total jiffies of the whole host (every core, every process, the reviewer's too). */
 function hostCpu(): { busy: number; total: number } {

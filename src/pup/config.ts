@@ -47,6 +47,8 @@ export const PupEnvVars = z.object({
   /** The Redis lease on a grant's execution, renewed every third of it while the run lasts. */
   HOLT_EXECUTION_LEASE_MS: num(15_000, 300),
   HOLT_RESCAN_INTERVAL_MS: num(5_000),
+  HOLT_GRANT_QUEUE: num(64, 1, 10_000),
+  HOLT_BID_CONCURRENCY: num(4, 1, 64),
   /** The first pause after a run ends in error; it doubles with each error in a row (to 60 s). */
   HOLT_ERROR_BACKOFF_MS: num(1_000, 1),
   HOLT_REDIS_RETRIES: num(3, 1, 20),
@@ -78,6 +80,8 @@ export const PupEnv = PupEnvVars.transform((e) => ({
   bidScriptTimeoutMs: e.HOLT_BID_SCRIPT_TIMEOUT_MS,
   executionLeaseMs: e.HOLT_EXECUTION_LEASE_MS,
   rescanIntervalMs: e.HOLT_RESCAN_INTERVAL_MS,
+  grantQueue: e.HOLT_GRANT_QUEUE,
+  bidConcurrency: e.HOLT_BID_CONCURRENCY,
   errorBackoffMs: e.HOLT_ERROR_BACKOFF_MS,
   redisRetries: e.HOLT_REDIS_RETRIES,
   shutdownGraceMs: e.HOLT_SHUTDOWN_GRACE_MS,

@@ -6,8 +6,8 @@ import { detectMode, loadConfig } from './config.ts';
 import { orderContext } from './context.ts';
 import { biddingOpen, chooseBid } from './decide.ts';
 import { evaluateRun, parseToolStdout, type ToolRun } from './result.ts';
-import { WorkSlot } from './slot.ts';
 import { artefact, claim, pupEnv } from './test-helpers.ts';
+import { WorkQueue } from './work-queue.ts';
 
 const run = (over: Partial<ToolRun>): ToolRun => ({
   exitCode: 0,
@@ -122,18 +122,30 @@ describe('bids and grants', () => {
     ).toBe(3);
   });
 
-  it('the work slot holds one grant and never blocks the offerer', async () => {
-    const s = new WorkSlot<number>();
-    expect(s.offer(1)).toBe(true);
-    expect(s.offer(2)).toBe(false);
-    expect(await s.take()).toBe(1);
-    const next = s.take();
-    expect(s.offer(3)).toBe(true);
-    expect(await next).toBe(3);
-    const waiting = s.take();
-    s.close();
-    expect(await waiting).toBeUndefined();
-    expect(s.offer(4)).toBe(false);
+  it('the grant queue keeps grants in order up to its bound, never blocks the offerer, and says when it has room', async () => {
+    const q = new WorkQueue<number>(2);
+    expect(q.offer(1)).toBe(true);
+    expect(q.offer(2)).toBe(true);
+    expect(q.full).toBe(true);
+    expect(q.offer(3)).toBe(false);
+    let roomy = false;
+    const room = q.room().then(() => {
+      roomy = true;
+    });
+    await Promise.resolve();
+    expect(roomy).toBe(false);
+    expect(await q.take()).toBe(1);
+    await room;
+    expect(roomy).toBe(true);
+    expect(await q.take()).toBe(2);
+    const next = q.take();
+    expect(q.offer(4)).toBe(true);
+    expect(await next).toBe(4);
+    q.offer(5);
+    expect(q.close()).toEqual([5]);
+    expect(await q.take()).toBeUndefined();
+    expect(q.offer(6)).toBe(false);
+    expect(() => new WorkQueue(0)).toThrow('capacity');
   });
 });
 

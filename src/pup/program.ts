@@ -28,6 +28,11 @@ export const PUP_PROGRAM: ProgramSpec = {
     { env: 'HOLT_BID_SCRIPT_TIMEOUT_MS', help: 'a bid script is killed after this [10000]' },
     { env: 'HOLT_EXECUTION_LEASE_MS', help: "the Redis lease on a grant's execution [15000]" },
     { env: 'HOLT_RESCAN_INTERVAL_MS', help: 'the re-scan for grants whose announcement was lost [5000]' },
+    {
+      env: 'HOLT_GRANT_QUEUE',
+      help: 'grants waiting for the executor at most; bidding pauses while full [64]',
+    },
+    { env: 'HOLT_BID_CONCURRENCY', help: 'claims bid on at once (bid scripts run side by side) [4]' },
     { env: 'HOLT_ERROR_BACKOFF_MS', help: 'first pause after a run ends in error, doubling [1000]' },
     { env: 'HOLT_REDIS_RETRIES', help: 'tries of a Redis write before the run fails [3]' },
     { env: 'HOLT_SHUTDOWN_GRACE_MS', help: 'how long SIGTERM waits for a running tool [25000]' },

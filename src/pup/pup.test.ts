@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
@@ -92,6 +93,48 @@ describe('standard mode', () => {
     expect(metrics).toMatch(/holt_pup_bids_total\{[^}]*bid_type="exclusive",source="strategy"[^}]*\} 3/);
     expect(metrics).toMatch(/holt_pup_grants_total\{[^}]*claim_type="exclusive",via="event"[^}]*\} 1/);
     expect((await http(pup, '/readyz')).status).toBe(200);
+  });
+
+  it("grants announced while a tool runs all run, none dropped, where no index lists the claims (Holt's orchestrator)", async () => {
+    const bb = board('burst');
+    const pup = await startPup('burst', {
+      HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '0.3')),
+      HOLT_RESCAN_INTERVAL_MS: '600000',
+    });
+    const claims: Claim[] = [];
+    for (let i = 0; i < 6; i++) {
+      const { claim: c } = await grantedClaim(bb, {});
+      await bidOf(bb, c);
+      claims.push(c);
+    }
+    // Holt's orchestrator keeps no index of active claims: the announcements are all the pup hears.
+    await bb.redis.del(bb.k.activeClaims);
+    for (const c of claims)
+      await grant(bb, c, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
+    for (const c of claims) expect((await outputOf(bb, c)).type).toBe('SlowResult');
+    expect(await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).toMatch(
+      /via="event"[^}]*\} 6/,
+    );
+  });
+
+  it('bids on a burst of claims side by side, never more at once than HOLT_BID_CONCURRENCY', async () => {
+    const bb = board('bidburst');
+    const dir = join(ws, 'bidburst');
+    const claims: Claim[] = [];
+    for (let i = 0; i < 8; i++) claims.push((await grantedClaim(bb, {})).claim);
+    // Each bid counts the bids running beside it (one file each) before it answers.
+    const script =
+      'mkdir -p "$1"; touch "$1/run.$$"; ls "$1" | grep -c "^run" >>"$1/seen"; sleep 0.5; rm "$1/run.$$"; cat >/dev/null; echo exclusive';
+    await startPup('bidburst', {
+      HOLT_AGENT_BID_SCRIPT: JSON.stringify(['sh', '-c', script, 'bid', dir]),
+      HOLT_BID_CONCURRENCY: '3',
+      HOLT_RESCAN_INTERVAL_MS: '600000',
+    });
+    for (const c of claims) expect(await bidOf(bb, c)).toBe('exclusive');
+    const seen = readFileSync(join(dir, 'seen'), 'utf8').trim().split('\n').map(Number);
+    expect(seen).toHaveLength(8);
+    expect(Math.max(...seen)).toBeGreaterThan(1);
+    expect(Math.max(...seen)).toBeLessThanOrEqual(3);
   });
 
   it('a lost grant announcement is recovered by the re-scan; a feedback claim is reworked', async () => {

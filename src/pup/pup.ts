@@ -12,13 +12,13 @@ import { Executor, type Outcome } from './executor.ts';
 import { CustomHealthCheck } from './health.ts';
 import { startInboxWorker, type WorkerEnv } from './inbox-worker.ts';
 import { PupMetrics } from './metrics.ts';
-import { WorkSlot } from './slot.ts';
 import { ClaimWatcher, type GrantSource } from './watcher.ts';
+import { WorkQueue } from './work-queue.ts';
 
 const PING_TIMEOUT_MS = 2_000;
 
 /**
- * One agent's runner. standard: watcher + executor joined by a work slot of one; controller: watcher
+ * One agent's runner. standard: watcher + executor joined by a bounded grant queue; controller: watcher
  * only (bids); worker: `runClaim` for one claim. Usable in-process (tests) and from main.ts.
  */
 export class Pup {
@@ -29,7 +29,9 @@ export class Pup {
   private executor: Pick<Executor, 'execute'>;
   private llm: LlmRuntime | undefined;
   private inbox: Awaited<ReturnType<typeof startInboxWorker>> | undefined;
-  private readonly slot = new WorkSlot<Grant>();
+  private readonly queue: WorkQueue<Grant>;
+  /** A grant was refused (queue full) since the last re-scan the executor asked for. */
+  private refused = false;
   /** Output ids queued or running here, so a grant seen twice (event + re-scan) runs once. */
   private readonly inFlight = new Set<string>();
   private watcher: ClaimWatcher | undefined;
@@ -46,6 +48,7 @@ export class Pup {
   constructor(cfg: PupConfig, log: Logger = silentLogger()) {
     this.cfg = cfg;
     this.log = log;
+    this.queue = new WorkQueue<Grant>(cfg.grantQueue);
     this.metrics = new PupMetrics({ instance: cfg.instance, role: cfg.role, mode: cfg.mode });
     const skipped = new Set<string>();
     this.bb = Blackboard.connect(
@@ -144,6 +147,8 @@ export class Pup {
       log,
       metrics: this.metrics,
       onGrant: standard ? (g, via) => this.offer(g, via) : undefined,
+      // Bidding waits while the queue is full: a pup never wins more work than it can hold.
+      bidRoom: standard ? () => this.queue.room() : undefined,
       decideBid: this.llm ? (t) => this.llm!.decideBid(t) : undefined,
     });
     if (standard) this.loop = this.executeLoop();
@@ -202,7 +207,10 @@ export class Pup {
     if (this.stopping) return false;
     const id = outputId(this.cfg.instance, g.claimId, this.cfg.role, g.claimType);
     if (this.inFlight.has(id)) return true;
-    if (!this.slot.offer(g)) return false;
+    if (!this.queue.offer(g)) {
+      this.refused = true;
+      return false;
+    }
     this.inFlight.add(id);
     this.metrics.grants.inc({ claim_type: g.claimType, via });
     this.log.info({ event_type: 'grant_queued', claim_id: g.claimId, claim_type: g.claimType, via });
@@ -211,7 +219,7 @@ export class Pup {
 
   private async executeLoop(): Promise<void> {
     for (;;) {
-      const g = await this.slot.take();
+      const g = await this.queue.take();
       if (!g) return;
       this.current = this.executor.execute(g, this.abort.signal);
       const outcome = await this.current;
@@ -219,10 +227,12 @@ export class Pup {
       this.inFlight.delete(outputId(this.cfg.instance, g.claimId, this.cfg.role, g.claimType));
       if (outcome === 'error') await this.pauseAfterError(g);
       else this.errorsInRow = 0;
-      // Grants refused while busy are still open on the blackboard: look for them now, not at the next tick.
+      // A grant refused by a full queue is still open on the blackboard: look for it once there is room.
       // Not after a turn that waits (for an Answer, a lease): the timer re-scan retries it without spinning.
-      if (!this.stopping && outcome !== 'waiting' && outcome !== 'leased_elsewhere')
+      if (!this.stopping && this.refused && outcome !== 'waiting' && outcome !== 'leased_elsewhere') {
+        this.refused = false;
         void this.watcher?.rescan();
+      }
     }
   }
 
@@ -308,7 +318,7 @@ export class Pup {
     this.stopping = true;
     this.log.info({ event_type: 'pup_stopping', busy: this.current !== undefined, grace_ms: graceMs });
     await this.watcher?.stop();
-    this.slot.close();
+    this.queue.close();
     const running = this.current;
     if (running) {
       const ac = new AbortController();

@@ -21,8 +21,10 @@ export interface WatcherDeps {
   cfg: PupConfig;
   log: Logger;
   metrics: PupMetrics;
-  /** Standard mode only: hands a grant to the executor; false when the work slot is busy. */
+  /** Standard mode only: hands a grant to the executor; false when its queue is full. */
   onGrant?: (g: Grant, via: GrantSource) => boolean;
+  /** Resolves when a bid may go out (standard mode: the grant queue has room). */
+  bidRoom?: () => Promise<void>;
   /** Replaces the script/strategy decision (LLM agents: model bid, pause, own answers). */
   decideBid?: (target: Artefact) => Promise<BidChoice>;
 }
@@ -37,7 +39,8 @@ export class ClaimWatcher {
   private subs: Subscription[] = [];
   private timer: NodeJS.Timeout | undefined;
   private readonly toBid = new Set<string>();
-  private draining: Promise<void> | undefined;
+  /** Bids running now (at most cfg.bidConcurrency), by claim. */
+  private readonly bidding = new Map<string, Promise<void>>();
   private scanning: Promise<void> | undefined;
   private stopped = false;
 
@@ -71,7 +74,7 @@ export class ClaimWatcher {
               log.info({
                 event_type: 'grant_deferred',
                 claim_id: n.claim_id,
-                reason: 'busy; the re-scan offers it again',
+                reason: 'grant queue full; the re-scan offers it again',
               });
             }
           },
@@ -89,7 +92,7 @@ export class ClaimWatcher {
     await Promise.all(this.subs.map((s) => s.close()));
     this.subs = [];
     this.toBid.clear();
-    await this.draining;
+    await Promise.all(this.bidding.values());
     await this.scanning;
   }
 
@@ -134,7 +137,7 @@ export class ClaimWatcher {
     const have = await this.redis('outputs_exist', () => bb.artefactsExist(outs));
     for (const [i, g] of grants.entries()) {
       if (have[i] || this.stopped) continue;
-      if (!this.d.onGrant(g, 'rescan')) break; // slot busy: the next scan continues
+      if (!this.d.onGrant(g, 'rescan')) break; // queue full: the next scan continues
     }
   }
 
@@ -146,20 +149,35 @@ export class ClaimWatcher {
   private bidLater(claimId: string): void {
     if (this.stopped) return;
     this.toBid.add(claimId);
-    this.draining ??= this.drain().finally(() => {
-      this.draining = undefined;
-    });
+    this.pump();
   }
 
-  /** Bids one claim at a time (a bid script is a process; one at a time keeps the pod's footprint flat). */
-  private async drain(): Promise<void> {
-    while (!this.stopped) {
-      const next = this.toBid.values().next();
-      if (next.done) return;
-      this.toBid.delete(next.value);
-      await this.bidOn(next.value).catch((e: unknown) =>
-        this.d.log.warn({ event_type: 'bid_failed', claim_id: next.value, error: String(e) }),
-      );
+  /**
+   * Bids on up to cfg.bidConcurrency claims at once, so a burst of claims never queues its bids behind
+   * one another past the bid timeout. A claim is bid on by one task at a time.
+   */
+  private pump(): void {
+    while (!this.stopped && this.bidding.size < this.d.cfg.bidConcurrency) {
+      let next: string | undefined;
+      for (const id of this.toBid)
+        if (!this.bidding.has(id)) {
+          next = id;
+          break;
+        }
+      if (next === undefined) return;
+      this.toBid.delete(next);
+      const task = (async () => {
+        await this.d.bidRoom?.();
+        await this.bidOn(next);
+      })()
+        .catch((e: unknown) =>
+          this.d.log.warn({ event_type: 'bid_failed', claim_id: next, error: String(e) }),
+        )
+        .finally(() => {
+          this.bidding.delete(next);
+          this.pump();
+        });
+      this.bidding.set(next, task);
     }
   }
 
