@@ -1,52 +1,17 @@
-import { z } from 'zod';
 import type { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import { Artefact } from '../blackboard/types.ts';
 import { busProblem, connectBus } from '../bus/connect.ts';
 import { natsAgentEvents } from '../bus/events.ts';
-import { ConfigError, envMs, formatIssues } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
 import type { InboxRow } from '../inbox/schema.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { InboxWorker, type Outcome as RowOutcome } from '../inbox/worker.ts';
 import type { PupConfig } from './config.ts';
 import type { ArtefactSink, ExecuteOptions, Executor, Outcome } from './executor.ts';
+import { leaseOwnerOf, type WorkerEnv } from './worker-env.ts';
 
-const blank = (v: unknown) => (v === '' ? undefined : v);
-
-/** The worker's own settings (besides the pup's): where the inbox is, which target, how many at once. */
-export const WorkerEnv = z.object({
-  DATABASE_URL: z
-    .string({ error: 'is required for an inbox worker' })
-    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
-  NATS_URL: z
-    .string({ error: 'is required for an inbox worker' })
-    .regex(/^(nats|tls):\/\//, 'must be a nats:// URL'),
-  HOLT_WORKER_TARGET: z.preprocess(
-    blank,
-    z
-      .string()
-      .regex(/^[a-z0-9_-]+$/, 'must be one NATS subject token of [a-z0-9_-]')
-      .optional(),
-  ),
-  HOLT_WORKER_CONCURRENCY: z.preprocess(blank, z.coerce.number().int().min(1).max(256).default(1)),
-  HOLT_WORKER_LEASE_MS: envMs(30_000),
-  /**
-   * The pod's name (the downward API sets it in Kubernetes): the worker's lease_owner, so the
-   * autoscaler can tell busy pods (holding a lease) from idle ones before a scale-in.
-   */
-  HOLT_POD_NAME: z.preprocess(blank, z.string().min(1).max(253).optional()),
-});
-export type WorkerEnv = z.infer<typeof WorkerEnv>;
-
-export function loadWorkerEnv(env: NodeJS.ProcessEnv): WorkerEnv {
-  const r = WorkerEnv.safeParse(env);
-  if (!r.success) throw new ConfigError(formatIssues(r.error));
-  return r.data;
-}
-
-/** The inbox lease_owner of this worker: the pod name when set, else the worker's own unique id. */
-export const leaseOwnerOf = (env: WorkerEnv): string | undefined => env.HOLT_POD_NAME;
+export { leaseOwnerOf, loadWorkerEnv, WorkerEnv } from './worker-env.ts';
 
 /** What a claim run produced: the outcome, and the artefact writes held back for the fenced commit. */
 interface RunResult {

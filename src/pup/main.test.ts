@@ -23,14 +23,18 @@ afterAll(async () => {
   removeDir(ws);
 });
 
-function runPup(env: Record<string, string>, args: string[] = []) {
-  const child: ChildProcess = spawn(process.execPath, [join(import.meta.dirname, 'main.ts'), ...args], {
-    env: {
-      ...process.env,
-      ...pupEnv({ REDIS_URL: redis.url, HOLT_INSTANCE_NAME: 'proc', HOLT_WORKSPACE: ws, ...env }),
+function runPup(env: Record<string, string>, args: string[] = [], nodeArgs: string[] = []) {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [...nodeArgs, join(import.meta.dirname, 'main.ts'), ...args],
+    {
+      env: {
+        ...process.env,
+        ...pupEnv({ REDIS_URL: redis.url, HOLT_INSTANCE_NAME: 'proc', HOLT_WORKSPACE: ws, ...env }),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  );
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (b) => {
@@ -54,6 +58,25 @@ describe('pup process', () => {
     expect(r.code).toBe(78);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/^holt pup: invalid configuration: HOLT_TOOL_OUTPUT_LIMIT_BYTES: /);
+  });
+
+  it('a command pup loads no model client, no Postgres and no NATS (only LLM agents and workers do)', async () => {
+    const hook = join(import.meta.dirname, '../../test/fixtures/hooks/packages.mjs');
+    const { child, exited, log } = runPup({}, [], ['--import', hook]);
+    await waitFor(async () => log().includes('"pup_started"'), 'the pup to start');
+    child.kill('SIGTERM');
+    const r = await exited;
+    expect(r.code).toBe(0);
+    const loaded = (/^PACKAGES (.*)$/m.exec(r.stderr)?.[1] ?? '').split(' ');
+    expect(loaded).toContain('ioredis');
+    for (const heavy of [
+      'openai',
+      'pg',
+      '@nats-io/transport-node',
+      'node-pg-migrate',
+      '@kubernetes/client-node',
+    ])
+      expect(loaded).not.toContain(heavy);
   });
 
   it('SIGTERM during a tool: stops bidding, lets the tool finish, writes its result, exits 0', async () => {

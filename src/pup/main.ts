@@ -3,9 +3,9 @@ import { ConfigError, EXIT_CONFIG } from '../common/config.ts';
 import { createLogger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
 import { loadConfig } from './config.ts';
-import { loadWorkerEnv } from './inbox-worker.ts';
 import { PUP_PROGRAM } from './program.ts';
 import { Pup } from './pup.ts';
+import { loadWorkerEnv } from './worker-env.ts';
 
 /**
  * The pup's composition root (`holt pup` / `node src/pup/main.ts`). Returns the exit code: 78 for bad

@@ -6,14 +6,15 @@ import { currentGrant, type Grant, outputId } from '../blackboard/grants.ts';
 import { errorPause, retry } from '../common/backoff.ts';
 import { type Check, startProbeServer } from '../common/http.ts';
 import { type Logger, redactUrl, silentLogger } from '../common/logger.ts';
-import { type LlmRuntime, startLlmRuntime } from '../llm/runtime.ts';
+import type { LlmRuntime } from '../llm/runtime.ts';
 import type { PupConfig } from './config.ts';
 import { Executor, type Outcome } from './executor.ts';
 import { CustomHealthCheck } from './health.ts';
-import { startInboxWorker, type WorkerEnv } from './inbox-worker.ts';
+import type { startInboxWorker } from './inbox-worker.ts';
 import { PupMetrics } from './metrics.ts';
 import { ClaimWatcher, type GrantSource } from './watcher.ts';
 import { WorkQueue } from './work-queue.ts';
+import type { WorkerEnv } from './worker-env.ts';
 
 const PING_TIMEOUT_MS = 2_000;
 
@@ -107,6 +108,8 @@ export class Pup {
   private async startLlm(): Promise<void> {
     const { cfg } = this;
     if (!cfg.llm || this.llm) return;
+    // Loaded only here: a command pup never pays for the model client, Postgres or NATS.
+    const { startLlmRuntime } = await import('../llm/runtime.ts');
     this.llm = await startLlmRuntime(
       { ...cfg, llm: cfg.llm },
       this.bb,
@@ -273,7 +276,9 @@ export class Pup {
     });
   }
 
-  private openInbox(env: WorkerEnv): ReturnType<typeof startInboxWorker> {
+  private async openInbox(env: WorkerEnv): ReturnType<typeof startInboxWorker> {
+    // Loaded only by workers: a bidding pup never pays for Postgres or NATS.
+    const { startInboxWorker } = await import('./inbox-worker.ts');
     return startInboxWorker({ cfg: this.cfg, env, bb: this.bb, executor: this.executor, log: this.log });
   }
 
