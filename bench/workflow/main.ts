@@ -12,6 +12,7 @@
  * (its own, and its children's: a pup's tools and bid scripts), per claim a pup saw, and RSS (idle,
  * before the goals, and at the end). One JSON object on stdout.
  * Run: node bench/workflow/main.ts [A|B|AB]
+ * (BENCH_CPU_PROF=<dir>: every pup writes a V8 CPU profile there on exit.)
  */
 import { once } from 'node:events';
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
@@ -59,7 +60,12 @@ const TOOL = script(
 );
 
 const redis = await startRedis();
-const node = (s: string) => ['--no-warnings=ExperimentalWarning', join(ROOT, s)];
+const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+const node = (s: string, extra: string[] = []) => [
+  '--no-warnings=ExperimentalWarning',
+  ...extra,
+  join(ROOT, s),
+];
 const logHas = (p: ServerProcess, s: string) => async () => readFileSync(p.logFile, 'utf8').includes(s);
 
 interface Agent {
@@ -93,7 +99,7 @@ async function workload(
     spawnServer({
       name: `${instance}-${a.role}`,
       command: process.execPath,
-      args: node('src/pup/main.ts'),
+      args: node('src/pup/main.ts', prof),
       dir,
       cwd: dir,
       env: {
