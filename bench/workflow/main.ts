@@ -1,6 +1,6 @@
 /**
  * Whole workflows through real processes, as `holt up` runs them: redis-server, the orchestrator
- * (`src/orchestrator/main.ts`) and one pup per agent (`src/pup/main.ts`), each agent with a `/bin/sh` bid
+ * (`src/orchestrator/main.ts`) and one pup per agent (`holt pup`, as `holt up` starts it), each agent with a `/bin/sh` bid
  * script (reads the target on stdin, `exclusive` for one artefact type, `ignore` otherwise) and a
  * `/bin/sh` tool that notes the time of its first instruction and prints Holt's result JSON.
  * - Workload A: BENCH_A_GOALS goals (200) posted at once into a chain of three agents
@@ -99,7 +99,8 @@ async function workload(
     spawnServer({
       name: `${instance}-${a.role}`,
       command: process.execPath,
-      args: node('src/pup/main.ts', prof),
+      // As holt up starts it: `holt pup`.
+      args: node('src/cli/main.ts', prof, ['pup']),
       dir,
       cwd: dir,
       env: {

@@ -7,24 +7,30 @@ import { MIGRATE_PROGRAM } from '../inbox/migrate-program.ts';
 import { OPERATOR_PROGRAM } from '../operator/program.ts';
 import { ORCHESTRATOR_PROGRAM } from '../orchestrator/program.ts';
 import { PUP_PROGRAM } from '../pup/program.ts';
-import { kubeLogs, kubeStatus } from './commands/cluster.ts';
-import { convert } from './commands/convert.ts';
-import { down } from './commands/down.ts';
-import { forage } from './commands/forage.ts';
-import { GRAPH_FORMATS, graph } from './commands/graph.ts';
-import { hoard } from './commands/hoard.ts';
-import { init } from './commands/init.ts';
-import { list } from './commands/list.ts';
-import { logs } from './commands/logs.ts';
-import { answer, questions } from './commands/questions.ts';
-import { scale } from './commands/scale.ts';
-import { status } from './commands/status.ts';
-import { up } from './commands/up.ts';
-import { watch } from './commands/watch.ts';
+import { GRAPH_FORMATS } from './commands/graph-formats.ts';
 import { bashCompletion, zshCompletion } from './completion.ts';
-import { type KubeHolt, openKubeHolt, parseKubeRef } from './kube.ts';
+import type { KubeHolt } from './kube.ts';
 import { CliError, EXIT, err, out, paint } from './output.ts';
 import { closeRemoteTarget, positiveInt, useRemoteTarget } from './resolve.ts';
+
+// Every command's module is imported when it runs: `holt pup` (every agent process) must not load the
+// Kubernetes client, Graphviz or Postgres that other commands need.
+const cmd = {
+  cluster: () => import('./commands/cluster.ts'),
+  convert: () => import('./commands/convert.ts'),
+  down: () => import('./commands/down.ts'),
+  forage: () => import('./commands/forage.ts'),
+  graph: () => import('./commands/graph.ts'),
+  hoard: () => import('./commands/hoard.ts'),
+  init: () => import('./commands/init.ts'),
+  list: () => import('./commands/list.ts'),
+  logs: () => import('./commands/logs.ts'),
+  questions: () => import('./commands/questions.ts'),
+  scale: () => import('./commands/scale.ts'),
+  status: () => import('./commands/status.ts'),
+  up: () => import('./commands/up.ts'),
+  watch: () => import('./commands/watch.ts'),
+};
 
 /** The commands that work on a Holt in a cluster (`--kube`). */
 const KUBE_COMMANDS = new Set(['forage', 'watch', 'hoard', 'graph', 'questions', 'answer', 'status', 'logs']);
@@ -73,6 +79,7 @@ export function program(): Command {
     if (!ref) return;
     if (!KUBE_COMMANDS.has(action.name()))
       throw new CliError(`--kube: \`${action.name()}\` works on local instances only`, EXIT.usage);
+    const { openKubeHolt, parseKubeRef } = await import('./kube.ts');
     kubeHolt = await openKubeHolt(parseKubeRef(ref), context);
     useRemoteTarget({
       name: kubeHolt.name,
@@ -87,7 +94,7 @@ export function program(): Command {
       'start a Holt project here: a commented holt.yml and one example agent (agents/example-agent)',
     )
     .option('--force', 'rewrite those files if they exist (nothing else in agents/ is touched)')
-    .action((o) => init(o));
+    .action(async (o) => (await cmd.init()).init(o));
   p.command('up')
     .description('start a Holt on this machine: Redis, NATS, Postgres, the orchestrator and every agent')
     .option('-f, --file <file>', 'Holt file (Holt holt.yml v1.0 or version 2)', 'holt.yml')
@@ -98,21 +105,23 @@ export function program(): Command {
       '--no-containers',
       "run every agent's tools on this machine, even an agent that names an image (default: in its image, with Docker or Podman)",
     )
-    .action((o) => up(o));
+    .action(async (o) => (await cmd.up()).up(o));
   p.command('down')
     .description('stop an instance and every process it started')
     .addOption(nameOpt())
     .option('--purge', 'also delete its data (blackboard, inbox); logs are kept')
-    .action((o) => down(o));
+    .action(async (o) => (await cmd.down()).down(o));
   p.command('list')
     .description('list local instances')
     .option('-j, --json', 'JSON output')
-    .action((o) => list(o));
+    .action(async (o) => (await cmd.list()).list(o));
   p.command('status')
     .description('an instance: its components and their health, claims by status')
     .addOption(nameOpt())
     .option('-j, --json', 'JSON output')
-    .action((o) => (kubeHolt ? kubeStatus(kube(), o) : status(o)));
+    .action(async (o) =>
+      kubeHolt ? (await cmd.cluster()).kubeStatus(kube(), o) : (await cmd.status()).status(o),
+    );
   p.command('forage')
     .description('start a workflow: create a GoalDefined artefact')
     .requiredOption('-g, --goal <text>', 'the goal')
@@ -121,7 +130,7 @@ export function program(): Command {
     .option('--allow-dirty', 'do not require a clean git workspace')
     .addOption(outOpt())
     .option('--timeout <seconds>', 'with --watch: give up after this many seconds (exit 5)')
-    .action((o) => forage(o));
+    .action(async (o) => (await cmd.forage()).forage(o));
   p.command('watch')
     .description('live events, with history replay when a filter is given')
     .addOption(nameOpt())
@@ -132,7 +141,7 @@ export function program(): Command {
     .option('--agent <role>', 'only artefacts produced by this role')
     .option('--exit-on-completion', 'exit 0 on a Terminal artefact (1 on an orchestrator Failure)')
     .option('--timeout <seconds>', 'give up after this many seconds (exit 5)')
-    .action((o) => watch(o));
+    .action(async (o) => (await cmd.watch()).watch(o));
   p.command('hoard')
     .description('list artefacts, or show one by id (a prefix of 6+ characters is enough)')
     .argument('[id]', 'artefact id or prefix')
@@ -142,7 +151,7 @@ export function program(): Command {
     .option('--until <time>', 'RFC3339 time or a duration before now')
     .option('--type <glob>', 'only artefacts whose type matches')
     .option('--agent <role>', 'only artefacts produced by this role')
-    .action((id, o) => hoard(id, o));
+    .action(async (id, o) => (await cmd.hoard()).hoard(id, o));
   p.command('graph')
     .description(
       'draw the artefact graph: who made what from what, review verdicts, rework, the work in progress',
@@ -160,39 +169,41 @@ export function program(): Command {
     .option('--file <path>', 'write the picture to this file instead of standard output')
     .option('--serve', 'with -o html: serve the page on 127.0.0.1, redrawn live while the work goes on')
     .option('--port <port>', 'with --serve: the port (default: a free one, printed)')
-    .action((o) => graph(o));
+    .action(async (o) => (await cmd.graph()).graph(o));
   p.command('questions')
     .description('questions agents asked that nobody answered yet')
     .addOption(nameOpt())
     .addOption(outOpt())
     .option('--wait', 'block until a question appears')
-    .action((o) => questions(o));
+    .action(async (o) => (await cmd.questions()).questions(o));
   p.command('answer')
     .description('answer a question; the asking agent resumes')
     .argument('<question-id>', 'question id or prefix')
     .argument('<text>', 'the answer')
     .addOption(nameOpt())
-    .action((id, text, o) => answer(id, text, o));
+    .action(async (id, text, o) => (await cmd.questions()).answer(id, text, o));
   p.command('logs')
     .description("show a component's log (an agent role, or orchestrator)")
     .argument('<component>', 'agent role or orchestrator')
     .addOption(nameOpt())
     .option('-f, --follow', 'keep printing new lines')
     .option('--lines <n>', 'lines to show', '100')
-    .action((c, o) => (kubeHolt ? kubeLogs(kube(), c, o) : logs(c, o)));
+    .action(async (c, o) =>
+      kubeHolt ? (await cmd.cluster()).kubeLogs(kube(), c, o) : (await cmd.logs()).logs(c, o),
+    );
   p.command('scale')
     .description('set the number of worker processes of a scalable agent (local mode)')
     .argument('<role>', 'agent role')
     .argument('<count>', 'worker processes (0 stops them all; the controller keeps bidding)')
     .addOption(nameOpt())
     .option('--timeout <seconds>', 'how long to wait for the workers to start or stop', '30')
-    .action((role, count, o) => scale(role, count, o));
+    .action(async (role, count, o) => (await cmd.scale()).scale(role, count, o));
   p.command('convert')
     .description('print the Kubernetes manifests (Holt, Agent, WorkerPool) equivalent to a Holt file')
     .argument('[file]', 'Holt file', 'holt.yml')
     .addOption(nameOpt())
     .option('--namespace <ns>', 'namespace to put in the manifests')
-    .action((f, o) => convert(f, o));
+    .action(async (f, o) => (await cmd.convert()).convert(f, o));
 
   // Programs of the runtime, run inside pods or by `holt up`.
   p.command('orchestrator', { hidden: false })

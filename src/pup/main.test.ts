@@ -23,10 +23,17 @@ afterAll(async () => {
   removeDir(ws);
 });
 
-function runPup(env: Record<string, string>, args: string[] = [], nodeArgs: string[] = []) {
+/** `entry`: the script and its first arguments, from this folder (default the pup's own main). */
+function runPup(
+  env: Record<string, string>,
+  args: string[] = [],
+  nodeArgs: string[] = [],
+  entry: string[] = ['main.ts'],
+) {
+  const [script, ...first] = entry;
   const child: ChildProcess = spawn(
     process.execPath,
-    [...nodeArgs, join(import.meta.dirname, 'main.ts'), ...args],
+    [...nodeArgs, join(import.meta.dirname, script as string), ...first, ...args],
     {
       env: {
         ...process.env,
@@ -60,9 +67,10 @@ describe('pup process', () => {
     expect(r.stderr).toMatch(/^holt pup: invalid configuration: HOLT_TOOL_OUTPUT_LIMIT_BYTES: /);
   });
 
-  it('a command pup loads no model client, no Postgres and no NATS (only LLM agents and workers do)', async () => {
+  it('a command pup, as `holt pup` runs it, loads no model client, Postgres, NATS, Kubernetes client or renderer', async () => {
     const hook = join(import.meta.dirname, '../../test/fixtures/hooks/packages.mjs');
-    const { child, exited, log } = runPup({}, [], ['--import', hook]);
+    // Through the CLI, as holt up and the runtime image start every pup.
+    const { child, exited, log } = runPup({}, [], ['--import', hook], ['../cli/main.ts', 'pup']);
     await waitFor(async () => log().includes('"pup_started"'), 'the pup to start');
     child.kill('SIGTERM');
     const r = await exited;
@@ -75,6 +83,7 @@ describe('pup process', () => {
       '@nats-io/transport-node',
       'node-pg-migrate',
       '@kubernetes/client-node',
+      '@viz-js/viz',
     ])
       expect(loaded).not.toContain(heavy);
   });

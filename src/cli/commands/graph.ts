@@ -7,10 +7,9 @@ import { toDot, toMermaid } from '../../graph/render.ts';
 import { dotToSvg } from '../../graph/svg.ts';
 import { CliError, EXIT, err } from '../output.ts';
 import { resolveTarget } from '../resolve.ts';
+import { GRAPH_FORMATS } from './graph-formats.ts';
 import { serveGraph } from './graph-serve.ts';
 import { resolveShortId } from './hoard.ts';
-
-export const GRAPH_FORMATS = ['mermaid', 'dot', 'svg', 'html'] as const;
 
 export interface GraphOptions {
   name?: string;
