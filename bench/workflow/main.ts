@@ -61,10 +61,11 @@ const TOOL = script(
 
 const redis = await startRedis();
 const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-const node = (s: string, extra: string[] = []) => [
+const node = (s: string, extra: string[] = [], args: string[] = []) => [
   '--no-warnings=ExperimentalWarning',
   ...extra,
   join(ROOT, s),
+  ...args,
 ];
 const logHas = (p: ServerProcess, s: string) => async () => readFileSync(p.logFile, 'utf8').includes(s);
 
