@@ -117,6 +117,40 @@ describe('standard mode', () => {
     );
   });
 
+  it('stopping with a full queue: the running tool finishes, nothing queued starts, no bid waits on', async () => {
+    const bb = board('fullstop');
+    const pup = await startPup('fullstop', {
+      HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '1')),
+      HOLT_GRANT_QUEUE: '1',
+      HOLT_RESCAN_INTERVAL_MS: '600000',
+    });
+    const [a, b] = [(await grantedClaim(bb, {})).claim, (await grantedClaim(bb, {})).claim];
+    await bidOf(bb, a);
+    await bidOf(bb, b);
+    await grant(bb, a, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
+    await waitFor(
+      () => bb.redis.exists(bb.executionLeaseKey(outputId('fullstop', a.id, 'coder', 'exclusive'))),
+      'a to run',
+    );
+    await grant(bb, b, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
+    await waitFor(
+      async () =>
+        (await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).includes('} 2'),
+      'b queued',
+    );
+    // The queue (of one) is full: a new claim's bid waits for room.
+    const c = (await grantedClaim(bb, {})).claim;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await bb.getBids(c.id)).toEqual({});
+    await pup.stop(10_000);
+    expect((await bb.getArtefact(outputId('fullstop', a.id, 'coder', 'exclusive')))?.type).toBe('SlowResult');
+    expect(await bb.getArtefact(outputId('fullstop', b.id, 'coder', 'exclusive'))).toBeNull();
+    expect(
+      await bb.redis.exists(bb.executionLeaseKey(outputId('fullstop', b.id, 'coder', 'exclusive'))),
+    ).toBe(0);
+    expect(await bb.getBids(c.id)).toEqual({});
+  });
+
   it('bids on a burst of claims side by side, never more at once than HOLT_BID_CONCURRENCY', async () => {
     const bb = board('bidburst');
     const dir = join(ws, 'bidburst');

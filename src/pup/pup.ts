@@ -322,8 +322,10 @@ export class Pup {
     if (this.stopping) return;
     this.stopping = true;
     this.log.info({ event_type: 'pup_stopping', busy: this.current !== undefined, grace_ms: graceMs });
-    await this.watcher?.stop();
+    // The queue first: the executor takes nothing new, and bids waiting for room give up (the grants
+    // queued stay open on the blackboard, for this pup's next start or another pup).
     this.queue.close();
+    await this.watcher?.stop();
     const running = this.current;
     if (running) {
       const ac = new AbortController();

@@ -168,7 +168,7 @@ export class ClaimWatcher {
       this.toBid.delete(next);
       const task = (async () => {
         await this.d.bidRoom?.();
-        await this.bidOn(next);
+        if (!this.stopped) await this.bidOn(next);
       })()
         .catch((e: unknown) =>
           this.d.log.warn({ event_type: 'bid_failed', claim_id: next, error: String(e) }),
