@@ -50,6 +50,7 @@ agents:
 
 afterAll(async () => {
   await holt(['down', '--name', 'crashy']).catch(() => undefined);
+  await run(HOLT, ['down', '--name', 'scaled'], { env }).catch(() => undefined);
   rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -99,5 +100,62 @@ describe('a worker that dies with a claim', () => {
       claims: Record<string, number>;
     };
     expect(status.claims.terminated).toBe(1);
+  }, 300_000);
+
+  it('holt scale: workers start and stop, their read-only tool runners with them, the controller stays', async () => {
+    const dir = join(scratch, 'scaled');
+    mkdirSync(dir);
+    writeFileSync(
+      join(dir, 'done.sh'),
+      'cat >/dev/null\necho \'{"artefact_type":"Done","artefact_payload":"ok","summary":"ok","structural_type":"Terminal"}\'\n',
+    );
+    writeFileSync(
+      join(dir, 'holt.yml'),
+      `version: "2"
+agents:
+  Scaled:
+    command: ["sh", "done.sh"]
+    bid_script: ["sh", "-c", "grep -q GoalDefined && echo exclusive || echo ignore"]
+    worker: {command: ["sh", "done.sh"], max_concurrent: 1}
+`,
+    );
+    commitWorkspace(dir);
+    const inDir = (args: string[]) => run(HOLT, args, { cwd: dir, env, maxBuffer: 20 << 20 });
+    const names = () =>
+      (
+        JSON.parse(
+          readFileSync(join(env.HOLT_HOME!, 'instances', 'scaled', 'state.json'), 'utf8'),
+        ) as InstanceState
+      ).components
+        .map((c) => c.name)
+        .sort();
+    await inDir(['up', '--name', 'scaled', '--timeout', '90']);
+    try {
+      // The workspace is ro by default: each worker has its read-only tool runner beside it.
+      expect(names()).toEqual([
+        'Scaled',
+        'Scaled-tools',
+        'Scaled-worker-0',
+        'Scaled-worker-0-tools',
+        'orchestrator',
+      ]);
+      expect((await inDir(['scale', 'Scaled', '3', '--name', 'scaled'])).stdout).toContain(
+        'Scaled: 3 worker(s)',
+      );
+      expect(names()).toEqual(
+        expect.arrayContaining([
+          'Scaled-worker-1',
+          'Scaled-worker-1-tools',
+          'Scaled-worker-2',
+          'Scaled-worker-2-tools',
+        ]),
+      );
+      await inDir(['scale', 'Scaled', '0', '--name', 'scaled']);
+      // Their runners go with them.
+      for (let i = 0; i < 100 && names().some((n) => n.includes('-worker-')); i++) await sleep(100);
+      expect(names()).toEqual(['Scaled', 'Scaled-tools', 'orchestrator']);
+    } finally {
+      await inDir(['down', '--name', 'scaled']).catch(() => undefined);
+    }
   }, 300_000);
 });

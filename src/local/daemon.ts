@@ -20,7 +20,7 @@ import { startNats } from './nats.ts';
 import { freePort } from './ports.ts';
 import { startPostgres } from './postgres.ts';
 import { startRedis } from './redis.ts';
-import { readScale, workerCount, workerName } from './scale.ts';
+import { readScale, workerCount, workerName, workersOf } from './scale.ts';
 import { type InstanceSecrets, instanceSecrets } from './secrets.ts';
 import { type ComponentExit, type ComponentSpec, LOCAL_PUP_GRACE_MS, Supervisor } from './supervisor.ts';
 import {
@@ -180,15 +180,15 @@ async function rescale(sup: Supervisor, file: HoltFile, base: InstanceBase, log:
   for (const agent of file.agents) {
     if (!isScalable(agent)) continue;
     const n = workerCount(agent, wanted[agent.role]);
-    const have = sup.names().filter((x) => /^\d+$/.test(x.slice(`${agent.role}-worker-`.length)));
+    const have = workersOf(sup.names(), agent.role);
     for (let i = 0; i < n; i++) {
-      if (have.includes(workerName(agent.role, i))) continue;
+      if (have.some((w) => w.index === i)) continue;
       for (const c of await workerSpecs(componentMaker(file, agent, base), agent, i)) sup.add(c);
     }
-    for (const name of have)
-      if (Number(name.slice(`${agent.role}-worker-`.length)) >= n) {
-        await sup.remove(name);
-        await sup.remove(`${name}${TOOLS_SUFFIX}`);
+    for (const w of have)
+      if (w.index >= n) {
+        await sup.remove(w.name);
+        await sup.remove(`${w.name}${TOOLS_SUFFIX}`);
       }
     log.info({ event_type: 'scaled', role: agent.role, workers: n }, `${agent.role}: ${n} worker(s)`);
   }

@@ -35,3 +35,11 @@ export function workerCount(
 }
 
 export const workerName = (role: string, i: number) => `${role}-worker-${i}`;
+
+/** Of the supervisor's component names, the worker processes of `role` (not their tools, no other role's). */
+export function workersOf(names: string[], role: string): { name: string; index: number }[] {
+  const prefix = `${role}-worker-`;
+  return names
+    .filter((x) => x.startsWith(prefix) && /^\d+$/.test(x.slice(prefix.length)))
+    .map((name) => ({ name, index: Number(name.slice(prefix.length)) }));
+}
