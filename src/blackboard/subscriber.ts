@@ -26,7 +26,10 @@ export async function subscribe<S extends z.ZodType>(
   } = {},
 ): Promise<Subscription> {
   const { onResubscribed, accept } = opts;
-  const sub = new Redis(url, { maxRetriesPerRequest: null, autoResubscribe: true });
+  // Re-subscribed by hand on each reconnect: ioredis' own autoResubscribe sends SUBSCRIBE without a
+  // catch, so closing the connection while that is in flight (an orchestrator that lost its lease just
+  // as Redis came back) was an unhandled rejection that killed the process.
+  const sub = new Redis(url, { maxRetriesPerRequest: null, autoResubscribe: false });
   sub.on('error', () => {
     // reconnects on its own; errors surface through the readers' health checks
   });
@@ -36,12 +39,13 @@ export async function subscribe<S extends z.ZodType>(
       connected = true;
       return;
     }
-    // ioredis re-subscribes on its own but says nothing when that is done; subscribing again is
-    // harmless and its reply marks the moment from which nothing more is missed.
-    if (onResubscribed)
-      sub.subscribe(...channels).then(onResubscribed, () => {
-        // the connection went again: the next 'ready' tries once more
-      });
+    // Its reply marks the moment from which nothing more is missed.
+    sub.subscribe(...channels).then(
+      () => onResubscribed?.(),
+      () => {
+        // closed, or the connection went again: the next 'ready' tries once more
+      },
+    );
   });
   sub.on('message', (channel: string, raw: string) => {
     if (accept && !accept(channel, raw)) return;

@@ -42,7 +42,8 @@ export async function serveGraph(
   };
   await refresh();
   // Any artefact or claim change marks the picture stale; a lost message waits for the backstop.
-  const sub = bb.redis.duplicate();
+  // Re-subscribed by hand (ioredis' autoResubscribe leaves its SUBSCRIBE uncaught when closed meanwhile).
+  const sub = bb.redis.duplicate({ autoResubscribe: false });
   sub.on('error', () => undefined); // ioredis reconnects; the backstop covers the gap
   let stale = false;
   let lastRead = Date.now();
@@ -50,7 +51,12 @@ export async function serveGraph(
     stale = true;
   });
   const ch = bb.k.channels;
-  await sub.subscribe(ch.artefactEvents, ch.claimEvents, ch.claimUpdates);
+  const channels = [ch.artefactEvents, ch.claimEvents, ch.claimUpdates];
+  await sub.subscribe(...channels);
+  sub.on('ready', () => {
+    stale = true; // what was published while it was away
+    sub.subscribe(...channels).catch(() => undefined);
+  });
   const server = createServer((req, res) => {
     if (req.url === '/events') {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
