@@ -39,6 +39,9 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   let orch: Orchestrator | undefined;
   let depth: InboxMetrics | undefined;
   const inboxBb = Blackboard.connect(config.redisUrl, config.instance);
+  inboxBb.redis.on('error', () => {
+    // ioredis reconnects by itself; the watchdog's stages log what failed, and retry on the next pass
+  });
   let inbox: Awaited<ReturnType<typeof startOrchestratorInbox>>;
   const log = createLogger('orchestrator', { instance: config.instance });
   try {
