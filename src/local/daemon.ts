@@ -235,13 +235,14 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
   };
   let sup: Supervisor | undefined;
   let tools: LocalTools | undefined;
+  /** The operator principal's connection: the registry, then workers' exit reports. */
+  let board: Blackboard | undefined;
   const save = () => {
     state.components = sup?.states() ?? [];
     writeState(state);
   };
   save();
   const stores: { stop(): Promise<void> }[] = [];
-  const closers: (() => Promise<void>)[] = [];
   const abort = new AbortController();
   // Listen from the first moment: a `holt down` (or a timed-out `up`) during start-up must roll back,
   // not kill this process and orphan what it already started.
@@ -257,7 +258,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     state.status = 'stopping';
     save();
     await sup?.stopAll();
-    for (const c of closers) await c().catch(() => undefined);
+    await board?.close().catch(() => undefined);
     await releaseTools(tools, opts.name);
     for (const s of stores.reverse()) await s.stop().catch(() => undefined);
     state.status = status;
@@ -330,9 +331,9 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     tools = prepared.tools;
     checkStop();
     const bb = Blackboard.connect(as.redis('operator'), opts.name);
+    board = bb;
     // With each image's digest, as Holt records it (agent_images, and on every grant).
     await bb.setAgents(file.agents.map((a) => ({ ...registrationOf(a), image_id: prepared.images[a.role] })));
-    await bb.close();
 
     // The inbox schema before any process that uses it, as its owner (the runtime's role has DML only).
     await migrate(as.pgOwner, log);
@@ -352,19 +353,15 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
       ...LLM_KEY_VARS.map((k) => env[k]),
       file.holt.llm?.apiKeyEnv && env[file.holt.llm.apiKeyEnv],
     ]);
-    const exits = Blackboard.connect(as.redis('operator'), opts.name);
-    closers.push(() => exits.close());
     const onCrash = (e: ComponentExit) => {
       const report = e.spec.kind === 'worker' ? workerExitReport(e, scrub) : undefined;
       if (report)
-        exits
-          .reportWorkerExit(report)
-          .catch((err: unknown) =>
-            log.warn(
-              { event_type: 'worker_exit_report_failed', error: String(err) },
-              'worker exit not reported',
-            ),
-          );
+        bb.reportWorkerExit(report).catch((err: unknown) =>
+          log.warn(
+            { event_type: 'worker_exit_report_failed', error: String(err) },
+            'worker exit not reported',
+          ),
+        );
     };
     sup = new Supervisor(join(dir, 'logs'), log, save, onCrash);
     const orchPort = await freePort();

@@ -125,7 +125,7 @@ export class Supervisor {
     const fd = openSync(r.state.logFile, 'a');
     const handoff = r.spec.secrets ? credentialHandoff(r.spec.secrets) : undefined;
     r.identity = r.spec.identityEnv ? `${r.spec.name}-${Date.now().toString(36)}` : undefined;
-    const identity = r.spec.identityEnv && r.identity ? { [r.spec.identityEnv]: r.identity } : {};
+    const identity = r.identity ? { [r.spec.identityEnv as string]: r.identity } : {};
     const child = spawn(r.spec.command, r.spec.args, {
       cwd: r.spec.cwd,
       env: { ...r.spec.env, ...identity, ...handoff?.env },
