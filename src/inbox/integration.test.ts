@@ -145,9 +145,11 @@ describe('scalable roles run on inbox workers', () => {
     // (the index of v1 now names the feedback claim: read the review claim from its row)
     const v1Review = await bb.getClaim(rows.rows[1]!.claim_id);
     expect(v1Review?.claim).toMatchObject({ artefact_id: v1.id, granted_review_agents: ['Reviewer'] });
-    expect(rec.events('review_approved')).toContainEqual({
-      original_artefact_id: v2.id,
-      reviewer_role: 'Reviewer',
-    });
+    // (events arrive over pub/sub, after the writes the waits above saw)
+    const approved = await waitFor(
+      () => rec.events('review_approved').find((e) => e.original_artefact_id === v2.id),
+      'the approval of v2',
+    );
+    expect(approved).toEqual({ original_artefact_id: v2.id, reviewer_role: 'Reviewer' });
   });
 });

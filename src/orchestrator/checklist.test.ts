@@ -436,10 +436,12 @@ describe('Holt checklist', () => {
     const c2 = await waitClaim(bb, (await claimFor(bb, v2.id)).id, (x) => x.dormant_reason !== undefined);
     expect(c2.granted_review_agents).toEqual(['Reviewer']);
     expect(c2.dormant_reason).toBe('no_grants_remaining_after_review');
-    expect(rec.events('review_approved')).toContainEqual({
-      original_artefact_id: v2.id,
-      reviewer_role: 'Reviewer',
-    });
+    // Events arrive over pub/sub, after the claim write the wait above saw.
+    const approved = await waitFor(
+      () => rec.events('review_approved').find((e) => e.original_artefact_id === v2.id),
+      'the approval of v2',
+    );
+    expect(approved).toEqual({ original_artefact_id: v2.id, reviewer_role: 'Reviewer' });
     expect(await bb.quarantined()).toEqual([]);
   });
 
