@@ -556,15 +556,49 @@ export class Blackboard {
 
   // ---- bids ----
 
-  async setBid(claimId: string, role: string, bid: BidType): Promise<void> {
+  /**
+   * Writes a bid and announces it. `watch` also records the claim in the role's pup claims (same round
+   * trip), so its pups' re-scan finds the claim's grant under any orchestrator.
+   */
+  async setBid(claimId: string, role: string, bid: BidType, watch = false): Promise<void> {
     const event = this.workflowEventPublication({
       event: 'bid_submitted',
       data: { claim_id: claimId, agent_name: role, bid_type: bid },
     });
-    await this.redis
+    const m = this.redis.multi().hset(this.k.bids(claimId), role, bid);
+    if (watch) m.zadd(this.k.pupClaims(role), 'NX', Date.now(), claimId);
+    await m.publish(event.channel, event.message).exec();
+  }
+
+  /** Records claims in the role's pup claims (a feedback claim is assigned without a bid). */
+  async watchClaims(role: string, claimIds: string[]): Promise<void> {
+    if (!claimIds.length) return;
+    const now = Date.now();
+    await this.redis.zadd(this.k.pupClaims(role), 'NX', ...claimIds.flatMap((id) => [now, id]));
+  }
+
+  /**
+   * The claims a pup's re-scan reads, in one round trip: the active index (this project's orchestrator)
+   * and the role's pup claims (any orchestrator), de-duplicated.
+   */
+  async claimsToScan(role: string): Promise<{ active: string[]; watched: string[] }> {
+    const res = (await this.redis
       .multi()
-      .hset(this.k.bids(claimId), role, bid)
-      .publish(event.channel, event.message)
+      .smembers(this.k.activeClaims)
+      .zrange(this.k.pupClaims(role), 0, -1)
+      .exec()) as [Error | null, string[]][] | null;
+    for (const [err] of res ?? []) if (err) throw err;
+    return { active: res?.[0]?.[1] ?? [], watched: res?.[1]?.[1] ?? [] };
+  }
+
+  /** Drops settled claims from the role's pup claims, those first seen before `olderThanMs`, and all but the newest `keep`. */
+  async unwatchClaims(role: string, claimIds: string[], olderThanMs: number, keep: number): Promise<void> {
+    const key = this.k.pupClaims(role);
+    const m = this.redis.multi();
+    if (claimIds.length) m.zrem(key, ...claimIds);
+    await m
+      .zremrangebyscore(key, '-inf', `(${olderThanMs}`)
+      .zremrangebyrank(key, 0, -(keep + 1))
       .exec();
   }
 

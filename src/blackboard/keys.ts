@@ -34,6 +34,11 @@ export function keys(instance: string) {
     retention: `${p}retention`,
     /** extension: STRING, bumped whenever the registry changes. */
     agentsRevision: `${p}agents:rev`,
+    /**
+     * extension: ZSET claim id by first-seen ms, the claims one role's pups bid on or were assigned: their
+     * re-scan reads it besides index:active_claims, which Holt's own orchestrator does not write.
+     */
+    pupClaims: (role: string) => `${p}pup:claims:${role}`,
     /** extension: STRING, AgentLoad JSON: open grants per role, written by the leader (agent-load.ts). */
     agentLoad: `${p}agent_load`,
     channels: {

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { claimToHash, claimToJson } from '../blackboard/codec.ts';
 import { outputId } from '../blackboard/grants.ts';
 import type { Claim } from '../blackboard/types.ts';
 import { createLogger, silentLogger } from '../common/logger.ts';
@@ -115,6 +116,62 @@ describe('standard mode', () => {
     expect(await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).toMatch(
       /via="event"[^}]*\} 6/,
     );
+  });
+
+  it("under an orchestrator that writes no index (Holt's): lost grants run from the re-scan, a full queue and a restart lose none", async () => {
+    const bb = board('noindex');
+    // Holt's orchestrator: the claim hash, its idempotency key and one claim_events message; no index.
+    const holtWrite = async (c: Claim) => {
+      await bb.redis.hset(bb.k.claim(c.id), claimToHash(c));
+    };
+    const holtClaim = async () => {
+      const target = artefact();
+      await bb.createArtefact(target);
+      const c = claim(target.id);
+      await holtWrite(c);
+      await bb.redis.set(bb.k.claimByArtefact(target.id), c.id);
+      await bb.redis.publish(bb.k.channels.claimEvents, JSON.stringify(claimToJson(c)));
+      return c;
+    };
+    const granted = (c: Claim): Claim => ({
+      ...c,
+      status: 'pending_exclusive',
+      granted_exclusive_agent: 'coder',
+    });
+    const env = {
+      HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '0.2')),
+      HOLT_GRANT_QUEUE: '2',
+      HOLT_RESCAN_INTERVAL_MS: '300',
+    };
+    const first = await startPup('noindex', env);
+    const claims: Claim[] = [];
+    for (let i = 0; i < 5; i++) claims.push(await holtClaim());
+    for (const c of claims) await bidOf(bb, c);
+    // Every announcement lost, and more grants than the queue holds: the re-scan offers them in turn.
+    for (const c of claims) await holtWrite(granted(c));
+    for (const c of claims) expect((await outputOf(bb, c)).type).toBe('SlowResult');
+    expect(await first.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).toMatch(
+      /via="rescan"[^}]*\} 5/,
+    );
+
+    // Granted while its pup was away (the announcement went nowhere): the next pup finds it at start.
+    const late = await holtClaim();
+    await bidOf(bb, late);
+    await first.stop(5_000);
+    await holtWrite(granted(late));
+    await startPup('noindex', { ...env, HOLT_RESCAN_INTERVAL_MS: '600000' });
+    expect((await outputOf(bb, late)).type).toBe('SlowResult');
+    expect(await bb.redis.exists(bb.k.activeClaims)).toBe(0);
+
+    // Settled claims leave the role's pup claims on a re-scan.
+    expect(await bb.redis.zscore(bb.k.pupClaims('coder'), late.id)).not.toBeNull();
+    for (const c of [...claims, late]) await holtWrite({ ...granted(c), status: 'complete' });
+    const probe = await startPup('noindex', {
+      ...env,
+      HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '0')),
+    });
+    await waitFor(async () => (await bb.redis.zcard(bb.k.pupClaims('coder'))) === 0 || null, 'pruned');
+    await probe.stop(5_000);
   });
 
   it('stopping with a full queue: the running tool finishes, nothing queued starts, no bid waits on', async () => {

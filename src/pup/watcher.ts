@@ -11,6 +11,13 @@ import { type BidChoice, biddingOpen } from './decide.ts';
 import type { PupMetrics } from './metrics.ts';
 import { redisRetry } from './redis-retry.ts';
 
+/**
+ * Bounds of the role's pup claims: a claim Holt's orchestrator leaves dormant stays pending for ever, so
+ * old entries go by age and the set by size (the newest stay).
+ */
+const WATCH_MAX_AGE_MS = 24 * 3600_000;
+const WATCH_MAX = 5_000;
+
 /** claim_events carries the whole claim, but only as a hint: the watcher re-reads the stored claim. */
 const ClaimEvent = z.looseObject({ id: z.uuid() });
 
@@ -32,7 +39,9 @@ export interface WatcherDeps {
 /**
  * The claim watcher: bids on every claim open for bidding and finds this role's grants. Pub/sub is only
  * a hint (at-most-once): at start and every re-scan interval it also reads the active claims and bids on
- * those lacking this role's bid and offers the grants lacking this role's output.
+ * those lacking this role's bid and offers the grants lacking this role's output. The active claims are
+ * our orchestrator's index plus the claims this role bid on or was assigned (`pupClaims`), so grants
+ * are found under Holt's orchestrator too, which keeps no index.
  */
 export class ClaimWatcher {
   private readonly d: WatcherDeps;
@@ -113,10 +122,20 @@ export class ClaimWatcher {
 
   private async scan(): Promise<void> {
     const { bb, cfg } = this.d;
-    const ids = await this.redis('active_claims', () => bb.activeClaimIds());
-    const claims = (await this.readClaims(ids))
-      .filter((c): c is VersionedClaim => c !== null)
-      .map((c) => c.claim);
+    const { active, watched } = await this.redis('claims_to_scan', () => bb.claimsToScan(cfg.role));
+    const ids = [...new Set([...active, ...watched])];
+    const read = await this.readClaims(ids);
+    const claims = read.filter((c): c is VersionedClaim => c !== null).map((c) => c.claim);
+    if (watched.length) {
+      const byId = new Map(ids.map((id, i) => [id, read[i]?.claim]));
+      const settled = watched.filter((id) => {
+        const c = byId.get(id);
+        return !c || c.status === 'complete' || c.status === 'terminated' || c.dormant_reason !== undefined;
+      });
+      await this.redis('unwatch_claims', () =>
+        bb.unwatchClaims(cfg.role, settled, Date.now() - WATCH_MAX_AGE_MS, WATCH_MAX),
+      );
+    }
     const open = claims.filter(biddingOpen);
     const bid = await this.redis('has_bids', () =>
       bb.hasBids(
@@ -190,6 +209,7 @@ export class ClaimWatcher {
       // A feedback claim is assigned, not bid on (Holt pushes it straight to the work queue).
       const t = currentGrant(claim, cfg.role);
       if (t && claim.status === 'pending_assignment' && this.d.onGrant) {
+        await this.redis('watch_claims', () => bb.watchClaims(cfg.role, [claimId]));
         this.d.onGrant({ claimId, claimType: t }, 'claim_event');
       }
       return;
@@ -224,7 +244,7 @@ export class ClaimWatcher {
       });
     }
     if (this.stopped) return;
-    await this.redis('set_bid', () => bb.setBid(claimId, cfg.role, choice.bid));
+    await this.redis('set_bid', () => bb.setBid(claimId, cfg.role, choice.bid, this.d.onGrant !== undefined));
     metrics.bids.inc({ bid_type: choice.bid, source: choice.source });
     log.info({ event_type: 'bid_submitted', claim_id: claimId, bid_type: choice.bid, source: choice.source });
   }
