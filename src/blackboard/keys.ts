@@ -46,7 +46,7 @@ export function keys(instance: string) {
       claimEvents: `${p}claim_events`,
       workflowEvents: `${p}workflow_events`,
       /**
-       * extension: our own workflow events (bid_timeout, grant_reopened, quarantined), kept off
+       * extension: our own workflow events (bid_timeout, bid_late, grant_reopened, quarantined), kept off
        * workflow_events so Holt's `holt watch` never meets an event it does not know.
        */
       workflowEventsExt: `${p}workflow_events_ext`,

@@ -167,6 +167,17 @@ export const WorkflowEvent = z.discriminatedUnion('event', [
       timeout_ms: z.number().int(),
     }),
   }),
+  // Extension (ours): a bid heard after the bid timeout closed its claim's consensus without it (it
+  // counted as `ignore`); a bid late but in before the decision is simply counted.
+  z.object({
+    event: z.literal('bid_late'),
+    data: z.object({
+      claim_id: z.string(),
+      agent_name: z.string(),
+      bid_type: z.string(),
+      late_by_ms: z.number().int(),
+    }),
+  }),
   // Extension (ours): a grant whose row or turn was done, but whose output is gone from the
   // blackboard (Redis lost data): run again under a new epoch.
   z.object({

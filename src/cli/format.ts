@@ -44,6 +44,8 @@ export function formatLine(item: WatchItem): string | null {
       return `${at} 🔄 Artefact Reworked (v${e.data.new_version}): by=${e.data.produced_by_role}, type=${e.data.artefact_type}, id=${e.data.new_artefact_id}`;
     case 'bid_timeout':
       return `${at} ⌛ Bid timeout: claim=${e.data.claim_id}, silent=${e.data.silent_agents.join(',')}`;
+    case 'bid_late':
+      return `${at} ⌛ Late bid: ${e.data.agent_name} bid ${e.data.bid_type} on claim ${e.data.claim_id}, ${e.data.late_by_ms} ms after the timeout (counted as ignore)`;
     case 'grant_reopened':
       return `${at} ♻️  Grant reopened: ${e.data.agent_name} on claim ${e.data.claim_id}: ${e.data.reason}`;
     case 'quarantined':

@@ -580,6 +580,25 @@ describe('Holt checklist', () => {
     const c = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
     expect(c.phase_state?.all_bids).toEqual({ Coder: 'exclusive', Hung: 'ignore' });
     expect(rec.events('bid_timeout')).toEqual([{ claim_id: c.id, silent_agents: ['Hung'], timeout_ms: 300 }]);
+    // Its bid turns up at last (as a pup writes one): named in a bid_late event, once, and not counted.
+    const lateBid = async () => {
+      await bb.redis.hset(bb.k.bids(c.id), 'Hung', 'exclusive');
+      await bb.publishWorkflowEvent({
+        event: 'bid_submitted',
+        data: { claim_id: c.id, agent_name: 'Hung', bid_type: 'exclusive' },
+      });
+    };
+    await lateBid();
+    await lateBid();
+    const late = await waitFor(() => rec.events('bid_late')[0], 'bid_late');
+    expect(late).toMatchObject({ claim_id: c.id, agent_name: 'Hung', bid_type: 'exclusive' });
+    expect(late.late_by_ms).toBeGreaterThan(0);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(rec.events('bid_late')).toHaveLength(1);
+    expect((await bb.getClaim(c.id))?.claim.phase_state?.all_bids).toEqual({
+      Coder: 'exclusive',
+      Hung: 'ignore',
+    });
   });
 
   it('extension: an artefact by a role the claim never granted is quarantined and reported, never its output', async () => {

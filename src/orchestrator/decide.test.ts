@@ -166,6 +166,12 @@ describe('decide (pure)', () => {
     expect(pendingGrants(d.claim, [art({ produced_by_role: 'A', source_artefacts: [target.id] })])).toEqual(
       [],
     );
+    // A bid in after the deadline but before the decision (an orchestrator running behind) counts.
+    const behind = decide({ ...base, bids: { A: 'exclusive', B: 'review' }, now: 450 });
+    if (behind.kind !== 'write') throw new Error(behind.kind);
+    expect(behind.claim.phase_state?.all_bids).toEqual({ A: 'exclusive', B: 'review' });
+    expect(behind.claim.granted_review_agents).toEqual(['B']);
+    expect(behind.after.some((e) => e.kind === 'event' && e.event.event === 'bid_timeout')).toBe(false);
   });
 
   it("a granted agent's Question is not its output: the claim stays granted in every phase", () => {

@@ -44,6 +44,11 @@ export class OrchestratorMetrics {
     help: 'Consensus rounds closed by the bid timeout',
     registers: [this.registry],
   });
+  readonly lateBids = new Counter({
+    name: 'holt_orchestrator_late_bids_total',
+    help: 'Bids heard after the bid timeout closed their consensus (counted as ignore)',
+    registers: [this.registry],
+  });
   readonly quarantined = new Counter({
     name: 'holt_orchestrator_quarantined_total',
     help: 'Stored items set aside and never acted on, by kind and reason',

@@ -17,6 +17,7 @@ import type { StepOutcome } from './claim-runner.ts';
 import { DEFAULTS } from './config.ts';
 import { type Decision, decide, type Effect, type LogLine, type Policy } from './decide.ts';
 import type { Grant, GrantDispatcher } from './dispatch.ts';
+import { LateBids } from './late-bids.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
 import type { Quarantine } from './quarantine.ts';
 
@@ -95,6 +96,8 @@ export class ClaimStepper {
   private readonly pastBids = new Set<string>();
   /** Bid events between steps: when a claim collecting bids steps again. */
   readonly bids: BidWatch;
+  /** The bidders each consensus closed without: their bids, when they come, are reported as late. */
+  readonly late = new LateBids();
   /** Claims just created here: their first step decides on what was written, without reading it back. */
   private readonly fresh = new Set<string>();
   /** What the next step of a claim would read, already read with an output's arrival (see `sourceRead`). */
@@ -389,8 +392,12 @@ export class ClaimStepper {
     for (const t of d.timings) {
       if (t.metric === 'bid_latency') {
         metrics.bidLatency.observe(t.ms / 1000);
-        if (d.after.some((e) => e.kind === 'event' && e.event.event === 'bid_timeout'))
+        for (const e of d.after) {
+          if (e.kind !== 'event' || e.event.event !== 'bid_timeout') continue;
           metrics.bidTimeouts.inc();
+          const { silent_agents, timeout_ms } = e.event.data;
+          this.late.closedWithout(d.claim.id, silent_agents, Date.now() - t.ms + timeout_ms);
+        }
         if (target && d.after.some((e) => e.kind === 'grant')) {
           metrics.grantLatency.observe(Math.max(0, Date.now() - target.created_at_ms) / 1000);
         }

@@ -22,14 +22,20 @@ const SHORT_LOOKBACK_MS = 5_000;
  * A bid_submitted workflow event: its claim id and (if given) bidder; null for anything else. A plain
  * check, not a schema: every bid of every claim comes through here.
  */
-function bidSubmitted(msg: unknown): { claimId: string; role: string | undefined } | null {
-  const m = msg as { event?: unknown; data?: { claim_id?: unknown; agent_name?: unknown } } | null;
+function bidSubmitted(
+  msg: unknown,
+): { claimId: string; role: string | undefined; bidType: string | undefined } | null {
+  const m = msg as {
+    event?: unknown;
+    data?: { claim_id?: unknown; agent_name?: unknown; bid_type?: unknown };
+  } | null;
   if (typeof m !== 'object' || m === null || m.event !== 'bid_submitted') return null;
   const data = m.data;
   if (typeof data !== 'object' || data === null || Array.isArray(data)) return null;
   if (typeof data.claim_id !== 'string') return null;
   if (data.agent_name !== undefined && typeof data.agent_name !== 'string') return null;
-  return { claimId: data.claim_id, role: data.agent_name };
+  const bidType = typeof data.bid_type === 'string' ? data.bid_type : undefined;
+  return { claimId: data.claim_id, role: data.agent_name, bidType };
 }
 
 export interface TermDeps {
@@ -187,6 +193,8 @@ export class Term {
       // only once its last missing bidder is in (the timer still polls, should an event be lost).
       // A bid heard during a step is checked by that step against what it read.
       if (!b) return;
+      const late = this.stepper.late.heard(b.claimId, b.role, Date.now());
+      if (late && b.role !== undefined) this.reportLateBid(b.claimId, b.role, b.bidType, late.lateByMs);
       if (!this.runner.busy(b.claimId)) {
         this.stepper.bids.beforeStep(b.claimId, b.role);
         return;
@@ -197,6 +205,16 @@ export class Term {
     } else if (channel === k.agentsChanged) {
       this.loadRegistry().catch((e: unknown) => this.failed(e, { during: 'registry_reload' }));
     }
+  }
+
+  /** A bid after its consensus closed without it: said by name, since it was counted as `ignore`. */
+  private reportLateBid(claimId: string, role: string, bidType: string | undefined, lateByMs: number): void {
+    const data = { claim_id: claimId, agent_name: role, bid_type: bidType ?? '', late_by_ms: lateByMs };
+    this.d.log.warn({ event_type: 'bid_late', ...data }, 'bid_late');
+    this.d.metrics.lateBids.inc();
+    this.d.bb
+      .publishWorkflowEvent({ event: 'bid_late', data })
+      .catch((e: unknown) => this.d.log.warn({ event_type: 'event_publish_failed', error: String(e) }));
   }
 
   /**

@@ -1,0 +1,30 @@
+import { LRUCache } from 'lru-cache';
+
+/** How long, and for how many claims, a closed consensus remembers its silent bidders. */
+const REMEMBER_MS = 3600_000;
+const MAX_CLAIMS = 10_000;
+
+/**
+ * The bidders each consensus closed without (the bid timeout counted them as `ignore`), so a bid that
+ * turns up afterwards is reported by name (`bid_late`) instead of vanishing. Memory only: a new
+ * term does not report the late bids of an older one's decisions.
+ */
+export class LateBids {
+  readonly #silent = new LRUCache<string, { roles: Set<string>; deadlineMs: number }>({
+    max: MAX_CLAIMS,
+    ttl: REMEMBER_MS,
+  });
+
+  /** Consensus on `claimId` closed at its deadline without `roles`. */
+  closedWithout(claimId: string, roles: string[], deadlineMs: number): void {
+    if (roles.length) this.#silent.set(claimId, { roles: new Set(roles), deadlineMs });
+  }
+
+  /** A bid was heard: how late it is, once per silent bidder; null for any other bid. */
+  heard(claimId: string, role: string | undefined, nowMs: number): { lateByMs: number } | null {
+    const e = this.#silent.get(claimId);
+    if (!e || role === undefined || !e.roles.delete(role)) return null;
+    if (!e.roles.size) this.#silent.delete(claimId);
+    return { lateByMs: Math.max(0, nowMs - e.deadlineMs) };
+  }
+}
