@@ -10,7 +10,8 @@
  *   tool it triggers, per agent.
  * Each workload reports workflows/s, latency p50/p90/p99 per agent, the CPU seconds of every process
  * (its own, and its children's: a pup's tools and bid scripts), per claim a pup saw, and RSS (idle,
- * before the goals, and at the end). One JSON object on stdout.
+ * before the goals, and at the end), and a trace of where artefact → tool time goes (trace.ts). One JSON
+ * object on stdout.
  * Run: node bench/workflow/main.ts [A|B|AB]
  * (BENCH_CPU_PROF=<dir>: every pup writes a V8 CPU profile there on exit.)
  */
@@ -27,6 +28,7 @@ import { startRedis } from '../../src/local/redis.ts';
 import { makeTempDir, removeDir } from '../../src/local/tmp.ts';
 import { newGoal, register } from '../../src/orchestrator/testkit.ts';
 import { childrenCpu, pct, procCpu, round, rssMb } from '../lib/proc.ts';
+import { type ClaimTimes, logEvent, traceStages } from './trace.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const WHICH = (process.argv[2] ?? 'AB').toUpperCase();
@@ -131,10 +133,19 @@ async function workload(
     const finished = new Promise<void>((resolve) => {
       allDone = resolve;
     });
-    sub.on('message', (_c: string, raw: string) => {
-      if (raw.includes('"type":"Done"') && ++done === goals) allDone();
+    // claim_granted as heard: the grant's time for the trace.
+    const granted = new Map<string, number>();
+    sub.on('message', (channel: string, raw: string) => {
+      if (channel === bb.k.channels.workflowEvents) {
+        const m =
+          /"event":"claim_granted".*"claim_id":"([^"]+)"|"claim_id":"([^"]+)".*"event":"claim_granted"/.exec(
+            raw,
+          );
+        const id = m?.[1] ?? m?.[2];
+        if (id && !granted.has(id)) granted.set(id, Date.now());
+      } else if (raw.includes('"type":"Done"') && ++done === goals) allDone();
     });
-    await sub.subscribe(bb.k.channels.artefactEvents);
+    await sub.subscribe(bb.k.channels.artefactEvents, bb.k.channels.workflowEvents);
 
     const t0 = performance.now();
     const posted: Artefact[] = [];
@@ -163,6 +174,7 @@ async function workload(
       xs.push(startedMs - src.created_at_ms);
       latency[a.produced_by_role] = xs;
     }
+    const trace = await traceOf(bb, arts, byId, granted, pups);
     const claimsSeen = goals * CHAIN.length;
     const procs = Object.fromEntries(
       all.map((p, i) => {
@@ -193,6 +205,7 @@ async function workload(
           { n: xs.length, p50: pct(xs, 50), p90: pct(xs, 90), p99: pct(xs, 99) },
         ]),
       ),
+      trace,
       processes: { ...procs, redis: { cpu_s: round(procCpu(redis.proc.child.pid).all - redis0) } },
       idle_rss_mb: idleRss,
     };
@@ -200,6 +213,52 @@ async function workload(
     await Promise.all(all.map((p) => p.stop()));
     await bb.close();
   }
+}
+
+/**
+ * Where the time of artefact → tool goes, per granted claim: the claim's created_at_ms, the pups' logged
+ * bid_submitted (the last), claim_granted as heard here, and the granted pup's grant_received and
+ * tool_started; the tool's first instruction is its payload.
+ */
+async function traceOf(
+  bb: Blackboard,
+  arts: Artefact[],
+  byId: Map<string, Artefact>,
+  granted: Map<string, number>,
+  pups: ServerProcess[],
+): Promise<Record<string, unknown>> {
+  const lastBid = new Map<string, number>();
+  const first = new Map<string, number>(); // `${event} ${claim}` -> ms
+  for (const p of pups) {
+    for (const line of readFileSync(p.logFile, 'utf8').split('\n')) {
+      const e = logEvent(line);
+      if (!e) continue;
+      if (e.event === 'bid_submitted') lastBid.set(e.claim, Math.max(lastBid.get(e.claim) ?? 0, e.ms));
+      else if (e.event === 'grant_received' || e.event === 'tool_started') {
+        const k = `${e.event} ${e.claim}`;
+        if (!first.has(k)) first.set(k, e.ms);
+      }
+    }
+  }
+  const times: ClaimTimes[] = [];
+  for (const a of arts) {
+    const src = byId.get(a.source_artefacts[0] ?? '');
+    if (a.produced_by_role === 'user' || !src) continue;
+    const claimId = await bb.redis.get(bb.k.claimByArtefact(src.id));
+    const claim = claimId ? (await bb.getClaim(claimId))?.claim : undefined;
+    if (!claimId || claim?.created_at_ms === undefined) continue;
+    const t = {
+      artefact: src.created_at_ms,
+      claim: claim.created_at_ms,
+      lastBid: lastBid.get(claimId),
+      grant: granted.get(claimId),
+      pupNotice: first.get(`grant_received ${claimId}`),
+      toolStarted: first.get(`tool_started ${claimId}`),
+      toolFirstInstruction: Number(BigInt(a.payload) / 1_000_000n),
+    };
+    if (Object.values(t).every((x) => x !== undefined)) times.push(t as ClaimTimes);
+  }
+  return traceStages(times);
 }
 
 const chain: Agent[] = CHAIN.map((c) => ({

@@ -461,6 +461,31 @@ describe('blackboard: pup support', () => {
     expect(await bb.artefactsExist([a.id, randomUUID()])).toEqual([true, false]);
   });
 
+  it("bidView reads claim, bid and target in one round trip, and never trusts the target's hint", async () => {
+    const a = goal();
+    const other = goal();
+    await bb.createArtefact(a);
+    await bb.createArtefact(other);
+    const c = newClaim(a.id);
+    await bb.createClaim(c);
+    const right = await bb.bidView(c.id, 'coder', a.id);
+    expect(right.claim?.claim.id).toBe(c.id);
+    expect(right.hasBid).toBe(false);
+    expect(right.target).toEqual(a);
+    // A forged claim event naming another artefact: the stored claim wins, the target is left unread.
+    const forged = await bb.bidView(c.id, 'coder', other.id);
+    expect(forged.target).toBeUndefined();
+    expect((await bb.bidView(c.id, 'coder', undefined)).target).toBeUndefined();
+    await bb.setBid(c.id, 'coder', 'ignore');
+    expect((await bb.bidView(c.id, 'coder', a.id)).hasBid).toBe(true);
+    expect((await bb.bidView(randomUUID(), 'coder', a.id)).claim).toBeNull();
+    // A target key of the wrong type: left to the caller, which reports it.
+    const odd = newClaim(randomUUID());
+    await bb.createClaim(odd);
+    await bb.redis.set(bb.k.artefact(odd.artefact_id), 'not a hash');
+    expect((await bb.bidView(odd.id, 'coder', odd.artefact_id)).target).toBeUndefined();
+  });
+
   it('contextLevel returns each artefact and its newer thread version in one script call', async () => {
     const v1 = goal();
     const v2 = { ...goal(), logical_id: v1.logical_id, version: 2, source_artefacts: [v1.id] };

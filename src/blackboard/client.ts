@@ -699,6 +699,30 @@ export class Blackboard {
     );
   }
 
+  /**
+   * What a pup needs to bid, in one round trip: the stored claim, whether `role` has bid on it, and its
+   * target. The target is read at `targetHint` (from the claim event), checked against the stored
+   * claim, and read again only when the hint was wrong (a hint is never trusted).
+   */
+  async bidView(
+    claimId: string,
+    role: string,
+    targetHint: string | undefined,
+  ): Promise<{ claim: VersionedClaim | null; hasBid: boolean; target: Artefact | null | undefined }> {
+    const p = this.redis.pipeline().hgetall(this.k.claim(claimId)).hexists(this.k.bids(claimId), role);
+    if (targetHint) p.hgetall(this.k.artefact(targetHint));
+    const res = (await p.exec()) ?? [];
+    for (const [err] of res.slice(0, 2)) if (err) throw err;
+    const ch = (res[0]?.[1] ?? {}) as Record<string, string>;
+    const claim = Object.keys(ch).length ? claimOf(this.#sink, claimId, ch) : null;
+    const hasBid = res[1]?.[1] === 1;
+    // A wrong hint, or an unreadable target: the caller reads the target itself (and reports it).
+    if (!claim || claim.claim.artefact_id !== targetHint || res[2]?.[0])
+      return { claim, hasBid, target: undefined };
+    const th = (res[2]?.[1] ?? {}) as Record<string, string>;
+    return { claim, hasBid, target: Object.keys(th).length ? artefactOf(this.#sink, targetHint, th) : null };
+  }
+
   /** Whether each artefact id exists (one pipelined round trip). */
   async artefactsExist(ids: string[]): Promise<boolean[]> {
     return this.pipelined(

@@ -19,7 +19,7 @@ const WATCH_MAX_AGE_MS = 24 * 3600_000;
 const WATCH_MAX = 5_000;
 
 /** claim_events carries the whole claim, but only as a hint: the watcher re-reads the stored claim. */
-const ClaimEvent = z.looseObject({ id: z.uuid() });
+const ClaimEvent = z.looseObject({ id: z.uuid(), artefact_id: z.string().optional().catch(undefined) });
 
 export type GrantSource = 'event' | 'rescan' | 'claim_event';
 
@@ -47,7 +47,8 @@ export class ClaimWatcher {
   private readonly d: WatcherDeps;
   private subs: Subscription[] = [];
   private timer: NodeJS.Timeout | undefined;
-  private readonly toBid = new Set<string>();
+  /** Claims to bid on, each with its target's id as the claim event said (a hint: checked). */
+  private readonly toBid = new Map<string, string | undefined>();
   /** Bids running now (at most cfg.bidConcurrency), by claim. */
   private readonly bidding = new Map<string, Promise<void>>();
   private scanning: Promise<void> | undefined;
@@ -66,7 +67,7 @@ export class ClaimWatcher {
         cfg.redisUrl,
         [bb.k.channels.claimEvents],
         ClaimEvent,
-        (m) => this.bidLater(m.id),
+        (m) => this.bidLater(m.id, m.artefact_id),
         onInvalid,
       ),
     );
@@ -165,9 +166,9 @@ export class ClaimWatcher {
     return this.redis('get_claims', () => this.d.bb.getClaims(ids));
   }
 
-  private bidLater(claimId: string): void {
+  private bidLater(claimId: string, targetHint?: string): void {
     if (this.stopped) return;
-    this.toBid.add(claimId);
+    this.toBid.set(claimId, targetHint ?? this.toBid.get(claimId));
     this.pump();
   }
 
@@ -178,16 +179,18 @@ export class ClaimWatcher {
   private pump(): void {
     while (!this.stopped && this.bidding.size < this.d.cfg.bidConcurrency) {
       let next: string | undefined;
-      for (const id of this.toBid)
+      let hint: string | undefined;
+      for (const [id, h] of this.toBid)
         if (!this.bidding.has(id)) {
           next = id;
+          hint = h;
           break;
         }
       if (next === undefined) return;
       this.toBid.delete(next);
       const task = (async () => {
         await this.d.bidRoom?.();
-        if (!this.stopped) await this.bidOn(next);
+        if (!this.stopped) await this.bidOn(next, hint);
       })()
         .catch((e: unknown) =>
           this.d.log.warn({ event_type: 'bid_failed', claim_id: next, error: String(e) }),
@@ -200,11 +203,11 @@ export class ClaimWatcher {
     }
   }
 
-  private async bidOn(claimId: string): Promise<void> {
+  private async bidOn(claimId: string, targetHint: string | undefined): Promise<void> {
     const { bb, cfg, log, metrics } = this.d;
-    const vc = await this.redis('get_claim', () => bb.getClaim(claimId));
-    if (!vc) return;
-    const claim = vc.claim;
+    const view = await this.redis('bid_view', () => bb.bidView(claimId, cfg.role, targetHint));
+    if (!view.claim) return;
+    const claim = view.claim.claim;
     if (!biddingOpen(claim)) {
       // A feedback claim is assigned, not bid on (Holt pushes it straight to the work queue).
       const t = currentGrant(claim, cfg.role);
@@ -214,13 +217,14 @@ export class ClaimWatcher {
       }
       return;
     }
-    const [already] = await this.redis('has_bid', () => bb.hasBids([claimId], cfg.role));
-    if (already || this.stopped) return;
-    let target = null;
-    try {
-      target = await this.redis('get_target', () => bb.getArtefact(claim.artefact_id));
-    } catch (e) {
-      log.warn({ event_type: 'target_unreadable', claim_id: claimId, error: String(e) });
+    if (view.hasBid || this.stopped) return;
+    let target = view.target ?? null;
+    if (view.target === undefined) {
+      try {
+        target = await this.redis('get_target', () => bb.getArtefact(claim.artefact_id));
+      } catch (e) {
+        log.warn({ event_type: 'target_unreadable', claim_id: claimId, error: String(e) });
+      }
     }
     const script = cfg.bidScript
       ? {
