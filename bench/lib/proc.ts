@@ -54,3 +54,23 @@ export function rssMb(pid: number | undefined): number {
     return Number.NaN;
   }
 }
+
+/**
+ * The median of several runs' results, leaf by leaf: numbers by their median, objects key by key, any
+ * other value from the first run. (Medians per figure: each comes from whichever run was the middle one.)
+ */
+export function medianOf(runs: unknown[]): unknown {
+  const first = runs[0];
+  if (typeof first === 'number') {
+    const xs = runs.filter((x): x is number => typeof x === 'number').sort((a, b) => a - b);
+    const mid = Math.floor(xs.length / 2);
+    return round(xs.length % 2 ? (xs[mid] as number) : ((xs[mid - 1] as number) + (xs[mid] as number)) / 2);
+  }
+  if (first && typeof first === 'object' && !Array.isArray(first)) {
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(first))
+      out[k] = medianOf(runs.map((r) => (r as Record<string, unknown> | undefined)?.[k]));
+    return out;
+  }
+  return first;
+}

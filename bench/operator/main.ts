@@ -9,7 +9,8 @@
  * registry goes to an in-memory RegistryWriter (no 100 Redis servers). Steady state is measured
  * from the moment the operator is quiescent (Operator.settled). Run:
  *   node bench/operator/main.ts [holts=100] [agents=5] [steadySeconds=30]
- * BENCH_DEBUG=1 logs every write of the operator (stderr).
+ * BENCH_DEBUG=1 logs every write of the operator (stderr); BENCH_TOP=N prints the N paths written most
+ * until Ready; BENCH_READY_LIMIT_S (300) bounds the wait for Ready.
  */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +22,8 @@ import type { ChildReply, ChildRequest } from './child.ts';
 const HOLTS = Number(process.argv[2] ?? 100);
 const AGENTS = Number(process.argv[3] ?? 5);
 const STEADY_S = Number(process.argv[4] ?? 30);
+/** How long to wait for all Ready before reporting what is not (BENCH_READY_LIMIT_S). */
+const READY_LIMIT_S = Number(process.env.BENCH_READY_LIMIT_S ?? 300);
 const NS = 'bench';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -127,7 +130,7 @@ async function main(): Promise<void> {
     ((o.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ?? []).some(
       (c) => c.type === 'Ready' && c.status === 'True',
     );
-  while (Date.now() - t0 < 300_000) {
+  while (Date.now() - t0 < READY_LIMIT_S * 1000) {
     await fakeStatus(admin);
     const holts = (await admin.list('Holt', NS)).items;
     const agents = (await admin.list('Agent', NS)).items;

@@ -12,6 +12,7 @@
  * (its own, and its children's: a pup's tools and bid scripts), per claim a pup saw, and RSS (idle,
  * before the goals, and at the end), and a trace of where artefact → tool time goes (trace.ts). One JSON
  * object on stdout.
+ * Each workload runs BENCH_RUNS times (3); every figure is reported as its median, with the runs.
  * Run: node bench/workflow/main.ts [A|B|AB]
  * (BENCH_CPU_PROF=<dir>: every pup writes a V8 CPU profile there on exit.)
  */
@@ -27,7 +28,7 @@ import { type ServerProcess, spawnServer, waitReady } from '../../src/local/proc
 import { startRedis } from '../../src/local/redis.ts';
 import { makeTempDir, removeDir } from '../../src/local/tmp.ts';
 import { newGoal, register } from '../../src/orchestrator/testkit.ts';
-import { childrenCpu, pct, procCpu, round, rssMb } from '../lib/proc.ts';
+import { childrenCpu, medianOf, pct, procCpu, round, rssMb } from '../lib/proc.ts';
 import { type ClaimTimes, logEvent, traceStages } from './trace.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -35,6 +36,8 @@ const WHICH = (process.argv[2] ?? 'AB').toUpperCase();
 const A_GOALS = Number(process.env.BENCH_A_GOALS ?? 200);
 const B_GOALS = Number(process.env.BENCH_B_GOALS ?? 100);
 const B_PACE_MS = 300;
+/** Runs of each workload; the report gives the median of each figure (BENCH_RUNS, 3). */
+const RUNS = Math.max(1, Number(process.env.BENCH_RUNS ?? 3));
 
 /** The chain: each agent takes one type and makes the next; the last one ends the workflow. */
 const CHAIN = [
@@ -266,15 +269,29 @@ const chain: Agent[] = CHAIN.map((c) => ({
   bid: [BID, c.takes],
   tool: [TOOL, c.makes, c.structural],
 }));
-const out: Record<string, unknown> = { machine_cores: (await import('node:os')).availableParallelism() };
+const out: Record<string, unknown> = {
+  machine_cores: (await import('node:os')).availableParallelism(),
+  runs: RUNS,
+};
+/** Each workload RUNS times (on a fresh instance each), reported as the median of every figure. */
+async function runs(name: string, run: (i: number) => Promise<Record<string, unknown>>) {
+  const results: Record<string, unknown>[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    process.stderr.write(`bench/workflow: ${name} run ${i + 1} of ${RUNS}\n`);
+    results.push(await run(i));
+  }
+  return RUNS === 1 ? results[0] : { median: medianOf(results), runs: results };
+}
 try {
-  if (WHICH.includes('A')) out.A = await workload('bench-a', chain, A_GOALS, 0);
+  if (WHICH.includes('A')) out.A = await runs('A', (i) => workload(`bench-a${i}`, chain, A_GOALS, 0));
   if (WHICH.includes('B'))
-    out.B = await workload(
-      'bench-b',
-      [...chain, ...IDLE.map((role) => ({ role, bid: [IGNORE], tool: [TOOL, 'Never', 'Standard'] }))],
-      B_GOALS,
-      B_PACE_MS,
+    out.B = await runs('B', (i) =>
+      workload(
+        `bench-b${i}`,
+        [...chain, ...IDLE.map((role) => ({ role, bid: [IGNORE], tool: [TOOL, 'Never', 'Standard'] }))],
+        B_GOALS,
+        B_PACE_MS,
+      ),
     );
 } finally {
   await redis.stop();
