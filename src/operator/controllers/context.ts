@@ -258,7 +258,13 @@ export function readinessReporter(
         gen,
       ),
     });
-    if (prevReady?.status !== (ready ? 'True' : 'False') || (degraded && prevReady?.reason !== reason))
+    // A new object's first, not-yet-ready status is no news (its Created event said as much): at 1 000
+    // Holts that event was one write in ten. Becoming Ready, losing it and degrading are.
+    const firstProgress = prevReady === undefined && !ready && !degraded;
+    if (
+      !firstProgress &&
+      (prevReady?.status !== (ready ? 'True' : 'False') || (degraded && prevReady?.reason !== reason))
+    )
       ctx.events.emit(obj, degraded ? 'Warning' : 'Normal', ready ? 'Ready' : reason, 'Reconcile', message);
   };
 }
