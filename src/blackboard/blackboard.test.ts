@@ -486,7 +486,7 @@ describe('blackboard: pup support', () => {
     expect((await bb.bidView(odd.id, 'coder', odd.artefact_id)).target).toBeUndefined();
   });
 
-  it('contextLevel returns each artefact and its newer thread version in one script call', async () => {
+  it('contextLevel returns each artefact and its newer thread version in one round trip', async () => {
     const v1 = goal();
     const v2 = { ...goal(), logical_id: v1.logical_id, version: 2, source_artefacts: [v1.id] };
     const solo = goal();

@@ -9,7 +9,7 @@ import {
 } from './codec.ts';
 import { goEscape, goMapJson, sortedKeys } from './go-json.ts';
 import { type Keys, keys } from './keys.ts';
-import { contextLevelScript, releaseLeaseScript, renewLeaseScript } from './pup-scripts.ts';
+import { contextThreadsScript, releaseLeaseScript, renewLeaseScript } from './pup-scripts.ts';
 import {
   acquireLockScript,
   artefactArrivedScript,
@@ -733,27 +733,43 @@ export class Blackboard {
   }
 
   /**
-   * One level of context assembly in one round trip: each id's artefact and, when its thread has a
-   * higher version, that latest version. Missing ids give nulls; malformed hashes are listed, not thrown.
+   * One level of context assembly in one round trip (a pipeline): each id's artefact (HGETALL) and,
+   * when its thread has a higher version, that latest version (one script call for the level). Missing
+   * ids give nulls; malformed hashes are listed, not thrown.
    */
   async contextLevel(
     ids: string[],
   ): Promise<{ found: { artefact: Artefact | null; latest: Artefact | null }[]; malformed: string[] }> {
     if (!ids.length) return { found: [], malformed: [] };
-    const res = (await contextLevelScript.run(this.redis, [], [this.k.prefix, ...ids])) as string[][];
+    const args = [this.k.prefix, ...ids];
+    const p = this.redis.pipeline();
+    for (const id of ids) p.hgetall(this.k.artefact(id));
+    p.evalsha(contextThreadsScript.sha, 0, ...args);
+    const res = (await p.exec()) ?? [];
+    for (const [err] of res.slice(0, ids.length)) if (err) throw err;
+    const [scriptErr, scriptReply] = res[ids.length] ?? [null, []];
+    let newer = scriptReply as string[][];
+    if (scriptErr) {
+      // A fresh or restarted server: load the script (EVAL) once, for this level.
+      if (!scriptErr.message.startsWith('NOSCRIPT')) throw scriptErr;
+      newer = (await contextThreadsScript.run(this.redis, [], args)) as string[][];
+    }
     const malformed: string[] = [];
-    const decode = (id: string, flatHash: string[] | undefined): Artefact | null => {
-      if (!flatHash?.length) return null;
-      const h: Record<string, string> = {};
-      for (let j = 0; j + 1 < flatHash.length; j += 2) h[flatHash[j] as string] = flatHash[j + 1] as string;
+    const decode = (id: string, h: Record<string, string>): Artefact | null => {
+      if (!Object.keys(h).length) return null;
       const a = artefactOf(this.#sink, h.id ?? id, h);
       if (!a) malformed.push(h.id ?? id);
       return a;
     };
-    const found = ids.map((id, i) => ({
-      artefact: decode(id, res[2 * i]),
-      latest: decode(id, res[2 * i + 1]),
-    }));
+    const found = ids.map((id, i) => {
+      const flat = newer[i] ?? [];
+      const latest: Record<string, string> = {};
+      for (let j = 0; j + 1 < flat.length; j += 2) latest[flat[j] as string] = flat[j + 1] as string;
+      return {
+        artefact: decode(id, (res[i]?.[1] ?? {}) as Record<string, string>),
+        latest: decode(id, latest),
+      };
+    });
     return { found, malformed };
   }
 

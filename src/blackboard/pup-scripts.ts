@@ -1,31 +1,28 @@
 import { LuaScript } from './script.ts';
 
 /**
- * One level of the pup's context walk in one round trip. For each id: its artefact hash and, when its
- * thread holds a higher version, that latest version's hash (the second lookup depends on the first,
- * so a plain pipeline would need three round trips per level). ARGV = key prefix, then the ids.
- * Returns [hash, latestHash] pairs as flat arrays ({} when missing or already the latest).
- * Keys are built in Lua from the prefix: fine on one Redis (Holt's deployment), not cluster-safe.
+ * The thread half of one level of the pup's context walk, sent in the same pipeline as the level's
+ * HGETALLs (so the level is still one round trip). For each id: when its thread holds a higher version,
+ * that latest version's hash, else {}. The lookup depends on the artefact's logical_id, so it runs
+ * server-side; only the small fields go through Lua (HMGET), never the whole hash of every id (through
+ * Lua a hash costs about three times what a plain HGETALL does). ARGV = key prefix, then the ids.
+ * Keys are built in Lua from the prefix: right for one Redis (Holt's deployment); Holt's key names put
+ * an instance's keys in many hash slots, so no multi-key script of the blackboard is Cluster-safe.
  */
-export const contextLevelScript = new LuaScript(`
+export const contextThreadsScript = new LuaScript(`
 local p = ARGV[1]
 local out = {}
 for i = 2, #ARGV do
-  local h = redis.call('HGETALL', p .. 'artefact:' .. ARGV[i])
+  local id = ARGV[i]
+  local m = redis.call('HMGET', p .. 'artefact:' .. id, 'logical_id', 'version')
   local latest = {}
-  if #h > 0 then
-    local lid, ver
-    for j = 1, #h, 2 do
-      if h[j] == 'logical_id' then lid = h[j + 1] elseif h[j] == 'version' then ver = tonumber(h[j + 1]) end
-    end
-    if lid and ver then
-      local top = redis.call('ZREVRANGE', p .. 'thread:' .. lid, 0, 0, 'WITHSCORES')
-      if #top == 2 and top[1] ~= ARGV[i] and tonumber(top[2]) > ver then
-        latest = redis.call('HGETALL', p .. 'artefact:' .. top[1])
-      end
+  local v = tonumber(m[2])
+  if m[1] and v then
+    local top = redis.call('ZREVRANGE', p .. 'thread:' .. m[1], 0, 0, 'WITHSCORES')
+    if top[1] and top[1] ~= id and (tonumber(top[2]) or 0) > v then
+      latest = redis.call('HGETALL', p .. 'artefact:' .. top[1])
     end
   end
-  out[#out + 1] = h
   out[#out + 1] = latest
 end
 return out

@@ -82,7 +82,7 @@ describe('context assembly', () => {
     // one round trip per level, and nothing else
     expect(fetches).toBe(10);
     expect(calls.evalsha).toBe(10);
-    // (commandstats also counts the HGETALL/ZREVRANGE run inside the script; those are not round trips)
+    // (each level is one pipeline: its HGETALLs and one script call for the threads)
   });
 
   it('missing and malformed ids are skipped, not fatal', async () => {
