@@ -62,7 +62,7 @@ try {
         inbox_claim_complete_per_s: r(inbox),
         ratio: r(inbox / raw),
         inbox_client_cpu_share: clientCpu.map(r),
-        ratio_target: 0.5,
+        ratio_target: 0.8,
         doorbell_to_claim_ms: { samples: SAMPLES, ...latency },
         latency_target_p99_ms: 10,
       },
