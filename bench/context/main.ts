@@ -146,7 +146,7 @@ try {
         one_pipeline_per_level_floor: { round_trips: frontiers.length, median_ms: floorMs },
         plain_pipelines: { round_trips: plainTrips / (RUNS + 1), median_ms: median(plainMs) },
         ratio_vs_floor: Number((oursMs / floorMs).toFixed(2)),
-        target: "round_trips == depth; time within 1.2x of one pipeline per level (issue 20)",
+        target: 'round_trips == depth; time within 1.2x of one pipeline per level (issue 20)',
         runs: RUNS,
       },
       null,

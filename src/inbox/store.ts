@@ -54,9 +54,12 @@ export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise
   return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
 
-// Claim: due rows of our targets, skipping rows others hold; the actor's head takes the turn with
-// epoch+1 (the fencing token of this execution). svc1_* rows only go to the holder of the target lease.
-// The turn row is left alone here (the head says it runs): two writes fewer on the hot path.
+// Claim: due rows of our targets, skipping rows others hold. Only the row is written: the fencing token
+// is the actor's epoch as the head holds it, copied onto the row. A claim needs no new epoch, since every
+// way back from claimed to pending (give-back, reclaim, park and wake, reopen) moves the head's epoch on.
+// The head is written only where a turn starts whose enqueue found another turn of the actor active
+// (minted); otherwise it already names this turn. svc1_* rows only go to the holder of the target lease.
+// (In one statement the final UPDATE reads the head as it was before `minted`: hence the join on both.)
 const CLAIM = `
 WITH picked AS (
   SELECT i.id, i.actor_id, i.turn_id FROM holt.agent_inbox i
@@ -71,19 +74,21 @@ WITH picked AS (
   ORDER BY i.available_at, i.id
   LIMIT $4
   FOR UPDATE OF i SKIP LOCKED
-), heads AS (
+), minted AS (
   UPDATE holt.agent_state_head h
-  SET status = 'running', active_turn_id = p.turn_id, turn_epoch = h.turn_epoch + 1,
-      lease_owner = $3, lease_expires_at = now() + $5::interval, updated_at = now()
+  SET status = 'dispatched', active_turn_id = p.turn_id, updated_at = now()
   FROM picked p
-  WHERE h.instance = $1 AND h.actor_id = p.actor_id
-    AND (h.active_turn_id IS NULL OR h.active_turn_id = p.turn_id)
+  WHERE h.instance = $1 AND h.actor_id = p.actor_id AND h.active_turn_id IS NULL
   RETURNING h.turn_epoch, p.id AS inbox_id
 )
 UPDATE holt.agent_inbox i
 SET status = 'claimed', attempts = i.attempts + 1, lease_owner = $3,
-    lease_expires_at = now() + $5::interval, turn_epoch = hd.turn_epoch, updated_at = now()
-FROM heads hd WHERE i.id = hd.inbox_id
+    lease_expires_at = now() + $5::interval, turn_epoch = COALESCE(m.turn_epoch, h.turn_epoch),
+    updated_at = now()
+FROM picked p
+JOIN holt.agent_state_head h ON h.instance = $1 AND h.actor_id = p.actor_id
+LEFT JOIN minted m ON m.inbox_id = p.id
+WHERE i.id = p.id AND (h.active_turn_id = p.turn_id OR m.inbox_id IS NOT NULL)
 RETURNING i.*`;
 
 // `--execute-claim`: the one row of (claim, role), whatever its target (for fresh_per_call Jobs).
@@ -101,7 +106,7 @@ const fencedRow = (cols: string) => `SELECT ${cols} FROM holt.agent_inbox WHERE 
 const HEAD_FENCE = 'h.instance = $4 AND h.actor_id = $5 AND h.turn_epoch = $3 AND h.active_turn_id = $6';
 const LOCK_ROW = fencedRow('1');
 const LOCK_HEAD = `SELECT 1 FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2
-  AND turn_epoch = $3 AND active_turn_id = $4 AND status IN ('running', 'suspended') FOR UPDATE`;
+  AND turn_epoch = $3 AND active_turn_id = $4 AND status IN ('dispatched', 'running', 'suspended') FOR UPDATE`;
 
 // Completion: one statement, so the gate and the writes are atomic. Zero rows = stale fence.
 const COMPLETE = `
@@ -111,7 +116,7 @@ WITH i AS (
   UPDATE holt.agent_state_head h SET status = 'idle', active_turn_id = NULL, lease_owner = NULL,
          lease_expires_at = NULL, updated_at = now()
   FROM i WHERE ${HEAD_FENCE}
-    AND h.status IN ('running', 'suspended')
+    AND h.status IN ('dispatched', 'running', 'suspended')
   RETURNING h.actor_id
 ), t AS (
   UPDATE holt.agent_turns t SET status = CASE WHEN $9::text IS NULL THEN 'done' ELSE 'failed' END,
@@ -340,16 +345,11 @@ export class InboxStore {
   async renew(owner: string, fences: Fence[], leaseMs: number): Promise<Set<string>> {
     if (!fences.length) return new Set();
     const r = await this.pool.query(
-      `WITH i AS (
-         UPDATE holt.agent_inbox x SET lease_expires_at = now() + $4::interval, updated_at = now()
-         FROM unnest($2::bigint[], $3::bigint[]) AS f(id, epoch)
-         WHERE x.id = f.id AND x.turn_epoch = f.epoch AND x.status = 'claimed' AND x.lease_owner = $1
-         RETURNING x.id, x.instance, x.actor_id, x.turn_epoch
-       ), h AS (
-         UPDATE holt.agent_state_head h SET lease_expires_at = now() + $4::interval
-         FROM i WHERE h.instance = i.instance AND h.actor_id = i.actor_id AND h.turn_epoch = i.turn_epoch
-       )
-       SELECT id::text FROM i`,
+      // The lease lives on the row alone (the head is written at a turn's boundaries only).
+      `UPDATE holt.agent_inbox x SET lease_expires_at = now() + $4::interval, updated_at = now()
+       FROM unnest($2::bigint[], $3::bigint[]) AS f(id, epoch)
+       WHERE x.id = f.id AND x.turn_epoch = f.epoch AND x.status = 'claimed' AND x.lease_owner = $1
+       RETURNING x.id::text`,
       [owner, fences.map((f) => f.inboxId), fences.map((f) => f.epoch), ms(leaseMs)],
     );
     return new Set(r.rows.map((x: { id: string }) => x.id));
@@ -469,7 +469,7 @@ export class InboxStore {
               $8::jsonb, $9::jsonb, $10::text, CASE WHEN $7::text = 'started' THEN NULL ELSE now() END
        FROM holt.agent_state_head h
        WHERE h.instance = $2 AND h.actor_id = $3 AND h.turn_epoch = $11 AND h.active_turn_id = $4
-         AND h.status IN ('running', 'suspended')
+         AND h.status IN ('dispatched', 'running', 'suspended')
        FOR SHARE OF h
        ON CONFLICT (step_id) DO UPDATE SET turn_epoch = EXCLUDED.turn_epoch, status = EXCLUDED.status,
          tool_call_ids = EXCLUDED.tool_call_ids, metadata = EXCLUDED.metadata, error = EXCLUDED.error,
@@ -504,7 +504,7 @@ export class InboxStore {
               now() + $8::interval
        FROM holt.agent_state_head h
        WHERE h.instance = $1 AND h.actor_id = $2 AND h.turn_epoch = $4 AND h.active_turn_id = $3
-         AND h.status IN ('running', 'suspended')
+         AND h.status IN ('dispatched', 'running', 'suspended')
        FOR SHARE OF h
        ON CONFLICT (turn_id, tool_call_id) DO NOTHING`,
       [
