@@ -96,6 +96,43 @@ describe('inbox store', () => {
     expect(await store.complete(fb, { value: 'b2' })).toBe(false);
   });
 
+  it("a claim and its renewals write the row alone; the actor's turns run one at a time, each under the head's epoch", async () => {
+    // Two phases of one grant: one actor, two turns; the second waits for the first.
+    const g = grant('turns');
+    await store.enqueue(g);
+    await store.enqueue({ ...g, phase: 'review', claimType: 'review' });
+    const actor = actorIdOf(I, g.claimId, ROLE);
+    const headVersion = async () =>
+      (
+        await store.pool.query<{ xmin: string; turn_epoch: string }>(
+          'SELECT xmin::text, turn_epoch::text FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2',
+          [I, actor],
+        )
+      ).rows[0];
+    const before = await headVersion();
+    const first = await store.claim(I, ['turns'], 'w', 5, 60_000);
+    expect(first.map((r) => r.phase)).toEqual(['exclusive']);
+    expect(first[0]?.turn_epoch).toBe(Number(before?.turn_epoch));
+    expect(await store.renew('w', [fenceOf(first[0]!)], 60_000)).toEqual(new Set([first[0]!.id]));
+    expect(await headVersion()).toEqual(before); // not a write to the head
+    expect(await store.claim(I, ['turns'], 'w2', 5, 60_000)).toEqual([]);
+    expect(await store.complete(fenceOf(first[0]!), { value: 1 })).toBe(true);
+    // The first turn's end is a boundary: the second turn starts under the head, at its epoch.
+    const second = await store.claim(I, ['turns'], 'w2', 5, 60_000);
+    expect(second.map((r) => r.phase)).toEqual(['review']);
+    expect(await store.head(I, actor)).toMatchObject({ active_turn_id: second[0]!.turn_id });
+    // A reclaim moves the epoch on: the old fence is dead, the next claim holds the new one.
+    await store.pool.query(
+      `UPDATE holt.agent_inbox SET lease_expires_at = now() - interval '1 s' WHERE id = $1`,
+      [second[0]!.id],
+    );
+    await sweep(store, { instance: I, maxAttempts: 5, ring: () => undefined });
+    const again = await store.claim(I, ['turns'], 'w3', 5, 60_000);
+    expect(again[0]?.turn_epoch).toBe(second[0]!.turn_epoch + 1);
+    expect(await store.complete(fenceOf(second[0]!), { value: 'stale' })).toBe(false);
+    expect(await store.complete(fenceOf(again[0]!), { value: 'ok' })).toBe(true);
+  });
+
   it('a failing side effect rolls the completion back; the fence stays usable', async () => {
     await store.enqueue(grant('rollback'));
     const [r] = await store.claim(I, ['rollback'], 'w', 1, 60_000);
