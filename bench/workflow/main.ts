@@ -14,7 +14,8 @@
  * object on stdout.
  * Each workload runs BENCH_RUNS times (3); every figure is reported as its median, with the runs.
  * Run: node bench/workflow/main.ts [A|B|AB]
- * (BENCH_CPU_PROF=<dir>: every pup writes a V8 CPU profile there on exit.)
+ * (BENCH_CPU_PROF=<dir>: every pup writes a V8 CPU profile there on exit; BENCH_PUP_NODE_FLAGS: more
+ * node flags for the pups.)
  */
 import { once } from 'node:events';
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
@@ -65,7 +66,10 @@ const TOOL = script(
 );
 
 const redis = await startRedis();
-const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+const prof = [
+  ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
+  ...(process.env.BENCH_PUP_NODE_FLAGS?.split(' ').filter(Boolean) ?? []),
+];
 const node = (s: string, extra: string[] = [], args: string[] = []) => [
   '--no-warnings=ExperimentalWarning',
   ...extra,

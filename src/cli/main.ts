@@ -11,7 +11,7 @@ import { GRAPH_FORMATS } from './commands/graph-formats.ts';
 import { bashCompletion, zshCompletion } from './completion.ts';
 import type { KubeHolt } from './kube.ts';
 import { CliError, EXIT, err, out, paint } from './output.ts';
-import { closeRemoteTarget, positiveInt, useRemoteTarget } from './resolve.ts';
+import { closeRemoteTarget, positiveInt, useRemoteTarget } from './target.ts';
 
 // Every command's module is imported when it runs: `holt pup` (every agent process) must not load the
 // Kubernetes client, Graphviz or Postgres that other commands need.

@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { realpathSync } from 'node:fs';
-import type { RedisOptions } from 'ioredis';
-import { z } from 'zod';
 import { type HoltFile, HoltFileError, loadHoltFile } from '../api/holtfile.ts';
 import { effectiveStatus, type InstanceState, listInstances, readState } from '../local/instance.ts';
 import { CliError, EXIT } from './output.ts';
+import { type BlackboardTarget, remoteTarget } from './target.ts';
+
+export { type BlackboardTarget, positiveInt } from './target.ts';
 
 /** The git top-level of `dir` (symlinks resolved), or `dir` itself outside a repository. */
 export function workspaceOf(dir = process.cwd()): string {
@@ -19,36 +20,9 @@ export function workspaceOf(dir = process.cwd()): string {
   }
 }
 
-/** Where the blackboard commands (forage, watch, hoard, questions, answer) read and write. */
-export interface BlackboardTarget {
-  name: string;
-  redisUrl: string;
-  /** Connection options beyond the URL (TLS to a Holt in a cluster). */
-  redisOptions?: RedisOptions;
-  /** The local git workspace (forage checks it is clean); none for a Holt in a cluster. */
-  workspace?: string;
-}
-
-let remote: (BlackboardTarget & { close(): Promise<void> }) | undefined;
-
-/** `--kube`: the commands use this Holt in a cluster instead of a local instance. */
-export function useRemoteTarget(t: BlackboardTarget & { close(): Promise<void> }): void {
-  remote = t;
-}
-
-/** Closes the way to a remote Holt (its port-forward), if one was opened. */
-export async function closeRemoteTarget(): Promise<void> {
-  const r = remote;
-  remote = undefined;
-  await r?.close();
-}
-
-export function remoteTarget(): BlackboardTarget | undefined {
-  return remote;
-}
-
 /** The Holt given by --kube, else the local instance (--name, HOLT_INSTANCE or this workspace's). */
 export function resolveTarget(name?: string): BlackboardTarget {
+  const remote = remoteTarget();
   if (remote) return remote;
   const s = resolveInstance(name);
   return { name: s.name, redisUrl: s.redisUrl!, workspace: s.workspace };
@@ -104,11 +78,6 @@ export function parseTime(flag: string, value: string, now = Date.now()): number
 }
 
 /** A whole number flag (seconds, lines) parsed with a schema: `--timeout abc` is a usage error, not NaN. */
-export function positiveInt(flag: string, value: string): number {
-  const r = z.coerce.number().int().positive().safeParse(value);
-  if (!r.success) throw new CliError(`${flag}: "${value}" must be a positive whole number`, EXIT.usage);
-  return r.data;
-}
 
 /** The Holt file, with its problems as a usage error (exit 2) listing each with its path. */
 export function readHoltFile(file: string): HoltFile {

@@ -67,7 +67,7 @@ describe('pup process', () => {
     expect(r.stderr).toMatch(/^holt pup: invalid configuration: HOLT_TOOL_OUTPUT_LIMIT_BYTES: /);
   });
 
-  it('a command pup, as `holt pup` runs it, loads no model client, Postgres, NATS, Kubernetes client or renderer', async () => {
+  it('a command pup, as `holt pup` runs it, loads no model client, Postgres, NATS, Kubernetes client, renderer or YAML parser', async () => {
     const hook = join(import.meta.dirname, '../../test/fixtures/hooks/packages.mjs');
     // Through the CLI, as holt up and the runtime image start every pup.
     const { child, exited, log } = runPup({}, [], ['--import', hook], ['../cli/main.ts', 'pup']);
@@ -84,6 +84,7 @@ describe('pup process', () => {
       'node-pg-migrate',
       '@kubernetes/client-node',
       '@viz-js/viz',
+      'yaml',
     ])
       expect(loaded).not.toContain(heavy);
   });

@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { HoltSpec } from '../../api/holt.ts';
@@ -34,6 +36,26 @@ describe('the pods and the runtime image agree', () => {
       outDir: 'dist',
     });
     expect(read('images/launcher.sh')).toContain('"$here/app/cli/main.js"');
+  });
+
+  it('the launcher starts a pup with a 1 MB young generation, other commands without', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'launcher-'));
+    try {
+      mkdirSync(join(dir, 'bin'));
+      copyFileSync(join(ROOT, 'images/launcher.sh'), join(dir, 'bin/holt'));
+      // A stand-in node that prints the argv it was given.
+      writeFileSync(join(dir, 'bin/node'), '#!/bin/sh\necho "$@"\n', { mode: 0o755 });
+      const run = (...args: string[]) =>
+        execFileSync('sh', [join(dir, 'bin/holt'), ...args], { encoding: 'utf8' }).trim();
+      expect(run('pup')).toBe(
+        `--max-semi-space-size=1 --no-warnings=ExperimentalWarning ${dir}/app/cli/main.js pup`,
+      );
+      expect(run('orchestrator')).toBe(
+        `--no-warnings=ExperimentalWarning ${dir}/app/cli/main.js orchestrator`,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('every subcommand a pod runs exists in the CLI', () => {
