@@ -15,7 +15,7 @@
  * Each workload runs BENCH_RUNS times (3); every figure is reported as its median, with the runs.
  * Run: node bench/workflow/main.ts [A|B|AB]
  * (BENCH_CPU_PROF=<dir>: every pup writes a V8 CPU profile there on exit; BENCH_PUP_NODE_FLAGS: more
- * node flags for the pups.)
+ * node flags for the pups instead of holt up's PUP_NODE_FLAGS.)
  */
 import { once } from 'node:events';
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
@@ -25,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { Blackboard } from '../../src/blackboard/client.ts';
 import type { Artefact } from '../../src/blackboard/types.ts';
+import { PUP_NODE_FLAGS } from '../../src/local/daemon.ts';
 import { type ServerProcess, spawnServer, waitReady } from '../../src/local/proc.ts';
 import { startRedis } from '../../src/local/redis.ts';
 import { makeTempDir, removeDir } from '../../src/local/tmp.ts';
@@ -68,7 +69,8 @@ const TOOL = script(
 const redis = await startRedis();
 const prof = [
   ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
-  ...(process.env.BENCH_PUP_NODE_FLAGS?.split(' ').filter(Boolean) ?? []),
+  // As holt up starts a pup, unless BENCH_PUP_NODE_FLAGS says otherwise.
+  ...(process.env.BENCH_PUP_NODE_FLAGS?.split(' ').filter(Boolean) ?? PUP_NODE_FLAGS),
 ];
 const node = (s: string, extra: string[] = [], args: string[] = []) => [
   '--no-warnings=ExperimentalWarning',
