@@ -174,6 +174,42 @@ describe('standard mode', () => {
     await probe.stop(5_000);
   });
 
+  it("a rework assigned while the grant queue is full waits for room and runs, where no index lists it (Holt's orchestrator)", async () => {
+    const bb = board('fbfull');
+    const pup = await startPup('fbfull', {
+      HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '0.5')),
+      HOLT_GRANT_QUEUE: '1',
+      HOLT_RESCAN_INTERVAL_MS: '300',
+    });
+    const [a, b] = [(await grantedClaim(bb, {})).claim, (await grantedClaim(bb, {})).claim];
+    await bidOf(bb, a);
+    await bidOf(bb, b);
+    await grant(bb, a, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
+    await waitFor(
+      () => bb.redis.exists(bb.executionLeaseKey(outputId('fbfull', a.id, 'coder', 'exclusive'))),
+      'a to run',
+    );
+    await grant(bb, b, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
+    await waitFor(
+      async () =>
+        (await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).includes('} 2'),
+      'b queued',
+    );
+    await bb.redis.del(bb.k.activeClaims);
+    // Holt's orchestrator assigns a rework: the claim hash and one claim_events message, nothing else.
+    const v1 = artefact({ produced_by_role: 'coder', type: 'RecipeYAML' });
+    await bb.createArtefact(v1);
+    const fb = claim(v1.id, { status: 'pending_assignment', granted_exclusive_agent: 'coder' });
+    await bb.redis.hset(bb.k.claim(fb.id), claimToHash(fb));
+    await bb.redis.publish(bb.k.channels.claimEvents, JSON.stringify(claimToJson(fb)));
+    // It is not dropped: its claim event waits for room in the queue, as a bid does.
+    expect(await outputOf(bb, fb)).toMatchObject({ version: 2, logical_id: v1.logical_id });
+    expect(await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).toMatch(
+      /via="claim_event"[^}]*\} 1/,
+    );
+    expect((await outputOf(bb, b)).type).toBe('SlowResult');
+  });
+
   it('stopping with a full queue: the running tool finishes, nothing queued starts, no bid waits on', async () => {
     const bb = board('fullstop');
     const pup = await startPup('fullstop', {

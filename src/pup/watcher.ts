@@ -213,7 +213,13 @@ export class ClaimWatcher {
       const t = currentGrant(claim, cfg.role);
       if (t && claim.status === 'pending_assignment' && this.d.onGrant) {
         await this.redis('watch_claims', () => bb.watchClaims(cfg.role, [claimId]));
-        this.d.onGrant({ claimId, claimType: t }, 'claim_event');
+        if (!this.d.onGrant({ claimId, claimType: t }, 'claim_event')) {
+          log.info({
+            event_type: 'grant_deferred',
+            claim_id: claimId,
+            reason: 'grant queue full; the re-scan offers it again',
+          });
+        }
       }
       return;
     }
