@@ -58,6 +58,32 @@ async function grant(bb: Blackboard, c: Claim, over: Partial<Claim>, announce: b
   return updated;
 }
 
+/** As Holt's orchestrator writes a claim: the hash alone, no index. */
+const holtWrite = async (bb: Blackboard, c: Claim) => {
+  await bb.redis.hset(bb.k.claim(c.id), claimToHash(c));
+};
+/** As Holt's orchestrator announces a new claim: one claim_events message. */
+const holtAnnounce = (bb: Blackboard, c: Claim) =>
+  bb.redis.publish(bb.k.channels.claimEvents, JSON.stringify(claimToJson(c)));
+
+/** Fills a grant queue of one: `a` granted and running, `b` granted and queued behind it. */
+async function fillQueueOfOne(bb: Blackboard, pup: Pup): Promise<[Claim, Claim]> {
+  const [a, b] = [(await grantedClaim(bb, {})).claim, (await grantedClaim(bb, {})).claim];
+  await bidOf(bb, a);
+  await bidOf(bb, b);
+  await grant(bb, a, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
+  await waitFor(
+    () => bb.redis.exists(bb.executionLeaseKey(outputId(bb.instance, a.id, 'coder', 'exclusive'))),
+    'a to run',
+  );
+  await grant(bb, b, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
+  await waitFor(
+    async () => (await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).includes('} 2'),
+    'b queued',
+  );
+  return [a, b];
+}
+
 async function http(pup: Pup, path: string) {
   const res = await fetch(`http://127.0.0.1:${pup.port}${path}`);
   return { status: res.status, body: await res.text() };
@@ -121,16 +147,13 @@ describe('standard mode', () => {
   it("under an orchestrator that writes no index (Holt's): lost grants run from the re-scan, a full queue and a restart lose none", async () => {
     const bb = board('noindex');
     // Holt's orchestrator: the claim hash, its idempotency key and one claim_events message; no index.
-    const holtWrite = async (c: Claim) => {
-      await bb.redis.hset(bb.k.claim(c.id), claimToHash(c));
-    };
     const holtClaim = async () => {
       const target = artefact();
       await bb.createArtefact(target);
       const c = claim(target.id);
-      await holtWrite(c);
+      await holtWrite(bb, c);
       await bb.redis.set(bb.k.claimByArtefact(target.id), c.id);
-      await bb.redis.publish(bb.k.channels.claimEvents, JSON.stringify(claimToJson(c)));
+      await holtAnnounce(bb, c);
       return c;
     };
     const granted = (c: Claim): Claim => ({
@@ -148,7 +171,7 @@ describe('standard mode', () => {
     for (let i = 0; i < 5; i++) claims.push(await holtClaim());
     for (const c of claims) await bidOf(bb, c);
     // Every announcement lost, and more grants than the queue holds: the re-scan offers them in turn.
-    for (const c of claims) await holtWrite(granted(c));
+    for (const c of claims) await holtWrite(bb, granted(c));
     for (const c of claims) expect((await outputOf(bb, c)).type).toBe('SlowResult');
     expect(await first.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).toMatch(
       /via="rescan"[^}]*\} 5/,
@@ -158,14 +181,14 @@ describe('standard mode', () => {
     const late = await holtClaim();
     await bidOf(bb, late);
     await first.stop(5_000);
-    await holtWrite(granted(late));
+    await holtWrite(bb, granted(late));
     await startPup('noindex', { ...env, HOLT_RESCAN_INTERVAL_MS: '600000' });
     expect((await outputOf(bb, late)).type).toBe('SlowResult');
     expect(await bb.redis.exists(bb.k.activeClaims)).toBe(0);
 
     // Settled claims leave the role's pup claims on a re-scan.
     expect(await bb.redis.zscore(bb.k.pupClaims('coder'), late.id)).not.toBeNull();
-    for (const c of [...claims, late]) await holtWrite({ ...granted(c), status: 'complete' });
+    for (const c of [...claims, late]) await holtWrite(bb, { ...granted(c), status: 'complete' });
     const probe = await startPup('noindex', {
       ...env,
       HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '0')),
@@ -181,27 +204,14 @@ describe('standard mode', () => {
       HOLT_GRANT_QUEUE: '1',
       HOLT_RESCAN_INTERVAL_MS: '300',
     });
-    const [a, b] = [(await grantedClaim(bb, {})).claim, (await grantedClaim(bb, {})).claim];
-    await bidOf(bb, a);
-    await bidOf(bb, b);
-    await grant(bb, a, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
-    await waitFor(
-      () => bb.redis.exists(bb.executionLeaseKey(outputId('fbfull', a.id, 'coder', 'exclusive'))),
-      'a to run',
-    );
-    await grant(bb, b, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
-    await waitFor(
-      async () =>
-        (await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).includes('} 2'),
-      'b queued',
-    );
+    const [, b] = await fillQueueOfOne(bb, pup);
     await bb.redis.del(bb.k.activeClaims);
     // Holt's orchestrator assigns a rework: the claim hash and one claim_events message, nothing else.
     const v1 = artefact({ produced_by_role: 'coder', type: 'RecipeYAML' });
     await bb.createArtefact(v1);
     const fb = claim(v1.id, { status: 'pending_assignment', granted_exclusive_agent: 'coder' });
-    await bb.redis.hset(bb.k.claim(fb.id), claimToHash(fb));
-    await bb.redis.publish(bb.k.channels.claimEvents, JSON.stringify(claimToJson(fb)));
+    await holtWrite(bb, fb);
+    await holtAnnounce(bb, fb);
     // It is not dropped: its claim event waits for room in the queue, as a bid does.
     expect(await outputOf(bb, fb)).toMatchObject({ version: 2, logical_id: v1.logical_id });
     expect(await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).toMatch(
@@ -217,20 +227,7 @@ describe('standard mode', () => {
       HOLT_GRANT_QUEUE: '1',
       HOLT_RESCAN_INTERVAL_MS: '600000',
     });
-    const [a, b] = [(await grantedClaim(bb, {})).claim, (await grantedClaim(bb, {})).claim];
-    await bidOf(bb, a);
-    await bidOf(bb, b);
-    await grant(bb, a, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
-    await waitFor(
-      () => bb.redis.exists(bb.executionLeaseKey(outputId('fullstop', a.id, 'coder', 'exclusive'))),
-      'a to run',
-    );
-    await grant(bb, b, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
-    await waitFor(
-      async () =>
-        (await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).includes('} 2'),
-      'b queued',
-    );
+    const [a, b] = await fillQueueOfOne(bb, pup);
     // The queue (of one) is full: a new claim's bid waits for room.
     const c = (await grantedClaim(bb, {})).claim;
     await new Promise((r) => setTimeout(r, 200));

@@ -71,8 +71,7 @@ export class ClaimWatcher {
         onInvalid,
       ),
     );
-    const onGrant = this.d.onGrant;
-    if (onGrant) {
+    if (this.d.onGrant) {
       this.subs.push(
         await subscribe(
           cfg.redisUrl,
@@ -80,13 +79,7 @@ export class ClaimWatcher {
           GrantNotification,
           (n) => {
             log.info({ event_type: 'grant_received', claim_id: n.claim_id, claim_type: n.claim_type });
-            if (!onGrant({ claimId: n.claim_id, claimType: n.claim_type }, 'event')) {
-              log.info({
-                event_type: 'grant_deferred',
-                claim_id: n.claim_id,
-                reason: 'grant queue full; the re-scan offers it again',
-              });
-            }
+            this.offer({ claimId: n.claim_id, claimType: n.claim_type }, 'event');
           },
           onInvalid,
         ),
@@ -166,6 +159,16 @@ export class ClaimWatcher {
     return this.redis('get_claims', () => this.d.bb.getClaims(ids));
   }
 
+  /** Hands a heard grant to the executor; a full queue refuses it, which is said (the re-scan offers it again). */
+  private offer(g: Grant, via: 'event' | 'claim_event'): void {
+    if (this.d.onGrant?.(g, via) !== false) return;
+    this.d.log.info({
+      event_type: 'grant_deferred',
+      claim_id: g.claimId,
+      reason: 'grant queue full; the re-scan offers it again',
+    });
+  }
+
   private bidLater(claimId: string, targetHint?: string): void {
     if (this.stopped) return;
     this.toBid.set(claimId, targetHint ?? this.toBid.get(claimId));
@@ -213,13 +216,7 @@ export class ClaimWatcher {
       const t = currentGrant(claim, cfg.role);
       if (t && claim.status === 'pending_assignment' && this.d.onGrant) {
         await this.redis('watch_claims', () => bb.watchClaims(cfg.role, [claimId]));
-        if (!this.d.onGrant({ claimId, claimType: t }, 'claim_event')) {
-          log.info({
-            event_type: 'grant_deferred',
-            claim_id: claimId,
-            reason: 'grant queue full; the re-scan offers it again',
-          });
-        }
+        this.offer({ claimId, claimType: t }, 'claim_event');
       }
       return;
     }
