@@ -146,11 +146,8 @@ async function workload(
     const granted = new Map<string, number>();
     sub.on('message', (channel: string, raw: string) => {
       if (channel === bb.k.channels.workflowEvents) {
-        const m =
-          /"event":"claim_granted".*"claim_id":"([^"]+)"|"claim_id":"([^"]+)".*"event":"claim_granted"/.exec(
-            raw,
-          );
-        const id = m?.[1] ?? m?.[2];
+        const e = JSON.parse(raw) as { event?: string; data?: { claim_id?: string } };
+        const id = e.event === 'claim_granted' ? e.data?.claim_id : undefined;
         if (id && !granted.has(id)) granted.set(id, Date.now());
       } else if (raw.includes('"type":"Done"') && ++done === goals) allDone();
     });
@@ -249,12 +246,20 @@ async function traceOf(
       }
     }
   }
-  const times: ClaimTimes[] = [];
-  for (const a of arts) {
+  // Each tool's output, with the artefact it was made from and that artefact's claim (read in two trips).
+  const made = arts.flatMap((a) => {
     const src = byId.get(a.source_artefacts[0] ?? '');
-    if (a.produced_by_role === 'user' || !src) continue;
-    const claimId = await bb.redis.get(bb.k.claimByArtefact(src.id));
-    const claim = claimId ? (await bb.getClaim(claimId))?.claim : undefined;
+    return a.produced_by_role === 'user' || !src ? [] : [{ a, src }];
+  });
+  const claimIds = made.length
+    ? await bb.redis.mget(made.map(({ src }) => bb.k.claimByArtefact(src.id)))
+    : [];
+  const claims = await bb.getClaims(claimIds.filter((id): id is string => id !== null));
+  const claimById = new Map(claims.flatMap((c) => (c ? [[c.claim.id, c.claim] as const] : [])));
+  const times: ClaimTimes[] = [];
+  for (const [i, { a, src }] of made.entries()) {
+    const claimId = claimIds[i];
+    const claim = claimId ? claimById.get(claimId) : undefined;
     if (!claimId || claim?.created_at_ms === undefined) continue;
     const t = {
       artefact: src.created_at_ms,

@@ -761,15 +761,10 @@ export class Blackboard {
       if (!a) malformed.push(h.id ?? id);
       return a;
     };
-    const found = ids.map((id, i) => {
-      const flat = newer[i] ?? [];
-      const latest: Record<string, string> = {};
-      for (let j = 0; j + 1 < flat.length; j += 2) latest[flat[j] as string] = flat[j + 1] as string;
-      return {
-        artefact: decode(id, (res[i]?.[1] ?? {}) as Record<string, string>),
-        latest: decode(id, latest),
-      };
-    });
+    const found = ids.map((id, i) => ({
+      artefact: decode(id, (res[i]?.[1] ?? {}) as Record<string, string>),
+      latest: decode(id, toHash(newer[i])),
+    }));
     return { found, malformed };
   }
 
