@@ -478,18 +478,18 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     const psql = (sql: string) =>
       kubectl(['exec', 'scale-postgres-0', '--', 'psql', '-U', 'holt', '-d', 'holt', '-At', '-c', sql]);
     // A worker holds a row (its tool sleeps 8 s): kill it and the orchestrator, as a node crash would.
-    await until('a worker running a claim', async () =>
-      (
-        await psql("SELECT count(*) FROM holt.agent_inbox WHERE instance = 'scale' AND status = 'claimed'")
-      ).trim() !== '0'
-        ? true
-        : undefined,
-    );
+    // The row and the pods are read together: a row can be held by a worker pod already on its way out
+    // (the previous test's scale-down), while the next worker pod is still starting.
     const running = (sel: string) =>
       pods(sel).then((ps) => ps.filter((p) => p.status.phase === 'Running' && !p.metadata.deletionTimestamp));
-    const [orch] = await running('holt.io/instance=scale,app.kubernetes.io/component=orchestrator');
-    const [worker] = await running('holt.io/instance=scale,app.kubernetes.io/component=worker');
-    if (!orch || !worker) throw new Error('no orchestrator or worker pod to kill');
+    const { orch, worker } = await until('a running worker pod, and a worker running a claim', async () => {
+      const claimed = (
+        await psql("SELECT count(*) FROM holt.agent_inbox WHERE instance = 'scale' AND status = 'claimed'")
+      ).trim();
+      const [o] = await running('holt.io/instance=scale,app.kubernetes.io/component=orchestrator');
+      const [w] = await running('holt.io/instance=scale,app.kubernetes.io/component=worker');
+      return claimed !== '0' && o && w ? { orch: o, worker: w } : undefined;
+    });
     const t0 = Date.now();
     await kubectl([
       'delete',
