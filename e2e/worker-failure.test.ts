@@ -142,6 +142,9 @@ agents:
       expect((await inDir(['scale', 'Scaled', '3', '--name', 'scaled'])).stdout).toContain(
         'Scaled: 3 worker(s)',
       );
+      // The state file follows the supervisor: the last runner may land in it just after the answer.
+      for (let i = 0; i < 100 && names().filter((n) => n.includes('-worker-')).length < 6; i++)
+        await sleep(100);
       expect(names()).toEqual(
         expect.arrayContaining([
           'Scaled-worker-1',
