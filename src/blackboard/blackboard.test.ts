@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { type Monitored, monitorCommands } from '../../test/harness/redis-monitor.ts';
 import { waitFor } from '../orchestrator/testkit.ts';
 import { Blackboard } from './client.ts';
 import { artefactToHash, type BlackboardDataError } from './codec.ts';
@@ -354,14 +355,12 @@ describe('blackboard: orchestrator support', () => {
       last_grant_agent: 'a',
       last_grant_time: 42,
     };
-    const monitor = await bb.redis.monitor();
-    monitor.on('error', () => undefined); // lines arriving while it disconnects (see resilience.test.ts)
-    const sent: string[][] = [];
-    monitor.on('monitor', (_t: string, args: string[]) => sent.push(args));
+    const seen: Monitored[] = [];
+    const monitor = await monitorCommands(bb.redis, seen);
     const rev = await bb.updateClaim(next, 1, [], c);
     expect(rev).toBe(2);
     const hset = await waitFor(
-      () => sent.find((a) => a[0]?.toLowerCase() === 'hset' && a[1] === bb.k.claim(c.id)),
+      () => seen.map((m) => m.args).find((a) => a[0]?.toLowerCase() === 'hset' && a[1] === bb.k.claim(c.id)),
       'the HSET in the monitor stream',
     );
     monitor.disconnect();

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { type Monitored, monitorCommands } from '../../test/harness/redis-monitor.ts';
 import { readAgentLoad } from '../blackboard/agent-load.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { artefactToHash } from '../blackboard/codec.ts';
@@ -642,15 +642,10 @@ describe('orchestrator resilience', () => {
     // No poll and no reconcile pass during the test: every read is one the claim's events asked for.
     const orch = startOrchestrator(redis.url, instance, { bidPollMs: 600_000, reconcileIntervalMs: 600_000 });
     await orch.whenLeader();
-    const monitor: Redis = await bb.redis.monitor();
-    // Monitor lines still arriving while it disconnects find ioredis no longer "monitoring", and it
-    // reports each as a command queue error: the end of a stream this test has read, not a fault.
-    monitor.on('error', () => undefined);
-    const commands: string[][] = [];
-    const fromScripts: string[][] = [];
-    monitor.on('monitor', (_t: string, args: string[], source: string) =>
-      (source === 'lua' ? fromScripts : commands).push(args),
-    );
+    const seen: Monitored[] = [];
+    const monitor = await monitorCommands(bb.redis, seen);
+    const commands = () => seen.filter((m) => !m.fromScript).map((m) => m.args);
+    const fromScripts = () => seen.filter((m) => m.fromScript).map((m) => m.args);
     try {
       const g = newGoal();
       await bb.createArtefact(g);
@@ -658,7 +653,7 @@ describe('orchestrator resilience', () => {
       await waitClaim(bb, c.id, (x) => x.status === 'complete');
       const claimKey = bb.k.claim(c.id);
       const calls = (sha: string) =>
-        commands.filter((a) => a[0]?.toLowerCase() === 'evalsha' && a[1] === sha && a[3] === claimKey);
+        commands().filter((a) => a[0]?.toLowerCase() === 'evalsha' && a[1] === sha && a[3] === claimKey);
       // The monitor stream is in order: once it shows the completing write, every read before it is in.
       await waitFor(() => calls(updateClaimsScript.sha).length >= 2, 'the grant and the completion');
       const snapshots = () => calls(claimSnapshotScript.sha);
@@ -669,7 +664,7 @@ describe('orchestrator resilience', () => {
       // Every read found the claim at the rev this orchestrator wrote, so its hash never came back
       // (the reads checked the rev alone; the agents' own reads are not scripts).
       const inScripts = (cmd: string) =>
-        fromScripts.filter((a) => a[0]?.toLowerCase() === cmd && a[1] === claimKey);
+        fromScripts().filter((a) => a[0]?.toLowerCase() === cmd && a[1] === claimKey);
       expect(inScripts('hgetall')).toEqual([]);
     } finally {
       monitor.disconnect();
