@@ -1,9 +1,9 @@
 import { Option } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { MIGRATE_SECRETS } from '../inbox/migrate-program.ts';
-import { OrchestratorInboxEnv } from '../inbox/orchestrator.ts';
 import { OPERATOR_PROGRAM } from '../operator/program.ts';
 import { EnvSchema } from '../orchestrator/config.ts';
+import { OrchestratorInboxEnv } from '../orchestrator/inbox.ts';
 import { ORCHESTRATOR_PROGRAM, ORCHESTRATOR_SECRETS } from '../orchestrator/program.ts';
 import { PupEnvVars } from '../pup/config.ts';
 import { PUP_PROGRAM, PUP_SECRETS } from '../pup/program.ts';

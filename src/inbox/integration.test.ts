@@ -9,6 +9,7 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
+import { type OrchestratorInbox, startOrchestratorInbox } from '../orchestrator/inbox.ts';
 import type { Orchestrator } from '../orchestrator/orchestrator.ts';
 import {
   claimFor,
@@ -21,7 +22,6 @@ import {
 import { loadWorkerEnv } from '../pup/inbox-worker.ts';
 import { Pup } from '../pup/pup.ts';
 import { AGENTS, config } from '../pup/test-helpers.ts';
-import { type OrchestratorInbox, startOrchestratorInbox } from './orchestrator.ts';
 
 // Phase 2: the orchestrator, controller pups (bidding) and inbox workers (executing), end to end.
 let pg: PostgresServer;

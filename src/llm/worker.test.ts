@@ -14,9 +14,9 @@ import { connectBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { silentLogger } from '../common/logger.ts';
 import { migrate } from '../inbox/migrate.ts';
-import { answeredQuestions, startOrchestratorInbox } from '../inbox/orchestrator.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { sweep, Watchdog } from '../inbox/watchdog.ts';
+import { answeredQuestions, startOrchestratorInbox } from '../orchestrator/inbox.ts';
 import { artefact, grantedClaim, spawnPup, waitFor } from '../pup/test-helpers.ts';
 
 /** LLM agents of a scalable role: turns run on inbox workers (real processes) under the inbox's fence. */

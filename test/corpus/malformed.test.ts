@@ -9,10 +9,10 @@ import { connectBus } from '../../src/bus/connect.ts';
 import { type Doorbell, subscribeDoorbell } from '../../src/bus/doorbell.ts';
 import { doorbellSubject } from '../../src/bus/subjects.ts';
 import { silentLogger } from '../../src/common/logger.ts';
-import { InboxDispatcher } from '../../src/inbox/dispatcher.ts';
 import { migrate } from '../../src/inbox/migrate.ts';
 import { InboxStore } from '../../src/inbox/store.ts';
 import { parseAgent, parseHolt } from '../../src/operator/controllers/resources.ts';
+import { InboxDispatcher } from '../../src/orchestrator/inbox-dispatcher.ts';
 import {
   claimFor,
   newGoal,

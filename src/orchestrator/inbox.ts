@@ -8,12 +8,12 @@ import { busProblem, connectBus, watchBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
-import type { Grant, GrantDispatcher } from '../orchestrator/dispatch.ts';
-import { InboxDispatcher } from './dispatcher.ts';
-import { ensureSchema } from './migrate.ts';
-import type { InboxRow, QueueDepth } from './schema.ts';
-import { InboxStore, withTimeout } from './store.ts';
-import { Watchdog } from './watchdog.ts';
+import { ensureSchema } from '../inbox/migrate.ts';
+import type { InboxRow, QueueDepth } from '../inbox/schema.ts';
+import { InboxStore, withTimeout } from '../inbox/store.ts';
+import { Watchdog } from '../inbox/watchdog.ts';
+import type { Grant, GrantDispatcher } from './dispatch.ts';
+import { InboxDispatcher } from './inbox-dispatcher.ts';
 
 const blank = (v: unknown) => (v === '' ? undefined : v);
 

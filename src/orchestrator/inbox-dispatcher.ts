@@ -1,7 +1,7 @@
 import type { RingFn } from '../bus/doorbell.ts';
 import type { Logger } from '../common/logger.ts';
-import type { Grant, GrantDispatcher } from '../orchestrator/dispatch.ts';
-import type { InboxStore } from './store.ts';
+import type { InboxStore } from '../inbox/store.ts';
+import type { Grant, GrantDispatcher } from './dispatch.ts';
 
 /**
  * The orchestrator's dispatcher for scalable roles: every grant (any phase, rework and recovery
