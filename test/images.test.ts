@@ -82,7 +82,7 @@ describe('npm run build', () => {
     // The build must succeed cleanly: an error here (e.g. a test helper pulled in from outside src/)
     // would also make tsc write stray .js files next to the sources.
     await run('npx', ['--no-install', 'tsc', '-p', 'tsconfig.build.json', '--outDir', out], { cwd: ROOT });
-    for (const f of ['cli/main.js', 'pup/main.js', 'orchestrator/main.js'])
+    for (const f of ['cli/main.js', 'agent/main.js', 'orchestrator/main.js'])
       expect(existsSync(join(out, f)), f).toBe(true);
     expect(existsSync(join(out, 'api/crd/apiserver.test.js'))).toBe(false);
     expect(readFileSync(join(out, 'cli/main.js'), 'utf8')).toContain("from '../common/config.js'");

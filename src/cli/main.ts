@@ -221,7 +221,7 @@ export function program(): Command {
     .allowExcessArguments()
     .helpOption(false)
     .action(async (_o, cmd: Command) => {
-      const m = await import('../pup/main.ts');
+      const m = await import('../agent/main.ts');
       process.exitCode = await m.main(cmd.args, withCredentials(process.env));
     });
   p.command('tool-runner')

@@ -13,7 +13,7 @@ import { Scrubber } from '../common/secrets.ts';
 import { ensureSchema } from '../inbox/migrate.ts';
 import { decideBid } from '../pup/bid.ts';
 import type { PupConfig } from '../pup/config.ts';
-import type { BidChoice } from '../pup/decide.ts';
+import type { ModelRuntime } from '../pup/executor.ts';
 import { LlmAgent } from './agent.ts';
 import { llmBid } from './bid.ts';
 import { apiKeyFrom, type LlmSettings } from './config.ts';
@@ -22,14 +22,13 @@ import { LlmMetrics, MeteredModel } from './metrics.ts';
 import { OpenAiModel } from './model.ts';
 import { TurnStore } from './store.ts';
 
-/** What the pup plugs in for an LLM agent: the executor (LLM turns) and/or the bid decision. */
-export interface LlmRuntime {
+/**
+ * What the pup runs for an LLM agent: the executor (LLM turns) and/or the bid decision. `problem` is
+ * why it cannot work (its NATS connection closed for good), or null.
+ */
+export interface LlmRuntime extends ModelRuntime {
   agent: LlmAgent;
   executor?: LlmExecutor;
-  decideBid(target: Artefact): Promise<BidChoice>;
-  /** Why the runtime cannot work (its NATS connection closed for good), or null. */
-  problem(): string | null;
-  close(): Promise<void>;
 }
 
 /**
@@ -37,7 +36,8 @@ export interface LlmRuntime {
  * never runs against a schema without its tables; NATS is optional (events are lossy anyway).
  */
 export async function startLlmRuntime(
-  cfg: PupConfig & { llm: LlmSettings },
+  /** `apiKey`: the key as the entry point read it (its variable, or a credential descriptor). */
+  cfg: PupConfig & { llm: LlmSettings; apiKey?: string },
   bb: Blackboard,
   log: Logger,
   env: NodeJS.ProcessEnv = process.env,

@@ -3,7 +3,6 @@ import { DEFAULT_MAX_PAYLOAD_BYTES } from '../blackboard/client.ts';
 import { BID_TYPES } from '../blackboard/types.ts';
 import { ConfigError, formatIssues, jsonArgv } from '../common/config.ts';
 import { secretsFromEnv } from '../common/secrets.ts';
-import { apiKeyFrom, type LlmSettings, loadLlmSettings } from '../llm/config.ts';
 import { LocalToolRunner, type ToolRunner, WorkspaceMappedRunner } from './runner/runner.ts';
 import { SocketToolRunner } from './runner/socket.ts';
 
@@ -98,18 +97,25 @@ export const PupEnv = PupEnvVars.transform((e) => ({
 
 export type PupSettings = z.output<typeof PupEnv>;
 /**
- * `llm`: the agent's spec names a model (src/llm: HOLT_LLM_*, HOLT_BUDGET_*). `runner`: where tools run;
- * `secrets`: every credential this pup holds, cut out of anything it writes or sends to a model.
+ * `runner`: where tools run; `secrets`: every credential this pup holds, cut out of anything it writes
+ * or sends to a model.
  */
 export type PupConfig = PupSettings & {
   mode: PupMode;
   executeClaim?: string;
-  llm?: LlmSettings;
   runner: ToolRunner;
   secrets: string[];
-  /** The model's key, read from this pup's environment or credential descriptor (never process.env). */
-  apiKey?: string;
 };
+
+/**
+ * What a model runtime (src/llm, read by the agent's entry point) takes over from the command path:
+ * executing grants, bidding, and the variable that holds its key (a secret of this pup's).
+ */
+export interface ModelCapabilities {
+  execute: boolean;
+  bid: boolean;
+  apiKeyEnv?: string;
+}
 
 /** The runner of a pup's tools: the pod's agent container, or this process's children. */
 export function toolRunner(
@@ -158,15 +164,22 @@ export function parseArgs(argv: string[]): { executeClaim?: string } {
   return out;
 }
 
-/** Reads and checks everything; throws a ConfigError whose message is one line naming the variable. */
-export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): PupConfig {
+/**
+ * Reads and checks everything; throws a ConfigError whose message is one line naming the variable.
+ * `model` reads the model runtime's settings, once the pup's own have passed.
+ */
+export function loadConfig(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  model?: () => ModelCapabilities | undefined,
+): PupConfig {
   const r = PupEnv.safeParse(env);
   if (!r.success) throw new ConfigError(formatIssues(r.error));
   const s = r.data;
   const { executeClaim } = parseArgs(argv);
   const mode = detectMode(executeClaim, s.modeSetting);
   if (typeof mode !== 'string') throw new ConfigError(mode.error);
-  const llm = loadLlmSettings(env);
+  const llm = model?.();
   if (mode !== 'controller' && !s.command && !llm?.execute)
     throw new ConfigError('HOLT_AGENT_COMMAND: is required unless HOLT_LLM_ENABLED is true');
   if (mode !== 'worker' && !s.biddingStrategy && !s.bidScript && !llm?.bid) {
@@ -176,6 +189,5 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): PupConfig {
     workspace: s.workspace,
     toolWorkspace: s.toolWorkspace,
   });
-  const apiKey = llm ? apiKeyFrom(env, llm) : undefined;
-  return { ...s, mode, executeClaim, llm, runner, apiKey, secrets: secretsFromEnv(env, llm?.apiKeyEnv) };
+  return { ...s, mode, executeClaim, runner, secrets: secretsFromEnv(env, llm?.apiKeyEnv) };
 }

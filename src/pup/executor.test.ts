@@ -10,7 +10,7 @@ import { Blackboard, PayloadTooLargeError } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import type { Claim, ClaimType } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
-import { Executor } from './executor.ts';
+import { CommandExecutor } from './command-executor.ts';
 import { PupMetrics } from './metrics.ts';
 import { questionId } from './questions.ts';
 import { artefact, config, grantedClaim, node, sh } from './test-helpers.ts';
@@ -38,7 +38,7 @@ function executor(command: string[], over: Record<string, string> = {}, board: B
     ...over,
   });
   const metrics = new PupMetrics({ instance: 'test', role: cfg.role, mode: cfg.mode });
-  return { ex: new Executor({ bb: board, cfg, log: quiet, metrics, owner: 'me' }), metrics };
+  return { ex: new CommandExecutor({ bb: board, cfg, log: quiet, metrics, owner: 'me' }), metrics };
 }
 
 const quiet = silentLogger();

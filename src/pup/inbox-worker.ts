@@ -8,7 +8,7 @@ import type { InboxRow } from '../inbox/schema.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { InboxWorker, type Outcome as RowOutcome } from '../inbox/worker.ts';
 import type { PupConfig } from './config.ts';
-import type { ArtefactSink, ExecuteOptions, Executor, Outcome } from './executor.ts';
+import type { ArtefactSink, ExecuteOptions, GrantExecutor, Outcome } from './executor.ts';
 import { leaseOwnerOf, type WorkerEnv } from './worker-env.ts';
 
 export { leaseOwnerOf, loadWorkerEnv, WorkerEnv } from './worker-env.ts';
@@ -34,7 +34,7 @@ export async function startInboxWorker(o: {
   cfg: PupConfig;
   env: WorkerEnv;
   bb: Blackboard;
-  executor: Pick<Executor, 'execute'>;
+  executor: GrantExecutor;
   log: Logger;
   concurrency?: number;
 }): Promise<{ worker: InboxWorker<RunResult>; problem(): string | null; close(): Promise<void> }> {

@@ -6,9 +6,9 @@ import { currentGrant, type Grant, outputId } from '../blackboard/grants.ts';
 import { errorPause, retry } from '../common/backoff.ts';
 import { type Check, startProbeServer } from '../common/http.ts';
 import { type Logger, redactUrl, silentLogger } from '../common/logger.ts';
-import type { LlmRuntime } from '../llm/runtime.ts';
+import { CommandExecutor } from './command-executor.ts';
 import type { PupConfig } from './config.ts';
-import { Executor, type Outcome } from './executor.ts';
+import type { GrantExecutor, ModelRuntime, Outcome } from './executor.ts';
 import { CustomHealthCheck } from './health.ts';
 import type { startInboxWorker } from './inbox-worker.ts';
 import { PupMetrics } from './metrics.ts';
@@ -17,6 +17,13 @@ import { WorkQueue } from './work-queue.ts';
 import type { WorkerEnv } from './worker-env.ts';
 
 const PING_TIMEOUT_MS = 2_000;
+
+/** Starts the model runtime once the runner answers, on the pup's blackboard connection and metrics. */
+export type StartModelRuntime = (deps: {
+  bb: Blackboard;
+  log: Logger;
+  registry: PupMetrics['registry'];
+}) => Promise<ModelRuntime>;
 
 /**
  * One agent's runner. standard: watcher + executor joined by a bounded grant queue; controller: watcher
@@ -27,8 +34,9 @@ export class Pup {
   readonly log: Logger;
   readonly metrics: PupMetrics;
   readonly bb: Blackboard;
-  private executor: Pick<Executor, 'execute'>;
-  private llm: LlmRuntime | undefined;
+  private executor: GrantExecutor;
+  private readonly startModel: StartModelRuntime | undefined;
+  private model: ModelRuntime | undefined;
   private inbox: Awaited<ReturnType<typeof startInboxWorker>> | undefined;
   private readonly queue: WorkQueue<Grant>;
   /** A grant was refused (queue full) since the last re-scan the executor asked for. */
@@ -46,9 +54,11 @@ export class Pup {
   /** Runs in a row that ended in `error` (Redis trouble, a runner gone): each waits longer. */
   private errorsInRow = 0;
 
-  constructor(cfg: PupConfig, log: Logger = silentLogger()) {
+  /** `startModel`: the agent's model runtime (src/llm), wired in by the entry point (src/agent). */
+  constructor(cfg: PupConfig, log: Logger = silentLogger(), startModel?: StartModelRuntime) {
     this.cfg = cfg;
     this.log = log;
+    this.startModel = startModel;
     this.queue = new WorkQueue<Grant>(cfg.grantQueue);
     this.metrics = new PupMetrics({ instance: cfg.instance, role: cfg.role, mode: cfg.mode });
     const skipped = new Set<string>();
@@ -80,7 +90,7 @@ export class Pup {
       if (lastError) log.info({ event_type: 'redis_reconnected' });
       lastError = '';
     });
-    this.executor = new Executor({
+    this.executor = new CommandExecutor({
       bb: this.bb,
       cfg,
       log,
@@ -91,7 +101,7 @@ export class Pup {
 
   /**
    * Before any run: the tool runner answers (in a pod it is another container, which may start a
-   * moment after this one), then the LLM runtime if the agent has a model.
+   * moment after this one), then the model runtime if the agent has a model.
    */
   private async prepare(): Promise<void> {
     await retry(() => this.cfg.runner.ping(), {
@@ -101,23 +111,14 @@ export class Pup {
       onRetry: (e, attempt) =>
         attempt === 5 && this.log.warn({ event_type: 'runner_waiting', error: String(e) }),
     });
-    await this.startLlm();
+    await this.startModelRuntime();
   }
 
-  /** LLM agents: the model, Postgres turn store and NATS events (src/llm); the LLM executor replaces the command one. */
-  private async startLlm(): Promise<void> {
-    const { cfg } = this;
-    if (!cfg.llm || this.llm) return;
-    // Loaded only here: a command pup never pays for the model client, Postgres or NATS.
-    const { startLlmRuntime } = await import('../llm/runtime.ts');
-    this.llm = await startLlmRuntime(
-      { ...cfg, llm: cfg.llm },
-      this.bb,
-      this.log,
-      process.env,
-      this.metrics.registry,
-    );
-    if (this.llm.executor) this.executor = this.llm.executor;
+  /** A model-driven agent: its runtime bids, and its executor (if it executes) replaces the command one. */
+  private async startModelRuntime(): Promise<void> {
+    if (!this.startModel || this.model) return;
+    this.model = await this.startModel({ bb: this.bb, log: this.log, registry: this.metrics.registry });
+    if (this.model.executor) this.executor = this.model.executor;
   }
 
   /** The probe server's port (useful when HOLT_HEALTH_PORT=0). */
@@ -144,6 +145,7 @@ export class Pup {
       registry: this.metrics.registry,
     });
     const standard = cfg.mode === 'standard';
+    const model = this.model;
     this.watcher = new ClaimWatcher({
       bb: this.bb,
       cfg,
@@ -152,7 +154,7 @@ export class Pup {
       onGrant: standard ? (g, via) => this.offer(g, via) : undefined,
       // Bidding waits while the queue is full: a pup never wins more work than it can hold.
       bidRoom: standard ? () => this.queue.room() : undefined,
-      decideBid: this.llm ? (t) => this.llm!.decideBid(t) : undefined,
+      decideBid: model ? (t) => model.decideBid(t) : undefined,
     });
     if (standard) this.loop = this.executeLoop();
     await this.watcher.start();
@@ -181,7 +183,7 @@ export class Pup {
     } catch (e) {
       return { ok: false, reason: `redis: ${(e as Error).message}`, details: { redis: 'disconnected' } };
     }
-    const bus = this.inbox?.problem() ?? this.llm?.problem() ?? null;
+    const bus = this.inbox?.problem() ?? this.model?.problem() ?? null;
     if (bus) return { ok: false, reason: bus, details: { redis: 'connected', nats: 'closed' } };
     const c = this.custom?.status;
     if (c && !c.ok)
@@ -342,7 +344,7 @@ export class Pup {
     }
     await this.loop;
     await this.inbox?.close(); // drains: running claims finish within the grace period or are released
-    await this.llm?.close();
+    await this.model?.close();
     this.custom?.stop();
     await this.probe?.close();
     await this.bb.close();

@@ -2,9 +2,9 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { eventually } from '../../test/harness/wait.ts';
+import { type AgentConfig, loadAgentConfig } from '../agent/config.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
-import { loadConfig, type PupConfig } from './config.ts';
 
 /** Shared by the pup's tests (not a test file itself). */
 
@@ -26,11 +26,11 @@ export function pupEnv(over: Record<string, string>): Record<string, string> {
 }
 
 /**
- * A pup process (`src/pup/main.ts`) with `pupEnv(over)` on top of this process's environment, its
+ * A pup process (`src/agent/main.ts`) with `pupEnv(over)` on top of this process's environment, its
  * stdout and stderr collected. Added to `children` so the test's teardown can kill it.
  */
 export function spawnPup(over: Record<string, string>, children: ChildProcess[]) {
-  const child = spawn(process.execPath, [join(import.meta.dirname, 'main.ts')], {
+  const child = spawn(process.execPath, [join(import.meta.dirname, '../agent/main.ts')], {
     env: { ...process.env, ...pupEnv(over) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -46,8 +46,8 @@ export function spawnPup(over: Record<string, string>, children: ChildProcess[])
   return { child, exited, output: () => out };
 }
 
-export function config(over: Record<string, string>, argv: string[] = []): PupConfig {
-  return loadConfig(argv, pupEnv(over));
+export function config(over: Record<string, string>, argv: string[] = []): AgentConfig {
+  return loadAgentConfig(argv, pupEnv(over));
 }
 
 let clock = 1_700_000_000_000;

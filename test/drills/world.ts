@@ -244,7 +244,7 @@ export async function startWorld(o: WorldOptions = {}): Promise<World> {
   const pup = new Program(
     'pup',
     dir,
-    'src/pup/main.ts',
+    'src/agent/main.ts',
     o.scalable
       ? {
           ...pupEnv,
@@ -257,7 +257,7 @@ export async function startWorld(o: WorldOptions = {}): Promise<World> {
     ready,
   );
   const controller = o.scalable
-    ? new Program('controller', dir, 'src/pup/main.ts', { ...pupEnv, HOLT_MODE: 'controller' }, ready)
+    ? new Program('controller', dir, 'src/agent/main.ts', { ...pupEnv, HOLT_MODE: 'controller' }, ready)
     : undefined;
   await orchestrator.start();
   await Promise.all([pup.start(), controller?.start()]);

@@ -5,9 +5,9 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
-import { grantedClaim, node, pupEnv, sh, waitFor } from './test-helpers.ts';
+import { grantedClaim, node, pupEnv, sh, waitFor } from '../pup/test-helpers.ts';
 
-/** The pup as a real process: `node src/pup/main.ts`, signals and exit codes. */
+/** The pup as a real process: `node src/agent/main.ts`, signals and exit codes. */
 
 let redis: RedisServer;
 let bb: Blackboard;

@@ -2,13 +2,14 @@ import { collectDefaultMetrics } from 'prom-client';
 import { ConfigError, EXIT_CONFIG } from '../common/config.ts';
 import { createLogger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
-import { loadConfig } from './config.ts';
-import { PUP_PROGRAM } from './program.ts';
-import { Pup } from './pup.ts';
-import { loadWorkerEnv } from './worker-env.ts';
+import { PUP_PROGRAM } from '../pup/program.ts';
+import { loadWorkerEnv } from '../pup/worker-env.ts';
+import { type AgentConfig, loadAgentConfig } from './config.ts';
+import { agentPup } from './pup.ts';
 
 /**
- * The pup's composition root (`holt pup` / `node src/pup/main.ts`). Returns the exit code: 78 for bad
+ * The agent's composition root (`holt pup` / `node src/agent/main.ts`): the pup core with the command
+ * executor and, for an agent with a model, the LLM runtime wired in. Returns the exit code: 78 for bad
  * configuration (one line naming the variable), 2 for bad usage, 1 for an unreachable Redis at start,
  * 0 after a signal or --help/--version (nothing started).
  */
@@ -17,9 +18,9 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   if (!cli.run) return cli.exitCode;
   const env = cli.env;
   const claim = cli.opts.executeClaim;
-  let cfg: ReturnType<typeof loadConfig>;
+  let cfg: AgentConfig;
   try {
-    cfg = loadConfig(typeof claim === 'string' ? ['--execute-claim', claim] : [], env);
+    cfg = loadAgentConfig(typeof claim === 'string' ? ['--execute-claim', claim] : [], env);
   } catch (e) {
     if (e instanceof ConfigError) {
       process.stderr.write(`holt pup: invalid configuration: ${e.message}\n`);
@@ -28,7 +29,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
     throw e;
   }
   const log = createLogger('pup', { instance: cfg.instance, agent: cfg.role, mode: cfg.mode });
-  const pup = new Pup(cfg, log);
+  const pup = agentPup(cfg, log);
   // Process and Node metrics (CPU, memory, event loop lag, GC) beside ours, on the same /metrics.
   collectDefaultMetrics({ register: pup.metrics.registry });
   let signalled: (sig: string) => void = () => undefined;
