@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
+import { writeAgentStatus } from '../blackboard/agent-status.ts';
 import type { Logger } from '../common/logger.ts';
 import type { Scrubber } from '../common/secrets.ts';
 import {
@@ -22,7 +23,6 @@ import {
   ModelError,
   type Usage,
 } from './model.ts';
-import { writeAgentStatus } from './status.ts';
 import type { TurnStore } from './store.ts';
 
 /** The agent is paused (budget exhausted or too many errors in a row): no call is made. */

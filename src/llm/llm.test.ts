@@ -14,6 +14,7 @@ import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { agentStatusKey } from '../blackboard/agent-status.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import type { Artefact } from '../blackboard/types.ts';
@@ -21,7 +22,6 @@ import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { artefact, config, grantedClaim, waitFor } from '../pup/test-helpers.ts';
 import { type LlmRuntime, startLlmRuntime } from './runtime.ts';
-import { agentStatusKey } from './status.ts';
 import { TurnStore } from './store.ts';
 
 let redis: RedisServer;

@@ -1,8 +1,8 @@
+import { type AgentStatus, readAgentStatuses } from '../../blackboard/agent-status.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { type RetentionReport, readRetentionReport } from '../../blackboard/retention-report.ts';
 import { CLAIM_STATUSES, type Quarantined } from '../../blackboard/types.ts';
 import { redactUrl } from '../../common/logger.ts';
-import { type AgentStatus, readAgentStatuses } from '../../llm/status.ts';
 import { effectiveStatus } from '../../local/instance.ts';
 import { out, paint, table, uptime } from '../output.ts';
 import { resolveInstance } from '../resolve.ts';
@@ -75,7 +75,7 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
     for (const l of table([['KIND', 'ID', 'BY', 'CLAIM', 'REASON'], ...rows])) out(l);
   }
   if (!llm.size) return;
-  // LLM budget use (src/llm/status.ts: holt:{i}:agent_status:{role}); 0 as a limit means none.
+  // LLM budget use (src/blackboard/agent-status.ts: holt:{i}:agent_status:{role}); 0 as a limit means none.
   const lim = (v: number, l: number) => (l ? `${v}/${l}` : String(v));
   out('');
   const llmRows = [...llm].map(([role, a]) => [

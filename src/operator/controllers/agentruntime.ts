@@ -1,9 +1,9 @@
 import { type AgentLoad, readAgentLoad } from '../../blackboard/agent-load.ts';
+import { type AgentStatus as LlmAgentStatus, readAgentStatuses } from '../../blackboard/agent-status.ts';
 import type { Blackboard } from '../../blackboard/client.ts';
 import { BlackboardDataError } from '../../blackboard/codec.ts';
 import { type RetentionReport, readRetentionReport } from '../../blackboard/retention-report.ts';
 import type { Logger } from '../../common/logger.ts';
-import { type AgentStatus as LlmAgentStatus, readAgentStatuses } from '../../llm/status.ts';
 import { nowIso } from '../runtime/status.ts';
 import type { HoltBoards, HoltRef } from './registry.ts';
 import { keyOf } from './resources.ts';

@@ -2,7 +2,8 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 
 /**
- * An LLM agent's status for `holt status` (and later the Agent's Kubernetes status): Redis hash
+ * An LLM agent's status, written by its runtime (src/llm) and read by `holt status` and the operator
+ * (the Agent's `status.budget`): Redis hash
  * `holt:{instance}:agent_status:{role}` (extension; Holt ignores it), rewritten after every call.
  */
 export const agentStatusKey = (instance: string, role: string) => `holt:${instance}:agent_status:${role}`;
