@@ -10,7 +10,7 @@ import { migrate } from '../../src/inbox/migrate.ts';
 import { percentile } from '../../src/inbox/policy.ts';
 import { fenceOf } from '../../src/inbox/schema.ts';
 import { InboxStore } from '../../src/inbox/store.ts';
-import { fakeClaim, until } from '../../src/inbox/testing.ts';
+import { fakeClaim, until } from '../../src/inbox/testkit.ts';
 import { InboxWorker } from '../../src/inbox/worker.ts';
 import { startNats } from '../../src/local/nats.ts';
 import { startPostgres } from '../../src/local/postgres.ts';

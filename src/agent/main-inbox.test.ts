@@ -9,7 +9,7 @@ import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import { migrate } from '../inbox/migrate.ts';
 import { InboxStore } from '../inbox/store.ts';
-import { grantedClaim, node, pupEnv } from '../pup/test-helpers.ts';
+import { grantedClaim, node, pupEnv } from '../pup/testkit.ts';
 
 /** `--execute-claim` with an inbox configured: never runs a grant outside its inbox row's fence. */
 

@@ -5,7 +5,7 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
-import { grantedClaim, node, pupEnv, sh, waitFor } from '../pup/test-helpers.ts';
+import { grantedClaim, node, pupEnv, sh, waitFor } from '../pup/testkit.ts';
 
 /** The pup as a real process: `node src/agent/main.ts`, signals and exit codes. */
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { claim as newClaim, phaseState as phase } from '../pup/test-helpers.ts';
+import { claim as newClaim, phaseState as phase } from '../pup/testkit.ts';
 import { AgentLoad, countInFlight, openOutputs } from './agent-load.ts';
 import { openGrant, outputId } from './grants.ts';
 import type { Claim } from './types.ts';

@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
-import { until } from '../inbox/testing.ts';
+import { until } from '../inbox/testkit.ts';
 import { busProblem, connectBus, natsServer } from './connect.ts';
 import { type Doorbell, ringDoorbell, subscribeDoorbell } from './doorbell.ts';
 import { natsAgentEvents, TaskEvent } from './events.ts';

@@ -13,7 +13,7 @@ import { silentLogger } from '../common/logger.ts';
 import { resultArtefactId } from './ids.ts';
 import { migrate } from './migrate.ts';
 import { InboxStore } from './store.ts';
-import { fakeClaim, ROLE, until, writeResult } from './testing.ts';
+import { fakeClaim, ROLE, until, writeResult } from './testkit.ts';
 import { Watchdog } from './watchdog.ts';
 import { InboxWorker, type Outcome } from './worker.ts';
 

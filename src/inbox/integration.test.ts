@@ -21,7 +21,7 @@ import {
 } from '../orchestrator/testkit.ts';
 import { loadWorkerEnv } from '../pup/inbox-worker.ts';
 import { Pup } from '../pup/pup.ts';
-import { AGENTS, config } from '../pup/test-helpers.ts';
+import { AGENTS, config } from '../pup/testkit.ts';
 
 // Phase 2: the orchestrator, controller pups (bidding) and inbox workers (executing), end to end.
 let pg: PostgresServer;

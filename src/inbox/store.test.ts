@@ -7,7 +7,7 @@ import { InboxMetrics } from './metrics.ts';
 import { migrate } from './migrate.ts';
 import { fenceOf } from './schema.ts';
 import { InboxStore } from './store.ts';
-import { fakeClaim, ROLE } from './testing.ts';
+import { fakeClaim, ROLE } from './testkit.ts';
 import { sweep } from './watchdog.ts';
 
 let pg: PostgresServer;

@@ -16,7 +16,7 @@ import { InboxDispatcher } from '../orchestrator/inbox-dispatcher.ts';
 import { migrate } from './migrate.ts';
 import type { InboxRow } from './schema.ts';
 import { InboxStore } from './store.ts';
-import { fakeClaim, ROLE, until, writeResult } from './testing.ts';
+import { fakeClaim, ROLE, until, writeResult } from './testkit.ts';
 import { sweep, Watchdog } from './watchdog.ts';
 import { InboxWorker } from './worker.ts';
 

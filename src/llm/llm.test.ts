@@ -20,7 +20,7 @@ import { outputId } from '../blackboard/grants.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
-import { artefact, config, grantedClaim, waitFor } from '../pup/test-helpers.ts';
+import { artefact, config, grantedClaim, waitFor } from '../pup/testkit.ts';
 import { type LlmRuntime, startLlmRuntime } from './runtime.ts';
 import { TurnStore } from './store.ts';
 

@@ -9,7 +9,7 @@ import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import { createPool } from '../common/pg.ts';
-import { grantedClaim, spawnPup, waitFor } from '../pup/test-helpers.ts';
+import { grantedClaim, spawnPup, waitFor } from '../pup/testkit.ts';
 
 /** The pup as a real process, killed with SIGKILL in the middle of a turn, and its secrets. */
 

@@ -17,7 +17,7 @@ import { migrate } from '../inbox/migrate.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { sweep, Watchdog } from '../inbox/watchdog.ts';
 import { answeredQuestions, startOrchestratorInbox } from '../orchestrator/inbox.ts';
-import { artefact, grantedClaim, spawnPup, waitFor } from '../pup/test-helpers.ts';
+import { artefact, grantedClaim, spawnPup, waitFor } from '../pup/testkit.ts';
 
 /** LLM agents of a scalable role: turns run on inbox workers (real processes) under the inbox's fence. */
 

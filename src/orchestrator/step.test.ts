@@ -4,7 +4,7 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
-import { claim as newClaim } from '../pup/test-helpers.ts';
+import { claim as newClaim } from '../pup/testkit.ts';
 import { HoltDispatcher } from './dispatch.ts';
 import { OrchestratorMetrics } from './metrics.ts';
 import { Quarantine } from './quarantine.ts';

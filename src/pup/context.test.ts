@@ -3,7 +3,7 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { assembleContext } from './context.ts';
-import { artefact } from './test-helpers.ts';
+import { artefact } from './testkit.ts';
 
 let redis: RedisServer;
 let bb: Blackboard;

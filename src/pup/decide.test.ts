@@ -6,7 +6,7 @@ import { detectMode, loadConfig } from './config.ts';
 import { orderContext } from './context.ts';
 import { biddingOpen, chooseBid } from './decide.ts';
 import { evaluateRun, parseToolStdout, type ToolRun } from './result.ts';
-import { artefact, claim, pupEnv } from './test-helpers.ts';
+import { artefact, claim, pupEnv } from './testkit.ts';
 import { WorkQueue } from './work-queue.ts';
 
 const run = (over: Partial<ToolRun>): ToolRun => ({

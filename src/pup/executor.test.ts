@@ -13,7 +13,7 @@ import { silentLogger } from '../common/logger.ts';
 import { CommandExecutor } from './command-executor.ts';
 import { PupMetrics } from './metrics.ts';
 import { questionId } from './questions.ts';
-import { artefact, config, grantedClaim, node, sh } from './test-helpers.ts';
+import { artefact, config, grantedClaim, node, sh } from './testkit.ts';
 
 let redis: RedisServer;
 let bb: Blackboard;

@@ -8,7 +8,7 @@ import { migrate } from '../inbox/migrate.ts';
 import { InboxStore } from '../inbox/store.ts';
 import type { Outcome } from './executor.ts';
 import { loadWorkerEnv, startInboxWorker } from './inbox-worker.ts';
-import { config } from './test-helpers.ts';
+import { config } from './testkit.ts';
 
 let pgs: PostgresServer;
 let nats: NatsServer;

@@ -11,7 +11,7 @@ import { createLogger, silentLogger } from '../common/logger.ts';
 import { Pup } from './pup.ts';
 import { questionId } from './questions.ts';
 import { startRunnerServer } from './runner/socket.ts';
-import { artefact, claim, config, grantedClaim, node, sh, waitFor } from './test-helpers.ts';
+import { artefact, claim, config, grantedClaim, node, sh, waitFor } from './testkit.ts';
 
 let redis: RedisServer;
 let ws: string;

@@ -23,7 +23,7 @@ import {
   waitFor,
 } from '../../src/orchestrator/testkit.ts';
 import { parseToolStdout } from '../../src/pup/result.ts';
-import { claim as newClaim } from '../../src/pup/test-helpers.ts';
+import { claim as newClaim } from '../../src/pup/testkit.ts';
 import { type NatsServer, startNats } from '../harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../harness/postgres.ts';
 import { type RedisServer, startRedis } from '../harness/redis.ts';

@@ -4,7 +4,7 @@ import { stringify } from 'yaml';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { loadHoltFile } from '../holtfile.ts';
 import { manifestsFromHoltFile } from '../manifests.ts';
-import { MALFORMED, manifest } from './malformed.ts';
+import { MALFORMED, manifest } from './malformed.testkit.ts';
 
 /** The generated CRDs on a real kube-apiserver: schema, CEL, explain, columns, subresources, samples. */
 const ROOT = join(import.meta.dirname, '../../..');

@@ -8,7 +8,7 @@ import { HoltSpec } from '../holt.ts';
 import { WorkerPoolSpec } from '../workerpool.ts';
 import { crdOf, KINDS } from './crds.ts';
 import { CHART_CRD_DIR, generatedFiles } from './generate.ts';
-import { MALFORMED } from './malformed.ts';
+import { MALFORMED } from './malformed.testkit.ts';
 import { type JSONSchemaProps, undescribed } from './schema.ts';
 
 const ROOT = join(import.meta.dirname, '../../..');

@@ -12,7 +12,7 @@ import { NO_PRUNE, writeRetentionReport } from '../../blackboard/retention-repor
 import type { Claim, ClaimType } from '../../blackboard/types.ts';
 import { freePort } from '../../local/ports.ts';
 import { publishLoad } from '../../orchestrator/load.ts';
-import { claim as newClaim, phaseState as phase } from '../../pup/test-helpers.ts';
+import { claim as newClaim, phaseState as phase } from '../../pup/testkit.ts';
 import type { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { eventually, installCrds, startOperator } from '../testkit.ts';
