@@ -1,11 +1,13 @@
 import { collectDefaultMetrics } from 'prom-client';
-import { ConfigError, EXIT_CONFIG } from '../common/config.ts';
+import { ConfigError, configErrorExit } from '../common/config.ts';
 import { createLogger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
 import { PUP_PROGRAM } from '../pup/program.ts';
 import { loadWorkerEnv } from '../pup/worker-env.ts';
 import { type AgentConfig, loadAgentConfig } from './config.ts';
 import { agentPup } from './pup.ts';
+
+const CONFIG_ERROR = 'holt pup: invalid configuration';
 
 /**
  * The agent's composition root (`holt pup` / `node src/agent/main.ts`): the pup core with the command
@@ -22,11 +24,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   try {
     cfg = loadAgentConfig(typeof claim === 'string' ? ['--execute-claim', claim] : [], env);
   } catch (e) {
-    if (e instanceof ConfigError) {
-      process.stderr.write(`holt pup: invalid configuration: ${e.message}\n`);
-      return EXIT_CONFIG;
-    }
-    throw e;
+    return configErrorExit(e, CONFIG_ERROR);
   }
   const log = createLogger('pup', { instance: cfg.instance, agent: cfg.role, mode: cfg.mode });
   const pup = agentPup(cfg, log);
@@ -45,11 +43,10 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
       try {
         await pup.startInbox(loadWorkerEnv(env));
       } catch (e) {
-        const msg = e instanceof Error ? e.message : String(e);
-        if (e instanceof ConfigError) process.stderr.write(`holt pup: invalid configuration: ${msg}\n`);
-        else log.error({ event_type: 'startup_failed', error: msg });
         await pup.stop(0);
-        return e instanceof ConfigError ? EXIT_CONFIG : 1;
+        if (e instanceof ConfigError) return configErrorExit(e, CONFIG_ERROR);
+        log.error({ event_type: 'startup_failed', error: e instanceof Error ? e.message : String(e) });
+        return 1;
       }
       log.info({ event_type: 'signal_received', signal: await signal });
       await pup.stop();

@@ -42,11 +42,13 @@ export const jsonArgv = z
 /** Milliseconds from an env string ("250") with a default. */
 export const envMs = (def: number) => z.coerce.number().int().nonnegative().default(def);
 
-/** Exit with one clear line for configuration errors; anything else keeps its stack. */
-export function exitOnConfigError(e: unknown, program: string): never {
-  if (e instanceof ConfigError) {
-    process.stderr.write(`${program}: ${e.message}\n`);
-    process.exit(1);
-  }
-  throw e;
+/**
+ * A program's answer to a configuration error: one line on stderr (`prefix: message`, naming the
+ * setting) and EXIT_CONFIG, which supervisors read as "do not restart in a loop". Anything else is
+ * thrown on with its stack.
+ */
+export function configErrorExit(e: unknown, prefix: string): number {
+  if (!(e instanceof ConfigError)) throw e;
+  process.stderr.write(`${prefix}: ${e.message}\n`);
+  return EXIT_CONFIG;
 }

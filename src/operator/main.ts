@@ -3,7 +3,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
 import { isCidr } from '../common/cidr.ts';
-import { ConfigError, formatIssues } from '../common/config.ts';
+import { ConfigError, configErrorExit, formatIssues } from '../common/config.ts';
 import { startProbeServer } from '../common/http.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
@@ -158,7 +158,12 @@ export function buildOperator(
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const cli = parseProgram(OPERATOR_PROGRAM, argv, env);
   if (!cli.run) return cli.exitCode;
-  const cfg = readConfig(cli.env);
+  let cfg: ReturnType<typeof readConfig>;
+  try {
+    cfg = readConfig(cli.env);
+  } catch (e) {
+    return configErrorExit(e, 'holt operator: invalid configuration');
+  }
   const log = createLogger('operator', { identity: cfg.identity });
   const kc = new KubeConfig();
   if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);

@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { collectDefaultMetrics } from 'prom-client';
 import { Blackboard } from '../blackboard/client.ts';
 import { retry } from '../common/backoff.ts';
-import { ConfigError, EXIT_CONFIG } from '../common/config.ts';
+import { ConfigError, configErrorExit } from '../common/config.ts';
 import { startProbeServer } from '../common/http.ts';
 import { createLogger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
@@ -29,11 +29,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   try {
     config = loadConfig(env);
   } catch (e) {
-    if (e instanceof ConfigError) {
-      process.stderr.write(`${PROGRAM}: ${e.message}\n`);
-      return EXIT_CONFIG;
-    }
-    throw e;
+    return configErrorExit(e, PROGRAM);
   }
   // Scalable roles: grants become inbox rows + doorbells; the watchdog sweeps while we lead.
   let orch: Orchestrator | undefined;
@@ -71,11 +67,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
     );
   } catch (e) {
     await inboxBb.close();
-    if (e instanceof ConfigError) {
-      process.stderr.write(`${PROGRAM}: ${e.message}\n`);
-      return EXIT_CONFIG;
-    }
-    throw e;
+    return configErrorExit(e, PROGRAM);
   }
   orch = new Orchestrator({ config, scalableDispatcher: inbox?.dispatcher });
   // Process and Node metrics (CPU, memory, event loop lag, GC) beside ours, on the same /metrics.
