@@ -40,9 +40,6 @@ export const conditions = z
   .optional()
   .describe('Latest observations: Ready is the summary; Progressing and Degraded beside it.');
 
-/** The summary conditions every kind carries. */
-export const CONDITION_TYPES = ['Ready', 'Progressing', 'Degraded'] as const;
-
 export const HoltPhase = z
   .enum(['Pending', 'Progressing', 'Ready', 'Degraded'])
   .describe('One-word summary of the conditions, for humans (kubectl get); automation reads conditions.');

@@ -10,6 +10,7 @@ import { artefactToHash, type BlackboardDataError } from './codec.ts';
 import { goMapJson } from './go-json.ts';
 import { failurePayload } from './results.ts';
 import { subscribe } from './subscriber.ts';
+import { claimIdForArtefact, claimSnapshot, publishGrant, updateClaim } from './testkit.ts';
 import { Artefact, type Claim } from './types.ts';
 
 let redis: RedisServer;
@@ -167,21 +168,21 @@ describe('blackboard: Holt byte compatibility', () => {
     expect(await bb.getClaim(c2.id)).toBeNull();
     const fb = { ...newClaim(a.id), status: 'pending_assignment' as const, granted_exclusive_agent: 'coder' };
     expect((await bb.createClaim(fb, { overwriteIndex: true })).created).toBe(true);
-    expect(await bb.claimIdForArtefact(a.id)).toBe(fb.id);
+    expect(await claimIdForArtefact(bb, a.id)).toBe(fb.id);
   });
 
   it('claim updates are compare-and-set: two writers cannot both move a claim', async () => {
     const c = newClaim(goal().id);
     await bb.createClaim(c);
     const read = (await bb.getClaim(c.id))!;
-    const a = bb.updateClaim({ ...read.claim, status: 'pending_parallel' }, read.rev);
-    const b = bb.updateClaim({ ...read.claim, status: 'pending_exclusive' }, read.rev);
+    const a = updateClaim(bb, { ...read.claim, status: 'pending_parallel' }, read.rev);
+    const b = updateClaim(bb, { ...read.claim, status: 'pending_exclusive' }, read.rev);
     const results = await Promise.all([a, b]);
     expect(results.filter((r) => r !== null)).toHaveLength(1);
     const after = (await bb.getClaim(c.id))!;
     expect(after.rev).toBe(read.rev + 1);
     expect(await bb.activeClaimIds()).toContain(c.id);
-    await bb.updateClaim({ ...after.claim, status: 'complete' }, after.rev);
+    await updateClaim(bb, { ...after.claim, status: 'complete' }, after.rev);
     expect(await bb.activeClaimIds()).not.toContain(c.id);
   });
 
@@ -192,7 +193,7 @@ describe('blackboard: Holt byte compatibility', () => {
     await sub.subscribe('holt:test:workflow_events', 'holt:test:agent:coder:events');
     const cid = randomUUID();
     await bb.setBid(cid, 'coder', 'exclusive');
-    await bb.publishGrant('coder', cid, 'exclusive');
+    await publishGrant(bb, 'coder', cid, 'exclusive');
     await waitFor(() => msgs.length >= 2, 'both messages');
     expect(await bb.getBids(cid)).toEqual({ coder: 'exclusive' });
     expect(msgs.map(([c, m]) => [c, JSON.parse(m)])).toEqual([
@@ -279,7 +280,7 @@ describe('blackboard: orchestrator support', () => {
     const read = (await bb.getClaim(c.id))!;
     expect(read.claim.expected_bidders).toEqual(['a', 'b']);
     expect(read.claim.created_at_ms).toBe(7);
-    await bb.updateClaim({ ...read.claim, dormant_reason: 'no_bids_in_any_phase' }, read.rev);
+    await updateClaim(bb, { ...read.claim, dormant_reason: 'no_bids_in_any_phase' }, read.rev);
     const after = (await bb.getClaim(c.id))!;
     expect(after.claim.dormant_reason).toBe('no_bids_in_any_phase');
     expect(await bb.claimRevs([c.id, randomUUID()])).toEqual([after.rev, null]);
@@ -312,7 +313,7 @@ describe('blackboard: orchestrator support', () => {
     expect(heard.sort()).toEqual(['a', 'c']);
     await sub.close();
     // Snapshots in one call match one at a time.
-    const one = await bb.claimSnapshot(a.id, { bids: true, target: true });
+    const one = await claimSnapshot(bb, a.id, { bids: true, target: true });
     const many = await bb.claimSnapshots([
       { id: randomUUID(), bids: true, target: true },
       { id: a.id, bids: true, target: true },
@@ -341,7 +342,7 @@ describe('blackboard: orchestrator support', () => {
     ]);
     expect(writes[0]).toBeInstanceOf(Error);
     expect(writes[1]).toBe(3);
-    await expect(bb.updateClaim({ ...bad, status: 'complete' }, 1)).rejects.toThrow(/WRONGTYPE/);
+    await expect(updateClaim(bb, { ...bad, status: 'complete' }, 1)).rejects.toThrow(/WRONGTYPE/);
   });
 
   it('an update given the claim it replaces writes only the changed fields and reads back whole', async () => {
@@ -357,7 +358,7 @@ describe('blackboard: orchestrator support', () => {
     };
     const seen: Monitored[] = [];
     const monitor = await monitorCommands(bb.redis, seen);
-    const rev = await bb.updateClaim(next, 1, [], c);
+    const rev = await updateClaim(bb, next, 1, [], c);
     expect(rev).toBe(2);
     const hset = await waitFor(
       () => seen.map((m) => m.args).find((a) => a[0]?.toLowerCase() === 'hset' && a[1] === bb.k.claim(c.id)),
@@ -384,14 +385,14 @@ describe('blackboard: orchestrator support', () => {
     const c = newClaim(goal().id);
     await bb.createClaim(c);
     expect(await bb.activeClaimIds()).toContain(c.id);
-    const r1 = (await bb.updateClaim({ ...c, dormant_reason: 'no_bids_in_any_phase' }, 1)) as number;
+    const r1 = (await updateClaim(bb, { ...c, dormant_reason: 'no_bids_in_any_phase' }, 1)) as number;
     expect(await bb.activeClaimIds()).not.toContain(c.id);
     expect(await bb.dormantClaimIds()).toContain(c.id);
-    const r2 = (await bb.updateClaim({ ...c }, r1)) as number; // not dormant any more: active again
+    const r2 = (await updateClaim(bb, { ...c }, r1)) as number; // not dormant any more: active again
     expect(await bb.activeClaimIds()).toContain(c.id);
     expect(await bb.dormantClaimIds()).not.toContain(c.id);
-    await bb.updateClaim({ ...c, dormant_reason: 'x' }, r2);
-    await bb.updateClaim({ ...c, dormant_reason: 'x', status: 'terminated' }, r2 + 1);
+    await updateClaim(bb, { ...c, dormant_reason: 'x' }, r2);
+    await updateClaim(bb, { ...c, dormant_reason: 'x', status: 'terminated' }, r2 + 1);
     expect(await bb.activeClaimIds()).not.toContain(c.id);
     expect(await bb.dormantClaimIds()).not.toContain(c.id);
     // Created dormant (a copy, say): straight into the dormant set.

@@ -57,7 +57,7 @@ export type NewArtefact = Omit<Artefact, 'created_at_ms'> & { created_at_ms?: nu
 
 const FINAL = new Set(['complete', 'terminated']);
 
-/** What one orchestrator step reads (see `claimSnapshot`). */
+/** What one orchestrator step reads (see `claimSnapshots`). */
 export interface ClaimSnapshot {
   vc: VersionedClaim;
   /** The raw bids hash, when asked for (else empty). */
@@ -83,7 +83,7 @@ export interface ClaimUpdate {
   previous?: Claim | undefined;
 }
 
-/** What a step asks of claimSnapshot(s). */
+/** What a step asks of claimSnapshots. */
 export interface SnapshotRequest {
   id: string;
   bids: boolean;
@@ -409,10 +409,6 @@ export class Blackboard {
     return { claimId: claimId || null, created: created === 1, sourceClaims: owners, sourceReads };
   }
 
-  async claimIdForArtefact(artefactId: string): Promise<string | null> {
-    return this.redis.get(this.k.claimByArtefact(artefactId));
-  }
-
   async getClaim(id: string): Promise<VersionedClaim | null> {
     const h = await this.redis.hgetall(this.k.claim(id));
     if (!Object.keys(h).length) return null;
@@ -420,23 +416,12 @@ export class Blackboard {
   }
 
   /**
-   * A claim with what a step decides on, in one round trip (one Lua read): its bids and target when
-   * asked for, and the target's children. Null when the claim does not exist. `known` is the claim as
-   * the caller last read or wrote it: while the claim is still at that rev it is not sent again (every
-   * write goes through the compare-and-set on rev, so the same rev means the same claim).
-   */
-  async claimSnapshot(
-    id: string,
-    want: { bids: boolean; target: boolean; known?: VersionedClaim | undefined },
-  ): Promise<ClaimSnapshot | null> {
-    const [r] = await this.claimSnapshots([{ id, ...want }]);
-    if (r instanceof Error) throw r;
-    return r ?? null;
-  }
-
-  /**
-   * Several claims' snapshots in one script call (see claimSnapshot). A claim that cannot be read
-   * (malformed, a key of the wrong type) gets an Error in its place; the others are unaffected.
+   * Claims with what a step decides on, in one round trip (one Lua read): each one's bids and target
+   * when asked for, and the target's children; null for a claim that does not exist. `known` is the
+   * claim as the caller last read or wrote it: while the claim is still at that rev it is not sent
+   * again (every write goes through the compare-and-set on rev, so the same rev means the same claim).
+   * A claim that cannot be read (malformed, a key of the wrong type) gets an Error in its place; the
+   * others are unaffected.
    */
   async claimSnapshots(reqs: SnapshotRequest[]): Promise<(ClaimSnapshot | null | Error)[]> {
     const keys: string[] = [];
@@ -481,24 +466,10 @@ export class Blackboard {
   }
 
   /**
-   * Compare-and-set: writes `claim` only if it is still at `rev`, then publishes `announce` in the same
-   * script (only when the write happened). Given `previous` (the claim at `rev`), only the fields that
-   * changed are written. Returns the new rev, or null on conflict.
-   */
-  async updateClaim(
-    claim: Claim,
-    rev: number,
-    announce: Publication[] = [],
-    previous?: Claim,
-  ): Promise<number | null> {
-    const [r] = await this.updateClaims([{ claim, rev, announce, previous }]);
-    if (r instanceof Error) throw r;
-    return r ?? null;
-  }
-
-  /**
-   * Several compare-and-sets in one script call, each applied or refused on its own (see
-   * updateClaim); a claim whose update failed gets an Error in its place.
+   * Compare-and-sets in one script call, each applied or refused on its own: a claim is written only
+   * if it is still at `rev`, then its `announce` messages are published in the same script (only when
+   * the write happened). Given `previous` (the claim at `rev`), only the fields that changed are
+   * written. Each gets its new rev, null on conflict, or an Error when its update failed.
    */
   async updateClaims(reqs: ClaimUpdate[]): Promise<(number | null | Error)[]> {
     const keys: string[] = [];
@@ -628,10 +599,6 @@ export class Blackboard {
 
   async publish(p: Publication): Promise<void> {
     await this.redis.publish(p.channel, p.message);
-  }
-
-  async publishGrant(role: string, claimId: string, claimType: ClaimType): Promise<void> {
-    await this.publish(this.grantPublication(role, claimId, claimType));
   }
 
   async publishWorkflowEvent(ev: WorkflowEvent): Promise<void> {

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from './client.ts';
 import { deleteWorkflow, pruneBlackboard, readWorkflow, workflowVerdict } from './retention.ts';
+import { claimIdForArtefact, updateClaim } from './testkit.ts';
 import type { Artefact, Claim, StructuralType } from './types.ts';
 
 const DAY = 86_400_000;
@@ -49,9 +50,9 @@ async function put(bb: Blackboard, a: Artefact, end: 'complete' | 'dormant' | 'o
   await bb.artefactArrived(a, c);
   const vc = await bb.getClaim(c.id);
   if (!vc) throw new Error('claim not written');
-  if (end === 'complete') await bb.updateClaim({ ...vc.claim, status: 'complete' }, vc.rev);
+  if (end === 'complete') await updateClaim(bb, { ...vc.claim, status: 'complete' }, vc.rev);
   if (end === 'dormant')
-    await bb.updateClaim({ ...vc.claim, dormant_reason: 'no_bids_in_any_phase' }, vc.rev);
+    await updateClaim(bb, { ...vc.claim, dormant_reason: 'no_bids_in_any_phase' }, vc.rev);
   return c;
 }
 
@@ -74,7 +75,7 @@ describe('blackboard retention (real Redis)', () => {
     try {
       const before = await keysOf(bb);
       const [g] = await finishedWorkflow(bb, OLD);
-      const claim = await bb.claimIdForArtefact(g!.id);
+      const claim = await claimIdForArtefact(bb, g!.id);
       await bb.setBid(claim!, 'coder', 'claim');
       const r = await pruneBlackboard(bb, { olderThanMs: 7 * DAY, now: NOW });
       expect(r).toMatchObject({ workflows: 1, artefacts: 3, claims: 2 });
@@ -104,9 +105,9 @@ describe('blackboard retention (real Redis)', () => {
       expect(await bb.artefactsExist(gone.map((a) => a.id))).toEqual([false, false, false]);
       expect(await bb.artefactsExist([open.id, old!.id, late.id])).toEqual([true, true, true]);
       // Once the open claim finishes, the next pass takes it.
-      const cid = await bb.claimIdForArtefact(open.id);
+      const cid = await claimIdForArtefact(bb, open.id);
       const vc = await bb.getClaim(cid!);
-      await bb.updateClaim({ ...vc!.claim, status: 'terminated' }, vc!.rev);
+      await updateClaim(bb, { ...vc!.claim, status: 'terminated' }, vc!.rev);
       expect((await pruneBlackboard(bb, { olderThanMs: 7 * DAY, now: NOW })).workflows).toBe(1);
       expect(await bb.artefactsExist([open.id])).toEqual([false]);
     } finally {
@@ -151,7 +152,7 @@ describe('blackboard retention (real Redis)', () => {
       const lost = claimFor(artefact([], OLD));
       await bb.createClaim(lost);
       const vc = await bb.getClaim(lost.id);
-      await bb.updateClaim({ ...vc!.claim, status: 'terminated' }, vc!.rev);
+      await updateClaim(bb, { ...vc!.claim, status: 'terminated' }, vc!.rev);
       const live = claimFor(artefact([], OLD));
       await bb.createClaim(live); // active: the orchestrator still works on it (data loss, R4)
       await bb.redis.zadd(bb.k.claimIndex, OLD, lost.id, OLD, live.id);

@@ -196,7 +196,6 @@ export type WorkflowEvent = z.infer<typeof WorkflowEvent>;
 /** One entry of the quarantine hash (the `quarantined` event's data, and when). */
 export const Quarantined = QuarantineData.extend({ at_ms: z.number().int() });
 export type Quarantined = z.infer<typeof Quarantined>;
-export type WorkflowEventName = WorkflowEvent['event'];
 
 /** How the orchestrator reaches an agent (runtime data, written by `holt up` or the operator). */
 export const AgentRegistration = z.object({

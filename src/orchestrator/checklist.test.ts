@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { claimIdForArtefact } from '../blackboard/testkit.ts';
 import { type AgentRegistration, type Artefact, WorkflowEvent } from '../blackboard/types.ts';
 import type { Orchestrator } from './orchestrator.ts';
 import {
@@ -76,7 +77,7 @@ describe('Holt checklist', () => {
     const g = newGoal();
     await a.bb.createArtefact(g);
     await waitClaim(a.bb, (await claimFor(a.bb, g.id)).id, (c) => c.status === 'complete', 'complete in a');
-    expect(await b.bb.claimIdForArtefact(g.id)).toBeNull();
+    expect(await claimIdForArtefact(b.bb, g.id)).toBeNull();
     expect(await b.bb.listClaimIds()).toEqual([]);
     expect(b.rec.messages).toEqual([]);
     expect(b.agents.Coder?.grants).toEqual([]);
@@ -142,7 +143,7 @@ describe('Holt checklist', () => {
     const marker = newGoal();
     await bb.createArtefact(marker);
     await claimFor(bb, marker.id);
-    for (const a of made.slice(3)) expect(await bb.claimIdForArtefact(a.id)).toBeNull();
+    for (const a of made.slice(3)) expect(await claimIdForArtefact(bb, a.id)).toBeNull();
     expect(await bb.listClaimIds()).toHaveLength(4);
   });
 
@@ -156,7 +157,7 @@ describe('Holt checklist', () => {
     const marker = newGoal();
     await bb.createArtefact(marker);
     await claimFor(bb, marker.id);
-    expect(await bb.claimIdForArtefact(g.id)).toBe(first.id);
+    expect(await claimIdForArtefact(bb, g.id)).toBe(first.id);
     expect(await bb.listClaimIds()).toHaveLength(2);
   });
 
@@ -317,7 +318,7 @@ describe('Holt checklist', () => {
     const terminated = (await bb.getClaim(draftClaimId))?.claim;
     const received = terminated?.phase_state?.received ?? {};
     const rejecting = [received.R1, received.R3].sort();
-    const fbId = await bb.claimIdForArtefact(draftId);
+    const fbId = await claimIdForArtefact(bb, draftId);
     const fb = (await bb.getClaim(fbId as string))?.claim;
     expect(fb?.status === 'pending_assignment' || fb?.status === 'complete').toBe(true);
     expect(fb?.granted_exclusive_agent).toBe('Writer');

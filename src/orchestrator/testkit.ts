@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
+import { claimIdForArtefact } from '../blackboard/testkit.ts';
 import {
   type AgentRegistration,
   type Artefact,
@@ -250,7 +251,7 @@ export async function register(bb: Blackboard, roles: (string | AgentRegistratio
 
 /** The claim made for an artefact, once it exists. */
 export async function claimFor(bb: Blackboard, artefactId: string): Promise<Claim> {
-  const id = await waitFor(() => bb.claimIdForArtefact(artefactId), `a claim for ${artefactId}`);
+  const id = await waitFor(() => claimIdForArtefact(bb, artefactId), `a claim for ${artefactId}`);
   const vc = await bb.getClaim(id);
   if (!vc) throw new Error(`claim ${id} vanished`);
   return vc.claim;

@@ -6,6 +6,7 @@ import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { claimToHash, claimToJson } from '../blackboard/codec.ts';
 import { outputId } from '../blackboard/grants.ts';
+import { publishGrant, updateClaim } from '../blackboard/testkit.ts';
 import type { Claim } from '../blackboard/types.ts';
 import { createLogger, silentLogger } from '../common/logger.ts';
 import { Pup } from './pup.ts';
@@ -53,8 +54,8 @@ async function grant(bb: Blackboard, c: Claim, over: Partial<Claim>, announce: b
   const vc = await bb.getClaim(c.id);
   if (!vc) throw new Error('no claim');
   const updated = { ...vc.claim, ...over };
-  expect(await bb.updateClaim(updated, vc.rev)).not.toBeNull();
-  if (announce) await bb.publishGrant('coder', c.id, 'exclusive');
+  expect(await updateClaim(bb, updated, vc.rev)).not.toBeNull();
+  if (announce) await publishGrant(bb, 'coder', c.id, 'exclusive');
   return updated;
 }
 
@@ -420,7 +421,7 @@ describe('after a run ends in error the pup backs off', () => {
       status: 'pending_exclusive',
       granted_exclusive_agent: 'coder',
     });
-    await bb.publishGrant('coder', c.id, 'exclusive');
+    await publishGrant(bb, 'coder', c.id, 'exclusive');
     const events = (t: string) => lines.filter((l) => l.event_type === t);
     await waitFor(async () => events('execution_backoff').length >= 3, 'three pauses');
     const pauses = events('execution_backoff').slice(0, 3);

@@ -9,6 +9,7 @@ import { type AgentStatus as LlmAgentStatus, writeAgentStatus } from '../../blac
 import { Blackboard } from '../../blackboard/client.ts';
 import { outputId } from '../../blackboard/grants.ts';
 import { NO_PRUNE, writeRetentionReport } from '../../blackboard/retention-report.ts';
+import { updateClaim } from '../../blackboard/testkit.ts';
 import type { Claim, ClaimType } from '../../blackboard/types.ts';
 import { freePort } from '../../local/ports.ts';
 import { publishLoad } from '../../orchestrator/load.ts';
@@ -196,7 +197,7 @@ describe('Agent status from the Holt Redis (real API server + real Redis)', () =
     // The orchestrator completes the third (removed from the active set).
     const vc = await bb.getClaim(third.c.id);
     if (!vc) throw new Error('claim missing');
-    await bb.updateClaim({ ...vc.claim, status: 'complete' }, vc.rev);
+    await updateClaim(bb, { ...vc.claim, status: 'complete' }, vc.rev);
     await published();
     await inFlightIs(0);
   });

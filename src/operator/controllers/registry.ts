@@ -5,7 +5,6 @@ import type { Logger } from '../../common/logger.ts';
 import { canonical } from '../runtime/apply.ts';
 import type { Cache } from '../runtime/cache.ts';
 import { endpointKey, endpointOf, type StoreEndpoint } from '../runtime/endpoint.ts';
-import type { KubeObject } from '../runtime/kube.ts';
 import type { AgentImages } from './agentimages.ts';
 import { holtOf, keyOf, parseAgent } from './resources.ts';
 
@@ -138,9 +137,3 @@ export class RegistrySync {
     this.#written.delete(keyOf(holt.namespace, holt.name));
   }
 }
-
-/** Whether an Agent or a deletion of one changes what a Holt's registry should hold. */
-export const agentHolt = (a: KubeObject): HoltRef | undefined => {
-  const h = holtOf(a);
-  return h ? { namespace: a.metadata.namespace ?? 'default', name: h } : undefined;
-};

@@ -1,0 +1,46 @@
+import type { Blackboard, ClaimSnapshot, Publication, SnapshotRequest } from './client.ts';
+import type { Claim, ClaimType } from './types.ts';
+
+/**
+ * One-item forms of the blackboard's batch calls, and reads only tests make (not part of the build).
+ * Tests use them to play the orchestrator's part by hand.
+ */
+
+/** The claim made for an artefact (Holt's `claim_by_artefact` index), or null. */
+export function claimIdForArtefact(bb: Blackboard, artefactId: string): Promise<string | null> {
+  return bb.redis.get(bb.k.claimByArtefact(artefactId));
+}
+
+/** One claim's compare-and-set (see `Blackboard.updateClaims`): its new rev, or null on conflict. */
+export async function updateClaim(
+  bb: Blackboard,
+  claim: Claim,
+  rev: number,
+  announce: Publication[] = [],
+  previous?: Claim,
+): Promise<number | null> {
+  const [r] = await bb.updateClaims([{ claim, rev, announce, previous }]);
+  if (r instanceof Error) throw r;
+  return r ?? null;
+}
+
+/** One claim's step read (see `Blackboard.claimSnapshots`). */
+export async function claimSnapshot(
+  bb: Blackboard,
+  id: string,
+  want: Omit<SnapshotRequest, 'id'>,
+): Promise<ClaimSnapshot | null> {
+  const [r] = await bb.claimSnapshots([{ id, ...want }]);
+  if (r instanceof Error) throw r;
+  return r ?? null;
+}
+
+/** A grant announcement on the role's channel, as the orchestrator sends it. */
+export function publishGrant(
+  bb: Blackboard,
+  role: string,
+  claimId: string,
+  claimType: ClaimType,
+): Promise<void> {
+  return bb.publish(bb.grantPublication(role, claimId, claimType));
+}
