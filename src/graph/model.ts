@@ -1,5 +1,5 @@
+import { isApproval } from '../blackboard/review.ts';
 import type { Artefact, Claim, StructuralType } from '../blackboard/types.ts';
-import { isApproval } from '../orchestrator/review.ts';
 
 /** One artefact as drawn: what it is, who made it, and where the work on it stands. */
 export interface GraphNode {

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { Phase } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
+import { withTimeout } from '../common/timeout.ts';
 import { actorIdOf, stepIdOf, turnIdOf } from './ids.ts';
 import { afterFailure, type RetryPolicy } from './policy.ts';
 import {
@@ -32,8 +33,6 @@ FROM i WHERE h.instance = i.instance AND h.actor_id = i.actor_id AND h.active_tu
 /** How long the blackboard write of a completion may take while the row is locked (default). */
 export const PUBLISH_TIMEOUT_MS = 15_000;
 
-export class PublishTimeout extends Error {}
-
 /**
  * For a transaction that holds row locks across a blackboard write: its statements wait at most 5 s
  * for a lock and run at most 10 s, and the server ends the session should it sit idle in the
@@ -44,14 +43,6 @@ export async function boundLocks(c: pg.PoolClient, publishTimeoutMs: number): Pr
     `SET LOCAL lock_timeout = '5s'; SET LOCAL statement_timeout = '10s';
      SET LOCAL idle_in_transaction_session_timeout = '${Math.max(1, Math.round(publishTimeoutMs + 5_000))}'`,
   );
-}
-
-export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new PublishTimeout(`${what} timed out after ${ms} ms`)), ms);
-  });
-  return Promise.race([p, t]).finally(() => clearTimeout(timer));
 }
 
 // Claim: due rows of our targets, skipping rows others hold. Only the row is written: the fencing token

@@ -1,10 +1,11 @@
 import type pg from 'pg';
 import { z } from 'zod';
 import type { ClaimType } from '../blackboard/types.ts';
+import { withTimeout } from '../common/timeout.ts';
 import { actorIdOf, turnIdOf } from '../inbox/ids.ts';
 import type { Fence, StepInput } from '../inbox/schema.ts';
 import { ms, tx } from '../inbox/sql.ts';
-import { boundLocks, InboxStore, PUBLISH_TIMEOUT_MS, withTimeout } from '../inbox/store.ts';
+import { boundLocks, InboxStore, PUBLISH_TIMEOUT_MS } from '../inbox/store.ts';
 import type { BudgetVerdict, Ledger } from './budget.ts';
 import type { Usage } from './model.ts';
 

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { isApproval } from '../blackboard/review.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { decide, pendingGrants, type Snapshot } from './decide.ts';
 import { grantees, nextPhase, sanitiseBid } from './phases.ts';
-import { isApproval } from './review.ts';
 
 const art = (over: Partial<Artefact> = {}): Artefact => {
   const id = randomUUID();

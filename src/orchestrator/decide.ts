@@ -1,4 +1,5 @@
 import type { NewArtefact } from '../blackboard/client.ts';
+import { feedbackExcerpt, isApproval } from '../blackboard/review.ts';
 import type {
   Artefact,
   BidType,
@@ -11,7 +12,6 @@ import type {
 } from '../blackboard/types.ts';
 import { derivedId } from './ids.ts';
 import { CLAIM_TYPE, grantees, nextPhase, sanitiseBid, sortRoles } from './phases.ts';
-import { feedbackExcerpt, isApproval } from './review.ts';
 
 /**
  * The claim engine's decisions, as one pure function: given a read-only snapshot of a claim and what

@@ -1,6 +1,6 @@
 import type { Blackboard } from '../../blackboard/client.ts';
+import { feedbackExcerpt, isApproval } from '../../blackboard/review.ts';
 import type { Artefact, Claim, WorkflowEvent } from '../../blackboard/types.ts';
-import { feedbackExcerpt, isApproval } from '../../orchestrator/review.ts';
 import type { WatchItem } from '../format.ts';
 
 /** A feedback (rework) claim: assigned straight to the producer with the reviews as context, never bid on. */

@@ -1,5 +1,5 @@
 import { workerTargetOf } from '../../api/agent.ts';
-import { withTimeout } from '../../inbox/store.ts';
+import { withTimeout } from '../../common/timeout.ts';
 import { FIELD_MANAGER } from '../runtime/apply.ts';
 import { isConflict, isNotFound, type KubeObject } from '../runtime/kube.ts';
 import type { ReconcileResult } from '../runtime/queue.ts';

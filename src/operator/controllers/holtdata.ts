@@ -1,5 +1,5 @@
 import type { HoltStatus } from '../../api/status.ts';
-import { withTimeout } from '../../inbox/store.ts';
+import { withTimeout } from '../../common/timeout.ts';
 import { nowIso } from '../runtime/status.ts';
 import type { HoltData } from './agentruntime.ts';
 import type { ControllerContext } from './context.ts';

@@ -1,0 +1,153 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * Which folder of src/ may import which. Lower layers never import higher ones, so the runtime is layered
+ * one way: protocol rules (blackboard) below everything, the pup core below its executors (llm), and the
+ * composition roots (agent, cli) on top. A new folder must be placed here before it builds.
+ */
+const MAY_IMPORT: Record<string, string[]> = {
+  common: [],
+  access: ['common'],
+  blackboard: ['common'],
+  api: ['blackboard', 'common'],
+  bus: ['api', 'common'],
+  inbox: ['access', 'api', 'blackboard', 'bus', 'common'],
+  orchestrator: ['blackboard', 'bus', 'common', 'inbox'],
+  pup: ['blackboard', 'bus', 'common', 'inbox'],
+  llm: ['api', 'blackboard', 'bus', 'common', 'inbox', 'pup'],
+  agent: ['common', 'llm', 'pup'],
+  graph: ['blackboard'],
+  local: ['access', 'api', 'blackboard', 'common', 'inbox'],
+  operator: ['access', 'api', 'blackboard', 'bus', 'common', 'inbox'],
+  cli: ['agent', 'api', 'blackboard', 'common', 'graph', 'inbox', 'local', 'operator', 'orchestrator', 'pup'],
+};
+
+const ROOT = resolve(import.meta.dirname, '..');
+const SRC = join(ROOT, 'src');
+
+/** Test code (tests, test kits, fixtures) may reach anything; the rules are for what ships. */
+const isTestCode = (file: string) =>
+  /\.test\.ts$|(^|\/)testkit\.ts$|\.testkit\.ts$/.test(file) || file.split('/').includes('fixtures');
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) return sourceFiles(p);
+    return p.endsWith('.ts') ? [p] : [];
+  });
+}
+
+interface Edge {
+  from: string;
+  line: number;
+  to: string;
+}
+
+/**
+ * The code of a file with its comments blanked (strings and template literals kept, newlines kept so
+ * line numbers hold): a comment that mentions an import is not one.
+ */
+function withoutComments(text: string): string {
+  let out = '';
+  let quote: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i] as string;
+    if (quote) {
+      out += c;
+      if (c === '\\') out += text[++i] ?? '';
+      else if (c === quote) quote = null;
+    } else if (c === '/' && text[i + 1] === '/') {
+      while (i < text.length && text[i] !== '\n') i++;
+      out += '\n';
+    } else if (c === '/' && text[i + 1] === '*') {
+      const end = text.indexOf('*/', i + 2);
+      const stop = end < 0 ? text.length : end + 2;
+      out += text.slice(i, stop).replace(/[^\n]/g, ' ');
+      i = stop - 1;
+    } else {
+      if (c === "'" || c === '"' || c === '`') quote = c;
+      out += c;
+    }
+  }
+  return out;
+}
+
+/**
+ * Every relative import of a file, resolved to a path under ROOT: `import … from`, `export … from`,
+ * `import type`, side-effect imports and dynamic `import()`. (TypeScript 7 has no JavaScript API to
+ * ask, and the sources are formatted by Biome, so statements have one shape.)
+ */
+function importsOf(file: string): Edge[] {
+  const code = withoutComments(readFileSync(file, 'utf8'));
+  const found: Edge[] = [];
+  const patterns = [
+    /(?:^|[;\n])\s*(?:import|export)\b[^;'"`]*?\bfrom\s*'([^']+)'/g,
+    /(?:^|[;\n])\s*import\s*'([^']+)'/g,
+    /\bimport\(\s*'([^']+)'\s*\)/g,
+  ];
+  for (const re of patterns) {
+    for (const m of code.matchAll(re)) {
+      const spec = m[1] as string;
+      if (!spec.startsWith('.')) continue;
+      found.push({
+        from: relative(ROOT, file),
+        line: code.slice(0, (m.index ?? 0) + m[0].indexOf(spec)).split('\n').length,
+        to: relative(ROOT, resolve(dirname(file), spec)),
+      });
+    }
+  }
+  return found;
+}
+
+const folderOf = (path: string) => path.split('/')[1] as string;
+
+const shipped = sourceFiles(SRC)
+  .map((f) => relative(ROOT, f))
+  .filter((f) => !isTestCode(f));
+const edges = shipped.flatMap((f) => importsOf(join(ROOT, f)));
+
+describe('architecture: which folder may import which', () => {
+  it('places every folder of src/ in the layering', () => {
+    const folders = readdirSync(SRC).filter((n) => statSync(join(SRC, n)).isDirectory());
+    expect(folders.filter((f) => !(f in MAY_IMPORT))).toEqual([]);
+    expect(Object.keys(MAY_IMPORT).filter((f) => !folders.includes(f))).toEqual([]);
+  });
+
+  it('has no import across folders that the layering does not allow', () => {
+    const bad = edges
+      .filter((e) => e.to.startsWith('src/'))
+      .filter((e) => folderOf(e.from) !== folderOf(e.to))
+      .filter((e) => !MAY_IMPORT[folderOf(e.from)]?.includes(folderOf(e.to)))
+      .map((e) => `${e.from}:${e.line} imports ${e.to}`);
+    expect(bad).toEqual([]);
+  });
+
+  it('ships no import of test code or of anything outside src/', () => {
+    const bad = edges
+      .filter((e) => !e.to.startsWith('src/') || isTestCode(e.to))
+      .map((e) => `${e.from}:${e.line} imports ${e.to}`);
+    expect(bad).toEqual([]);
+  });
+
+  it('allows no cycle between folders', () => {
+    // Depth-first over the allowed graph: a folder met again on the current path closes a cycle.
+    const cycles: string[] = [];
+    const visit = (f: string, path: string[]) => {
+      if (path.includes(f)) {
+        cycles.push([...path.slice(path.indexOf(f)), f].join(' → '));
+        return;
+      }
+      for (const g of MAY_IMPORT[f] ?? []) visit(g, [...path, f]);
+    };
+    for (const f of Object.keys(MAY_IMPORT)) visit(f, []);
+    expect(cycles).toEqual([]);
+  });
+
+  it('reads the imports it judges (a sanity check on the parser)', () => {
+    const fromAgent = edges.filter((e) => e.from === 'src/agent/pup.ts').map((e) => e.to);
+    expect(fromAgent).toContain('src/llm/runtime.ts'); // the dynamic import
+    expect(fromAgent).toContain('src/pup/pup.ts');
+  });
+});
