@@ -1,14 +1,14 @@
 import type { Logger } from '../../common/logger.ts';
 import type { BacklogReader, ClaimSource } from '../autoscale/backlog.ts';
+import { applyIfChanged } from '../runtime/apply.ts';
+import type { Cache } from '../runtime/cache.ts';
+import type { EventRecorder } from '../runtime/events.ts';
 import {
-  applyIfChanged,
   replaceReason,
   type StorageChange,
   storageChange,
   withClaimTemplatesOf,
-} from '../runtime/apply.ts';
-import type { Cache } from '../runtime/cache.ts';
-import type { EventRecorder } from '../runtime/events.ts';
+} from '../runtime/immutable.ts';
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { type Condition, condition, setConditions, writeStatus } from '../runtime/status.ts';
 import type { NetworkSettings } from '../specs/networkpolicy.ts';

@@ -1,6 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { KubeClient, KubeObject } from './kube.ts';
 
+/**
+ * cert-manager's pattern: server-side apply of the whole desired object under one field manager, sent
+ * only when the live object differs from it (a hash annotation plus a subset check), so steady state
+ * sends nothing. Objects whose fields Kubernetes will not change in place: immutable.ts.
+ */
+
 export const FIELD_MANAGER = 'holt-operator';
 /** Hash of the last applied desired object: a field we stopped sending changes it, so SSA prunes it. */
 export const APPLIED_HASH = 'holt.io/applied-hash';
@@ -83,124 +89,6 @@ function stripMeta(o: KubeObject): Record<string, unknown> {
       ownerReferences: metadata.ownerReferences,
     },
   };
-}
-
-const selectorOf = (o: KubeObject) => (o.spec as { selector?: unknown } | undefined)?.selector;
-const controllerOf = (o: KubeObject) => o.metadata.ownerReferences?.find((r) => r.controller)?.uid;
-const showSelector = (sel: unknown) =>
-  Object.entries((sel as { matchLabels?: Record<string, string> } | undefined)?.matchLabels ?? {})
-    .map(([k, v]) => `${k}=${v}`)
-    .sort()
-    .join(',');
-
-/**
- * Why `live` must be deleted and re-created instead of applied (undefined: apply as usual). A
- * Deployment's spec.selector is immutable, so applying a changed one fails with 422 forever.
- * Only Deployments are replaced (a StatefulSet's PVCs, retention whenDeleted: Delete, would go with
- * it), and only one with the desired object's controller owner (never someone else's object).
- */
-export function replaceReason(desired: KubeObject, live: KubeObject | undefined): string | undefined {
-  if (!live || desired.kind !== 'Deployment' || live.kind !== desired.kind) return undefined;
-  if (!controllerOf(desired) || controllerOf(live) !== controllerOf(desired)) return undefined;
-  const want = selectorOf(desired);
-  const have = selectorOf(live);
-  if (want === undefined || (isSubset(want, have) && isSubset(have, want))) return undefined;
-  return `spec.selector changed (${showSelector(have)} → ${showSelector(want)})`;
-}
-
-type ClaimTemplate = {
-  metadata?: { name?: string };
-  spec?: { storageClassName?: string; resources?: { requests?: { storage?: string } }; [k: string]: unknown };
-};
-const claimTemplates = (o: KubeObject) =>
-  (o.spec as { volumeClaimTemplates?: ClaimTemplate[] } | undefined)?.volumeClaimTemplates ?? [];
-
-const DECIMAL: Record<string, number> = { '': 0, m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
-const BINARY: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
-
-/**
- * A Kubernetes quantity (1Gi, 500M, 1.5e9, 751619276800m) as an exact fraction: the API server
- * stores quantities in canonical form (0.7Gi comes back as 751619276800m), which floating point
- * would compare wrongly. Throws on anything that is not a quantity.
- */
-export function quantityValue(q: string): { num: bigint; den: bigint } {
-  const m = /^([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[mkMGTPE]))?$/.exec(q.trim());
-  if (!m || (!m[2] && !m[3])) throw new Error(`not a quantity: ${JSON.stringify(q)}`);
-  const frac = m[3] ?? '';
-  let num = BigInt(`${m[2] || '0'}${frac}`) * (m[1] === '-' ? -1n : 1n);
-  let den = 10n ** BigInt(frac.length);
-  const exp = m[4] !== undefined ? Number(m[4]) : (DECIMAL[m[5] ?? ''] ?? 0);
-  if (exp >= 0) num *= 10n ** BigInt(exp);
-  else den *= 10n ** BigInt(-exp);
-  num *= 2n ** BigInt(BINARY[m[5] ?? ''] ?? 0);
-  return { num, den };
-}
-
-/** -1, 0 or 1 as quantity `a` is below, equal to or above `b` (throws on a malformed quantity). */
-function compareQuantity(a: string, b: string): number {
-  const x = quantityValue(a);
-  const y = quantityValue(b);
-  const l = x.num * y.den;
-  const r = y.num * x.den;
-  return l < r ? -1 : l > r ? 1 : 0;
-}
-
-/** The PVC size changes a StatefulSet's claim templates ask for, or why they cannot be made. */
-export type StorageChange = { grow: { template: string; from: string; to: string }[] } | { refused: string };
-
-/**
- * How the storage of one of our StatefulSets changed (undefined: it did not). Claim templates are
- * immutable, so applying a new size fails with 422 forever. A bigger size is carried out by resizing
- * the PVCs and re-creating the StatefulSet around its running pods; a smaller one or another storage
- * class cannot be (a PVC never shrinks, and moving data is not the operator's to do).
- */
-export function storageChange(desired: KubeObject, live: KubeObject | undefined): StorageChange | undefined {
-  if (!live || desired.kind !== 'StatefulSet' || live.kind !== desired.kind) return undefined;
-  if (!controllerOf(desired) || controllerOf(live) !== controllerOf(desired)) return undefined;
-  const have = new Map(claimTemplates(live).map((t) => [t.metadata?.name ?? '', t]));
-  const grow: { template: string; from: string; to: string }[] = [];
-  for (const t of claimTemplates(desired)) {
-    const name = t.metadata?.name ?? '';
-    const old = have.get(name);
-    if (!old) continue;
-    const [oldClass, newClass] = [old.spec?.storageClassName ?? '', t.spec?.storageClassName ?? ''];
-    if (oldClass !== newClass)
-      return {
-        refused: `volume ${name}: storageClassName cannot change (${oldClass || 'default'} → ${newClass || 'default'})`,
-      };
-    const from = old.spec?.resources?.requests?.storage;
-    const to = t.spec?.resources?.requests?.storage;
-    if (!from || !to || from === to) continue;
-    let cmp: number;
-    try {
-      cmp = compareQuantity(to, from);
-    } catch {
-      return { refused: `volume ${name}: storage ${JSON.stringify(to)} is not a quantity (such as 1Gi)` };
-    }
-    if (cmp < 0)
-      return { refused: `volume ${name}: storage cannot shrink (${from} → ${to}); PVCs only grow` };
-    if (cmp > 0) grow.push({ template: name, from, to });
-  }
-  return grow.length ? { grow } : undefined;
-}
-
-/** `desired` with each claim template's size and class as `live` has them (they cannot change). */
-export function withClaimTemplatesOf(desired: KubeObject, live: KubeObject): KubeObject {
-  const have = new Map(claimTemplates(live).map((t) => [t.metadata?.name, t.spec ?? {}]));
-  const volumeClaimTemplates = claimTemplates(desired).map((t) => {
-    const old = have.get(t.metadata?.name);
-    if (!old) return t;
-    const { storageClassName: _, ...spec } = t.spec ?? {};
-    return {
-      ...t,
-      spec: {
-        ...spec,
-        ...(old.storageClassName !== undefined ? { storageClassName: old.storageClassName } : {}),
-        resources: old.resources,
-      },
-    };
-  });
-  return { ...desired, spec: { ...(desired.spec as object), volumeClaimTemplates } };
 }
 
 /**

@@ -4,8 +4,9 @@ import { parseAgent } from '../controllers/resources.ts';
 import { agentDeployment } from '../specs/agent.ts';
 import { bundledStore } from '../specs/bundled.ts';
 import { ownerOf } from '../specs/meta.ts';
-import { quantityValue, replaceReason, storageChange, withClaimTemplatesOf } from './apply.ts';
+import { replaceReason, storageChange, withClaimTemplatesOf } from './immutable.ts';
 import type { KubeObject } from './kube.ts';
+import { quantityValue } from './quantity.ts';
 
 const agent: KubeObject = {
   apiVersion: 'holt.io/v1alpha1',
