@@ -7,7 +7,7 @@ import { Blackboard } from '../blackboard/client.ts';
 import { readRetentionReport } from '../blackboard/retention-report.ts';
 import type { Claim } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
-import { TurnStore } from '../llm/store.ts';
+import { UsageStore } from '../llm/usage-store.ts';
 import { InboxDispatcher } from '../orchestrator/inbox-dispatcher.ts';
 import { startRetention } from '../orchestrator/retention.ts';
 import { waitFor } from '../orchestrator/testkit.ts';
@@ -82,7 +82,7 @@ describe('retention (real Postgres)', () => {
          VALUES ($1, $2, $3, $4, 0, $5, 'model')`,
         [randomUUID(), I, t.actor_id, t.turn_id, seq],
       );
-    const turns = new TurnStore(store.pool);
+    const turns = new UsageStore(store.pool);
     const u = { promptTokens: 1, completionTokens: 0, totalTokens: 1 };
     await turns.addUsage(I, 'W', null, 'turn', u, 2);
     await q(`UPDATE holt.llm_usage SET at = now() - interval '10 days' WHERE instance = $1`, [I]);

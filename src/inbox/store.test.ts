@@ -6,6 +6,7 @@ import { acquireTargetLease } from './leases.ts';
 import { InboxMetrics } from './metrics.ts';
 import { migrate } from './migrate.ts';
 import { fenceOf } from './schema.ts';
+import { StepStore } from './steps.ts';
 import { InboxStore } from './store.ts';
 import { fakeClaim, ROLE } from './testkit.ts';
 import { sweep } from './watchdog.ts';
@@ -65,16 +66,20 @@ describe('inbox store', () => {
     const fa = fenceOf(a!);
     let sideEffects = 0;
     expect(
-      await store.recordStep(fa, { seq: 0, kind: 'llm', metadata: { llm_usage: { total_tokens: 1 } } }),
+      await new StepStore(store.pool).recordStep(fa, {
+        seq: 0,
+        kind: 'llm',
+        metadata: { llm_usage: { total_tokens: 1 } },
+      }),
     ).toBe(false);
-    expect(await store.waitTool(fa, { toolCallId: 'c1', toolName: 'sh' })).toBe(false);
+    expect(await new StepStore(store.pool).waitTool(fa, { toolCallId: 'c1', toolName: 'sh' })).toBe(false);
     expect(await store.complete(fa, { value: 'a' }, async () => void sideEffects++)).toBe(false);
     expect(await store.release(fa)).toBe(false);
     expect(await store.fail(fa, a!.attempts, 'x', true, retry)).toBe('stale');
     expect(sideEffects).toBe(0);
     const fb = fenceOf(b!);
     expect(
-      await store.recordStep(fb, {
+      await new StepStore(store.pool).recordStep(fb, {
         seq: 0,
         kind: 'llm',
         toolCallIds: ['c1'],

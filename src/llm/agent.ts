@@ -23,7 +23,7 @@ import {
   ModelError,
   type Usage,
 } from './model.ts';
-import type { TurnStore } from './store.ts';
+import type { UsageStore } from './usage-store.ts';
 
 /** The agent is paused (budget exhausted or too many errors in a row): no call is made. */
 export class PausedError extends Error {
@@ -39,7 +39,7 @@ export interface LlmAgentDeps {
   settings: LlmSettings;
   model: ModelClient;
   /** Absent for agents that only bid with the model: no ledger, limits apply per process. */
-  store?: TurnStore;
+  usage?: UsageStore;
   redis?: Redis;
   log: Logger;
   /** Every credential the pup holds, cut out of each request (bids read other agents' payloads too). */
@@ -86,14 +86,14 @@ export class LlmAgent {
   }
 
   private async ledger() {
-    const { store, instance, role, settings } = this.d;
-    if (store) return store.ledger(instance, role, settings.budget.windowMs);
+    const { usage, instance, role, settings } = this.d;
+    if (usage) return usage.ledger(instance, role, settings.budget.windowMs);
     const from = this.now() - settings.budget.windowMs;
     this.local = this.local.filter((r) => r.atMs > from);
     return { window: this.local, totalCostUsd: 0 };
   }
 
-  /** Books a call's estimate (shared ledger when there is a store, else this process's own). */
+  /** Books a call's estimate (the shared ledger when there is one, else this process's own). */
   private async book(
     purpose: 'bid' | 'turn' | 'plan',
     turnId: string | null,
@@ -105,9 +105,9 @@ export class LlmAgent {
     settle(u: Usage, cost: number): Promise<void>;
     cancel(): Promise<void>;
   }> {
-    const { store, instance, role, settings } = this.d;
-    if (store) {
-      const r = await store.reserve(
+    const { usage, instance, role, settings } = this.d;
+    if (usage) {
+      const r = await usage.reserve(
         instance,
         role,
         turnId,
@@ -120,8 +120,8 @@ export class LlmAgent {
       const id = r.id;
       return {
         verdict: r.verdict,
-        settle: (u, cost) => (id ? store.settle(id, u, cost) : Promise.resolve()),
-        cancel: () => (id ? store.cancel(id) : Promise.resolve()),
+        settle: (u, cost) => (id ? usage.settle(id, u, cost) : Promise.resolve()),
+        cancel: () => (id ? usage.cancel(id) : Promise.resolve()),
       };
     }
     const verdict = check(await this.ledger());

@@ -7,18 +7,18 @@ import { migrate } from '../inbox/migrate.ts';
 import { LlmAgent, PausedError } from './agent.ts';
 import { loadLlmSettings } from './config.ts';
 import { OpenAiModel } from './model.ts';
-import { TurnStore } from './store.ts';
+import { UsageStore } from './usage-store.ts';
 
 let postgres: PostgresServer;
 let llm: LlmServer;
 let pool: ReturnType<typeof createPool>;
-let store: TurnStore;
+let store: UsageStore;
 
 beforeAll(async () => {
   [postgres, llm] = await Promise.all([startPostgres(), startLlmServer()]);
   await migrate(postgres.url, silentLogger());
   pool = createPool(postgres.url, { max: 8 });
-  store = new TurnStore(pool);
+  store = new UsageStore(pool);
 });
 afterAll(async () => {
   await pool?.end();
@@ -41,7 +41,7 @@ function pod(role: string, budget: Record<string, string>): LlmAgent {
     maxRetries: 0,
     timeoutMs: 10_000,
   });
-  return new LlmAgent({ instance: 'shared', role, settings, model, store, log: silentLogger() });
+  return new LlmAgent({ instance: 'shared', role, settings, model, usage: store, log: silentLogger() });
 }
 
 const ask = { messages: [{ role: 'user' as const, content: 'bid?' }] };

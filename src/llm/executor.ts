@@ -8,11 +8,13 @@ import { type AgentEvents, noAgentEvents } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
 import type { Scrubber } from '../common/secrets.ts';
 import type { Fence } from '../inbox/schema.ts';
+import type { StepStore } from '../inbox/steps.ts';
 import type { PupConfig } from '../pup/config.ts';
 import { assembleContext } from '../pup/context.ts';
 import type { ArtefactSink, ExecuteOptions, Outcome } from '../pup/executor.ts';
 import type { LlmAgent } from './agent.ts';
 import type { LlmSettings } from './config.ts';
+import type { MemoryStore } from './memory-store.ts';
 import type { TurnStore } from './store.ts';
 import { Turn, type TurnEnd } from './turn.ts';
 
@@ -22,6 +24,8 @@ export interface LlmExecutorDeps {
   settings: LlmSettings;
   agent: LlmAgent;
   store: TurnStore;
+  steps: StepStore;
+  memory: MemoryStore;
   scrub: Scrubber;
   events?: AgentEvents;
   log: Logger;
@@ -168,6 +172,8 @@ export class LlmExecutor {
         end = await new Turn({
           agent: this.d.agent,
           store,
+          steps: this.d.steps,
+          memory: this.d.memory,
           bb,
           settings,
           instance: cfg.instance,

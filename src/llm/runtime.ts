@@ -11,6 +11,7 @@ import type { Logger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { Scrubber } from '../common/secrets.ts';
 import { ensureSchema } from '../inbox/migrate.ts';
+import { StepStore } from '../inbox/steps.ts';
 import { decideBid } from '../pup/bid.ts';
 import type { PupConfig } from '../pup/config.ts';
 import type { ModelRuntime } from '../pup/executor.ts';
@@ -18,9 +19,11 @@ import { LlmAgent } from './agent.ts';
 import { llmBid } from './bid.ts';
 import { apiKeyFrom, type LlmSettings } from './config.ts';
 import { LlmExecutor } from './executor.ts';
+import { MemoryStore } from './memory-store.ts';
 import { LlmMetrics, MeteredModel } from './metrics.ts';
 import { OpenAiModel } from './model.ts';
 import { TurnStore } from './store.ts';
+import { UsageStore } from './usage-store.ts';
 
 /**
  * What the pup runs for an LLM agent: the executor (LLM turns) and/or the bid decision. `problem` is
@@ -48,12 +51,10 @@ export async function startLlmRuntime(
   const apiKey = cfg.apiKey ?? apiKeyFrom(env, s);
   const scrub = new Scrubber([apiKey, ...cfg.secrets]);
   let pool: pg.Pool | undefined;
-  let store: TurnStore | undefined;
   if (s.databaseUrl) {
     await ensureSchema(s.databaseUrl, log);
     // A dropped connection must not crash the pup: the next query reconnects (or fails the step).
     pool = createPool(s.databaseUrl, { max: 4 }, log);
-    store = new TurnStore(pool);
   }
   let nc: NatsConnection | undefined;
   let events: AgentEvents = noAgentEvents;
@@ -82,7 +83,7 @@ export async function startLlmRuntime(
     role: cfg.role,
     settings: s,
     model,
-    store,
+    usage: pool && new UsageStore(pool),
     redis: bb.redis,
     log,
     scrub,
@@ -90,13 +91,15 @@ export async function startLlmRuntime(
   metrics?.watchPause(agent);
   await agent.publishStatus();
   const executor =
-    s.execute && store
+    s.execute && pool
       ? new LlmExecutor({
           bb,
           cfg,
           settings: s,
           agent,
-          store,
+          store: new TurnStore(pool),
+          steps: new StepStore(pool),
+          memory: new MemoryStore(pool),
           scrub,
           events,
           log,

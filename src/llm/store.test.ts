@@ -3,14 +3,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { createPool } from '../common/pg.ts';
 import { migrate } from '../inbox/migrate.ts';
+import { MemoryStore } from './memory-store.ts';
 import { INBOX_LIVE, TurnStore } from './store.ts';
 
 let pg: PostgresServer;
 let store: TurnStore;
+let memory: MemoryStore;
 beforeAll(async () => {
   pg = await startPostgres();
   await migrate(pg.url);
   store = new TurnStore(createPool(pg.url, { max: 4 }));
+  memory = new MemoryStore(store.pool);
 });
 afterAll(async () => {
   await store?.pool.end();
@@ -26,16 +29,16 @@ describe('TurnStore', () => {
     const claimId = randomUUID();
     const a = await store.acquire(grant('pup-a', claimId));
     if (a.kind !== 'acquired') throw new Error(a.kind);
-    expect(await store.setMemory(a.fence, 'writer', 'from a')).toBe(true);
+    expect(await memory.setMemory(a.fence, 'writer', 'from a')).toBe(true);
     // a's lease is given up and b takes the turn over (epoch + 1): a's fence is dead
     expect(await store.release(a.fence, 'dispatched')).toBe(true);
     const b = await store.acquire(grant('pup-b', claimId));
     if (b.kind !== 'acquired') throw new Error(b.kind);
     expect(b.fence.epoch).toBeGreaterThan(a.fence.epoch);
-    expect(await store.setMemory(a.fence, 'writer', 'stale write')).toBe(false);
-    expect(await store.memory(I, 'writer')).toBe('from a');
-    expect(await store.setMemory(b.fence, 'writer', 'from b')).toBe(true);
-    expect(await store.memory(I, 'writer')).toBe('from b');
+    expect(await memory.setMemory(a.fence, 'writer', 'stale write')).toBe(false);
+    expect(await memory.memory(I, 'writer')).toBe('from a');
+    expect(await memory.setMemory(b.fence, 'writer', 'from b')).toBe(true);
+    expect(await memory.memory(I, 'writer')).toBe('from b');
   });
 
   it('the live-inbox-row check of acquire is an index lookup by turn id', async () => {

@@ -1,13 +1,10 @@
 import type pg from 'pg';
-import { z } from 'zod';
 import type { ClaimType } from '../blackboard/types.ts';
 import { withTimeout } from '../common/timeout.ts';
 import { actorIdOf, turnIdOf } from '../inbox/ids.ts';
-import type { Fence, StepInput } from '../inbox/schema.ts';
+import type { Fence } from '../inbox/schema.ts';
 import { ms, tx } from '../inbox/sql.ts';
-import { boundLocks, InboxStore, PUBLISH_TIMEOUT_MS } from '../inbox/store.ts';
-import type { BudgetVerdict, Ledger } from './budget.ts';
-import type { Usage } from './model.ts';
+import { boundLocks, PUBLISH_TIMEOUT_MS } from '../inbox/store.ts';
 
 /** The grant's phase, as the inbox names turns (turnIdOf). */
 export const phaseOf = (t: ClaimType) => (t === 'claim' ? 'parallel' : t);
@@ -29,20 +26,16 @@ export type Acquired =
 export const INBOX_LIVE = `SELECT 1 FROM holt.agent_inbox WHERE turn_id = $1
   AND status IN ('pending', 'claimed', 'waiting')`;
 
-const StepRow = z.object({ seq: z.number().int(), metadata: z.unknown() });
-const UsageRow = z.object({ at_ms: z.coerce.number(), tokens: z.coerce.number(), cost: z.coerce.number() });
-
 /**
- * Turn state of LLM agents in the inbox's tables (holt.agent_state_head / agent_turns / agent_steps):
- * a standard pup leases the actor's head itself (epoch + 1, the fencing token), as the inbox's claim
- * does for workers; every step is written under that fence with InboxStore.recordStep.
+ * The turn lease of LLM agents in the inbox's tables (holt.agent_state_head / agent_turns): a standard
+ * pup leases the actor's head itself (epoch + 1, the fencing token), as the inbox's claim does for
+ * workers; every step is written under that fence (StepStore, src/inbox/steps.ts). The budget ledger
+ * and the working memory have stores of their own (usage-store.ts, memory-store.ts).
  */
 export class TurnStore {
   readonly pool: pg.Pool;
-  readonly inbox: InboxStore;
   constructor(pool: pg.Pool) {
     this.pool = pool;
-    this.inbox = new InboxStore(pool);
   }
 
   /** Takes (or resumes) the turn of a grant under a lease; `busy` while another live pup holds it. */
@@ -200,142 +193,6 @@ export class TurnStore {
       );
       return { value: true };
     });
-  }
-
-  async steps(turnId: string): Promise<{ seq: number; metadata: unknown }[]> {
-    const r = await this.pool.query(
-      'SELECT seq, metadata FROM holt.agent_steps WHERE turn_id = $1 ORDER BY seq',
-      [turnId],
-    );
-    return r.rows.map((x) => StepRow.parse(x));
-  }
-
-  /** Stored before the next step starts; false when the fence is stale (stop: no side effects). */
-  recordStep(f: Fence, s: StepInput): Promise<boolean> {
-    return this.inbox.recordStep(f, s);
-  }
-
-  async addUsage(
-    instance: string,
-    role: string,
-    turnId: string | null,
-    purpose: 'bid' | 'turn' | 'plan',
-    u: Usage,
-    costUsd: number,
-  ): Promise<void> {
-    await this.pool.query(
-      `INSERT INTO holt.llm_usage (instance, role, turn_id, purpose, prompt_tokens, completion_tokens, total_tokens,
-         cost_usd) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [instance, role, turnId, purpose, u.promptTokens, u.completionTokens, u.totalTokens, costUsd],
-    );
-  }
-
-  /**
-   * No debt across pods: under a per-role advisory lock, read the ledger, check, and record the call's
-   * estimate before it is made. Concurrent callers of one role queue on the lock, so each sees the
-   * others' reservations. `settle` replaces the estimate with the real usage afterwards.
-   */
-  reserve(
-    instance: string,
-    role: string,
-    turnId: string | null,
-    purpose: 'bid' | 'turn' | 'plan',
-    windowMs: number,
-    estimate: Usage,
-    estimateCostUsd: number,
-    check: (l: Ledger) => BudgetVerdict,
-  ): Promise<{ verdict: BudgetVerdict; id?: string }> {
-    return tx<{ verdict: BudgetVerdict; id?: string }>(this.pool, async (c) => {
-      await c.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
-        `holt-budget/${instance}/${role}`,
-      ]);
-      const verdict = check(await this.ledgerOn(c, instance, role, windowMs));
-      if (!verdict.ok) return { value: { verdict } };
-      const r = await c.query<{ id: string }>(
-        `INSERT INTO holt.llm_usage (instance, role, turn_id, purpose, prompt_tokens, completion_tokens, total_tokens,
-           cost_usd) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-        [
-          instance,
-          role,
-          turnId,
-          purpose,
-          estimate.promptTokens,
-          estimate.completionTokens,
-          estimate.totalTokens,
-          estimateCostUsd,
-        ],
-      );
-      return { value: { verdict, id: String(r.rows[0]?.id) } };
-    });
-  }
-
-  /** The call's real usage replaces its reservation (a server that reports none keeps the estimate). */
-  async settle(id: string, u: Usage, costUsd: number): Promise<void> {
-    if (u.totalTokens <= 0) return;
-    await this.pool.query(
-      `UPDATE holt.llm_usage SET prompt_tokens = $2, completion_tokens = $3, total_tokens = $4, cost_usd = $5
-       WHERE id = $1`,
-      [id, u.promptTokens, u.completionTokens, u.totalTokens, costUsd],
-    );
-  }
-
-  /** A call that never got a reply frees its reservation (errors are governed by their own backoff). */
-  async cancel(id: string): Promise<void> {
-    await this.pool.query('DELETE FROM holt.llm_usage WHERE id = $1', [id]);
-  }
-
-  /** The role's calls in the window (oldest first) and its total cost. */
-  ledger(instance: string, role: string, windowMs: number): Promise<Ledger> {
-    return this.ledgerOn(this.pool, instance, role, windowMs);
-  }
-
-  private async ledgerOn(
-    q: pg.Pool | pg.PoolClient,
-    instance: string,
-    role: string,
-    windowMs: number,
-  ): Promise<Ledger> {
-    const w = await q.query(
-      `SELECT (EXTRACT(EPOCH FROM at) * 1000)::bigint AS at_ms, total_tokens AS tokens, cost_usd AS cost
-       FROM holt.llm_usage WHERE instance = $1 AND role = $2 AND at > now() - $3::interval ORDER BY at`,
-      [instance, role, ms(windowMs)],
-    );
-    // Rolled up as the ledger changes (migration usage_totals): one row, not every call ever made.
-    const t = await q.query<{ total: string | null }>(
-      'SELECT cost_usd AS total FROM holt.llm_usage_totals WHERE instance = $1 AND role = $2',
-      [instance, role],
-    );
-    return {
-      window: w.rows
-        .map((x) => UsageRow.parse(x))
-        .map((x) => ({ atMs: x.at_ms, tokens: x.tokens, costUsd: x.cost })),
-      totalCostUsd: Number(t.rows[0]?.total ?? 0),
-    };
-  }
-
-  async memory(instance: string, role: string): Promise<string | undefined> {
-    const r = await this.pool.query<{ content: string }>(
-      'SELECT content FROM holt.llm_memory WHERE instance = $1 AND role = $2',
-      [instance, role],
-    );
-    return r.rows[0]?.content;
-  }
-
-  /**
-   * Saves the role's working memory under the turn's fence (one statement: the head must still hold
-   * this epoch and turn), so a stale worker cannot overwrite it. False, with no write, when stale.
-   */
-  async setMemory(f: Fence, role: string, content: string): Promise<boolean> {
-    const r = await this.pool.query(
-      `INSERT INTO holt.llm_memory (instance, role, content)
-       SELECT h.instance, $5::text, $6::text FROM holt.agent_state_head h
-       WHERE h.instance = $1 AND h.actor_id = $2 AND h.turn_epoch = $3 AND h.active_turn_id = $4
-         AND h.status IN ('running', 'suspended')
-       FOR SHARE OF h
-       ON CONFLICT (instance, role) DO UPDATE SET content = EXCLUDED.content, updated_at = now()`,
-      [f.instance, f.actorId, f.epoch, f.turnId, role, content],
-    );
-    return r.rowCount === 1;
   }
 
   /** The reasons of the role's last failed turns, newest first (seed 002's failure history). */

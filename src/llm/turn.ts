@@ -8,11 +8,13 @@ import type { AgentEvents } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
 import type { Scrubber } from '../common/secrets.ts';
 import type { Fence } from '../inbox/schema.ts';
+import type { StepStore } from '../inbox/steps.ts';
 import type { ToolRunner } from '../pup/runner/runner.ts';
 import { type LlmAgent, PausedError } from './agent.ts';
 import { checkValues, resolvePaths } from './args.ts';
 import type { LlmSettings } from './config.ts';
 import { checkAction, clearBlocks, hashResult, recordAction, recordBlock, signature } from './loop-guard.ts';
+import type { MemoryStore } from './memory-store.ts';
 import type { ChatMessage, ToolCall } from './model.ts';
 import {
   activeLeaf,
@@ -60,6 +62,8 @@ export type TurnEnd =
 export interface TurnDeps {
   agent: LlmAgent;
   store: TurnStore;
+  steps: StepStore;
+  memory: MemoryStore;
   bb: Blackboard;
   settings: LlmSettings;
   instance: string;
@@ -127,7 +131,7 @@ export class Turn {
     toolCallIds: string[] = [],
   ) {
     const metadata = this.d.scrub.json({ messages, ctl, ...extra });
-    const ok = await this.d.store.recordStep(this.d.fence, {
+    const ok = await this.d.steps.recordStep(this.d.fence, {
       seq: this.s.nextSeq,
       kind,
       status: extra.error ? 'failed' : 'completed',
@@ -145,7 +149,7 @@ export class Turn {
 
   private async loop(): Promise<TurnEnd> {
     const { d } = this;
-    this.s = foldSteps(await d.store.steps(d.fence.turnId));
+    this.s = foldSteps(await d.steps.steps(d.fence.turnId));
     if (this.s.nextSeq > 0)
       d.log.info({ event_type: 'turn_resumed', from_seq: this.s.nextSeq, llm_steps: this.s.ctl.llmSteps });
     else await this.start();
@@ -200,7 +204,7 @@ export class Turn {
     const st = d.settings;
     const [context, memory, failures] = await Promise.all([
       d.context(),
-      st.workingMemoryBytes > 0 ? d.store.memory(d.instance, d.role) : undefined,
+      st.workingMemoryBytes > 0 ? d.memory.memory(d.instance, d.role) : undefined,
       d.store.recentFailures(d.instance, d.role),
     ]);
     const messages = turnMessages({
@@ -375,7 +379,7 @@ export class Turn {
         const a = builtinArgs(MemoryArgs, parsed.args);
         if (!a.ok) return bad(a.error);
         const content = truncateBytes(d.scrub.text(a.value.content), d.settings.workingMemoryBytes);
-        if (!(await d.store.setMemory(d.fence, d.role, content))) throw new Stale('fence lost');
+        if (!(await d.memory.setMemory(d.fence, d.role, content))) throw new Stale('fence lost');
         return reply(`working memory saved (${Buffer.byteLength(content)} bytes)`, ctl, { outcome: 'ok' });
       }
     }
