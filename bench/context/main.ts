@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Blackboard } from '../../src/blackboard/client.ts';
+import { contextLevel } from '../../src/blackboard/pup-reads.ts';
 import type { Artefact } from '../../src/blackboard/types.ts';
 import { assembleContext, type FetchLevel } from '../../src/pup/context.ts';
 import { startRedis } from '../../test/harness/redis.ts';
@@ -77,9 +78,9 @@ try {
   const recording: FetchLevel = (ids) => {
     trips++;
     frontiers.push(ids);
-    return bb.contextLevel(ids);
+    return contextLevel(bb, ids);
   };
-  await bb.contextLevel(roots.slice(0, 1)); // load the script (a fresh server costs one extra round trip once)
+  await contextLevel(bb, roots.slice(0, 1)); // load the script (a fresh server costs one extra round trip once)
   await bb.redis.config('RESETSTAT');
   const first = await assembleContext(roots, recording);
   const stats = await bb.redis.info('commandstats');
@@ -87,7 +88,7 @@ try {
   const evalCalls = Number(/cmdstat_eval:calls=(\d+)/.exec(stats)?.[1] ?? 0);
   const ours: number[] = [];
   for (let i = 0; i < RUNS; i++)
-    ours.push(await time(() => assembleContext(roots, (ids) => bb.contextLevel(ids))));
+    ours.push(await time(() => assembleContext(roots, (ids) => contextLevel(bb, ids))));
 
   // floor: one HGETALL pipeline per level over exactly the ids our walk fetched
   const floor: number[] = [];

@@ -23,6 +23,7 @@ import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
+import { artefactIdsSince } from '../../src/blackboard/claim-engine.ts';
 import { Blackboard } from '../../src/blackboard/client.ts';
 import type { Artefact } from '../../src/blackboard/types.ts';
 import { PUP_NODE_FLAGS } from '../../src/local/daemon.ts';
@@ -168,7 +169,7 @@ async function workload(
     if (done < goals) throw new Error(`${instance}: ${done} of ${goals} workflows done after 600 s`);
 
     // Artefact → the first instruction of the tool it triggered, per agent that ran a tool.
-    const ids = (await bb.artefactIdsSince(0)).map((x) => x.id);
+    const ids = (await artefactIdsSince(bb, 0)).map((x) => x.id);
     const arts = (await bb.getArtefacts(ids)).filter((a): a is Artefact => a !== null);
     const byId = new Map(arts.map((a) => [a.id, a]));
     const latency: Record<string, number[]> = {};

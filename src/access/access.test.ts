@@ -7,6 +7,7 @@ import { startPostgres } from '../../test/harness/postgres.ts';
 import { startRedis } from '../../test/harness/redis.ts';
 import { readAgentLoad } from '../blackboard/agent-load.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { setAgents } from '../blackboard/registry.ts';
 import { migrate } from '../inbox/migrate.ts';
 import { natsAuthorization, natsUrl } from './nats.ts';
 import { ensureRoles, PG_APP, PG_OWNER, pgUrlAs } from './postgres.ts';
@@ -86,7 +87,7 @@ describe('Redis users', () => {
 
   it('the operator writes the registry, reads the load and status, and never sees the work; the orchestrator owns claims but not the server', async () => {
     const op = new Blackboard(as('operator'), I);
-    await op.setAgents([]);
+    await setAgents(op, []);
     await as('admin').set(`holt:${I}:agent_load`, '{"updated_at_ms":1,"in_flight":{}}');
     expect(await readAgentLoad(op.redis, op.k.agentLoad)).toEqual({ updated_at_ms: 1, in_flight: {} });
     await op.redis.hgetall(`holt:${I}:agent_status:Writer`);

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { executionLeaseKey } from '../blackboard/execution-lease.ts';
 import { outputId } from '../blackboard/grants.ts';
 import { grantedClaim, node, pupEnv, sh, waitFor } from '../pup/testkit.ts';
 
@@ -93,7 +94,7 @@ describe('pup process', () => {
     const { claim } = await grantedClaim(bb, grantExclusive);
     const p = runPup({ HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '2')) });
     const out = outputId('proc', claim.id, 'coder', 'exclusive');
-    await waitFor(() => bb.redis.exists(bb.executionLeaseKey(out)), 'the tool to start');
+    await waitFor(() => bb.redis.exists(executionLeaseKey(bb, out)), 'the tool to start');
     p.child.kill('SIGTERM');
     const late = await grantedClaim(bb, {});
     const r = await p.exited;
@@ -117,11 +118,11 @@ describe('pup process', () => {
       HOLT_SHUTDOWN_GRACE_MS: '200',
     });
     const out = outputId('proc', claim.id, 'coder', 'exclusive');
-    await waitFor(() => bb.redis.exists(bb.executionLeaseKey(out)), 'the tool to start');
+    await waitFor(() => bb.redis.exists(executionLeaseKey(bb, out)), 'the tool to start');
     p.child.kill('SIGTERM');
     expect((await p.exited).code).toBe(0);
     expect(await bb.getArtefact(out)).toBeNull();
-    expect(await bb.redis.exists(bb.executionLeaseKey(out))).toBe(0);
+    expect(await bb.redis.exists(executionLeaseKey(bb, out))).toBe(0);
 
     const w = runPup({ HOLT_BIDDING_STRATEGY: '', HOLT_AGENT_COMMAND: JSON.stringify(node('echo.mjs')) }, [
       '--execute-claim',

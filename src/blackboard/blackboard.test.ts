@@ -5,9 +5,26 @@ import { z } from 'zod';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { type Monitored, monitorCommands } from '../../test/harness/redis-monitor.ts';
 import { waitFor } from '../orchestrator/testkit.ts';
+import {
+  artefactIdsSince,
+  childrenOf,
+  claimIdsForArtefacts,
+  claimRevs,
+  claimSnapshots,
+  grantQueues,
+  indexArtefacts,
+  indexMissingArtefacts,
+  moveToDormant,
+  removeFromGrantQueue,
+  updateClaims,
+} from './claim-engine.ts';
 import { Blackboard } from './client.ts';
 import { artefactToHash, type BlackboardDataError } from './codec.ts';
+import { acquireExecution, releaseExecution } from './execution-lease.ts';
 import { goMapJson } from './go-json.ts';
+import { acquireLock, lockHolder, releaseLock } from './instance-lease.ts';
+import { bidView, contextLevel, hasBids } from './pup-reads.ts';
+import { getAgents, setAgents } from './registry.ts';
 import { failurePayload } from './results.ts';
 import { subscribe } from './subscriber.ts';
 import { claimIdForArtefact, claimSnapshot, publishGrant, updateClaim } from './testkit.ts';
@@ -212,29 +229,29 @@ describe('blackboard: Holt byte compatibility', () => {
   });
 
   it('the lease admits one holder; another takes over after it expires', async () => {
-    expect(await bb.acquireLock('a', 200)).toBe(true);
-    expect(await bb.acquireLock('b', 200)).toBe(false);
-    expect(await bb.acquireLock('a', 200)).toBe(true);
+    expect(await acquireLock(bb, 'a', 200)).toBe(true);
+    expect(await acquireLock(bb, 'b', 200)).toBe(false);
+    expect(await acquireLock(bb, 'a', 200)).toBe(true);
     expect(await bb.redis.get('holt:test:lock')).toMatch(/^orchestrator:\d+$/);
     // b gets it once a's lease expires (a stopped renewing).
-    await waitFor(() => bb.acquireLock('b', 200), 'the lease to expire');
-    await bb.releaseLock('a');
-    expect(await bb.lockHolder()).toBe('b');
-    await bb.releaseLock('b');
-    expect(await bb.lockHolder()).toBeNull();
+    await waitFor(() => acquireLock(bb, 'b', 200), 'the lease to expire');
+    await releaseLock(bb, 'a');
+    expect(await lockHolder(bb)).toBe('b');
+    await releaseLock(bb, 'b');
+    expect(await lockHolder(bb)).toBeNull();
   });
 
   it('the agent registry is replaced atomically and revisioned', async () => {
-    const r1 = await bb.setAgents([
+    const r1 = await setAgents(bb, [
       { role: 'b', kind: 'standard' },
       { role: 'a', kind: 'scalable', worker_target: 'a' },
     ]);
-    const got = await bb.getAgents();
+    const got = await getAgents(bb);
     expect(got.rev).toBe(r1);
     expect(got.agents.map((a) => a.role)).toEqual(['a', 'b']);
-    await expect(bb.setAgents([{ role: 'x', kind: 'scalable', worker_target: 'Bad.Token' }])).rejects.toThrow(
-      /NATS subject token/,
-    );
+    await expect(
+      setAgents(bb, [{ role: 'x', kind: 'scalable', worker_target: 'Bad.Token' }]),
+    ).rejects.toThrow(/NATS subject token/);
   });
 
   it('the subscriber drops malformed messages without crashing', async () => {
@@ -265,13 +282,13 @@ describe('blackboard: orchestrator support', () => {
     await bb.createArtefact(g);
     const childId = randomUUID();
     await bb.createArtefact({ ...goal(), id: childId, logical_id: childId, source_artefacts: [g.id, g.id] });
-    expect(await bb.childrenOf(g.id)).toEqual([childId]);
+    expect(await childrenOf(bb, g.id)).toEqual([childId]);
     // An artefact written by Holt's own pup (plain HSET) joins the indexes through indexArtefacts.
     const foreign = { ...goal(), id: randomUUID(), source_artefacts: [g.id], created_at_ms: 42 };
-    await bb.indexArtefacts([foreign]);
-    expect((await bb.childrenOf(g.id)).sort()).toEqual([childId, foreign.id].sort());
-    expect(await bb.artefactIdsSince(0)).toContainEqual({ id: foreign.id, ms: 42 });
-    expect((await bb.artefactIdsSince(1730000000001)).map((x) => x.id)).not.toContain(g.id);
+    await indexArtefacts(bb, [foreign]);
+    expect((await childrenOf(bb, g.id)).sort()).toEqual([childId, foreign.id].sort());
+    expect(await artefactIdsSince(bb, 0)).toContainEqual({ id: foreign.id, ms: 42 });
+    expect((await artefactIdsSince(bb, 1730000000001)).map((x) => x.id)).not.toContain(g.id);
   });
 
   it('claim extension fields round-trip and are left alone by updates', async () => {
@@ -283,8 +300,8 @@ describe('blackboard: orchestrator support', () => {
     await updateClaim(bb, { ...read.claim, dormant_reason: 'no_bids_in_any_phase' }, read.rev);
     const after = (await bb.getClaim(c.id))!;
     expect(after.claim.dormant_reason).toBe('no_bids_in_any_phase');
-    expect(await bb.claimRevs([c.id, randomUUID()])).toEqual([after.rev, null]);
-    expect(await bb.claimIdsForArtefacts([c.artefact_id, randomUUID()])).toEqual([c.id, null]);
+    expect(await claimRevs(bb, [c.id, randomUUID()])).toEqual([after.rev, null]);
+    expect(await claimIdsForArtefacts(bb, [c.artefact_id, randomUUID()])).toEqual([c.id, null]);
   });
 
   it('several compare-and-sets in one call: each is applied or refused on its own, with its announcements', async () => {
@@ -299,7 +316,7 @@ describe('blackboard: orchestrator support', () => {
       () => undefined,
     );
     const pub = (m: string) => ({ channel: 'batch-test', message: JSON.stringify(m) });
-    const revs = await bb.updateClaims([
+    const revs = await updateClaims(bb, [
       { claim: { ...a, status: 'pending_parallel' }, rev: 1, announce: [pub('a')], previous: a },
       { claim: { ...b, status: 'pending_parallel' }, rev: 7, announce: [pub('b')] }, // stale rev
       { claim: { ...c, status: 'complete' }, rev: 1, announce: [pub('c')] },
@@ -314,7 +331,7 @@ describe('blackboard: orchestrator support', () => {
     await sub.close();
     // Snapshots in one call match one at a time.
     const one = await claimSnapshot(bb, a.id, { bids: true, target: true });
-    const many = await bb.claimSnapshots([
+    const many = await claimSnapshots(bb, [
       { id: randomUUID(), bids: true, target: true },
       { id: a.id, bids: true, target: true },
     ]);
@@ -326,7 +343,7 @@ describe('blackboard: orchestrator support', () => {
     const broken = newClaim(goal().id);
     await bb.createClaim(broken);
     await bb.redis.hset(bb.k.claim(broken.id), 'granted_review_agents', '[');
-    const reads = await bb.claimSnapshots([
+    const reads = await claimSnapshots(bb, [
       { id: bad.id, bids: false, target: false },
       { id: broken.id, bids: false, target: false },
       { id: a.id, bids: true, target: true },
@@ -336,7 +353,7 @@ describe('blackboard: orchestrator support', () => {
     expect(bb.malformed.get(`claim:${bad.id}`)?.reason).toMatch(/WRONGTYPE/);
     expect(bb.malformed.get(`claim:${broken.id}`)?.reason).toBe('granted_review_agents: not valid JSON');
     expect(reads[2]).toEqual(one);
-    const writes = await bb.updateClaims([
+    const writes = await updateClaims(bb, [
       { claim: { ...bad, status: 'complete' }, rev: 1 },
       { claim: { ...a, status: 'pending_exclusive' }, rev: 2 },
     ]);
@@ -403,7 +420,7 @@ describe('blackboard: orchestrator support', () => {
     // Claims made dormant before the set existed are moved by the orchestrator's recovery.
     const legacy = newClaim(goal().id);
     await bb.createClaim(legacy);
-    await bb.moveToDormant([legacy.id]);
+    await moveToDormant(bb, [legacy.id]);
     expect(await bb.dormantClaimIds()).toContain(legacy.id);
     expect(await bb.activeClaimIds()).not.toContain(legacy.id);
   });
@@ -420,15 +437,15 @@ describe('blackboard: orchestrator support', () => {
       const bad = randomUUID();
       await other.redis.hset(other.k.artefact(bad), { id: bad, version: 'x' });
       await other.redis.set(other.k.claimByArtefact(ours.id), 'not-a-hash'); // other key shapes are ignored
-      const { indexed, malformed } = await other.indexMissingArtefacts(7); // a small COUNT: many SCAN calls
+      const { indexed, malformed } = await indexMissingArtefacts(other, 7); // a small COUNT: many SCAN calls
       expect(indexed.map((a) => a.id).sort()).toEqual([...foreign, child].map((a) => a.id).sort());
       expect(malformed).toEqual([bad]);
-      expect(await other.artefactIdsSince(0)).toEqual([
+      expect(await artefactIdsSince(other, 0)).toEqual([
         { id: ours.id, ms: 11 },
         ...[...foreign, child].map((a) => ({ id: a.id, ms: a.created_at_ms })),
       ]);
-      expect(await other.childrenOf(ours.id)).toEqual([child.id]);
-      expect((await other.indexMissingArtefacts()).indexed).toEqual([]);
+      expect(await childrenOf(other, ours.id)).toEqual([child.id]);
+      expect((await indexMissingArtefacts(other)).indexed).toEqual([]);
     } finally {
       await other.close();
     }
@@ -438,15 +455,15 @@ describe('blackboard: orchestrator support', () => {
     const id = randomUUID();
     await bb.redis.set(bb.k.claim(id), 'not a hash');
     await expect(bb.getClaims([id])).rejects.toThrow(/WRONGTYPE/);
-    await expect(bb.claimRevs([id])).rejects.toThrow(/WRONGTYPE/);
+    await expect(claimRevs(bb, [id])).rejects.toThrow(/WRONGTYPE/);
     await bb.redis.del(bb.k.claim(id));
   });
 
   it('lists and trims Holt grant queues', async () => {
     await bb.redis.zadd('holt:test:grant_queue:Coder', 2, 'c2', 1, 'c1');
-    expect((await bb.grantQueues()).get('Coder')).toEqual(['c1', 'c2']);
-    await bb.removeFromGrantQueue('Coder', 'c1');
-    expect((await bb.grantQueues()).get('Coder')).toEqual(['c2']);
+    expect((await grantQueues(bb)).get('Coder')).toEqual(['c1', 'c2']);
+    await removeFromGrantQueue(bb, 'Coder', 'c1');
+    expect((await grantQueues(bb)).get('Coder')).toEqual(['c2']);
   });
 });
 
@@ -455,7 +472,7 @@ describe('blackboard: pup support', () => {
     const c1 = newClaim(goal().id);
     const c2 = newClaim(goal().id);
     await bb.setBid(c1.id, 'coder', 'review');
-    expect(await bb.hasBids([c1.id, c2.id], 'coder')).toEqual([true, false]);
+    expect(await hasBids(bb, [c1.id, c2.id], 'coder')).toEqual([true, false]);
     const a = goal();
     await bb.createArtefact(a);
     expect(await bb.artefactsExist([a.id, randomUUID()])).toEqual([true, false]);
@@ -468,22 +485,22 @@ describe('blackboard: pup support', () => {
     await bb.createArtefact(other);
     const c = newClaim(a.id);
     await bb.createClaim(c);
-    const right = await bb.bidView(c.id, 'coder', a.id);
+    const right = await bidView(bb, c.id, 'coder', a.id);
     expect(right.claim?.claim.id).toBe(c.id);
     expect(right.hasBid).toBe(false);
     expect(right.target).toEqual(a);
     // A forged claim event naming another artefact: the stored claim wins, the target is left unread.
-    const forged = await bb.bidView(c.id, 'coder', other.id);
+    const forged = await bidView(bb, c.id, 'coder', other.id);
     expect(forged.target).toBeUndefined();
-    expect((await bb.bidView(c.id, 'coder', undefined)).target).toBeUndefined();
+    expect((await bidView(bb, c.id, 'coder', undefined)).target).toBeUndefined();
     await bb.setBid(c.id, 'coder', 'ignore');
-    expect((await bb.bidView(c.id, 'coder', a.id)).hasBid).toBe(true);
-    expect((await bb.bidView(randomUUID(), 'coder', a.id)).claim).toBeNull();
+    expect((await bidView(bb, c.id, 'coder', a.id)).hasBid).toBe(true);
+    expect((await bidView(bb, randomUUID(), 'coder', a.id)).claim).toBeNull();
     // A target key of the wrong type: left to the caller, which reports it.
     const odd = newClaim(randomUUID());
     await bb.createClaim(odd);
     await bb.redis.set(bb.k.artefact(odd.artefact_id), 'not a hash');
-    expect((await bb.bidView(odd.id, 'coder', odd.artefact_id)).target).toBeUndefined();
+    expect((await bidView(bb, odd.id, 'coder', odd.artefact_id)).target).toBeUndefined();
   });
 
   it('contextLevel returns each artefact and its newer thread version in one round trip', async () => {
@@ -492,7 +509,7 @@ describe('blackboard: pup support', () => {
     const solo = goal();
     for (const a of [v1, v2, solo]) await bb.createArtefact(a);
     const missing = randomUUID();
-    const { found, malformed } = await bb.contextLevel([v1.id, solo.id, missing, v2.id]);
+    const { found, malformed } = await contextLevel(bb, [v1.id, solo.id, missing, v2.id]);
     expect(found).toEqual([
       { artefact: v1, latest: v2 },
       { artefact: solo, latest: null },
@@ -504,12 +521,12 @@ describe('blackboard: pup support', () => {
 
   it('an execution lease is exclusive until released by its owner', async () => {
     const id = randomUUID();
-    expect(await bb.acquireExecution(id, 'a', 60_000)).toBe(true);
-    expect(await bb.acquireExecution(id, 'b', 60_000)).toBe(false);
-    await bb.releaseExecution(id, 'b');
-    expect(await bb.acquireExecution(id, 'b', 60_000)).toBe(false);
-    await bb.releaseExecution(id, 'a');
-    expect(await bb.acquireExecution(id, 'b', 60_000)).toBe(true);
+    expect(await acquireExecution(bb, id, 'a', 60_000)).toBe(true);
+    expect(await acquireExecution(bb, id, 'b', 60_000)).toBe(false);
+    await releaseExecution(bb, id, 'b');
+    expect(await acquireExecution(bb, id, 'b', 60_000)).toBe(false);
+    await releaseExecution(bb, id, 'a');
+    expect(await acquireExecution(bb, id, 'b', 60_000)).toBe(true);
   });
 });
 

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { artefactArrived } from './claim-engine.ts';
 import { Blackboard } from './client.ts';
 import { deleteWorkflow, pruneBlackboard, readWorkflow, workflowVerdict } from './retention.ts';
 import { claimIdForArtefact, updateClaim } from './testkit.ts';
@@ -47,7 +48,7 @@ async function put(bb: Blackboard, a: Artefact, end: 'complete' | 'dormant' | 'o
   await bb.createArtefact(a);
   if (a.structural_type !== 'Standard') return null;
   const c = claimFor(a);
-  await bb.artefactArrived(a, c);
+  await artefactArrived(bb, a, c);
   const vc = await bb.getClaim(c.id);
   if (!vc) throw new Error('claim not written');
   if (end === 'complete') await updateClaim(bb, { ...vc.claim, status: 'complete' }, vc.rev);

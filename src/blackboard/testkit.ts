@@ -1,4 +1,5 @@
-import type { Blackboard, ClaimSnapshot, Publication, SnapshotRequest } from './client.ts';
+import { type ClaimSnapshot, claimSnapshots, type SnapshotRequest, updateClaims } from './claim-engine.ts';
+import type { Blackboard, Publication } from './client.ts';
 import type { Claim, ClaimType } from './types.ts';
 
 /**
@@ -19,7 +20,7 @@ export async function updateClaim(
   announce: Publication[] = [],
   previous?: Claim,
 ): Promise<number | null> {
-  const [r] = await bb.updateClaims([{ claim, rev, announce, previous }]);
+  const [r] = await updateClaims(bb, [{ claim, rev, announce, previous }]);
   if (r instanceof Error) throw r;
   return r ?? null;
 }
@@ -30,7 +31,7 @@ export async function claimSnapshot(
   id: string,
   want: Omit<SnapshotRequest, 'id'>,
 ): Promise<ClaimSnapshot | null> {
-  const [r] = await bb.claimSnapshots([{ id, ...want }]);
+  const [r] = await claimSnapshots(bb, [{ id, ...want }]);
   if (r instanceof Error) throw r;
   return r ?? null;
 }

@@ -7,6 +7,7 @@ import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { setAgents } from '../blackboard/registry.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
 import { type OrchestratorInbox, startOrchestratorInbox } from '../orchestrator/inbox.ts';
@@ -46,7 +47,7 @@ describe('scalable roles run on inbox workers', () => {
     const instance = `i${randomUUID().slice(0, 8)}`;
     const bb = Blackboard.connect(redis.url, instance);
     stops.push(() => bb.close());
-    await bb.setAgents([
+    await setAgents(bb, [
       { role: 'Writer', kind: 'scalable', worker_target: 'writer', max_concurrent: 2 },
       { role: 'Reviewer', kind: 'scalable', worker_target: 'reviewer', max_concurrent: 1 },
     ]);

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { type Blackboard, payloadProblem } from '../blackboard/client.ts';
 import { type Grant, isGranted, outputId } from '../blackboard/grants.ts';
+import { contextLevel } from '../blackboard/pup-reads.ts';
 import { failureArtefact, resultArtefact } from '../blackboard/results.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { StructuralType } from '../blackboard/types.ts';
@@ -186,7 +187,7 @@ export class LlmExecutor {
           target,
           context: async () => {
             const roots = [...target.source_artefacts, ...(claim.additional_context_ids ?? [])];
-            return (await assembleContext(roots, (ids) => bb.contextLevel(ids))).chain;
+            return (await assembleContext(roots, (ids) => contextLevel(bb, ids))).chain;
           },
           scrub: this.d.scrub,
           runner: cfg.runner,

@@ -1,6 +1,7 @@
 import { v5 as uuidv5 } from 'uuid';
 import type { z } from 'zod';
 import type { AgentTool } from '../api/agent.ts';
+import { childrenOf } from '../blackboard/claim-engine.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import { isRework } from '../blackboard/results.ts';
 import type { Artefact, Claim, ClaimType } from '../blackboard/types.ts';
@@ -492,7 +493,7 @@ export class Turn {
   /** An Answer citing the question resumes the turn: it becomes ask_question's result. */
   private async answer(w: { toolCallId: string; questionId: string }): Promise<boolean> {
     const { d } = this;
-    const kids = await d.bb.getArtefacts(await d.bb.childrenOf(w.questionId));
+    const kids = await d.bb.getArtefacts(await childrenOf(d.bb, w.questionId));
     const a = kids
       .filter((x): x is Artefact => x?.structural_type === 'Answer')
       .sort((x, y) => x.created_at_ms - y.created_at_ms)[0];

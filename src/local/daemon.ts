@@ -12,6 +12,8 @@ import { type HoltFile, type HoltFileAgent, loadHoltFile } from '../api/holtfile
 import { pupEnvironment } from '../api/pupenv.ts';
 import { registrationOf } from '../api/registry.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { setAgents } from '../blackboard/registry.ts';
+import { reportWorkerExit } from '../blackboard/worker-exits.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
 import { componentEnvironment, LLM_KEY_VARS, Scrubber } from '../common/secrets.ts';
 import { migrate } from '../inbox/migrate.ts';
@@ -341,7 +343,10 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     const bb = Blackboard.connect(as.redis('operator'), opts.name);
     board = bb;
     // With each image's digest, as Holt records it (agent_images, and on every grant).
-    await bb.setAgents(file.agents.map((a) => ({ ...registrationOf(a), image_id: prepared.images[a.role] })));
+    await setAgents(
+      bb,
+      file.agents.map((a) => ({ ...registrationOf(a), image_id: prepared.images[a.role] })),
+    );
 
     // The inbox schema before any process that uses it, as its owner (the runtime's role has DML only).
     await migrate(as.pgOwner, log);
@@ -364,7 +369,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     const onCrash = (e: ComponentExit) => {
       const report = e.spec.kind === 'worker' ? workerExitReport(e, scrub) : undefined;
       if (report)
-        bb.reportWorkerExit(report).catch((err: unknown) =>
+        reportWorkerExit(bb.redis, bb.k.workerExits, report).catch((err: unknown) =>
           log.warn(
             { event_type: 'worker_exit_report_failed', error: String(err) },
             'worker exit not reported',

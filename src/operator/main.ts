@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { KubeConfig } from '@kubernetes/client-node';
 import { collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
+import { reportWorkerExit } from '../blackboard/worker-exits.ts';
 import { isCidr } from '../common/cidr.ts';
 import { ConfigError, configErrorExit, formatIssues } from '../common/config.ts';
 import { startProbeServer } from '../common/http.ts';
@@ -145,7 +146,10 @@ export function buildOperator(
     backlog: inbox,
     claims: inbox,
     wakeups: new NatsWakeups(storeUrl('nats', urlKey('operator'))),
-    reportWorkerExit: async (holt, e) => (await boards.board(holt)).reportWorkerExit(e),
+    reportWorkerExit: async (holt, e) => {
+      const bb = await boards.board(holt);
+      await reportWorkerExit(bb.redis, bb.k.workerExits, e);
+    },
     ...overrides,
   });
   return op;

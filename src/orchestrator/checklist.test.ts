@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { childrenOf } from '../blackboard/claim-engine.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { readQuarantine } from '../blackboard/quarantine.ts';
 import { claimIdForArtefact } from '../blackboard/testkit.ts';
 import { type AgentRegistration, type Artefact, WorkflowEvent } from '../blackboard/types.ts';
 import type { Orchestrator } from './orchestrator.ts';
@@ -328,7 +330,7 @@ describe('Holt checklist', () => {
     );
     for (const id of rejecting) expect(terminated?.termination_reason).toContain(id as string);
     // Reviews on a feedback claim's target (the approving one too) are not foreign outputs.
-    expect(await bb.quarantined()).toEqual([]);
+    expect(await readQuarantine(bb)).toEqual([]);
   });
 
   it('row 15: parallel phase waits for all', async () => {
@@ -443,7 +445,7 @@ describe('Holt checklist', () => {
       'the approval of v2',
     );
     expect(approved).toEqual({ original_artefact_id: v2.id, reviewer_role: 'Reviewer' });
-    expect(await bb.quarantined()).toEqual([]);
+    expect(await readQuarantine(bb)).toEqual([]);
   });
 
   it('row 26: max iterations', async () => {
@@ -490,7 +492,7 @@ describe('Holt checklist', () => {
     expect(c.termination_reason).toBe(
       "Cannot create feedback claim: agent with role 'user' no longer exists in configuration.",
     );
-    const kids = await bb.getArtefacts(await bb.childrenOf(g.id));
+    const kids = await bb.getArtefacts(await childrenOf(bb, g.id));
     const failure = kids.find((a) => a?.type === 'MissingAgentConfiguration');
     expect(failure?.structural_type).toBe('Failure');
     expect(failure?.produced_by_role).toBe('orchestrator');
@@ -619,8 +621,8 @@ describe('Holt checklist', () => {
       produced_by_role: 'Mallory',
     });
     await bb.createArtefact(forged);
-    await waitFor(async () => (await bb.quarantined()).length > 0, 'quarantined');
-    expect(await bb.quarantined()).toEqual([
+    await waitFor(async () => (await readQuarantine(bb)).length > 0, 'quarantined');
+    expect(await readQuarantine(bb)).toEqual([
       expect.objectContaining({
         kind: 'artefact',
         id: forged.id,

@@ -1,9 +1,11 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
+import { childrenOf } from '../blackboard/claim-engine.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
+import { getAgents } from '../blackboard/registry.ts';
 import { failureArtefact, workerFailureArtefact } from '../blackboard/results.ts';
-import { WorkerExit } from '../blackboard/worker-exits.ts';
+import { readWorkerExits, WorkerExit } from '../blackboard/worker-exits.ts';
 import { busProblem, connectBus, watchBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { envMs, parseEnv } from '../common/config.ts';
@@ -118,7 +120,7 @@ export async function startOrchestratorInbox(o: {
   }
   const ring = ringer(nc, o.instance);
   const watch = watchBus(nc);
-  const registration = async (role: string) => (await o.bb.getAgents()).agents.find((a) => a.role === role);
+  const registration = async (role: string) => (await getAgents(o.bb)).agents.find((a) => a.role === role);
   const targetOf = async (role: string) => (await registration(role))?.worker_target;
   const announce = async (g: Grant) =>
     o.bb.publishWorkflowEvent({
@@ -208,7 +210,7 @@ export async function startOrchestratorInbox(o: {
 function workerExitsReader(bb: Blackboard, log: Logger): () => Promise<WorkerExit[]> {
   let cursor = '0';
   return async () => {
-    const r = await bb.workerExits(cursor);
+    const r = await readWorkerExits(bb.redis, bb.k.workerExits, cursor);
     cursor = r.last;
     if (r.invalid)
       log.warn(
@@ -227,7 +229,7 @@ export function answeredQuestions(bb: Blackboard): (questionIds: string[]) => Pr
   return async (questionIds) => {
     const got: string[] = [];
     for (const q of questionIds) {
-      const kids = await bb.getArtefacts(await bb.childrenOf(q));
+      const kids = await bb.getArtefacts(await childrenOf(bb, q));
       if (kids.some((a) => a?.structural_type === 'Answer')) got.push(q);
     }
     return got;

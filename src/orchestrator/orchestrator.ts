@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Blackboard } from '../blackboard/client.ts';
+import { acquireLock, lockHolder, releaseLock } from '../blackboard/instance-lease.ts';
 import type { AgentRegistration } from '../blackboard/types.ts';
 import { createLogger, type Logger, redactUrl } from '../common/logger.ts';
 import type { OrchestratorConfig } from './config.ts';
@@ -107,7 +108,7 @@ export class Orchestrator {
       const t0 = Date.now();
       let held = false;
       try {
-        held = await this.bb.acquireLock(this.holder, leaseTtlMs);
+        held = await acquireLock(this.bb, this.holder, leaseTtlMs);
       } catch (e) {
         this.log.warn({ event_type: 'lease_error', error: (e as Error).message }, 'lease_error');
       }
@@ -121,7 +122,7 @@ export class Orchestrator {
       } else if (!this.term && !waitingLogged) {
         waitingLogged = true;
         this.log.info(
-          { event_type: 'standby', holder: await this.bb.lockHolder().catch(() => null) },
+          { event_type: 'standby', holder: await lockHolder(this.bb).catch(() => null) },
           'standby',
         );
       }
@@ -134,7 +135,7 @@ export class Orchestrator {
   /** After a failed renewal: is the lease still ours? A Redis error counts as yes until it expires. */
   private async stillOurs(): Promise<boolean> {
     try {
-      const h = await this.bb.lockHolder();
+      const h = await lockHolder(this.bb);
       return h === this.holder;
     } catch {
       return true;
@@ -168,7 +169,7 @@ export class Orchestrator {
       this.term = null;
       this.metrics.leader.set(0);
       this.leaseValidUntil = 0;
-      await this.bb.releaseLock(this.holder).catch(() => undefined);
+      await releaseLock(this.bb, this.holder).catch(() => undefined);
     }
   }
 
@@ -190,7 +191,7 @@ export class Orchestrator {
     if (term) {
       await bounded(term.stop());
       await bounded(this.quarantine.settled());
-      await bounded(this.bb.releaseLock(this.holder));
+      await bounded(releaseLock(this.bb, this.holder));
     }
     this.metrics.leader.set(0);
     await this.bb.close();

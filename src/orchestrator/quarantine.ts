@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { BlackboardDataError } from '../blackboard/codec.ts';
+import { quarantineClaim, quarantineItem } from '../blackboard/quarantine.ts';
 import type { Quarantined } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
@@ -36,7 +37,7 @@ export class Quarantine {
     const key = `${q.kind}:${q.id}`;
     if (this.#done.has(key) || !this.#d.alive()) return;
     const bb = this.#d.bb();
-    const fresh = q.kind === 'claim' ? await bb.quarantineClaim(q) : await bb.quarantine(q);
+    const fresh = q.kind === 'claim' ? await quarantineClaim(bb, q) : await quarantineItem(bb, q);
     this.#done.set(key, true);
     if (!fresh) return;
     this.#d.log.warn({ event_type: `${q.kind}_quarantined`, ...q }, `${q.kind}_quarantined`);

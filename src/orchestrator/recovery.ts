@@ -1,3 +1,9 @@
+import {
+  grantQueues,
+  indexMissingArtefacts,
+  moveToDormant,
+  removeFromGrantQueue,
+} from '../blackboard/claim-engine.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
@@ -52,7 +58,7 @@ async function renotify(d: RecoveryDeps, c: Claim, logExtra: Record<string, unkn
 export async function recoverTerm(d: RecoveryDeps): Promise<void> {
   const { bb, log } = d;
   const t0 = Date.now();
-  const { indexed, malformed } = await bb.indexMissingArtefacts();
+  const { indexed, malformed } = await indexMissingArtefacts(bb);
   if (indexed.length || malformed.length)
     log.info({ event_type: 'artefacts_indexed', indexed: indexed.length, malformed }, 'artefacts_indexed');
   const active = await bb.activeClaimIds();
@@ -66,7 +72,7 @@ export async function recoverTerm(d: RecoveryDeps): Promise<void> {
     const legacyDormant = claims
       .filter((vc) => vc?.claim.dormant_reason && wasActive.has(vc.claim.id))
       .map((vc) => vc?.claim.id ?? '');
-    if (legacyDormant.length && d.alive()) await bb.moveToDormant(legacyDormant);
+    if (legacyDormant.length && d.alive()) await moveToDormant(bb, legacyDormant);
     for (const vc of claims) {
       if (!vc || !d.alive()) continue;
       const c = vc.claim;
@@ -89,11 +95,11 @@ export async function recoverTerm(d: RecoveryDeps): Promise<void> {
   }
   // Holt's paused grants (M3.5): resume them instead of only counting them.
   let queued = 0;
-  for (const [role, claimIds] of await bb.grantQueues()) {
+  for (const [role, claimIds] of await grantQueues(bb)) {
     for (const id of claimIds) {
       const vc = await bb.getClaim(id);
       if (!vc || vc.claim.status === 'complete' || vc.claim.status === 'terminated') {
-        await bb.removeFromGrantQueue(role, id);
+        await removeFromGrantQueue(bb, role, id);
       } else {
         queued++;
         d.kick(id);

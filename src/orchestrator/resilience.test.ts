@@ -3,8 +3,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { type Monitored, monitorCommands } from '../../test/harness/redis-monitor.ts';
 import { readAgentLoad } from '../blackboard/agent-load.ts';
+import { claimIdsForArtefacts, indexArtefacts } from '../blackboard/claim-engine.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { artefactToHash } from '../blackboard/codec.ts';
+import { lockHolder } from '../blackboard/instance-lease.ts';
+import { hasBids } from '../blackboard/pup-reads.ts';
+import { readQuarantine } from '../blackboard/quarantine.ts';
+import { setAgents } from '../blackboard/registry.ts';
 import { claimSnapshotScript, updateClaimsScript } from '../blackboard/scripts.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
@@ -105,9 +110,12 @@ describe('orchestrator resilience', () => {
     const goals = Array.from({ length: 100 }, (_, i) => newGoal(`g${i}`));
     await Promise.all(goals.map((g) => bb.createArtefact(g)));
     const ids = await waitFor(async () => {
-      const found = await bb.claimIdsForArtefacts(goals.map((g) => g.id));
+      const found = await claimIdsForArtefacts(
+        bb,
+        goals.map((g) => g.id),
+      );
       if (found.some((id) => !id)) return null;
-      const coder = await bb.hasBids(found as string[], 'Coder');
+      const coder = await hasBids(bb, found as string[], 'Coder');
       return coder.every(Boolean) ? (found as string[]) : null;
     }, 'all 100 claims with the Coder bid');
     // Only the last claim gets its missing bid: it completes while the 99 before it still wait.
@@ -135,7 +143,7 @@ describe('orchestrator resilience', () => {
     const g = newGoal();
     await bb.createArtefact(g);
     const c = await claimFor(bb, g.id);
-    await waitFor(async () => (await bb.hasBids([c.id], 'Coder'))[0], 'the Coder bid');
+    await waitFor(async () => (await hasBids(bb, [c.id], 'Coder'))[0], 'the Coder bid');
     // The last bid lands with no event (as if published while the connection was down), then the
     // orchestrator's event connection drops and comes back.
     await bb.redis.hset(bb.k.bids(c.id), 'Silent', 'ignore');
@@ -169,7 +177,7 @@ describe('orchestrator resilience', () => {
     await bb.redis.publish(bb.k.channels.artefactEvents, JSON.stringify(g));
     await waitFor(() => attempts > 0, 'the failed claim creation');
     // Now indexed (no second event): the reconcile loop must still create the claim.
-    await bb.indexArtefacts([g]);
+    await indexArtefacts(bb, [g]);
     await claimFor(bb, g.id);
     expect(attempts).toBe(2);
     expect(o.isLeader()).toBe(true);
@@ -185,7 +193,7 @@ describe('orchestrator resilience', () => {
     // Stored and indexed, but its event was lost: only the reconcile loop can find it.
     const lost = newGoal('event lost');
     await bb.redis.hset(bb.k.artefact(lost.id), artefactToHash(lost));
-    await bb.indexArtefacts([lost]);
+    await indexArtefacts(bb, [lost]);
     await claimFor(bb, lost.id);
   });
 
@@ -262,7 +270,7 @@ describe('orchestrator resilience', () => {
     await Promise.race([a.whenLeader(), b.whenLeader()]);
     const [leader, standby] = a.isLeader() ? [a, b] : [b, a];
     expect(standby.isLeader()).toBe(false);
-    expect(await bb.lockHolder()).toBe(leader.holder);
+    expect(await lockHolder(bb)).toBe(leader.holder);
     expect(await bb.redis.get(bb.k.lock)).toMatch(/^orchestrator:\d+$/);
 
     const g1 = newGoal();
@@ -272,7 +280,7 @@ describe('orchestrator resilience', () => {
 
     leader.halt(); // dies without releasing: the standby must wait for the lease to expire
     await standby.whenLeader();
-    expect(await bb.lockHolder()).toBe(standby.holder);
+    expect(await lockHolder(bb)).toBe(standby.holder);
     const g2 = newGoal();
     await bb.createArtefact(g2);
     await waitClaim(bb, (await claimFor(bb, g2.id)).id, (c) => c.status === 'complete');
@@ -309,7 +317,8 @@ describe('orchestrator resilience', () => {
   it('row 35: restart recovery', async () => {
     const par2Hold: AgentScript = { role: 'Par2', bid: onGoal('claim'), respond: () => ({ type: 'Part2' }) };
     const { bb, rec, agents, start } = await setup([...threePhase, par2Hold], ['Idle']);
-    await bb.setAgents(
+    await setAgents(
+      bb,
       ['Reviewer', 'Par', 'Coder', 'Par2'].map((role) => ({ role, kind: 'standard' as const })),
     );
     const par2 = agents[3] as ScriptedAgent;
@@ -474,7 +483,7 @@ describe('orchestrator resilience', () => {
       { role: 'Coder', bid: onGoal('exclusive'), respond: () => ({ type: 'Code' }) },
       { role: 'Extra', bid: onGoal('exclusive'), respond: () => ({ type: 'Code' }) },
     ]);
-    await bb.setAgents([{ role: 'Coder', kind: 'standard' }]);
+    await setAgents(bb, [{ role: 'Coder', kind: 'standard' }]);
     const o = start({ bidTimeoutMs: 60_000 });
     await o.whenLeader();
     const g1 = newGoal();
@@ -484,7 +493,7 @@ describe('orchestrator resilience', () => {
     expect(c1.granted_exclusive_agent).toBe('Coder');
 
     // Register Extra (byte-wise first): new claims wait for it and it wins the tie.
-    await bb.setAgents([
+    await setAgents(bb, [
       { role: 'Coder', kind: 'standard' },
       { role: 'Extra', kind: 'standard' },
       { role: 'Aaa', kind: 'standard' },
@@ -549,7 +558,7 @@ describe('orchestrator resilience', () => {
       `claim:${poison}`,
     ];
     const listed = await waitFor(async () => {
-      const q = await bb.quarantined();
+      const q = await readQuarantine(bb);
       const keys = q.map((x) => `${x.kind}:${x.id}`).sort();
       return want.every((w) => keys.includes(w)) ? q : null;
     }, 'every bad item quarantined');
@@ -604,7 +613,7 @@ describe('orchestrator resilience', () => {
       },
     };
     const { bb, start } = await setup([{ role: 'Coder', bid: onGoal('exclusive') }]);
-    await bb.setAgents([{ role: 'Coder', kind: 'scalable', worker_target: 'coder' }]);
+    await setAgents(bb, [{ role: 'Coder', kind: 'scalable', worker_target: 'coder' }]);
     const o = start({}, { scalableDispatcher: pool });
     await o.whenLeader();
     await waitFor(async () => {

@@ -1,14 +1,14 @@
 import DataLoader from 'dataloader';
 import { LRUCache } from 'lru-cache';
-import type {
-  Blackboard,
-  ClaimSnapshot,
-  ClaimUpdate,
-  Publication,
-  SnapshotRequest,
-  SourceRead,
-  VersionedClaim,
-} from '../blackboard/client.ts';
+import type { ClaimSnapshot, ClaimUpdate, SnapshotRequest, SourceRead } from '../blackboard/claim-engine.ts';
+import {
+  childrenOf,
+  claimSnapshots,
+  removeFromGrantQueue,
+  updateClaims,
+} from '../blackboard/claim-engine.ts';
+import type { Blackboard, Publication } from '../blackboard/client.ts';
+import type { VersionedClaim } from '../blackboard/replies.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { foreignOutputs } from './authorship.ts';
@@ -119,11 +119,11 @@ export class ClaimStepper {
    * not one per claim. Each claim's compare-and-set still succeeds or fails on its own.
    */
   private readonly snapshots = new DataLoader<SnapshotRequest, ClaimSnapshot | null>(
-    (reqs) => this.d.bb.claimSnapshots([...reqs]),
+    (reqs) => claimSnapshots(this.d.bb, [...reqs]),
     BATCHING,
   );
   private readonly updates = new DataLoader<ClaimUpdate, number | null>(
-    (reqs) => this.d.bb.updateClaims([...reqs]),
+    (reqs) => updateClaims(this.d.bb, [...reqs]),
     BATCHING,
   );
 
@@ -144,7 +144,7 @@ export class ClaimStepper {
 
   /** Outputs of a claim: the target's children plus anything its phase state already received. */
   async outputs(c: Claim): Promise<Artefact[]> {
-    const ids = await this.d.bb.childrenOf(c.artefact_id);
+    const ids = await childrenOf(this.d.bb, c.artefact_id);
     const children = new Map<string, Artefact>();
     for (const [i, a] of (await this.d.bb.getArtefacts(ids)).entries())
       if (a) children.set(ids[i] as string, a);
@@ -381,7 +381,7 @@ export class ClaimStepper {
         await bb.publishWorkflowEvent(e.event);
         return;
       case 'dequeue':
-        await bb.removeFromGrantQueue(e.role, claim.id);
+        await removeFromGrantQueue(bb, e.role, claim.id);
         return;
     }
   }

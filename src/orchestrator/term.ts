@@ -1,6 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import {
+  artefactArrived,
+  artefactIdsSince,
+  claimIdsForArtefacts,
+  claimRevs,
+} from '../blackboard/claim-engine.ts';
 import type { Blackboard } from '../blackboard/client.ts';
+import { getAgents } from '../blackboard/registry.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { type AgentRegistration, Artefact, type Claim, takesClaim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
@@ -242,7 +249,7 @@ export class Term {
   }
 
   private async loadRegistry(): Promise<void> {
-    const { rev, agents, invalid } = await this.d.bb.getAgents();
+    const { rev, agents, invalid } = await getAgents(this.d.bb);
     if (rev === this.registryRev) return;
     this.registryRev = rev;
     this.d.registry.clear();
@@ -282,7 +289,7 @@ export class Term {
         'claim_creation_skipped',
       );
     else claim = await this.newClaim(a);
-    const r = await bb.artefactArrived(a, claim);
+    const r = await artefactArrived(bb, a, claim);
     if (claim && r.claimId) await this.claimWritten(a, claim, r.claimId, true);
     for (const [i, id] of r.sourceClaims.entries()) {
       if (!id) continue;
@@ -393,16 +400,20 @@ export class Term {
     const short = Math.min(now - SHORT_LOOKBACK_MS, this.lastPassStart - 3 * config.reconcileIntervalMs);
     const from = full ? since : Math.max(since, short);
     this.lastPassStart = now;
-    const fresh = (await bb.artefactIdsSince(from)).filter((x) => !this.seen.has(x.id));
+    const fresh = (await artefactIdsSince(bb, from)).filter((x) => !this.seen.has(x.id));
     for (let i = 0; i < fresh.length && this.alive(); i += BATCH) {
       const artefacts = (await bb.getArtefacts(fresh.slice(i, i + BATCH).map((x) => x.id))).filter(
         (a): a is Artefact => a !== null,
       );
       const claimable = artefacts.filter((a) => takesClaim(a.structural_type));
-      const existing = await bb.claimIdsForArtefacts(claimable.map((a) => a.id));
+      const existing = await claimIdsForArtefacts(
+        bb,
+        claimable.map((a) => a.id),
+      );
       for (const [j, a] of claimable.entries()) if (!existing[j]) await this.ensureClaim(a);
       const sources = [...new Set(artefacts.flatMap((a) => a.source_artefacts))];
-      for (const id of await bb.claimIdsForArtefacts(sources)) if (id && active.has(id)) this.runner.kick(id);
+      for (const id of await claimIdsForArtefacts(bb, sources))
+        if (id && active.has(id)) this.runner.kick(id);
       for (const a of artefacts) this.markSeen(a.id, a.created_at_ms);
     }
     if (!this.alive()) return;
@@ -429,7 +440,7 @@ export class Term {
     };
     const due = settled.filter((id) => dueAt(id) <= now);
     const check = full ? settled : due;
-    const revs = await bb.claimRevs(check);
+    const revs = await claimRevs(bb, check);
     const moved = new Set(check.filter((id, i) => (revs[i] ?? null) !== this.stepper.idleRev.get(id)));
     const still = check.filter((id) => !moved.has(id));
     for (const id of candidates) {

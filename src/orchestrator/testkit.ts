@@ -4,6 +4,7 @@ import { pino } from 'pino';
 import { z } from 'zod';
 import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { setAgents } from '../blackboard/registry.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { claimIdForArtefact } from '../blackboard/testkit.ts';
 import {
@@ -246,7 +247,10 @@ export function newGoal(payload = 'build it', over: Partial<Artefact> = {}): Art
 }
 
 export async function register(bb: Blackboard, roles: (string | AgentRegistration)[]): Promise<void> {
-  await bb.setAgents(roles.map((r) => (typeof r === 'string' ? { role: r, kind: 'standard' as const } : r)));
+  await setAgents(
+    bb,
+    roles.map((r) => (typeof r === 'string' ? { role: r, kind: 'standard' as const } : r)),
+  );
 }
 
 /** The claim made for an artefact, once it exists. */

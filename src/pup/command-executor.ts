@@ -1,6 +1,8 @@
 import { existsSync } from 'node:fs';
 import { type Blackboard, payloadProblem } from '../blackboard/client.ts';
+import { acquireExecution, releaseExecution, renewExecution } from '../blackboard/execution-lease.ts';
 import { type Grant, isGranted, outputId } from '../blackboard/grants.ts';
+import { contextLevel } from '../blackboard/pup-reads.ts';
 import {
   type FailureReport,
   failureArtefact,
@@ -69,7 +71,7 @@ export class CommandExecutor implements GrantExecutor {
       // is short and renewed while the run lasts: a pup killed mid-run holds up the grant for at most
       // one lease, not for the tool's whole timeout.
       const ttl = cfg.executionLeaseMs;
-      if (!opts.fenced && !(await this.redis('lease', () => bb.acquireExecution(id, owner, ttl)))) {
+      if (!opts.fenced && !(await this.redis('lease', () => acquireExecution(bb, id, owner, ttl)))) {
         l.info({ event_type: 'grant_leased_elsewhere' });
         return 'leased_elsewhere';
       }
@@ -77,7 +79,7 @@ export class CommandExecutor implements GrantExecutor {
         ? undefined
         : setInterval(
             () => {
-              bb.renewExecution(id, owner, ttl).then(
+              renewExecution(bb, id, owner, ttl).then(
                 (ours) => {
                   if (!ours) l.warn({ event_type: 'execution_lease_lost' });
                 },
@@ -90,7 +92,7 @@ export class CommandExecutor implements GrantExecutor {
         return await this.run(vc.claim, grant, id, l, sink, opts, signal);
       } finally {
         clearInterval(heartbeat);
-        if (!opts.fenced) await bb.releaseExecution(id, owner).catch(() => undefined);
+        if (!opts.fenced) await releaseExecution(bb, id, owner).catch(() => undefined);
       }
     } catch (e) {
       l.error({ event_type: 'execution_error', error: e instanceof Error ? e.message : String(e) });
@@ -141,7 +143,7 @@ export class CommandExecutor implements GrantExecutor {
         ...questions.answers.map((a) => a.id),
       ];
       const ctx = await assembleContext(roots, (ids) =>
-        this.redis('context_level', () => bb.contextLevel(ids)),
+        this.redis('context_level', () => contextLevel(bb, ids)),
       );
       if (ctx.malformed.length) l.warn({ event_type: 'context_malformed', ids: ctx.malformed });
       stdin = toolInput(grant.claimType, target, ctx.chain);

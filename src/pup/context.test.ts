@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { contextLevel } from '../blackboard/pup-reads.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { assembleContext } from './context.ts';
 import { artefact } from './testkit.ts';
@@ -53,12 +54,12 @@ describe('context assembly', () => {
     for (const a of [...stored, review, l3v2, failure]) await bb.createArtefact(a);
 
     const target = artefact({ source_artefacts: [L[1]!.id, failure.id, L[1]!.id] });
-    await bb.contextLevel([target.id]); // load the script so the count below is only the walk
+    await contextLevel(bb, [target.id]); // load the script so the count below is only the walk
     await bb.redis.config('RESETSTAT');
     let fetches = 0;
     const ctx = await assembleContext(target.source_artefacts, (ids) => {
       fetches++;
-      return bb.contextLevel(ids);
+      return contextLevel(bb, ids);
     });
     const calls = await commandCalls();
 
@@ -91,7 +92,7 @@ describe('context assembly', () => {
     const broken = artefact().id;
     await bb.redis.hset(`holt:ctx:artefact:${broken}`, { id: broken, version: 'x' });
     const gone = artefact().id;
-    const ctx = await assembleContext([ok.id, broken, gone], (ids) => bb.contextLevel(ids));
+    const ctx = await assembleContext([ok.id, broken, gone], (ids) => contextLevel(bb, ids));
     expect(ctx.chain.map((a) => a.id)).toEqual([ok.id]);
     expect(ctx.missing).toEqual([gone]);
     expect(ctx.malformed).toEqual([broken]);

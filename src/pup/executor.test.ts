@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard, PayloadTooLargeError } from '../blackboard/client.ts';
+import { executionLeaseKey } from '../blackboard/execution-lease.ts';
 import { outputId } from '../blackboard/grants.ts';
 import type { Claim, ClaimType } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
@@ -349,7 +350,7 @@ describe('a grant runs once', () => {
     expect(await second.execute(grant)).toBe('leased_elsewhere');
     expect(await running).toBe('success');
     expect(
-      await bb.redis.exists(bb.executionLeaseKey(outputId('test', claim.id, 'coder', 'exclusive'))),
+      await bb.redis.exists(executionLeaseKey(bb, outputId('test', claim.id, 'coder', 'exclusive'))),
     ).toBe(0);
   });
 

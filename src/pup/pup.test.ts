@@ -5,6 +5,7 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { claimToHash, claimToJson } from '../blackboard/codec.ts';
+import { executionLeaseKey } from '../blackboard/execution-lease.ts';
 import { outputId } from '../blackboard/grants.ts';
 import { publishGrant, updateClaim } from '../blackboard/testkit.ts';
 import type { Claim } from '../blackboard/types.ts';
@@ -74,7 +75,7 @@ async function fillQueueOfOne(bb: Blackboard, pup: Pup): Promise<[Claim, Claim]>
   await bidOf(bb, b);
   await grant(bb, a, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
   await waitFor(
-    () => bb.redis.exists(bb.executionLeaseKey(outputId(bb.instance, a.id, 'coder', 'exclusive'))),
+    () => bb.redis.exists(executionLeaseKey(bb, outputId(bb.instance, a.id, 'coder', 'exclusive'))),
     'a to run',
   );
   await grant(bb, b, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
@@ -105,12 +106,12 @@ describe('standard mode', () => {
 
     await grant(bb, b.claim, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
     const out = outputId('std', b.claim.id, 'coder', 'exclusive');
-    await waitFor(() => bb.redis.exists(bb.executionLeaseKey(out)), 'the tool to start');
+    await waitFor(() => bb.redis.exists(executionLeaseKey(bb, out)), 'the tool to start');
     const c = await grantedClaim(bb, {});
     expect(await bidOf(bb, c.claim)).toBe('exclusive');
     // the bid landed while the slow tool was still running
     expect(await bb.getArtefact(out)).toBeNull();
-    expect(await bb.redis.exists(bb.executionLeaseKey(out))).toBe(1);
+    expect(await bb.redis.exists(executionLeaseKey(bb, out))).toBe(1);
     expect((await outputOf(bb, b.claim)).type).toBe('SlowResult');
 
     // the artefact is written before the run is counted: wait for the count
@@ -237,7 +238,7 @@ describe('standard mode', () => {
     expect((await bb.getArtefact(outputId('fullstop', a.id, 'coder', 'exclusive')))?.type).toBe('SlowResult');
     expect(await bb.getArtefact(outputId('fullstop', b.id, 'coder', 'exclusive'))).toBeNull();
     expect(
-      await bb.redis.exists(bb.executionLeaseKey(outputId('fullstop', b.id, 'coder', 'exclusive'))),
+      await bb.redis.exists(executionLeaseKey(bb, outputId('fullstop', b.id, 'coder', 'exclusive'))),
     ).toBe(0);
     expect(await bb.getBids(c.id)).toEqual({});
   });

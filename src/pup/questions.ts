@@ -1,4 +1,5 @@
 import { v5 as uuidv5 } from 'uuid';
+import { childrenOf } from '../blackboard/claim-engine.ts';
 import type { Blackboard, NewArtefact } from '../blackboard/client.ts';
 import type { Artefact } from '../blackboard/types.ts';
 
@@ -53,7 +54,7 @@ export async function questionState(bb: Blackboard, outputId: string): Promise<Q
     const q = questionId(outputId, n);
     const [asked] = await bb.artefactsExist([q]);
     if (!asked) return { answers, next: n };
-    const kids = await bb.getArtefacts(await bb.childrenOf(q));
+    const kids = await bb.getArtefacts(await childrenOf(bb, q));
     const answer = kids
       .filter((a): a is Artefact => a?.structural_type === 'Answer')
       .sort((a, b) => b.created_at_ms - a.created_at_ms)[0];

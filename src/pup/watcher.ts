@@ -1,7 +1,9 @@
 import { existsSync } from 'node:fs';
 import { z } from 'zod';
-import type { Blackboard, VersionedClaim } from '../blackboard/client.ts';
+import type { Blackboard } from '../blackboard/client.ts';
 import { currentGrant, type Grant, outputId } from '../blackboard/grants.ts';
+import { bidView, claimsToScan, hasBids, unwatchClaims, watchClaims } from '../blackboard/pup-reads.ts';
+import type { VersionedClaim } from '../blackboard/replies.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { type Artefact, GrantNotification } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
@@ -116,7 +118,7 @@ export class ClaimWatcher {
 
   private async scan(): Promise<void> {
     const { bb, cfg } = this.d;
-    const { active, watched } = await this.redis('claims_to_scan', () => bb.claimsToScan(cfg.role));
+    const { active, watched } = await this.redis('claims_to_scan', () => claimsToScan(bb, cfg.role));
     const ids = [...new Set([...active, ...watched])];
     const read = await this.readClaims(ids);
     const claims = read.filter((c): c is VersionedClaim => c !== null).map((c) => c.claim);
@@ -127,12 +129,13 @@ export class ClaimWatcher {
         return !c || c.status === 'complete' || c.status === 'terminated' || c.dormant_reason !== undefined;
       });
       await this.redis('unwatch_claims', () =>
-        bb.unwatchClaims(cfg.role, settled, Date.now() - WATCH_MAX_AGE_MS, WATCH_MAX),
+        unwatchClaims(bb, cfg.role, settled, Date.now() - WATCH_MAX_AGE_MS, WATCH_MAX),
       );
     }
     const open = claims.filter(biddingOpen);
     const bid = await this.redis('has_bids', () =>
-      bb.hasBids(
+      hasBids(
+        bb,
         open.map((c) => c.id),
         cfg.role,
       ),
@@ -208,14 +211,14 @@ export class ClaimWatcher {
 
   private async bidOn(claimId: string, targetHint: string | undefined): Promise<void> {
     const { bb, cfg, log, metrics } = this.d;
-    const view = await this.redis('bid_view', () => bb.bidView(claimId, cfg.role, targetHint));
+    const view = await this.redis('bid_view', () => bidView(bb, claimId, cfg.role, targetHint));
     if (!view.claim) return;
     const claim = view.claim.claim;
     if (!biddingOpen(claim)) {
       // A feedback claim is assigned, not bid on (Holt pushes it straight to the work queue).
       const t = currentGrant(claim, cfg.role);
       if (t && claim.status === 'pending_assignment' && this.d.onGrant) {
-        await this.redis('watch_claims', () => bb.watchClaims(cfg.role, [claimId]));
+        await this.redis('watch_claims', () => watchClaims(bb, cfg.role, [claimId]));
         this.offer({ claimId, claimType: t }, 'claim_event');
       }
       return;

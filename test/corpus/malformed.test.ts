@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HoltFileError, parseHoltFile } from '../../src/api/holtfile.ts';
 import { Blackboard } from '../../src/blackboard/client.ts';
 import { artefactToHash, claimToHash, hashToArtefact, hashToClaim } from '../../src/blackboard/codec.ts';
+import { readQuarantine } from '../../src/blackboard/quarantine.ts';
 import { connectBus } from '../../src/bus/connect.ts';
 import { type Doorbell, subscribeDoorbell } from '../../src/bus/doorbell.ts';
 import { doorbellSubject } from '../../src/bus/subjects.ts';
@@ -157,7 +158,7 @@ describe('stored items the orchestrator reads (real Redis, a real orchestrator)'
       );
       let missing: string[] = [];
       const got = await waitFor(async () => {
-        const q = new Set((await bb.quarantined()).map((x) => `${x.kind}:${x.id}`));
+        const q = new Set((await readQuarantine(bb)).map((x) => `${x.kind}:${x.id}`));
         missing = [...expected].filter((e) => !q.has(e));
         return missing.length ? null : q;
       }, 'every malformed item quarantined').catch((e: unknown) => {

@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { childrenOf } from '../../src/blackboard/claim-engine.ts';
 import { Blackboard } from '../../src/blackboard/client.ts';
 import { createPool } from '../../src/common/pg.ts';
 import { type NatsServer, startNats } from '../../src/local/nats.ts';
@@ -289,12 +290,12 @@ export async function startWorld(o: WorldOptions = {}): Promise<World> {
         finished = 0;
         outputsTwice = 0;
         for (const g of goals) {
-          const codes = await bb.getArtefacts(await bb.childrenOf(g));
+          const codes = await bb.getArtefacts(await childrenOf(bb, g));
           const code = codes.filter((a) => a?.produced_by_role === ROLE);
           if (code.length > 1) outputsTwice++;
           const c = code[0];
           if (!c) continue;
-          const ends = (await bb.getArtefacts(await bb.childrenOf(c.id))).filter(
+          const ends = (await bb.getArtefacts(await childrenOf(bb, c.id))).filter(
             (a) => a?.produced_by_role === ROLE,
           );
           if (ends.length > 1) outputsTwice++;

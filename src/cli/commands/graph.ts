@@ -1,4 +1,5 @@
 import { writeFileSync } from 'node:fs';
+import { claimIdsForArtefacts } from '../../blackboard/claim-engine.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import type { Artefact, Claim } from '../../blackboard/types.ts';
 import { type ArtefactGraph, artefactGraph, workflowOf } from '../../graph/model.ts';
@@ -24,7 +25,10 @@ export interface GraphOptions {
 async function readBoard(bb: Blackboard): Promise<{ artefacts: Artefact[]; claims: Map<string, Claim> }> {
   const ids = await bb.listArtefactIds();
   const artefacts = (await bb.getArtefacts(ids)).filter((a): a is Artefact => a !== null);
-  const claimIds = await bb.claimIdsForArtefacts(artefacts.map((a) => a.id));
+  const claimIds = await claimIdsForArtefacts(
+    bb,
+    artefacts.map((a) => a.id),
+  );
   const wanted = claimIds.filter((c): c is string => c !== null);
   const claims = new Map<string, Claim>();
   for (const vc of await bb.getClaims(wanted)) if (vc) claims.set(vc.claim.artefact_id, vc.claim);

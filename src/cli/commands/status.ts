@@ -1,5 +1,7 @@
 import { type AgentStatus, readAgentStatuses } from '../../blackboard/agent-status.ts';
 import { Blackboard } from '../../blackboard/client.ts';
+import { readQuarantine } from '../../blackboard/quarantine.ts';
+import { getAgents } from '../../blackboard/registry.ts';
 import { type RetentionReport, readRetentionReport } from '../../blackboard/retention-report.ts';
 import { CLAIM_STATUSES, type Quarantined } from '../../blackboard/types.ts';
 import { redactUrl } from '../../common/logger.ts';
@@ -19,9 +21,9 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
     try {
       for (const c of await bb.getClaims(await bb.listClaimIds()))
         if (c) claims[c.claim.status] = (claims[c.claim.status] ?? 0) + 1;
-      const roles = (await bb.getAgents()).agents.map((a) => a.role);
+      const roles = (await getAgents(bb)).agents.map((a) => a.role);
       llm = await readAgentStatuses(bb.redis, s.name, roles);
-      quarantined = await bb.quarantined();
+      quarantined = await readQuarantine(bb);
       // A malformed report is shown as missing: status must never fail on it.
       retention = await readRetentionReport(bb.redis, bb.k.retention).catch(() => null);
     } finally {

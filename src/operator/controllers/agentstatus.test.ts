@@ -8,6 +8,7 @@ import { writeAgentLoad } from '../../blackboard/agent-load.ts';
 import { type AgentStatus as LlmAgentStatus, writeAgentStatus } from '../../blackboard/agent-status.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { outputId } from '../../blackboard/grants.ts';
+import { quarantineItem } from '../../blackboard/quarantine.ts';
 import { NO_PRUNE, writeRetentionReport } from '../../blackboard/retention-report.ts';
 import { updateClaim } from '../../blackboard/testkit.ts';
 import type { Claim, ClaimType } from '../../blackboard/types.ts';
@@ -248,8 +249,8 @@ describe('Agent status from the Holt Redis (real API server + real Redis)', () =
       (await holtData())?.quarantined === 0 ? true : undefined,
     );
     expect((await holtData())?.retention).toBeUndefined(); // no pass yet
-    await bb.quarantine({ kind: 'claim', id: 'c-bad', reason: 'malformed', detail: 'status: invalid' });
-    await bb.quarantine({ kind: 'artefact', id: 'a-bad', reason: 'malformed', detail: 'version: NaN' });
+    await quarantineItem(bb, { kind: 'claim', id: 'c-bad', reason: 'malformed', detail: 'status: invalid' });
+    await quarantineItem(bb, { kind: 'artefact', id: 'a-bad', reason: 'malformed', detail: 'version: NaN' });
     await writeRetentionReport(bb.redis, bb.k.retention, {
       days: 7,
       last_pass_ms: Date.UTC(2026, 10, 25, 12),

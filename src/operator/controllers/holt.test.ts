@@ -3,6 +3,7 @@ import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { monitoringCrds } from '../../../test/harness/monitoring.ts';
 import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
 import { Blackboard } from '../../blackboard/client.ts';
+import { getAgents } from '../../blackboard/registry.ts';
 import { createLogger, silentLogger } from '../../common/logger.ts';
 import { freePort } from '../../local/ports.ts';
 import { Operator } from '../operator.ts';
@@ -279,7 +280,7 @@ describe('Holt and Agent reconcilers on a real API server', () => {
         await fakeKubelet(admin, NS, {
           labelSelector: 'holt.io/instance=demo,app.kubernetes.io/component=redis',
         });
-        const r = await bb.getAgents();
+        const r = await getAgents(bb);
         return r.agents.length ? r.agents : undefined;
       });
       expect(reg).toEqual([{ role: 'coder', kind: 'standard' }]);
@@ -475,7 +476,7 @@ describe('Holt and Agent reconcilers on a real API server', () => {
     );
     const bb = Blackboard.connect(redis.url, 'lonely');
     try {
-      expect((await bb.getAgents()).agents).toEqual([
+      expect((await getAgents(bb)).agents).toEqual([
         { role: 'a', kind: 'scalable', worker_target: 'a', max_concurrent: 3 },
       ]);
     } finally {
@@ -525,7 +526,7 @@ describe('Holt and Agent reconcilers on a real API server', () => {
     await eventually('agent gone', async () => ((await get('Agent', 'lonely-a')) ? undefined : true));
     const bb = Blackboard.connect(redis.url, 'lonely');
     try {
-      expect((await bb.getAgents()).agents).toEqual([]);
+      expect((await getAgents(bb)).agents).toEqual([]);
     } finally {
       await bb.close();
     }

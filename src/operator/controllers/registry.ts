@@ -1,5 +1,6 @@
 import { registrationOf } from '../../api/registry.ts';
 import { Blackboard } from '../../blackboard/client.ts';
+import { getAgents, setAgents } from '../../blackboard/registry.ts';
 import type { AgentRegistration } from '../../blackboard/types.ts';
 import type { Logger } from '../../common/logger.ts';
 import { canonical } from '../runtime/apply.ts';
@@ -74,10 +75,10 @@ export class RedisRegistryWriter implements RegistryWriter {
 
   async write(holt: HoltRef, agents: AgentRegistration[]): Promise<void> {
     const bb = await this.#boards.board(holt);
-    const current = await bb.getAgents();
+    const current = await getAgents(bb);
     const sort = (a: AgentRegistration[]) => [...a].sort((x, y) => x.role.localeCompare(y.role));
     if (current.invalid.length === 0 && canonical(sort(current.agents)) === canonical(sort(agents))) return;
-    await bb.setAgents(agents);
+    await setAgents(bb, agents);
   }
 
   async close(): Promise<void> {
