@@ -67,6 +67,12 @@ export const AgentTool = z
       .max(131072)
       .default(16384)
       .describe('Largest argument the model may pass (each string, or the JSON of each other value).'),
+    terminate: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Ends the turn when it succeeds (exit 0): its stdout is the turn's result. Unless mustEndWith names it, only where mustEndWith is unset.",
+      ),
   })
   .describe(
     'A tool the model may call. A parameter with format "path" is a path inside the workspace: relative, no "..", no leading "-", no symbolic link out.',
@@ -102,6 +108,17 @@ export const AgentEgress = z
   })
   .describe('Where an agent with egress may connect (a NetworkPolicy for its pods).');
 
+export const ResultField = z
+  .object({
+    type: z
+      .enum(['string', 'number', 'integer', 'boolean', 'object', 'array'])
+      .default('string')
+      .describe("The field's JSON type."),
+    required: z.boolean().default(true).describe('Whether a result without it is refused.'),
+    description: z.string().default('').describe('What the field holds, shown to the model.'),
+  })
+  .describe('One field every result of this agent carries.');
+
 export const AgentLlm = z
   .object({
     model: z.string().min(1).optional().describe('Model name; defaults to the Holt-wide model.'),
@@ -110,7 +127,18 @@ export const AgentLlm = z
     maxTokens: z.number().int().positive().optional().describe('Maximum tokens per reply.'),
     timeoutSeconds: z.number().int().positive().max(3600).default(120).describe('Timeout of one model call.'),
     maxSteps: z.number().int().min(1).max(200).default(8).describe('Maximum ReAct steps per turn.'),
-    mustEndWith: z.string().optional().describe('Tool the turn must end with (e.g. submit_result).'),
+    mustEndWith: z
+      .string()
+      .optional()
+      .describe(
+        'Tools the turn must end with, comma-separated (e.g. submit_result): no other call ends it, and its last step offers only these.',
+      ),
+    resultFields: z
+      .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'must be an identifier'), ResultField)
+      .optional()
+      .describe(
+        "Fields every result must carry: the result's payload is then a JSON object with them, checked before the turn ends (a result without them is returned to the model with what is wrong).",
+      ),
     maxToolCallsPerReply: z
       .number()
       .int()
@@ -235,9 +263,33 @@ const agentSpecShape = {
   egressTo: AgentEgress.optional(),
 };
 
+/** must_end_with's tool names (comma-separated; empty: any end is fine). */
+export function endingToolNames(mustEndWith: string | undefined): string[] {
+  return (mustEndWith ?? '')
+    .split(',')
+    .map((n) => n.trim())
+    .filter(Boolean);
+}
+
+/** Names in must_end_with that could never end a turn: neither submit_result nor a tool with terminate. */
+export function unendingTools(
+  mustEndWith: string | undefined,
+  tools: { name: string; terminate?: boolean }[],
+): string[] {
+  const ends = new Set(['submit_result', ...tools.filter((t) => t.terminate).map((t) => t.name)]);
+  return endingToolNames(mustEndWith).filter((n) => !ends.has(n));
+}
+
 function checkAgent(a: z.infer<z.ZodObject<typeof agentSpecShape>>, ctx: z.RefinementCtx): void {
   if (!a.command && !a.llm)
     ctx.addIssue({ code: 'custom', path: ['command'], message: 'command is required unless llm is set' });
+  const unending = a.llm ? unendingTools(a.llm.mustEndWith, a.llm.tools) : [];
+  if (unending.length)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['llm', 'mustEndWith'],
+      message: `${unending.join(', ')} cannot end a turn: name submit_result or a tool with terminate: true`,
+    });
   if (!a.bidding.strategy && !a.bidding.script && !a.bidding.llm)
     ctx.addIssue({
       code: 'custom',

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HoltFileError, parseHoltFile } from './holtfile.ts';
+import { llmEnvironment } from './pupenv.ts';
 import { registrationOf } from './registry.ts';
 
 const threePhase = `
@@ -164,6 +165,38 @@ agents:
     });
     expect(w?.healthCheck).toEqual({ command: ['true'], intervalSeconds: 60, timeoutSeconds: 5 });
     expect(p?.llm?.tools[0]).toMatchObject({ name: 'ls', timeoutSeconds: 10 });
+  });
+
+  it("an LLM agent's contract (result_fields, must_end_with, a terminate tool) reaches the pup's environment", () => {
+    const f = parseHoltFile(`version: "2"
+agents:
+  Reporter:
+    bidding_strategy: exclusive
+    llm:
+      must_end_with: publish
+      result_fields: {title: {type: string, description: a headline}, score: {type: integer, required: false}}
+      tools: [{name: publish, argv: [./publish.sh], terminate: true}]
+`);
+    const [r] = f.agents;
+    const env = llmEnvironment(r!, undefined);
+    expect(env.HOLT_LLM_MUST_END_WITH).toBe('publish');
+    expect(JSON.parse(env.HOLT_LLM_RESULT_FIELDS!)).toEqual({
+      title: { type: 'string', required: true, description: 'a headline' },
+      score: { type: 'integer', required: false, description: '' },
+    });
+    expect(JSON.parse(env.HOLT_LLM_TOOLS!)[0]).toMatchObject({ name: 'publish', terminate: true });
+    expect(
+      problemsOf(`version: "2"
+agents:
+  R: {bidding_strategy: exclusive, llm: {must_end_with: lint, tools: [{name: lint, argv: [lint]}]}}
+`).join('\n'),
+    ).toMatch(/lint cannot end a turn: name submit_result or a tool with terminate: true/);
+    expect(
+      problemsOf(`version: "2"
+agents:
+  R: {bidding_strategy: exclusive, llm: {result_fields: {n: {type: float}}}}
+`).join('\n'),
+    ).toMatch(/result_fields/);
   });
 
   it('two scalable agents cannot share a worker target', () => {

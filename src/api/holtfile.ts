@@ -42,6 +42,7 @@ const fileTool = z.object({
   fixed: z.record(z.string(), z.unknown()).optional(),
   env: z.record(z.string(), z.string()).optional(),
   max_argument_bytes: z.number().int().optional(),
+  terminate: z.boolean().optional(),
 });
 
 const fileAgent = z.object({
@@ -85,6 +86,16 @@ const fileAgent = z.object({
       timeout: duration.optional(),
       max_steps: z.number().int().optional(),
       must_end_with: z.string().optional(),
+      result_fields: z
+        .record(
+          z.string(),
+          z.object({
+            type: z.enum(['string', 'number', 'integer', 'boolean', 'object', 'array']).optional(),
+            required: z.boolean().optional(),
+            description: z.string().optional(),
+          }),
+        )
+        .optional(),
       max_tool_calls_per_reply: z.number().int().optional(),
       planning: z.boolean().optional(),
       working_memory_bytes: z.number().int().optional(),
@@ -219,6 +230,7 @@ function toAgent(
           timeoutSeconds: a.llm.timeout,
           maxSteps: a.llm.max_steps,
           mustEndWith: a.llm.must_end_with,
+          resultFields: a.llm.result_fields,
           maxToolCallsPerReply: a.llm.max_tool_calls_per_reply,
           planning: a.llm.planning,
           workingMemoryBytes: a.llm.working_memory_bytes,

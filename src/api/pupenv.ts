@@ -33,6 +33,7 @@ export function llmEnvironment(agent: AgentSpec, holt: PupContext['llm']): Recor
     set('HOLT_LLM_TIMEOUT_MS', l.timeoutSeconds * 1000);
     set('HOLT_LLM_MAX_STEPS', l.maxSteps);
     set('HOLT_LLM_MUST_END_WITH', l.mustEndWith);
+    if (l.resultFields) env.HOLT_LLM_RESULT_FIELDS = JSON.stringify(l.resultFields);
     set('HOLT_LLM_MAX_TOOL_CALLS', l.maxToolCallsPerReply);
     set('HOLT_LLM_PLANNING', l.planning);
     set('HOLT_LLM_WORKING_MEMORY_BYTES', l.workingMemoryBytes);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AgentTool } from '../api/agent.ts';
+import { AgentTool, ResultField, unendingTools } from '../api/agent.ts';
 import { ConfigError, formatIssues } from '../common/config.ts';
 
 const blank = (v: unknown) => (v === '' ? undefined : v);
@@ -44,6 +44,10 @@ export const LlmEnv = z
     HOLT_LLM_MAX_RETRIES: int(3, 0),
     HOLT_LLM_MAX_STEPS: int(8, 1),
     HOLT_LLM_MUST_END_WITH: z.preprocess(blank, z.string().optional()),
+    HOLT_LLM_RESULT_FIELDS: json(
+      z.record(z.string(), ResultField),
+      'field name → {type, required, description}',
+    ),
     HOLT_LLM_MAX_TOOL_CALLS: int(8, 1),
     HOLT_LLM_PLANNING: bool,
     HOLT_LLM_WORKING_MEMORY_BYTES: int(0, 0),
@@ -80,6 +84,8 @@ export const LlmEnv = z
     maxRetries: e.HOLT_LLM_MAX_RETRIES,
     maxSteps: e.HOLT_LLM_MAX_STEPS,
     mustEndWith: e.HOLT_LLM_MUST_END_WITH,
+    /** Fields every result must carry (contract.ts). */
+    resultFields: e.HOLT_LLM_RESULT_FIELDS,
     maxToolCallsPerReply: e.HOLT_LLM_MAX_TOOL_CALLS,
     planning: e.HOLT_LLM_PLANNING,
     workingMemoryBytes: e.HOLT_LLM_WORKING_MEMORY_BYTES,
@@ -121,6 +127,11 @@ export function loadLlmSettings(env: NodeJS.ProcessEnv): LlmSettings | undefined
   if (!isLlmAgent(env)) return undefined;
   const r = LlmEnv.safeParse(env);
   if (!r.success) throw new ConfigError(formatIssues(r.error));
+  const unending = unendingTools(r.data.mustEndWith, r.data.tools);
+  if (unending.length)
+    throw new ConfigError(
+      `HOLT_LLM_MUST_END_WITH: ${unending.join(', ')} cannot end a turn: name submit_result or a tool with terminate: true`,
+    );
   if (!r.data.databaseUrl && r.data.execute)
     throw new ConfigError(
       'DATABASE_URL: is required for LLM agents (turns and steps are stored in Postgres)',

@@ -113,12 +113,19 @@ describe('planning (seed 004)', () => {
 
 describe('step policy and tools', () => {
   it('warns two steps before the end and allows only submit_result on the last', () => {
-    expect(nextStep(0, 4)).toEqual({ kind: 'call', step: 1, onlySubmit: false });
+    expect(nextStep(0, 4)).toEqual({ kind: 'call', step: 1, final: false });
     expect(nextStep(2, 4)).toMatchObject({
-      onlySubmit: false,
+      final: false,
       warning: expect.stringContaining('Two steps'),
     });
-    expect(nextStep(3, 4)).toMatchObject({ onlySubmit: true });
+    expect(nextStep(3, 4)).toMatchObject({
+      final: true,
+      warning: expect.stringContaining('only submit_result'),
+    });
+    expect(nextStep(3, 4, ['publish', 'submit_result'])).toMatchObject({
+      final: true,
+      warning: expect.stringContaining('only publish or submit_result are available'),
+    });
     expect(nextStep(4, 4)).toEqual({ kind: 'exhausted' });
   });
   it('must_end_with: empty ends with the text (placeholder if empty), else nudges', () => {
@@ -130,6 +137,14 @@ describe('step policy and tools', () => {
       kind: 'nudge',
       message: expect.stringContaining('submit_result'),
     });
+  });
+  it('declared result fields: a natural end whose text lacks them is sent back, one that carries them ends', () => {
+    const fields = { title: { type: 'string' as const, required: true, description: '' } };
+    expect(onNoToolCalls(undefined, 'just prose', fields)).toMatchObject({
+      kind: 'nudge',
+      message: expect.stringMatching(/cannot be the result: .*not JSON.*Call submit_result/),
+    });
+    expect(onNoToolCalls(undefined, '{"title":"T"}', fields)).toEqual({ kind: 'end', text: '{"title":"T"}' });
   });
   it('fixed arguments are hidden and injected, defaults fill, schema errors are reported', () => {
     const t = AgentTool.parse({

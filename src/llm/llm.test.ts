@@ -229,6 +229,79 @@ describe('the turn', () => {
     expect(r2.out).toMatchObject({ type: 'LlmResult', payload: 'plain answer' });
   });
 
+  it('declared result fields: a submission without them goes back to the model with what is wrong; one that carries them is the artefact', async () => {
+    const s = await setup(
+      [submit('just prose'), submit('{"title":"T"}'), submit('{"title":"T","score":3}')],
+      {
+        HOLT_LLM_RESULT_FIELDS: JSON.stringify({
+          title: { type: 'string' },
+          score: { type: 'integer', description: 'out of 5' },
+        }),
+      },
+    );
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('success');
+    expect(r.out).toMatchObject({ type: 'Result', payload: '{"title":"T","score":3}' });
+    // The model is told the fields up front, in the prompt and in submit_result's description.
+    expect(llm.requests[0]!.body.messages[0]!.content).toContain('- score (integer, required): out of 5');
+    const submitSpec = llm.requests[0]!.body.tools!.find((t) => t.function.name === 'submit_result');
+    expect(JSON.stringify(submitSpec)).toContain('- title (string, required)');
+    expect(lastTool(1)).toMatch(/does not carry the declared fields: .*not JSON/);
+    expect(lastTool(2)).toMatch(/does not carry the declared fields: score: /);
+  });
+
+  it('must_end_with naming a terminate tool: submit_result is refused and not offered, a failed run ends nothing, a good one is the result', async () => {
+    const publish = {
+      name: 'publish',
+      description: 'publish the report',
+      parameters: { type: 'object', properties: { ok: { type: 'boolean' } } },
+      argv: [
+        node,
+        '-e',
+        'if (process.argv[1] !== "true") { console.error("not ready"); process.exit(2) } console.log("published: report-1")',
+        '{{ok}}',
+      ],
+      terminate: true,
+    };
+    const s = await setup(
+      [
+        call('submit_result', { artefact_type: 'Doc', artefact_payload: 'x', summary: 's' }),
+        call('publish', { ok: false }),
+        call('publish', { ok: true }),
+        submit('never reached'),
+      ],
+      { HOLT_LLM_TOOLS: JSON.stringify([publish]), HOLT_LLM_MUST_END_WITH: 'publish' },
+    );
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('success');
+    expect(r.out).toMatchObject({
+      type: 'LlmResult',
+      payload: 'published: report-1',
+      produced_by_role: 'coder',
+    });
+    const offered = llm.requests[0]!.body.tools!.map((t) => t.function.name);
+    expect(offered).toContain('publish');
+    expect(offered).not.toContain('submit_result');
+    expect(lastTool(1)).toMatch(/ends only with publish, not submit_result/);
+    expect(lastTool(2)).toMatch(/exit code 2[\s\S]*did not succeed, so it did not end the turn/);
+    expect(llm.requests).toHaveLength(3); // the good run ended the turn: no fourth model call
+  });
+
+  it('a pup refuses a must_end_with that names a call which can never end a turn', async () => {
+    expect(() =>
+      config({
+        REDIS_URL: redis.url,
+        HOLT_AGENT_COMMAND: '',
+        HOLT_LLM_ENABLED: 'true',
+        DATABASE_URL: postgres.url,
+        HOLT_LLM_TOOLS: JSON.stringify([constant]),
+        HOLT_LLM_MUST_END_WITH: 'read',
+      }),
+    ).toThrow(
+      /^HOLT_LLM_MUST_END_WITH: read cannot end a turn: name submit_result or a tool with terminate: true$/,
+    );
+  });
+
   it('step budget: warning two steps before the end, last step only submit_result, then a Failure with the transcript', async () => {
     const file = `${ws}/budget-${n}`;
     const s = await setup(

@@ -1,3 +1,4 @@
+import { endingTools, type ResultFields, resultProblem } from './contract.ts';
 import { SUBMIT_RESULT } from './tools.ts';
 
 // The step policy of a turn (seed 001 §9, CGC's worker): pure decisions the loop asks before and
@@ -5,31 +6,37 @@ import { SUBMIT_RESULT } from './tools.ts';
 
 export type StepDecision =
   | { kind: 'exhausted' }
-  | { kind: 'call'; step: number; onlySubmit: boolean; warning?: string };
+  | { kind: 'call'; step: number; final: boolean; warning?: string };
 
 /**
  * Before model call number `llmSteps + 1`: a warning when two steps remain, the last step may only
- * submit, and past the budget the turn is over.
+ * call the tools that end a turn (`ending`: submit_result, or must_end_with's), and past the budget
+ * the turn is over.
  */
-export function nextStep(llmSteps: number, maxSteps: number): StepDecision {
+export function nextStep(
+  llmSteps: number,
+  maxSteps: number,
+  ending: string[] = [SUBMIT_RESULT],
+): StepDecision {
   if (llmSteps >= maxSteps) return { kind: 'exhausted' };
   const step = llmSteps + 1;
   const remaining = maxSteps - llmSteps;
+  const names = ending.join(' or ');
   if (remaining === 1)
     return {
       kind: 'call',
       step,
-      onlySubmit: true,
-      warning: `This is your last step: only ${SUBMIT_RESULT} is available now. Submit your result.`,
+      final: true,
+      warning: `This is your last step: only ${names} ${ending.length > 1 ? 'are' : 'is'} available now. End the turn.`,
     };
   if (remaining === 2)
     return {
       kind: 'call',
       step,
-      onlySubmit: false,
-      warning: `Two steps remain in this turn (this one and the last). The last step can only call ${SUBMIT_RESULT}; wrap up.`,
+      final: false,
+      warning: `Two steps remain in this turn (this one and the last). The last step can only call ${names}; wrap up.`,
     };
-  return { kind: 'call', step, onlySubmit: false };
+  return { kind: 'call', step, final: false };
 }
 
 export const EMPTY_REPLY_PLACEHOLDER = '(the model ended the turn without any text)';
@@ -38,16 +45,25 @@ export type NoToolDecision = { kind: 'end'; text: string } | { kind: 'nudge'; me
 
 /**
  * A reply without tool calls (seed 001 §9): with no must_end_with, its text is the result (a
- * placeholder when empty); otherwise the model is told which tool it must call and the loop goes on.
+ * placeholder when empty), unless the agent declares result fields the text does not carry; otherwise
+ * the model is told which tool it must call, or what the result lacks, and the loop goes on.
  */
-export function onNoToolCalls(mustEndWith: string | undefined, content: string): NoToolDecision {
-  const required = (mustEndWith ?? '')
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  if (!required.length) return { kind: 'end', text: content.trim() || EMPTY_REPLY_PLACEHOLDER };
+export function onNoToolCalls(
+  mustEndWith: string | undefined,
+  content: string,
+  fields?: ResultFields,
+): NoToolDecision {
+  const required = endingTools(mustEndWith);
+  if (required.length)
+    return {
+      kind: 'nudge',
+      message: `You replied without calling a tool. This turn must end with a call to ${required.join(' or ')}; call it now.`,
+    };
+  const text = content.trim() || EMPTY_REPLY_PLACEHOLDER;
+  const problem = resultProblem(text, fields);
+  if (!problem) return { kind: 'end', text };
   return {
     kind: 'nudge',
-    message: `You replied without calling a tool. This turn must end with a call to ${required.join(' or ')}; call it now.`,
+    message: `You replied without calling a tool, and your reply cannot be the result: ${problem}. Call ${SUBMIT_RESULT} with an artefact_payload that carries the declared fields.`,
   };
 }

@@ -17,6 +17,8 @@ export interface TurnPromptInput {
   memoryBytes: number;
   failures: string[];
   mustEndWith?: string;
+  /** The declared result fields, described (contract.ts `describeFields`); empty when none. */
+  resultFields?: string;
   maxSteps: number;
 }
 
@@ -47,11 +49,15 @@ export function truncateBytes(s: string, bytes: number): string {
 export function turnMessages(p: TurnPromptInput): ChatMessage[] {
   const rules = [
     `You act as the role "${p.role}". You have at most ${p.maxSteps} steps (model replies) in this turn.`,
-    `Use the tools to work. End the turn by calling ${SUBMIT_RESULT} exactly once with your result.`,
+    p.mustEndWith
+      ? `Use the tools to work. The turn ends only with a call to: ${p.mustEndWith}.`
+      : `Use the tools to work. End the turn by calling ${SUBMIT_RESULT} exactly once with your result.`,
     p.claimType === 'review'
       ? `This is a review: submit structural_type "Review"; artefact_payload "{}" approves, anything else is feedback.`
       : '',
-    p.mustEndWith ? `The turn must end with a call to: ${p.mustEndWith}.` : '',
+    p.resultFields
+      ? `Your result (artefact_payload) must be a JSON object with these fields:\n${p.resultFields}`
+      : '',
   ].filter(Boolean);
   const user: string[] = [
     `Claim type: ${p.claimType}${p.rework ? ' (rework: address the review feedback in the context)' : ''}`,

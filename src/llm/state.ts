@@ -54,6 +54,8 @@ export const Ctl = z.object({
   failed: z.object({ reason: z.string() }).optional(),
   /** The model's text when the turn ended without a tool (must_end_with empty). */
   finalText: z.string().optional(),
+  /** A tool marked `terminate` ended the turn; its output is the result. */
+  endedBy: z.object({ tool: z.string(), output: z.string() }).optional(),
 });
 export type Ctl = z.infer<typeof Ctl>;
 

@@ -63,12 +63,21 @@ export interface ToolSet {
 }
 
 /**
- * The tools of a turn: declared tools and built-ins filtered by the allowlist (submit_result is always
- * there: a turn must be able to end). ask_question and mark_subtask_complete only where they apply.
+ * The tools of a turn: declared tools and built-ins filtered by the allowlist (submit_result is there
+ * unless must_end_with leaves it out: a turn must be able to end). ask_question and
+ * mark_subtask_complete only where they apply.
  */
 export function buildToolSet(
   tools: Tool[],
-  opts: { allowed?: string[]; planning: boolean; memory: boolean },
+  opts: {
+    allowed?: string[];
+    planning: boolean;
+    memory: boolean;
+    /** false when must_end_with leaves submit_result out. */
+    submit?: boolean;
+    /** The declared result fields, described: submit_result's description names them. */
+    resultFields?: string;
+  },
 ): ToolSet {
   const allow = (n: string) => !opts.allowed || opts.allowed.includes(n);
   const declared = new Map(
@@ -76,8 +85,11 @@ export function buildToolSet(
   );
   const builtins = BUILTINS.filter(
     (b) =>
-      b === SUBMIT_RESULT ||
-      (allow(b) && (b !== MARK_SUBTASK_COMPLETE || opts.planning) && (b !== UPDATE_MEMORY || opts.memory)),
+      (b === SUBMIT_RESULT && opts.submit !== false) ||
+      (b !== SUBMIT_RESULT &&
+        allow(b) &&
+        (b !== MARK_SUBTASK_COMPLETE || opts.planning) &&
+        (b !== UPDATE_MEMORY || opts.memory)),
   );
   const specs: ToolSpec[] = [
     ...[...declared.values()].map((t) => ({
@@ -88,7 +100,10 @@ export function buildToolSet(
       type: 'function' as const,
       function: {
         name: b,
-        description: builtinSpecs[b]!.description,
+        description:
+          b === SUBMIT_RESULT && opts.resultFields
+            ? `${builtinSpecs[b]!.description} artefact_payload must be a JSON object with these fields:\n${opts.resultFields}`
+            : builtinSpecs[b]!.description,
         parameters: z.toJSONSchema(builtinSpecs[b]!.schema, { io: 'input' }) as Json,
       },
     })),

@@ -14,6 +14,14 @@ import type { ToolRunner } from '../pup/runner/runner.ts';
 import { type LlmAgent, PausedError } from './agent.ts';
 import { checkValues, resolvePaths } from './args.ts';
 import type { LlmSettings } from './config.ts';
+import {
+  describeFields,
+  endingTools,
+  finalTools,
+  mayEndWith,
+  type ResultFields,
+  resultProblem,
+} from './contract.ts';
 import { checkAction, clearBlocks, hashResult, recordAction, recordBlock, signature } from './loop-guard.ts';
 import type { MemoryStore } from './memory-store.ts';
 import type { ChatMessage, ToolCall } from './model.ts';
@@ -98,15 +106,20 @@ const QUESTION_NS = 'c1d0f5a4-3b2e-4f6a-9d8c-7e6b5a4f3c2d';
 export class Turn {
   private readonly d: TurnDeps;
   private readonly tools: ToolSet;
+  /** The fields its result must carry (none for a review, whose payload is a verdict). */
+  private readonly fields: ResultFields | undefined;
   private s: TurnState = { messages: [], ctl: {} as Ctl, nextSeq: 0 };
   private chunkSeq = 0;
   constructor(d: TurnDeps) {
     this.d = d;
     const st = d.settings;
+    this.fields = d.claimType === 'review' ? undefined : st.resultFields;
     this.tools = buildToolSet(st.tools, {
       allowed: st.allowedTools,
       planning: st.planning,
       memory: st.workingMemoryBytes > 0,
+      submit: mayEndWith(SUBMIT_RESULT, st.mustEndWith),
+      resultFields: describeFields(this.fields),
     });
   }
 
@@ -170,6 +183,15 @@ export class Turn {
               ctl.submitted.structural_type ?? (d.claimType === 'review' ? 'Review' : undefined),
           },
         };
+      if (ctl.endedBy)
+        return {
+          kind: 'result',
+          result: {
+            type: d.claimType === 'review' ? 'Review' : d.settings.resultType,
+            payload: ctl.endedBy.output,
+            summary: `ended by ${ctl.endedBy.tool}`,
+          },
+        };
       if (ctl.finalText !== undefined)
         return {
           kind: 'result',
@@ -188,10 +210,13 @@ export class Turn {
         await this.handle(call);
         continue;
       }
-      const step = nextStep(ctl.llmSteps, d.settings.maxSteps);
+      const ending = finalTools(d.settings.mustEndWith);
+      const step = nextStep(ctl.llmSteps, d.settings.maxSteps, ending);
       if (step.kind === 'exhausted')
-        return this.failure(`step budget exhausted: ${d.settings.maxSteps} steps without ${SUBMIT_RESULT}`);
-      await this.think(step.step, step.onlySubmit, step.warning);
+        return this.failure(
+          `step budget exhausted: ${d.settings.maxSteps} steps without ${ending.join(' or ')}`,
+        );
+      await this.think(step.step, step.final, step.warning);
     }
   }
 
@@ -219,6 +244,7 @@ export class Turn {
       memoryBytes: st.workingMemoryBytes,
       failures,
       mustEndWith: st.mustEndWith,
+      resultFields: describeFields(this.fields),
       maxSteps: st.maxSteps,
     });
     await this.record('init', messages, { ...this.s.ctl, llmSteps: 0 }, { context_size: context.length });
@@ -265,10 +291,10 @@ export class Turn {
   }
 
   /** One model call (a ReAct step), stored with its usage and cost before anything acts on it. */
-  private async think(step: number, onlySubmit: boolean, warning?: string): Promise<void> {
+  private async think(step: number, final: boolean, warning?: string): Promise<void> {
     const { d } = this;
     const pre: ChatMessage[] = warning ? [{ role: 'user', content: warning }] : [];
-    const tools = onlySubmit ? specsNamed(this.tools, [SUBMIT_RESULT]) : this.tools.specs;
+    const tools = final ? specsNamed(this.tools, finalTools(d.settings.mustEndWith)) : this.tools.specs;
     let reply: Awaited<ReturnType<LlmAgent['call']>>;
     try {
       reply = await d.agent.call(
@@ -297,7 +323,7 @@ export class Turn {
     const ctl: Ctl = { ...this.s.ctl, llmSteps: this.s.ctl.llmSteps + 1 };
     const post: ChatMessage[] = [];
     if (!calls.length) {
-      const n = onNoToolCalls(d.settings.mustEndWith, reply.content);
+      const n = onNoToolCalls(d.settings.mustEndWith, reply.content, this.fields);
       if (n.kind === 'end') ctl.finalText = n.text;
       else post.push({ role: 'user', content: n.message });
     }
@@ -331,12 +357,25 @@ export class Turn {
       this.record('tool', [this.toolMsg(call, d.scrub.text(content))], next, { tool: name, ...extra }, [
         call.id,
       ]);
-    if (ctl.llmSteps >= d.settings.maxSteps && name !== SUBMIT_RESULT)
-      return reply(`error: only ${SUBMIT_RESULT} is allowed on the last step`, ctl, { outcome: 'refused' });
+    const ending = finalTools(d.settings.mustEndWith);
+    if (ctl.llmSteps >= d.settings.maxSteps && !ending.includes(name))
+      return reply(
+        `error: only ${ending.join(' or ')} ${ending.length > 1 ? 'are' : 'is'} allowed on the last step`,
+        ctl,
+        {
+          outcome: 'refused',
+        },
+      );
     const index = callIndex(call.id);
     if (index >= d.settings.maxToolCallsPerReply)
       return reply(
         `error: not run: at most ${d.settings.maxToolCallsPerReply} tool calls are run from one reply. Call it again in a later step if you still need it.`,
+        ctl,
+        { outcome: 'refused' },
+      );
+    if (name === SUBMIT_RESULT && !mayEndWith(SUBMIT_RESULT, d.settings.mustEndWith))
+      return reply(
+        `error: this turn ends only with ${endingTools(d.settings.mustEndWith).join(' or ')}, not ${SUBMIT_RESULT}`,
         ctl,
         { outcome: 'refused' },
       );
@@ -364,6 +403,13 @@ export class Turn {
       case SUBMIT_RESULT: {
         const a = builtinArgs(SubmitArgs, parsed.args);
         if (!a.ok) return bad(a.error);
+        const problem = resultProblem(a.value.artefact_payload, this.fields);
+        if (problem)
+          return reply(
+            `error: the result does not carry the declared fields: ${problem}. Call ${SUBMIT_RESULT} again with an artefact_payload that does.`,
+            ctl,
+            { outcome: 'invalid_result' },
+          );
         return reply('submitted; the turn ends', { ...ctl, submitted: a.value }, { outcome: 'submitted' });
       }
       case ASK_QUESTION: {
@@ -439,8 +485,10 @@ export class Turn {
     let content = d.scrub.text(
       `${status}\nstdout:\n${cut(run.stdout)}${run.stderr ? `\nstderr:\n${cut(run.stderr)}` : ''}`,
     );
+    const end = tool.terminate ? this.termination(tool.name, run) : undefined;
+    if (end) content += `\n${end.note}`;
     const r = recordAction(ctl.loop, sig, hashResult(content));
-    const next: Ctl = { ...ctl, loop: r.state };
+    const next: Ctl = { ...ctl, loop: r.state, ...(end?.endedBy ? { endedBy: end.endedBy } : {}) };
     const extra: Record<string, unknown> = {
       outcome: 'ok',
       exit_code: run.exitCode,
@@ -464,6 +512,33 @@ export class Turn {
       });
     }
     await this.record('tool', [this.toolMsg(call, content)], next, { tool: tool.name, ...extra }, [call.id]);
+  }
+
+  /**
+   * A `terminate` tool has run: whether it ends the turn (it succeeded, the turn may end with it, and
+   * its output carries the declared fields), and what the model is told either way.
+   */
+  private termination(
+    name: string,
+    run: {
+      exitCode: number | null;
+      timedOut: boolean;
+      overflow: boolean;
+      spawnError?: string;
+      stdout: string;
+    },
+  ): { note: string; endedBy?: { tool: string; output: string } } {
+    const { d } = this;
+    if (!mayEndWith(name, d.settings.mustEndWith))
+      return {
+        note: `[the turn goes on: it ends only with ${endingTools(d.settings.mustEndWith).join(' or ')}]`,
+      };
+    if (run.exitCode !== 0 || run.timedOut || run.overflow || run.spawnError)
+      return { note: `[the turn goes on: ${name} did not succeed, so it did not end the turn]` };
+    const output = d.scrub.text(run.stdout.trim());
+    const problem = resultProblem(output, this.fields);
+    if (problem) return { note: `[the turn goes on: this output cannot be the result: ${problem}]` };
+    return { note: '[this output is the result; the turn ends]', endedBy: { tool: name, output } };
   }
 
   /** ask_question: the Question artefact first (idempotent id), then the waiting state; the turn suspends. */
