@@ -12,7 +12,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   access: ['common'],
   blackboard: ['common'],
   api: ['blackboard', 'common'],
-  bus: ['api', 'common'],
+  bus: ['api', 'blackboard', 'common'],
   inbox: ['access', 'api', 'blackboard', 'bus', 'common'],
   orchestrator: ['blackboard', 'bus', 'common', 'inbox'],
   pup: ['blackboard', 'bus', 'common', 'inbox'],

@@ -131,7 +131,7 @@ describe('metrics follow Prometheus conventions (promlint, real samples)', () =>
       await expect(model.chat({ messages: [{ role: 'user', content: 'again' }] })).rejects.toThrow();
       const text = await expectClean(pup.registry);
       expect(text).toMatch(/holt_llm_tokens_total\{direction="input",holt_instance="demo",role="Coder"/);
-      expect(text).toMatch(/holt_llm_errors_total\{class="rate_limited"[^}]*\} 1/);
+      expect(text).toMatch(/holt_llm_errors_total\{class="transient"[^}]*\} 1/); // a 429 rate limit
       expect(text).toMatch(/holt_llm_request_duration_seconds_count\{[^}]*outcome="success"[^}]*\} 1/);
       // 100 prompt and 20 completion tokens (the server's usage) at $1 and $2 per million.
       expect(text).toMatch(/holt_llm_budget_paused\{[^}]*\} 1\n/);

@@ -6,9 +6,9 @@ import type { AgentConfig } from './config.ts';
 export function modelRuntime(cfg: AgentConfig, env: NodeJS.ProcessEnv): StartModelRuntime | undefined {
   const { llm } = cfg;
   if (!llm) return undefined;
-  return async ({ bb, log, registry }) => {
+  return async ({ bb, log, registry, countFailure }) => {
     const { startLlmRuntime } = await import('../llm/runtime.ts');
-    return startLlmRuntime({ ...cfg, llm }, bb, log, env, registry);
+    return startLlmRuntime({ ...cfg, llm }, bb, log, env, registry, countFailure);
   };
 }
 

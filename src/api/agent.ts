@@ -139,6 +139,15 @@ export const AgentLlm = z
       .describe(
         "Fields every result must carry: the result's payload is then a JSON object with them, checked before the turn ends (a result without them is returned to the model with what is wrong).",
       ),
+    maxOutputErrors: z
+      .number()
+      .int()
+      .min(1)
+      .max(50)
+      .default(3)
+      .describe(
+        'Unusable model outputs in a row (bad arguments, an unknown tool, a result without its fields) shown to the model before the turn fails.',
+      ),
     maxToolCallsPerReply: z
       .number()
       .int()

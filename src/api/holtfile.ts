@@ -97,6 +97,7 @@ const fileAgent = z.object({
         )
         .optional(),
       max_tool_calls_per_reply: z.number().int().optional(),
+      max_output_errors: z.number().int().optional(),
       planning: z.boolean().optional(),
       working_memory_bytes: z.number().int().optional(),
       tools: z.array(fileTool).optional(),
@@ -232,6 +233,7 @@ function toAgent(
           mustEndWith: a.llm.must_end_with,
           resultFields: a.llm.result_fields,
           maxToolCallsPerReply: a.llm.max_tool_calls_per_reply,
+          maxOutputErrors: a.llm.max_output_errors,
           planning: a.llm.planning,
           workingMemoryBytes: a.llm.working_memory_bytes,
           tools: a.llm.tools?.map(({ timeout, max_argument_bytes, ...t }) => ({

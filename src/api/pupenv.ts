@@ -35,6 +35,7 @@ export function llmEnvironment(agent: AgentSpec, holt: PupContext['llm']): Recor
     set('HOLT_LLM_MUST_END_WITH', l.mustEndWith);
     if (l.resultFields) env.HOLT_LLM_RESULT_FIELDS = JSON.stringify(l.resultFields);
     set('HOLT_LLM_MAX_TOOL_CALLS', l.maxToolCallsPerReply);
+    set('HOLT_LLM_MAX_OUTPUT_ERRORS', l.maxOutputErrors);
     set('HOLT_LLM_PLANNING', l.planning);
     set('HOLT_LLM_WORKING_MEMORY_BYTES', l.workingMemoryBytes);
     if (l.tools.length) env.HOLT_LLM_TOOLS = JSON.stringify(l.tools);

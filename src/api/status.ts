@@ -125,6 +125,16 @@ export const AgentStatus = z
         tokens: count('Tokens used in the current window.').optional(),
         costUsd: z.number().min(0).optional().describe('Total cost so far in USD.'),
         paused: z.boolean().optional().describe('True while a budget or error limit pauses the agent.'),
+        pausedReason: z
+          .string()
+          .optional()
+          .describe(
+            'Why the agent is paused (a refused key, a wrong model, a spent budget...), while it is.',
+          ),
+        pausedClass: z
+          .string()
+          .optional()
+          .describe('The class of the error that paused it: config, auth, quota, transient or model_output.'),
       })
       .optional()
       .describe(

@@ -11,6 +11,8 @@ export const agentStatusKey = (instance: string, role: string) => `holt:${instan
 export const AgentStatus = z.object({
   state: z.enum(['active', 'paused']),
   paused_reason: z.string().default(''),
+  /** The class of the error that paused it (error-class.ts), '' when active. */
+  paused_class: z.string().default(''),
   paused_until_ms: z.coerce.number().default(0),
   model: z.string().default(''),
   calls_in_window: z.coerce.number().default(0),

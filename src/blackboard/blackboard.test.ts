@@ -565,6 +565,10 @@ describe("Go's bytes where the protocol is Holt's", () => {
     ).toBe(
       '{\n  "reason": "process exited with code 2",\n  "exit_code": 2,\n  "stderr": "a\\u003cb \\u0026 c\\u003ed",\n  "error": "process exited with code 2"\n}',
     );
+    // Our extension comes last, only when the class is known: Holt's readers see their fields unchanged.
+    expect(failurePayload({ reason: 'r', exit_code: 2, stdout: '', stderr: '', error_class: 'tool' })).toBe(
+      '{\n  "reason": "r",\n  "exit_code": 2,\n  "error": "r",\n  "error_class": "tool"\n}',
+    );
   });
 
   it('map keys sorted at every level; arrays keep their order', () => {

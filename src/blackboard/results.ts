@@ -1,4 +1,5 @@
 import type { NewArtefact } from './client.ts';
+import type { ErrorClass } from './error-class.ts';
 import { goEscape } from './go-json.ts';
 import type { Artefact, Claim, StructuralType, WorkflowEvent } from './types.ts';
 import { type WorkerExit, workerFailurePayload } from './worker-exits.ts';
@@ -21,6 +22,8 @@ export interface FailureReport {
   exit_code: number;
   stdout: string;
   stderr: string;
+  /** Extension (error-class.ts): which kind of failure this is; Holt's readers ignore it. */
+  error_class?: ErrorClass;
 }
 
 export const FAILURE_TEXT_LIMIT = 5000;
@@ -32,7 +35,8 @@ function truncate(s: string): string {
 /**
  * Holt's ToolExecutionFailure payload, byte for byte: its FailureData struct in field order, pretty
  * (two spaces), every field but the reason omitted when empty or 0 (Go's omitempty), stdout and
- * stderr truncated, HTML characters escaped as Go's encoder does.
+ * stderr truncated, HTML characters escaped as Go's encoder does. Our one extension, `error_class`, comes
+ * last and only when known.
  */
 export function failurePayload(f: FailureReport): string {
   const body: Record<string, unknown> = { reason: f.reason };
@@ -40,6 +44,7 @@ export function failurePayload(f: FailureReport): string {
   if (f.stdout) body.stdout = truncate(f.stdout);
   if (f.stderr) body.stderr = truncate(f.stderr);
   if (f.reason) body.error = f.reason;
+  if (f.error_class) body.error_class = f.error_class;
   return goEscape(JSON.stringify(body, null, 2));
 }
 

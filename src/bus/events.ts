@@ -1,5 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
+import { ERROR_CLASSES } from '../blackboard/error-class.ts';
 import { agentEventSubject } from './subjects.ts';
 
 const base = { actor_id: z.uuid(), turn_id: z.uuid(), turn_epoch: z.number().int(), at_ms: z.number().int() };
@@ -21,6 +22,8 @@ export const TaskEvent = z.object({
   role: z.string(),
   deliverable_id: z.string().nullable(),
   error: z.string().optional(),
+  /** Which kind of failure (src/blackboard/error-class.ts), with a failed status. */
+  error_class: z.enum(ERROR_CLASSES).optional(),
 });
 export type TaskEvent = z.infer<typeof TaskEvent>;
 

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { writeAgentStatus } from '../blackboard/agent-status.ts';
+import type { ErrorClass } from '../blackboard/error-class.ts';
 import type { Logger } from '../common/logger.ts';
 import type { Scrubber } from '../common/secrets.ts';
 import {
@@ -15,6 +16,7 @@ import {
   type UsageRecord,
 } from './budget.ts';
 import type { LlmSettings } from './config.ts';
+import { ClassifiedError, classOf, pausesAtOnce } from './errors.ts';
 import {
   type ChatOptions,
   type ChatReply,
@@ -25,10 +27,10 @@ import {
 } from './model.ts';
 import type { UsageStore } from './usage-store.ts';
 
-/** The agent is paused (budget exhausted or too many errors in a row): no call is made. */
-export class PausedError extends Error {
-  constructor(message: string) {
-    super(message);
+/** The agent is paused (a config, auth or quota error, a budget, too many errors in a row): no call is made. */
+export class PausedError extends ClassifiedError {
+  constructor(message: string, errorClass: ErrorClass) {
+    super(message, errorClass);
     this.name = 'PausedError';
   }
 }
@@ -56,7 +58,7 @@ export class LlmAgent {
   readonly d: LlmAgentDeps;
   private errors: ErrorState = afterSuccess();
   private nextCallAtMs = 0;
-  private paused: { reason: string; untilMs?: number } | undefined;
+  private paused: { reason: string; untilMs?: number; errorClass: ErrorClass } | undefined;
   /** Calls of a store-less (bid-only) agent, for its window. */
   private local: { atMs: number; tokens: number; costUsd: number }[] = [];
   constructor(d: LlmAgentDeps) {
@@ -78,11 +80,23 @@ export class LlmAgent {
     return this.paused?.reason;
   }
 
-  private pause(reason: string, untilMs?: number): PausedError {
-    this.paused = { reason, untilMs };
-    this.d.log.warn({ event_type: 'llm_agent_paused', reason, until_ms: untilMs ?? null });
+  /** The class of the error that paused the agent (with `pausedReason`). */
+  pausedClass(): ErrorClass | undefined {
+    return this.pausedReason() === undefined ? undefined : this.paused?.errorClass;
+  }
+
+  private pause(why: string, untilMs: number | undefined, errorClass: ErrorClass): PausedError {
+    // The reason is shown in status and events; a server's error text may echo what it was sent.
+    const reason = this.d.scrub ? this.d.scrub.text(why) : why;
+    this.paused = { reason, untilMs, errorClass };
+    this.d.log.warn({
+      event_type: 'llm_agent_paused',
+      reason,
+      error_class: errorClass,
+      until_ms: untilMs ?? null,
+    });
     void this.publishStatus();
-    return new PausedError(`agent paused: ${reason}`);
+    return new PausedError(`agent paused: ${reason}`, errorClass);
   }
 
   private async ledger() {
@@ -148,7 +162,7 @@ export class LlmAgent {
   ): Promise<ChatReply & { costUsd: number }> {
     const { settings, log } = this.d;
     const why = this.pausedReason();
-    if (why) throw new PausedError(`agent paused: ${why}`);
+    if (why) throw new PausedError(`agent paused: ${why}`, this.paused?.errorClass ?? 'transient');
     const chars = JSON.stringify(req.messages).length + JSON.stringify(req.tools ?? []).length;
     const est = estimateCall(chars, settings.maxTokens);
     const estCost = costOf(est, settings.prices);
@@ -156,7 +170,7 @@ export class LlmAgent {
     // The estimate is booked before the call (shared ledger: under the role's lock), so concurrent
     // callers, in this pod or another, can never spend the same remainder twice.
     const booked = await this.book(purpose, turnId, est, estCost, check);
-    if (!booked.verdict.ok) throw this.pause(booked.verdict.reason, booked.verdict.retryAtMs);
+    if (!booked.verdict.ok) throw this.pause(booked.verdict.reason, booked.verdict.retryAtMs, 'quota');
     const wait = this.nextCallAtMs - this.now();
     if (wait > 0) await sleep(wait, undefined, { signal: opts.signal }).catch(() => undefined);
     let reply: ChatReply;
@@ -174,11 +188,20 @@ export class LlmAgent {
       this.errors = { consecutive: next.consecutive };
       this.nextCallAtMs = this.now() + next.delayMs;
       const msg = e instanceof Error ? e.message : String(e);
-      log.warn({ event_type: 'llm_call_failed', purpose, consecutive_errors: next.consecutive, error: msg });
-      if (next.pausedUntilMs !== undefined)
-        this.pause(`${next.consecutive} model errors in a row (last: ${msg})`, next.pausedUntilMs);
+      const cls = classOf(e);
+      log.warn({
+        event_type: 'llm_call_failed',
+        purpose,
+        error_class: cls,
+        consecutive_errors: next.consecutive,
+        error: msg,
+      });
+      // Nothing this agent sends can succeed until someone fixes the key, the settings or the quota.
+      if (pausesAtOnce(cls)) this.pause(`${cls}: ${msg}`, this.now() + settings.budget.errorPauseMs, cls);
+      else if (next.pausedUntilMs !== undefined)
+        this.pause(`${next.consecutive} model errors in a row (last: ${msg})`, next.pausedUntilMs, cls);
       else void this.publishStatus();
-      throw e instanceof ModelError ? e : new ModelError(msg, false);
+      throw e instanceof ModelError ? e : new ModelError(msg, cls);
     }
     this.errors = afterSuccess();
     this.nextCallAtMs = 0;
@@ -212,6 +235,7 @@ export class LlmAgent {
       await writeAgentStatus(redis, instance, role, {
         state: this.paused ? 'paused' : 'active',
         paused_reason: this.paused?.reason ?? '',
+        paused_class: this.paused?.errorClass ?? '',
         paused_until_ms: this.paused?.untilMs ?? 0,
         model: settings.model,
         calls_in_window: inWindow.length,

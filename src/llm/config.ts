@@ -49,6 +49,7 @@ export const LlmEnv = z
       'field name → {type, required, description}',
     ),
     HOLT_LLM_MAX_TOOL_CALLS: int(8, 1),
+    HOLT_LLM_MAX_OUTPUT_ERRORS: int(3, 1),
     HOLT_LLM_PLANNING: bool,
     HOLT_LLM_WORKING_MEMORY_BYTES: int(0, 0),
     HOLT_LLM_TOOLS: json(z.array(AgentTool), 'a list of tools'),
@@ -87,6 +88,8 @@ export const LlmEnv = z
     /** Fields every result must carry (contract.ts). */
     resultFields: e.HOLT_LLM_RESULT_FIELDS,
     maxToolCallsPerReply: e.HOLT_LLM_MAX_TOOL_CALLS,
+    /** Unusable model outputs in a row shown to the model before the turn fails (class model_output). */
+    maxOutputErrors: e.HOLT_LLM_MAX_OUTPUT_ERRORS,
     planning: e.HOLT_LLM_PLANNING,
     workingMemoryBytes: e.HOLT_LLM_WORKING_MEMORY_BYTES,
     tools: e.HOLT_LLM_TOOLS ?? [],

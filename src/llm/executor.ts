@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { type Blackboard, payloadProblem } from '../blackboard/client.ts';
+import type { ErrorClass } from '../blackboard/error-class.ts';
 import { type Grant, isGranted, outputId } from '../blackboard/grants.ts';
 import { contextLevel } from '../blackboard/pup-reads.ts';
 import { failureArtefact, resultArtefact } from '../blackboard/results.ts';
@@ -31,6 +32,8 @@ export interface LlmExecutorDeps {
   events?: AgentEvents;
   log: Logger;
   owner: string;
+  /** Counts a Failure artefact written, by class (the pup's holt_pup_failures_total). */
+  countFailure?: (c: ErrorClass) => void;
 }
 
 /** On an inbox worker: the worker's fence, sink (fenced commit) and report (waiting, failure reason). */
@@ -165,10 +168,26 @@ export class LlmExecutor {
       const paused = this.d.agent.pausedReason();
       let end: TurnEnd;
       if (!target)
-        end = { kind: 'failure', reason: `target artefact ${claim.artefact_id} not found`, transcript: '' };
-      else if (paused) end = { kind: 'failure', reason: `agent paused: ${paused}`, transcript: '' };
+        end = {
+          kind: 'failure',
+          reason: `target artefact ${claim.artefact_id} not found`,
+          transcript: '',
+          errorClass: 'transient',
+        };
+      else if (paused)
+        end = {
+          kind: 'failure',
+          reason: `agent paused: ${paused}`,
+          transcript: '',
+          errorClass: this.d.agent.pausedClass() ?? 'transient',
+        };
       else if (!existsSync(cfg.workspace))
-        end = { kind: 'failure', reason: `workspace ${cfg.workspace} does not exist`, transcript: '' };
+        end = {
+          kind: 'failure',
+          reason: `workspace ${cfg.workspace} does not exist`,
+          transcript: '',
+          errorClass: 'config',
+        };
       else
         end = await new Turn({
           agent: this.d.agent,
@@ -242,7 +261,7 @@ export class LlmExecutor {
             target,
             id,
             fence,
-            { kind: 'failure', reason, transcript: '' },
+            { kind: 'failure', reason, transcript: '', errorClass: 'model_output' },
             l,
             inbox,
           );
@@ -283,7 +302,15 @@ export class LlmExecutor {
       }
       case 'failure': {
         const reason = scrub.text(end.reason);
-        const art = failureArtefact(id, cfg.role, claim, { reason, exit_code: -1, stdout: '', stderr: '' });
+        const error_class = end.errorClass;
+        this.d.countFailure?.(error_class);
+        const art = failureArtefact(id, cfg.role, claim, {
+          reason,
+          exit_code: -1,
+          stdout: '',
+          stderr: '',
+          error_class,
+        });
         // Holt's failure payload plus what the model did, so a human can see where it went wrong: its
         // end, when the whole would be over the payload cap (the Failure itself must be storable).
         const transcript = scrub.text(end.transcript);
@@ -300,7 +327,7 @@ export class LlmExecutor {
         if (inbox) {
           await inbox.sink(art, async () => undefined);
           inbox.report({ error: reason });
-          l.warn({ event_type: 'tool_failed', reason });
+          l.warn({ event_type: 'tool_failed', reason, error_class });
           return 'failure';
         }
         const ok = await store.finish(
@@ -311,9 +338,16 @@ export class LlmExecutor {
           },
         );
         if (!ok) return 'leased_elsewhere';
-        l.warn({ event_type: 'tool_failed', reason });
+        l.warn({ event_type: 'tool_failed', reason, error_class });
         ev.step({ ...base, phase: 'failed', at_ms: Date.now() });
-        ev.task({ ...base, status: 'failed', deliverable_id: id, error: reason, at_ms: Date.now() });
+        ev.task({
+          ...base,
+          status: 'failed',
+          deliverable_id: id,
+          error: reason,
+          error_class,
+          at_ms: Date.now(),
+        });
         return 'failure';
       }
     }

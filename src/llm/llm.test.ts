@@ -14,10 +14,11 @@ import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
-import { agentStatusKey } from '../blackboard/agent-status.ts';
+import { agentStatusKey, readAgentStatuses } from '../blackboard/agent-status.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import type { Artefact } from '../blackboard/types.ts';
+import { llmAgentLines } from '../cli/commands/status.ts';
 import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { artefact, config, grantedClaim, waitFor } from '../pup/testkit.ts';
@@ -300,6 +301,80 @@ describe('the turn', () => {
     ).toThrow(
       /^HOLT_LLM_MUST_END_WITH: read cannot end a turn: name submit_result or a tool with terminate: true$/,
     );
+  });
+
+  it('a refused key pauses the agent at once: no retry, a Failure of class auth, the reason in its status and in holt status', async () => {
+    const s = await setup([
+      {
+        status: 401,
+        body: JSON.stringify({
+          error: {
+            message: 'Incorrect API key provided',
+            type: 'invalid_request_error',
+            code: 'invalid_api_key',
+          },
+        }),
+      },
+    ]);
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('failure');
+    expect(llm.requests).toHaveLength(1); // HOLT_LLM_MAX_RETRIES is 1: an auth error is not retried
+    const body = JSON.parse(r.out!.payload);
+    expect(body).toMatchObject({ error_class: 'auth', reason: expect.stringMatching(/HTTP 401/) });
+    const st = (await readAgentStatuses(s.bb.redis, s.instance, ['coder'])).get('coder');
+    expect(st).toMatchObject({
+      state: 'paused',
+      paused_class: 'auth',
+      paused_reason: expect.stringMatching(/^auth: .*HTTP 401/),
+    });
+    const lines = llmAgentLines(new Map([['coder', st!]])).join('\n');
+    expect(lines).toMatch(/coder .*paused \(auth\).*auth: model call failed .*HTTP 401/);
+    // Paused: the next grant fails at once, with the same class, and asks the model nothing.
+    const again = await grantAndRun(s);
+    expect(again.outcome).toBe('failure');
+    expect(JSON.parse(again.out!.payload)).toMatchObject({
+      error_class: 'auth',
+      reason: expect.stringMatching(/^agent paused: auth: /),
+    });
+    expect(llm.requests).toHaveLength(1);
+    expect(await s.registry.getSingleMetricAsString('holt_llm_errors_total')).toMatch(
+      /class="auth"[^}]*\} 1/,
+    );
+  });
+
+  it('a wrong model is a config error and pauses too; a server outage is transient and does not', async () => {
+    const s1 = await setup([
+      { status: 404, body: JSON.stringify({ error: { message: 'The model `scripted` does not exist' } }) },
+    ]);
+    const r1 = await grantAndRun(s1);
+    expect(JSON.parse(r1.out!.payload)).toMatchObject({ error_class: 'config' });
+    expect((await readAgentStatuses(s1.bb.redis, s1.instance, ['coder'])).get('coder')).toMatchObject({
+      state: 'paused',
+      paused_class: 'config',
+    });
+    const s2 = await setup([{ status: 503 }, { status: 503 }]);
+    const r2 = await grantAndRun(s2);
+    expect(llm.requests).toHaveLength(2); // retried once
+    expect(JSON.parse(r2.out!.payload)).toMatchObject({ error_class: 'transient' });
+    expect((await readAgentStatuses(s2.bb.redis, s2.instance, ['coder'])).get('coder')).toMatchObject({
+      state: 'active',
+    });
+  });
+
+  it('unusable outputs are shown to the model a bounded number of times, then the turn fails as model_output', async () => {
+    const s = await setup(
+      [call('no_such_tool'), call('submit_result', { artefact_type: 'Doc' }), call('nope'), submit('late')],
+      {
+        HOLT_LLM_MAX_OUTPUT_ERRORS: '3',
+      },
+    );
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('failure');
+    const body = JSON.parse(r.out!.payload);
+    expect(body).toMatchObject({ error_class: 'model_output' });
+    expect(body.reason).toMatch(/unusable 3 times in a row \(last: error: unknown tool "nope"/);
+    expect(lastTool(1)).toMatch(/unknown tool "no_such_tool"/);
+    expect(llm.requests).toHaveLength(3);
   });
 
   it('step budget: warning two steps before the end, last step only submit_result, then a Failure with the transcript', async () => {
@@ -620,6 +695,8 @@ describe("the model's arguments are checked before anything runs", () => {
       HOLT_LLM_TOOLS: JSON.stringify([read, echo]),
       HOLT_LLM_MAX_STEPS: '20',
       HOLT_LLM_MAX_TOOL_CALLS: '2',
+      // Eight refusals in a row by design: past the default bound of unusable outputs the turn would fail.
+      HOLT_LLM_MAX_OUTPUT_ERRORS: '20',
     });
     const r = await grantAndRun(s);
     expect(r.outcome).toBe('success');

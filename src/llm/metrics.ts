@@ -1,21 +1,15 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { costOf, type Prices } from './budget.ts';
-import { type ChatOptions, type ChatReply, type ChatRequest, type ModelClient, ModelError } from './model.ts';
+import { classOf } from './errors.ts';
+import type { ChatOptions, ChatReply, ChatRequest, ModelClient } from './model.ts';
 
-/** Why a model call failed, in a few classes an alert can name (never the message: it may hold anything). */
+/**
+ * Why a model call failed, as an alert can name it (never the message: it may hold anything): its
+ * class (src/blackboard/error-class.ts), or `aborted` for a call the pup itself cut short.
+ */
 export function errorClass(e: unknown): string {
-  if (e instanceof ModelError) {
-    const s = e.status;
-    if (s === 429) return 'rate_limited';
-    if (s === 401 || s === 403) return 'auth';
-    if (s !== undefined && s >= 500) return 'server';
-    if (s !== undefined && s >= 400) return 'bad_request';
-    if (/aborted/.test(e.message)) return 'aborted';
-    if (/timed? ?out/i.test(e.message)) return 'timeout';
-    if (/invalid|parse|schema/i.test(e.message)) return 'invalid_reply';
-    return e.retryable ? 'network' : 'other';
-  }
-  return 'other';
+  if (e instanceof Error && /aborted/.test(e.message)) return 'aborted';
+  return classOf(e);
 }
 
 /** The LLM metrics of one pup (its registry carries the role): tokens, cost, latency and errors. */
@@ -58,7 +52,7 @@ export class LlmMetrics {
     });
     this.errors = new Counter({
       name: 'holt_llm_errors_total',
-      help: 'Model calls that failed for good, by class (rate_limited, auth, server, bad_request, timeout, network, invalid_reply, aborted, other)',
+      help: 'Model calls that failed for good, by class (config, auth, quota, transient, model_output, aborted)',
       labelNames: ['class'],
       registers,
     });

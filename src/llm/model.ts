@@ -1,7 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI, { APIConnectionError, APIError } from 'openai';
 import { z } from 'zod';
+import type { ErrorClass } from '../blackboard/error-class.ts';
 import { backoffDelay } from '../common/backoff.ts';
+import { ClassifiedError, classifyModelFailure, isRetryableClass } from './errors.ts';
 
 /** The chat messages the loop keeps (OpenAI's wire shape, reduced to what we use). */
 export type ChatMessage =
@@ -53,14 +55,17 @@ export interface ModelClient {
   chat(req: ChatRequest, opts?: ChatOptions): Promise<ChatReply>;
 }
 
-/** A model call that failed for good (after retries, or not retryable). The message never holds the key. */
-export class ModelError extends Error {
+/**
+ * A model call that failed for good (after retries, or not retryable), with its class (errors.ts). The
+ * message never holds the key.
+ */
+export class ModelError extends ClassifiedError {
   readonly retryable: boolean;
   readonly status: number | undefined;
-  constructor(message: string, retryable: boolean, status?: number) {
-    super(message);
+  constructor(message: string, errorClass: ErrorClass, status?: number) {
+    super(message, errorClass);
     this.name = 'ModelError';
-    this.retryable = retryable;
+    this.retryable = isRetryableClass(errorClass);
     this.status = status;
   }
 }
@@ -122,16 +127,20 @@ function usageOf(u: z.infer<typeof UsageWire>): Usage {
   return { promptTokens: p, completionTokens: c, totalTokens: u?.total_tokens ?? p + c };
 }
 
-/** Network errors, timeouts, 408/409/429 and 5xx are worth another try; other 4xx are not. */
-export function isRetryable(e: unknown): boolean {
-  if (e instanceof ModelError) return e.retryable;
-  if (e instanceof APIConnectionError) return true;
-  if (e instanceof APIError) {
-    const s = e.status;
-    return s === undefined || s === 408 || s === 409 || s === 429 || s >= 500;
-  }
-  return true; // malformed replies and unknown failures: another attempt is cheap
+/**
+ * The class of a failed attempt (errors.ts): network errors, timeouts, 408/409/425, rate limits and 5xx
+ * are transient and worth another try; a refused key, a spent quota or a request that cannot succeed as
+ * configured are not.
+ */
+export function classifyAttempt(e: unknown): ErrorClass {
+  if (e instanceof ClassifiedError) return e.errorClass;
+  if (e instanceof APIConnectionError) return 'transient';
+  if (e instanceof APIError)
+    return classifyModelFailure({ status: e.status, code: e.code, message: e.message });
+  return 'transient'; // malformed replies and unknown failures: another attempt is cheap
 }
+
+export const isRetryable = (e: unknown): boolean => isRetryableClass(classifyAttempt(e));
 
 /** The longest wait a server's Retry-After may impose; past it the budget's pause takes over. */
 export const MAX_RETRY_AFTER_MS = 60_000;
@@ -193,13 +202,13 @@ export class OpenAiModel implements ModelClient {
       try {
         return req.stream ? await this.streamed(req, opts) : await this.plain(req, opts);
       } catch (e) {
-        if (opts.signal?.aborted) throw new ModelError('model call aborted', false);
-        const retryable = isRetryable(e);
+        if (opts.signal?.aborted) throw new ModelError('model call aborted', 'transient');
+        const cls = classifyAttempt(e);
         const status = e instanceof APIError ? e.status : undefined;
-        if (!retryable || attempt >= this.o.maxRetries)
+        if (!isRetryableClass(cls) || attempt >= this.o.maxRetries)
           throw new ModelError(
             `model call failed after ${attempt + 1} attempt(s): ${describe(e)}`,
-            retryable,
+            cls,
             status,
           );
         attempt++;
@@ -230,7 +239,10 @@ export class OpenAiModel implements ModelClient {
     );
     const r = CompletionWire.safeParse(raw);
     if (!r.success)
-      throw new ModelError(`malformed reply from the model server: ${r.error.issues[0]?.message}`, true);
+      throw new ModelError(
+        `malformed reply from the model server: ${r.error.issues[0]?.message}`,
+        'transient',
+      );
     const choice = r.data.choices[0]!;
     return {
       content: choice.message.content ?? '',
@@ -251,7 +263,8 @@ export class OpenAiModel implements ModelClient {
     const calls = new Map<number, { id: string; name: string; args: string }>();
     for await (const raw of stream as AsyncIterable<unknown>) {
       const r = ChunkWire.safeParse(raw);
-      if (!r.success) throw new ModelError(`malformed stream chunk: ${r.error.issues[0]?.message}`, true);
+      if (!r.success)
+        throw new ModelError(`malformed stream chunk: ${r.error.issues[0]?.message}`, 'transient');
       if (r.data.usage) usage = usageOf(r.data.usage);
       for (const c of r.data.choices) {
         if (c.finish_reason) finishReason = c.finish_reason;

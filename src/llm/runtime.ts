@@ -4,6 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
 import type { Blackboard } from '../blackboard/client.ts';
+import type { ErrorClass } from '../blackboard/error-class.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { busProblem, connectBus } from '../bus/connect.ts';
 import { type AgentEvents, natsAgentEvents, noAgentEvents } from '../bus/events.ts';
@@ -46,6 +47,8 @@ export async function startLlmRuntime(
   env: NodeJS.ProcessEnv = process.env,
   /** The pup's metrics registry: model calls are measured there (holt_llm_*). */
   registry?: Registry,
+  /** Counts each Failure artefact the LLM executor writes, by class. */
+  countFailure?: (c: ErrorClass) => void,
 ): Promise<LlmRuntime> {
   const s = cfg.llm;
   const apiKey = cfg.apiKey ?? apiKeyFrom(env, s);
@@ -104,6 +107,7 @@ export async function startLlmRuntime(
           events,
           log,
           owner: `${hostname()}/${process.pid}/${randomUUID()}`,
+          countFailure,
         })
       : undefined;
   const script = cfg.bidScript

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ERROR_CLASSES } from '../blackboard/error-class.ts';
 import { emptyLoopState } from './loop-guard.ts';
 import type { ChatMessage, ToolCall } from './model.ts';
 import type { Plan } from './plan.ts';
@@ -51,7 +52,9 @@ export const Ctl = z.object({
       structural_type: z.enum(['Standard', 'Review', 'Answer', 'Terminal']).optional(),
     })
     .optional(),
-  failed: z.object({ reason: z.string() }).optional(),
+  failed: z.object({ reason: z.string(), errorClass: z.enum(ERROR_CLASSES).optional() }).optional(),
+  /** Unusable model outputs in a row (reset by a usable call); the turn fails at maxOutputErrors. */
+  outputErrors: z.number().int().default(0),
   /** The model's text when the turn ended without a tool (must_end_with empty). */
   finalText: z.string().optional(),
   /** A tool marked `terminate` ended the turn; its output is the result. */

@@ -3,6 +3,7 @@ import type { z } from 'zod';
 import type { AgentTool } from '../api/agent.ts';
 import { childrenOf } from '../blackboard/claim-engine.ts';
 import type { Blackboard } from '../blackboard/client.ts';
+import type { ErrorClass } from '../blackboard/error-class.ts';
 import { isRework } from '../blackboard/results.ts';
 import type { Artefact, Claim, ClaimType } from '../blackboard/types.ts';
 import type { AgentEvents } from '../bus/events.ts';
@@ -22,6 +23,7 @@ import {
   type ResultFields,
   resultProblem,
 } from './contract.ts';
+import { classOf } from './errors.ts';
 import { checkAction, clearBlocks, hashResult, recordAction, recordBlock, signature } from './loop-guard.ts';
 import type { MemoryStore } from './memory-store.ts';
 import type { ChatMessage, ToolCall } from './model.ts';
@@ -63,7 +65,7 @@ type Tool = z.output<typeof AgentTool>;
 
 export type TurnEnd =
   | { kind: 'result'; result: { type: string; payload: string; summary: string; structural_type?: string } }
-  | { kind: 'failure'; reason: string; transcript: string }
+  | { kind: 'failure'; reason: string; transcript: string; errorClass: ErrorClass }
   | { kind: 'waiting'; questionId: string }
   | { kind: 'stale' }
   | { kind: 'aborted' };
@@ -103,6 +105,9 @@ const QUESTION_NS = 'c1d0f5a4-3b2e-4f6a-9d8c-7e6b5a4f3c2d';
  * the next pass; so a turn killed anywhere resumes from its last stored step and never re-runs a tool
  * call whose result is stored.
  */
+/** Outcomes of a tool call that mean the model's output could not be used. */
+const OUTPUT_ERRORS = new Set(['invalid_args', 'unknown_tool', 'invalid_result', 'refused']);
+
 export class Turn {
   private readonly d: TurnDeps;
   private readonly tools: ToolSet;
@@ -171,7 +176,7 @@ export class Turn {
     for (;;) {
       if (d.signal.aborted) return { kind: 'aborted' };
       const { ctl } = this.s;
-      if (ctl.failed) return this.failure(ctl.failed.reason);
+      if (ctl.failed) return this.failure(ctl.failed.reason, ctl.failed.errorClass ?? 'transient');
       if (ctl.submitted)
         return {
           kind: 'result',
@@ -215,13 +220,14 @@ export class Turn {
       if (step.kind === 'exhausted')
         return this.failure(
           `step budget exhausted: ${d.settings.maxSteps} steps without ${ending.join(' or ')}`,
+          'quota',
         );
       await this.think(step.step, step.final, step.warning);
     }
   }
 
-  private failure(reason: string): TurnEnd {
-    return { kind: 'failure', reason, transcript: transcriptSummary(this.s.messages) };
+  private failure(reason: string, errorClass: ErrorClass): TurnEnd {
+    return { kind: 'failure', reason, transcript: transcriptSummary(this.s.messages), errorClass };
   }
 
   /** Step 0: the prompt, built once (target, context oldest first, memory, failures). */
@@ -275,7 +281,7 @@ export class Turn {
         await this.record(
           'plan',
           [],
-          { ...this.s.ctl, planned: true, failed: { reason: e.message } },
+          { ...this.s.ctl, planned: true, failed: { reason: e.message, errorClass: e.errorClass } },
           { error: e.message },
         );
         return;
@@ -310,7 +316,13 @@ export class Turn {
     } catch (e) {
       if (d.signal.aborted) return;
       const reason = e instanceof Error ? e.message : String(e);
-      await this.record('llm', [], { ...this.s.ctl, failed: { reason } }, { error: reason, step });
+      const failed = { reason, errorClass: classOf(e) };
+      await this.record(
+        'llm',
+        [],
+        { ...this.s.ctl, failed },
+        { error: reason, step, error_class: failed.errorClass },
+      );
       return;
     }
     // Our own ids: unique in the turn whatever the server sends, so "has a result" is exact on resume.
@@ -320,12 +332,15 @@ export class Turn {
       content: reply.content,
       ...(calls.length ? { tool_calls: calls } : {}),
     };
-    const ctl: Ctl = { ...this.s.ctl, llmSteps: this.s.ctl.llmSteps + 1 };
+    let ctl: Ctl = { ...this.s.ctl, llmSteps: this.s.ctl.llmSteps + 1 };
     const post: ChatMessage[] = [];
     if (!calls.length) {
       const n = onNoToolCalls(d.settings.mustEndWith, reply.content, this.fields);
       if (n.kind === 'end') ctl.finalText = n.text;
-      else post.push({ role: 'user', content: n.message });
+      else {
+        post.push({ role: 'user', content: n.message });
+        ctl = this.outputError(ctl, n.message);
+      }
     }
     await this.record(
       'llm',
@@ -353,10 +368,21 @@ export class Turn {
     const { d } = this;
     const name = call.function.name;
     const ctl = this.s.ctl;
-    const reply = (content: string, next: Ctl = ctl, extra: Record<string, unknown> = {}) =>
-      this.record('tool', [this.toolMsg(call, d.scrub.text(content))], next, { tool: name, ...extra }, [
-        call.id,
-      ]);
+    // An unusable call counts towards the bound on unusable outputs; a usable one resets it.
+    const reply = (content: string, next: Ctl = ctl, extra: Record<string, unknown> = {}) => {
+      const counted = OUTPUT_ERRORS.has(String(extra.outcome))
+        ? this.outputError(next, content)
+        : extra.outcome === 'blocked'
+          ? next
+          : { ...next, outputErrors: 0 };
+      return this.record(
+        'tool',
+        [this.toolMsg(call, d.scrub.text(content))],
+        counted,
+        { tool: name, ...extra },
+        [call.id],
+      );
+    };
     const ending = finalTools(d.settings.mustEndWith);
     if (ctl.llmSteps >= d.settings.maxSteps && !ending.includes(name))
       return reply(
@@ -488,7 +514,12 @@ export class Turn {
     const end = tool.terminate ? this.termination(tool.name, run) : undefined;
     if (end) content += `\n${end.note}`;
     const r = recordAction(ctl.loop, sig, hashResult(content));
-    const next: Ctl = { ...ctl, loop: r.state, ...(end?.endedBy ? { endedBy: end.endedBy } : {}) };
+    const next: Ctl = {
+      ...ctl,
+      loop: r.state,
+      outputErrors: 0,
+      ...(end?.endedBy ? { endedBy: end.endedBy } : {}),
+    };
     const extra: Record<string, unknown> = {
       outcome: 'ok',
       exit_code: run.exitCode,
@@ -512,6 +543,14 @@ export class Turn {
       });
     }
     await this.record('tool', [this.toolMsg(call, content)], next, { tool: tool.name, ...extra }, [call.id]);
+  }
+
+  /** One more unusable output in a row; at the bound the turn fails (class model_output). */
+  private outputError(ctl: Ctl, what: string): Ctl {
+    const n = ctl.outputErrors + 1;
+    if (n < this.d.settings.maxOutputErrors) return { ...ctl, outputErrors: n };
+    const reason = `the model's output was unusable ${n} times in a row (last: ${what.slice(0, 300)})`;
+    return { ...ctl, outputErrors: n, failed: { reason, errorClass: 'model_output' } };
   }
 
   /**
@@ -619,7 +658,7 @@ export class Turn {
       case 'give_up':
         return msg(
           `Subtask failed for good: ${effect.reason}`,
-          { ...next, failed: { reason: `planning gave up: ${effect.reason}` } },
+          { ...next, failed: { reason: `planning gave up: ${effect.reason}`, errorClass: 'model_output' } },
           { effect: 'give_up' },
         );
       case 'decompose': {
@@ -653,6 +692,7 @@ export class Turn {
               ...next,
               failed: {
                 reason: `planning gave up: subtask ${effect.node.id} failed twice and could not be decomposed`,
+                errorClass: 'model_output',
               },
             },
             extra,

@@ -69,7 +69,13 @@ export class NoInboxDispatcher implements GrantDispatcher {
     const reason = `no inbox configured for scalable role ${g.role} (set DATABASE_URL and NATS_URL on the orchestrator)`;
     const id = outputId(this.instance, g.claim.id, g.role, g.claimType);
     const { created } = await this.bb.createArtefact(
-      failureArtefact(id, g.role, g.claim, { reason, exit_code: -1, stdout: '', stderr: '' }),
+      failureArtefact(id, g.role, g.claim, {
+        reason,
+        exit_code: -1,
+        stdout: '',
+        stderr: '',
+        error_class: 'config',
+      }),
     );
     if (created)
       this.log.error(
@@ -159,7 +165,14 @@ export async function startOrchestratorInbox(o: {
     await o.bb.createArtefact(
       died.success
         ? workerFailureArtefact(id, row.role, vc.claim, died.data)
-        : failureArtefact(id, row.role, vc.claim, { reason, exit_code: -1, stdout: '', stderr: '' }),
+        : // Retries spent on whatever kept failing: the row's last error says what; the class is the retried kind.
+          failureArtefact(id, row.role, vc.claim, {
+            reason,
+            exit_code: -1,
+            stdout: '',
+            stderr: '',
+            error_class: 'transient',
+          }),
     );
     o.log.warn(
       { event_type: 'inbox_row_failed', claim_id: row.claim_id, role: row.role, reason },

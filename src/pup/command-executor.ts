@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { type Blackboard, payloadProblem } from '../blackboard/client.ts';
+import type { ErrorClass } from '../blackboard/error-class.ts';
 import { acquireExecution, releaseExecution, renewExecution } from '../blackboard/execution-lease.ts';
 import { type Grant, isGranted, outputId } from '../blackboard/grants.ts';
 import { contextLevel } from '../blackboard/pup-reads.ts';
@@ -110,7 +111,13 @@ export class CommandExecutor implements GrantExecutor {
     signal?: AbortSignal,
   ): Promise<Outcome> {
     const { bb, cfg, metrics } = this.d;
-    const fail = (reason: string): FailureReport => ({ reason, exit_code: -1, stdout: '', stderr: '' });
+    const fail = (reason: string, error_class: ErrorClass): FailureReport => ({
+      reason,
+      exit_code: -1,
+      stdout: '',
+      stderr: '',
+      error_class,
+    });
     let target: Artefact | null;
     try {
       target = await this.redis('get_target', () => bb.getArtefact(claim.artefact_id));
@@ -118,15 +125,27 @@ export class CommandExecutor implements GrantExecutor {
       return this.writeFailure(
         claim,
         id,
-        fail(`failed to fetch target artefact: ${(e as Error).message}`),
+        fail(`failed to fetch target artefact: ${(e as Error).message}`, 'transient'),
         l,
         sink,
       );
     }
     if (!target)
-      return this.writeFailure(claim, id, fail(`target artefact ${claim.artefact_id} not found`), l, sink);
+      return this.writeFailure(
+        claim,
+        id,
+        fail(`target artefact ${claim.artefact_id} not found`, 'transient'),
+        l,
+        sink,
+      );
     if (!existsSync(cfg.workspace)) {
-      return this.writeFailure(claim, id, fail(`workspace ${cfg.workspace} does not exist`), l, sink);
+      return this.writeFailure(
+        claim,
+        id,
+        fail(`workspace ${cfg.workspace} does not exist`, 'config'),
+        l,
+        sink,
+      );
     }
     // A tool that asked a Question waits for its Answer; answered, it runs again with the Q&A in context.
     const questions = await this.redis('questions', () => questionState(bb, id));
@@ -149,7 +168,13 @@ export class CommandExecutor implements GrantExecutor {
       stdin = toolInput(grant.claimType, target, ctx.chain);
       l.info({ event_type: 'tool_started', context_size: ctx.chain.length, context_levels: ctx.levels });
     } catch (e) {
-      return this.writeFailure(claim, id, fail(`input preparation failed: ${(e as Error).message}`), l, sink);
+      return this.writeFailure(
+        claim,
+        id,
+        fail(`input preparation failed: ${(e as Error).message}`, 'transient'),
+        l,
+        sink,
+      );
     }
     // The tool never sees the pup's credentials: an allowlisted environment, or another container.
     const run = await cfg.runner.run(
@@ -172,7 +197,7 @@ export class CommandExecutor implements GrantExecutor {
     const secs = run.durationMs / 1000;
     if (!ev.ok) {
       metrics.toolDuration.observe({ outcome: 'failure' }, secs);
-      return this.writeFailure(claim, id, ev.failure, l, sink);
+      return this.writeFailure(claim, id, { ...ev.failure, error_class: 'tool' }, l, sink);
     }
     // A rework keeps the target's type, so check either name (a reworked CodeCommit is a commit too).
     if (ev.result.type === 'CodeCommit' || (isRework(claim) && target.type === 'CodeCommit')) {
@@ -183,7 +208,7 @@ export class CommandExecutor implements GrantExecutor {
         return this.writeFailure(
           claim,
           id,
-          { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
+          { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr, error_class: 'tool' },
           l,
           sink,
         );
@@ -198,7 +223,7 @@ export class CommandExecutor implements GrantExecutor {
         return this.writeFailure(
           claim,
           id,
-          { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
+          { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr, error_class: 'tool' },
           l,
           sink,
         );
@@ -220,7 +245,7 @@ export class CommandExecutor implements GrantExecutor {
       return this.writeFailure(
         claim,
         id,
-        { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
+        { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr, error_class: 'tool' },
         l,
         sink,
       );
@@ -237,7 +262,7 @@ export class CommandExecutor implements GrantExecutor {
       return this.writeFailure(
         claim,
         id,
-        { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr },
+        { reason, exit_code: 0, stdout: run.stdout, stderr: run.stderr, error_class: 'tool' },
         l,
         sink,
       );
@@ -262,13 +287,19 @@ export class CommandExecutor implements GrantExecutor {
     sink: ArtefactSink,
   ): Promise<Outcome> {
     this.d.metrics.toolRuns.inc({ outcome: 'failure' });
+    this.d.metrics.failures.inc({ class: f.error_class ?? 'tool' });
     const report = {
       ...f,
       reason: this.scrub.text(f.reason),
       stdout: this.scrub.text(f.stdout),
       stderr: this.scrub.text(f.stderr),
     };
-    l.warn({ event_type: 'tool_failed', reason: report.reason, exit_code: f.exit_code });
+    l.warn({
+      event_type: 'tool_failed',
+      reason: report.reason,
+      exit_code: f.exit_code,
+      error_class: f.error_class,
+    });
     const fitted = fitFailure(report, this.d.bb.maxPayloadBytes);
     await sink(failureArtefact(id, this.d.cfg.role, claim, fitted), async () => undefined);
     return 'failure';

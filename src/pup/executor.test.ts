@@ -260,6 +260,11 @@ describe('every tool failure becomes a ToolExecutionFailure', () => {
     expect(await metrics.registry.getSingleMetricAsString('holt_pup_tool_runs_total')).toMatch(
       /outcome="failure"[^\n]* 1/,
     );
+    // Every one of these is the tool's own failure (src/blackboard/error-class.ts), and counted as such.
+    expect(body.error_class).toBe('tool');
+    expect(await metrics.registry.getSingleMetricAsString('holt_pup_failures_total')).toMatch(
+      /class="tool"[^\n]* 1/,
+    );
   });
 
   it('a missing target or workspace is a failure too, with exit code -1', async () => {
@@ -271,11 +276,15 @@ describe('every tool failure becomes a ToolExecutionFailure', () => {
     expect(JSON.parse((await output(c.claim)).payload)).toMatchObject({
       exit_code: -1,
       reason: expect.stringMatching(/^target artefact .* not found$/),
+      error_class: 'transient',
     });
     const d = await grantedClaim(bb, exclusive);
     const noWs = executor(node('echo.mjs'), { HOLT_WORKSPACE: join(ws, 'missing') }).ex;
     expect(await noWs.execute({ claimId: d.claim.id, claimType: 'exclusive' })).toBe('failure');
-    expect(JSON.parse((await output(d.claim)).payload).reason).toMatch(/^workspace .* does not exist$/);
+    expect(JSON.parse((await output(d.claim)).payload)).toMatchObject({
+      reason: expect.stringMatching(/^workspace .* does not exist$/),
+      error_class: 'config',
+    });
   });
 });
 

@@ -7,6 +7,7 @@ export class PupMetrics {
   readonly grants: Counter<'claim_type' | 'via'>;
   readonly toolRuns: Counter<'outcome'>;
   readonly toolDuration: Histogram<'outcome'>;
+  readonly failures: Counter<'class'>;
 
   constructor(labels: { instance: string; role: string; mode: string }) {
     // `instance` and `job` are Prometheus's own target labels: ours is holt_instance.
@@ -28,6 +29,12 @@ export class PupMetrics {
       name: 'holt_pup_tool_runs_total',
       help: 'Tool executions by outcome (success, failure)',
       labelNames: ['outcome'],
+      registers,
+    });
+    this.failures = new Counter({
+      name: 'holt_pup_failures_total',
+      help: 'Failure artefacts written, by error class (config, auth, quota, transient, model_output, tool)',
+      labelNames: ['class'],
       registers,
     });
     this.toolDuration = new Histogram({

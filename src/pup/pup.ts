@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Blackboard } from '../blackboard/client.ts';
+import type { ErrorClass } from '../blackboard/error-class.ts';
 import { currentGrant, type Grant, outputId } from '../blackboard/grants.ts';
 import { errorPause, retry } from '../common/backoff.ts';
 import { type Check, startProbeServer } from '../common/http.ts';
@@ -23,6 +24,8 @@ export type StartModelRuntime = (deps: {
   bb: Blackboard;
   log: Logger;
   registry: PupMetrics['registry'];
+  /** Counts a Failure artefact the runtime wrote, by class (holt_pup_failures_total). */
+  countFailure: (c: ErrorClass) => void;
 }) => Promise<ModelRuntime>;
 
 /**
@@ -117,7 +120,12 @@ export class Pup {
   /** A model-driven agent: its runtime bids, and its executor (if it executes) replaces the command one. */
   private async startModelRuntime(): Promise<void> {
     if (!this.startModel || this.model) return;
-    this.model = await this.startModel({ bb: this.bb, log: this.log, registry: this.metrics.registry });
+    this.model = await this.startModel({
+      bb: this.bb,
+      log: this.log,
+      registry: this.metrics.registry,
+      countFailure: (c) => this.metrics.failures.inc({ class: c }),
+    });
     if (this.model.executor) this.executor = this.model.executor;
   }
 

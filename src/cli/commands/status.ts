@@ -77,12 +77,21 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
     for (const l of table([['KIND', 'ID', 'BY', 'CLAIM', 'REASON'], ...rows])) out(l);
   }
   if (!llm.size) return;
-  // LLM budget use (src/blackboard/agent-status.ts: holt:{i}:agent_status:{role}); 0 as a limit means none.
-  const lim = (v: number, l: number) => (l ? `${v}/${l}` : String(v));
   out('');
+  for (const l of llmAgentLines(llm)) out(l);
+}
+
+/**
+ * The LLM agents' table (src/blackboard/agent-status.ts: holt:{i}:agent_status:{role}): budget use (0 as
+ * a limit means none) and, for a paused agent, the class of the error that paused it and why.
+ */
+export function llmAgentLines(llm: Map<string, AgentStatus>): string[] {
+  const lim = (v: number, l: number) => (l ? `${v}/${l}` : String(v));
   const llmRows = [...llm].map(([role, a]) => [
     role,
-    a.state === 'paused' ? paint('yellow', 'paused') : 'active',
+    a.state === 'paused'
+      ? paint('yellow', a.paused_class ? `paused (${a.paused_class})` : 'paused')
+      : 'active',
     lim(a.calls_in_window, a.calls_limit),
     lim(a.tokens_in_window, a.tokens_limit),
     a.cost_usd_limit
@@ -91,11 +100,7 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
     String(a.consecutive_errors),
     a.paused_reason,
   ]);
-  for (const l of table([
-    ['LLM AGENT', 'STATE', 'CALLS', 'TOKENS', 'COST', 'ERRORS', 'PAUSED BECAUSE'],
-    ...llmRows,
-  ]))
-    out(l);
+  return table([['LLM AGENT', 'STATE', 'CALLS', 'TOKENS', 'COST', 'ERRORS', 'PAUSED BECAUSE'], ...llmRows]);
 }
 
 /** One line on the leader's last retention pass and what it has removed in all. */

@@ -15,6 +15,8 @@ export interface AgentBudget {
   tokens: number;
   costUsd: number;
   paused: boolean;
+  pausedReason?: string;
+  pausedClass?: string;
 }
 
 /** What an Agent's status reports from its Holt's Redis (values that change without a Kubernetes event). */
@@ -52,6 +54,8 @@ export function budgetOf(s: LlmAgentStatus): AgentBudget {
     tokens: Math.max(0, Math.round(s.tokens_in_window)),
     costUsd: Math.max(0, s.cost_usd_total),
     paused: s.state === 'paused',
+    ...(s.state === 'paused' && s.paused_reason ? { pausedReason: s.paused_reason.slice(0, 500) } : {}),
+    ...(s.state === 'paused' && s.paused_class ? { pausedClass: s.paused_class } : {}),
   };
 }
 

@@ -53,6 +53,7 @@ function llmStatus(over: Partial<LlmAgentStatus> = {}): LlmAgentStatus {
   return {
     state: 'active',
     paused_reason: '',
+    paused_class: '',
     paused_until_ms: 0,
     model: 'm',
     calls_in_window: 3,
