@@ -165,6 +165,41 @@ export const AgentLlm = z
       .nonnegative()
       .default(0)
       .describe('Size of working memory kept between turns (0 = off).'),
+    turnTimeoutSeconds: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe('Wall-clock time box of one turn: past it the turn fails (no limit when unset).'),
+    goalTimeoutSeconds: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe(
+        "Wall-clock time box of a goal, from its workflow's first artefact: past it the agent's turns on it fail.",
+      ),
+    historyKeep: z
+      .number()
+      .int()
+      .min(0)
+      .max(100)
+      .default(0)
+      .describe(
+        'Context compaction: keep the last N exchanges word for word and summarise the earlier ones by a model call (0 = off; 5 suits a coding agent).',
+      ),
+    fileTools: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Give the model the built-in workspace file tools (workspace_list, workspace_read, workspace_write, workspace_patch); every path is checked to stay in the workspace.',
+      ),
+    stateProbe: z
+      .boolean()
+      .optional()
+      .describe(
+        'Show the model the workspace state before each call (files written and still there, last commands, last errors); on with fileTools by default.',
+      ),
     tools: z.array(AgentTool).default([]).describe('Tools declared for the model.'),
     allowedTools: z
       .array(z.string())

@@ -102,6 +102,11 @@ const fileAgent = z.object({
       working_memory_bytes: z.number().int().optional(),
       tools: z.array(fileTool).optional(),
       allowed_tools: z.array(z.string()).optional(),
+      file_tools: z.boolean().optional(),
+      history_keep: z.number().int().optional(),
+      turn_timeout: duration.optional(),
+      goal_timeout: duration.optional(),
+      state_probe: z.boolean().optional(),
     })
     .optional(),
   budgets: z
@@ -242,6 +247,11 @@ function toAgent(
             maxArgumentBytes: max_argument_bytes,
           })),
           allowedTools: a.llm.allowed_tools,
+          fileTools: a.llm.file_tools,
+          historyKeep: a.llm.history_keep,
+          turnTimeoutSeconds: a.llm.turn_timeout,
+          goalTimeoutSeconds: a.llm.goal_timeout,
+          stateProbe: a.llm.state_probe,
         }
       : undefined,
     budgets: a.budgets

@@ -40,6 +40,11 @@ export function llmEnvironment(agent: AgentSpec, holt: PupContext['llm']): Recor
     set('HOLT_LLM_WORKING_MEMORY_BYTES', l.workingMemoryBytes);
     if (l.tools.length) env.HOLT_LLM_TOOLS = JSON.stringify(l.tools);
     if (l.allowedTools) env.HOLT_LLM_ALLOWED_TOOLS = JSON.stringify(l.allowedTools);
+    if (l.fileTools) env.HOLT_LLM_FILE_TOOLS = 'true';
+    if (l.historyKeep) env.HOLT_LLM_HISTORY_KEEP = String(l.historyKeep);
+    if (l.turnTimeoutSeconds) env.HOLT_LLM_TURN_TIMEOUT_MS = String(l.turnTimeoutSeconds * 1000);
+    if (l.goalTimeoutSeconds) env.HOLT_LLM_GOAL_TIMEOUT_MS = String(l.goalTimeoutSeconds * 1000);
+    set('HOLT_LLM_STATE_PROBE', l.stateProbe);
   }
   const b = agent.budgets;
   if (b) {

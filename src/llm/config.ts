@@ -54,6 +54,11 @@ export const LlmEnv = z
     HOLT_LLM_WORKING_MEMORY_BYTES: int(0, 0),
     HOLT_LLM_TOOLS: json(z.array(AgentTool), 'a list of tools'),
     HOLT_LLM_ALLOWED_TOOLS: json(z.array(z.string()), 'a list of tool names'),
+    HOLT_LLM_FILE_TOOLS: bool,
+    HOLT_LLM_HISTORY_KEEP: int(0, 0),
+    HOLT_LLM_TURN_TIMEOUT_MS: optInt,
+    HOLT_LLM_GOAL_TIMEOUT_MS: optInt,
+    HOLT_LLM_STATE_PROBE: z.preprocess(blank, z.enum(['true', 'false', '1', '0']).optional()),
     HOLT_LLM_BID: bool,
     HOLT_LLM_STREAM: z
       .preprocess(blank, z.enum(['true', 'false']).default('true'))
@@ -94,6 +99,18 @@ export const LlmEnv = z
     workingMemoryBytes: e.HOLT_LLM_WORKING_MEMORY_BYTES,
     tools: e.HOLT_LLM_TOOLS ?? [],
     allowedTools: e.HOLT_LLM_ALLOWED_TOOLS,
+    /** The built-in workspace file tools (workspace-tools.ts). */
+    fileTools: e.HOLT_LLM_FILE_TOOLS,
+    /** Exchanges kept word for word when compacting (compaction.ts); 0 = no compaction. */
+    historyKeep: e.HOLT_LLM_HISTORY_KEEP,
+    /** Wall-clock time boxes of a turn and of a goal (policy.ts timeBoxExceeded); none when unset. */
+    turnTimeoutMs: e.HOLT_LLM_TURN_TIMEOUT_MS,
+    goalTimeoutMs: e.HOLT_LLM_GOAL_TIMEOUT_MS,
+    /** The workspace state before each model call; on with the file tools unless set. */
+    stateProbe:
+      e.HOLT_LLM_STATE_PROBE === undefined
+        ? e.HOLT_LLM_FILE_TOOLS
+        : e.HOLT_LLM_STATE_PROBE === 'true' || e.HOLT_LLM_STATE_PROBE === '1',
     bid: e.HOLT_LLM_BID,
     stream: e.HOLT_LLM_STREAM,
     resultType: e.HOLT_LLM_RESULT_TYPE,

@@ -4,7 +4,7 @@ import { parseBid } from './bid.ts';
 import { afterError, checkBudget } from './budget.ts';
 import { checkAction, emptyLoopState, recordAction, recordBlock, signature } from './loop-guard.ts';
 import { activeLeaf, decompose, markSubtask, planFrom } from './plan.ts';
-import { nextStep, onNoToolCalls } from './policy.ts';
+import { nextStep, onNoToolCalls, timeBoxExceeded } from './policy.ts';
 import { buildToolSet, declaredArgs, renderArgv, visibleParameters } from './tools.ts';
 
 const budget = {
@@ -137,6 +137,17 @@ describe('step policy and tools', () => {
       kind: 'nudge',
       message: expect.stringContaining('submit_result'),
     });
+  });
+  it('time box: a turn or a goal past its wall-clock limit must stop; no limit, no stop', () => {
+    const started = { turnMs: 1_000, goalMs: 500 };
+    expect(timeBoxExceeded(started, {}, 10_000_000)).toBeUndefined();
+    expect(timeBoxExceeded(started, { turnMs: 60_000 }, 61_000)).toBeUndefined();
+    expect(timeBoxExceeded(started, { turnMs: 60_000 }, 61_001)).toBe(
+      'time box: the turn ran for more than 60 s',
+    );
+    expect(timeBoxExceeded(started, { goalMs: 30_000 }, 30_501)).toBe(
+      'time box: the goal has been worked on for more than 30 s',
+    );
   });
   it('declared result fields: a natural end whose text lacks them is sent back, one that carries them ends', () => {
     const fields = { title: { type: 'string' as const, required: true, description: '' } };

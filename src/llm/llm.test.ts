@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { Registry } from 'prom-client';
@@ -375,6 +376,110 @@ describe('the turn', () => {
     expect(body.reason).toMatch(/unusable 3 times in a row \(last: error: unknown tool "nope"/);
     expect(lastTool(1)).toMatch(/unknown tool "no_such_tool"/);
     expect(llm.requests).toHaveLength(3);
+  });
+
+  it('coding agent: built-in file tools confined to the workspace, and the state probe before each call', async () => {
+    const { mkdirSync, readFileSync, existsSync } = await import('node:fs');
+    const dir = `${ws}/coding-${n}`;
+    mkdirSync(dir, { recursive: true });
+    const failing = { name: 'test', description: 'run the tests', argv: [node, '-e', 'process.exit(1)'] };
+    const s = await setup(
+      [
+        call('workspace_write', { path: 'pkg/hello.py', content: 'print("hello")\n', create_dirs: true }),
+        call('workspace_read', { path: '../../../etc/passwd' }),
+        call('test'),
+        call('workspace_patch', { path: 'pkg/hello.py', old: 'hello', new: 'world' }),
+        submit('done'),
+      ],
+      {
+        HOLT_WORKSPACE: dir,
+        HOLT_LLM_FILE_TOOLS: 'true',
+        HOLT_LLM_TOOLS: JSON.stringify([failing]),
+        HOLT_LLM_MAX_STEPS: '10',
+      },
+    );
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('success');
+    expect(readFileSync(`${dir}/pkg/hello.py`, 'utf8')).toBe('print("world")\n');
+    expect(existsSync('/etc/passwd') && lastTool(2)).toMatch(
+      /^error: \.\.\/\.\.\/\.\.\/etc\/passwd: must not contain "\.\."/,
+    );
+    const offered = llm.requests[0]!.body.tools!.map((t) => t.function.name);
+    expect(offered).toEqual(
+      expect.arrayContaining(['workspace_list', 'workspace_read', 'workspace_write', 'workspace_patch']),
+    );
+    // No probe before anything happened; then facts only, bounded, refreshed before each call.
+    const probes = llm.requests.map(
+      (q) =>
+        q.body.messages.filter((m) => m.role === 'user' && m.content?.startsWith('[workspace state')).at(-1)
+          ?.content ?? '',
+    );
+    expect(probes[0]).toBe('');
+    expect(probes[1]).toContain('files written this turn: pkg/hello.py\n  still present: pkg/hello.py');
+    expect(probes[3]).toMatch(/last commands: test → exit code 1/);
+    expect(probes[3]).toMatch(
+      /recent errors: workspace_read \.\.\/\.\.\/\.\.\/etc\/passwd: .*; test → exit code 1/,
+    );
+    for (const p of probes) expect(p.length).toBeLessThanOrEqual(1500);
+  });
+
+  it('compaction keeps the last exchanges, stores the summary as a step, and a resumed turn sees the same context', async () => {
+    const file = `${ws}/compact-${n}`;
+    const s = await setup(
+      [
+        ...['a', 'b', 'c', 'd', 'e'].map((tag) => call('count', { tag })),
+        text('SUMMARY: counted a, b and c; all ran'),
+        { hang: true }, // the pup "dies" waiting for this reply
+      ],
+      {
+        HOLT_LLM_TOOLS: JSON.stringify([counter(file)]),
+        HOLT_LLM_HISTORY_KEEP: '2',
+        HOLT_LLM_MAX_STEPS: '20',
+      },
+    );
+    const { claim } = await grantedClaim(s.bb, {
+      status: 'pending_exclusive',
+      granted_exclusive_agent: 'coder',
+    });
+    const grant = { claimId: claim.id, claimType: 'exclusive' as const };
+    const ac = new AbortController();
+    const first = s.rt.executor!.execute(grant, ac.signal);
+    await llm.waitForRequests(7);
+    ac.abort();
+    expect(await first).toBe('aborted');
+    // The summary request saw the older exchanges; the next call saw the head, the summary and the last two.
+    expect(JSON.stringify(llm.requests[5]!.body.messages)).toContain('count({\\"tag\\":\\"a\\"})');
+    const before = llm.requests[6]!.body.messages;
+    const tools = before.filter((m) => m.role === 'tool').map((m) => m.content ?? '');
+    expect(tools).toEqual([expect.stringContaining('run 4'), expect.stringContaining('run 5')]);
+    expect(
+      before.some(
+        (m) =>
+          m.content === '[summary of the earlier work in this turn]\nSUMMARY: counted a, b and c; all ran',
+      ),
+    ).toBe(true);
+    // Resumed from the stored steps: the same messages, no second summary, no tool run again.
+    llm.push(submit('done'));
+    expect(await s.rt.executor!.execute(grant)).toBe('success');
+    expect(llm.requests).toHaveLength(8);
+    expect(llm.requests[7]!.body.messages).toEqual(before);
+    expect(readFileSync(file, 'utf8')).toBe('xxxxx');
+    const kinds = await pool.query(
+      `SELECT s.kind FROM holt.agent_steps s JOIN holt.agent_turns t USING (turn_id) WHERE t.instance = $1 ORDER BY s.seq`,
+      [s.instance],
+    );
+    expect(kinds.rows.map((x) => x.kind).filter((k) => k === 'compact')).toHaveLength(1);
+  });
+
+  it('a goal past its time box fails the turn before any model call (class quota)', async () => {
+    const s = await setup([submit('never')], { HOLT_LLM_GOAL_TIMEOUT_MS: '60000' });
+    const r = await grantAndRun(s, artefact({ created_at_ms: Date.now() - 120_000 }));
+    expect(r.outcome).toBe('failure');
+    expect(JSON.parse(r.out!.payload)).toMatchObject({
+      error_class: 'quota',
+      reason: 'time box: the goal has been worked on for more than 60 s',
+    });
+    expect(llm.requests).toHaveLength(0);
   });
 
   it('step budget: warning two steps before the end, last step only submit_result, then a Failure with the transcript', async () => {

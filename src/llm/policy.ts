@@ -67,3 +67,20 @@ export function onNoToolCalls(
     message: `You replied without calling a tool, and your reply cannot be the result: ${problem}. Call ${SUBMIT_RESULT} with an artefact_payload that carries the declared fields.`,
   };
 }
+
+/**
+ * The wall-clock time box (seed 004): why the turn must stop now, or undefined. The turn's clock runs
+ * from its first step, the goal's from the oldest artefact of its workflow the turn saw (its goal);
+ * both survive a resume, since they are stored with the turn's first step.
+ */
+export function timeBoxExceeded(
+  started: { turnMs: number; goalMs: number },
+  limits: { turnMs?: number | undefined; goalMs?: number | undefined },
+  nowMs: number,
+): string | undefined {
+  if (limits.turnMs && started.turnMs && nowMs - started.turnMs > limits.turnMs)
+    return `time box: the turn ran for more than ${Math.round(limits.turnMs / 1000)} s`;
+  if (limits.goalMs && started.goalMs && nowMs - started.goalMs > limits.goalMs)
+    return `time box: the goal has been worked on for more than ${Math.round(limits.goalMs / 1000)} s`;
+  return undefined;
+}

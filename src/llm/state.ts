@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import { ERROR_CLASSES } from '../blackboard/error-class.ts';
+import { compacted } from './compaction.ts';
 import { emptyLoopState } from './loop-guard.ts';
 import type { ChatMessage, ToolCall } from './model.ts';
 import type { Plan } from './plan.ts';
+import { emptyProbe, ProbeState } from './workspace-tools.ts';
 
 // The turn's state is a fold over its stored steps: each step appends messages and carries the
 // control state after it. Resuming = loading the steps and folding; nothing lives only in memory.
@@ -53,6 +55,13 @@ export const Ctl = z.object({
     })
     .optional(),
   failed: z.object({ reason: z.string(), errorClass: z.enum(ERROR_CLASSES).optional() }).optional(),
+  /** When the turn started and its goal was posted (ms), for the time box (policy.ts). */
+  startedAtMs: z.number().default(0),
+  goalAtMs: z.number().default(0),
+  /** Messages before the first exchange (the prompt, the plan): never compacted away. */
+  headLength: z.number().int().default(0),
+  /** What the state probe reports (workspace-tools.ts). */
+  probe: ProbeState.default(emptyProbe),
   /** Unusable model outputs in a row (reset by a usable call); the turn fails at maxOutputErrors. */
   outputErrors: z.number().int().default(0),
   /** The model's text when the turn ended without a tool (must_end_with empty). */
@@ -66,6 +75,10 @@ export type Ctl = z.infer<typeof Ctl>;
 export const StepMeta = z.looseObject({
   messages: z.array(ChatMessageS).default([]),
   ctl: Ctl.optional(),
+  /** A compaction step: its messages replace those in [head, from) (compaction.ts). */
+  compact: z
+    .object({ head: z.number().int().nonnegative(), from: z.number().int().nonnegative() })
+    .optional(),
 });
 export type StepMeta = z.infer<typeof StepMeta>;
 
@@ -78,12 +91,13 @@ export interface TurnState {
 export const initialCtl = (): Ctl => Ctl.parse({});
 
 export function foldSteps(steps: { seq: number; metadata: unknown }[]): TurnState {
-  const messages: ChatMessage[] = [];
+  let messages: ChatMessage[] = [];
   let ctl = initialCtl();
   let nextSeq = 0;
   for (const s of [...steps].sort((a, b) => a.seq - b.seq)) {
     const m = StepMeta.parse(s.metadata);
-    messages.push(...(m.messages as ChatMessage[]));
+    if (m.compact) messages = compacted(messages, m.compact, m.messages as ChatMessage[]);
+    else messages.push(...(m.messages as ChatMessage[]));
     if (m.ctl) ctl = m.ctl;
     nextSeq = s.seq + 1;
   }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { AgentTool } from '../api/agent.ts';
 import { formatIssues } from '../common/config.ts';
 import type { ToolSpec } from './model.ts';
+import { FILE_TOOLS, isFileTool } from './workspace-tools.ts';
 
 type Tool = z.output<typeof AgentTool>;
 type Json = Record<string, unknown>;
@@ -43,6 +44,9 @@ const builtinSpecs: Record<string, { description: string; schema: z.ZodType }> =
   },
 };
 
+// The workspace file tools are built-ins too, offered only to agents that ask for them.
+for (const [name, t] of Object.entries(FILE_TOOLS)) builtinSpecs[name] = t;
+
 export const BUILTINS = Object.keys(builtinSpecs);
 
 /** The parameters the model sees: `fixed` arguments are injected later and hidden from it. */
@@ -77,6 +81,8 @@ export function buildToolSet(
     submit?: boolean;
     /** The declared result fields, described: submit_result's description names them. */
     resultFields?: string;
+    /** The built-in workspace file tools (workspace-tools.ts). */
+    files?: boolean;
   },
 ): ToolSet {
   const allow = (n: string) => !opts.allowed || opts.allowed.includes(n);
@@ -89,7 +95,8 @@ export function buildToolSet(
       (b !== SUBMIT_RESULT &&
         allow(b) &&
         (b !== MARK_SUBTASK_COMPLETE || opts.planning) &&
-        (b !== UPDATE_MEMORY || opts.memory)),
+        (b !== UPDATE_MEMORY || opts.memory) &&
+        (!isFileTool(b) || opts.files === true)),
   );
   const specs: ToolSpec[] = [
     ...[...declared.values()].map((t) => ({

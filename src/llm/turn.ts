@@ -14,6 +14,7 @@ import type { StepStore } from '../inbox/steps.ts';
 import type { ToolRunner } from '../pup/runner/runner.ts';
 import { type LlmAgent, PausedError } from './agent.ts';
 import { checkValues, resolvePaths } from './args.ts';
+import { compacted, compactionCut, summaryMessage, summaryRequest } from './compaction.ts';
 import type { LlmSettings } from './config.ts';
 import {
   describeFields,
@@ -37,7 +38,7 @@ import {
   SubDecomposition,
   trivialPlan,
 } from './plan.ts';
-import { nextStep, onNoToolCalls } from './policy.ts';
+import { nextStep, onNoToolCalls, timeBoxExceeded } from './policy.ts';
 import { extractJson, planMessages, subPlanMessages, truncateBytes, turnMessages } from './prompt.ts';
 import { type Ctl, foldSteps, pendingToolCalls, type TurnState, transcriptSummary } from './state.ts';
 import type { TurnStore } from './store.ts';
@@ -60,6 +61,15 @@ import {
   type ToolSet,
   UPDATE_MEMORY,
 } from './tools.ts';
+import {
+  afterCommand,
+  afterFileOp,
+  FILE_TOOLS,
+  type FileToolName,
+  fileRequest,
+  isFileTool,
+  probeMessage,
+} from './workspace-tools.ts';
 
 type Tool = z.output<typeof AgentTool>;
 
@@ -123,6 +133,7 @@ export class Turn {
       allowed: st.allowedTools,
       planning: st.planning,
       memory: st.workingMemoryBytes > 0,
+      files: st.fileTools,
       submit: mayEndWith(SUBMIT_RESULT, st.mustEndWith),
       resultFields: describeFields(this.fields),
     });
@@ -159,8 +170,11 @@ export class Turn {
       error: typeof extra.error === 'string' ? extra.error : undefined,
     });
     if (!ok) throw new Stale('fence lost');
+    const compact = extra.compact as { head: number; from: number } | undefined;
     this.s = {
-      messages: [...this.s.messages, ...metadata.messages],
+      messages: compact
+        ? compacted(this.s.messages, compact, metadata.messages)
+        : [...this.s.messages, ...metadata.messages],
       ctl: metadata.ctl,
       nextSeq: this.s.nextSeq + 1,
     };
@@ -215,6 +229,17 @@ export class Turn {
         await this.handle(call);
         continue;
       }
+      const over = timeBoxExceeded(
+        { turnMs: ctl.startedAtMs, goalMs: ctl.goalAtMs },
+        { turnMs: d.settings.turnTimeoutMs, goalMs: d.settings.goalTimeoutMs },
+        Date.now(),
+      );
+      if (over) return this.failure(over, 'quota');
+      const from = compactionCut(this.s.messages, ctl.headLength, d.settings.historyKeep);
+      if (from !== undefined) {
+        await this.compact(from);
+        continue;
+      }
       const ending = finalTools(d.settings.mustEndWith);
       const step = nextStep(ctl.llmSteps, d.settings.maxSteps, ending);
       if (step.kind === 'exhausted')
@@ -253,7 +278,18 @@ export class Turn {
       resultFields: describeFields(this.fields),
       maxSteps: st.maxSteps,
     });
-    await this.record('init', messages, { ...this.s.ctl, llmSteps: 0 }, { context_size: context.length });
+    await this.record(
+      'init',
+      messages,
+      {
+        ...this.s.ctl,
+        llmSteps: 0,
+        headLength: messages.length,
+        startedAtMs: Date.now(),
+        goalAtMs: Math.min(d.target.created_at_ms, ...context.map((a) => a.created_at_ms)),
+      },
+      { context_size: context.length },
+    );
     d.events.step({ ...this.base(), phase: 'started', claim_id: d.claim.id, role: d.role });
   }
 
@@ -293,13 +329,22 @@ export class Turn {
       role: 'user',
       content: `Your plan (work on the subtask marked →; call ${MARK_SUBTASK_COMPLETE} when it is done or has failed):\n${renderPlan(plan)}`,
     };
-    await this.record('plan', [note], { ...this.s.ctl, planned: true, plan }, extra);
+    await this.record(
+      'plan',
+      [note],
+      { ...this.s.ctl, planned: true, plan, headLength: this.s.ctl.headLength + 1 },
+      extra,
+    );
   }
 
   /** One model call (a ReAct step), stored with its usage and cost before anything acts on it. */
   private async think(step: number, final: boolean, warning?: string): Promise<void> {
     const { d } = this;
-    const pre: ChatMessage[] = warning ? [{ role: 'user', content: warning }] : [];
+    const probe = d.settings.stateProbe ? await this.probe() : undefined;
+    const pre: ChatMessage[] = [
+      ...(probe ? [{ role: 'user' as const, content: probe }] : []),
+      ...(warning ? [{ role: 'user' as const, content: warning }] : []),
+    ];
     const tools = final ? specsNamed(this.tools, finalTools(d.settings.mustEndWith)) : this.tools.specs;
     let reply: Awaited<ReturnType<LlmAgent['call']>>;
     try {
@@ -456,6 +501,13 @@ export class Turn {
         return reply(`working memory saved (${Buffer.byteLength(content)} bytes)`, ctl, { outcome: 'ok' });
       }
     }
+    if (isFileTool(name)) {
+      const a = builtinArgs(FILE_TOOLS[name].schema, parsed.args);
+      if (!a.ok) return bad(a.error);
+      const fault = checkValues({ path: a.value.path }, 4096);
+      if (fault) return bad(fault);
+      return this.fileTool(call, name, a.value);
+    }
     const tool = this.tools.declared.get(name)!;
     // The model's strings go into a command line: no control characters, nothing huge, paths confined.
     const fault = checkValues(parsed.args, tool.maxArgumentBytes);
@@ -518,6 +570,12 @@ export class Turn {
       ...ctl,
       loop: r.state,
       outputErrors: 0,
+      probe: afterCommand(
+        ctl.probe,
+        tool.name,
+        status,
+        run.exitCode === 0 && !run.timedOut && !run.spawnError,
+      ),
       ...(end?.endedBy ? { endedBy: end.endedBy } : {}),
     };
     const extra: Record<string, unknown> = {
@@ -543,6 +601,91 @@ export class Turn {
       });
     }
     await this.record('tool', [this.toolMsg(call, content)], next, { tool: tool.name, ...extra }, [call.id]);
+  }
+
+  /**
+   * A built-in file tool: the operation runs where the tools run (the runner checks the path there),
+   * under the loop guard like any tool; what it wrote feeds the state probe.
+   */
+  private async fileTool(call: ToolCall, name: FileToolName, args: Record<string, unknown>): Promise<void> {
+    const { d } = this;
+    const ctl = this.s.ctl;
+    const sig = signature(name, args);
+    const v = checkAction(ctl.loop, sig);
+    if (!v.ok) {
+      const block = { tool: name, rule: v.rule, reason: v.reason, llmStep: ctl.llmSteps };
+      return this.record(
+        'tool',
+        [
+          this.toolMsg(
+            call,
+            `BLOCKED by the loop guard: ${v.reason}. This call was not run. Try a different approach.`,
+          ),
+        ],
+        { ...ctl, loop: recordBlock(ctl.loop, sig), blocks: [...ctl.blocks, block] },
+        { tool: name, outcome: 'blocked', block },
+        [call.id],
+      );
+    }
+    const r = await d.runner.file(fileRequest(name, args, d.workspace));
+    const limit = d.settings.toolResultChars;
+    const text = r.ok ? r.output : `error: ${r.error}`;
+    const content = d.scrub.text(text.length > limit ? `${text.slice(0, limit)}…[truncated]` : text);
+    const next: Ctl = {
+      ...ctl,
+      loop: recordAction(ctl.loop, sig, hashResult(content)).state,
+      outputErrors: 0,
+      probe: afterFileOp(ctl.probe, name, String(args.path ?? '.'), r),
+    };
+    await this.record(
+      'tool',
+      [this.toolMsg(call, content)],
+      next,
+      { tool: name, outcome: r.ok ? 'ok' : 'file_error' },
+      [call.id],
+    );
+  }
+
+  /** The state probe's message: what the turn wrote, whether it is still there, the last commands and errors. */
+  private async probe(): Promise<string | undefined> {
+    const p = this.s.ctl.probe;
+    if (!p.written.length && !p.commands.length && !p.errors.length) return undefined;
+    const r = p.written.length
+      ? await this.d.runner
+          .file({ op: 'exists', root: this.d.workspace, paths: p.written })
+          .catch(() => undefined)
+      : undefined;
+    return probeMessage(p, r?.ok ? (r.exists ?? []) : []);
+  }
+
+  /**
+   * Compaction: the exchanges in [head, from) become one summary, written by the model (or, when that
+   * call fails, the turn's own account of them), stored as a step so a resume folds to the same messages.
+   */
+  private async compact(from: number): Promise<void> {
+    const { d } = this;
+    const head = this.s.ctl.headLength;
+    const older = this.s.messages.slice(head, from);
+    const extra: Record<string, unknown> = { compact: { head, from }, compacted_messages: older.length };
+    let summary: string;
+    try {
+      const r = await d.agent.call(
+        'turn',
+        d.fence.turnId,
+        { messages: summaryRequest(this.s.messages.slice(0, head), older) },
+        { signal: d.signal },
+      );
+      summary = r.content;
+      extra.llm_usage = r.usage;
+      extra.llm_response_cost = r.costUsd;
+    } catch (e) {
+      if (d.signal.aborted) return;
+      // Compaction is an economy, never a reason to fail the turn: the account is shorter than the steps.
+      summary = transcriptSummary(older, 3000);
+      extra.summary_error = e instanceof Error ? e.message : String(e);
+      d.log.warn({ event_type: 'compaction_fallback', error: extra.summary_error });
+    }
+    await this.record('compact', [summaryMessage(summary)], this.s.ctl, extra);
   }
 
   /** One more unusable output in a row; at the bound the turn fails (class model_output). */

@@ -100,6 +100,10 @@ describe('where a local agent runs its tools', () => {
           return inner.run({ ...req, cwd: ws });
         },
         ping: () => inner.ping(),
+        file: (req: Parameters<typeof inner.file>[0]) => {
+          seen.push(req.root);
+          return inner.file({ ...req, root: ws });
+        },
       };
       const mapped = new WorkspaceMappedRunner(spy, '/home/me/repo/', '/workspace');
       expect(mapped.mapCwd('/home/me/repo')).toBe('/workspace');
@@ -114,6 +118,9 @@ describe('where a local agent runs its tools', () => {
       });
       expect(seen).toEqual(['/workspace/sub']);
       expect(r.stdout).toBe('x\n');
+      // A file operation's root is moved the same way.
+      expect(await mapped.file({ op: 'list', root: '/home/me/repo' })).toMatchObject({ ok: true });
+      expect(seen).toEqual(['/workspace/sub', '/workspace']);
     } finally {
       rmSync(ws, { recursive: true, force: true });
     }

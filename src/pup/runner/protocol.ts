@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { FileRequest, FileResult } from './files.ts';
 
 /** One run, as the pup asks for it: no environment of the pup's, only what the run adds. */
 export const ToolRequest = z.object({
@@ -14,9 +15,10 @@ export const ToolRequest = z.object({
 });
 export type ToolRequest = z.infer<typeof ToolRequest>;
 
-/** A message on the runner socket: a run, or a ping (the pup's readiness). One per connection. */
+/** A message on the runner socket: a run, a file operation, or a ping (the pup's readiness). One per connection. */
 export const RunnerMessage = z.discriminatedUnion('op', [
   z.object({ op: z.literal('run'), request: ToolRequest }),
+  z.object({ op: z.literal('file'), request: FileRequest }),
   z.object({ op: z.literal('ping') }),
 ]);
 export type RunnerMessage = z.infer<typeof RunnerMessage>;
@@ -34,6 +36,7 @@ export const ToolRunResult = z.object({
 
 export const RunnerReply = z.discriminatedUnion('op', [
   z.object({ op: z.literal('result'), result: ToolRunResult }),
+  z.object({ op: z.literal('file'), result: FileResult }),
   z.object({ op: z.literal('pong') }),
   z.object({ op: z.literal('error'), error: z.string() }),
 ]);

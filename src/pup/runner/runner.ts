@@ -1,6 +1,7 @@
 import { toolEnvironment } from '../../common/secrets.ts';
 import { runProcess } from '../process.ts';
 import type { ToolRun } from '../result.ts';
+import { type FileRequest, type FileResult, fileOp } from './files.ts';
 import type { ToolRequest } from './protocol.ts';
 
 /**
@@ -9,6 +10,8 @@ import type { ToolRequest } from './protocol.ts';
  */
 export interface ToolRunner {
   run(req: ToolRequest, signal?: AbortSignal): Promise<ToolRun>;
+  /** A workspace file operation (the LLM's built-in file tools), where the tools run. */
+  file(req: FileRequest): Promise<FileResult>;
   /** Resolves when runs can be taken (the socket runner answers); rejects otherwise. */
   ping(): Promise<void>;
 }
@@ -30,6 +33,10 @@ export class LocalToolRunner implements ToolRunner {
       env: toolEnvironment(this.base, req.env, req.callId),
       signal,
     });
+  }
+
+  file(req: FileRequest): Promise<FileResult> {
+    return fileOp(req);
   }
 
   async ping(): Promise<void> {}
@@ -57,6 +64,10 @@ export class WorkspaceMappedRunner implements ToolRunner {
 
   run(req: ToolRequest, signal?: AbortSignal): Promise<ToolRun> {
     return this.inner.run({ ...req, cwd: this.mapCwd(req.cwd) }, signal);
+  }
+
+  file(req: FileRequest): Promise<FileResult> {
+    return this.inner.file({ ...req, root: this.mapCwd(req.root) });
   }
 
   ping(): Promise<void> {

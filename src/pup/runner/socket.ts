@@ -4,6 +4,7 @@ import type { Logger } from '../../common/logger.ts';
 import { toolEnvironment } from '../../common/secrets.ts';
 import { runProcess } from '../process.ts';
 import type { ToolRun } from '../result.ts';
+import { FileRequest, type FileResult, fileOp } from './files.ts';
 import { MAX_REQUEST_BYTES, RunnerMessage, RunnerReply, type ToolRequest } from './protocol.ts';
 import type { ToolRunner } from './runner.ts';
 
@@ -55,6 +56,7 @@ export async function startRunnerServer(opts: {
         return send(sock, { op: 'error', error: `bad request: ${(e as Error).message}` });
       }
       if (msg.op === 'ping') return send(sock, { op: 'pong' });
+      if (msg.op === 'file') return send(sock, { op: 'file', result: await fileOp(msg.request) });
       const req = msg.request;
       const abort = new AbortController();
       sock.once('close', () => abort.abort());
@@ -137,6 +139,12 @@ export class SocketToolRunner implements ToolRunner {
     }
     if (r.op === 'result') return r.result;
     throw new Error(`tool runner refused the run: ${r.op === 'error' ? r.error : r.op}`);
+  }
+
+  async file(req: FileRequest): Promise<FileResult> {
+    const r = await this.exchange({ op: 'file', request: FileRequest.parse(req) });
+    if (r.op === 'file') return r.result;
+    throw new Error(`tool runner refused the file operation: ${r.op === 'error' ? r.error : r.op}`);
   }
 
   async ping(): Promise<void> {
