@@ -88,8 +88,17 @@ describe('retention (real Postgres)', () => {
     await q(`UPDATE holt.llm_usage SET at = now() - interval '10 days' WHERE instance = $1`, [I]);
     await turns.addUsage(I, 'W', null, 'turn', u, 1);
 
+    // Goal plans: one no turn has touched for ten days goes, a fresh one stays.
+    await q(
+      `INSERT INTO holt.llm_plans (instance, role, goal_id, plan, updated_at) VALUES
+         ($1, 'W', 'old-goal', '{}', now() - interval '10 days'), ($1, 'W', 'new-goal', '{}', now())`,
+      [I],
+    );
     const pruned = await pruneFinished(store.pool, I, 7 * DAY, 1);
-    expect(pruned).toEqual({ turns: 1, steps: 2, rows: 1, heads: 1, usage: 1 });
+    expect(pruned).toEqual({ turns: 1, steps: 2, rows: 1, heads: 1, usage: 1, plans: 1 });
+    expect((await q('SELECT goal_id FROM holt.llm_plans WHERE instance = $1', [I])).rows).toEqual([
+      { goal_id: 'new-goal' },
+    ]);
     const left = (await q('SELECT claim_id FROM holt.agent_inbox WHERE instance = $1', [I])).rows.map(
       (r) => r.claim_id,
     );
@@ -106,6 +115,7 @@ describe('retention (real Postgres)', () => {
       rows: 0,
       heads: 0,
       usage: 0,
+      plans: 0,
     });
   });
 

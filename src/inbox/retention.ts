@@ -8,6 +8,8 @@ export interface Pruned {
   rows: number;
   heads: number;
   usage: number;
+  /** Planning agents' goal plans no turn has touched since the cut-off. */
+  plans: number;
 }
 
 // Finished turns older than the cut-off, with what hangs off them: their steps, waits and inbox rows.
@@ -40,6 +42,10 @@ const PRUNE_USAGE = `
 DELETE FROM holt.llm_usage WHERE id IN (
   SELECT id FROM holt.llm_usage WHERE instance = $1 AND at < now() - $2::interval LIMIT $3)`;
 
+const PRUNE_PLANS = `
+DELETE FROM holt.llm_plans WHERE (instance, role, goal_id) IN (
+  SELECT instance, role, goal_id FROM holt.llm_plans WHERE instance = $1 AND updated_at < now() - $2::interval LIMIT $3)`;
+
 /**
  * Removes an instance's finished work older than `olderThanMs` from Postgres, a batch per
  * transaction (short locks, nothing live touched). Budget windows must be shorter than the cut-off.
@@ -51,7 +57,7 @@ export async function pruneFinished(
   batch = 1000,
 ): Promise<Pruned> {
   const cut = ms(olderThanMs);
-  const out: Pruned = { turns: 0, steps: 0, rows: 0, heads: 0, usage: 0 };
+  const out: Pruned = { turns: 0, steps: 0, rows: 0, heads: 0, usage: 0, plans: 0 };
   for (;;) {
     const r = await pool.query<{ turns: number; steps: number; rows: number }>(PRUNE_TURNS, [
       instance,
@@ -77,6 +83,11 @@ export async function pruneFinished(
     });
     out.usage += n;
     if (n < batch) break;
+  }
+  for (;;) {
+    const r = await pool.query(PRUNE_PLANS, [instance, cut, batch]);
+    out.plans += r.rowCount ?? 0;
+    if ((r.rowCount ?? 0) < batch) break;
   }
   return out;
 }

@@ -17,6 +17,7 @@ import type { ArtefactSink, ExecuteOptions, Outcome } from '../pup/executor.ts';
 import type { LlmAgent } from './agent.ts';
 import type { LlmSettings } from './config.ts';
 import type { MemoryStore } from './memory-store.ts';
+import type { PlanStore } from './plan-store.ts';
 import type { TurnStore } from './store.ts';
 import { Turn, type TurnEnd } from './turn.ts';
 
@@ -28,6 +29,7 @@ export interface LlmExecutorDeps {
   store: TurnStore;
   steps: StepStore;
   memory: MemoryStore;
+  plans?: PlanStore;
   scrub: Scrubber;
   events?: AgentEvents;
   log: Logger;
@@ -194,6 +196,7 @@ export class LlmExecutor {
           store,
           steps: this.d.steps,
           memory: this.d.memory,
+          plans: this.d.plans,
           bb,
           settings,
           instance: cfg.instance,

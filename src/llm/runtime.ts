@@ -23,6 +23,7 @@ import { LlmExecutor } from './executor.ts';
 import { MemoryStore } from './memory-store.ts';
 import { LlmMetrics, MeteredModel } from './metrics.ts';
 import { OpenAiModel } from './model.ts';
+import { PlanStore } from './plan-store.ts';
 import { TurnStore } from './store.ts';
 import { UsageStore } from './usage-store.ts';
 
@@ -103,6 +104,7 @@ export async function startLlmRuntime(
           store: new TurnStore(pool),
           steps: new StepStore(pool),
           memory: new MemoryStore(pool),
+          plans: new PlanStore(pool),
           scrub,
           events,
           log,

@@ -58,6 +58,8 @@ export const Ctl = z.object({
   /** When the turn started and its goal was posted (ms), for the time box (policy.ts). */
   startedAtMs: z.number().default(0),
   goalAtMs: z.number().default(0),
+  /** The goal's artefact id: a planning agent's plan is kept per goal (plan-store.ts). */
+  goalId: z.string().default(''),
   /** Messages before the first exchange (the prompt, the plan): never compacted away. */
   headLength: z.number().int().default(0),
   /** What the state probe reports (workspace-tools.ts). */

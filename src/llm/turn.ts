@@ -38,6 +38,7 @@ import {
   SubDecomposition,
   trivialPlan,
 } from './plan.ts';
+import type { PlanStore } from './plan-store.ts';
 import { nextStep, onNoToolCalls, timeBoxExceeded } from './policy.ts';
 import { extractJson, planMessages, subPlanMessages, truncateBytes, turnMessages } from './prompt.ts';
 import { type Ctl, foldSteps, pendingToolCalls, type TurnState, transcriptSummary } from './state.ts';
@@ -85,6 +86,8 @@ export interface TurnDeps {
   store: TurnStore;
   steps: StepStore;
   memory: MemoryStore;
+  /** A planning agent's plans per goal; without it a plan lives in its turn alone. */
+  plans?: PlanStore;
   bb: Blackboard;
   settings: LlmSettings;
   instance: string;
@@ -170,6 +173,12 @@ export class Turn {
       error: typeof extra.error === 'string' ? extra.error : undefined,
     });
     if (!ok) throw new Stale('fence lost');
+    // The plan outlives the turn: each change is saved for the goal, under the same fence.
+    const plan = metadata.ctl.plan;
+    const { plans } = this.d;
+    if (plans && plan && metadata.ctl.goalId && JSON.stringify(plan) !== JSON.stringify(this.s.ctl.plan))
+      if (!(await plans.save(this.d.fence, this.d.role, metadata.ctl.goalId, plan)))
+        throw new Stale('fence lost');
     const compact = extra.compact as { head: number; from: number } | undefined;
     this.s = {
       messages: compact
@@ -286,7 +295,11 @@ export class Turn {
         llmSteps: 0,
         headLength: messages.length,
         startedAtMs: Date.now(),
-        goalAtMs: Math.min(d.target.created_at_ms, ...context.map((a) => a.created_at_ms)),
+        // The workflow's goal, as far as the turn sees: the oldest of its target and context.
+        ...(() => {
+          const goal = [d.target, ...context].reduce((a, b) => (b.created_at_ms < a.created_at_ms ? b : a));
+          return { goalAtMs: goal.created_at_ms, goalId: goal.id };
+        })(),
       },
       { context_size: context.length },
     );
@@ -298,6 +311,22 @@ export class Turn {
     const { d } = this;
     d.events.step({ ...this.base(), phase: 'planning', claim_id: d.claim.id, role: d.role });
     const goal = d.target.payload.slice(0, 500) || d.target.type;
+    // A plan an earlier turn made for this goal, with work left in it, is carried on.
+    const stored =
+      d.plans && this.s.ctl.goalId ? await d.plans.load(d.instance, d.role, this.s.ctl.goalId) : undefined;
+    if (stored && activeLeaf(stored)) {
+      const note: ChatMessage = {
+        role: 'user',
+        content: `Your plan for this goal, carried on from earlier turns (work on the subtask marked →; call ${MARK_SUBTASK_COMPLETE} when it is done or has failed):\n${renderPlan(stored)}`,
+      };
+      await this.record(
+        'plan',
+        [note],
+        { ...this.s.ctl, planned: true, plan: stored, headLength: this.s.ctl.headLength + 1 },
+        { plan_source: 'goal' },
+      );
+      return;
+    }
     let plan = trivialPlan(goal);
     const extra: Record<string, unknown> = {};
     try {
