@@ -52,7 +52,8 @@ const ClusterState = z.object({
   subnet: z.number(),
   nodes: z.number(),
   kubeconfig: z.string(),
-  pids: z.array(z.object({ name: z.string(), pid: z.number() })),
+  /** `start`: the process's start time, so teardown never signals another process given a reused pid. */
+  pids: z.array(z.object({ name: z.string(), pid: z.number(), start: z.string().optional() })),
 });
 type ClusterState = z.infer<typeof ClusterState>;
 const stateFile = (dir: string) => join(dir, 'cluster.json');
@@ -74,7 +75,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
   };
   const save = () => writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
   const track = (p: ServerProcess) => {
-    if (p.child.pid) state.pids.push({ name: p.name, pid: p.child.pid });
+    if (p.child.pid) state.pids.push({ name: p.name, pid: p.child.pid, start: startTime(p.child.pid) });
     save();
     return p;
   };
@@ -223,19 +224,42 @@ function killContainers(runcRoot: string): void {
   for (const c of ids) sh(runc, ['--root', root, 'delete', '--force', c], { allowFail: true });
 }
 
-async function killPids(pids: number[], graceMs: number): Promise<void> {
-  const alive = (p: number) => {
-    try {
-      process.kill(p, 0);
-      return true;
-    } catch {
-      return false;
-    }
+/**
+ * A process's start time (clock ticks after boot, /proc/<pid>/stat field 22): with the pid, it names one
+ * process. pid_max can be 32 768, and a CI run starts tens of thousands of processes, so a pid recorded
+ * early may belong to another process (a test runner's worker, say) by teardown.
+ */
+function startTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/** TERM, then KILL after `graceMs`, each process only while its pid still names it. */
+async function killPids(
+  procs: { pid: number; start?: string | undefined }[],
+  graceMs: number,
+): Promise<void> {
+  const alive = (p: { pid: number; start?: string | undefined }) => {
+    const now = startTime(p.pid);
+    return now !== undefined && (p.start === undefined || now === p.start);
   };
-  for (const p of pids) if (alive(p)) process.kill(p, 'SIGTERM');
+  const signal = (sig: NodeJS.Signals) => {
+    for (const p of procs)
+      if (alive(p))
+        try {
+          process.kill(p.pid, sig);
+        } catch {
+          // gone since the check
+        }
+  };
+  signal('SIGTERM');
   const deadline = Date.now() + graceMs;
-  while (pids.some(alive) && Date.now() < deadline) await sleep(100);
-  for (const p of pids) if (alive(p)) process.kill(p, 'SIGKILL');
+  while (procs.some(alive) && Date.now() < deadline) await sleep(100);
+  signal('SIGKILL');
 }
 
 /** Every mount point under `dir` (the kubelet's volumes, container root filesystems, pod netns). */
@@ -255,21 +279,20 @@ export async function stopClusterAt(dir: string): Promise<void> {
   if (!existsSync(stateFile(dir))) return;
   const state = ClusterState.parse(JSON.parse(readFileSync(stateFile(dir), 'utf8')));
   const plan = clusterPlan(state.name, state.id, state.nodes, state.subnet);
-  const byRole = (suffix: string) => state.pids.filter((p) => p.name.endsWith(suffix)).map((p) => p.pid);
+  const byRole = (suffix: string) => state.pids.filter((p) => p.name.endsWith(suffix));
   // Nodes first (so no kubelet restarts what is being removed), the control plane last.
   await killPids([...byRole('-kubelet'), ...byRole('-kube-proxy'), ...byRole('-kube-router')], 10_000);
   for (const n of plan.nodes) killContainers(nodePaths(dir, n).runcRoot);
   await killPids(byRole('-containerd'), 10_000);
-  for (const n of plan.nodes) await killPids(netnsPids(n.netns), 2_000); // container shims
+  // Container shims, found now (so their pids are current).
+  for (const n of plan.nodes)
+    await killPids(
+      netnsPids(n.netns).map((pid) => ({ pid, start: startTime(pid) })),
+      2_000,
+    );
   for (const m of mountsUnder(dir)) sh('umount', ['-l', m], { allowFail: true });
   const nodeRoles = ['-kubelet', '-kube-proxy', '-kube-router', '-containerd'];
-  await killPids(
-    state.pids
-      .filter((p) => !nodeRoles.some((r) => p.name.endsWith(r)))
-      .map((p) => p.pid)
-      .reverse(),
-    10_000,
-  );
+  await killPids(state.pids.filter((p) => !nodeRoles.some((r) => p.name.endsWith(r))).reverse(), 10_000);
   deleteNetwork(plan);
   writeFileSync(stateFile(dir), JSON.stringify({ ...state, pids: [] }, null, 2));
 }
