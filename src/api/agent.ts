@@ -119,6 +119,78 @@ export const ResultField = z
   })
   .describe('One field every result of this agent carries.');
 
+const stepName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_-]{0,63}$/, 'must be a name of [A-Za-z0-9_-]');
+const stepFields = z
+  .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'must be an identifier'), ResultField)
+  .optional();
+
+export const WorkflowStep = z
+  .object({
+    name: stepName.describe(
+      'Unique in the workflow; later steps refer to its output as {{name}} or {{name.field}}.',
+    ),
+    llm: z
+      .object({
+        prompt: z
+          .string()
+          .min(1)
+          .max(20000)
+          .describe('Prompt template: {{target}}, {{target.type}}, {{step}}, {{step.field}}.'),
+        output: stepFields.describe(
+          'Fields of the JSON object the model answers with (checked); free text when omitted.',
+        ),
+      })
+      .optional()
+      .describe('A model call.'),
+    code: z
+      .object({
+        argv: z
+          .array(z.string())
+          .min(1)
+          .optional()
+          .describe('Command template, run without a shell in the workspace.'),
+        tool: z.string().optional().describe('Or a declared tool, run with args.'),
+        args: z.record(z.string(), z.string()).optional().describe("The tool's arguments, as templates."),
+        timeoutSeconds: z
+          .number()
+          .int()
+          .positive()
+          .max(3600)
+          .default(60)
+          .describe('Kill the command after this.'),
+        output: stepFields.describe(
+          'Fields of the JSON object it prints (checked); its stdout as text when omitted.',
+        ),
+      })
+      .refine(
+        (c) => (c.argv === undefined) !== (c.tool === undefined),
+        'a code step needs exactly one of argv or tool',
+      )
+      .optional()
+      .describe('A command or a tool.'),
+    branch: z
+      .object({
+        field: z
+          .string()
+          .regex(/^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_]*)?$/)
+          .describe('step.field (or target.field) to branch on.'),
+        cases: z
+          .record(z.string(), z.string())
+          .describe('Value → the step to go to ("end" ends the workflow).'),
+        default: z
+          .string()
+          .optional()
+          .describe('Where any other value goes; without it, another value fails the turn.'),
+      })
+      .optional()
+      .describe('The next step, chosen by a field.'),
+  })
+  .refine(
+    (s) => [s.llm, s.code, s.branch].filter(Boolean).length === 1,
+    'a step is exactly one of llm, code or branch',
+  )
+  .describe('One step of a workflow agent.');
+
 export const AgentLlm = z
   .object({
     model: z.string().min(1).optional().describe('Model name; defaults to the Holt-wide model.'),
@@ -187,6 +259,14 @@ export const AgentLlm = z
       .default(0)
       .describe(
         'Context compaction: keep the last N exchanges word for word and summarise the earlier ones by a model call (0 = off; 5 suits a coding agent).',
+      ),
+    workflow: z
+      .array(WorkflowStep)
+      .min(1)
+      .max(50)
+      .optional()
+      .describe(
+        'Run the agent as a workflow of steps instead of the ReAct loop; the last step that ran gives the result. Each finished step is stored, so a killed pup resumes at the step where it stopped.',
       ),
     fileTools: z
       .boolean()
@@ -307,6 +387,29 @@ const agentSpecShape = {
   egressTo: AgentEgress.optional(),
 };
 
+/** What is wrong with a workflow as declared: repeated names, branches to nowhere, unknown tools. */
+export function workflowProblems(
+  steps: z.output<typeof WorkflowStep>[],
+  tools: { name: string }[],
+): string[] {
+  const out: string[] = [];
+  const names = new Set<string>();
+  for (const s of steps) {
+    if (names.has(s.name)) out.push(`step ${s.name} is named twice`);
+    names.add(s.name);
+  }
+  for (const s of steps) {
+    for (const to of [
+      ...Object.values(s.branch?.cases ?? {}),
+      ...(s.branch?.default ? [s.branch.default] : []),
+    ])
+      if (to !== 'end' && !names.has(to)) out.push(`step ${s.name} branches to ${to}, which is no step`);
+    if (s.code?.tool && !tools.some((t) => t.name === s.code?.tool))
+      out.push(`step ${s.name} runs tool ${s.code.tool}, which is not declared`);
+  }
+  return out;
+}
+
 /** must_end_with's tool names (comma-separated; empty: any end is fine). */
 export function endingToolNames(mustEndWith: string | undefined): string[] {
   return (mustEndWith ?? '')
@@ -327,6 +430,8 @@ export function unendingTools(
 function checkAgent(a: z.infer<z.ZodObject<typeof agentSpecShape>>, ctx: z.RefinementCtx): void {
   if (!a.command && !a.llm)
     ctx.addIssue({ code: 'custom', path: ['command'], message: 'command is required unless llm is set' });
+  for (const problem of workflowProblems(a.llm?.workflow ?? [], a.llm?.tools ?? []))
+    ctx.addIssue({ code: 'custom', path: ['llm', 'workflow'], message: problem });
   const unending = a.llm ? unendingTools(a.llm.mustEndWith, a.llm.tools) : [];
   if (unending.length)
     ctx.addIssue({

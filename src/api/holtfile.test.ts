@@ -199,6 +199,38 @@ agents:
     ).toMatch(/result_fields/);
   });
 
+  it('a workflow agent: steps carried to the pup, a branch to nowhere or an undeclared tool refused', () => {
+    const f = parseHoltFile(`version: "2"
+agents:
+  Triage:
+    bidding_strategy: exclusive
+    llm:
+      tools: [{name: lint, argv: [lint, "{{path}}"]}]
+      workflow:
+        - {name: classify, llm: {prompt: "Classify {{target}}", output: {label: {type: string}}}}
+        - {name: route, branch: {field: classify.label, cases: {bug: check}, default: end}}
+        - {name: check, code: {tool: lint, args: {path: "src/{{classify.label}}"}, timeout: 2m}}
+`);
+    const steps = JSON.parse(llmEnvironment(f.agents[0]!, undefined).HOLT_LLM_WORKFLOW!);
+    expect(steps.map((x: { name: string }) => x.name)).toEqual(['classify', 'route', 'check']);
+    expect(steps[2].code).toMatchObject({
+      tool: 'lint',
+      args: { path: 'src/{{classify.label}}' },
+      timeoutSeconds: 120,
+    });
+    const problems = problemsOf(`version: "2"
+agents:
+  T:
+    bidding_strategy: exclusive
+    llm:
+      workflow:
+        - {name: a, branch: {field: target.type, cases: {X: nowhere}}}
+        - {name: b, code: {tool: ghost}}
+`).join('\n');
+    expect(problems).toMatch(/step a branches to nowhere, which is no step/);
+    expect(problems).toMatch(/step b runs tool ghost, which is not declared/);
+  });
+
   it('two scalable agents cannot share a worker target', () => {
     expect(
       problemsOf(`version: "2"

@@ -45,6 +45,33 @@ const fileTool = z.object({
   terminate: z.boolean().optional(),
 });
 
+const fileFields = z
+  .record(
+    z.string(),
+    z.object({
+      type: z.enum(['string', 'number', 'integer', 'boolean', 'object', 'array']).optional(),
+      required: z.boolean().optional(),
+      description: z.string().optional(),
+    }),
+  )
+  .optional();
+const fileStep = z.object({
+  name: z.string(),
+  llm: z.object({ prompt: z.string(), output: fileFields }).optional(),
+  code: z
+    .object({
+      argv: z.array(z.string()).optional(),
+      tool: z.string().optional(),
+      args: z.record(z.string(), z.string()).optional(),
+      timeout: duration.optional(),
+      output: fileFields,
+    })
+    .optional(),
+  branch: z
+    .object({ field: z.string(), cases: z.record(z.string(), z.string()), default: z.string().optional() })
+    .optional(),
+});
+
 const fileAgent = z.object({
   image: z.string().optional(),
   build: z.object({ context: z.string().optional() }).optional(),
@@ -103,6 +130,7 @@ const fileAgent = z.object({
       tools: z.array(fileTool).optional(),
       allowed_tools: z.array(z.string()).optional(),
       file_tools: z.boolean().optional(),
+      workflow: z.array(fileStep).optional(),
       history_keep: z.number().int().optional(),
       turn_timeout: duration.optional(),
       goal_timeout: duration.optional(),
@@ -248,6 +276,10 @@ function toAgent(
           })),
           allowedTools: a.llm.allowed_tools,
           fileTools: a.llm.file_tools,
+          workflow: a.llm.workflow?.map(({ code, ...st }) => ({
+            ...st,
+            ...(code ? { code: { ...code, timeout: undefined, timeoutSeconds: code.timeout } } : {}),
+          })),
           historyKeep: a.llm.history_keep,
           turnTimeoutSeconds: a.llm.turn_timeout,
           goalTimeoutSeconds: a.llm.goal_timeout,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AgentTool, ResultField, unendingTools } from '../api/agent.ts';
+import { AgentTool, ResultField, unendingTools, WorkflowStep, workflowProblems } from '../api/agent.ts';
 import { ConfigError, formatIssues } from '../common/config.ts';
 
 const blank = (v: unknown) => (v === '' ? undefined : v);
@@ -55,6 +55,7 @@ export const LlmEnv = z
     HOLT_LLM_TOOLS: json(z.array(AgentTool), 'a list of tools'),
     HOLT_LLM_ALLOWED_TOOLS: json(z.array(z.string()), 'a list of tool names'),
     HOLT_LLM_FILE_TOOLS: bool,
+    HOLT_LLM_WORKFLOW: json(z.array(WorkflowStep).min(1), 'a list of workflow steps'),
     HOLT_LLM_HISTORY_KEEP: int(0, 0),
     HOLT_LLM_TURN_TIMEOUT_MS: optInt,
     HOLT_LLM_GOAL_TIMEOUT_MS: optInt,
@@ -101,6 +102,8 @@ export const LlmEnv = z
     allowedTools: e.HOLT_LLM_ALLOWED_TOOLS,
     /** The built-in workspace file tools (workspace-tools.ts). */
     fileTools: e.HOLT_LLM_FILE_TOOLS,
+    /** The agent runs these steps instead of the ReAct loop (workflow.ts). */
+    workflow: e.HOLT_LLM_WORKFLOW,
     /** Exchanges kept word for word when compacting (compaction.ts); 0 = no compaction. */
     historyKeep: e.HOLT_LLM_HISTORY_KEEP,
     /** Wall-clock time boxes of a turn and of a goal (policy.ts timeBoxExceeded); none when unset. */
@@ -147,6 +150,8 @@ export function loadLlmSettings(env: NodeJS.ProcessEnv): LlmSettings | undefined
   if (!isLlmAgent(env)) return undefined;
   const r = LlmEnv.safeParse(env);
   if (!r.success) throw new ConfigError(formatIssues(r.error));
+  const [problem] = workflowProblems(r.data.workflow ?? [], r.data.tools);
+  if (problem) throw new ConfigError(`HOLT_LLM_WORKFLOW: ${problem}`);
   const unending = unendingTools(r.data.mustEndWith, r.data.tools);
   if (unending.length)
     throw new ConfigError(

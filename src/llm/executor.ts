@@ -19,7 +19,8 @@ import type { LlmSettings } from './config.ts';
 import type { MemoryStore } from './memory-store.ts';
 import type { PlanStore } from './plan-store.ts';
 import type { TurnStore } from './store.ts';
-import { Turn, type TurnEnd } from './turn.ts';
+import { Turn, type TurnDeps, type TurnEnd } from './turn.ts';
+import { WorkflowRun } from './workflow-run.ts';
 
 export interface LlmExecutorDeps {
   bb: Blackboard;
@@ -190,8 +191,8 @@ export class LlmExecutor {
           transcript: '',
           errorClass: 'config',
         };
-      else
-        end = await new Turn({
+      else {
+        const deps: TurnDeps = {
           agent: this.d.agent,
           store,
           steps: this.d.steps,
@@ -216,7 +217,10 @@ export class LlmExecutor {
           events: ev,
           log: tl,
           signal: ac.signal,
-        }).run();
+        };
+        // A workflow agent runs its steps; any other, the ReAct loop: one turn either way, fenced alike.
+        end = await (settings.workflow ? new WorkflowRun(deps) : new Turn(deps)).run();
+      }
       return await this.conclude(claim, target, id, fence, end, tl, inbox);
     } finally {
       clearInterval(timer);

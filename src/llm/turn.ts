@@ -108,7 +108,8 @@ export interface TurnDeps {
   signal: AbortSignal;
 }
 
-class Stale extends Error {}
+/** The fence was lost: another process owns the turn now, so this one writes nothing more. */
+export class Stale extends Error {}
 
 const QUESTION_NS = 'c1d0f5a4-3b2e-4f6a-9d8c-7e6b5a4f3c2d';
 

@@ -1,0 +1,188 @@
+import type { ErrorClass } from '../blackboard/error-class.ts';
+import { describeFields, type ResultFields, resultProblem } from './contract.ts';
+import { classOf } from './errors.ts';
+import type { ChatMessage } from './model.ts';
+import { DEFAULT_EXECUTION_PROMPT } from './prompt.ts';
+import { renderArgv } from './tools.ts';
+import { Stale, type TurnDeps, type TurnEnd } from './turn.ts';
+import { jsonIn, nextIndex, type Outputs, render, type Step, stepOutput, WorkflowState } from './workflow.ts';
+
+type StepResult =
+  | { ok: true; value: unknown; raw: string; input: string }
+  | { ok: false; reason: string; errorClass: ErrorClass };
+
+const fail = (reason: string, errorClass: ErrorClass): StepResult => ({ ok: false, reason, errorClass });
+
+/**
+ * Runs an agent's workflow (workflow.ts) as one turn: each step in order, or where a branch sends it;
+ * each finished step is stored (its output and the step to run next) under the turn's fence, so a
+ * killed pup resumes at the step where it stopped (a step cut short runs again: at-least-once, like a
+ * tool). The last step's output is the result.
+ */
+export class WorkflowRun {
+  private readonly d: TurnDeps;
+  constructor(d: TurnDeps) {
+    this.d = d;
+  }
+
+  async run(): Promise<TurnEnd> {
+    try {
+      return await this.loop();
+    } catch (e) {
+      if (e instanceof Stale) return { kind: 'stale' };
+      throw e;
+    }
+  }
+
+  private async loop(): Promise<TurnEnd> {
+    const { d } = this;
+    const steps = d.settings.workflow ?? [];
+    const stored = (await d.steps.steps(d.fence.turnId)).sort((a, b) => a.seq - b.seq);
+    let seq = stored.length ? (stored.at(-1)?.seq ?? 0) + 1 : 0;
+    const last = stored.at(-1)?.metadata as { workflow?: unknown } | undefined;
+    let st = WorkflowState.parse(last?.workflow ?? {});
+    if (stored.length)
+      d.log.info({ event_type: 'workflow_resumed', next_step: steps[st.next]?.name ?? 'end' });
+    const fields = d.claimType === 'review' ? undefined : d.settings.resultFields;
+    while (st.next >= 0 && st.next < steps.length) {
+      if (d.signal.aborted) return { kind: 'aborted' };
+      const step = steps[st.next] as Step;
+      const r = await this.runStep(step, st.outputs);
+      if (d.signal.aborted) return { kind: 'aborted' };
+      if (!r.ok)
+        return {
+          kind: 'failure',
+          reason: `step ${step.name}: ${r.reason}`,
+          transcript: '',
+          errorClass: r.errorClass,
+        };
+      const outputs: Outputs = { ...st.outputs, [step.name]: r.value };
+      const n = nextIndex(steps, st.next, outputs, d.target);
+      if (!n.ok) return { kind: 'failure', reason: n.error, transcript: '', errorClass: 'config' };
+      st = { outputs, next: n.index, last: step.branch ? st.last : r.raw };
+      const metadata = d.scrub.json({
+        workflow: st,
+        step: step.name,
+        input: r.input.slice(0, 4000),
+        output: r.raw.slice(0, 4000),
+      });
+      const ok = await d.steps.recordStep(d.fence, { seq, kind: 'workflow', toolCallIds: [], metadata });
+      if (!ok) throw new Stale('fence lost');
+      seq++;
+    }
+    const problem = resultProblem(st.last ?? '', fields);
+    if (problem)
+      return {
+        kind: 'failure',
+        reason: `the workflow's result does not carry the declared fields: ${problem}`,
+        transcript: '',
+        errorClass: 'model_output',
+      };
+    return {
+      kind: 'result',
+      result: {
+        type: d.claimType === 'review' ? 'Review' : d.settings.resultType,
+        payload: st.last ?? '',
+        summary: `workflow of ${steps.length} steps`,
+        ...(d.claimType === 'review' ? { structural_type: 'Review' } : {}),
+      },
+    };
+  }
+
+  private runStep(step: Step, outputs: Outputs): Promise<StepResult> {
+    if (step.llm) return this.llmStep(step.llm, outputs);
+    if (step.code) return this.codeStep(step.name, step.code, outputs);
+    const field = step.branch?.field ?? '';
+    return Promise.resolve({ ok: true, value: field, raw: '', input: field });
+  }
+
+  /** A model call: the rendered prompt; a reply without the declared fields is sent back, a bounded number of times. */
+  private async llmStep(s: NonNullable<Step['llm']>, outputs: Outputs): Promise<StepResult> {
+    const { d } = this;
+    const prompt = render(s.prompt, d.target, outputs);
+    if (!prompt.ok) return fail(prompt.error, 'config');
+    const fields = s.output as ResultFields | undefined;
+    const messages: ChatMessage[] = [
+      { role: 'system', content: d.systemPrompt?.trim() || DEFAULT_EXECUTION_PROMPT },
+      {
+        role: 'user',
+        content: fields
+          ? `${prompt.value}\n\nReply with a JSON object with these fields only:\n${describeFields(fields)}`
+          : prompt.value,
+      },
+    ];
+    for (let attempt = 1; ; attempt++) {
+      let content: string;
+      try {
+        const r = await d.agent.call(
+          'turn',
+          d.fence.turnId,
+          { messages, json: fields !== undefined },
+          { signal: d.signal },
+        );
+        content = r.content;
+      } catch (e) {
+        return fail(e instanceof Error ? e.message : String(e), classOf(e));
+      }
+      const raw = fields ? jsonIn(content) : content;
+      const out = stepOutput(raw, fields);
+      if (out.ok) return { ok: true, value: out.value, raw, input: prompt.value };
+      if (attempt >= d.settings.maxOutputErrors)
+        return fail(`the model's answer was unusable ${attempt} times (last: ${out.error})`, 'model_output');
+      messages.push(
+        { role: 'assistant', content },
+        {
+          role: 'user',
+          content: `That answer cannot be used: ${out.error}. Reply with the JSON object only.`,
+        },
+      );
+    }
+  }
+
+  /** A command (or a declared tool) with its arguments rendered from earlier outputs; its stdout is the output. */
+  private async codeStep(name: string, s: NonNullable<Step['code']>, outputs: Outputs): Promise<StepResult> {
+    const { d } = this;
+    const tool = s.tool ? d.settings.tools.find((t) => t.name === s.tool) : undefined;
+    let argv: string[];
+    if (tool) {
+      const args: Record<string, unknown> = { ...(tool.defaults ?? {}) };
+      for (const [k, t] of Object.entries(s.args ?? {})) {
+        const v = render(t, d.target, outputs);
+        if (!v.ok) return fail(v.error, 'config');
+        args[k] = v.value;
+      }
+      argv = renderArgv(tool.argv, { ...args, ...(tool.fixed ?? {}) });
+    } else {
+      argv = [];
+      for (const part of s.argv ?? []) {
+        const v = render(part, d.target, outputs);
+        if (!v.ok) return fail(v.error, 'config');
+        argv.push(v.value);
+      }
+    }
+    const run = await d.runner.run(
+      {
+        argv,
+        cwd: d.workspace,
+        stdin: '',
+        timeoutMs: (tool?.timeoutSeconds ?? s.timeoutSeconds) * 1000,
+        maxBytes: 1024 * 1024,
+        env: tool?.env,
+        callId: `${d.fence.turnId}:${name}`,
+      },
+      d.signal,
+    );
+    if (d.signal.aborted) return fail('aborted', 'transient');
+    if (run.spawnError) return fail(`failed to start: ${run.spawnError}`, 'tool');
+    if (run.timedOut) return fail(`timed out after ${s.timeoutSeconds} s`, 'tool');
+    if (run.exitCode !== 0)
+      return fail(
+        `exit code ${run.exitCode ?? run.signal}: ${d.scrub.text(run.stderr.trim()).slice(0, 300)}`,
+        'tool',
+      );
+    const raw = d.scrub.text(run.stdout.trim());
+    const out = stepOutput(raw, s.output as ResultFields | undefined);
+    if (!out.ok) return fail(`its output is unusable: ${out.error}`, 'tool');
+    return { ok: true, value: out.value, raw, input: JSON.stringify(argv) };
+  }
+}
