@@ -349,10 +349,12 @@ describe('the turn', () => {
     ]);
     const r1 = await grantAndRun(s1);
     expect(JSON.parse(r1.out!.payload)).toMatchObject({ error_class: 'config' });
-    expect((await readAgentStatuses(s1.bb.redis, s1.instance, ['coder'])).get('coder')).toMatchObject({
-      state: 'paused',
-      paused_class: 'config',
-    });
+    const st1 = (await readAgentStatuses(s1.bb.redis, s1.instance, ['coder'])).get('coder');
+    expect(st1).toMatchObject({ state: 'paused', paused_class: 'config' });
+    // What `holt status` prints for it: the class and the reason.
+    expect(llmAgentLines(new Map([['coder', st1!]])).join('\n')).toMatch(
+      /coder .*paused \(config\).*config: model call failed .*HTTP 404.*does not exist/,
+    );
     const s2 = await setup([{ status: 503 }, { status: 503 }]);
     const r2 = await grantAndRun(s2);
     expect(llm.requests).toHaveLength(2); // retried once

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
-import { loadHoltFile } from '../holtfile.ts';
+import { loadHoltFile, parseHoltFile } from '../holtfile.ts';
 import { manifestsFromHoltFile } from '../manifests.ts';
 import { MALFORMED, manifest } from './malformed.testkit.ts';
 
@@ -91,6 +91,48 @@ describe('holt.io CRDs on kube-apiserver', () => {
     const input = docs.map((d) => stringify(d)).join('---\n');
     const out = await kube.kubectl(['create', '--dry-run=server', '-o', 'name', '-f', '-'], { input });
     expect(out.trim().split('\n')).toHaveLength(docs.length);
+  });
+
+  it("keeps a workflow agent's steps and its turn contract through `holt convert` (nothing pruned by the schema)", async () => {
+    const docs = manifestsFromHoltFile(
+      parseHoltFile(`version: "2"
+agents:
+  Triage:
+    bidding_strategy: exclusive
+    llm:
+      must_end_with: publish
+      result_fields: {title: {type: string}}
+      file_tools: true
+      history_keep: 5
+      turn_timeout: 10m
+      tools: [{name: publish, argv: [./publish.sh], terminate: true}]
+      workflow:
+        - {name: classify, llm: {prompt: "Classify {{target}}", output: {label: {type: string}}}}
+        - {name: route, branch: {field: classify.label, cases: {bug: fix}, default: end}}
+        - {name: fix, code: {argv: [./fix.sh, "{{classify.label}}"], timeout: 2m}}
+`),
+      'wf',
+      'default',
+    );
+    const agent = docs.find((d) => d.kind === 'Agent');
+    const out = JSON.parse(
+      await kube.kubectl(['create', '--dry-run=server', '-o', 'json', '-f', '-'], {
+        input: stringify(agent),
+      }),
+    );
+    expect(out.spec.llm).toMatchObject({
+      mustEndWith: 'publish',
+      resultFields: { title: { type: 'string', required: true } },
+      fileTools: true,
+      historyKeep: 5,
+      turnTimeoutSeconds: 600,
+      tools: [{ name: 'publish', terminate: true }],
+    });
+    expect(out.spec.llm.workflow).toMatchObject([
+      { name: 'classify', llm: { prompt: 'Classify {{target}}', output: { label: { type: 'string' } } } },
+      { name: 'route', branch: { field: 'classify.label', cases: { bug: 'fix' }, default: 'end' } },
+      { name: 'fix', code: { argv: ['./fix.sh', '{{classify.label}}'], timeoutSeconds: 120 } },
+    ]);
   });
 
   it('printer columns and the status subresource', async () => {
