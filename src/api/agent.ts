@@ -27,6 +27,9 @@ export const AgentBidding = z
   })
   .describe('How this agent bids on claims. At least one of strategy, script or llm is required.');
 
+/** A run's time limit in seconds (a tool's, a workflow's code step's). */
+const killAfter = z.number().int().positive().max(3600).default(60);
+
 export const AgentTool = z
   .object({
     name: z
@@ -41,13 +44,7 @@ export const AgentTool = z
     argv: argv.describe(
       'Command template; {{name}} is replaced by the argument of that name. Run without a shell, in the workspace.',
     ),
-    timeoutSeconds: z
-      .number()
-      .int()
-      .positive()
-      .max(3600)
-      .default(60)
-      .describe('Kill the tool after this many seconds.'),
+    timeoutSeconds: killAfter.describe('Kill the tool after this many seconds.'),
     defaults: z
       .record(z.string(), z.unknown())
       .optional()
@@ -151,13 +148,7 @@ export const WorkflowStep = z
           .describe('Command template, run without a shell in the workspace.'),
         tool: z.string().optional().describe('Or a declared tool, run with args.'),
         args: z.record(z.string(), z.string()).optional().describe("The tool's arguments, as templates."),
-        timeoutSeconds: z
-          .number()
-          .int()
-          .positive()
-          .max(3600)
-          .default(60)
-          .describe('Kill the command after this.'),
+        timeoutSeconds: killAfter.describe('Kill the command after this many seconds.'),
         output: stepFields.describe(
           'Fields of the JSON object it prints (checked); its stdout as text when omitted.',
         ),

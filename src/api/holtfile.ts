@@ -113,16 +113,7 @@ const fileAgent = z.object({
       timeout: duration.optional(),
       max_steps: z.number().int().optional(),
       must_end_with: z.string().optional(),
-      result_fields: z
-        .record(
-          z.string(),
-          z.object({
-            type: z.enum(['string', 'number', 'integer', 'boolean', 'object', 'array']).optional(),
-            required: z.boolean().optional(),
-            description: z.string().optional(),
-          }),
-        )
-        .optional(),
+      result_fields: fileFields,
       max_tool_calls_per_reply: z.number().int().optional(),
       max_output_errors: z.number().int().optional(),
       planning: z.boolean().optional(),

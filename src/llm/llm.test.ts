@@ -119,6 +119,21 @@ async function grantAndRun(s: Setup, target?: Artefact) {
   return { claim, grant, outcome, out };
 }
 
+/** Runs a grant until `requests` model calls have arrived, then stops it as a dying pup would (abort). */
+async function runUntilKilled(s: Setup, requests: number) {
+  const { claim } = await grantedClaim(s.bb, {
+    status: 'pending_exclusive',
+    granted_exclusive_agent: 'coder',
+  });
+  const grant = { claimId: claim.id, claimType: 'exclusive' as const };
+  const ac = new AbortController();
+  const run = s.rt.executor!.execute(grant, ac.signal);
+  await llm.waitForRequests(requests);
+  ac.abort();
+  expect(await run).toBe('aborted');
+  return { claim, grant };
+}
+
 const toolMessages = (i: number) =>
   llm.requests[i]!.body.messages.filter((m) => m.role === 'tool').map((m) => m.content ?? '');
 const lastTool = (i: number) => toolMessages(i).at(-1) ?? '';
@@ -439,16 +454,8 @@ describe('the turn', () => {
         HOLT_LLM_MAX_STEPS: '20',
       },
     );
-    const { claim } = await grantedClaim(s.bb, {
-      status: 'pending_exclusive',
-      granted_exclusive_agent: 'coder',
-    });
-    const grant = { claimId: claim.id, claimType: 'exclusive' as const };
-    const ac = new AbortController();
-    const first = s.rt.executor!.execute(grant, ac.signal);
-    await llm.waitForRequests(7);
-    ac.abort();
-    expect(await first).toBe('aborted');
+    // The pup "dies" while the seventh model call hangs.
+    const { grant } = await runUntilKilled(s, 7);
     // The summary request saw the older exchanges; the next call saw the head, the summary and the last two.
     expect(JSON.stringify(llm.requests[5]!.body.messages)).toContain('count({\\"tag\\":\\"a\\"})');
     const before = llm.requests[6]!.body.messages;
@@ -631,16 +638,8 @@ describe('a workflow agent', () => {
     const s = await setup([text('It is a bug, I think.'), text('{"label":"bug"}'), { hang: true }], {
       HOLT_LLM_WORKFLOW: JSON.stringify(workflow(file)),
     });
-    const { claim } = await grantedClaim(s.bb, {
-      status: 'pending_exclusive',
-      granted_exclusive_agent: 'coder',
-    });
-    const grant = { claimId: claim.id, claimType: 'exclusive' as const };
-    const ac = new AbortController();
-    const first = s.rt.executor!.execute(grant, ac.signal);
-    await llm.waitForRequests(3); // classify (twice: the first answer had no JSON), then report hangs
-    ac.abort();
-    expect(await first).toBe('aborted');
+    // classify (twice: the first answer had no JSON), then report hangs, and the pup "dies".
+    const { claim, grant } = await runUntilKilled(s, 3);
     expect(llm.requests[0]!.body.response_format).toEqual({ type: 'json_object' });
     expect(llm.requests[1]!.body.messages.at(-1)?.content).toMatch(/cannot be used: .*not JSON/);
     expect(llm.requests[2]!.body.messages.at(-1)?.content).toBe('Report: 1 patch(es) for a bug.');
