@@ -12,6 +12,20 @@ export function pidDir(): string | undefined {
   return process.env.HOLT_TEST_PID_DIR;
 }
 
+/**
+ * A process's start time (clock ticks after boot, /proc/<pid>/stat field 22), undefined when it is gone.
+ * With the pid it names one process: pid_max can be 32 768, and a long test run starts tens of thousands
+ * of processes, so a pid recorded early may belong to another process later.
+ */
+export function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
 export interface ServerProcess {
   readonly name: string;
   readonly child: ChildProcess;
@@ -49,7 +63,8 @@ export function spawnServer(opts: SpawnServerOptions): ServerProcess {
   if (opts.detached) child.unref();
   const pd = pidDir();
   const pidFile = pd && child.pid ? join(pd, `${child.pid}`) : undefined;
-  if (pidFile) writeFileSync(pidFile, `${opts.name}\n`);
+  // The start time too: teardown kills the pid only while it still names this process.
+  if (pidFile && child.pid) writeFileSync(pidFile, `${opts.name}\n${processStartTime(child.pid) ?? ''}\n`);
   let exited = child.exitCode !== null;
   const exitedP = new Promise<void>((resolve) => {
     child.once('exit', () => {

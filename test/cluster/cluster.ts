@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { type KubeCluster, startKube } from '../harness/kube.ts';
-import type { ServerProcess } from '../harness/proc.ts';
+import { processStartTime, type ServerProcess } from '../harness/proc.ts';
 import { makeTempDir, removeDir } from '../harness/tmp.ts';
 import { addonImages, addonManifests, sharedVolumes } from './addons.ts';
 import { clusterTool } from './bins.ts';
@@ -75,7 +75,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
   };
   const save = () => writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
   const track = (p: ServerProcess) => {
-    if (p.child.pid) state.pids.push({ name: p.name, pid: p.child.pid, start: startTime(p.child.pid) });
+    if (p.child.pid)
+      state.pids.push({ name: p.name, pid: p.child.pid, start: processStartTime(p.child.pid) });
     save();
     return p;
   };
@@ -224,27 +225,13 @@ function killContainers(runcRoot: string): void {
   for (const c of ids) sh(runc, ['--root', root, 'delete', '--force', c], { allowFail: true });
 }
 
-/**
- * A process's start time (clock ticks after boot, /proc/<pid>/stat field 22): with the pid, it names one
- * process. pid_max can be 32 768, and a CI run starts tens of thousands of processes, so a pid recorded
- * early may belong to another process (a test runner's worker, say) by teardown.
- */
-function startTime(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-  } catch {
-    return undefined;
-  }
-}
-
 /** TERM, then KILL after `graceMs`, each process only while its pid still names it. */
 async function killPids(
   procs: { pid: number; start?: string | undefined }[],
   graceMs: number,
 ): Promise<void> {
   const alive = (p: { pid: number; start?: string | undefined }) => {
-    const now = startTime(p.pid);
+    const now = processStartTime(p.pid);
     return now !== undefined && (p.start === undefined || now === p.start);
   };
   const signal = (sig: NodeJS.Signals) => {
@@ -287,7 +274,7 @@ export async function stopClusterAt(dir: string): Promise<void> {
   // Container shims, found now (so their pids are current).
   for (const n of plan.nodes)
     await killPids(
-      netnsPids(n.netns).map((pid) => ({ pid, start: startTime(pid) })),
+      netnsPids(n.netns).map((pid) => ({ pid, start: processStartTime(pid) })),
       2_000,
     );
   for (const m of mountsUnder(dir)) sh('umount', ['-l', m], { allowFail: true });

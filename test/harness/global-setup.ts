@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stopClusterAt } from '../cluster/cluster.ts';
+import { processStartTime } from './proc.ts';
 
 /**
  * One temp root per test run. Each server records its pid in <root>/pids; teardown kills whatever
@@ -21,7 +22,9 @@ export default function setup(): () => Promise<void> {
     for (const f of readdirSync(pids)) {
       const pid = Number(f);
       if (!Number.isInteger(pid)) continue;
-      const name = readFileSync(join(pids, f), 'utf8').trim();
+      const [name = '', start = ''] = readFileSync(join(pids, f), 'utf8').split('\n');
+      // A pid whose process ended may name another one by now (pid reuse): never kill that one.
+      if (start && processStartTime(pid) !== start) continue;
       try {
         process.kill(pid, 'SIGKILL');
         console.warn(`harness: killed leftover ${name} (pid ${pid})`);
