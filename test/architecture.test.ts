@@ -16,12 +16,25 @@ const MAY_IMPORT: Record<string, string[]> = {
   inbox: ['access', 'api', 'blackboard', 'bus', 'common'],
   orchestrator: ['blackboard', 'bus', 'common', 'inbox'],
   pup: ['blackboard', 'bus', 'common', 'inbox'],
-  llm: ['api', 'blackboard', 'bus', 'common', 'inbox', 'pup'],
+  work: ['common', 'inbox'],
+  llm: ['api', 'blackboard', 'bus', 'common', 'inbox', 'pup', 'work'],
   agent: ['common', 'llm', 'pup'],
   graph: ['blackboard'],
   local: ['access', 'api', 'blackboard', 'common', 'inbox'],
   operator: ['access', 'api', 'blackboard', 'bus', 'common', 'inbox'],
-  cli: ['agent', 'api', 'blackboard', 'common', 'graph', 'inbox', 'local', 'operator', 'orchestrator', 'pup'],
+  cli: [
+    'agent',
+    'api',
+    'blackboard',
+    'common',
+    'graph',
+    'inbox',
+    'local',
+    'operator',
+    'orchestrator',
+    'pup',
+    'work',
+  ],
 };
 
 const ROOT = resolve(import.meta.dirname, '..');
