@@ -259,6 +259,12 @@ export const AgentLlm = z
       .describe(
         'Run the agent as a workflow of steps instead of the ReAct loop; the last step that ran gives the result. Each finished step is stored, so a killed pup resumes at the step where it stopped.',
       ),
+    workItems: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Give the model its work items (durable objectives that outlive turns): work_create, work_update, work_pick, work_get, work_list, work_complete.',
+      ),
     fileTools: z
       .boolean()
       .default(false)

@@ -121,6 +121,7 @@ const fileAgent = z.object({
       tools: z.array(fileTool).optional(),
       allowed_tools: z.array(z.string()).optional(),
       file_tools: z.boolean().optional(),
+      work_items: z.boolean().optional(),
       workflow: z.array(fileStep).optional(),
       history_keep: z.number().int().optional(),
       turn_timeout: duration.optional(),
@@ -267,6 +268,7 @@ function toAgent(
           })),
           allowedTools: a.llm.allowed_tools,
           fileTools: a.llm.file_tools,
+          workItems: a.llm.work_items,
           workflow: a.llm.workflow?.map(({ code, ...st }) => ({
             ...st,
             ...(code ? { code: { ...code, timeout: undefined, timeoutSeconds: code.timeout } } : {}),

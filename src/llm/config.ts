@@ -55,6 +55,7 @@ export const LlmEnv = z
     HOLT_LLM_TOOLS: json(z.array(AgentTool), 'a list of tools'),
     HOLT_LLM_ALLOWED_TOOLS: json(z.array(z.string()), 'a list of tool names'),
     HOLT_LLM_FILE_TOOLS: bool,
+    HOLT_LLM_WORK_ITEMS: bool,
     HOLT_LLM_WORKFLOW: json(z.array(WorkflowStep).min(1), 'a list of workflow steps'),
     HOLT_LLM_HISTORY_KEEP: int(0, 0),
     HOLT_LLM_TURN_TIMEOUT_MS: optInt,
@@ -102,6 +103,8 @@ export const LlmEnv = z
     allowedTools: e.HOLT_LLM_ALLOWED_TOOLS,
     /** The built-in workspace file tools (workspace-tools.ts). */
     fileTools: e.HOLT_LLM_FILE_TOOLS,
+    /** The work item tools (work-tools.ts, src/work). */
+    workItems: e.HOLT_LLM_WORK_ITEMS,
     /** The agent runs these steps instead of the ReAct loop (workflow.ts). */
     workflow: e.HOLT_LLM_WORKFLOW,
     /** Exchanges kept word for word when compacting (compaction.ts); 0 = no compaction. */

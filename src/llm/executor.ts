@@ -14,6 +14,7 @@ import type { StepStore } from '../inbox/steps.ts';
 import type { PupConfig } from '../pup/config.ts';
 import { assembleContext } from '../pup/context.ts';
 import type { ArtefactSink, ExecuteOptions, Outcome } from '../pup/executor.ts';
+import type { WorkStore } from '../work/store.ts';
 import type { LlmAgent } from './agent.ts';
 import type { LlmSettings } from './config.ts';
 import type { MemoryStore } from './memory-store.ts';
@@ -31,6 +32,7 @@ export interface LlmExecutorDeps {
   steps: StepStore;
   memory: MemoryStore;
   plans?: PlanStore;
+  work?: WorkStore;
   scrub: Scrubber;
   events?: AgentEvents;
   log: Logger;
@@ -198,6 +200,7 @@ export class LlmExecutor {
           steps: this.d.steps,
           memory: this.d.memory,
           plans: this.d.plans,
+          work: this.d.work,
           bb,
           settings,
           instance: cfg.instance,

@@ -16,6 +16,7 @@ import { StepStore } from '../inbox/steps.ts';
 import { decideBid } from '../pup/bid.ts';
 import type { PupConfig } from '../pup/config.ts';
 import type { ModelRuntime } from '../pup/executor.ts';
+import { WorkStore } from '../work/store.ts';
 import { LlmAgent } from './agent.ts';
 import { llmBid } from './bid.ts';
 import { apiKeyFrom, type LlmSettings } from './config.ts';
@@ -105,6 +106,7 @@ export async function startLlmRuntime(
           steps: new StepStore(pool),
           memory: new MemoryStore(pool),
           plans: new PlanStore(pool),
+          ...(s.workItems ? { work: new WorkStore(pool) } : {}),
           scrub,
           events,
           log,

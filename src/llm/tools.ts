@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { AgentTool } from '../api/agent.ts';
 import { formatIssues } from '../common/config.ts';
 import type { ToolSpec } from './model.ts';
+import { isWorkTool, WORK_TOOLS } from './work-tools.ts';
 import { FILE_TOOLS, isFileTool } from './workspace-tools.ts';
 
 type Tool = z.output<typeof AgentTool>;
@@ -44,8 +45,8 @@ const builtinSpecs: Record<string, { description: string; schema: z.ZodType }> =
   },
 };
 
-// The workspace file tools are built-ins too, offered only to agents that ask for them.
-for (const [name, t] of Object.entries(FILE_TOOLS)) builtinSpecs[name] = t;
+// The workspace file tools and the work item tools are built-ins too, offered only to agents that ask.
+for (const [name, t] of Object.entries({ ...FILE_TOOLS, ...WORK_TOOLS })) builtinSpecs[name] = t;
 
 export const BUILTINS = Object.keys(builtinSpecs);
 
@@ -83,6 +84,8 @@ export function buildToolSet(
     resultFields?: string;
     /** The built-in workspace file tools (workspace-tools.ts). */
     files?: boolean;
+    /** The work item tools (work-tools.ts). */
+    work?: boolean;
   },
 ): ToolSet {
   const allow = (n: string) => !opts.allowed || opts.allowed.includes(n);
@@ -96,7 +99,8 @@ export function buildToolSet(
         allow(b) &&
         (b !== MARK_SUBTASK_COMPLETE || opts.planning) &&
         (b !== UPDATE_MEMORY || opts.memory) &&
-        (!isFileTool(b) || opts.files === true)),
+        (!isFileTool(b) || opts.files === true) &&
+        (!isWorkTool(b) || opts.work === true)),
   );
   const specs: ToolSpec[] = [
     ...[...declared.values()].map((t) => ({

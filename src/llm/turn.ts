@@ -12,6 +12,7 @@ import type { Scrubber } from '../common/secrets.ts';
 import type { Fence } from '../inbox/schema.ts';
 import type { StepStore } from '../inbox/steps.ts';
 import type { ToolRunner } from '../pup/runner/runner.ts';
+import type { WorkStore } from '../work/store.ts';
 import { type LlmAgent, PausedError } from './agent.ts';
 import { checkValues, resolvePaths } from './args.ts';
 import { compacted, compactionCut, summaryMessage, summaryRequest } from './compaction.ts';
@@ -62,6 +63,7 @@ import {
   type ToolSet,
   UPDATE_MEMORY,
 } from './tools.ts';
+import { isWorkTool, runWorkTool, WORK_TOOLS } from './work-tools.ts';
 import {
   afterCommand,
   afterFileOp,
@@ -88,6 +90,8 @@ export interface TurnDeps {
   memory: MemoryStore;
   /** A planning agent's plans per goal; without it a plan lives in its turn alone. */
   plans?: PlanStore;
+  /** The agent's work items, when it has the work tools (src/work). */
+  work?: WorkStore;
   bb: Blackboard;
   settings: LlmSettings;
   instance: string;
@@ -138,6 +142,7 @@ export class Turn {
       planning: st.planning,
       memory: st.workingMemoryBytes > 0,
       files: st.fileTools,
+      work: st.workItems && d.work !== undefined,
       submit: mayEndWith(SUBMIT_RESULT, st.mustEndWith),
       resultFields: describeFields(this.fields),
     });
@@ -530,6 +535,17 @@ export class Turn {
         if (!(await d.memory.setMemory(d.fence, d.role, content))) throw new Stale('fence lost');
         return reply(`working memory saved (${Buffer.byteLength(content)} bytes)`, ctl, { outcome: 'ok' });
       }
+    }
+    if (isWorkTool(name) && d.work) {
+      const a = builtinArgs(WORK_TOOLS[name].schema, parsed.args);
+      if (!a.ok) return bad(a.error);
+      // The text the model wrote with this call (a completion's report when it passes none).
+      const spoken = this.s.messages.findLast(
+        (m) => m.role === 'assistant' && m.tool_calls?.some((c) => c.id === call.id),
+      );
+      const r = await runWorkTool(d.work, d.fence, d.role, name, a.value, spoken?.content ?? '');
+      if (r.stale) throw new Stale('fence lost');
+      return reply(r.text, ctl, { outcome: r.text.startsWith('error:') ? 'work_error' : 'ok' });
     }
     if (isFileTool(name)) {
       const a = builtinArgs(FILE_TOOLS[name].schema, parsed.args);

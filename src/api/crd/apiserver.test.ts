@@ -103,6 +103,7 @@ agents:
       must_end_with: publish
       result_fields: {title: {type: string}}
       file_tools: true
+      work_items: true
       history_keep: 5
       turn_timeout: 10m
       tools: [{name: publish, argv: [./publish.sh], terminate: true}]
@@ -124,6 +125,7 @@ agents:
       mustEndWith: 'publish',
       resultFields: { title: { type: 'string', required: true } },
       fileTools: true,
+      workItems: true,
       historyKeep: 5,
       turnTimeoutSeconds: 600,
       tools: [{ name: 'publish', terminate: true }],
