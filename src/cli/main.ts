@@ -30,6 +30,7 @@ const cmd = {
   status: () => import('./commands/status.ts'),
   up: () => import('./commands/up.ts'),
   watch: () => import('./commands/watch.ts'),
+  work: () => import('./commands/work.ts'),
 };
 
 /** The commands that work on a Holt in a cluster (`--kube`). */
@@ -182,6 +183,24 @@ export function program(): Command {
     .argument('<text>', 'the answer')
     .addOption(nameOpt())
     .action(async (id, text, o) => (await cmd.questions()).answer(id, text, o));
+  const work = p
+    .command('work')
+    .description("agents' work items: durable objectives that outlive turns (local mode)");
+  work
+    .command('list')
+    .description('work items with their readiness (open ones unless --all)')
+    .argument('[role]', 'one agent role')
+    .addOption(nameOpt())
+    .option('--all', 'finished items too')
+    .option('-j, --json', 'JSON output')
+    .action(async (role, o) => (await cmd.work()).workList(role, o));
+  work
+    .command('show')
+    .description('one work item: objective, readiness, todos, what blocks it, its report')
+    .argument('<id>', 'work item id or prefix')
+    .addOption(nameOpt())
+    .option('-j, --json', 'JSON output')
+    .action(async (id, o) => (await cmd.work()).workShow(id, o));
   p.command('logs')
     .description("show a component's log (an agent role, or orchestrator)")
     .argument('<component>', 'agent role or orchestrator')

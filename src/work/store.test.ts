@@ -80,6 +80,18 @@ describe('WorkStore', () => {
     ]);
   });
 
+  it('holt work reads every role of an instance, and finds an item by a unique id prefix', async () => {
+    const f = await fence('pup-c');
+    const made = await work.create(f, 'Dev', 'a third objective');
+    if (!made.ok) throw new Error('create');
+    const all = await work.listAll(I, { all: true });
+    expect(all.map((i) => i.objective)).toContain('a third objective');
+    expect(all.every((i) => i.instance === I)).toBe(true);
+    expect((await work.find(I, made.value.id.slice(0, 13)))?.id).toBe(made.value.id);
+    expect(await work.find(I, '')).toBeUndefined(); // matches several: not one
+    expect(await work.find('another-instance', made.value.id)).toBeUndefined();
+  });
+
   it('a stale turn writes nothing: its fence was taken over', async () => {
     const claimId = randomUUID();
     const stale = await fence('pup-a', claimId);

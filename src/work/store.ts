@@ -189,6 +189,25 @@ export class WorkStore {
     return r.rows.map(itemOf);
   }
 
+  /** Every role's items of an instance, newest first (open ones only unless `all`). */
+  async listAll(instance: string, opts: { all?: boolean; limit?: number } = {}): Promise<WorkItem[]> {
+    const r = await this.pool.query(
+      `SELECT ${COLUMNS} FROM holt.work_items WHERE instance = $1 AND ($2 OR state = 'open')
+       ORDER BY created_at DESC LIMIT $3`,
+      [instance, opts.all === true, opts.limit ?? 500],
+    );
+    return r.rows.map(itemOf);
+  }
+
+  /** An item by id or id prefix (as `holt work show` takes it); undefined when none or several match. */
+  async find(instance: string, idOrPrefix: string): Promise<WorkItem | undefined> {
+    const r = await this.pool.query(
+      `SELECT ${COLUMNS} FROM holt.work_items WHERE instance = $1 AND id::text LIKE $2 || '%' LIMIT 2`,
+      [instance, idOrPrefix.toLowerCase().replace(/[^0-9a-f-]/g, '')],
+    );
+    return r.rowCount === 1 ? itemOf(r.rows[0]) : undefined;
+  }
+
   /** The role's current item, if it has one. */
   async current(instance: string, role: string): Promise<WorkItem | undefined> {
     const r = await this.pool.query(
