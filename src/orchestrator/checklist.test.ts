@@ -72,6 +72,22 @@ const onGoal = (bid: string) => (a: Artefact) => (isGoal(a) ? bid : 'ignore');
 const produce = (type: string) => () => ({ type, payload: 'done' });
 const approve = () => ({ type: 'Review', payload: '{}' });
 
+/**
+ * A claim's statuses as its claim_updates messages told them, once the `complete` one is in: it is
+ * published in the same script as the write the test waited on, and arrives over pub/sub a moment later.
+ */
+async function claimStatuses(
+  rec: { messages: { channel: string; msg: unknown }[] },
+  id: string,
+): Promise<string[]> {
+  const updates = () =>
+    rec.messages
+      .filter((m) => m.channel === 'claim_updates' && (m.msg as { id: string }).id === id)
+      .map((m) => (m.msg as { status: string }).status);
+  await waitFor(() => updates().includes('complete'), `the complete update of claim ${id}`);
+  return updates();
+}
+
 describe('Holt checklist', () => {
   it('row 1: namespaced keys and channels per instance', async () => {
     const a = await world([{ role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') }]);
@@ -248,9 +264,7 @@ describe('Holt checklist', () => {
     expect(c.granted_review_agents).toEqual(['Reviewer']);
     expect(c.granted_parallel_agents).toEqual(['ParallelWorker']);
     expect(c.granted_exclusive_agent).toBe('Coder');
-    const statuses = rec.messages
-      .filter((m) => m.channel === 'claim_updates' && (m.msg as { id: string }).id === c.id)
-      .map((m) => (m.msg as { status: string }).status);
+    const statuses = await claimStatuses(rec, c.id);
     expect([...new Set(statuses)]).toEqual([
       'pending_review',
       'pending_parallel',
@@ -267,9 +281,7 @@ describe('Holt checklist', () => {
     const g2 = newGoal();
     await only.bb.createArtefact(g2);
     const c2 = await waitClaim(only.bb, (await claimFor(only.bb, g2.id)).id, (x) => x.status === 'complete');
-    const s2 = only.rec.messages
-      .filter((m) => m.channel === 'claim_updates' && (m.msg as { id: string }).id === c2.id)
-      .map((m) => (m.msg as { status: string }).status);
+    const s2 = await claimStatuses(only.rec, c2.id);
     expect([...new Set(s2)]).toEqual(['pending_review', 'pending_exclusive', 'complete']);
   });
 
