@@ -57,7 +57,10 @@ async function startNatsOnce(opts: NatsOptions): Promise<NatsServer> {
   const launch = async (): Promise<ServerProcess> => {
     const proc = spawnServer({ name: 'nats', command: bin, args, dir });
     await waitReady(proc, async () => {
-      const res = await fetch(`http://127.0.0.1:${monitor}/healthz?js-enabled-only=true`);
+      // Bounded, as every readiness probe: a port taken by another server must not hang the start.
+      const res = await fetch(`http://127.0.0.1:${monitor}/healthz?js-enabled-only=true`, {
+        signal: AbortSignal.timeout(3_000),
+      });
       return res.ok;
     });
     return proc;

@@ -125,7 +125,9 @@ async function startPostgresOnce(o: PostgresOptions): Promise<PostgresServer> {
   });
   const base = `postgres://${USER}${password ? `:${password}` : ''}@127.0.0.1:${port}`;
   await waitReady(proc, async () => {
-    const c = new pg.Client({ connectionString: `${base}/postgres` });
+    // Bounded: a port another server took in the meantime may accept and never answer as Postgres
+    // would, and an unbounded connect would hang the start instead of seeing the clash.
+    const c = new pg.Client({ connectionString: `${base}/postgres`, connectionTimeoutMillis: 3_000 });
     await c.connect();
     await c.end();
     return true;
