@@ -1,13 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { AgentSpec, unendingTools } from '../api/agent.ts';
-import {
-  describeFields,
-  endingTools,
-  finalTools,
-  mayEndWith,
-  type ResultFields,
-  resultProblem,
-} from './contract.ts';
+import { AgentSpec, endingToolNames, unendingTools } from '../api/agent.ts';
+import { describeFields, finalTools, mayEndWith, type ResultFields, resultProblem } from './contract.ts';
 import { buildToolSet } from './tools.ts';
 
 const fields: ResultFields = {
@@ -32,7 +25,7 @@ describe('a turn contract: what may end a turn and what its result carries', () 
   });
 
   it('must_end_with lists the calls that may end a turn; unset, any end is fine and the last step offers submit_result', () => {
-    expect(endingTools(' publish , submit_result ,')).toEqual(['publish', 'submit_result']);
+    expect(endingToolNames(' publish , submit_result ,')).toEqual(['publish', 'submit_result']);
     expect(mayEndWith('submit_result', 'publish')).toBe(false);
     expect(mayEndWith('publish', 'publish')).toBe(true);
     expect(mayEndWith('anything', undefined)).toBe(true);

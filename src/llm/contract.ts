@@ -19,18 +19,15 @@ const TYPES: Record<z.output<typeof ResultField>['type'], () => z.ZodType> = {
   array: () => z.array(z.unknown()),
 };
 
-/** The tools a turn may end with: must_end_with's list, or empty when any end is fine. */
-export const endingTools = endingToolNames;
-
 /** Whether a call to `tool` may end the turn. */
 export function mayEndWith(tool: string, mustEndWith: string | undefined): boolean {
-  const only = endingTools(mustEndWith);
+  const only = endingToolNames(mustEndWith);
   return !only.length || only.includes(tool);
 }
 
 /** The tools offered on a turn's last step: the ones it may end with (submit_result when any end is fine). */
 export function finalTools(mustEndWith: string | undefined): string[] {
-  const only = endingTools(mustEndWith);
+  const only = endingToolNames(mustEndWith);
   return only.length ? only : [SUBMIT_RESULT];
 }
 

@@ -1,4 +1,5 @@
-import { endingTools, type ResultFields, resultProblem } from './contract.ts';
+import { endingToolNames } from '../api/agent.ts';
+import { type ResultFields, resultProblem } from './contract.ts';
 import { SUBMIT_RESULT } from './tools.ts';
 
 // The step policy of a turn (seed 001 §9, CGC's worker): pure decisions the loop asks before and
@@ -53,7 +54,7 @@ export function onNoToolCalls(
   content: string,
   fields?: ResultFields,
 ): NoToolDecision {
-  const required = endingTools(mustEndWith);
+  const required = endingToolNames(mustEndWith);
   if (required.length)
     return {
       kind: 'nudge',

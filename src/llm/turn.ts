@@ -1,6 +1,6 @@
 import { v5 as uuidv5 } from 'uuid';
 import type { z } from 'zod';
-import type { AgentTool } from '../api/agent.ts';
+import { type AgentTool, endingToolNames } from '../api/agent.ts';
 import { childrenOf } from '../blackboard/claim-engine.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { ErrorClass } from '../blackboard/error-class.ts';
@@ -17,14 +17,7 @@ import { type LlmAgent, PausedError } from './agent.ts';
 import { checkValues, resolvePaths } from './args.ts';
 import { compacted, compactionCut, summaryMessage, summaryRequest } from './compaction.ts';
 import type { LlmSettings } from './config.ts';
-import {
-  describeFields,
-  endingTools,
-  finalTools,
-  mayEndWith,
-  type ResultFields,
-  resultProblem,
-} from './contract.ts';
+import { describeFields, finalTools, mayEndWith, type ResultFields, resultProblem } from './contract.ts';
 import { classOf } from './errors.ts';
 import { checkAction, clearBlocks, hashResult, recordAction, recordBlock, signature } from './loop-guard.ts';
 import type { MemoryStore } from './memory-store.ts';
@@ -481,7 +474,7 @@ export class Turn {
       );
     if (name === SUBMIT_RESULT && !mayEndWith(SUBMIT_RESULT, d.settings.mustEndWith))
       return reply(
-        `error: this turn ends only with ${endingTools(d.settings.mustEndWith).join(' or ')}, not ${SUBMIT_RESULT}`,
+        `error: this turn ends only with ${endingToolNames(d.settings.mustEndWith).join(' or ')}, not ${SUBMIT_RESULT}`,
         ctl,
         { outcome: 'refused' },
       );
@@ -759,7 +752,7 @@ export class Turn {
     const { d } = this;
     if (!mayEndWith(name, d.settings.mustEndWith))
       return {
-        note: `[the turn goes on: it ends only with ${endingTools(d.settings.mustEndWith).join(' or ')}]`,
+        note: `[the turn goes on: it ends only with ${endingToolNames(d.settings.mustEndWith).join(' or ')}]`,
       };
     if (run.exitCode !== 0 || run.timedOut || run.overflow || run.spawnError)
       return { note: `[the turn goes on: ${name} did not succeed, so it did not end the turn]` };
