@@ -41,9 +41,11 @@ export const AgentTool = z
       .record(z.string(), z.unknown())
       .default({ type: 'object', properties: {} })
       .describe('JSON Schema of the arguments the model may pass.'),
-    argv: argv.describe(
-      'Command template; {{name}} is replaced by the argument of that name. Run without a shell, in the workspace.',
-    ),
+    argv: argv
+      .optional()
+      .describe(
+        'Command template; {{name}} is replaced by the argument of that name. Run without a shell, in the workspace. Required unless async is nats.',
+      ),
     timeoutSeconds: killAfter.describe('Kill the tool after this many seconds.'),
     defaults: z
       .record(z.string(), z.unknown())
@@ -64,12 +66,29 @@ export const AgentTool = z
       .max(131072)
       .default(16384)
       .describe('Largest argument the model may pass (each string, or the JSON of each other value).'),
+    async: z
+      .enum(['nats', 'command'])
+      .optional()
+      .describe(
+        "Asynchronous (a living agent's turns only): the turn suspends until the result arrives or asyncTimeoutSeconds pass, then the model gets the result or a timeout report. nats: a request on cmd.tool.<name> that a tool service answers; command: argv runs as a supervised background task.",
+      ),
+    asyncTimeoutSeconds: z
+      .number()
+      .int()
+      .positive()
+      .max(7 * 86_400)
+      .default(600)
+      .describe('How long an asynchronous call may take before the model gets a timeout report.'),
     terminate: z
       .boolean()
       .default(false)
       .describe(
         "Ends the turn when it succeeds (exit 0): its stdout is the turn's result. Unless mustEndWith names it, only where mustEndWith is unset.",
       ),
+  })
+  .refine((t) => t.argv !== undefined || t.async === 'nats', {
+    message: 'a tool needs argv unless it is async: nats',
+    path: ['argv'],
   })
   .describe(
     'A tool the model may call. A parameter with format "path" is a path inside the workspace: relative, no "..", no leading "-", no symbolic link out.',
@@ -265,6 +284,12 @@ export const AgentLlm = z
       .describe(
         'Give the model its work items (durable objectives that outlive turns): work_create, work_update, work_pick, work_get, work_list, work_complete.',
       ),
+    life: z
+      .boolean()
+      .default(false)
+      .describe(
+        'The agent lives (seed 003): beside its claims it runs turns of its own when messages come in (the ingress, holt send), when its timers and waits end, and for work items that become runnable; it ends them with wait or text. Needs Postgres and NATS; gives the model its work items and the wait tool.',
+      ),
     fileTools: z
       .boolean()
       .default(false)
@@ -387,7 +412,7 @@ const agentSpecShape = {
 /** What is wrong with a workflow as declared: repeated names, branches to nowhere, unknown tools. */
 export function workflowProblems(
   steps: z.output<typeof WorkflowStep>[],
-  tools: { name: string }[],
+  tools: { name: string; async?: string }[],
 ): string[] {
   const out: string[] = [];
   const names = new Set<string>();
@@ -403,6 +428,10 @@ export function workflowProblems(
       if (to !== 'end' && !names.has(to)) out.push(`step ${s.name} branches to ${to}, which is no step`);
     if (s.code?.tool && !tools.some((t) => t.name === s.code?.tool))
       out.push(`step ${s.name} runs tool ${s.code.tool}, which is not declared`);
+    else if (s.code?.tool && tools.some((t) => t.name === s.code?.tool && t.async))
+      out.push(
+        `step ${s.name} runs tool ${s.code.tool}, which is asynchronous (a living agent's turns only)`,
+      );
   }
   return out;
 }

@@ -25,3 +25,13 @@ export function resultArtefactId(claimId: string, role: string, turnId: string):
 export function stepIdOf(turnId: string, seq: number): string {
   return uuidv5(`step/${turnId}/${seq}`, NAMESPACE);
 }
+
+/** A living agent's one actor (src/life): its life turns, messages and waits hang off it. */
+export function lifeActorOf(instance: string, role: string): string {
+  return uuidv5(`life/${instance}/${role}`, NAMESPACE);
+}
+
+/** The n-th life turn of an agent (the scheduler's sequence). */
+export function lifeTurnIdOf(instance: string, role: string, seq: number): string {
+  return uuidv5(`life-turn/${instance}/${role}/${seq}`, NAMESPACE);
+}

@@ -5,6 +5,22 @@ import { type Fence, StepInput } from './schema.ts';
 import { ms } from './sql.ts';
 
 const StepRow = z.object({ seq: z.number().int(), metadata: z.unknown() });
+const WaitRowS = z.object({
+  tool_call_id: z.string(),
+  tool_name: z.string(),
+  wait_status: z.enum(['waiting', 'received', 'applied', 'expired', 'dropped']),
+  result: z.unknown(),
+  request: z.unknown(),
+  deadline_ms: z.coerce.number(),
+});
+export interface ToolWaitRow {
+  toolCallId: string;
+  toolName: string;
+  status: z.infer<typeof WaitRowS>['wait_status'];
+  result: unknown;
+  request: unknown;
+  deadlineMs: number;
+}
 
 /**
  * A turn's steps (holt.agent_steps) and the tool results it waits for (holt.turn_waiting_tools), for
@@ -60,16 +76,19 @@ export class StepStore {
     return r.rowCount === 1;
   }
 
-  /** Records that the turn waits for a tool call's result; false when stale. */
+  /**
+   * Records that the turn waits for an asynchronous tool call's result until a deadline (what it asked
+   * kept in `request`); false when stale. Recording it twice is a no-op.
+   */
   async waitTool(
     f: Fence,
-    w: { toolCallId: string; toolName: string; seq?: number; resumeDeadlineMs?: number },
+    w: { toolCallId: string; toolName: string; seq?: number; resumeDeadlineMs?: number; request?: unknown },
   ): Promise<boolean> {
     const r = await this.pool.query(
       `INSERT INTO holt.turn_waiting_tools (instance, actor_id, turn_id, turn_epoch, tool_call_id, step_id,
-         tool_name, resume_deadline)
+         tool_name, resume_deadline, request)
        SELECT h.instance, h.actor_id, $3::uuid, h.turn_epoch, $5::text, $6::uuid, $7::text,
-              now() + $8::interval
+              now() + $8::interval, $9::jsonb
        FROM holt.agent_state_head h
        WHERE h.instance = $1 AND h.actor_id = $2 AND h.turn_epoch = $4 AND h.active_turn_id = $3
          AND h.status IN ('dispatched', 'running', 'suspended')
@@ -84,7 +103,50 @@ export class StepStore {
         w.seq === undefined ? null : stepIdOf(f.turnId, w.seq),
         w.toolName,
         ms(w.resumeDeadlineMs ?? 30_000),
+        JSON.stringify(w.request ?? null),
       ],
+    );
+    if (r.rowCount === 1) return true;
+    // Already recorded (a resumed turn asking again) counts, as long as the fence holds.
+    const again = await this.pool.query(
+      `SELECT 1 FROM holt.turn_waiting_tools t JOIN holt.agent_state_head h
+         ON h.instance = $1 AND h.actor_id = $2 AND h.turn_epoch = $4 AND h.active_turn_id = $3
+       WHERE t.turn_id = $3 AND t.tool_call_id = $5`,
+      [f.instance, f.actorId, f.turnId, f.epoch, w.toolCallId],
+    );
+    return again.rowCount === 1;
+  }
+
+  /** The turn's asynchronous calls and where each stands (received ones carry their result). */
+  async toolWaits(turnId: string): Promise<ToolWaitRow[]> {
+    const r = await this.pool.query(
+      `SELECT tool_call_id, tool_name, wait_status, result, request,
+         (EXTRACT(EPOCH FROM resume_deadline) * 1000)::bigint AS deadline_ms
+       FROM holt.turn_waiting_tools WHERE turn_id = $1`,
+      [turnId],
+    );
+    return r.rows.map((x) => {
+      const w = WaitRowS.parse(x);
+      return {
+        toolCallId: w.tool_call_id,
+        toolName: w.tool_name,
+        status: w.wait_status,
+        result: w.result,
+        request: w.request,
+        deadlineMs: w.deadline_ms,
+      };
+    });
+  }
+
+  /** Marks a received result applied (or a waiting call expired) under the turn's fence; false when stale. */
+  async settleTool(f: Fence, toolCallId: string, status: 'applied' | 'expired'): Promise<boolean> {
+    const r = await this.pool.query(
+      `WITH h AS (SELECT 1 FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2 AND turn_epoch = $3
+           AND active_turn_id = $4 AND status IN ('dispatched', 'running', 'suspended') FOR SHARE)
+       UPDATE holt.turn_waiting_tools SET wait_status = $6,
+         applied_at = CASE WHEN $6 = 'applied' THEN now() ELSE applied_at END
+       FROM h WHERE turn_id = $4 AND tool_call_id = $5 RETURNING 1`,
+      [f.instance, f.actorId, f.epoch, f.turnId, toolCallId, status],
     );
     return r.rowCount === 1;
   }

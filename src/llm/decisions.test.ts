@@ -173,7 +173,7 @@ describe('step policy and tools', () => {
     expect(Object.keys((visibleParameters(t).properties as object) ?? {})).not.toContain('dir');
     const ok = declaredArgs(t, { pattern: 'x', dir: '/etc' });
     expect(ok).toEqual({ ok: true, value: { n: 5, pattern: 'x', dir: '/data' } });
-    if (ok.ok) expect(renderArgv(t.argv, ok.value)).toEqual(['grep', '-m', '5', 'x', '/data']);
+    if (ok.ok) expect(renderArgv(t.argv ?? [], ok.value)).toEqual(['grep', '-m', '5', 'x', '/data']);
     expect(declaredArgs(t, { pattern: 3 })).toMatchObject({
       ok: false,
       error: expect.stringContaining('pattern'),

@@ -257,6 +257,8 @@ export class LlmExecutor {
         if (!inbox) await store.release(fence, 'dispatched').catch(() => false);
         l.warn({ event_type: 'turn_aborted', reason: 'shutdown or lease lost; the turn resumes later' });
         return 'aborted';
+      case 'suspended': // only life turns wait for asynchronous tools (a claim's turn is refused them)
+        throw new Error('a claim turn cannot suspend on asynchronous tools');
       case 'waiting':
         if (inbox) inbox.report({ waitingOn: end.questionId });
         else await store.release(fence, 'suspended');

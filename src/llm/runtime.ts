@@ -13,6 +13,8 @@ import { createPool } from '../common/pg.ts';
 import { Scrubber } from '../common/secrets.ts';
 import { ensureSchema } from '../inbox/migrate.ts';
 import { StepStore } from '../inbox/steps.ts';
+import { LifeLoop } from '../life/loop.ts';
+import { LifeStore } from '../life/store.ts';
 import { decideBid } from '../pup/bid.ts';
 import type { PupConfig } from '../pup/config.ts';
 import type { ModelRuntime } from '../pup/executor.ts';
@@ -20,7 +22,8 @@ import { WorkStore } from '../work/store.ts';
 import { LlmAgent } from './agent.ts';
 import { llmBid } from './bid.ts';
 import { apiKeyFrom, type LlmSettings } from './config.ts';
-import { LlmExecutor } from './executor.ts';
+import { LlmExecutor, type LlmExecutorDeps } from './executor.ts';
+import { LifeTurns } from './life-turn.ts';
 import { MemoryStore } from './memory-store.ts';
 import { LlmMetrics, MeteredModel } from './metrics.ts';
 import { OpenAiModel } from './model.ts';
@@ -95,9 +98,9 @@ export async function startLlmRuntime(
   });
   metrics?.watchPause(agent);
   await agent.publishStatus();
-  const executor =
+  const deps: LlmExecutorDeps | undefined =
     s.execute && pool
-      ? new LlmExecutor({
+      ? {
           bb,
           cfg,
           settings: s,
@@ -112,8 +115,10 @@ export async function startLlmRuntime(
           log,
           owner: `${hostname()}/${process.pid}/${randomUUID()}`,
           countFailure,
-        })
+        }
       : undefined;
+  const executor = deps && new LlmExecutor(deps);
+  const life = deps && pool && s.life ? startLife(deps, pool, nc) : undefined;
   const script = cfg.bidScript
     ? { argv: cfg.bidScript, cwd: cfg.workspace, timeoutMs: cfg.bidScriptTimeoutMs, runner: cfg.runner }
     : undefined;
@@ -134,6 +139,7 @@ export async function startLlmRuntime(
     },
     problem: () => busProblem(nc),
     async close() {
+      await life?.stop();
       await nc?.drain().catch(() => undefined);
       await pool?.end().catch(() => undefined);
     },
@@ -145,4 +151,51 @@ async function answersOwnQuestion(bb: Blackboard, target: Artefact, role: string
   if (target.structural_type !== 'Answer') return false;
   const srcs = await bb.getArtefacts(target.source_artefacts);
   return srcs.some((a) => a?.structural_type === 'Question' && a.produced_by_role === role);
+}
+
+/**
+ * A living agent's loop (src/life) beside its claims: its own turns on messages, timers, waits and
+ * runnable work items, in this pup. Recovery runs at once: background commands of a suspended turn
+ * are started again, then the first pass resumes, fires and delivers whatever is due.
+ */
+function startLife(
+  deps: LlmExecutorDeps,
+  pool: pg.Pool,
+  nc: NatsConnection | undefined,
+): { stop(): Promise<void> } {
+  const { cfg, settings: s, log } = deps;
+  const store = new LifeStore(pool);
+  const turns = new LifeTurns(deps, store, nc);
+  const loop = new LifeLoop({
+    instance: cfg.instance,
+    role: cfg.role,
+    store,
+    steps: deps.steps,
+    runTurn: (fence, delivery, signal) => turns.run(fence, delivery, signal),
+    renew: (f) => deps.store.renew(f, s.turnLeaseMs),
+    release: (f, status) => deps.store.release(f, status),
+    paused: () => deps.agent.pausedReason() ?? null,
+    nc,
+    owner: deps.owner,
+    leaseMs: s.turnLeaseMs,
+    pollMs: s.lifePollMs,
+    log: log.child({ life: true }),
+  });
+  turns.poke = () => loop.poke();
+  const started = store
+    .activeTurn(cfg.instance, cfg.role)
+    .then((t) => (t ? turns.recover(t) : 0))
+    .then((n) => {
+      if (n) log.info({ event_type: 'life_tasks_recovered', count: n }, 'asynchronous tool calls sent again');
+    })
+    .catch((e: unknown) => log.warn({ event_type: 'life_recover_failed', error: String(e) }))
+    .finally(() => loop.start());
+  log.info({ event_type: 'life_started' }, 'the agent lives: its loop runs beside its claims');
+  return {
+    async stop() {
+      await started;
+      await loop.stop();
+      await turns.drain();
+    },
+  };
 }

@@ -45,7 +45,14 @@ export const Ctl = z.object({
   blocks: z
     .array(z.object({ tool: z.string(), rule: z.string(), reason: z.string(), llmStep: z.number() }))
     .default([]),
-  waiting: z.object({ toolCallId: z.string(), questionId: z.string() }).optional(),
+  /** An asked question; past `deadlineMs` (when set) the model gets a timeout report instead. */
+  waiting: z
+    .object({ toolCallId: z.string(), questionId: z.string(), deadlineMs: z.number().optional() })
+    .optional(),
+  /** Asynchronous tool calls waiting for their result (holt.turn_waiting_tools), with deadlines. */
+  toolWaits: z
+    .array(z.object({ toolCallId: z.string(), tool: z.string(), deadlineMs: z.number() }))
+    .default([]),
   submitted: z
     .object({
       artefact_type: z.string(),
@@ -113,7 +120,8 @@ export function pendingToolCalls(s: TurnState): ToolCall[] {
   const last = s.messages[i];
   if (last?.role !== 'assistant' || !last.tool_calls?.length) return [];
   const done = new Set(s.messages.slice(i + 1).flatMap((m) => (m.role === 'tool' ? [m.tool_call_id] : [])));
-  return last.tool_calls.filter((c) => !done.has(c.id) && c.id !== s.ctl.waiting?.toolCallId);
+  const waiting = new Set([s.ctl.waiting?.toolCallId, ...s.ctl.toolWaits.map((w) => w.toolCallId)]);
+  return last.tool_calls.filter((c) => !done.has(c.id) && !waiting.has(c.id));
 }
 
 const cut = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}…` : s);

@@ -12,6 +12,7 @@ export const SUBMIT_RESULT = 'submit_result';
 export const ASK_QUESTION = 'ask_question';
 export const MARK_SUBTASK_COMPLETE = 'mark_subtask_complete';
 export const UPDATE_MEMORY = 'update_working_memory';
+export const WAIT = 'wait';
 
 /** submit_result's arguments: Holt's tool contract (a Failure is the runtime's to write, not the model's). */
 export const SubmitArgs = z.object({
@@ -20,7 +21,26 @@ export const SubmitArgs = z.object({
   summary: z.string().min(1, 'must not be empty'),
   structural_type: z.enum(['Standard', 'Review', 'Answer', 'Terminal']).optional(),
 });
-export const AskArgs = z.object({ question: z.string().min(1, 'must not be empty') });
+const seconds = z
+  .number()
+  .int()
+  .positive()
+  .max(30 * 86_400);
+export const AskArgs = z.object({
+  question: z.string().min(1, 'must not be empty'),
+  /** Past it, the answer the turn gets is a timeout report (the question stays open for people). */
+  deadline_seconds: seconds.optional(),
+});
+/** A living agent's wait (src/life): the turn ends, and the agent sleeps until it ends. */
+export const WaitArgs = z
+  .object({
+    for: z.enum(['timer', 'message', 'operator']),
+    seconds: seconds.optional(),
+    on: z.string().min(1).max(300).optional(),
+    item_id: z.uuid().optional(),
+  })
+  .refine((a) => a.for !== 'timer' || a.seconds !== undefined, 'a timer needs seconds');
+export type WaitArgs = z.infer<typeof WaitArgs>;
 export const MarkArgs = z.object({ success: z.boolean(), reason: z.string().default('') });
 export const MemoryArgs = z.object({ content: z.string() });
 
@@ -31,8 +51,14 @@ const builtinSpecs: Record<string, { description: string; schema: z.ZodType }> =
     schema: SubmitArgs,
   },
   [ASK_QUESTION]: {
-    description: 'Ask a human a question and wait for the answer; the turn resumes when it arrives.',
+    description:
+      'Ask a human a question and wait for the answer; the turn resumes when it arrives, or with a timeout report once deadline_seconds pass.',
     schema: AskArgs,
+  },
+  [WAIT]: {
+    description:
+      'End this turn and sleep until something happens: for "timer", after seconds; for "message", until a message comes in (seconds is then the deadline: past it you are woken with a timeout report); for "operator", until an operator writes. item_id (default: your current work item) is marked waiting meanwhile.',
+    schema: WaitArgs,
   },
   [MARK_SUBTASK_COMPLETE]: {
     description:
@@ -86,6 +112,8 @@ export function buildToolSet(
     files?: boolean;
     /** The work item tools (work-tools.ts). */
     work?: boolean;
+    /** A life turn (src/life): `wait` is offered, ask_question is not (no claim to ask from). */
+    life?: boolean;
   },
 ): ToolSet {
   const allow = (n: string) => !opts.allowed || opts.allowed.includes(n);
@@ -99,6 +127,8 @@ export function buildToolSet(
         allow(b) &&
         (b !== MARK_SUBTASK_COMPLETE || opts.planning) &&
         (b !== UPDATE_MEMORY || opts.memory) &&
+        (b !== WAIT || opts.life === true) &&
+        (b !== ASK_QUESTION || opts.life !== true) &&
         (!isFileTool(b) || opts.files === true) &&
         (!isWorkTool(b) || opts.work === true)),
   );

@@ -55,6 +55,8 @@ import {
   specsNamed,
   type ToolSet,
   UPDATE_MEMORY,
+  WAIT,
+  WaitArgs,
 } from './tools.ts';
 import { isWorkTool, runWorkTool, WORK_TOOLS } from './work-tools.ts';
 import {
@@ -73,8 +75,28 @@ export type TurnEnd =
   | { kind: 'result'; result: { type: string; payload: string; summary: string; structural_type?: string } }
   | { kind: 'failure'; reason: string; transcript: string; errorClass: ErrorClass }
   | { kind: 'waiting'; questionId: string }
+  /** Asynchronous tool calls are out: resume when their results are in or `untilMs` passes. */
+  | { kind: 'suspended'; untilMs: number }
   | { kind: 'stale' }
   | { kind: 'aborted' };
+
+/**
+ * What a life turn (src/life) brings instead of a claim: its opening (what woke the agent, wrapped in
+ * provenance labels), the wait tool that ends it, and the requests of asynchronous tools.
+ */
+export interface LifeHooks {
+  opening(): Promise<{ messages: ChatMessage[]; goalId: string; goalAtMs: number }>;
+  /** Stores the model's wait; undefined when the fence is lost. The turn ends after it. */
+  wait(a: WaitArgs): Promise<string | undefined>;
+  /** Sends an asynchronous tool's request (its wait row stored first); undefined when the fence is lost. */
+  request(
+    callId: string,
+    tool: Tool,
+    args: Record<string, unknown>,
+  ): Promise<{ deadlineMs: number } | undefined>;
+  /** How an asynchronous tool's result is shown to the model (wrapped in its labels). */
+  showResult(tool: string, result: unknown): string;
+}
 
 export interface TurnDeps {
   agent: LlmAgent;
@@ -103,6 +125,8 @@ export interface TurnDeps {
   events: AgentEvents;
   log: Logger;
   signal: AbortSignal;
+  /** A life turn's hooks; absent for a claim's turn. */
+  life?: LifeHooks;
 }
 
 /** The fence was lost: another process owns the turn now, so this one writes nothing more. */
@@ -136,6 +160,7 @@ export class Turn {
       memory: st.workingMemoryBytes > 0,
       files: st.fileTools,
       work: st.workItems && d.work !== undefined,
+      life: d.life !== undefined,
       submit: mayEndWith(SUBMIT_RESULT, st.mustEndWith),
       resultFields: describeFields(this.fields),
     });
@@ -229,7 +254,16 @@ export class Turn {
           },
         };
       if (ctl.waiting) {
-        if (!(await this.answer(ctl.waiting))) return { kind: 'waiting', questionId: ctl.waiting.questionId };
+        if (await this.answer(ctl.waiting)) continue;
+        const due = ctl.waiting.deadlineMs;
+        if (due === undefined || Date.now() < due)
+          return { kind: 'waiting', questionId: ctl.waiting.questionId };
+        await this.unanswered(ctl.waiting);
+        continue;
+      }
+      if (ctl.toolWaits.length) {
+        const untilMs = await this.collect();
+        if (untilMs !== undefined) return { kind: 'suspended', untilMs };
         continue;
       }
       const [call] = pendingToolCalls(this.s);
@@ -266,6 +300,19 @@ export class Turn {
   /** Step 0: the prompt, built once (target, context oldest first, memory, failures). */
   private async start(): Promise<void> {
     const { d } = this;
+    if (d.life) {
+      const o = await d.life.opening();
+      await this.record('init', o.messages, {
+        ...this.s.ctl,
+        llmSteps: 0,
+        headLength: o.messages.length,
+        startedAtMs: Date.now(),
+        goalAtMs: o.goalAtMs,
+        goalId: o.goalId,
+      });
+      d.events.step({ ...this.base(), phase: 'started', claim_id: d.claim.id, role: d.role });
+      return;
+    }
     const st = d.settings;
     const [context, memory, failures] = await Promise.all([
       d.context(),
@@ -514,7 +561,15 @@ export class Turn {
       case ASK_QUESTION: {
         const a = builtinArgs(AskArgs, parsed.args);
         if (!a.ok) return bad(a.error);
-        return this.ask(call, a.value.question);
+        return this.ask(call, a.value.question, a.value.deadline_seconds);
+      }
+      case WAIT: {
+        const a = builtinArgs(WaitArgs, parsed.args);
+        if (!a.ok || !d.life) return bad(a.ok ? 'wait is for living agents only' : a.error);
+        const text = await d.life.wait(a.value);
+        if (text === undefined) throw new Stale('fence lost');
+        if (text.startsWith('error:')) return reply(text, ctl, { outcome: 'work_error' });
+        return reply(text, { ...ctl, endedBy: { tool: WAIT, output: text } }, { outcome: 'ok' });
       }
       case MARK_SUBTASK_COMPLETE: {
         const a = builtinArgs(MarkArgs, parsed.args);
@@ -566,7 +621,77 @@ export class Turn {
         { outcome: 'blocked', block },
       );
     }
+    if (tool.async) return this.request(call, tool, p.value);
     return this.runTool(call, tool, p.value, sig);
+  }
+
+  /** An asynchronous tool: its request out (after its wait row), the turn suspends until it answers. */
+  private async request(call: ToolCall, tool: Tool, args: Record<string, unknown>): Promise<void> {
+    const { d } = this;
+    const ctl = this.s.ctl;
+    if (!d.life)
+      return this.record(
+        'tool',
+        [
+          this.toolMsg(
+            call,
+            `error: ${tool.name} is asynchronous; only a living agent's turns can wait for it`,
+          ),
+        ],
+        this.outputError(ctl, 'async tool outside a life turn'),
+        { tool: tool.name, outcome: 'refused' },
+        [call.id],
+      );
+    const sent = await d.life.request(call.id, tool, args);
+    if (!sent) throw new Stale('fence lost');
+    d.log.info({
+      event_type: 'tool_requested',
+      tool: tool.name,
+      tool_call_id: call.id,
+      deadline_ms: sent.deadlineMs,
+    });
+    await this.record(
+      'tool_wait',
+      [],
+      {
+        ...ctl,
+        outputErrors: 0,
+        toolWaits: [...ctl.toolWaits, { toolCallId: call.id, tool: tool.name, deadlineMs: sent.deadlineMs }],
+      },
+      { tool: tool.name, outcome: 'requested', deadline_ms: sent.deadlineMs },
+      [call.id],
+    );
+  }
+
+  /**
+   * The asynchronous calls the turn waits for: each received result becomes the call's tool message,
+   * each call past its deadline a timeout report (never silence). Returns when to look again while
+   * some are still out, or undefined once a step was recorded.
+   */
+  private async collect(): Promise<number | undefined> {
+    const { d } = this;
+    const ctl = this.s.ctl;
+    const rows = new Map((await d.steps.toolWaits(d.fence.turnId)).map((r) => [r.toolCallId, r]));
+    const now = Date.now();
+    for (const w of ctl.toolWaits) {
+      const r = rows.get(w.toolCallId);
+      const got = r?.status === 'received';
+      if (!got && now < w.deadlineMs) continue;
+      const content = got
+        ? d.scrub.text(d.life ? d.life.showResult(w.tool, r.result) : JSON.stringify(r.result))
+        : `error: ${w.tool} gave no result within its deadline (${new Date(w.deadlineMs).toISOString()}): this is a timeout report, not an answer. Go on without it, or call ${w.tool} again.`;
+      if (!(await d.steps.settleTool(d.fence, w.toolCallId, got ? 'applied' : 'expired')))
+        throw new Stale('fence lost');
+      await this.record(
+        'tool',
+        [{ role: 'tool', tool_call_id: w.toolCallId, content }],
+        { ...ctl, toolWaits: ctl.toolWaits.filter((x) => x.toolCallId !== w.toolCallId) },
+        { tool: w.tool, outcome: got ? 'ok' : 'timed_out' },
+        [w.toolCallId],
+      );
+      return undefined;
+    }
+    return Math.min(...ctl.toolWaits.map((w) => w.deadlineMs));
   }
 
   private async runTool(
@@ -580,7 +705,7 @@ export class Turn {
     d.events.step({ ...this.base(), phase: 'executing', claim_id: d.claim.id, role: d.role });
     const run = await d.runner.run(
       {
-        argv: renderArgv(tool.argv, args),
+        argv: renderArgv(tool.argv ?? [], args), // argv is required unless async: nats (handled above)
         cwd: d.workspace,
         stdin: '',
         timeoutMs: tool.timeoutSeconds * 1000,
@@ -763,7 +888,7 @@ export class Turn {
   }
 
   /** ask_question: the Question artefact first (idempotent id), then the waiting state; the turn suspends. */
-  private async ask(call: ToolCall, question: string): Promise<void> {
+  private async ask(call: ToolCall, question: string, deadlineSeconds?: number): Promise<void> {
     const { d } = this;
     const id = uuidv5(`${d.fence.turnId}/${call.id}`, QUESTION_NS);
     await d.bb.createArtefact({
@@ -780,7 +905,14 @@ export class Turn {
     await this.record(
       'question',
       [],
-      { ...this.s.ctl, waiting: { toolCallId: call.id, questionId: id } },
+      {
+        ...this.s.ctl,
+        waiting: {
+          toolCallId: call.id,
+          questionId: id,
+          ...(deadlineSeconds ? { deadlineMs: Date.now() + deadlineSeconds * 1000 } : {}),
+        },
+      },
       { question_id: id, tool: ASK_QUESTION },
       [call.id],
     );
@@ -804,6 +936,28 @@ export class Turn {
       w.toolCallId,
     ]);
     return true;
+  }
+
+  /** A question past its deadline: the model gets a timeout report and goes on (the Question stays). */
+  private async unanswered(w: {
+    toolCallId: string;
+    questionId: string;
+    deadlineMs?: number;
+  }): Promise<void> {
+    const { d } = this;
+    d.log.info({ event_type: 'question_timed_out', question_id: w.questionId });
+    const msg: ChatMessage = {
+      role: 'tool',
+      tool_call_id: w.toolCallId,
+      content: `error: no answer to question ${w.questionId} by its deadline (${new Date(w.deadlineMs ?? 0).toISOString()}): this is a timeout report, not an answer. Decide without it.`,
+    };
+    await this.record(
+      'answer',
+      [msg],
+      { ...this.s.ctl, waiting: undefined },
+      { question_id: w.questionId, timed_out: true },
+      [w.toolCallId],
+    );
   }
 
   /** mark_subtask_complete: advance, retry, or escalate (decompose further, then give up). */

@@ -151,7 +151,7 @@ export class WorkflowRun {
         if (!v.ok) return fail(v.error, 'config');
         args[k] = v.value;
       }
-      argv = renderArgv(tool.argv, { ...args, ...(tool.fixed ?? {}) });
+      argv = renderArgv(tool.argv ?? [], { ...args, ...(tool.fixed ?? {}) }); // argv is required unless async (refused here)
     } else {
       argv = [];
       for (const part of s.argv ?? []) {

@@ -23,6 +23,8 @@ export const Blocker = z.discriminatedUnion('kind', [
     on: z.string().min(1).max(500),
     /** When the wait gives up (ms): past it the item is runnable again, and the model told why. */
     deadlineMs: z.number().int().positive().optional(),
+    /** The agent's wait (holt.agent_waits) this blocker stands for: cleared when that wait ends. */
+    waitId: z.uuid().optional(),
   }),
 ]);
 export type Blocker = z.infer<typeof Blocker>;

@@ -26,13 +26,13 @@ const Row = z.object({
   created_ms: z.coerce.number(),
   updated_ms: z.coerce.number(),
 });
-const COLUMNS = `id, instance, role, objective, state, plan_status, todos, blocked_by, report,
+export const ITEM_COLUMNS = `id, instance, role, objective, state, plan_status, todos, blocked_by, report,
   (EXTRACT(EPOCH FROM recheck_at) * 1000)::bigint AS recheck_ms,
   (EXTRACT(EPOCH FROM created_at) * 1000)::bigint AS created_ms,
   (EXTRACT(EPOCH FROM updated_at) * 1000)::bigint AS updated_ms`;
 
 /** A stored row as a WorkItem; a row that does not parse (a hand-edited one) fails loudly, naming it. */
-function itemOf(raw: unknown): WorkItem {
+export function itemOf(raw: unknown): WorkItem {
   const r = Row.parse(raw);
   return WorkItem.parse({
     id: r.id,
@@ -78,7 +78,7 @@ export class WorkStore {
     return tx<Written<WorkItem>>(this.pool, async (c) => {
       if (!(await c.query(FENCE, fenceArgs(f))).rowCount) return { value: { ok: false, stale: true } };
       const r = await c.query(
-        `INSERT INTO holt.work_items (id, instance, role, objective) VALUES ($1, $2, $3, $4) RETURNING ${COLUMNS}`,
+        `INSERT INTO holt.work_items (id, instance, role, objective) VALUES ($1, $2, $3, $4) RETURNING ${ITEM_COLUMNS}`,
         [id, f.instance, role, objective],
       );
       await c.query(
@@ -103,7 +103,7 @@ export class WorkStore {
            recheck_at = CASE WHEN $8::boolean THEN to_timestamp($9::double precision / 1000) ELSE recheck_at END,
            updated_at = now()
          WHERE id = $1 AND instance = $2 AND role = $3 AND state = 'open'
-         RETURNING ${COLUMNS}`,
+         RETURNING ${ITEM_COLUMNS}`,
         [
           id,
           f.instance,
@@ -126,7 +126,7 @@ export class WorkStore {
     return tx<Written<WorkItem>>(this.pool, async (c) => {
       if (!(await c.query(FENCE, fenceArgs(f))).rowCount) return { value: { ok: false, stale: true } };
       const r = await c.query(
-        `SELECT ${COLUMNS} FROM holt.work_items WHERE id = $1 AND instance = $2 AND role = $3 AND state = 'open'`,
+        `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE id = $1 AND instance = $2 AND role = $3 AND state = 'open'`,
         [id, f.instance, role],
       );
       if (!r.rowCount) return { value: { ok: false, error: `no open work item ${id} of ${role}` } };
@@ -140,14 +140,14 @@ export class WorkStore {
   }
 
   /**
-   * Completes an item in one transaction: its state and report, its waits cleared, and the role's
+   * Completes an item in one transaction: its state and report, its blockers and waits cleared, and the role's
    * current item released if it was this one. A completion needs a report (completionProblem).
    */
   async complete(f: Fence, role: string, id: string, report: string): Promise<Written<WorkItem>> {
     return tx<Written<WorkItem>>(this.pool, async (c) => {
       if (!(await c.query(FENCE, fenceArgs(f))).rowCount) return { value: { ok: false, stale: true } };
       const cur = await c.query(
-        `SELECT ${COLUMNS} FROM holt.work_items WHERE id = $1 AND instance = $2 AND role = $3 FOR UPDATE`,
+        `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE id = $1 AND instance = $2 AND role = $3 FOR UPDATE`,
         [id, f.instance, role],
       );
       if (!cur.rowCount) return { value: { ok: false, error: `no work item ${id} of ${role}` } };
@@ -155,8 +155,13 @@ export class WorkStore {
       if (problem) return { value: { ok: false, error: problem } };
       const r = await c.query(
         `UPDATE holt.work_items SET state = 'completed', report = $2, blocked_by = '[]', recheck_at = NULL,
-           updated_at = now() WHERE id = $1 RETURNING ${COLUMNS}`,
+           updated_at = now() WHERE id = $1 RETURNING ${ITEM_COLUMNS}`,
         [id, report.trim()],
+      );
+      // Its waits end with it: nothing wakes the agent for a finished item.
+      await c.query(
+        `UPDATE holt.agent_waits SET state = 'cancelled', ended_at = now() WHERE item_id = $1 AND state = 'waiting'`,
+        [id],
       );
       await c.query('DELETE FROM holt.work_current WHERE instance = $1 AND role = $2 AND item_id = $3', [
         f.instance,
@@ -169,7 +174,7 @@ export class WorkStore {
 
   async get(instance: string, role: string, id: string): Promise<WorkItem | undefined> {
     const r = await this.pool.query(
-      `SELECT ${COLUMNS} FROM holt.work_items WHERE id = $1 AND instance = $2 AND role = $3`,
+      `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE id = $1 AND instance = $2 AND role = $3`,
       [id, instance, role],
     );
     return r.rowCount ? itemOf(r.rows[0]) : undefined;
@@ -182,7 +187,7 @@ export class WorkStore {
     opts: { all?: boolean; limit?: number } = {},
   ): Promise<WorkItem[]> {
     const r = await this.pool.query(
-      `SELECT ${COLUMNS} FROM holt.work_items WHERE instance = $1 AND role = $2 AND ($3 OR state = 'open')
+      `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE instance = $1 AND role = $2 AND ($3 OR state = 'open')
        ORDER BY created_at DESC LIMIT $4`,
       [instance, role, opts.all === true, opts.limit ?? 200],
     );
@@ -192,7 +197,7 @@ export class WorkStore {
   /** Every role's items of an instance, newest first (open ones only unless `all`). */
   async listAll(instance: string, opts: { all?: boolean; limit?: number } = {}): Promise<WorkItem[]> {
     const r = await this.pool.query(
-      `SELECT ${COLUMNS} FROM holt.work_items WHERE instance = $1 AND ($2 OR state = 'open')
+      `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE instance = $1 AND ($2 OR state = 'open')
        ORDER BY created_at DESC LIMIT $3`,
       [instance, opts.all === true, opts.limit ?? 500],
     );
@@ -202,7 +207,7 @@ export class WorkStore {
   /** An item by id or id prefix (as `holt work show` takes it); undefined when none or several match. */
   async find(instance: string, idOrPrefix: string): Promise<WorkItem | undefined> {
     const r = await this.pool.query(
-      `SELECT ${COLUMNS} FROM holt.work_items WHERE instance = $1 AND id::text LIKE $2 || '%' LIMIT 2`,
+      `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE instance = $1 AND id::text LIKE $2 || '%' LIMIT 2`,
       [instance, idOrPrefix.toLowerCase().replace(/[^0-9a-f-]/g, '')],
     );
     return r.rowCount === 1 ? itemOf(r.rows[0]) : undefined;
@@ -211,7 +216,7 @@ export class WorkStore {
   /** The role's current item, if it has one. */
   async current(instance: string, role: string): Promise<WorkItem | undefined> {
     const r = await this.pool.query(
-      `SELECT ${COLUMNS} FROM holt.work_items
+      `SELECT ${ITEM_COLUMNS} FROM holt.work_items
        WHERE id = (SELECT item_id FROM holt.work_current WHERE instance = $1 AND role = $2)`,
       [instance, role],
     );

@@ -1,0 +1,210 @@
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { lifeWakeSubject, subscribeToolResults, type ToolResult } from '../bus/tools.ts';
+import type { Logger } from '../common/logger.ts';
+import type { Fence } from '../inbox/schema.ts';
+import type { StepStore } from '../inbox/steps.ts';
+import type { Decision } from './scheduler.ts';
+import type { Delivery, LifeStore } from './store.ts';
+
+/** How a life turn ended, as the loop needs to know it. */
+export type LifeTurnEnd =
+  | { kind: 'done'; result: unknown }
+  | { kind: 'failed'; error: string }
+  | { kind: 'suspended' }
+  | { kind: 'stale' }
+  | { kind: 'aborted' };
+
+export interface LifeLoopDeps {
+  instance: string;
+  role: string;
+  store: LifeStore;
+  steps: StepStore;
+  /** Runs (or resumes) one life turn under its fence. */
+  runTurn: (fence: Fence, delivery: Delivery | undefined, signal: AbortSignal) => Promise<LifeTurnEnd>;
+  /** Renews and releases the turn lease (the LLM path's TurnStore). */
+  renew: (f: Fence) => Promise<boolean>;
+  release: (f: Fence, status: 'suspended' | 'dispatched') => Promise<boolean>;
+  /** Why no turn may start now (the agent is paused), or null. */
+  paused?: () => string | null;
+  /** Told of each acting decision, after its commit (events). */
+  onDecision?: (d: Decision, turnId?: string) => void;
+  nc?: NatsConnection;
+  owner: string;
+  leaseMs: number;
+  /** The safety net: a pass at least this often, whatever was rung (a doorbell is lossy). */
+  pollMs: number;
+  log: Logger;
+}
+
+/**
+ * A living agent's loop (seed 003), in the agent's pup: each pass asks the scheduler (LifeStore.step:
+ * one transaction) and does what it decided: runs a turn to its end, or sleeps until the decision's
+ * time, a doorbell (a message came in, a tool answered) or the poll. The first pass runs at start, so
+ * an agent is recovered at once: interrupted turns resumed, due timers fired, queued messages
+ * delivered.
+ */
+export class LifeLoop {
+  private readonly d: LifeLoopDeps;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private again = false;
+  private stopped = false;
+  private readonly ac = new AbortController();
+  private subs: Subscription[] = [];
+  private lastIdle = '';
+
+  constructor(d: LifeLoopDeps) {
+    this.d = d;
+  }
+
+  start(): void {
+    const { d } = this;
+    if (d.nc) {
+      this.subs.push(
+        d.nc.subscribe(lifeWakeSubject(d.instance, d.role), { callback: () => this.poke() }),
+        subscribeToolResults(d.nc, d.instance, d.role, (r) => void this.received(r), d.log),
+      );
+    }
+    this.poke();
+  }
+
+  /** Another pass as soon as the current one ends (coalesced). */
+  poke(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.running = this.pass()
+      .catch((e: unknown) => {
+        this.d.log.error({ event_type: 'life_pass_failed', error: String(e) }, 'life pass failed; retrying');
+        return this.d.pollMs;
+      })
+      .then((sleepMs) => {
+        this.running = undefined;
+        if (this.stopped) return;
+        if (this.again) {
+          this.again = false;
+          this.poke();
+        } else this.timer = setTimeout(() => this.poke(), sleepMs);
+      });
+  }
+
+  /** A tool service's answer: recorded once, for a call that waits; then a pass to resume its turn. */
+  async received(r: ToolResult): Promise<boolean> {
+    const ok = await this.d.steps
+      .receiveTool(r.turn_id, r.tool_call_id, {
+        ok: r.ok,
+        output: r.output,
+        ...(r.error ? { error: r.error } : {}),
+      })
+      .catch(() => false);
+    this.d.log.info(
+      {
+        event_type: ok ? 'tool_result_received' : 'tool_result_ignored',
+        turn_id: r.turn_id,
+        tool_call_id: r.tool_call_id,
+      },
+      ok ? 'tool result recorded' : 'tool result for no waiting call ignored',
+    );
+    if (ok) this.poke();
+    return ok;
+  }
+
+  /** Runs decisions until one says to wait or sleep; returns how long to sleep. */
+  private async pass(): Promise<number> {
+    const { d } = this;
+    for (;;) {
+      if (this.stopped) return d.pollMs;
+      const paused = d.paused?.();
+      if (paused) {
+        this.idle(`paused: ${paused}`);
+        return d.pollMs;
+      }
+      const c = await d.store.step(d.instance, d.role, d.owner, d.leaseMs);
+      const dec = c.decision;
+      if (dec.kind === 'wait' || dec.kind === 'sleep' || dec.kind === 'stop') {
+        this.idle(`${dec.kind}: ${dec.why}`);
+        const until = dec.kind === 'stop' ? null : dec.untilMs;
+        return until === null ? d.pollMs : Math.max(50, Math.min(d.pollMs, until - Date.now() + 20));
+      }
+      this.lastIdle = '';
+      d.log.info(
+        { event_type: 'life_decision', decision: dec.kind, why: dec.why, turn_id: c.fence?.turnId },
+        `life: ${dec.kind} (${dec.why})`,
+      );
+      d.onDecision?.(dec, c.fence?.turnId);
+      if (c.fence) await this.run(c.fence, c.delivery);
+    }
+  }
+
+  /** Logs a waiting or sleeping decision once, not at every poll. */
+  private idle(what: string): void {
+    if (what === this.lastIdle) return;
+    this.lastIdle = what;
+    this.d.log.debug({ event_type: 'life_idle', what }, `life: ${what}`);
+  }
+
+  private async run(fence: Fence, delivery: Delivery | undefined): Promise<void> {
+    const { d } = this;
+    const ac = new AbortController();
+    const onStop = () => ac.abort();
+    this.ac.signal.addEventListener('abort', onStop);
+    const renew = setInterval(
+      () => {
+        d.renew(fence).then(
+          (ok) => {
+            if (!ok) {
+              d.log.warn({ event_type: 'turn_lease_lost', turn_id: fence.turnId });
+              ac.abort();
+            }
+          },
+          () => undefined,
+        );
+      },
+      Math.max(100, Math.floor(d.leaseMs / 3)),
+    );
+    try {
+      const end = await d.runTurn(fence, delivery, ac.signal);
+      const l = d.log.child({ turn_id: fence.turnId });
+      switch (end.kind) {
+        case 'done':
+        case 'failed': {
+          const ok = await d.store.finish(
+            fence,
+            end.kind === 'done'
+              ? { status: 'done', result: end.result }
+              : { status: 'failed', error: end.error },
+          );
+          l.info(
+            { event_type: ok ? 'life_turn_ended' : 'turn_stale', status: end.kind },
+            `life turn ${end.kind}`,
+          );
+          return;
+        }
+        case 'suspended':
+          await d.release(fence, 'suspended');
+          l.info({ event_type: 'life_turn_suspended' }, 'life turn waits for tool results');
+          return;
+        case 'aborted':
+          await d.release(fence, 'dispatched').catch(() => false);
+          return;
+        case 'stale':
+          l.warn({ event_type: 'turn_stale' }, 'life turn taken over; nothing written');
+          return;
+      }
+    } finally {
+      clearInterval(renew);
+      this.ac.signal.removeEventListener('abort', onStop);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.ac.abort();
+    for (const s of this.subs) s.unsubscribe();
+    await this.running?.catch(() => undefined);
+  }
+}

@@ -1,0 +1,133 @@
+import { readiness, type WorkItem } from '../work/items.ts';
+
+/**
+ * The scheduler of a living agent (seed 003, "queues and wakeups"): one pure decision over a read-only
+ * snapshot of the agent. The loop (loop.ts) takes the snapshot, asks, and commits the decision in one
+ * transaction with its audit row (store.ts); nothing here does I/O or reads a clock.
+ */
+
+export interface ToolWaitView {
+  toolCallId: string;
+  state: 'waiting' | 'received';
+  deadlineMs: number | null;
+}
+
+export interface WaitView {
+  id: string;
+  kind: 'timer' | 'message' | 'operator';
+  itemId: string | null;
+  deadlineMs: number | null;
+}
+
+export interface LifeSnapshot {
+  nowMs: number;
+  state: 'running' | 'stopped';
+  /** The agent's life turn that has not ended, if any. */
+  turn: {
+    id: string;
+    status: 'dispatched' | 'running' | 'suspended';
+    /** Someone holds its lease right now (this process or another). */
+    leaseLive: boolean;
+    leaseExpiresMs: number | null;
+    toolWaits: ToolWaitView[];
+  } | null;
+  /** Messages and wake hints not yet delivered to a turn (oldest first). */
+  messages: { id: string; kind: 'message' | 'wake'; origin: string }[];
+  /** Waits still waiting. */
+  waits: WaitView[];
+  /** Open work items. */
+  items: WorkItem[];
+  /** When the last life turn was started (ms), or 0. */
+  lastTurnMs: number;
+}
+
+export type WaitOutcome = { id: string; outcome: 'resolved' | 'timed_out' };
+
+export type Decision =
+  | { kind: 'stop'; why: string }
+  | { kind: 'resume'; turnId: string; why: string }
+  | { kind: 'wait'; untilMs: number | null; why: string }
+  | { kind: 'start'; messageIds: string[]; waits: WaitOutcome[]; why: string }
+  | { kind: 'tick'; itemId: string; why: string }
+  | { kind: 'sleep'; untilMs: number | null; why: string };
+
+const min = (xs: (number | null | undefined)[]): number | null => {
+  const v = xs.filter((x): x is number => typeof x === 'number');
+  return v.length ? Math.min(...v) : null;
+};
+
+/** Which open waits end now, and how: a timer by firing, a message wait by a message or its deadline. */
+function endedWaits(s: LifeSnapshot): WaitOutcome[] {
+  const hasMessage = s.messages.some((m) => m.kind === 'message');
+  const fromOperator = s.messages.some((m) => m.kind === 'message' && m.origin === 'operator');
+  const out: WaitOutcome[] = [];
+  for (const w of s.waits) {
+    const due = w.deadlineMs !== null && w.deadlineMs <= s.nowMs;
+    const met = w.kind === 'message' ? hasMessage : w.kind === 'operator' ? fromOperator : false;
+    if (met) out.push({ id: w.id, outcome: 'resolved' });
+    else if (due) out.push({ id: w.id, outcome: w.kind === 'timer' ? 'resolved' : 'timed_out' });
+  }
+  return out;
+}
+
+/**
+ * What the agent does next. In order: a stopped agent does nothing; an unfinished turn comes first
+ * (resumed when interrupted, or when its tool results are in or overdue; waited for otherwise); then
+ * whatever came in (messages, wake hints, waits that ended) starts one turn that gets all of it, so
+ * wakes that arrive while the agent runs coalesce; then a work item that became runnable since the last
+ * turn (its recheck time passed, or it changed) gets a system tick; else the agent sleeps until its next
+ * deadline.
+ */
+export function decide(s: LifeSnapshot): Decision {
+  if (s.state === 'stopped') return { kind: 'stop', why: 'the agent is stopped' };
+  const t = s.turn;
+  if (t) {
+    if (t.status === 'suspended') {
+      const received = t.toolWaits.every((w) => w.state === 'received');
+      const overdue = t.toolWaits.some(
+        (w) => w.state === 'waiting' && w.deadlineMs !== null && w.deadlineMs <= s.nowMs,
+      );
+      if (received || overdue)
+        return {
+          kind: 'resume',
+          turnId: t.id,
+          why: received ? 'its tool results are in' : 'a tool call passed its deadline',
+        };
+      return {
+        kind: 'wait',
+        untilMs: min(t.toolWaits.map((w) => w.deadlineMs)),
+        why: `turn ${t.id} waits for ${t.toolWaits.length} tool result(s)`,
+      };
+    }
+    if (t.leaseLive) return { kind: 'wait', untilMs: t.leaseExpiresMs, why: `turn ${t.id} is running` };
+    return { kind: 'resume', turnId: t.id, why: 'its turn was interrupted' };
+  }
+  const ended = endedWaits(s);
+  if (s.messages.length || ended.length)
+    return {
+      kind: 'start',
+      messageIds: s.messages.map((m) => m.id),
+      waits: ended,
+      why: [
+        s.messages.length ? `${s.messages.length} message(s) or wake(s) came in` : '',
+        ended.length ? `${ended.length} wait(s) ended` : '',
+      ]
+        .filter(Boolean)
+        .join(', '),
+    };
+  const states = new Map(s.items.map((i) => [i.id, i.state]));
+  for (const i of [...s.items].sort((a, b) => a.createdAtMs - b.createdAtMs)) {
+    const r = readiness(i, s.nowMs, states);
+    if (r.kind !== 'runnable') continue;
+    if (i.recheckAtMs !== null && i.recheckAtMs <= s.nowMs)
+      return { kind: 'tick', itemId: i.id, why: 'its recheck time passed' };
+    if (i.updatedAtMs > s.lastTurnMs)
+      return { kind: 'tick', itemId: i.id, why: 'it is runnable and changed since the last turn' };
+  }
+  const next = min([
+    ...s.waits.map((w) => w.deadlineMs),
+    ...s.items.map((i) => i.recheckAtMs),
+    ...s.items.flatMap((i) => i.blockedBy.map((b) => (b.kind === 'wait' ? b.deadlineMs : undefined))),
+  ]);
+  return { kind: 'sleep', untilMs: next, why: next === null ? 'nothing to do' : 'until the next deadline' };
+}

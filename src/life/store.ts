@@ -1,0 +1,475 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { z } from 'zod';
+import { workerTarget } from '../api/common.ts';
+import { lifeActorOf, lifeTurnIdOf } from '../inbox/ids.ts';
+import type { Fence } from '../inbox/schema.ts';
+import { ms, tx } from '../inbox/sql.ts';
+import { type Blocker, WorkItem } from '../work/items.ts';
+import { ITEM_COLUMNS, itemOf } from '../work/store.ts';
+import { type Labels, Labels as LabelsSchema } from './labels.ts';
+import { type Decision, decide, type LifeSnapshot } from './scheduler.ts';
+
+/** The life turn's claim id in holt.agent_turns (a life turn answers no claim). */
+export const LIFE_CLAIM = 'life';
+
+const num = z.coerce.number();
+const MessageRow = z.object({
+  id: z.coerce.string(),
+  kind: z.enum(['message', 'wake']),
+  body: z.string().nullable(),
+  labels: LabelsSchema,
+  at_ms: num,
+});
+export type LifeMessage = z.infer<typeof MessageRow>;
+
+const WaitRow = z.object({
+  id: z.uuid(),
+  kind: z.enum(['timer', 'message', 'operator']),
+  item_id: z.uuid().nullable(),
+  on_what: z.string(),
+  deadline_ms: num.nullable(),
+  state: z.enum(['waiting', 'resolved', 'timed_out', 'cancelled']),
+  created_ms: num,
+});
+export type LifeWait = z.infer<typeof WaitRow>;
+
+/** What a life turn was started with (holt.life_turns.delivery). */
+export const Delivery = z.object({
+  messageIds: z.array(z.string()).default([]),
+  waits: z.array(z.object({ id: z.uuid(), outcome: z.enum(['resolved', 'timed_out']) })).default([]),
+  tick: z.object({ itemId: z.uuid(), why: z.string() }).optional(),
+  why: z.string(),
+});
+export type Delivery = z.infer<typeof Delivery>;
+
+export type Enqueued = { kind: 'queued' | 'duplicate'; id: string } | { kind: 'stopped' };
+export type Committed = { decision: Decision; fence?: Fence; delivery?: Delivery };
+
+const WAIT_COLS = `id, kind, item_id, on_what, state,
+  (EXTRACT(EPOCH FROM deadline) * 1000)::bigint AS deadline_ms,
+  (EXTRACT(EPOCH FROM created_at) * 1000)::bigint AS created_ms`;
+const MSG_COLS = `id, kind, body, labels, (EXTRACT(EPOCH FROM created_at) * 1000)::bigint AS at_ms`;
+
+/**
+ * A living agent's state in Postgres (seed 003): its life row (running or stopped, turn sequence), its
+ * messages and waits, its life turns' deliveries and the scheduler's audit trail. `step` is the
+ * scheduler's one transaction: lock the agent, read the snapshot, decide (pure), apply, audit.
+ */
+export class LifeStore {
+  readonly pool: pg.Pool;
+  constructor(pool: pg.Pool) {
+    this.pool = pool;
+  }
+
+  /** The agent's life row, made running if it has none. */
+  async ensure(instance: string, role: string): Promise<void> {
+    await this.pool.query(
+      'INSERT INTO holt.agent_life (instance, role) VALUES ($1, $2) ON CONFLICT DO NOTHING',
+      [instance, role],
+    );
+  }
+
+  async setState(instance: string, role: string, state: 'running' | 'stopped'): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO holt.agent_life (instance, role, state) VALUES ($1, $2, $3)
+       ON CONFLICT (instance, role) DO UPDATE SET state = EXCLUDED.state, updated_at = now()`,
+      [instance, role, state],
+    );
+  }
+
+  /**
+   * Queues a message or a wake hint, once per idempotency key (a repeat is a no-op and says so). A
+   * stopped agent queues nothing. Wakes carry no body: their payload is never kept.
+   */
+  async enqueue(m: {
+    instance: string;
+    role: string;
+    key: string;
+    kind: 'message' | 'wake';
+    body?: string;
+    labels: Labels;
+  }): Promise<Enqueued> {
+    const labels = LabelsSchema.parse(m.labels);
+    return tx<Enqueued>(this.pool, async (c) => {
+      await c.query('INSERT INTO holt.agent_life (instance, role) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
+        m.instance,
+        m.role,
+      ]);
+      const life = await c.query<{ state: string }>(
+        'SELECT state FROM holt.agent_life WHERE instance = $1 AND role = $2 FOR SHARE',
+        [m.instance, m.role],
+      );
+      if (life.rows[0]?.state === 'stopped') return { value: { kind: 'stopped' as const } };
+      const r = await c.query<{ id: string }>(
+        `INSERT INTO holt.agent_messages (instance, role, idempotency_key, kind, body, labels)
+         VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT (instance, role, idempotency_key) DO NOTHING
+         RETURNING id`,
+        [
+          m.instance,
+          m.role,
+          m.key,
+          m.kind,
+          m.kind === 'wake' ? null : (m.body ?? ''),
+          JSON.stringify(labels),
+        ],
+      );
+      if (r.rowCount) {
+        await c.query(
+          'UPDATE holt.agent_life SET last_message_at = now() WHERE instance = $1 AND role = $2',
+          [m.instance, m.role],
+        );
+        return { value: { kind: 'queued' as const, id: String(r.rows[0]!.id) } };
+      }
+      const old = await c.query<{ id: string }>(
+        'SELECT id FROM holt.agent_messages WHERE instance = $1 AND role = $2 AND idempotency_key = $3',
+        [m.instance, m.role, m.key],
+      );
+      return { value: { kind: 'duplicate' as const, id: String(old.rows[0]!.id) } };
+    });
+  }
+
+  /**
+   * One scheduler step in one transaction: the agent's life row locked, its snapshot read, the decision
+   * taken and applied (a turn started or resumed under a lease for `owner`, its delivery stored), an
+   * audit row for every decision that acts. Waiting and sleeping change nothing and store nothing.
+   */
+  async step(instance: string, role: string, owner: string, leaseMs: number): Promise<Committed> {
+    const actor = lifeActorOf(instance, role);
+    return tx<Committed>(this.pool, async (c) => {
+      await c.query('INSERT INTO holt.agent_life (instance, role) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
+        instance,
+        role,
+      ]);
+      const snap = await this.snapshot(c, instance, role, actor);
+      const decision = decide(snap);
+      const audit = (detail: Record<string, unknown>) =>
+        c.query(
+          'INSERT INTO holt.life_audit (instance, role, decision, detail) VALUES ($1, $2, $3, $4::jsonb)',
+          [instance, role, decision.kind, JSON.stringify({ why: decision.why, ...detail })],
+        );
+      if (decision.kind === 'resume') {
+        const h = await c.query<{ turn_epoch: string }>(
+          `UPDATE holt.agent_state_head SET status = 'running', turn_epoch = turn_epoch + 1, lease_owner = $4,
+             lease_expires_at = now() + $5::interval, updated_at = now()
+           WHERE instance = $1 AND actor_id = $2 AND active_turn_id = $3
+             AND (lease_owner IS NULL OR lease_expires_at < now() OR lease_owner = $4)
+           RETURNING turn_epoch`,
+          [instance, actor, decision.turnId, owner, ms(leaseMs)],
+        );
+        if (!h.rowCount)
+          return { value: { decision: { kind: 'wait', untilMs: null, why: 'lost the race to resume' } } };
+        await audit({ turn_id: decision.turnId });
+        const delivery = await this.delivery(c, decision.turnId);
+        return {
+          value: {
+            decision,
+            delivery,
+            fence: fenceOf(instance, actor, decision.turnId, Number(h.rows[0]!.turn_epoch), owner),
+          },
+        };
+      }
+      if (decision.kind !== 'start' && decision.kind !== 'tick') return { value: { decision } };
+      const seqRow = await c.query<{ turn_seq: number }>(
+        `UPDATE holt.agent_life SET turn_seq = turn_seq + 1, last_turn_at = now(), updated_at = now()
+         WHERE instance = $1 AND role = $2 RETURNING turn_seq`,
+        [instance, role],
+      );
+      const seq = seqRow.rows[0]!.turn_seq;
+      const turnId = lifeTurnIdOf(instance, role, seq);
+      const delivery: Delivery =
+        decision.kind === 'start'
+          ? { messageIds: decision.messageIds, waits: decision.waits, why: decision.why }
+          : {
+              messageIds: [],
+              waits: [],
+              tick: { itemId: decision.itemId, why: decision.why },
+              why: decision.why,
+            };
+      await c.query(
+        `INSERT INTO holt.agent_state_head (instance, actor_id, role, worker_target, claim_id)
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+        [instance, actor, role, lifeTarget(role), LIFE_CLAIM],
+      );
+      await c.query(
+        `INSERT INTO holt.agent_turns (turn_id, instance, actor_id, claim_id, role, phase, claim_type, status, started_at)
+         VALUES ($1, $2, $3, $4, $5, 'life', 'life', 'running', now())`,
+        [turnId, instance, actor, LIFE_CLAIM, role],
+      );
+      await c.query(
+        'INSERT INTO holt.life_turns (turn_id, instance, role, seq, delivery) VALUES ($1, $2, $3, $4, $5::jsonb)',
+        [turnId, instance, role, seq, JSON.stringify(delivery)],
+      );
+      if (delivery.messageIds.length)
+        await c.query(
+          `UPDATE holt.agent_messages SET turn_id = $3, delivered_at = now()
+           WHERE instance = $1 AND role = $2 AND id = ANY($4::bigint[]) AND turn_id IS NULL`,
+          [instance, role, turnId, delivery.messageIds],
+        );
+      for (const w of delivery.waits) {
+        const r = await c.query<{ item_id: string | null }>(
+          `UPDATE holt.agent_waits SET state = $2, ended_at = now(), turn_id = $3 WHERE id = $1 AND state = 'waiting'
+           RETURNING item_id`,
+          [w.id, w.outcome, turnId],
+        );
+        const item = r.rows[0]?.item_id;
+        if (item) await this.dropBlocker(c, item, w.id);
+      }
+      if (delivery.tick)
+        await c.query(`UPDATE holt.work_items SET recheck_at = NULL WHERE id = $1 AND recheck_at <= now()`, [
+          delivery.tick.itemId,
+        ]);
+      const h = await c.query<{ turn_epoch: string }>(
+        `UPDATE holt.agent_state_head SET status = 'running', active_turn_id = $3, turn_epoch = turn_epoch + 1,
+           lease_owner = $4, lease_expires_at = now() + $5::interval, updated_at = now()
+         WHERE instance = $1 AND actor_id = $2 AND active_turn_id IS NULL RETURNING turn_epoch`,
+        [instance, actor, turnId, owner, ms(leaseMs)],
+      );
+      if (!h.rowCount) throw new Error(`life head of ${role} is busy although the snapshot saw no turn`);
+      await audit({ turn_id: turnId, seq, delivery });
+      return {
+        value: {
+          decision,
+          delivery,
+          fence: fenceOf(instance, actor, turnId, Number(h.rows[0]!.turn_epoch), owner),
+        },
+      };
+    });
+  }
+
+  private async snapshot(
+    c: pg.PoolClient,
+    instance: string,
+    role: string,
+    actor: string,
+  ): Promise<LifeSnapshot> {
+    const life = await c.query<{ state: 'running' | 'stopped'; last_ms: string | null; now_ms: string }>(
+      `SELECT state, (EXTRACT(EPOCH FROM last_turn_at) * 1000)::bigint AS last_ms,
+         (EXTRACT(EPOCH FROM now()) * 1000)::bigint AS now_ms
+       FROM holt.agent_life WHERE instance = $1 AND role = $2 FOR UPDATE`,
+      [instance, role],
+    );
+    const l = life.rows[0]!;
+    const head = await c.query<{
+      status: string;
+      active_turn_id: string | null;
+      live: boolean;
+      exp_ms: string | null;
+    }>(
+      `SELECT status, active_turn_id, lease_expires_at > now() AS live,
+         (EXTRACT(EPOCH FROM lease_expires_at) * 1000)::bigint AS exp_ms
+       FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2`,
+      [instance, actor],
+    );
+    const h = head.rows[0];
+    let turn: LifeSnapshot['turn'] = null;
+    if (h?.active_turn_id) {
+      const tw = await c.query<{ tool_call_id: string; wait_status: string; deadline_ms: string | null }>(
+        `SELECT tool_call_id, wait_status, (EXTRACT(EPOCH FROM resume_deadline) * 1000)::bigint AS deadline_ms
+         FROM holt.turn_waiting_tools WHERE turn_id = $1 AND wait_status IN ('waiting', 'received')`,
+        [h.active_turn_id],
+      );
+      turn = {
+        id: h.active_turn_id,
+        status: h.status === 'idle' ? 'dispatched' : (h.status as 'dispatched' | 'running' | 'suspended'),
+        leaseLive: h.live === true,
+        leaseExpiresMs: h.exp_ms === null ? null : Number(h.exp_ms),
+        toolWaits: tw.rows.map((w) => ({
+          toolCallId: w.tool_call_id,
+          state: w.wait_status === 'received' ? 'received' : 'waiting',
+          deadlineMs: w.deadline_ms === null ? null : Number(w.deadline_ms),
+        })),
+      };
+    }
+    const msgs = await c.query<{ id: string; kind: 'message' | 'wake'; origin: string }>(
+      `SELECT id, kind, labels->>'origin' AS origin FROM holt.agent_messages
+       WHERE instance = $1 AND role = $2 AND turn_id IS NULL ORDER BY id LIMIT 100`,
+      [instance, role],
+    );
+    const waits = await c.query(
+      `SELECT ${WAIT_COLS} FROM holt.agent_waits WHERE instance = $1 AND role = $2 AND state = 'waiting'`,
+      [instance, role],
+    );
+    const items = await c.query(
+      `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE instance = $1 AND role = $2 AND state = 'open'`,
+      [instance, role],
+    );
+    return {
+      nowMs: Number(l.now_ms),
+      state: l.state,
+      turn,
+      messages: msgs.rows.map((m) => ({ id: String(m.id), kind: m.kind, origin: m.origin })),
+      waits: waits.rows.map((r) => {
+        const w = WaitRow.parse(r);
+        return { id: w.id, kind: w.kind, itemId: w.item_id, deadlineMs: w.deadline_ms };
+      }),
+      items: items.rows.map(itemOf),
+      lastTurnMs: l.last_ms === null ? 0 : Number(l.last_ms),
+    };
+  }
+
+  private async dropBlocker(c: pg.PoolClient, itemId: string, waitId: string): Promise<void> {
+    const r = await c.query(`SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE id = $1 FOR UPDATE`, [itemId]);
+    if (!r.rowCount) return;
+    const item = WorkItem.parse(itemOf(r.rows[0]));
+    const left = item.blockedBy.filter((b: Blocker) => !(b.kind === 'wait' && b.waitId === waitId));
+    await c.query('UPDATE holt.work_items SET blocked_by = $2::jsonb, updated_at = now() WHERE id = $1', [
+      itemId,
+      JSON.stringify(left),
+    ]);
+  }
+
+  private async delivery(c: pg.PoolClient, turnId: string): Promise<Delivery | undefined> {
+    const r = await c.query<{ delivery: unknown }>(
+      'SELECT delivery FROM holt.life_turns WHERE turn_id = $1',
+      [turnId],
+    );
+    return r.rowCount ? Delivery.parse(r.rows[0]!.delivery) : undefined;
+  }
+
+  /** A life turn's delivery (what it was started with), for its opening. */
+  async deliveryOf(turnId: string): Promise<Delivery | undefined> {
+    const c = await this.pool.connect();
+    try {
+      return await this.delivery(c, turnId);
+    } finally {
+      c.release();
+    }
+  }
+
+  async messages(ids: string[]): Promise<LifeMessage[]> {
+    if (!ids.length) return [];
+    const r = await this.pool.query(
+      `SELECT ${MSG_COLS} FROM holt.agent_messages WHERE id = ANY($1::bigint[]) ORDER BY id`,
+      [ids],
+    );
+    return r.rows.map((x) => MessageRow.parse(x));
+  }
+
+  async waits(ids: string[]): Promise<LifeWait[]> {
+    if (!ids.length) return [];
+    const r = await this.pool.query(`SELECT ${WAIT_COLS} FROM holt.agent_waits WHERE id = ANY($1::uuid[])`, [
+      ids,
+    ]);
+    return r.rows.map((x) => WaitRow.parse(x));
+  }
+
+  /**
+   * The model's wait, under its turn's fence, in one transaction: the wait row and, when it is for an
+   * item, the item's blocker (cleared when the wait ends). Undefined when the fence is lost.
+   */
+  async addWait(
+    f: Fence,
+    role: string,
+    w: { kind: LifeWait['kind']; on: string; deadlineMs?: number; itemId?: string },
+  ): Promise<LifeWait | undefined> {
+    const id = randomUUID();
+    return tx<LifeWait | undefined>(this.pool, async (c) => {
+      const fenced = await c.query(
+        `SELECT 1 FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2 AND turn_epoch = $3
+           AND active_turn_id = $4 AND status IN ('dispatched', 'running', 'suspended') FOR SHARE`,
+        [f.instance, f.actorId, f.epoch, f.turnId],
+      );
+      if (!fenced.rowCount) return { value: undefined };
+      const r = await c.query(
+        `INSERT INTO holt.agent_waits (id, instance, role, item_id, kind, on_what, deadline, set_by_turn)
+         VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::double precision IS NULL THEN NULL
+           ELSE to_timestamp($7::double precision / 1000) END, $8)
+         RETURNING ${WAIT_COLS}`,
+        [id, f.instance, role, w.itemId ?? null, w.kind, w.on, w.deadlineMs ?? null, f.turnId],
+      );
+      if (w.itemId) {
+        const blocker: Blocker = {
+          kind: 'wait',
+          wait: w.kind === 'message' ? 'external' : w.kind,
+          on: w.on,
+          ...(w.deadlineMs ? { deadlineMs: w.deadlineMs } : {}),
+          waitId: id,
+        };
+        await c.query(
+          `UPDATE holt.work_items SET blocked_by = blocked_by || $2::jsonb, updated_at = now()
+           WHERE id = $1 AND state = 'open'`,
+          [w.itemId, JSON.stringify([blocker])],
+        );
+      }
+      return { value: WaitRow.parse(r.rows[0]) };
+    });
+  }
+
+  /** Ends a life turn under its fence: the head idle, the turn done or failed with its result. */
+  async finish(
+    f: Fence,
+    end: { status: 'done' | 'failed'; result?: unknown; error?: string },
+  ): Promise<boolean> {
+    return tx(this.pool, async (c) => {
+      const h = await c.query(
+        `UPDATE holt.agent_state_head SET status = 'idle', active_turn_id = NULL, lease_owner = NULL,
+           lease_expires_at = NULL, updated_at = now()
+         WHERE instance = $1 AND actor_id = $2 AND turn_epoch = $3 AND active_turn_id = $4 AND lease_owner = $5
+         RETURNING 1`,
+        [f.instance, f.actorId, f.epoch, f.turnId, f.owner],
+      );
+      if (!h.rowCount) return { value: false, rollback: true };
+      await c.query(
+        `UPDATE holt.agent_turns SET status = $2, result = $3::jsonb, error = $4, turn_epoch = $5, ended_at = now()
+         WHERE turn_id = $1`,
+        [f.turnId, end.status, JSON.stringify(end.result ?? null), end.error ?? null, f.epoch],
+      );
+      await c.query(
+        `UPDATE holt.turn_waiting_tools SET wait_status = 'dropped' WHERE turn_id = $1 AND wait_status IN ('waiting', 'received')`,
+        [f.turnId],
+      );
+      return { value: true };
+    });
+  }
+
+  /** The agent's life turn that has not ended, if any. */
+  async activeTurn(instance: string, role: string): Promise<string | undefined> {
+    const r = await this.pool.query<{ active_turn_id: string | null }>(
+      'SELECT active_turn_id FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2',
+      [instance, lifeActorOf(instance, role)],
+    );
+    return r.rows[0]?.active_turn_id ?? undefined;
+  }
+
+  /** The scheduler's audit trail of a role, newest last. */
+  async audit(
+    instance: string,
+    role: string,
+    limit = 50,
+  ): Promise<{ decision: string; detail: unknown; atMs: number }[]> {
+    const r = await this.pool.query<{ decision: string; detail: unknown; at_ms: string }>(
+      `SELECT decision, detail, (EXTRACT(EPOCH FROM at) * 1000)::bigint AS at_ms FROM (
+         SELECT * FROM holt.life_audit WHERE instance = $1 AND role = $2 ORDER BY id DESC LIMIT $3) a ORDER BY id`,
+      [instance, role, limit],
+    );
+    return r.rows.map((x) => ({ decision: x.decision, detail: x.detail, atMs: Number(x.at_ms) }));
+  }
+
+  /** Messages of a role, newest last (`holt work show`, `holt hoard --messages`). */
+  async recentMessages(
+    instance: string,
+    role: string,
+    limit = 20,
+  ): Promise<(LifeMessage & { turnId: string | null })[]> {
+    const r = await this.pool.query(
+      `SELECT ${MSG_COLS}, turn_id FROM (SELECT * FROM holt.agent_messages WHERE instance = $1 AND role = $2
+         ORDER BY id DESC LIMIT $3) m ORDER BY id`,
+      [instance, role, limit],
+    );
+    return r.rows.map((x) => ({ ...MessageRow.parse(x), turnId: (x as { turn_id: string | null }).turn_id }));
+  }
+}
+
+/** The life actor's target name in the head row (never rung: life turns are not inbox rows). */
+const lifeTarget = (role: string) =>
+  workerTarget.parse(`life-${role.toLowerCase().replace(/[^a-z0-9_-]/g, '-')}`.slice(0, 60));
+
+const fenceOf = (instance: string, actorId: string, turnId: string, epoch: number, owner: string): Fence => ({
+  instance,
+  inboxId: '',
+  actorId,
+  turnId,
+  epoch,
+  owner,
+});

@@ -1,0 +1,269 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { z } from 'zod';
+import type { AgentTool } from '../api/agent.ts';
+import type { Artefact, Claim } from '../blackboard/types.ts';
+import { publishToolRequest, toolRequestSubject } from '../bus/tools.ts';
+import type { Fence } from '../inbox/schema.ts';
+import { labelsOf, wrapMessage } from '../life/labels.ts';
+import type { LifeTurnEnd } from '../life/loop.ts';
+import { lifeOpening } from '../life/opening.ts';
+import type { Delivery, LifeStore } from '../life/store.ts';
+import type { LlmExecutorDeps } from './executor.ts';
+import type { WaitArgs } from './tools.ts';
+import { type LifeHooks, Turn } from './turn.ts';
+import { describeItem } from './work-tools.ts';
+
+type Tool = z.output<typeof AgentTool>;
+
+/** What an asynchronous call asked (turn_waiting_tools.request): enough to run it again after a restart. */
+const AsyncRequest = z.object({ via: z.enum(['nats', 'command']), args: z.record(z.string(), z.unknown()) });
+type AsyncRequest = z.infer<typeof AsyncRequest>;
+
+/**
+ * Life turns of an LLM agent (src/life): the ReAct turn (turn.ts) opened with what woke the agent
+ * instead of a claim, ending with `wait` or text, its asynchronous tools sent over NATS or run as
+ * supervised background commands. `poke` wakes the agent's loop when a background command ends.
+ */
+export class LifeTurns {
+  private readonly d: LlmExecutorDeps;
+  private readonly life: LifeStore;
+  private readonly nc: NatsConnection | undefined;
+  private readonly tasks = new Map<string, Promise<void>>();
+  poke: () => void = () => undefined;
+
+  constructor(d: LlmExecutorDeps, life: LifeStore, nc?: NatsConnection) {
+    this.d = d;
+    this.life = life;
+    this.nc = nc;
+  }
+
+  async run(fence: Fence, delivery: Delivery | undefined, signal: AbortSignal): Promise<LifeTurnEnd> {
+    const { d } = this;
+    const { cfg } = d;
+    const at = Date.now();
+    // A life turn answers no claim: its turn id stands in for the claim and target ids in events.
+    const claim: Claim = {
+      id: fence.turnId,
+      artefact_id: fence.turnId,
+      status: 'complete',
+      granted_review_agents: [],
+      granted_parallel_agents: [],
+      granted_exclusive_agent: cfg.role,
+    };
+    const target: Artefact = {
+      id: fence.turnId,
+      logical_id: fence.turnId,
+      version: 1,
+      structural_type: 'Standard',
+      type: 'LifeTurn',
+      payload: '',
+      source_artefacts: [],
+      produced_by_role: cfg.role,
+      created_at_ms: at,
+    };
+    const end = await new Turn({
+      agent: d.agent,
+      store: d.store,
+      steps: d.steps,
+      memory: d.memory,
+      plans: d.plans,
+      work: d.work,
+      bb: d.bb,
+      settings: d.settings,
+      instance: cfg.instance,
+      role: cfg.role,
+      systemPrompt: cfg.promptExecution,
+      workspace: cfg.workspace,
+      fence,
+      claim,
+      claimType: 'exclusive',
+      target,
+      context: async () => [],
+      scrub: d.scrub,
+      runner: cfg.runner,
+      events: d.events ?? { step: () => undefined, task: () => undefined, chunk: () => undefined },
+      log: d.log.child({ turn_id: fence.turnId, life: true }),
+      signal,
+      life: this.hooks(fence, delivery),
+    }).run();
+    switch (end.kind) {
+      case 'result':
+        return {
+          kind: 'done',
+          result: { summary: d.scrub.text(end.result.summary), payload: d.scrub.text(end.result.payload) },
+        };
+      case 'failure':
+        d.countFailure?.(end.errorClass);
+        return { kind: 'failed', error: `${end.errorClass}: ${d.scrub.text(end.reason)}` };
+      case 'suspended':
+        return { kind: 'suspended' };
+      case 'waiting':
+        return { kind: 'failed', error: 'a life turn cannot wait on a question' };
+      case 'stale':
+      case 'aborted':
+        return { kind: end.kind };
+    }
+  }
+
+  private hooks(fence: Fence, given: Delivery | undefined): LifeHooks {
+    const { d, life } = this;
+    const { cfg } = d;
+    const role = cfg.role;
+    return {
+      opening: async () => {
+        const delivery = given ??
+          (await life.deliveryOf(fence.turnId)) ?? { messageIds: [], waits: [], why: 'resumed' };
+        const [messages, waits, open, current, memory] = await Promise.all([
+          life.messages(delivery.messageIds),
+          life.waits(delivery.waits.map((w) => w.id)),
+          d.work ? d.work.list(cfg.instance, role) : [],
+          d.work?.current(cfg.instance, role),
+          d.settings.workingMemoryBytes > 0 ? d.memory.memory(cfg.instance, role) : undefined,
+        ]);
+        const tick = delivery.tick ? open.find((i) => i.id === delivery.tick?.itemId) : undefined;
+        const now = Date.now();
+        const o = lifeOpening({
+          role,
+          system: cfg.promptExecution,
+          delivery,
+          messages,
+          waits,
+          items: { tick, current, open },
+          describe: (i) => describeItem(i, now),
+          memory,
+        });
+        const goal = tick ?? current;
+        return {
+          messages: [
+            { role: 'system', content: o.system },
+            { role: 'user', content: o.user },
+          ],
+          goalId: goal ? `item:${goal.id}` : `life:${fence.turnId}`,
+          goalAtMs: goal?.createdAtMs ?? now,
+        };
+      },
+      wait: async (a: WaitArgs) => {
+        const itemId = a.item_id ?? (d.work ? (await d.work.current(cfg.instance, role))?.id : undefined);
+        if (a.item_id && d.work && !(await d.work.get(cfg.instance, role, a.item_id)))
+          return `error: no work item ${a.item_id} of ${role}`;
+        const deadlineMs = a.seconds === undefined ? undefined : Date.now() + a.seconds * 1000;
+        const on =
+          a.on ?? (a.for === 'timer' ? `${a.seconds} s` : a.for === 'operator' ? 'an operator' : 'a message');
+        const w = await life.addWait(fence, role, {
+          kind: a.for,
+          on,
+          ...(deadlineMs ? { deadlineMs } : {}),
+          ...(itemId ? { itemId } : {}),
+        });
+        if (!w) return undefined;
+        const until = deadlineMs ? ` until ${new Date(deadlineMs).toISOString()}` : '';
+        return `waiting for ${a.for === 'timer' ? 'the timer' : a.for === 'operator' ? 'an operator' : 'a message'} "${on}"${until}${itemId ? ` (work item ${itemId} waits too)` : ''}; the turn ends now`;
+      },
+      request: async (callId, tool, args) => {
+        const via = tool.async === 'nats' ? 'nats' : 'command';
+        const deadlineMs = Date.now() + tool.asyncTimeoutSeconds * 1000;
+        const request: AsyncRequest = { via, args };
+        const ok = await d.steps.waitTool(fence, {
+          toolCallId: callId,
+          toolName: tool.name,
+          resumeDeadlineMs: tool.asyncTimeoutSeconds * 1000,
+          request,
+        });
+        if (!ok) return undefined;
+        this.send(fence.turnId, callId, tool, request, deadlineMs);
+        return { deadlineMs };
+      },
+      showResult: (tool, result) => {
+        const t = d.settings.tools.find((x) => x.name === tool);
+        const r = (result ?? {}) as { ok?: boolean; output?: string; error?: string };
+        const surface = t?.async === 'nats' ? toolRequestSubject(tool) : `background command ${tool}`;
+        const body =
+          r.ok === false ? `error: ${r.error ?? 'the tool failed'}\n${r.output ?? ''}` : (r.output ?? '');
+        return wrapMessage(
+          labelsOf('task', 'message', surface, t?.async === 'nats' ? 'tool service' : 'tool runner'),
+          body,
+        );
+      },
+    };
+  }
+
+  /** Sends an asynchronous call: a NATS request, or a background command whose end is recorded. */
+  private send(turnId: string, callId: string, tool: Tool, req: AsyncRequest, deadlineMs: number): void {
+    const { d } = this;
+    const { cfg } = d;
+    if (req.via === 'nats') {
+      if (!this.nc) {
+        d.log.warn({ event_type: 'tool_request_unsent', tool: tool.name, reason: 'no NATS connection' });
+        return; // the deadline gives the model a timeout report
+      }
+      publishToolRequest(this.nc, {
+        instance: cfg.instance,
+        role: cfg.role,
+        turn_id: turnId,
+        tool_call_id: callId,
+        tool: tool.name,
+        args: req.args,
+        deadline_ms: deadlineMs,
+      });
+      return;
+    }
+    const key = `${turnId}:${callId}`;
+    if (this.tasks.has(key)) return;
+    const task = cfg.runner
+      .run({
+        argv: (tool.argv ?? []).map((p) =>
+          p.replace(/\{\{\s*([A-Za-z0-9_-]+)\s*\}\}/g, (_, n: string) => {
+            const v = req.args[n];
+            return v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v);
+          }),
+        ),
+        cwd: cfg.workspace,
+        stdin: '',
+        timeoutMs: Math.max(1000, deadlineMs - Date.now()),
+        maxBytes: 1024 * 1024,
+        env: tool.env,
+        callId: key,
+      })
+      .then(async (run) => {
+        const ok = run.exitCode === 0 && !run.timedOut && !run.spawnError;
+        const limit = d.settings.toolResultChars;
+        const output = `${run.stdout.slice(0, limit)}${run.stderr ? `\nstderr:\n${run.stderr.slice(0, limit)}` : ''}`;
+        const error = ok
+          ? undefined
+          : (run.spawnError ?? (run.timedOut ? 'timed out' : `exit code ${run.exitCode ?? run.signal}`));
+        await d.steps.receiveTool(turnId, callId, {
+          ok,
+          output: d.scrub.text(output),
+          ...(error ? { error } : {}),
+        });
+        this.poke();
+      })
+      .catch((e: unknown) =>
+        d.log.warn({ event_type: 'background_tool_failed', tool: tool.name, error: String(e) }),
+      )
+      .finally(() => this.tasks.delete(key));
+    this.tasks.set(key, task);
+  }
+
+  /**
+   * Supervision after a restart: the agent's suspended turn's background commands that were still
+   * running when the pup died are started again (at least once, like any tool), and NATS requests not
+   * yet answered are sent again (a service answers a call once; a duplicate answer is ignored).
+   */
+  async recover(turnId: string): Promise<number> {
+    let n = 0;
+    for (const w of await this.d.steps.toolWaits(turnId)) {
+      if (w.status !== 'waiting' || w.deadlineMs <= Date.now()) continue;
+      const tool = this.d.settings.tools.find((t) => t.name === w.toolName);
+      const req = AsyncRequest.safeParse(w.request);
+      if (!tool || !req.success) continue;
+      this.send(turnId, w.toolCallId, tool, req.data, w.deadlineMs);
+      n++;
+    }
+    return n;
+  }
+
+  async drain(): Promise<void> {
+    await Promise.allSettled([...this.tasks.values()]);
+  }
+}
