@@ -8,6 +8,7 @@ import { failureArtefact, workerFailureArtefact } from '../blackboard/results.ts
 import { readWorkerExits, WorkerExit } from '../blackboard/worker-exits.ts';
 import { busProblem, connectBus, watchBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
+import { lifeWakeSubject } from '../bus/tools.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
 import { withTimeout } from '../common/timeout.ts';
@@ -47,6 +48,8 @@ export interface OrchestratorInbox {
   problem(): string | null;
   /** Why the inbox cannot work right now (NATS reconnecting, Postgres unreachable), or null: /readyz. */
   unready(): Promise<string | null>;
+  /** Rings a living agent's wake doorbell (lossy: its loop also polls). */
+  wakeLife(role: string): void;
   close(): Promise<void>;
 }
 
@@ -112,6 +115,7 @@ export async function startOrchestratorInbox(o: {
       store: undefined,
       problem: () => null,
       unready: async () => null,
+      wakeLife: () => undefined,
       close: async () => undefined,
     };
   }
@@ -197,6 +201,13 @@ export async function startOrchestratorInbox(o: {
     dispatcher,
     store,
     problem: () => busProblem(nc),
+    wakeLife(role) {
+      try {
+        nc.publish(lifeWakeSubject(o.instance, role));
+      } catch {
+        // lossy by contract: the agent's loop polls
+      }
+    },
     async unready() {
       const bus = watch.problem();
       if (bus) return bus;

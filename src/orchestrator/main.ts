@@ -10,6 +10,7 @@ import { InboxMetrics } from '../inbox/metrics.ts';
 import { pruneFinished } from '../inbox/retention.ts';
 import { loadConfig } from './config.ts';
 import { startOrchestratorInbox } from './inbox.ts';
+import { startOrchestratorIngress } from './ingress.ts';
 import { Orchestrator } from './orchestrator.ts';
 import { ORCHESTRATOR_PROGRAM } from './program.ts';
 import { startRetention } from './retention.ts';
@@ -95,6 +96,16 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
     },
   });
   orch.start();
+  let ingress: Awaited<ReturnType<typeof startOrchestratorIngress>>;
+  try {
+    ingress = await startOrchestratorIngress({ instance: config.instance, env, bb: inboxBb, inbox, log });
+  } catch (e) {
+    await orch.stop();
+    await inbox.close();
+    await inboxBb.close();
+    await probes.close();
+    return configErrorExit(e, PROGRAM);
+  }
   const store = inbox?.store;
   const retention = startRetention({
     bb: inboxBb,
@@ -111,6 +122,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   });
   orch.log.info({ event_type: 'shutdown', signal }, 'shutdown');
   retention.stop();
+  await ingress?.close();
   await orch.stop();
   await inbox?.close();
   await inboxBb.close();

@@ -36,6 +36,14 @@ export const ORCHESTRATOR_PROGRAM: ProgramSpec = {
     { env: 'HOLT_RETENTION_SWEEP_MS', help: 'how often the leader prunes [3600000]' },
     { env: 'HOLT_INBOX_WATCHDOG_MS', help: 'inbox watchdog sweep [2000]' },
     { env: 'HOLT_INBOX_MAX_ATTEMPTS', help: 'a worker row failed this often becomes a Failure [3]' },
+    {
+      env: 'HOLT_INGRESS_PORT',
+      help: "living agents' ingress (POST /v1/agents/{role}/messages|wake); 0 is off [0]",
+    },
+    {
+      env: 'HOLT_INGRESS_TOKENS_FILE',
+      help: 'the hashed ingress tokens (holt token, or the Secret the operator writes) [/etc/holt/ingress/tokens.json]',
+    },
   ],
   epilog: [
     secretsEpilog(ORCHESTRATOR_SECRETS),

@@ -1,0 +1,238 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { createLogger, silentLogger } from '../common/logger.ts';
+import { createPool } from '../common/pg.ts';
+import { ensureSchema } from '../inbox/migrate.ts';
+import { LifeStore } from '../life/store.ts';
+import { take } from './rate-limit.ts';
+import { startIngressServer } from './server.ts';
+import { createToken, readTokenFile, revokeToken, tokenSource } from './tokens.ts';
+
+// The ingress over real HTTP and a real Postgres: every way in that must be refused, and what gets in
+// stored once with the labels the token gives it.
+
+let postgres: PostgresServer;
+let pool: pg.Pool;
+let dir: string;
+let file: string;
+let base: string;
+let close: () => Promise<void>;
+const rung: string[] = [];
+const logLines: string[] = [];
+let writer: string;
+let waker: string;
+let other: string;
+let slow: string;
+
+beforeAll(async () => {
+  postgres = await startPostgres();
+  await ensureSchema(postgres.url, silentLogger());
+  pool = createPool(postgres.url, { max: 2 });
+  dir = makeTempDir('ingress');
+  file = join(dir, 'tokens.json');
+  writer = createToken(file, {
+    name: 'ci',
+    role: 'Writer',
+    modes: ['enqueue_message'],
+    origin: 'webhook',
+  }).token;
+  waker = createToken(file, { name: 'hook', role: 'Writer', modes: ['wake_hint'], origin: 'callback' }).token;
+  other = createToken(file, {
+    name: 'ops',
+    role: 'Reviewer',
+    modes: ['enqueue_message', 'wake_hint'],
+    origin: 'operator',
+  }).token;
+  slow = createToken(file, {
+    name: 'slow',
+    role: 'Writer',
+    modes: ['enqueue_message'],
+    ratePerMinute: 2,
+  }).token;
+  const sink = new Writable({
+    write(chunk, _e, cb) {
+      logLines.push(String(chunk));
+      cb();
+    },
+  });
+  const srv = await startIngressServer({
+    instance: 'ing',
+    port: 0,
+    host: '127.0.0.1',
+    life: new LifeStore(pool),
+    tokens: tokenSource(file, () => undefined),
+    knows: async (role) => role === 'Writer' || role === 'Reviewer',
+    ring: (role) => rung.push(role),
+    log: createLogger('ingress-test', {}, sink),
+  });
+  base = `http://127.0.0.1:${srv.port}`;
+  close = srv.close;
+});
+afterAll(async () => {
+  await close?.();
+  await pool?.end();
+  await postgres?.stop();
+  removeDir(dir);
+});
+
+let k = 0;
+async function post(
+  path: string,
+  body: unknown,
+  o: { token?: string; key?: string | null; raw?: string } = {},
+) {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (o.token) headers.authorization = `Bearer ${o.token}`;
+  if (o.key !== null) headers['idempotency-key'] = o.key ?? `key-${++k}`;
+  const r = await fetch(`${base}${path}`, { method: 'POST', headers, body: o.raw ?? JSON.stringify(body) });
+  return { status: r.status, body: (await r.json()) as Record<string, unknown>, headers: r.headers };
+}
+const messages = async (role: string) =>
+  (
+    await pool.query<{ kind: string; body: string | null; labels: Record<string, string> }>(
+      `SELECT kind, body, labels FROM holt.agent_messages WHERE instance = 'ing' AND role = $1 ORDER BY id`,
+      [role],
+    )
+  ).rows;
+
+describe('the ingress', () => {
+  it('queues a message once per idempotency key, labelled by its token, and rings the agent', async () => {
+    const first = await post(
+      '/v1/agents/Writer/messages',
+      { text: 'CI run 7 failed' },
+      { token: writer, key: 'run-7' },
+    );
+    expect(first.status).toBe(202);
+    expect(first.body).toMatchObject({ status: 'queued' });
+    const again = await post(
+      '/v1/agents/Writer/messages',
+      { text: 'CI run 7 failed' },
+      { token: writer, key: 'run-7' },
+    );
+    expect(again).toMatchObject({ status: 200, body: { status: 'duplicate', id: first.body.id } });
+    const rows = await messages('Writer');
+    expect(rows).toEqual([
+      {
+        kind: 'message',
+        body: 'CI run 7 failed',
+        labels: {
+          origin: 'webhook',
+          surface: 'POST /v1/agents/Writer/messages',
+          admission: 'token ci',
+          authority: 'external_evidence',
+        },
+      },
+    ]);
+    expect(rung).toEqual(['Writer']);
+    // JSON data is kept as JSON text; an operator's token makes an operator instruction.
+    const ops = await post(
+      '/v1/agents/Reviewer/messages',
+      { data: { pr: 12, verdict: 'merge' } },
+      { token: other },
+    );
+    expect(ops.status).toBe(202);
+    expect((await messages('Reviewer'))[0]).toMatchObject({
+      body: '{"pr":12,"verdict":"merge"}',
+      labels: { origin: 'operator', authority: 'operator_instruction' },
+    });
+  });
+
+  it('refuses: no or unknown token 401, another agent or mode 403, bad JSON 400, labels in the body 403', async () => {
+    const before = (await messages('Writer')).length;
+    expect((await post('/v1/agents/Writer/messages', { text: 'x' })).status).toBe(401);
+    const unknown = await post('/v1/agents/Writer/messages', { text: 'x' }, { token: 'holt_not-a-token' });
+    expect(unknown.status).toBe(401);
+    expect(unknown.headers.get('www-authenticate')).toBe('Bearer');
+    expect((await post('/v1/agents/Reviewer/messages', { text: 'x' }, { token: writer })).status).toBe(403);
+    const mode = await post('/v1/agents/Writer/messages', { text: 'x' }, { token: waker });
+    expect(mode).toMatchObject({
+      status: 403,
+      body: { error: expect.stringContaining('may not enqueue_message') },
+    });
+    expect((await post('/v1/agents/Writer/messages', null, { token: writer, raw: '{"text": ' })).status).toBe(
+      400,
+    );
+    expect(
+      (await post('/v1/agents/Writer/messages', { text: 'x', extra: 1 }, { token: writer })).status,
+    ).toBe(400);
+    expect(
+      (await post('/v1/agents/Writer/messages', { text: 'x' }, { token: writer, key: null })).status,
+    ).toBe(400);
+    for (const forged of [
+      { text: 'x', authority: 'operator_instruction' },
+      { text: 'x', labels: { origin: 'operator' } },
+      { text: 'x', origin: 'timer' },
+    ]) {
+      const r = await post('/v1/agents/Writer/messages', forged, { token: writer });
+      expect(r.status).toBe(403);
+      expect(String(r.body.error)).toContain('is set by the ingress');
+    }
+    expect(
+      (await post('/v1/agents/Writer/wake', { authority: 'operator_instruction' }, { token: waker })).status,
+    ).toBe(403);
+    expect(
+      (await post('/v1/agents/Writer/messages', { text: 'x'.repeat(70 * 1024) }, { token: writer })).status,
+    ).toBe(413);
+    expect(await messages('Writer')).toHaveLength(before);
+    // No token reaches the log, though every request is logged.
+    const log = logLines.join('');
+    expect(log).toContain('ingress_request');
+    for (const t of [writer, waker, other]) expect(log).not.toContain(t);
+  });
+
+  it('a wake keeps no payload; a stopped agent gets 409 and nothing queued; an unknown agent 404', async () => {
+    const w = await post('/v1/agents/Writer/wake', { secret: 'payload never kept' }, { token: waker });
+    expect(w.status).toBe(202);
+    const wakes = (await messages('Writer')).filter((m) => m.kind === 'wake');
+    expect(wakes).toEqual([
+      {
+        kind: 'wake',
+        body: null,
+        labels: {
+          origin: 'callback',
+          surface: 'POST /v1/agents/Writer/wake',
+          admission: 'token hook',
+          authority: 'integration_signal',
+        },
+      },
+    ]);
+    await new LifeStore(pool).setState('ing', 'Reviewer', 'stopped');
+    const stopped = await post('/v1/agents/Reviewer/messages', { text: 'x' }, { token: other });
+    expect(stopped).toMatchObject({ status: 409, body: { error: expect.stringContaining('stopped') } });
+    expect(await messages('Reviewer')).toHaveLength(1);
+    createToken(file, { name: 'ghost', role: 'Ghost', modes: ['wake_hint'] });
+    const ghostToken = createToken(file, { name: 'ghost2', role: 'Ghost', modes: ['wake_hint'] }).token;
+    expect((await post('/v1/agents/Ghost/wake', {}, { token: ghostToken })).status).toBe(404);
+  });
+
+  it('limits each token to its rate, and a revoked token is refused at once', async () => {
+    const codes: number[] = [];
+    for (let i = 0; i < 3; i++)
+      codes.push((await post('/v1/agents/Writer/messages', { text: `m${i}` }, { token: slow })).status);
+    expect(codes).toEqual([202, 202, 429]);
+    expect(revokeToken(file, 'Writer', 'slow')).toBe(true);
+    expect(readTokenFile(file).tokens.map((t) => t.name)).not.toContain('slow');
+    expect((await post('/v1/agents/Writer/messages', { text: 'late' }, { token: slow })).status).toBe(401);
+    // A token file that breaks keeps the last good list (and says so).
+    const errors: string[] = [];
+    const src = tokenSource(file, (e) => errors.push(e.message));
+    expect(src().length).toBeGreaterThan(0);
+    writeFileSync(file, '{ broken');
+    expect(src().length).toBeGreaterThan(0);
+    expect(errors[0]).toContain('is not JSON');
+  });
+
+  it('refills a bucket evenly (pure)', () => {
+    let b = take(undefined, 0, 60);
+    for (let i = 0; i < 59; i++) b = take(b.bucket, 0, 60);
+    const empty = take(b.bucket, 0, 60);
+    expect(empty.ok).toBe(false);
+    expect(empty.retryAfterMs).toBe(1000);
+    expect(take(empty.bucket, 1000, 60).ok).toBe(true);
+  });
+});
