@@ -31,6 +31,8 @@ const MAY_IMPORT: Record<string, string[]> = {
     'common',
     'graph',
     'inbox',
+    'ingress',
+    'life',
     'local',
     'operator',
     'orchestrator',

@@ -115,7 +115,7 @@ const isReady = (p: V1Pod) =>
   (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
 
 /** A local listener whose connections are port-forwarded to `port` of `pod`, one stream each. */
-async function forward(
+export async function forward(
   kc: KubeConfig,
   namespace: string,
   pod: string,

@@ -22,6 +22,8 @@ const cmd = {
   forage: () => import('./commands/forage.ts'),
   graph: () => import('./commands/graph.ts'),
   hoard: () => import('./commands/hoard.ts'),
+  ingress: () => import('./commands/ingress.ts'),
+  life: () => import('./commands/life.ts'),
   init: () => import('./commands/init.ts'),
   list: () => import('./commands/list.ts'),
   logs: () => import('./commands/logs.ts'),
@@ -34,7 +36,18 @@ const cmd = {
 };
 
 /** The commands that work on a Holt in a cluster (`--kube`). */
-const KUBE_COMMANDS = new Set(['forage', 'watch', 'hoard', 'graph', 'questions', 'answer', 'status', 'logs']);
+const KUBE_COMMANDS = new Set([
+  'forage',
+  'watch',
+  'hoard',
+  'graph',
+  'questions',
+  'answer',
+  'status',
+  'logs',
+  'send',
+  'wake',
+]);
 let kubeHolt: KubeHolt | undefined;
 /** The Holt of --kube or HOLT_KUBE, opened before the command runs. */
 const kube = (): KubeHolt => kubeHolt as KubeHolt;
@@ -201,6 +214,86 @@ export function program(): Command {
     .addOption(nameOpt())
     .option('-j, --json', 'JSON output')
     .action(async (id, o) => (await cmd.work()).workShow(id, o));
+  const token = p
+    .command('token')
+    .description(
+      "capability tokens of living agents' ingress (local mode; on a cluster, the Agent's spec.ingress)",
+    );
+  token
+    .command('create')
+    .description('make a token for one agent (printed once; only its hash is kept)')
+    .argument('<role>', 'agent role')
+    .argument('[token-name]', 'token name (a DNS label; default: origin-xxxxxxxx)')
+    .option('--mode <modes>', 'enqueue_message and/or wake_hint, comma-separated [both]')
+    .option(
+      '--origin <origin>',
+      'what it admits: webhook (external evidence), callback (signals) or operator (instructions) [webhook]',
+    )
+    .option('--rate <n>', 'requests a minute [60]')
+    .addOption(nameOpt())
+    .action(async (role, tokenName, o) => (await cmd.ingress()).tokenCreate(role, tokenName, o));
+  token
+    .command('list')
+    .description('tokens (names, agents, scopes; never the tokens)')
+    .argument('[role]', 'one agent role')
+    .addOption(nameOpt())
+    .option('-j, --json', 'JSON output')
+    .action(async (role, o) => (await cmd.ingress()).tokenList(role, o));
+  token
+    .command('revoke')
+    .description('delete a token: refused from the next request on')
+    .argument('<role>', 'agent role')
+    .argument('<name>', 'token name')
+    .addOption(nameOpt())
+    .action(async (role, name, o) => (await cmd.ingress()).tokenRevoke(role, name, o));
+  p.command('send')
+    .description("queue a message for a living agent through its ingress (an operator's instruction)")
+    .argument('<role>', 'agent role')
+    .argument('<text>', 'the message')
+    .addOption(nameOpt())
+    .option(
+      '--token <token>',
+      "a token of the agent (env HOLT_TOKEN; local default: the CLI's own operator token)",
+    )
+    .option('--key <key>', 'idempotency key (default: a new one; repeat it to make a retry a no-op)')
+    .action(async (role, text, o) =>
+      kubeHolt
+        ? (await cmd.cluster()).kubeSend(kube(), 'messages', role, text, o)
+        : (await cmd.ingress()).sendLocal('messages', role, text, o),
+    );
+  p.command('wake')
+    .description('wake a living agent (a hint only: it looks at its state; nothing is shown to the model)')
+    .argument('<role>', 'agent role')
+    .addOption(nameOpt())
+    .option('--token <token>', 'a token of the agent (env HOLT_TOKEN)')
+    .option('--key <key>', 'idempotency key')
+    .action(async (role, o) =>
+      kubeHolt
+        ? (await cmd.cluster()).kubeSend(kube(), 'wake', role, undefined, o)
+        : (await cmd.ingress()).sendLocal('wake', role, undefined, o),
+    );
+  const life = p
+    .command('life')
+    .description('living agents: their messages, decisions, and stopping them (local mode)');
+  life
+    .command('show')
+    .description("an agent's messages with their provenance labels, and its scheduler's decisions")
+    .argument('<role>', 'agent role')
+    .addOption(nameOpt())
+    .option('-j, --json', 'JSON output')
+    .action(async (role, o) => (await cmd.life()).lifeShow(role, o));
+  life
+    .command('stop')
+    .description('stop an agent: its ingress answers 409 and it starts no turn')
+    .argument('<role>', 'agent role')
+    .addOption(nameOpt())
+    .action(async (role, o) => (await cmd.life()).lifeState(role, 'stopped', o));
+  life
+    .command('start')
+    .description('start a stopped agent again')
+    .argument('<role>', 'agent role')
+    .addOption(nameOpt())
+    .action(async (role, o) => (await cmd.life()).lifeState(role, 'running', o));
   p.command('logs')
     .description("show a component's log (an agent role, or orchestrator)")
     .argument('<component>', 'agent role or orchestrator')

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { call, type LlmServer, type ScriptedReply, startLlmServer, text } from '../../test/harness/llm.ts';
+import { call, type LlmServer, startLlmServer, text } from '../../test/harness/llm.ts';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';

@@ -17,7 +17,7 @@ import { reportWorkerExit } from '../blackboard/worker-exits.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
 import { componentEnvironment, LLM_KEY_VARS, Scrubber } from '../common/secrets.ts';
 import { migrate } from '../inbox/migrate.ts';
-import { type InstanceState, instanceDir, writeState } from './instance.ts';
+import { type InstanceState, ingressTokensFile, instanceDir, writeState } from './instance.ts';
 import { startNats } from './nats.ts';
 import { freePort } from './ports.ts';
 import { startPostgres } from './postgres.ts';
@@ -378,6 +378,10 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     };
     sup = new Supervisor(join(dir, 'logs'), log, save, onCrash);
     const orchPort = await freePort();
+    // Living agents get the ingress (holt send, holt wake, webhooks with a `holt token`).
+    const living = file.agents.some((a) => a.llm?.life);
+    const ingressPort = living ? await freePort() : 0;
+    if (living) state.ingressUrl = `http://127.0.0.1:${ingressPort}`;
     sup.add({
       name: 'orchestrator',
       kind: 'orchestrator',
@@ -389,6 +393,9 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
         HOLT_HEALTH_PORT: String(orchPort),
         HOLT_MAX_REVIEW_ITERATIONS: String(file.holt.orchestrator.maxReviewIterations),
         HOLT_BID_TIMEOUT_MS: String(file.holt.orchestrator.bidTimeoutSeconds * 1000),
+        ...(living
+          ? { HOLT_INGRESS_PORT: String(ingressPort), HOLT_INGRESS_TOKENS_FILE: ingressTokensFile(opts.name) }
+          : {}),
       },
       cwd: opts.workspace,
       healthPort: orchPort,

@@ -38,11 +38,18 @@ export const InstanceState = z.object({
   redisUrl: z.string().optional(),
   natsUrl: z.string().optional(),
   postgresUrl: z.string().optional(),
+  /** The living agents' ingress (the orchestrator's), when an agent lives. */
+  ingressUrl: z.string().optional(),
   components: z.array(ComponentState).default([]),
   /** Store servers started for this instance (pid per name), so `down` can prove they are gone. */
   stores: z.array(z.object({ name: z.string(), pid: z.number().int() })).default([]),
 });
 export type InstanceState = z.infer<typeof InstanceState>;
+
+/** The instance's ingress tokens, hashed (`holt token`; the orchestrator re-reads it). */
+export function ingressTokensFile(name: string): string {
+  return join(instanceDir(name), 'ingress-tokens.json');
+}
 
 export function stateFile(name: string): string {
   return join(instanceDir(name), 'state.json');

@@ -1,8 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { API_VERSION } from '../../api/common.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { CLAIM_STATUSES } from '../../blackboard/types.ts';
-import { apiError, componentPods, type KubeHolt, podLog } from '../kube.ts';
+import { INGRESS_PORT } from '../../operator/specs/pod.ts';
+import { apiError, componentPods, forward, type KubeHolt, podLog } from '../kube.ts';
 import { CliError, EXIT, out, paint, table } from '../output.ts';
 import { positiveInt } from '../resolve.ts';
 
@@ -96,5 +98,45 @@ export async function kubeLogs(
       follow: Boolean(opts.follow),
       tailLines,
     });
+  }
+}
+
+/**
+ * `holt --kube ns/name send|wake ROLE`: through the orchestrator's ingress port, port-forwarded by the
+ * API server, with a token of the agent (the ones its Agent's spec.ingress names).
+ */
+export async function kubeSend(
+  k: KubeHolt,
+  mode: 'messages' | 'wake',
+  role: string,
+  text: string | undefined,
+  o: { token?: string; key?: string },
+): Promise<void> {
+  const token = o.token ?? process.env.HOLT_TOKEN;
+  if (!token)
+    throw new CliError(
+      `--token (or HOLT_TOKEN) is needed on a cluster: a token of ${role}'s ingress, from the Secret its Agent's spec.ingress.tokens names`,
+      EXIT.usage,
+    );
+  const pod = (await componentPods(k.kc, k.namespace, k.name, 'orchestrator')).find(
+    (p) => p.metadata?.name && !p.metadata.deletionTimestamp && p.status?.phase === 'Running',
+  );
+  if (!pod) throw new CliError(`no running orchestrator in Holt ${k.namespace}/${k.name}`, EXIT.notFound);
+  const fwd = await forward(k.kc, k.namespace, pod.metadata!.name!, INGRESS_PORT);
+  try {
+    const { postIngress } = await import('./ingress.ts');
+    const r = await postIngress(
+      `http://127.0.0.1:${fwd.port}`,
+      role,
+      mode,
+      token,
+      mode === 'messages' ? { text } : {},
+      o.key ?? randomUUID(),
+    );
+    out(
+      `${r.status === 'duplicate' ? 'already queued' : 'queued'}: ${mode === 'messages' ? 'message' : 'wake'} ${r.id} for ${role}`,
+    );
+  } finally {
+    await new Promise<void>((resolve) => fwd.server.close(() => resolve()));
   }
 }

@@ -2,6 +2,8 @@ import type { V1Container, V1PodSecurityContext, V1Probe, V1SecurityContext } fr
 
 /** The pup's and orchestrator's health/metrics port (HOLT_HEALTH_PORT). */
 export const HEALTH_PORT = 8080;
+/** The orchestrator's ingress port for living agents (HOLT_INGRESS_PORT), when an Agent asks for ingress. */
+export const INGRESS_PORT = 8090;
 
 /** The common Prometheus scrape hints, on pod templates (what annotation-based scrape configs read). */
 export function scrapeAnnotations(port = HEALTH_PORT): Record<string, string> {
