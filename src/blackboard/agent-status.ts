@@ -24,14 +24,45 @@ export const AgentStatus = z.object({
   cost_usd_limit: z.coerce.number().default(0),
   consecutive_errors: z.coerce.number().default(0),
   updated_at_ms: z.coerce.number().default(0),
+  // A living agent's (src/life), written by its life loop: '' when the agent does not live.
+  life_state: z.string().default(''),
+  items_runnable: z.coerce.number().default(0),
+  items_waiting: z.coerce.number().default(0),
+  items_blocked: z.coerce.number().default(0),
+  items_completed: z.coerce.number().default(0),
+  last_message_at_ms: z.coerce.number().default(0),
 });
 export type AgentStatus = z.infer<typeof AgentStatus>;
+
+/** The life fields of the status hash (its other fields are the model runtime's). */
+export type LifeStatus = Pick<
+  AgentStatus,
+  | 'life_state'
+  | 'items_runnable'
+  | 'items_waiting'
+  | 'items_blocked'
+  | 'items_completed'
+  | 'last_message_at_ms'
+>;
+
+export async function writeLifeStatus(
+  redis: Redis,
+  instance: string,
+  role: string,
+  s: LifeStatus,
+): Promise<void> {
+  await redis.hset(
+    agentStatusKey(instance, role),
+    Object.fromEntries(Object.entries(s).map(([k, v]) => [k, String(v)])),
+  );
+}
 
 export async function writeAgentStatus(
   redis: Redis,
   instance: string,
   role: string,
-  s: AgentStatus,
+  /** The model runtime's fields: the life loop writes the others. */
+  s: Omit<AgentStatus, keyof LifeStatus>,
 ): Promise<void> {
   await redis.hset(
     agentStatusKey(instance, role),

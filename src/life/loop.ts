@@ -26,6 +26,8 @@ export interface LifeLoopDeps {
   release: (f: Fence, status: 'suspended' | 'dispatched') => Promise<boolean>;
   /** Why no turn may start now (the agent is paused), or null. */
   paused?: () => string | null;
+  /** After each pass (the status the operator and `holt status` show). */
+  onPass?: () => Promise<void>;
   /** Told of each acting decision, after its commit (events). */
   onDecision?: (d: Decision, turnId?: string) => void;
   nc?: NatsConnection;
@@ -81,7 +83,15 @@ export class LifeLoop {
         this.d.log.error({ event_type: 'life_pass_failed', error: String(e) }, 'life pass failed; retrying');
         return this.d.pollMs;
       })
-      .then((sleepMs) => {
+      .then(async (sleepMs) => {
+        await this.d
+          .onPass?.()
+          .catch((e: unknown) =>
+            this.d.log.warn(
+              { event_type: 'life_status_failed', error: String(e) },
+              'life status not written',
+            ),
+          );
         this.running = undefined;
         if (this.stopped) return;
         if (this.again) {

@@ -423,6 +423,20 @@ export class LifeStore {
     });
   }
 
+  /** The agent's life row: running or stopped, and when its last message came in (ms, 0 for none). */
+  async lifeRow(
+    instance: string,
+    role: string,
+  ): Promise<{ state: 'running' | 'stopped'; lastMessageMs: number }> {
+    const r = await this.pool.query<{ state: 'running' | 'stopped'; last_ms: string | null }>(
+      `SELECT state, (EXTRACT(EPOCH FROM last_message_at) * 1000)::bigint AS last_ms FROM holt.agent_life
+       WHERE instance = $1 AND role = $2`,
+      [instance, role],
+    );
+    const row = r.rows[0];
+    return { state: row?.state ?? 'running', lastMessageMs: row?.last_ms ? Number(row.last_ms) : 0 };
+  }
+
   /** The agent's life turn that has not ended, if any. */
   async activeTurn(instance: string, role: string): Promise<string | undefined> {
     const r = await this.pool.query<{ active_turn_id: string | null }>(

@@ -7,7 +7,9 @@ import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { readAgentStatuses } from '../blackboard/agent-status.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { llmAgentLines } from '../cli/commands/status.ts';
 import { lifeWakeSubject, ToolRequest, toolRequestSubject } from '../bus/tools.ts';
 import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
@@ -188,6 +190,16 @@ describe('a living agent', () => {
     // The scheduler's audit trail: a start for the message, a start for the timer, a resume for the tool's answer.
     const audit = await life().audit(instance, 'coder');
     expect(audit.map((a) => a.decision)).toEqual(['start', 'start', 'resume']);
+    // Its status (the operator's Agent status, `holt status`): counts by readiness, the last message's time.
+    const bb = Blackboard.connect(redis.url, instance);
+    cleanup.push(() => bb.close());
+    const st = await waitFor(async () => {
+      const s = (await readAgentStatuses(bb.redis, instance, ['coder'])).get('coder');
+      return s?.items_completed === 1 ? s : undefined;
+    }, 'the life status');
+    expect(st).toMatchObject({ life_state: 'running', items_runnable: 0, items_waiting: 0 });
+    expect(st.last_message_at_ms).toBeGreaterThan(0);
+    expect(llmAgentLines(new Map([['coder', st]])).join('\n')).toMatch(/LIVING AGENT.*\n\s*coder\s+running\s+0\s+0\s+0\s+1/);
   });
 
   it('fires a timer after a restart, and delivers what came in while no pup ran (nothing lost)', async () => {

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
+import { writeLifeStatus } from '../blackboard/agent-status.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { ErrorClass } from '../blackboard/error-class.ts';
 import type { Artefact } from '../blackboard/types.ts';
@@ -18,6 +19,7 @@ import { LifeStore } from '../life/store.ts';
 import { decideBid } from '../pup/bid.ts';
 import type { PupConfig } from '../pup/config.ts';
 import type { ModelRuntime } from '../pup/executor.ts';
+import { countByReadiness } from '../work/items.ts';
 import { WorkStore } from '../work/store.ts';
 import { LlmAgent } from './agent.ts';
 import { llmBid } from './bid.ts';
@@ -180,6 +182,21 @@ function startLife(
     leaseMs: s.turnLeaseMs,
     pollMs: s.lifePollMs,
     log: log.child({ life: true }),
+    onPass: throttled(2_000, async () => {
+      const [row, items] = await Promise.all([
+        store.lifeRow(cfg.instance, cfg.role),
+        deps.work ? deps.work.list(cfg.instance, cfg.role, { all: true, limit: 500 }) : [],
+      ]);
+      const c = countByReadiness(items, Date.now());
+      await writeLifeStatus(deps.bb.redis, cfg.instance, cfg.role, {
+        life_state: row.state,
+        items_runnable: c.runnable,
+        items_waiting: c.waiting,
+        items_blocked: c.blocked,
+        items_completed: c.completed,
+        last_message_at_ms: row.lastMessageMs,
+      });
+    }),
   });
   turns.poke = () => loop.poke();
   const started = store
@@ -197,5 +214,15 @@ function startLife(
       await loop.stop();
       await turns.drain();
     },
+  };
+}
+
+/** `fn` at most once per `ms` (calls in between are dropped: the next one after catches up). */
+function throttled(ms: number, fn: () => Promise<void>): () => Promise<void> {
+  let last = 0;
+  return async () => {
+    if (Date.now() - last < ms) return;
+    last = Date.now();
+    await fn();
   };
 }

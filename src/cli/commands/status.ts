@@ -100,7 +100,25 @@ export function llmAgentLines(llm: Map<string, AgentStatus>): string[] {
     String(a.consecutive_errors),
     a.paused_reason,
   ]);
-  return table([['LLM AGENT', 'STATE', 'CALLS', 'TOKENS', 'COST', 'ERRORS', 'PAUSED BECAUSE'], ...llmRows]);
+  const lines = table([['LLM AGENT', 'STATE', 'CALLS', 'TOKENS', 'COST', 'ERRORS', 'PAUSED BECAUSE'], ...llmRows]);
+  const living = [...llm].filter(([, a]) => a.life_state);
+  if (living.length)
+    lines.push(
+      '',
+      ...table([
+        ['LIVING AGENT', 'LIFE', 'RUNNABLE', 'WAITING', 'BLOCKED', 'COMPLETED', 'LAST MESSAGE'],
+        ...living.map(([role, a]) => [
+          role,
+          a.life_state === 'stopped' ? paint('yellow', 'stopped') : a.life_state,
+          String(a.items_runnable),
+          String(a.items_waiting),
+          String(a.items_blocked),
+          String(a.items_completed),
+          a.last_message_at_ms ? `${uptime(Math.max(0, Date.now() - a.last_message_at_ms))} ago` : '-',
+        ]),
+      ]),
+    );
+  return lines;
 }
 
 /** One line on the leader's last retention pass and what it has removed in all. */

@@ -65,6 +65,12 @@ function llmStatus(over: Partial<LlmAgentStatus> = {}): LlmAgentStatus {
     cost_usd_limit: 5,
     consecutive_errors: 0,
     updated_at_ms: Date.UTC(2025, 0, 1, 0, 1),
+    life_state: '',
+    items_runnable: 0,
+    items_waiting: 0,
+    items_blocked: 0,
+    items_completed: 0,
+    last_message_at_ms: 0,
     ...over,
   };
 }
