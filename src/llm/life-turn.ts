@@ -29,6 +29,8 @@ export class LifeTurns {
   private readonly life: LifeStore;
   private readonly nc: NatsConnection | undefined;
   private readonly tasks = new Map<string, Promise<void>>();
+  /** Aborted when the pup stops: its background commands are killed, and run again by the next pup. */
+  private readonly stopping = new AbortController();
   poke: () => void = () => undefined;
 
   constructor(d: LlmExecutorDeps, life: LifeStore, nc?: NatsConnection) {
@@ -210,21 +212,25 @@ export class LifeTurns {
     const key = `${turnId}:${callId}`;
     if (this.tasks.has(key)) return;
     const task = cfg.runner
-      .run({
-        argv: (tool.argv ?? []).map((p) =>
-          p.replace(/\{\{\s*([A-Za-z0-9_-]+)\s*\}\}/g, (_, n: string) => {
-            const v = req.args[n];
-            return v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v);
-          }),
-        ),
-        cwd: cfg.workspace,
-        stdin: '',
-        timeoutMs: Math.max(1000, deadlineMs - Date.now()),
-        maxBytes: 1024 * 1024,
-        env: tool.env,
-        callId: key,
-      })
+      .run(
+        {
+          argv: (tool.argv ?? []).map((p) =>
+            p.replace(/\{\{\s*([A-Za-z0-9_-]+)\s*\}\}/g, (_, n: string) => {
+              const v = req.args[n];
+              return v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v);
+            }),
+          ),
+          cwd: cfg.workspace,
+          stdin: '',
+          timeoutMs: Math.max(1000, deadlineMs - Date.now()),
+          maxBytes: 1024 * 1024,
+          env: tool.env,
+          callId: key,
+        },
+        this.stopping.signal,
+      )
       .then(async (run) => {
+        if (this.stopping.signal.aborted) return; // killed by our stop: the next pup runs it again
         const ok = run.exitCode === 0 && !run.timedOut && !run.spawnError;
         const limit = d.settings.toolResultChars;
         const output = `${run.stdout.slice(0, limit)}${run.stderr ? `\nstderr:\n${run.stderr.slice(0, limit)}` : ''}`;
@@ -263,7 +269,9 @@ export class LifeTurns {
     return n;
   }
 
+  /** Stops: background commands killed (their calls still wait, so the next pup runs them again). */
   async drain(): Promise<void> {
+    this.stopping.abort();
     await Promise.allSettled([...this.tasks.values()]);
   }
 }

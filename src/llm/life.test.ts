@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -9,8 +11,8 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { readAgentStatuses } from '../blackboard/agent-status.ts';
 import { Blackboard } from '../blackboard/client.ts';
-import { llmAgentLines } from '../cli/commands/status.ts';
 import { lifeWakeSubject, ToolRequest, toolRequestSubject } from '../bus/tools.ts';
+import { llmAgentLines } from '../cli/commands/status.ts';
 import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { labelsOf } from '../life/labels.ts';
@@ -100,7 +102,7 @@ const work = () => new WorkStore(pool);
 async function send(
   instance: string,
   body: string,
-  origin: 'webhook' | 'operator' = 'webhook',
+  origin: 'webhook' | 'operator' | 'callback' = 'webhook',
   key = randomUUID(),
 ) {
   const r = await life().enqueue({
@@ -199,7 +201,9 @@ describe('a living agent', () => {
     }, 'the life status');
     expect(st).toMatchObject({ life_state: 'running', items_runnable: 0, items_waiting: 0 });
     expect(st.last_message_at_ms).toBeGreaterThan(0);
-    expect(llmAgentLines(new Map([['coder', st]])).join('\n')).toMatch(/LIVING AGENT.*\n\s*coder\s+running\s+0\s+0\s+0\s+1/);
+    expect(llmAgentLines(new Map([['coder', st]])).join('\n')).toMatch(
+      /LIVING AGENT.*\n\s*coder\s+running\s+0\s+0\s+0\s+1/,
+    );
   });
 
   it('fires a timer after a restart, and delivers what came in while no pup ran (nothing lost)', async () => {
@@ -272,6 +276,71 @@ describe('a living agent', () => {
       instance,
     ]);
     expect(rows.rows.map((r) => r.wait_status)).toEqual(['expired']);
+  });
+
+  it('sends an unanswered tool request again after a restart, and a background command runs again (supervised)', async () => {
+    const instance = `life${++n}`;
+    let answer = false;
+    const asked = lookupService((r) => (answer ? `late answer to ${String(r.args.q)}` : undefined));
+    llm.reset([call('lookup', { q: 'restart' })]);
+    const a = await pup(instance);
+    await send(instance, 'look it up');
+    await waitFor(async () => asked.length === 1, 'the first request');
+    await a.stop();
+    answer = true;
+    llm.reset([text('got it after the restart')]);
+    await pup(instance);
+    await llm.waitForRequests(1);
+    expect(asked).toHaveLength(2);
+    expect(asked[1]!.tool_call_id).toBe(asked[0]!.tool_call_id);
+    expect(lastToolText(0)).toContain('late answer to restart');
+
+    // A background command that was running when its pup died runs again in the next pup.
+    const inst2 = `life${++n}`;
+    const marker = join(ws, `${inst2}.runs`);
+    const bg = {
+      name: 'build',
+      description: 'a long build',
+      async: 'command',
+      asyncTimeoutSeconds: 30,
+      argv: [
+        process.execPath,
+        '-e',
+        `require('fs').appendFileSync(${JSON.stringify(marker)}, 'x'); setTimeout(() => console.log('built'), 600)`,
+      ],
+    };
+    llm.reset([call('build')]);
+    const b = await pup(inst2, { HOLT_LLM_TOOLS: JSON.stringify([bg]) });
+    await send(inst2, 'build it');
+    await waitFor(async () => existsSync(marker), 'the build started');
+    await b.stop();
+    llm.reset([text('the build is done')]);
+    await pup(inst2, { HOLT_LLM_TOOLS: JSON.stringify([bg]) });
+    await llm.waitForRequests(1);
+    expect(readFileSync(marker, 'utf8')).toBe('xx');
+    expect(lastToolText(0)).toContain('built');
+    expect(lastToolText(0)).toContain(
+      'origin="task" surface="background command build" admission="tool runner"',
+    );
+  });
+
+  it('a wait resolved while no pup ran still wakes the agent', async () => {
+    const instance = `life${++n}`;
+    llm.reset([call('wait', { for: 'message', on: 'the reviewer', seconds: 600 })]);
+    const a = await pup(instance);
+    await send(instance, 'wait for the reviewer');
+    await llm.waitForRequests(1);
+    await waitFor(async () => (await turns(instance))[0]?.status === 'done', 'turn 1 ended on its wait');
+    await a.stop();
+    await send(instance, 'LGTM', 'callback');
+    llm.reset([text('reviewed')]);
+    await pup(instance);
+    await llm.waitForRequests(1);
+    expect(userText(0)).toContain('Your wait for a message "the reviewer" is over');
+    expect(userText(0)).toContain('LGTM');
+    expect(userText(0)).toContain('authority="integration_signal"');
+    const w = await pool.query('SELECT state FROM holt.agent_waits WHERE instance = $1', [instance]);
+    expect(w.rows.map((r) => r.state)).toEqual(['resolved']);
   });
 
   it('coalesces wake hints that arrive while it runs into one, never showing their payload', async () => {

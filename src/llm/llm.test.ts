@@ -836,6 +836,22 @@ describe('questions and memory', () => {
     );
   });
 
+  it('a question with a deadline gets a timeout report once it passes, and the turn goes on', async () => {
+    const s = await setup([
+      call('ask_question', { question: 'Ship it?', deadline_seconds: 1 }),
+      submit('shipped without an answer'),
+    ]);
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('waiting');
+    expect(await s.rt.executor!.execute(r.grant)).toBe('waiting'); // before the deadline: still waiting
+    await new Promise((done) => setTimeout(done, 1100));
+    expect(await s.rt.executor!.execute(r.grant)).toBe('success');
+    expect(lastTool(1)).toContain('timeout report, not an answer');
+    expect((await s.bb.getArtefact(outputId(s.instance, r.claim.id, 'coder', 'exclusive')))?.payload).toBe(
+      'shipped without an answer',
+    );
+  });
+
   it('a turn left running after its artefact was published (the pup died before committing) is closed on resume', async () => {
     const s = await setup([submit('never asked for')]);
     const { claim } = await grantedClaim(s.bb, {

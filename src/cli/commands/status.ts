@@ -100,7 +100,10 @@ export function llmAgentLines(llm: Map<string, AgentStatus>): string[] {
     String(a.consecutive_errors),
     a.paused_reason,
   ]);
-  const lines = table([['LLM AGENT', 'STATE', 'CALLS', 'TOKENS', 'COST', 'ERRORS', 'PAUSED BECAUSE'], ...llmRows]);
+  const lines = table([
+    ['LLM AGENT', 'STATE', 'CALLS', 'TOKENS', 'COST', 'ERRORS', 'PAUSED BECAUSE'],
+    ...llmRows,
+  ]);
   const living = [...llm].filter(([, a]) => a.life_state);
   if (living.length)
     lines.push(
