@@ -94,8 +94,37 @@ describe('retention (real Postgres)', () => {
          ($1, 'W', 'old-goal', '{}', now() - interval '10 days'), ($1, 'W', 'new-goal', '{}', now())`,
       [I],
     );
+    // A living agent's: an old delivered message and an old ended wait go, with an old audit row and the
+    // delivery of a turn that is gone; what is undelivered, waiting or new stays.
+    await q(
+      `INSERT INTO holt.agent_messages (instance, role, idempotency_key, kind, body, labels, turn_id, delivered_at)
+       VALUES ($1, 'W', 'old', 'message', 'x', '{}', gen_random_uuid(), now() - interval '10 days'),
+              ($1, 'W', 'undelivered', 'message', 'x', '{}', NULL, NULL),
+              ($1, 'W', 'new', 'message', 'x', '{}', gen_random_uuid(), now())`,
+      [I],
+    );
+    await q(
+      `INSERT INTO holt.agent_waits (id, instance, role, kind, on_what, state, ended_at) VALUES
+         (gen_random_uuid(), $1, 'W', 'timer', 'old', 'resolved', now() - interval '10 days'),
+         (gen_random_uuid(), $1, 'W', 'timer', 'live', 'waiting', NULL)`,
+      [I],
+    );
+    await q(
+      `INSERT INTO holt.life_audit (instance, role, decision, at) VALUES ($1, 'W', 'start', now() - interval '10 days'), ($1, 'W', 'start', now())`,
+      [I],
+    );
+    await q(
+      `INSERT INTO holt.life_turns (turn_id, instance, role, seq, delivery, created_at) VALUES (gen_random_uuid(), $1, 'W', 1, '{}', now() - interval '10 days')`,
+      [I],
+    );
     const pruned = await pruneFinished(store.pool, I, 7 * DAY, 1);
-    expect(pruned).toEqual({ turns: 1, steps: 2, rows: 1, heads: 1, usage: 1, plans: 1 });
+    expect(pruned).toEqual({ turns: 1, steps: 2, rows: 1, heads: 1, usage: 1, plans: 1, life: 4 });
+    expect(
+      (await q('SELECT idempotency_key FROM holt.agent_messages WHERE instance = $1 ORDER BY id', [I])).rows,
+    ).toEqual([{ idempotency_key: 'undelivered' }, { idempotency_key: 'new' }]);
+    expect((await q('SELECT on_what FROM holt.agent_waits WHERE instance = $1', [I])).rows).toEqual([
+      { on_what: 'live' },
+    ]);
     expect((await q('SELECT goal_id FROM holt.llm_plans WHERE instance = $1', [I])).rows).toEqual([
       { goal_id: 'new-goal' },
     ]);
@@ -116,6 +145,7 @@ describe('retention (real Postgres)', () => {
       heads: 0,
       usage: 0,
       plans: 0,
+      life: 0,
     });
   });
 

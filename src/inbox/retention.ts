@@ -10,6 +10,8 @@ export interface Pruned {
   usage: number;
   /** Planning agents' goal plans no turn has touched since the cut-off. */
   plans: number;
+  /** Living agents' delivered messages, ended waits, old deliveries and audit rows (work items stay). */
+  life: number;
 }
 
 // Finished turns older than the cut-off, with what hangs off them: their steps, waits and inbox rows.
@@ -46,6 +48,20 @@ const PRUNE_PLANS = `
 DELETE FROM holt.llm_plans WHERE (instance, role, goal_id) IN (
   SELECT instance, role, goal_id FROM holt.llm_plans WHERE instance = $1 AND updated_at < now() - $2::interval LIMIT $3)`;
 
+// Living agents (src/life): what was delivered or ended before the cut-off, and the deliveries of
+// pruned turns. Work items and their completion reports are kept: they are the agents' record.
+const PRUNE_LIFE = [
+  `DELETE FROM holt.agent_messages WHERE id IN (SELECT id FROM holt.agent_messages WHERE instance = $1
+     AND turn_id IS NOT NULL AND delivered_at < now() - $2::interval LIMIT $3)`,
+  `DELETE FROM holt.agent_waits WHERE id IN (SELECT id FROM holt.agent_waits WHERE instance = $1
+     AND state <> 'waiting' AND ended_at < now() - $2::interval LIMIT $3)`,
+  `DELETE FROM holt.life_turns WHERE turn_id IN (SELECT l.turn_id FROM holt.life_turns l WHERE l.instance = $1
+     AND l.created_at < now() - $2::interval
+     AND NOT EXISTS (SELECT 1 FROM holt.agent_turns t WHERE t.turn_id = l.turn_id) LIMIT $3)`,
+  `DELETE FROM holt.life_audit WHERE id IN (SELECT id FROM holt.life_audit WHERE instance = $1
+     AND at < now() - $2::interval LIMIT $3)`,
+];
+
 /**
  * Removes an instance's finished work older than `olderThanMs` from Postgres, a batch per
  * transaction (short locks, nothing live touched). Budget windows must be shorter than the cut-off.
@@ -57,7 +73,7 @@ export async function pruneFinished(
   batch = 1000,
 ): Promise<Pruned> {
   const cut = ms(olderThanMs);
-  const out: Pruned = { turns: 0, steps: 0, rows: 0, heads: 0, usage: 0, plans: 0 };
+  const out: Pruned = { turns: 0, steps: 0, rows: 0, heads: 0, usage: 0, plans: 0, life: 0 };
   for (;;) {
     const r = await pool.query<{ turns: number; steps: number; rows: number }>(PRUNE_TURNS, [
       instance,
@@ -89,5 +105,11 @@ export async function pruneFinished(
     out.plans += r.rowCount ?? 0;
     if ((r.rowCount ?? 0) < batch) break;
   }
+  for (const sql of PRUNE_LIFE)
+    for (;;) {
+      const r = await pool.query(sql, [instance, cut, batch]);
+      out.life += r.rowCount ?? 0;
+      if ((r.rowCount ?? 0) < batch) break;
+    }
   return out;
 }
