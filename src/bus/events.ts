@@ -31,6 +31,40 @@ export type TaskEvent = z.infer<typeof TaskEvent>;
 export const ChunkEvent = z.object({ ...base, seq: z.number().int().nonnegative(), text: z.string() });
 export type ChunkEvent = z.infer<typeof ChunkEvent>;
 
+/**
+ * `evt.agent.{actor}.life`: a living agent's scheduler acted (a turn started, resumed or ticked), with
+ * what was delivered to the turn and each delivery's provenance labels.
+ */
+export const LifeEvent = z.object({
+  actor_id: z.uuid(),
+  role: z.string(),
+  decision: z.enum(['start', 'tick', 'resume']),
+  why: z.string(),
+  turn_id: z.uuid().optional(),
+  at_ms: z.number().int(),
+  delivered: z.array(
+    z.object({
+      id: z.string(),
+      kind: z.enum(['message', 'wake']),
+      origin: z.string(),
+      surface: z.string(),
+      admission: z.string(),
+      authority: z.string(),
+    }),
+  ),
+});
+export type LifeEvent = z.infer<typeof LifeEvent>;
+
+/** Publishes a life event (lossy, like every event: a failure is dropped, never thrown). */
+export function publishLifeEvent(nc: NatsConnection, e: LifeEvent): boolean {
+  try {
+    nc.publish(agentEventSubject(e.actor_id, 'life'), JSON.stringify(LifeEvent.parse(e)));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export interface AgentEvents {
   step(e: StepEvent): void;
   task(e: TaskEvent): void;

@@ -29,7 +29,7 @@ export interface LifeLoopDeps {
   /** After each pass (the status the operator and `holt status` show). */
   onPass?: () => Promise<void>;
   /** Told of each acting decision, after its commit (events). */
-  onDecision?: (d: Decision, turnId?: string) => void;
+  onDecision?: (d: Decision, delivery: Delivery | undefined, turnId?: string) => void;
   nc?: NatsConnection;
   owner: string;
   leaseMs: number;
@@ -59,13 +59,15 @@ export class LifeLoop {
     this.d = d;
   }
 
-  start(): void {
+  /** Subscribes (confirmed by the server, so no answer to a request sent after this is missed), then passes. */
+  async start(): Promise<void> {
     const { d } = this;
     if (d.nc) {
       this.subs.push(
         d.nc.subscribe(lifeWakeSubject(d.instance, d.role), { callback: () => this.poke() }),
         subscribeToolResults(d.nc, d.instance, d.role, (r) => void this.received(r), d.log),
       );
+      await d.nc.flush().catch(() => undefined);
     }
     this.poke();
   }
@@ -144,7 +146,7 @@ export class LifeLoop {
         { event_type: 'life_decision', decision: dec.kind, why: dec.why, turn_id: c.fence?.turnId },
         `life: ${dec.kind} (${dec.why})`,
       );
-      d.onDecision?.(dec, c.fence?.turnId);
+      d.onDecision?.(dec, c.delivery, c.fence?.turnId);
       if (c.fence) await this.run(c.fence, c.delivery);
     }
   }

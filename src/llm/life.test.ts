@@ -11,10 +11,13 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { readAgentStatuses } from '../blackboard/agent-status.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { LifeEvent } from '../bus/events.ts';
+import { agentEventSubject } from '../bus/subjects.ts';
 import { lifeWakeSubject, ToolRequest, toolRequestSubject } from '../bus/tools.ts';
 import { llmAgentLines } from '../cli/commands/status.ts';
 import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
+import { lifeActorOf } from '../inbox/ids.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
 import { config, waitFor } from '../pup/testkit.ts';
@@ -158,6 +161,13 @@ describe('a living agent', () => {
       },
       text('done for now'),
     ]);
+    const events: LifeEvent[] = [];
+    const evSub = nc.subscribe(agentEventSubject(lifeActorOf(instance, 'coder'), 'life'), {
+      callback: (_e, m) => {
+        events.push(LifeEvent.parse(m.json()));
+      },
+    });
+    services.push(evSub);
     await pup(instance);
     await send(
       instance,
@@ -189,9 +199,18 @@ describe('a living agent', () => {
       return t.length === 2 && t.every((x) => x.status === 'done') ? t : undefined;
     }, 'both life turns done');
     expect(ts[1]!.result?.payload).toBe('done for now');
-    // The scheduler's audit trail: a start for the message, a start for the timer, a resume for the tool's answer.
-    const audit = await life().audit(instance, 'coder');
-    expect(audit.map((a) => a.decision)).toEqual(['start', 'start', 'resume']);
+    // The scheduler's audit trail: a start for the message, a start for the timer, and a resume for the
+    // tool's answer unless it came back before the turn had suspended (then the turn went straight on).
+    const audit = (await life().audit(instance, 'coder')).map((a) => a.decision);
+    expect(audit.slice(0, 2)).toEqual(['start', 'start']);
+    expect(audit.slice(2)).toEqual(audit.length === 3 ? ['resume'] : []);
+    // The same decisions as events, with the labels of what each delivered.
+    await waitFor(async () => events.length === audit.length, 'a life event per decision');
+    expect(events.map((e) => e.decision)).toEqual(audit);
+    expect(events[0]!.delivered).toEqual([
+      expect.objectContaining({ kind: 'message', origin: 'webhook', authority: 'external_evidence' }),
+    ]);
+    expect(events[1]!.why).toContain('wait(s) ended');
     // Its status (the operator's Agent status, `holt status`): counts by readiness, the last message's time.
     const bb = Blackboard.connect(redis.url, instance);
     cleanup.push(() => bb.close());

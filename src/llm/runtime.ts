@@ -8,10 +8,11 @@ import type { Blackboard } from '../blackboard/client.ts';
 import type { ErrorClass } from '../blackboard/error-class.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { busProblem, connectBus } from '../bus/connect.ts';
-import { type AgentEvents, natsAgentEvents, noAgentEvents } from '../bus/events.ts';
+import { type AgentEvents, natsAgentEvents, noAgentEvents, publishLifeEvent } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { Scrubber } from '../common/secrets.ts';
+import { lifeActorOf } from '../inbox/ids.ts';
 import { ensureSchema } from '../inbox/migrate.ts';
 import { StepStore } from '../inbox/steps.ts';
 import { LifeLoop } from '../life/loop.ts';
@@ -182,6 +183,24 @@ function startLife(
     leaseMs: s.turnLeaseMs,
     pollMs: s.lifePollMs,
     log: log.child({ life: true }),
+    onDecision: (d, delivery, turnId) => {
+      if (!nc || (d.kind !== 'start' && d.kind !== 'tick' && d.kind !== 'resume')) return;
+      const conn = nc;
+      store
+        .messages(delivery?.messageIds ?? [])
+        .then((ms) =>
+          publishLifeEvent(conn, {
+            actor_id: lifeActorOf(cfg.instance, cfg.role),
+            role: cfg.role,
+            decision: d.kind as 'start' | 'tick' | 'resume',
+            why: d.why,
+            ...(turnId ? { turn_id: turnId } : {}),
+            at_ms: Date.now(),
+            delivered: ms.map((m) => ({ id: m.id, kind: m.kind, ...m.labels })),
+          }),
+        )
+        .catch(() => undefined); // lossy, like every event
+    },
     onPass: throttled(2_000, async () => {
       const [row, items] = await Promise.all([
         store.lifeRow(cfg.instance, cfg.role),
@@ -199,14 +218,15 @@ function startLife(
     }),
   });
   turns.poke = () => loop.poke();
-  const started = store
-    .activeTurn(cfg.instance, cfg.role)
+  // Subscribed first, so the answers to the requests recovery sends again cannot arrive unheard.
+  const started = loop
+    .start()
+    .then(() => store.activeTurn(cfg.instance, cfg.role))
     .then((t) => (t ? turns.recover(t) : 0))
     .then((n) => {
       if (n) log.info({ event_type: 'life_tasks_recovered', count: n }, 'asynchronous tool calls sent again');
     })
-    .catch((e: unknown) => log.warn({ event_type: 'life_recover_failed', error: String(e) }))
-    .finally(() => loop.start());
+    .catch((e: unknown) => log.warn({ event_type: 'life_recover_failed', error: String(e) }));
   log.info({ event_type: 'life_started' }, 'the agent lives: its loop runs beside its claims');
   return {
     async stop() {
