@@ -23,7 +23,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   agent: ['common', 'llm', 'pup'],
   graph: ['blackboard'],
   local: ['access', 'api', 'blackboard', 'common', 'inbox'],
-  operator: ['access', 'api', 'blackboard', 'bus', 'common', 'inbox'],
+  operator: ['access', 'api', 'blackboard', 'bus', 'common', 'inbox', 'ingress'],
   cli: [
     'agent',
     'api',

@@ -353,6 +353,60 @@ export const AgentWorker = z
   })
   .describe("Holt's controller/worker form: a controller bids, workers execute.");
 
+const INGRESS_MODES = ['enqueue_message', 'wake_hint'] as const;
+
+export const AgentIngressToken = z
+  .object({
+    name: z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$/, 'a token name is a DNS label of at most 32')
+      .describe('Token name (shown as the admission label of what it lets in).'),
+    secretName: z
+      .string()
+      .optional()
+      .describe(
+        'A Secret of yours holding the token under the key `token` (never changed by the operator). Without it the operator makes `<agent>-ingress-<name>` with a random token; delete that Secret to revoke the token (a new one is made in its place).',
+      ),
+    modes: z
+      .array(z.enum(INGRESS_MODES))
+      .min(1)
+      .optional()
+      .describe("What it may do (default: the ingress's modes)."),
+    origin: z
+      .enum(['operator', 'webhook', 'callback'])
+      .default('webhook')
+      .describe(
+        'What it admits: operator (instructions), webhook (external evidence, never instructions) or callback (signals).',
+      ),
+    ratePerMinute: z
+      .number()
+      .int()
+      .min(1)
+      .max(100_000)
+      .optional()
+      .describe("Requests a minute (default: the ingress's rateLimitPerMinute)."),
+  })
+  .describe("A capability token of the agent's ingress.");
+
+export const AgentIngress = z
+  .object({
+    enabled: z.boolean().default(false).describe("Serve the agent's ingress (an LLM agent; it then lives)."),
+    modes: z
+      .array(z.enum(INGRESS_MODES))
+      .min(1)
+      .default([...INGRESS_MODES])
+      .describe('enqueue_message: the body becomes a message the model reads; wake_hint: a wake only.'),
+    tokens: z
+      .array(AgentIngressToken)
+      .max(20)
+      .default([{ name: 'default', origin: 'webhook' }])
+      .describe('Its capability tokens, stored hashed by the orchestrator.'),
+    rateLimitPerMinute: z.number().int().min(1).max(100_000).default(60).describe('Per token.'),
+  })
+  .describe(
+    "External ingress (seed 003): POST /v1/agents/{role}/messages and /wake on the orchestrator's ingress port, with a capability token.",
+  );
+
 const agentSpecShape = {
   role: roleName
     .optional()
@@ -407,6 +461,7 @@ const agentSpecShape = {
       'Allow network egress beyond the Holt stores, to what egressTo declares (by default the LLM endpoint port on any address outside the cluster).',
     ),
   egressTo: AgentEgress.optional(),
+  ingress: AgentIngress.optional(),
 };
 
 /** What is wrong with a workflow as declared: repeated names, branches to nowhere, unknown tools. */
@@ -464,6 +519,20 @@ function checkAgent(a: z.infer<z.ZodObject<typeof agentSpecShape>>, ctx: z.Refin
       code: 'custom',
       path: ['llm', 'mustEndWith'],
       message: `${unending.join(', ')} cannot end a turn: name submit_result or a tool with terminate: true`,
+    });
+  if (a.ingress?.enabled && !a.llm)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['ingress'],
+      message: 'ingress is for LLM agents (spec.llm): a message needs a model to read it',
+    });
+  const names = (a.ingress?.tokens ?? []).map((t) => t.name);
+  const twice = names.filter((n, i) => names.indexOf(n) !== i);
+  if (twice.length)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['ingress', 'tokens'],
+      message: `token ${twice[0]} is named twice`,
     });
   if (!a.bidding.strategy && !a.bidding.script && !a.bidding.llm)
     ctx.addIssue({

@@ -180,7 +180,41 @@ export const HoltMonitoring = z
   .default({ podMonitor: false, interval: '30s', labels: {} })
   .describe('Metrics scraping of the Holt (docs/metrics.md).');
 
+export const HoltIngress = z
+  .object({
+    expose: z
+      .enum(['none', 'Ingress', 'Gateway'])
+      .default('none')
+      .describe(
+        "Expose the living agents' ingress (the orchestrator's ingress port, path /v1/agents) outside the cluster: an Ingress, or a Gateway API HTTPRoute.",
+      ),
+    host: z.string().optional().describe('Host name the Ingress or HTTPRoute answers for.'),
+    className: z.string().optional().describe('ingressClassName of the Ingress.'),
+    tlsSecretName: z.string().optional().describe("TLS certificate Secret of the Ingress's host."),
+    gateway: z
+      .object({
+        name: z.string().min(1),
+        namespace: z.string().optional(),
+        sectionName: z.string().optional(),
+      })
+      .optional()
+      .describe('The Gateway the HTTPRoute attaches to (expose: Gateway).'),
+    allowFrom: z
+      .array(z.string())
+      .default(['0.0.0.0/0', '::/0'])
+      .describe(
+        'Addresses the NetworkPolicy admits to the ingress port (pods of any namespace are admitted too: ingress controllers and gateways run in-cluster). Nothing else of the orchestrator is reachable.',
+      ),
+  })
+  .refine((i) => i.expose !== 'Gateway' || i.gateway !== undefined, {
+    message: 'expose: Gateway needs gateway.name (the Gateway the HTTPRoute attaches to)',
+    path: ['gateway'],
+  })
+  .default({ expose: 'none', allowFrom: ['0.0.0.0/0', '::/0'] })
+  .describe("How the living agents' ingress is reached (it is served once an Agent enables spec.ingress).");
+
 export const HoltSpec = z.object({
+  ingress: HoltIngress,
   stores: HoltStores,
   orchestrator: HoltOrchestrator,
   llm: HoltLlm,

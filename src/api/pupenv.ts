@@ -42,7 +42,8 @@ export function llmEnvironment(agent: AgentSpec, holt: PupContext['llm']): Recor
     if (l.allowedTools) env.HOLT_LLM_ALLOWED_TOOLS = JSON.stringify(l.allowedTools);
     if (l.fileTools) env.HOLT_LLM_FILE_TOOLS = 'true';
     if (l.workItems) env.HOLT_LLM_WORK_ITEMS = 'true';
-    if (l.life) env.HOLT_LLM_LIFE = 'true';
+    // An agent with ingress lives: its messages need the life loop to be read.
+    if (l.life || agent.ingress?.enabled) env.HOLT_LLM_LIFE = 'true';
     if (l.workflow) env.HOLT_LLM_WORKFLOW = JSON.stringify(l.workflow);
     if (l.historyKeep) env.HOLT_LLM_HISTORY_KEEP = String(l.historyKeep);
     if (l.turnTimeoutSeconds) env.HOLT_LLM_TURN_TIMEOUT_MS = String(l.turnTimeoutSeconds * 1000);

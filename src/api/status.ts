@@ -140,6 +140,33 @@ export const AgentStatus = z
       .describe(
         "Model use against spec.budgets (LLM agents), from the pup's agent_status hash in the Holt's Redis; absent for command agents.",
       ),
+    life: z
+      .object({
+        state: z.string().describe('running, or stopped (its ingress refuses, and it starts no turn).'),
+        items: z
+          .object({
+            runnable: count('Open work items it can work on now.'),
+            waiting: count('Open work items waiting on a timer, a message, an operator or a task.'),
+            blocked: count('Open work items blocked by other items.'),
+            completed: count('Work items completed or cancelled.'),
+          })
+          .describe('Its work items by readiness.'),
+        lastMessageTime: time.optional().describe('When the last message or wake hint came in.'),
+      })
+      .optional()
+      .describe("A living agent's (spec.llm.life or spec.ingress): from its pup's agent_status hash."),
+    ingress: z
+      .object({
+        tokens: z.array(
+          z.object({
+            name: z.string(),
+            secretName: z.string(),
+            present: z.boolean().describe('The Secret holds a token (key token).'),
+          }),
+        ),
+      })
+      .optional()
+      .describe('The capability tokens spec.ingress declares, and whether each is present.'),
   })
   .describe('Observed state of the Agent, written by the operator.');
 export type AgentStatus = z.infer<typeof AgentStatus>;

@@ -91,6 +91,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [monitoring.coreos.com]
   resources: [podmonitors]
   verbs: [get, create, patch, delete]
+# A Holt's ingress for living agents (spec.ingress.expose): an Ingress, or a Gateway API HTTPRoute.
+- apiGroups: [networking.k8s.io]
+  resources: [ingresses]
+  verbs: [get, create, patch, delete]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [httproutes]
+  verbs: [get, create, patch, delete]
 {{- end -}}
 
 

@@ -1,4 +1,4 @@
-import { workerTargetOf } from '../../api/agent.ts';
+import { type AgentSpec, workerTargetOf } from '../../api/agent.ts';
 import { withTimeout } from '../../common/timeout.ts';
 import { FIELD_MANAGER } from '../runtime/apply.ts';
 import { isConflict, isNotFound, type KubeObject } from '../runtime/kube.ts';
@@ -12,6 +12,7 @@ import {
   shapeOf,
 } from '../specs/agent.ts';
 import { claimJob, claimJobName } from '../specs/claimjob.ts';
+import { agentTokens } from '../specs/ingress.ts';
 import { type Owner, ownerOf } from '../specs/meta.ts';
 import { agentEgressPolicy } from '../specs/networkpolicy.ts';
 import type { AgentRuntime } from './agentruntime.ts';
@@ -118,7 +119,7 @@ async function runtimeStatus(
   ns: string,
   holt: string,
   role: string,
-  prev: { claimsInFlight?: number; budget?: AgentRuntime['budget'] },
+  prev: { claimsInFlight?: number; budget?: AgentRuntime['budget']; life?: AgentRuntime['life'] },
 ): Promise<{ fields: Record<string, unknown>; note: string }> {
   if (!ctx.runtime) return { fields: {}, note: '' };
   try {
@@ -128,7 +129,11 @@ async function runtimeStatus(
       'reading the Holt Redis',
     );
     return {
-      fields: { claimsInFlight: r.claimsInFlight, ...(r.budget ? { budget: r.budget } : {}) },
+      fields: {
+        claimsInFlight: r.claimsInFlight,
+        ...(r.budget ? { budget: r.budget } : {}),
+        ...(r.life ? { life: r.life } : {}),
+      },
       note: r.loadStale
         ? '; claims in flight not refreshed (no orchestrator has published them for a minute)'
         : '',
@@ -142,6 +147,7 @@ async function runtimeStatus(
       fields: {
         ...(prev.claimsInFlight !== undefined ? { claimsInFlight: prev.claimsInFlight } : {}),
         ...(prev.budget ? { budget: prev.budget } : {}),
+        ...(prev.life ? { life: prev.life } : {}),
       },
       // Fixed text: a changing error string would be a status write on every poll.
       note: '; claims in flight and budget not refreshed (Holt Redis unreachable)',
@@ -160,6 +166,7 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     conditions?: Condition[];
     claimsInFlight?: number;
     budget?: AgentRuntime['budget'];
+    life?: AgentRuntime['life'];
   };
   // The Agent status has no phase field: phase here only names the Ready/Progressing/Degraded mix.
   const status = readinessReporter(ctx, agent);
@@ -236,7 +243,9 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   const poolReady = !poolName || conditionTrue(pool, 'Ready');
   const ready = errors.length === 0 && !replacing && dep.ready && poolReady;
   const rt = await runtimeStatus(ctx, ns, a.holt, a.role, prev);
+  const ingress = await ingressStatus(ctx, ns, name, a);
   const extra = {
+    ...(ingress ? { ingress } : {}),
     role: a.role,
     mode: shape === 'standard' ? 'standard' : shape === 'pool' ? 'scalable' : 'freshPerCall',
     replicas: (dep0?.status as { replicas?: number } | undefined)?.replicas ?? 0,
@@ -271,4 +280,25 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     ...(ctx.runtime ? [ctx.statusPollMs] : []),
   ];
   return polls.length ? { requeueAfterMs: Math.min(...polls) } : undefined;
+}
+
+/** `status.ingress`: each token the spec declares, and whether its Secret holds one (the Holt's reconcile makes them). */
+async function ingressStatus(
+  ctx: ControllerContext,
+  ns: string,
+  name: string,
+  a: AgentSpec,
+): Promise<{ tokens: { name: string; secretName: string; present: boolean }[] } | undefined> {
+  const tokens = agentTokens(name, a.role ?? name, a);
+  if (!tokens.length) return undefined;
+  const out = [];
+  for (const t of tokens) {
+    const s = await ctx.client.get('Secret', ns, t.secretName).catch(() => undefined);
+    out.push({
+      name: t.name,
+      secretName: t.secretName,
+      present: Boolean((s as { data?: { token?: string } } | undefined)?.data?.token),
+    });
+  }
+  return { tokens: out };
 }

@@ -19,6 +19,29 @@ export interface AgentBudget {
   pausedClass?: string;
 }
 
+/** `status.life` of a living Agent: its work items by readiness and its last message's time. */
+export interface AgentLife {
+  state: string;
+  items: { runnable: number; waiting: number; blocked: number; completed: number };
+  lastMessageTime?: string;
+}
+
+/** The life fields of the `agent_status` hash, when the agent lives. */
+export function lifeOf(s: LlmAgentStatus): AgentLife | undefined {
+  if (!s.life_state) return undefined;
+  const n = (v: number) => Math.max(0, Math.round(v));
+  return {
+    state: s.life_state,
+    items: {
+      runnable: n(s.items_runnable),
+      waiting: n(s.items_waiting),
+      blocked: n(s.items_blocked),
+      completed: n(s.items_completed),
+    },
+    ...(s.last_message_at_ms > 0 ? { lastMessageTime: nowIso(s.last_message_at_ms) } : {}),
+  };
+}
+
 /** What an Agent's status reports from its Holt's Redis (values that change without a Kubernetes event). */
 export interface AgentRuntime {
   /** The role's open grants lacking output, as the Holt's leader last published them. */
@@ -27,6 +50,8 @@ export interface AgentRuntime {
   loadStale?: boolean;
   /** Absent for agents that publish no `agent_status` hash (command agents). */
   budget?: AgentBudget;
+  /** Absent for agents that do not live. */
+  life?: AgentLife;
 }
 
 /** What a Holt's status reports from its Redis: items set aside, and the leader's retention report. */
@@ -92,6 +117,7 @@ export class RedisRuntimeReader implements HoltRuntimeReader {
       claimsInFlight: load?.in_flight[role] ?? 0,
       ...(load && Date.now() - load.updated_at_ms > LOAD_STALE_MS ? { loadStale: true } : {}),
       ...(s ? { budget: budgetOf(s) } : {}),
+      ...(s && lifeOf(s) ? { life: lifeOf(s) } : {}),
     };
   }
 

@@ -5,6 +5,7 @@ import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { getAgents } from '../../blackboard/registry.ts';
 import { createLogger, silentLogger } from '../../common/logger.ts';
+import { hashToken } from '../../ingress/tokens.ts';
 import { freePort } from '../../local/ports.ts';
 import { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
@@ -519,6 +520,185 @@ describe('Holt and Agent reconcilers on a real API server', () => {
       (await get('PodMonitor', 'scraped-pods')) ? undefined : true,
     );
     await admin.delete('Holt', NS, 'scraped');
+  });
+
+  it("spec.ingress: token Secrets made (a user's own read), their hashes for the orchestrator, the port served, admitted and exposed; a deleted token is replaced; off again, all gone", async () => {
+    await admin.create(
+      holt('open', {
+        llm: { model: 'm', apiKeySecretRef: { name: 'llm', key: 'key' } },
+        ingress: { expose: 'Ingress', host: 'agents.example.test', className: 'nginx' },
+      }),
+    );
+    await admin.create(
+      agent('open-writer', {
+        holt: 'open',
+        role: 'Writer',
+        llm: {},
+        bidding: { strategy: 'exclusive' },
+        ingress: {
+          enabled: true,
+          tokens: [
+            { name: 'ci' },
+            { name: 'ops', origin: 'operator', modes: ['enqueue_message'] },
+            { name: 'byo', secretName: 'my-token' },
+          ],
+          rateLimitPerMinute: 30,
+        },
+      }),
+    );
+    const secretText = (o: KubeObject | undefined, key: string) =>
+      Buffer.from((o as { data?: Record<string, string> } | undefined)?.data?.[key] ?? '', 'base64').toString(
+        'utf8',
+      );
+    const fileOf = async () => {
+      const f = secretText(await get('Secret', 'open-ingress-tokens'), 'tokens.json');
+      return f
+        ? (JSON.parse(f) as {
+            tokens: {
+              name: string;
+              role: string;
+              sha256: string;
+              modes: string[];
+              origin: string;
+              ratePerMinute: number;
+            }[];
+          })
+        : undefined;
+    };
+    const file = await eventually('the hashed token file', async () => {
+      const f = await fileOf();
+      return f?.tokens.length === 2 ? f : undefined;
+    });
+    const ci = secretText(await get('Secret', 'open-writer-ingress-ci'), 'token');
+    expect(ci).toMatch(/^holt_/);
+    expect((await get('Secret', 'open-writer-ingress-ci'))?.metadata.ownerReferences?.[0]).toMatchObject({
+      kind: 'Agent',
+      name: 'open-writer',
+    });
+    expect(file.tokens).toEqual([
+      {
+        name: 'ci',
+        role: 'Writer',
+        sha256: hashToken(ci),
+        modes: ['enqueue_message', 'wake_hint'],
+        origin: 'webhook',
+        ratePerMinute: 30,
+        createdAtMs: 0,
+      },
+      expect.objectContaining({ name: 'ops', modes: ['enqueue_message'], origin: 'operator' }),
+    ]);
+    // The token file holds no token.
+    expect(JSON.stringify(file)).not.toContain(ci);
+    const dep = await eventually('the orchestrator serves the ingress', async () => {
+      const d = await get('Deployment', 'open-orchestrator');
+      const env = (podOf(d)?.spec.containers[0]?.env ?? []) as { name: string; value?: string }[];
+      return env.some((e) => e.name === 'HOLT_INGRESS_PORT' && e.value === '8090') ? d : undefined;
+    });
+    const c0 = podOf(dep).spec.containers[0] as {
+      env: { name: string; value?: string }[];
+      ports: unknown[];
+      volumeMounts: unknown[];
+    };
+    expect(c0.env).toContainEqual({
+      name: 'HOLT_INGRESS_TOKENS_FILE',
+      value: '/etc/holt/ingress/tokens.json',
+    });
+    expect(c0.ports).toContainEqual(expect.objectContaining({ name: 'ingress', containerPort: 8090 }));
+    expect(c0.volumeMounts).toContainEqual(
+      expect.objectContaining({ name: 'ingress-tokens', mountPath: '/etc/holt/ingress', readOnly: true }),
+    );
+    expect(podOf(dep).spec.volumes).toContainEqual(
+      expect.objectContaining({
+        name: 'ingress-tokens',
+        secret: expect.objectContaining({ secretName: 'open-ingress-tokens', optional: true }),
+      }),
+    );
+    expect((await get('Service', 'open-orchestrator'))?.spec).toMatchObject({
+      ports: expect.arrayContaining([
+        expect.objectContaining({ name: 'ingress', port: 8090, targetPort: 'ingress' }),
+      ]),
+    });
+    const np = await eventually('the ingress NetworkPolicy', () => get('NetworkPolicy', 'open-ingress'));
+    expect(np.spec).toMatchObject({
+      podSelector: {
+        matchLabels: { 'holt.io/instance': 'open', 'app.kubernetes.io/component': 'orchestrator' },
+      },
+      ingress: [{ ports: [{ protocol: 'TCP', port: 8090 }] }],
+    });
+    const ing = await eventually('the Ingress', () => get('Ingress', 'open-ingress'));
+    expect(ing.spec).toMatchObject({
+      ingressClassName: 'nginx',
+      rules: [
+        {
+          host: 'agents.example.test',
+          http: {
+            paths: [
+              {
+                path: '/v1/agents',
+                pathType: 'Prefix',
+                backend: { service: { name: 'open-orchestrator', port: { name: 'ingress' } } },
+              },
+            ],
+          },
+        },
+      ],
+    });
+    // The user's own Secret arrives: its token is admitted too (the reconcile re-reads tokens on its poll).
+    const st = await eventually('the Agent reports its tokens', async () => {
+      const s = ((await get('Agent', 'open-writer'))?.status ?? {}) as {
+        ingress?: { tokens: { name: string; present: boolean }[] };
+      };
+      return s.ingress;
+    });
+    expect(st.tokens).toEqual([
+      { name: 'ci', secretName: 'open-writer-ingress-ci', present: true },
+      { name: 'ops', secretName: 'open-writer-ingress-ops', present: true },
+      { name: 'byo', secretName: 'my-token', present: false },
+    ]);
+    await admin.create({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'my-token', namespace: NS },
+      stringData: { token: 'holt_my-own-token-0123456789' },
+    } as KubeObject);
+    await eventually('the user token admitted', async () =>
+      (await fileOf())?.tokens.some(
+        (t) => t.name === 'byo' && t.sha256 === hashToken('holt_my-own-token-0123456789'),
+      )
+        ? true
+        : undefined,
+    );
+    // Deleting a made token's Secret revokes it: a new token replaces it.
+    await admin.delete('Secret', NS, 'open-writer-ingress-ci');
+    await eventually('a new ci token', async () => {
+      const t = (await fileOf())?.tokens.find((x) => x.name === 'ci');
+      return t && t.sha256 !== hashToken(ci) ? true : undefined;
+    });
+    // Gateway without the Gateway API: a condition, never Degraded; the Ingress goes.
+    await admin.mergePatch('Holt', NS, 'open', {
+      spec: { ingress: { expose: 'Gateway', gateway: { name: 'public' } } },
+    });
+    const gw = await eventually('IngressExposed=False', async () => {
+      const o = await get('Holt', 'open');
+      return cond(o, 'IngressExposed')?.status === 'False' ? o : undefined;
+    });
+    expect(cond(gw, 'IngressExposed')?.reason).toBe('GatewayApiMissing');
+    expect(cond(gw, 'Degraded')?.status).toBe('False');
+    // Off: the tokens' file, the port and its policy go (the made token Secrets go with their Agent).
+    await admin.mergePatch('Agent', NS, 'open-writer', { spec: { ingress: { enabled: false } } });
+    await eventually('the ingress removed', async () =>
+      !(await get('Secret', 'open-ingress-tokens')) && !(await get('NetworkPolicy', 'open-ingress'))
+        ? true
+        : undefined,
+    );
+    const after = await eventually('the orchestrator without ingress', async () => {
+      const d = await get('Deployment', 'open-orchestrator');
+      const env = (podOf(d)?.spec.containers[0]?.env ?? []) as { name: string }[];
+      return env.some((e) => e.name === 'HOLT_INGRESS_PORT') ? undefined : d;
+    });
+    expect(podOf(after).spec.volumes.map((v) => v.name)).not.toContain('ingress-tokens');
+    await admin.delete('Agent', NS, 'open-writer');
+    await admin.delete('Holt', NS, 'open');
   });
 
   it('delete: an Agent leaves the registry (finalizer), a Holt takes its children with it (GC)', async () => {

@@ -10,6 +10,7 @@ import {
   writeStatus,
 } from '../runtime/status.ts';
 import { bundledStore } from '../specs/bundled.ts';
+import { INGRESS_TOKENS_DIR, ingressNetworkPolicy, ingressTokensSecretName } from '../specs/ingress.ts';
 import { type Owner, ownerOf } from '../specs/meta.ts';
 import { migrationJob } from '../specs/migration.ts';
 import { type NetworkSettings, networkPolicies } from '../specs/networkpolicy.ts';
@@ -29,6 +30,7 @@ import {
 import { workspacePvc, workspaceSeedJob } from '../specs/workspace.ts';
 import { applyChildren, type ControllerContext, conditionTrue, jobState, workloadReady } from './context.ts';
 import { type HoltDataStatus, readHoltData } from './holtdata.ts';
+import { holtIngress, syncIngressExposure, syncIngressTokens } from './ingress.ts';
 import { syncPodMonitor } from './monitoring.ts';
 import { holtOf, parseHolt, splitKey } from './resources.ts';
 
@@ -49,12 +51,16 @@ const STORE_CONDITION: Record<StoreKind, string> = {
   postgres: 'PostgresReady',
 };
 
-/** Every object a Holt owns, built by the pure spec builders (Secrets apart: created once). */
+/**
+ * Every object a Holt owns, built by the pure spec builders (Secrets apart: created once). `ingress`:
+ * an Agent of the Holt enables spec.ingress, so the orchestrator serves the living agents' ingress.
+ */
 export function holtChildren(
   owner: Owner,
   spec: HoltSpec,
   runtimeImage: string,
   network: NetworkSettings,
+  ingress = false,
 ): KubeObject[] {
   return [
     ...serviceAccounts(owner),
@@ -64,9 +70,15 @@ export function holtChildren(
     ),
     migrationJob(owner, spec, runtimeImage),
     ...[workspaceSeedJob(owner, spec, runtimeImage)].filter((j) => j !== undefined),
-    orchestratorDeployment(owner, spec, runtimeImage),
-    orchestratorService(owner),
+    orchestratorDeployment(
+      owner,
+      spec,
+      runtimeImage,
+      ingress ? { tokensSecret: ingressTokensSecretName(owner.name), dir: INGRESS_TOKENS_DIR } : undefined,
+    ),
+    orchestratorService(owner, ingress),
     ...networkPolicies(owner, spec, network),
+    ...(ingress ? [ingressNetworkPolicy(owner, spec)] : []),
   ];
 }
 
@@ -155,15 +167,29 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     errors.push(String(e));
     return [] as string[];
   });
+  // Living agents' ingress: their tokens' Secrets and the hashed file before the orchestrator mounts it.
+  const ingress = holtIngress(ctx, ns, name);
+  const tokens = await syncIngressTokens(ctx, owner, ingress.tokens).catch((e: unknown) => {
+    errors.push(`ingress tokens: ${e instanceof Error ? e.message : String(e)}`);
+    return { present: [], missing: [], created: [] as string[] };
+  });
+  if (tokens.missing.length)
+    ctx.events.emit(
+      holt,
+      'Warning',
+      'IngressTokenMissing',
+      'Apply',
+      `no token in Secret(s) ${tokens.missing.map((t) => t.secretName).join(', ')} (key token): those tokens admit nothing`,
+    );
   const res = await applyChildren(
     ctx,
     owner.uid,
     ns,
-    holtChildren(owner, spec, ctx.runtimeImage, ctx.network),
+    holtChildren(owner, spec, ctx.runtimeImage, ctx.network, ingress.serving),
     HOLT_PRUNE_KINDS,
   );
   errors.push(...res.errors);
-  const created = [...secrets, ...res.created];
+  const created = [...secrets, ...tokens.created, ...res.created];
   if (created.length) ctx.events.emit(holt, 'Normal', 'Created', 'Apply', `created ${created.join(', ')}`);
   if (res.updated.length)
     ctx.events.emit(holt, 'Normal', 'Updated', 'Apply', `updated ${res.updated.join(', ')}`);
@@ -207,6 +233,12 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     monitoring = await syncPodMonitor(ctx, owner, spec);
   } catch (e) {
     errors.push(`PodMonitor: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  let exposed: ConditionInput | undefined;
+  try {
+    exposed = await syncIngressExposure(ctx, owner, spec, ingress.serving);
+  } catch (e) {
+    errors.push(`ingress exposure: ${e instanceof Error ? e.message : String(e)}`);
   }
   const wasMonitoring = prev.conditions?.find((c) => c.type === 'MonitoringReady');
   if (monitoring?.status === 'False' && wasMonitoring?.reason !== monitoring.reason)
@@ -313,6 +345,8 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
       ...comps,
       // Not a component: scraping is optional, so it never holds the Holt back.
       ...(monitoring ? [monitoring] : []),
+      // Nor is the ingress's exposure (a missing Gateway API is said there).
+      ...(exposed ? [exposed] : []),
     ],
     gen,
   );
@@ -339,6 +373,8 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   const polls = [
     ...(ctx.runtime?.readHolt ? [ctx.statusPollMs] : []),
     ...(monitoring?.status === 'False' ? [ctx.pollMs] : []),
+    // Token Secrets have no informer: a deleted one (revoked) is seen on the next pass.
+    ...(ingress.serving ? [ctx.statusPollMs] : []),
   ];
   return polls.length ? { requeueAfterMs: Math.min(...polls) } : undefined;
 }

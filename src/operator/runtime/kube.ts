@@ -64,6 +64,9 @@ export const RESOURCES: Record<string, ResourceInfo> = {
   Event: { group: 'events.k8s.io', version: 'v1', plural: 'events', namespaced: true },
   // Optional: only when a Holt asks for it, and only where the Prometheus Operator's CRDs exist.
   PodMonitor: { group: 'monitoring.coreos.com', version: 'v1', plural: 'podmonitors', namespaced: true },
+  // The living agents' ingress, exposed when a Holt asks (HTTPRoute only where the Gateway API is installed).
+  Ingress: { group: 'networking.k8s.io', version: 'v1', plural: 'ingresses', namespaced: true },
+  HTTPRoute: { group: 'gateway.networking.k8s.io', version: 'v1', plural: 'httproutes', namespaced: true },
 };
 
 export function apiVersionOf(kind: string): string {

@@ -6,6 +6,7 @@ import {
   containerSecurity,
   HEALTH_PORT,
   holtProbes,
+  INGRESS_PORT,
   podSecurity,
   RUNTIME_UID,
   resourcesOf,
@@ -18,8 +19,23 @@ export const orchestratorName = (holt: string) => childName(holt, 'orchestrator'
 /** Where the runtime image keeps the holt program (also copied into agent images by an init container). */
 export const HOLT_BIN = '/opt/holt/bin/holt';
 
-/** The orchestrator Deployment (one active pod holds the Redis lock; extra replicas stand by). */
-export function orchestratorDeployment(owner: Owner, spec: HoltSpec, runtimeImage: string): KubeObject {
+/** The ingress of living agents, when an Agent enables it: the hashed tokens' Secret and where it is mounted. */
+export interface OrchestratorIngress {
+  tokensSecret: string;
+  dir: string;
+}
+
+/**
+ * The orchestrator Deployment (one active pod holds the Redis lock; extra replicas stand by). With
+ * `ingress`, it also serves living agents' ingress on INGRESS_PORT, reading the hashed tokens the
+ * Secret's volume holds (the kubelet refreshes it, and the orchestrator re-reads the file on change).
+ */
+export function orchestratorDeployment(
+  owner: Owner,
+  spec: HoltSpec,
+  runtimeImage: string,
+  ingress?: OrchestratorIngress,
+): KubeObject {
   const name = orchestratorName(owner.name);
   const lbls = labels(owner.name, name, 'orchestrator');
   const o = spec.orchestrator;
@@ -47,15 +63,35 @@ export function orchestratorDeployment(owner: Owner, spec: HoltSpec, runtimeImag
               { name: 'HOLT_RETENTION_DAYS', value: String(o.retentionDays) },
               ...storeEnv(owner.name, spec.stores, 'orchestrator'),
               ...tls.env,
+              ...(ingress
+                ? [
+                    { name: 'HOLT_INGRESS_PORT', value: String(INGRESS_PORT) },
+                    { name: 'HOLT_INGRESS_TOKENS_FILE', value: `${ingress.dir}/tokens.json` },
+                  ]
+                : []),
             ],
-            ports: [{ name: 'http', containerPort: HEALTH_PORT }],
+            ports: [
+              { name: 'http', containerPort: HEALTH_PORT },
+              ...(ingress ? [{ name: 'ingress', containerPort: INGRESS_PORT }] : []),
+            ],
             ...holtProbes(),
             resources: resourcesOf(o.resources, { requests: { cpu: '50m', memory: '128Mi' } }),
             securityContext: containerSecurity(),
-            volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }, ...tls.mounts],
+            volumeMounts: [
+              { name: 'tmp', mountPath: '/tmp' },
+              ...tls.mounts,
+              ...(ingress ? [{ name: 'ingress-tokens', mountPath: ingress.dir, readOnly: true }] : []),
+            ],
           },
         ],
-        volumes: [{ name: 'tmp', emptyDir: {} }, ...tls.volumes],
+        volumes: [
+          { name: 'tmp', emptyDir: {} },
+          ...tls.volumes,
+          // Optional: the orchestrator starts before the operator has written it (no tokens: every request 401).
+          ...(ingress
+            ? [{ name: 'ingress-tokens', secret: { secretName: ingress.tokensSecret, optional: true } }]
+            : []),
+        ],
       },
     },
   };
@@ -67,8 +103,8 @@ export function orchestratorDeployment(owner: Owner, spec: HoltSpec, runtimeImag
   };
 }
 
-/** The orchestrator's health/metrics Service (Holt status endpoint, Prometheus scrapes). */
-export function orchestratorService(owner: Owner): KubeObject {
+/** The orchestrator's health/metrics Service (Holt status endpoint, Prometheus scrapes), and its ingress port. */
+export function orchestratorService(owner: Owner, ingress = false): KubeObject {
   const name = orchestratorName(owner.name);
   return {
     apiVersion: 'v1',
@@ -77,7 +113,10 @@ export function orchestratorService(owner: Owner): KubeObject {
     spec: {
       type: 'ClusterIP',
       selector: selectorLabels(name, 'orchestrator'),
-      ports: [{ name: 'http', port: HEALTH_PORT, targetPort: 'http' }],
+      ports: [
+        { name: 'http', port: HEALTH_PORT, targetPort: 'http' },
+        ...(ingress ? [{ name: 'ingress', port: INGRESS_PORT, targetPort: 'ingress' }] : []),
+      ],
     },
   };
 }

@@ -1,0 +1,171 @@
+import type { AgentSpec } from '../../api/agent.ts';
+import type { HoltSpec } from '../../api/holt.ts';
+import { hashToken, type TokenEntry } from '../../ingress/tokens.ts';
+import type { KubeObject } from '../runtime/kube.ts';
+import { childName, labels, meta, type Owner } from './meta.ts';
+import { orchestratorName } from './orchestrator.ts';
+import { INGRESS_PORT } from './pod.ts';
+
+/**
+ * Living agents' ingress on a cluster (pure builders): each Agent's capability tokens live in Secrets
+ * (`<agent>-ingress-<token>`, key `token`); the orchestrator gets only their hashes, in one Secret of
+ * the Holt (`<holt>-ingress-tokens`, key `tokens.json`, the file `holt token` writes locally), mounted
+ * where HOLT_INGRESS_TOKENS_FILE points. The port is admitted by its own NetworkPolicy, and exposed with
+ * an Ingress or a Gateway API HTTPRoute when the Holt asks.
+ */
+
+export const INGRESS_TOKENS_DIR = '/etc/holt/ingress';
+export const ingressTokensSecretName = (holt: string) => childName(holt, 'ingress-tokens');
+/** The Secret the operator makes for a token the Agent does not bring its own Secret for. */
+export const agentTokenSecretName = (agent: string, token: string) => childName(agent, 'ingress', token);
+
+/** One token of an Agent as the Holt's reconcile sees it. */
+export interface AgentToken {
+  agent: string;
+  role: string;
+  name: string;
+  secretName: string;
+  /** The operator makes (and owns) this Secret; else it is the user's. */
+  managed: boolean;
+  modes: ('enqueue_message' | 'wake_hint')[];
+  origin: 'operator' | 'webhook' | 'callback';
+  ratePerMinute: number;
+}
+
+/** The tokens an Agent's spec declares (none unless its ingress is enabled). */
+export function agentTokens(agent: string, role: string, spec: AgentSpec): AgentToken[] {
+  const i = spec.ingress;
+  if (!i?.enabled) return [];
+  return i.tokens.map((t) => ({
+    agent,
+    role,
+    name: t.name,
+    secretName: t.secretName ?? agentTokenSecretName(agent, t.name),
+    managed: t.secretName === undefined,
+    modes: (t.modes ?? i.modes).filter((m) => i.modes.includes(m)),
+    origin: t.origin,
+    ratePerMinute: t.ratePerMinute ?? i.rateLimitPerMinute,
+  }));
+}
+
+/** A token Secret the operator makes, owned by its Agent (deleted with it). */
+export function agentTokenSecret(agentOwner: Owner, holt: string, t: AgentToken, token: string): KubeObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: meta(
+      t.secretName,
+      agentOwner,
+      labels(holt, t.secretName, 'ingress-token', { 'holt.io/role': t.role, 'holt.io/token': t.name }),
+    ),
+    type: 'Opaque',
+    stringData: { token },
+  };
+}
+
+/** The hashed token file of the Holt (what the orchestrator reads). Sorted, so it changes only with the tokens. */
+export function tokenFileOf(tokens: (AgentToken & { token: string })[]): string {
+  const entries: TokenEntry[] = tokens
+    .map((t) => ({
+      name: t.name,
+      role: t.role,
+      sha256: hashToken(t.token),
+      modes: t.modes,
+      origin: t.origin,
+      ratePerMinute: t.ratePerMinute,
+      createdAtMs: 0,
+    }))
+    .sort((a, b) => `${a.role}/${a.name}`.localeCompare(`${b.role}/${b.name}`));
+  return `${JSON.stringify({ tokens: entries }, null, 2)}\n`;
+}
+
+export function ingressTokensSecret(owner: Owner, file: string): KubeObject {
+  const name = ingressTokensSecretName(owner.name);
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: meta(name, owner, labels(owner.name, name, 'ingress-tokens')),
+    type: 'Opaque',
+    stringData: { 'tokens.json': file },
+  };
+}
+
+/**
+ * Only the ingress port of the orchestrator, from the allowed addresses and from pods of any namespace
+ * (ingress controllers and gateways run in-cluster). The Holt's default-deny keeps the rest closed.
+ */
+export function ingressNetworkPolicy(owner: Owner, spec: HoltSpec): KubeObject {
+  const name = childName(owner.name, 'ingress');
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: meta(name, owner, labels(owner.name, name, 'network-policy')),
+    spec: {
+      podSelector: {
+        matchLabels: { 'holt.io/instance': owner.name, 'app.kubernetes.io/component': 'orchestrator' },
+      },
+      policyTypes: ['Ingress'],
+      ingress: [
+        {
+          from: [...spec.ingress.allowFrom.map((cidr) => ({ ipBlock: { cidr } })), { namespaceSelector: {} }],
+          ports: [{ protocol: 'TCP', port: INGRESS_PORT }],
+        },
+      ],
+    },
+  };
+}
+
+/** The Ingress or HTTPRoute that exposes /v1/agents of the orchestrator's ingress port; none for `none`. */
+export function ingressExposure(owner: Owner, spec: HoltSpec): KubeObject | undefined {
+  const i = spec.ingress;
+  const name = childName(owner.name, 'ingress');
+  const service = orchestratorName(owner.name);
+  const md = meta(name, owner, labels(owner.name, name, 'ingress'));
+  if (i.expose === 'Ingress')
+    return {
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'Ingress',
+      metadata: md,
+      spec: {
+        ...(i.className ? { ingressClassName: i.className } : {}),
+        ...(i.tlsSecretName && i.host ? { tls: [{ hosts: [i.host], secretName: i.tlsSecretName }] } : {}),
+        rules: [
+          {
+            ...(i.host ? { host: i.host } : {}),
+            http: {
+              paths: [
+                {
+                  path: '/v1/agents',
+                  pathType: 'Prefix',
+                  backend: { service: { name: service, port: { name: 'ingress' } } },
+                },
+              ],
+            },
+          },
+        ],
+      },
+    };
+  if (i.expose === 'Gateway' && i.gateway)
+    return {
+      apiVersion: 'gateway.networking.k8s.io/v1',
+      kind: 'HTTPRoute',
+      metadata: md,
+      spec: {
+        parentRefs: [
+          {
+            name: i.gateway.name,
+            ...(i.gateway.namespace ? { namespace: i.gateway.namespace } : {}),
+            ...(i.gateway.sectionName ? { sectionName: i.gateway.sectionName } : {}),
+          },
+        ],
+        ...(i.host ? { hostnames: [i.host] } : {}),
+        rules: [
+          {
+            matches: [{ path: { type: 'PathPrefix', value: '/v1/agents' } }],
+            backendRefs: [{ name: service, port: INGRESS_PORT }],
+          },
+        ],
+      },
+    };
+  return undefined;
+}
