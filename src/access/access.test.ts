@@ -159,6 +159,43 @@ describe('NATS users', () => {
     await pup.close();
     await op.close();
   });
+
+  it('a tool service hears tool requests and may answer each once, nothing more; a pup sends them and hears the answers', async () => {
+    const pup = await nc('pup');
+    const tool = await nc('tool');
+    const errors: string[] = [];
+    void (async () => {
+      for await (const s of tool.status())
+        if (s.type === 'error') errors.push(String((s as { error?: unknown }).error));
+    })();
+    const answers: string[] = [];
+    pup.subscribe('evt.tool.acl.Writer.result', {
+      callback: (_e, m) => {
+        answers.push(m.string());
+      },
+    });
+    tool.subscribe('cmd.tool.lookup', {
+      callback: (_e, m) => {
+        m.respond('first');
+        m.respond('second'); // one answer per request
+      },
+    });
+    tool.subscribe('cmd.agent.*.wakeup'); // not a tool service's to hear
+    await Promise.all([pup.flush(), tool.flush()]);
+    pup.publish('cmd.tool.lookup', '{}', { reply: 'evt.tool.acl.Writer.result' });
+    await pup.flush();
+    await new Promise((r) => setTimeout(r, 300));
+    tool.publish('evt.tool.acl.Writer.result', 'unasked'); // not an answer to anything it got
+    await tool.flush();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(answers).toEqual(['first']);
+    expect(errors.join('\n')).toMatch(/Permissions Violation for Subscription to "cmd.agent.\*.wakeup"/);
+    expect(errors.join('\n')).toMatch(/Permissions Violation for Publish to "evt.tool.acl.Writer.result"/);
+    await pup.close();
+    await tool.close();
+    // And no Redis right at all.
+    await denied(as('tool').get(`holt:${I}:agents`));
+  });
 });
 
 describe('Postgres roles', () => {

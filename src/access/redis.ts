@@ -7,6 +7,7 @@ export const REDIS_USER: Record<Principal, string> = {
   orchestrator: 'orchestrator',
   pup: 'pup',
   operator: 'operator',
+  tool: 'tool',
 };
 
 /** Commands no Holt process needs, beyond the `dangerous` category (INFO is ioredis's ready check). */
@@ -41,6 +42,8 @@ export function redisRules(instance: string): Record<Principal, string> {
       `&${p}*`,
       `+@all ${DENIED}`,
     ].join(' '),
+    // A tool service's user exists so its password is one of the Secret's, and can do nothing.
+    tool: 'resetkeys resetchannels -@all',
     operator: [
       rw('agents', 'agents:rev', 'agents_changed', 'agent_images', 'worker_exits'),
       // What the Agent and Holt statuses show, and nothing of the work: no claim, artefact or bid.

@@ -4,9 +4,18 @@ import { z } from 'zod';
 import { newPassword, newPasswords, PRINCIPALS } from '../access/principals.ts';
 import { instanceDir } from './instance.ts';
 
+// A principal added by a newer version (tool) gets its password on the first `holt up` after it.
 const Passwords = z.object(
-  Object.fromEntries(PRINCIPALS.map((p) => [p, z.string().min(16)])) as {
-    [K in (typeof PRINCIPALS)[number]]: z.ZodString;
+  Object.fromEntries(
+    PRINCIPALS.map((p) => [
+      p,
+      z
+        .string()
+        .min(16)
+        .catch(() => newPassword()),
+    ]),
+  ) as {
+    [K in (typeof PRINCIPALS)[number]]: z.ZodCatch<z.ZodString>;
   },
 );
 
@@ -24,8 +33,13 @@ export type InstanceSecrets = z.infer<typeof InstanceSecrets>;
 export function instanceSecrets(name: string): InstanceSecrets {
   const file = join(instanceDir(name), 'secrets.json');
   if (existsSync(file)) {
-    const r = InstanceSecrets.safeParse(JSON.parse(readFileSync(file, 'utf8')));
-    if (r.success) return r.data;
+    const raw = JSON.parse(readFileSync(file, 'utf8'));
+    const r = InstanceSecrets.safeParse(raw);
+    if (r.success) {
+      if (JSON.stringify(r.data) !== JSON.stringify(raw))
+        writeFileSync(file, `${JSON.stringify(r.data, null, 2)}\n`, { mode: 0o600 });
+      return r.data;
+    }
   }
   const s: InstanceSecrets = {
     redis: newPasswords(),
