@@ -272,6 +272,12 @@ export function program(): Command {
         ? (await cmd.cluster()).kubeSend(kube(), 'wake', role, undefined, o)
         : (await cmd.ingress()).sendLocal('wake', role, undefined, o),
     );
+  p.command('tool-url')
+    .description(
+      "the NATS URL a tool service connects with (local mode): it hears cmd.tool.<name> and may only answer; on a cluster, the <holt>-nats Secret's tool-url",
+    )
+    .addOption(nameOpt())
+    .action(async (o) => (await cmd.ingress()).toolUrl(o));
   const life = p
     .command('life')
     .description('living agents: their messages, decisions, and stopping them (local mode)');

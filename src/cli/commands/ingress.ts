@@ -12,6 +12,7 @@ import {
 } from '../../ingress/tokens.ts';
 import { TOKEN_ORIGINS } from '../../life/labels.ts';
 import { ingressTokensFile, instanceDir } from '../../local/instance.ts';
+import { instanceSecrets } from '../../local/secrets.ts';
 import { age, CliError, EXIT, out, table } from '../output.ts';
 import { resolveInstance } from '../resolve.ts';
 
@@ -197,4 +198,17 @@ export async function sendLocal(
   out(
     `${r.status === 'duplicate' ? 'already queued' : 'queued'}: ${mode === 'messages' ? 'message' : 'wake'} ${r.id} for ${role}`,
   );
+}
+
+/**
+ * `holt tool-url`: the NATS URL a tool service of a local instance connects with (the `tool` user: it
+ * hears cmd.tool.> and may only answer). On a cluster: the key `tool-url` of the Secret `<holt>-nats`.
+ */
+export async function toolUrl(o: { name?: string }): Promise<void> {
+  const s = resolveInstance(o.name);
+  if (!s.natsUrl) throw new CliError(`instance '${s.name}' has no NATS`, EXIT.notFound);
+  const u = new URL(s.natsUrl);
+  u.username = 'tool';
+  u.password = instanceSecrets(s.name).nats.tool;
+  out(u.toString().replace(/\/$/, ''));
 }

@@ -55,6 +55,8 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
     `Instance ${s.name}: ${paint(colour, st)}${st === 'running' ? ` (up ${uptime(Date.now() - s.startedAt)})` : ''}`,
   );
   out(`  workspace: ${s.workspace}`);
+  if (s.ingressUrl)
+    out(`  ingress:   ${s.ingressUrl}/v1/agents/{role}/messages|wake (holt token create ROLE)`);
   if (s.error) out(`  error:     ${s.error}`);
   out('');
   const rows = s.components.map((c) => [
