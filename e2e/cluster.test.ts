@@ -8,9 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments, stringify } from 'yaml';
 import type { Artefact } from '../src/blackboard/types.ts';
 import { VERSION } from '../src/common/version.ts';
+import { call, type ScriptedReply, text } from '../test/harness/llm.ts';
 import { spawnServer } from '../test/harness/proc.ts';
 import { eventually } from '../test/harness/wait.ts';
-import { GIT_SECRET, gitServer, llmServer, tcpTarget } from './cluster/fixtures.ts';
+import { GIT_SECRET, gitServer, llmServer, tcpTarget, toolService } from './cluster/fixtures.ts';
 import { type E2eTarget, e2eTarget } from './cluster/target.ts';
 import { DEMO_LLM_PLAN, DEMO_LLM_SCRIPT } from './demo-llm-script.ts';
 import { expectDemoTrail } from './demo-trail.ts';
@@ -283,6 +284,57 @@ async function llmManifests(): Promise<string> {
     }
   }
   return docs.map((d) => stringify(d)).join('---\n');
+}
+
+/** What the living agent's model answers, in order: a work item, a timer, the tool, the report, two closings. */
+const LIVING_SCRIPT: ScriptedReply[] = [
+  call('work_create', { objective: 'Report on build 7 once it settles' }),
+  call('wait', { for: 'timer', seconds: 45, on: 'build 7 to settle' }),
+  call('lookup', { build: '7' }),
+  { toolCalls: [{ name: 'work_complete', arguments: {} }], text: 'Build 7 is green: 212/212 tests passed.' },
+  text('reported'),
+  text('standing down'),
+];
+
+/** A Holt of one living agent with an ingress (exposed by an Ingress) and an asynchronous tool. */
+function livingManifests(baseUrl: string): string {
+  return [
+    {
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Holt',
+      metadata: { name: 'living' },
+      spec: { llm: {}, ingress: { expose: 'Ingress', host: 'agents.example.test' } },
+    },
+    {
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Agent',
+      metadata: { name: 'living-watcher', labels: { 'e2e.holt.io/holt': 'living' } },
+      spec: {
+        holt: 'living',
+        role: 'Watcher',
+        bidding: { strategy: 'ignore' },
+        llm: {
+          model: 'scripted-watcher',
+          baseUrl,
+          maxSteps: 6,
+          tools: [
+            {
+              name: 'lookup',
+              description: 'Look a build up (the build service answers).',
+              parameters: { type: 'object', properties: { build: { type: 'string' } }, required: ['build'] },
+              async: 'nats',
+              asyncTimeoutSeconds: 120,
+            },
+          ],
+        },
+        ingress: { enabled: true, tokens: [{ name: 'ci' }, { name: 'ops', origin: 'operator' }] },
+        egress: true,
+        egressTo: { pods: [{ labels: { app: 'llm-life' } }] },
+      },
+    },
+  ]
+    .map((d) => stringify(d))
+    .join('---\n');
 }
 
 beforeAll(async () => {
@@ -591,6 +643,115 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(new Set(models)).toEqual(new Set(['scripted-writer', 'scripted-reviewer', 'scripted-finisher']));
   }, 900_000);
 
+  it('a living agent: a curl with its token queues a message; a work item, a timer (its pod killed mid-wait), a tool answered over NATS, the item completed; labels at each step', async () => {
+    const base = `http://llm-life.${NS}.svc:8080/v1`;
+    await kubectl(['apply', '-f', '-'], llmServer(LIVING_SCRIPT, 'llm-life'));
+    await kubectl(['apply', '-f', '-'], livingManifests(base));
+    await kubectl(['apply', '-f', '-'], toolService('living', 'lookup'));
+    await waitHoltReady('living', 1);
+    await kubectl(['rollout', 'status', 'deploy/llm-life', '--timeout=180s']);
+    await kubectl(['rollout', 'status', 'deploy/builds', '--timeout=180s']);
+    const secret = async (name: string) => {
+      const d = await getJson<{ data: Record<string, string> }>(['secret', name]);
+      return Buffer.from(d?.data.token ?? '', 'base64').toString('utf8');
+    };
+    const ci = await until(
+      'the ci token',
+      async () => (await secret('living-watcher-ingress-ci')) || undefined,
+    );
+    const ops = await secret('living-watcher-ingress-ops');
+    const send = async (key: string, body: string, token = ci): Promise<number> => {
+      if (!c.local) {
+        // Another cluster: the CLI's way in (the API server's port-forward to the orchestrator).
+        await holt('living', ['send', 'Watcher', JSON.parse(body).text, '--token', token, '--key', key]);
+        return 202;
+      }
+      // An outside client: curl from a node's network namespace to the orchestrator's ingress port.
+      const orch = (await pods('holt.io/instance=living,app.kubernetes.io/component=orchestrator')).find(
+        (p) => p.status.phase === 'Running',
+      ) as (Pod & { status: { podIP?: string } }) | undefined;
+      const { stdout } = await run('nsenter', [
+        `--net=/run/netns/${c.local.nodes[0]!.plan.netns}`,
+        '--',
+        'curl',
+        '-sS',
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_code}',
+        '-X',
+        'POST',
+        '-H',
+        `Authorization: Bearer ${token}`,
+        '-H',
+        `Idempotency-Key: ${key}`,
+        '--data',
+        body,
+        `http://${orch?.status.podIP}:8090/v1/agents/Watcher/messages`,
+      ]);
+      return Number(stdout);
+    };
+    // The orchestrator may have started before its token file existed: the kubelet brings it (≤ a minute).
+    await until('the message queued (202)', async () =>
+      (await send('build-7', JSON.stringify({ text: 'Build 7 started; tell us how it ends.' }))) === 202
+        ? true
+        : undefined,
+    );
+    if (c.local) expect(await send('build-7', JSON.stringify({ text: 'again' }))).toBe(200);
+    type AgentSt = {
+      status?: {
+        life?: { state: string; items: { waiting: number; completed: number }; lastMessageTime?: string };
+        ingress?: { tokens: { name: string; present: boolean }[] };
+      };
+    };
+    const watcher = () => getJson<AgentSt>(['agent', 'living-watcher']);
+    // Asleep on its timer: its pod is killed (no grace), and a new one takes over the wait.
+    await until('the item waits on its timer', async () =>
+      ((await watcher())?.status?.life?.items.waiting ?? 0) === 1 ? true : undefined,
+    );
+    const [first] = await pods('holt.io/instance=living,holt.io/role=Watcher');
+    await kubectl(['delete', 'pod', first!.metadata.name, '--grace-period=0', '--force']);
+    const done = await until(
+      'the item completed',
+      async () => {
+        const w = await watcher();
+        return (w?.status?.life?.items.completed ?? 0) === 1 ? w : undefined;
+      },
+      420_000,
+    );
+    expect(done.status?.life?.state).toBe('running');
+    expect(done.status?.life?.lastMessageTime).toBeTruthy();
+    expect(done.status?.ingress?.tokens).toEqual([
+      { name: 'ci', secretName: 'living-watcher-ingress-ci', present: true },
+      { name: 'ops', secretName: 'living-watcher-ingress-ops', present: true },
+    ]);
+    const after = await pods('holt.io/instance=living,holt.io/role=Watcher');
+    expect(after.map((p) => p.metadata.name)).not.toContain(first!.metadata.name);
+    // The operator's token: an instruction, through the CLI's way in.
+    await holt('living', ['send', 'Watcher', 'Stand down for today.', '--token', ops]);
+    // What the model was shown, in order (the scripted server logs each request).
+    const shown = await until('six model calls', async () => {
+      const lines = (await kubectl(['logs', 'deploy/llm-life']))
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { user: string; last: string });
+      return lines.length >= 6 ? lines : undefined;
+    });
+    expect(shown[0]!.user).toContain(
+      '<message origin="webhook" surface="POST /v1/agents/Watcher/messages" admission="token ci" authority="external_evidence"',
+    );
+    expect(shown[2]!.user).toContain('origin="timer"');
+    expect(shown[3]!.last).toContain('origin="task" surface="cmd.tool.lookup" admission="tool service"');
+    expect(shown[3]!.last).toContain('build 7: green');
+    expect(shown[5]!.user).toContain('origin="operator"');
+    expect(shown[5]!.user).toContain('authority="operator_instruction"');
+    const answered = await kubectl(['logs', 'deploy/builds']);
+    expect(answered).toContain('"tool":"lookup","build":"7"');
+    // The exposure asked for: an Ingress in front of the ingress port.
+    const ing = await getJson<{ spec: { rules: { host: string }[] } }>(['ingress', 'living-ingress']);
+    expect(ing?.spec.rules[0]?.host).toBe('agents.example.test');
+  }, 900_000);
+
   it('metrics, for real: an in-cluster Prometheus scrapes the Holts and the operator by their scrape hints; every dashboard panel has data, every alert evaluates', async (ctx) => {
     if (!c.local) return ctx.skip();
     // Asked from inside a node's network namespace (where pod addresses route), as another pod would.
@@ -702,7 +863,8 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
       for (const [k, v] of Object.entries(data))
         if (k.endsWith('password')) secrets.push(Buffer.from(v, 'base64').toString());
     }
-    expect(secrets.length).toBe(4 + 4 + 3);
+    // Redis and NATS: admin, orchestrator, pup, operator, tool; Postgres: superuser, owner, app.
+    expect(secrets.length).toBe(5 + 5 + 3);
     expect(report.texts).toContain('HOLT_AGENT_NAME=Prober');
     expect(report.texts).toContain('DECLARED_FOR_TOOLS=visible');
     expect(report.texts).toMatch(/HOLT_CALL_ID=[0-9a-f-]{36}/);

@@ -22,6 +22,7 @@ function server(
   command: string[],
   files: Record<string, string>,
   env: object[] = [],
+  podLabels: Record<string, string> = {},
 ): object[] {
   const data = Object.fromEntries(Object.entries(files).map(([k, v]) => [k.replaceAll('/', '__'), v]));
   const items = Object.keys(files).map((k) => ({ key: k.replaceAll('/', '__'), path: k }));
@@ -36,7 +37,7 @@ function server(
         replicas: 1,
         selector: { matchLabels: labels },
         template: {
-          metadata: { labels },
+          metadata: { labels: { ...labels, ...podLabels } },
           spec: {
             automountServiceAccountToken: false,
             securityContext: {
@@ -116,9 +117,9 @@ export function gitServer(password: string, repos: Record<string, Record<string,
   return [secret, ...docs].map((d) => stringify(d)).join('---\n');
 }
 
-/** The scripted LLM (`llm` Service, base URL http://llm:8080/v1), replying `script` in order. */
-export function llmServer(script: ScriptedReply[]): string {
-  const docs = server('llm', ['/opt/holt/bin/node', '/srv/app/e2e/cluster/llm-server.ts'], {
+/** The scripted LLM (`name` Service, base URL http://<name>:8080/v1), replying `script` in order. */
+export function llmServer(script: ScriptedReply[], name = 'llm'): string {
+  const docs = server(name, ['/opt/holt/bin/node', '/srv/app/e2e/cluster/llm-server.ts'], {
     'test/harness/llm.ts': file('test/harness/llm.ts'),
     'e2e/cluster/llm-server.ts': file('e2e/cluster/llm-server.ts'),
     'script.json': JSON.stringify(script),
@@ -136,5 +137,23 @@ export function tcpTarget(name: string): string {
   const docs = server(name, ['/opt/holt/bin/node', '-e', code], {
     'net-probe.mjs': file('e2e/probe/net-probe.mjs'),
   });
+  return docs.map((d) => stringify(d)).join('---\n');
+}
+
+/**
+ * examples/living/tool-service.mjs answering `tool` for Holt `holt`: its pod carries the Holt's instance
+ * label (so the Holt's policies admit it to NATS, and nothing else) and the `tool` user's URL only.
+ */
+export function toolService(holt: string, tool: string): string {
+  const docs = server(
+    'builds',
+    ['/opt/holt/bin/node', '/srv/app/tool-service.mjs', tool],
+    { 'tool-service.mjs': file('examples/living/tool-service.mjs') },
+    [
+      { name: 'NATS_URL', valueFrom: { secretKeyRef: { name: `${holt}-nats`, key: 'tool-url' } } },
+      { name: 'HOLT_APP_PACKAGE', value: '/opt/holt/app/package.json' },
+    ],
+    { 'holt.io/instance': holt },
+  );
   return docs.map((d) => stringify(d)).join('---\n');
 }

@@ -16,11 +16,27 @@ createServer((req, res) => {
   });
   req.on('end', () => {
     let model = '';
+    let user = '';
+    let last = '';
     try {
-      model = (JSON.parse(body) as { model?: string }).model ?? '';
+      const b = JSON.parse(body) as {
+        model?: string;
+        messages?: { role: string; content?: string | null }[];
+      };
+      model = b.model ?? '';
+      // What the model was shown (the first user message and the last message), for the test to read.
+      user = (b.messages?.find((m) => m.role === 'user')?.content ?? '').slice(0, 2000);
+      last = (b.messages?.at(-1)?.content ?? '').slice(0, 2000);
     } catch {}
     console.log(
-      JSON.stringify({ method: req.method, path: req.url, model, auth: Boolean(req.headers.authorization) }),
+      JSON.stringify({
+        method: req.method,
+        path: req.url,
+        model,
+        auth: Boolean(req.headers.authorization),
+        user,
+        last,
+      }),
     );
     const fwd = request(
       {

@@ -1,0 +1,41 @@
+// A tool service for a living agent's asynchronous tool (`async: nats` in the agent's llm.tools): it
+// hears the requests on cmd.tool.<name> and answers each one, once. It connects as the NATS user
+// `tool`, which may do nothing else: `holt tool-url` prints its URL for a local instance; on a cluster it
+// is the key `tool-url` of the Secret `<holt>-nats` (and the pod carries `holt.io/instance: <holt>`,
+// so the Holt's NetworkPolicies let it reach NATS). It holds no other credential.
+//
+//   NATS_URL=$(holt tool-url) node examples/living/tool-service.mjs lookup
+//
+// A request is {instance, role, turn_id, tool_call_id, tool, args, deadline_ms}; the answer is
+// {turn_id, tool_call_id, ok?, output, error?}. This one looks a build up in a table it makes up.
+import { createRequire } from 'node:module';
+
+// The NATS client of the holt program next to it (HOLT_APP_PACKAGE: its package.json in an image).
+const require = createRequire(process.env.HOLT_APP_PACKAGE ?? import.meta.url);
+const { connect } = require('@nats-io/transport-node');
+
+const url = new URL(process.env.NATS_URL ?? '');
+const tool = process.argv[2] ?? 'lookup';
+const nc = await connect({
+  servers: `${url.hostname}:${url.port || 4222}`,
+  user: decodeURIComponent(url.username),
+  pass: decodeURIComponent(url.password),
+});
+nc.subscribe(`cmd.tool.${tool}`, {
+  callback: (err, msg) => {
+    if (err) return;
+    let req;
+    try {
+      req = msg.json();
+    } catch {
+      return; // not a request: nothing to answer
+    }
+    const build = String(req.args?.build ?? '?');
+    const output = `build ${build}: green, 212/212 tests passed`;
+    msg.respond(JSON.stringify({ turn_id: req.turn_id, tool_call_id: req.tool_call_id, output }));
+    console.log(JSON.stringify({ answered: req.tool_call_id, role: req.role, tool, build }));
+  },
+});
+await nc.flush();
+console.log(`answering cmd.tool.${tool}`);
+process.on('SIGTERM', () => nc.drain().then(() => process.exit(0)));
