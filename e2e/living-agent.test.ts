@@ -228,6 +228,26 @@ describe('a living agent under holt up (real binary, real stores, scripted model
       { timeoutMs: 30_000 },
     );
     expect(shown).toContain('report:     Build 7 is green: all 212 tests passed.');
+    expect(shown).toContain('webhook via POST /v1/agents/Watcher/messages (token ci; external evidence)');
+    const stored = (await holt(['hoard', '--messages', '--name', NAME, '-o', 'jsonl']))
+      .trim()
+      .split('\n')
+      .map(
+        (l) => JSON.parse(l) as { role: string; kind: string; body: string; labels: Record<string, string> },
+      );
+    expect(stored).toEqual([
+      expect.objectContaining({
+        role: 'Watcher',
+        kind: 'message',
+        body: 'Build 7 started; tell us how it ends.',
+        labels: {
+          origin: 'webhook',
+          surface: 'POST /v1/agents/Watcher/messages',
+          admission: 'token ci',
+          authority: 'external_evidence',
+        },
+      }),
+    ]);
 
     // The operator instructs it through the same ingress (holt send holds its own operator token).
     expect(await holt(['send', 'Watcher', 'Stand down for today.', '--name', NAME])).toMatch(

@@ -165,6 +165,7 @@ export function program(): Command {
     .option('--until <time>', 'RFC3339 time or a duration before now')
     .option('--type <glob>', 'only artefacts whose type matches')
     .option('--agent <role>', 'only artefacts produced by this role')
+    .option('--messages', "living agents' messages with their provenance labels instead (local mode)")
     .action(async (id, o) => (await cmd.hoard()).hoard(id, o));
   p.command('graph')
     .description(

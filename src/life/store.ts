@@ -460,18 +460,31 @@ export class LifeStore {
     return r.rows.map((x) => ({ decision: x.decision, detail: x.detail, atMs: Number(x.at_ms) }));
   }
 
+  /** The roles that ever got a message or lived. */
+  async roles(instance: string): Promise<string[]> {
+    const r = await this.pool.query<{ role: string }>(
+      'SELECT role FROM holt.agent_life WHERE instance = $1 ORDER BY role',
+      [instance],
+    );
+    return r.rows.map((x) => x.role);
+  }
+
   /** Messages of a role, newest last (`holt work show`, `holt hoard --messages`). */
   async recentMessages(
     instance: string,
     role: string,
     limit = 20,
-  ): Promise<(LifeMessage & { turnId: string | null })[]> {
+  ): Promise<(LifeMessage & { role: string; turnId: string | null })[]> {
     const r = await this.pool.query(
       `SELECT ${MSG_COLS}, turn_id FROM (SELECT * FROM holt.agent_messages WHERE instance = $1 AND role = $2
          ORDER BY id DESC LIMIT $3) m ORDER BY id`,
       [instance, role, limit],
     );
-    return r.rows.map((x) => ({ ...MessageRow.parse(x), turnId: (x as { turn_id: string | null }).turn_id }));
+    return r.rows.map((x) => ({
+      ...MessageRow.parse(x),
+      role,
+      turnId: (x as { turn_id: string | null }).turn_id,
+    }));
   }
 }
 

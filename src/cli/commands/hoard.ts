@@ -3,6 +3,7 @@ import type { Artefact } from '../../blackboard/types.ts';
 import { abbreviateType, globMatch, payloadPreview } from '../format.ts';
 import { age, CliError, EXIT, err, out, table } from '../output.ts';
 import { parseTime, resolveTarget } from '../resolve.ts';
+import { remoteTarget } from '../target.ts';
 
 export interface HoardOptions {
   name?: string;
@@ -11,6 +12,8 @@ export interface HoardOptions {
   until?: string;
   type?: string;
   agent?: string;
+  /** Living agents' messages (their provenance labels) instead of artefacts; local mode. */
+  messages?: boolean;
 }
 
 /** A full id, or a prefix of at least 6 characters that names exactly one artefact. */
@@ -30,6 +33,7 @@ export function resolveShortId(all: string[], wanted: string): string {
 export async function hoard(id: string | undefined, opts: HoardOptions): Promise<void> {
   if (!['default', 'jsonl'].includes(opts.output))
     throw new CliError(`-o: unknown format "${opts.output}"`, EXIT.usage);
+  if (opts.messages) return hoardMessages(opts);
   const s = resolveTarget(opts.name);
   const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
   try {
@@ -71,4 +75,39 @@ export async function hoard(id: string | undefined, opts: HoardOptions): Promise
   } finally {
     await bb.close();
   }
+}
+
+/** `holt hoard --messages [--agent ROLE]`: what came in to living agents, with the labels it came with. */
+async function hoardMessages(opts: HoardOptions): Promise<void> {
+  if (remoteTarget())
+    throw new CliError(
+      "--messages reads the Holt's Postgres: local mode only (on a cluster: the agent's life events, evt.agent.*.life)",
+      EXIT.usage,
+    );
+  const { withLife } = await import('./life.ts');
+  await withLife(opts.name, async (l, instance) => {
+    const roles = opts.agent ? [opts.agent] : await l.roles(instance);
+    const rows = (await Promise.all(roles.map((r) => l.recentMessages(instance, r, 200)))).flat();
+    rows.sort((a, b) => a.at_ms - b.at_ms);
+    if (opts.output === 'jsonl') {
+      for (const m of rows) out(JSON.stringify(m));
+      return;
+    }
+    if (!rows.length) return out('No messages.');
+    for (const t of table([
+      ['ID', 'AGENT', 'KIND', 'AGE', 'ORIGIN', 'ADMISSION', 'AUTHORITY', 'DELIVERED', 'BODY'],
+      ...rows.map((m) => [
+        m.id,
+        m.role,
+        m.kind,
+        age(m.at_ms),
+        m.labels.origin,
+        m.labels.admission,
+        m.labels.authority,
+        m.turnId ? 'yes' : 'no',
+        (m.body ?? '').replace(/\s+/g, ' ').slice(0, 50),
+      ]),
+    ]))
+      out(t);
+  });
 }

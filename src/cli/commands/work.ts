@@ -1,4 +1,6 @@
 import { createPool } from '../../common/pg.ts';
+import { describeLabels } from '../../life/labels.ts';
+import { LifeStore } from '../../life/store.ts';
 import { readiness } from '../../work/items.ts';
 import { WorkStore } from '../../work/store.ts';
 import { age, CliError, EXIT, out, table } from '../output.ts';
@@ -74,5 +76,12 @@ export async function workShow(id: string, opts: { name?: string; json?: boolean
     if (i.todos.length) out('  todos:');
     for (const t of i.todos) out(`    [${t.done ? 'x' : ' '}] ${t.text}`);
     if (i.report) out(`  report:     ${i.report}`);
+    // What reached its agent lately, with the labels it came with (holt life show has them all).
+    const messages = await new LifeStore(w.pool).recentMessages(instance, i.role, 5);
+    if (messages.length) out(`  latest messages to ${i.role}:`);
+    for (const m of messages)
+      out(
+        `    #${m.id} ${m.kind} · ${describeLabels(m.labels)}${m.body ? `: ${m.body.replace(/\s+/g, ' ').slice(0, 80)}` : ''}`,
+      );
   });
 }
