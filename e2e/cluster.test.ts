@@ -1086,7 +1086,9 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
   }, 600_000);
 
   it('deleting a Holt and its Agents leaves nothing behind', async () => {
-    for (const name of ['demo', 'scale', 'demo-llm', 'trust', 'tls']) {
+    // The living Holt's tool service is the user's, not the Holt's: it goes by hand.
+    await kubectl(['delete', 'deployment,service,configmap', 'builds', '--ignore-not-found', '--wait=true']);
+    for (const name of ['demo', 'scale', 'demo-llm', 'trust', 'tls', 'living']) {
       await kubectl(['delete', 'holt', name, '--wait=true', '--timeout=180s']);
       await kubectl([
         'delete',
@@ -1105,7 +1107,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
         'get',
         'all,pvc,secrets,configmaps,serviceaccounts,networkpolicies,pdb,roles,rolebindings',
         '-l',
-        'holt.io/instance in (demo,scale,demo-llm,trust,tls)',
+        'holt.io/instance in (demo,scale,demo-llm,trust,tls,living)',
         '-o',
         'name',
       ]);

@@ -278,6 +278,8 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   const polls = [
     ...(shape === 'jobs' && ctx.claims ? [ctx.pollMs] : []),
     ...(ctx.runtime ? [ctx.statusPollMs] : []),
+    // Token Secrets have no informer (the Holt's reconcile makes them; a user may delete one).
+    ...(ingress ? [ingress.tokens.every((t) => t.present) ? ctx.statusPollMs : ctx.pollMs] : []),
   ];
   return polls.length ? { requeueAfterMs: Math.min(...polls) } : undefined;
 }

@@ -648,7 +648,8 @@ describe('Holt and Agent reconcilers on a real API server', () => {
       const s = ((await get('Agent', 'open-writer'))?.status ?? {}) as {
         ingress?: { tokens: { name: string; present: boolean }[] };
       };
-      return s.ingress;
+      // The Agent may report before the Holt's reconcile has made the Secrets: until both made ones show.
+      return s.ingress?.tokens.filter((t) => t.present).length === 2 ? s.ingress : undefined;
     });
     expect(st.tokens).toEqual([
       { name: 'ci', secretName: 'open-writer-ingress-ci', present: true },
