@@ -152,6 +152,7 @@ export function toolService(holt: string, tool: string): string {
     [
       { name: 'NATS_URL', valueFrom: { secretKeyRef: { name: `${holt}-nats`, key: 'tool-url' } } },
       { name: 'HOLT_APP_PACKAGE', value: '/opt/holt/app/package.json' },
+      { name: 'HEALTH_PORT', value: '8080' },
     ],
     { 'holt.io/instance': holt },
   );

@@ -8,6 +8,7 @@
 //
 // A request is {instance, role, turn_id, tool_call_id, tool, args, deadline_ms}; the answer is
 // {turn_id, tool_call_id, ok?, output, error?}. This one looks a build up in a table it makes up.
+import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 
 // The NATS client of the holt program next to it (HOLT_APP_PACKAGE: its package.json in an image).
@@ -38,4 +39,6 @@ nc.subscribe(`cmd.tool.${tool}`, {
 });
 await nc.flush();
 console.log(`answering cmd.tool.${tool}`);
+// A readiness port for a Deployment's probe (HEALTH_PORT): ready once subscribed.
+if (process.env.HEALTH_PORT) createServer((_q, r) => r.end('ok')).listen(Number(process.env.HEALTH_PORT));
 process.on('SIGTERM', () => nc.drain().then(() => process.exit(0)));

@@ -193,9 +193,9 @@ export const HoltIngress = z
     tlsSecretName: z.string().optional().describe("TLS certificate Secret of the Ingress's host."),
     gateway: z
       .object({
-        name: z.string().min(1),
-        namespace: z.string().optional(),
-        sectionName: z.string().optional(),
+        name: z.string().min(1).describe('Name of the Gateway.'),
+        namespace: z.string().optional().describe("Its namespace (default: the Holt's)."),
+        sectionName: z.string().optional().describe('The listener of the Gateway to attach to.'),
       })
       .optional()
       .describe('The Gateway the HTTPRoute attaches to (expose: Gateway).'),

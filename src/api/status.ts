@@ -157,13 +157,15 @@ export const AgentStatus = z
       .describe("A living agent's (spec.llm.life or spec.ingress): from its pup's agent_status hash."),
     ingress: z
       .object({
-        tokens: z.array(
-          z.object({
-            name: z.string(),
-            secretName: z.string(),
-            present: z.boolean().describe('The Secret holds a token (key token).'),
-          }),
-        ),
+        tokens: z
+          .array(
+            z.object({
+              name: z.string().describe('The token name.'),
+              secretName: z.string().describe('The Secret that holds it.'),
+              present: z.boolean().describe('The Secret holds a token (key token).'),
+            }),
+          )
+          .describe('One entry per token of spec.ingress.tokens.'),
       })
       .optional()
       .describe('The capability tokens spec.ingress declares, and whether each is present.'),

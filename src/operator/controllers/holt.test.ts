@@ -613,7 +613,11 @@ describe('Holt and Agent reconcilers on a real API server', () => {
         secret: expect.objectContaining({ secretName: 'open-ingress-tokens', optional: true }),
       }),
     );
-    expect((await get('Service', 'open-orchestrator'))?.spec).toMatchObject({
+    const svc = await eventually('the Service with its ingress port', async () => {
+      const o = await get('Service', 'open-orchestrator');
+      return JSON.stringify(o?.spec ?? {}).includes('"ingress"') ? o : undefined;
+    });
+    expect(svc.spec).toMatchObject({
       ports: expect.arrayContaining([
         expect.objectContaining({ name: 'ingress', port: 8090, targetPort: 'ingress' }),
       ]),
