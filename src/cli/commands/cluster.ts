@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { API_VERSION } from '../../api/common.ts';
 import { Blackboard } from '../../blackboard/client.ts';
@@ -124,18 +123,8 @@ export async function kubeSend(
   if (!pod) throw new CliError(`no running orchestrator in Holt ${k.namespace}/${k.name}`, EXIT.notFound);
   const fwd = await forward(k.kc, k.namespace, pod.metadata!.name!, INGRESS_PORT);
   try {
-    const { postIngress } = await import('./ingress.ts');
-    const r = await postIngress(
-      `http://127.0.0.1:${fwd.port}`,
-      role,
-      mode,
-      token,
-      mode === 'messages' ? { text } : {},
-      o.key ?? randomUUID(),
-    );
-    out(
-      `${r.status === 'duplicate' ? 'already queued' : 'queued'}: ${mode === 'messages' ? 'message' : 'wake'} ${r.id} for ${role}`,
-    );
+    const { sendThrough } = await import('./ingress.ts');
+    await sendThrough(`http://127.0.0.1:${fwd.port}`, mode, role, text, token, o.key);
   } finally {
     await new Promise<void>((resolve) => fwd.server.close(() => resolve()));
   }

@@ -173,6 +173,28 @@ export async function postIngress(
   return { status: said.status ?? 'queued', id: said.id ?? '' };
 }
 
+/** Sends a message (or a wake) through an ingress at `url`, and says what became of it. */
+export async function sendThrough(
+  url: string,
+  mode: 'messages' | 'wake',
+  role: string,
+  text: string | undefined,
+  token: string,
+  key: string | undefined,
+): Promise<void> {
+  const r = await postIngress(
+    url,
+    role,
+    mode,
+    token,
+    mode === 'messages' ? { text } : {},
+    key ?? randomUUID(),
+  );
+  out(
+    `${r.status === 'duplicate' ? 'already queued' : 'queued'}: ${mode === 'messages' ? 'message' : 'wake'} ${r.id} for ${role}`,
+  );
+}
+
 /** `holt send ROLE TEXT` / `holt wake ROLE` on a local instance, through its ingress. */
 export async function sendLocal(
   mode: 'messages' | 'wake',
@@ -187,17 +209,7 @@ export async function sendLocal(
       EXIT.notFound,
     );
   const token = o.token ?? process.env.HOLT_TOKEN ?? cliToken(s.name, role);
-  const r = await postIngress(
-    s.ingressUrl,
-    role,
-    mode,
-    token,
-    mode === 'messages' ? { text } : {},
-    o.key ?? randomUUID(),
-  );
-  out(
-    `${r.status === 'duplicate' ? 'already queued' : 'queued'}: ${mode === 'messages' ? 'message' : 'wake'} ${r.id} for ${role}`,
-  );
+  await sendThrough(s.ingressUrl, mode, role, text, token, o.key);
 }
 
 /**

@@ -1,24 +1,11 @@
-import { createPool } from '../../common/pg.ts';
 import { describeLabels } from '../../life/labels.ts';
 import { LifeStore } from '../../life/store.ts';
-import { age, CliError, EXIT, out } from '../output.ts';
-import { resolveInstance } from '../resolve.ts';
+import { withInstancePostgres } from '../instance-pg.ts';
+import { age, out } from '../output.ts';
 
 /** The instance's life store (its Postgres). */
-export async function withLife<T>(
-  name: string | undefined,
-  fn: (l: LifeStore, instance: string) => Promise<T>,
-): Promise<T> {
-  const s = resolveInstance(name);
-  if (!s.postgresUrl)
-    throw new CliError(`instance '${s.name}' has no Postgres, so no living agents`, EXIT.notFound);
-  const pool = createPool(s.postgresUrl, { max: 1 });
-  try {
-    return await fn(new LifeStore(pool), s.name);
-  } finally {
-    await pool.end();
-  }
-}
+export const withLife = <T>(name: string | undefined, fn: (l: LifeStore, instance: string) => Promise<T>) =>
+  withInstancePostgres(name, 'no living agents', (pool, instance) => fn(new LifeStore(pool), instance));
 
 /** `holt life stop|start ROLE`: a stopped agent's ingress answers 409 and it starts no turn. */
 export async function lifeState(

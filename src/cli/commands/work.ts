@@ -1,29 +1,13 @@
-import { createPool } from '../../common/pg.ts';
 import { describeLabels } from '../../life/labels.ts';
 import { LifeStore } from '../../life/store.ts';
 import { readiness } from '../../work/items.ts';
 import { WorkStore } from '../../work/store.ts';
+import { withInstancePostgres } from '../instance-pg.ts';
 import { age, CliError, EXIT, out, table } from '../output.ts';
-import { resolveInstance } from '../resolve.ts';
 
 /** The instance's work item store (its Postgres); an instance without one has no work items. */
-async function withStore<T>(
-  name: string | undefined,
-  fn: (w: WorkStore, instance: string) => Promise<T>,
-): Promise<T> {
-  const s = resolveInstance(name);
-  if (!s.postgresUrl)
-    throw new CliError(
-      `instance '${s.name}' has no Postgres (no LLM or scalable agent), so no work items`,
-      EXIT.notFound,
-    );
-  const pool = createPool(s.postgresUrl, { max: 1 });
-  try {
-    return await fn(new WorkStore(pool), s.name);
-  } finally {
-    await pool.end();
-  }
-}
+const withStore = <T>(name: string | undefined, fn: (w: WorkStore, instance: string) => Promise<T>) =>
+  withInstancePostgres(name, 'no work items', (pool, instance) => fn(new WorkStore(pool), instance));
 
 /** `holt work list [ROLE]`: the agents' work items with their readiness (open ones unless --all). */
 export async function workList(
