@@ -140,6 +140,7 @@ describe('a living agent under holt up (real binary, real stores, scripted model
     expect(ingressUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     const token = (await holt(['token', 'create', 'Watcher', 'ci', '--name', NAME])).trim();
     expect(token).toMatch(/^holt_/);
+    await expect(holt(['token', 'create', 'Nobody', '--name', NAME])).rejects.toThrow(/has no agent Nobody/);
     expect(await holt(['token', 'list', '--name', NAME])).toMatch(
       /ci\s+Watcher\s+enqueue_message,wake_hint\s+webhook\s+60/,
     );

@@ -202,14 +202,14 @@ export class LifeStore {
       );
       if (delivery.messageIds.length)
         await c.query(
-          `UPDATE holt.agent_messages SET turn_id = $3, delivered_at = now()
+          `UPDATE holt.agent_messages SET turn_id = $3, delivered_at = now(), deliveries = deliveries + 1
            WHERE instance = $1 AND role = $2 AND id = ANY($4::bigint[]) AND turn_id IS NULL`,
           [instance, role, turnId, delivery.messageIds],
         );
       for (const w of delivery.waits) {
         const r = await c.query<{ item_id: string | null }>(
-          `UPDATE holt.agent_waits SET state = $2, ended_at = now(), turn_id = $3 WHERE id = $1 AND state = 'waiting'
-           RETURNING item_id`,
+          `UPDATE holt.agent_waits SET state = $2, ended_at = now(), turn_id = $3, deliveries = deliveries + 1
+           WHERE id = $1 AND state = 'waiting' RETURNING item_id`,
           [w.id, w.outcome, turnId],
         );
         const item = r.rows[0]?.item_id;
@@ -379,13 +379,7 @@ export class LifeStore {
         [id, f.instance, role, w.itemId ?? null, w.kind, w.on, w.deadlineMs ?? null, f.turnId],
       );
       if (w.itemId) {
-        const blocker: Blocker = {
-          kind: 'wait',
-          wait: w.kind === 'message' ? 'external' : w.kind,
-          on: w.on,
-          ...(w.deadlineMs ? { deadlineMs: w.deadlineMs } : {}),
-          waitId: id,
-        };
+        const blocker = blockerOf(id, w.kind, w.on, w.deadlineMs);
         await c.query(
           `UPDATE holt.work_items SET blocked_by = blocked_by || $2::jsonb, updated_at = now()
            WHERE id = $1 AND state = 'open'`,
@@ -396,7 +390,11 @@ export class LifeStore {
     });
   }
 
-  /** Ends a life turn under its fence: the head idle, the turn done or failed with its result. */
+  /**
+   * Ends a life turn under its fence: the head idle, the turn done or failed with its result. A failed
+   * turn gives back what it was delivered (its messages, and its ended waits as waiting again), so the
+   * next turn gets them, up to MAX_DELIVERIES times each: a failure loses nothing, and cannot loop.
+   */
   async finish(
     f: Fence,
     end: { status: 'done' | 'failed'; result?: unknown; error?: string },
@@ -419,8 +417,32 @@ export class LifeStore {
         `UPDATE holt.turn_waiting_tools SET wait_status = 'dropped' WHERE turn_id = $1 AND wait_status IN ('waiting', 'received')`,
         [f.turnId],
       );
+      if (end.status === 'failed') await this.giveBack(c, f.turnId);
       return { value: true };
     });
+  }
+
+  /** A failed turn's deliveries, back to be delivered again (each at most MAX_DELIVERIES times). */
+  private async giveBack(c: pg.PoolClient, turnId: string): Promise<void> {
+    await c.query(
+      'UPDATE holt.agent_messages SET turn_id = NULL, delivered_at = NULL WHERE turn_id = $1 AND deliveries < $2',
+      [turnId, MAX_DELIVERIES],
+    );
+    const waits = await c.query(
+      `UPDATE holt.agent_waits SET state = 'waiting', turn_id = NULL, ended_at = NULL
+       WHERE turn_id = $1 AND deliveries < $2 RETURNING ${WAIT_COLS}`,
+      [turnId, MAX_DELIVERIES],
+    );
+    // Their items wait again too (each blocker was dropped when its wait ended).
+    for (const raw of waits.rows) {
+      const w = WaitRow.parse(raw);
+      if (w.item_id)
+        await c.query(
+          `UPDATE holt.work_items SET blocked_by = blocked_by || $2::jsonb, updated_at = now()
+           WHERE id = $1 AND state = 'open'`,
+          [w.item_id, JSON.stringify([blockerOf(w.id, w.kind, w.on_what, w.deadline_ms ?? undefined)])],
+        );
+    }
   }
 
   /** The agent's life row: running or stopped, and when its last message came in (ms, 0 for none). */
@@ -487,6 +509,18 @@ export class LifeStore {
     }));
   }
 }
+
+/** How many turns may get one message or one ended wait (a failed turn gives them back). */
+export const MAX_DELIVERIES = 3;
+
+/** An item's blocker for one of the agent's waits (dropped when the wait ends). */
+const blockerOf = (id: string, kind: LifeWait['kind'], on: string, deadlineMs?: number): Blocker => ({
+  kind: 'wait',
+  wait: kind === 'message' ? 'external' : kind,
+  on,
+  ...(deadlineMs ? { deadlineMs } : {}),
+  waitId: id,
+});
 
 /** The life actor's target name in the head row (never rung: life turns are not inbox rows). */
 const lifeTarget = (role: string) =>

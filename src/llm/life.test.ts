@@ -408,6 +408,34 @@ describe('a living agent', () => {
     expect(userText(3)).toContain('origin="system"');
   });
 
+  it('a failed turn gives its message back: the next turn gets it, three times at most', async () => {
+    const instance = `life${++n}`;
+    const refused = { status: 400, body: '{"error":{"message":"bad model"}}' };
+    llm.reset([refused, text('got it the second time')]);
+    await pup(instance, { HOLT_BUDGET_ERROR_PAUSE_MS: '200' });
+    await send(instance, 'do not lose me');
+    await llm.waitForRequests(2);
+    expect(userText(1)).toContain('do not lose me');
+    const once = await waitFor(async () => {
+      const t = await turns(instance);
+      return t.length === 2 && t[1]?.status === 'done' ? t : undefined;
+    }, 'the second turn done');
+    expect(once[0]!.status).toBe('failed');
+    // Three failures in a row: then it stays with the last turn that got it, and nothing loops.
+    const inst2 = `life${++n}`;
+    llm.reset([refused, refused, refused, text('never')]);
+    await pup(inst2, { HOLT_BUDGET_ERROR_PAUSE_MS: '200' });
+    await send(inst2, 'fails thrice');
+    await waitFor(
+      async () => (await turns(inst2)).filter((t) => t.status === 'failed').length === 3,
+      'three failed turns',
+    );
+    const m = await pool.query('SELECT deliveries, turn_id FROM holt.agent_messages WHERE instance = $1', [
+      inst2,
+    ]);
+    expect(m.rows[0]).toMatchObject({ deliveries: 3, turn_id: expect.any(String) });
+  });
+
   it('a stopped agent queues nothing; a repeated idempotency key is a no-op', async () => {
     const instance = `life${++n}`;
     const key = randomUUID();

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { loadHoltFile } from '../../api/holtfile.ts';
 import {
   createToken,
   MODES,
@@ -33,6 +34,7 @@ export async function tokenCreate(
   o: { name?: string; mode?: string; origin?: string; rate?: string },
 ): Promise<void> {
   const s = resolveInstance(o.name, { mustRun: false });
+  livingAgent(s.holtFile, role);
   const origin = z.enum(TOKEN_ORIGINS).safeParse(o.origin ?? 'webhook');
   if (!origin.success) throw new CliError(`--origin takes ${TOKEN_ORIGINS.join(', ')}`, EXIT.usage);
   const rate = z.coerce
@@ -63,6 +65,30 @@ export async function tokenCreate(
         ? `  curl -X POST ${s.ingressUrl}/v1/agents/${encodeURIComponent(role)}/messages -H "Authorization: Bearer $TOKEN" -H "Idempotency-Key: $(uuidgen)" -d '{"text":"hello"}'\n`
         : `  (instance '${s.name}' has no living agent, so no ingress yet: give an agent llm.life: true)\n`),
   );
+}
+
+/**
+ * Refuses a token for an agent the instance's Holt file does not have, or that does not live (its
+ * messages would wait unread). A file that cannot be read now is not held against the token.
+ */
+function livingAgent(holtFile: string, role: string): void {
+  let agents: { role: string; llm?: { life?: boolean } }[];
+  try {
+    agents = loadHoltFile(holtFile).agents;
+  } catch {
+    return;
+  }
+  const a = agents.find((x) => x.role === role);
+  if (!a)
+    throw new CliError(
+      `${holtFile} has no agent ${role} (agents: ${agents.map((x) => x.role).join(', ')})`,
+      EXIT.notFound,
+    );
+  if (!a.llm?.life)
+    throw new CliError(
+      `agent ${role} does not live, so its messages would wait unread: give it llm.life: true in ${holtFile}`,
+      EXIT.usage,
+    );
 }
 
 /** `holt token list [ROLE]`. */

@@ -26,6 +26,7 @@ CREATE TABLE holt.agent_messages (
   body            text,
   labels          jsonb       NOT NULL,
   turn_id         uuid,
+  deliveries      integer     NOT NULL DEFAULT 0,
   created_at      timestamptz NOT NULL DEFAULT now(),
   delivered_at    timestamptz,
   UNIQUE (instance, role, idempotency_key)
@@ -44,6 +45,7 @@ CREATE TABLE holt.agent_waits (
               CHECK (state IN ('waiting', 'resolved', 'timed_out', 'cancelled')),
   set_by_turn uuid,
   turn_id     uuid,
+  deliveries  integer     NOT NULL DEFAULT 0,
   created_at  timestamptz NOT NULL DEFAULT now(),
   ended_at    timestamptz
 );
