@@ -11,7 +11,7 @@ import { ensureSchema } from '../inbox/migrate.ts';
 import { LifeStore } from '../life/store.ts';
 import { take } from './rate-limit.ts';
 import { startIngressServer } from './server.ts';
-import { createToken, readTokenFile, revokeToken, tokenSource } from './tokens.ts';
+import { createToken, readTokenFile, revokeToken, tokenSource, writeTokenFile } from './tokens.ts';
 
 // The ingress over real HTTP and a real Postgres: every way in that must be refused, and what gets in
 // stored once with the labels the token gives it.
@@ -225,6 +225,24 @@ describe('the ingress', () => {
     writeFileSync(file, '{ broken');
     expect(src().length).toBeGreaterThan(0);
     expect(errors[0]).toContain('is not JSON');
+  });
+
+  it('many clients at once: every message queued once (no lock upgrade deadlock between enqueues)', async () => {
+    writeTokenFile(file, { tokens: [] }); // the test before broke it on purpose
+    const many = createToken(file, {
+      name: 'many',
+      role: 'Reviewer',
+      modes: ['enqueue_message'],
+      ratePerMinute: 10_000,
+    }).token;
+    await new LifeStore(pool).setState('ing', 'Reviewer', 'running');
+    const codes = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        post('/v1/agents/Reviewer/messages', { text: `m${i}` }, { token: many, key: `many-${i}` }),
+      ),
+    );
+    expect(codes.map((c) => c.status)).toEqual(Array(40).fill(202));
+    expect((await messages('Reviewer')).filter((m) => m.body?.startsWith('m'))).toHaveLength(40);
   });
 
   it('refills a bucket evenly (pure)', () => {

@@ -96,8 +96,10 @@ export class LifeStore {
         m.instance,
         m.role,
       ]);
+      // FOR UPDATE, not FOR SHARE: the same transaction updates the row below, and two that each
+      // held a share lock and wanted it exclusive would deadlock (the benchmark found it).
       const life = await c.query<{ state: string }>(
-        'SELECT state FROM holt.agent_life WHERE instance = $1 AND role = $2 FOR SHARE',
+        'SELECT state FROM holt.agent_life WHERE instance = $1 AND role = $2 FOR UPDATE',
         [m.instance, m.role],
       );
       if (life.rows[0]?.state === 'stopped') return { value: { kind: 'stopped' as const } };
