@@ -151,12 +151,16 @@ export class StepStore {
     return r.rowCount === 1;
   }
 
-  /** Delivers a tool result: single winner on the waiting row; a duplicate returns false. */
-  async receiveTool(turnId: string, toolCallId: string, result: unknown): Promise<boolean> {
+  /**
+   * Delivers a tool result: single winner on the waiting row; a duplicate, or a result for a call of
+   * another actor than `actorId` (when given), returns false.
+   */
+  async receiveTool(turnId: string, toolCallId: string, result: unknown, actorId?: string): Promise<boolean> {
     const r = await this.pool.query(
       `UPDATE holt.turn_waiting_tools SET wait_status = 'received', result = $3::jsonb, received_at = now()
-       WHERE turn_id = $1 AND tool_call_id = $2 AND wait_status = 'waiting'`,
-      [turnId, toolCallId, JSON.stringify(result ?? null)],
+       WHERE turn_id = $1 AND tool_call_id = $2 AND wait_status = 'waiting'
+         AND ($4::uuid IS NULL OR actor_id = $4::uuid)`,
+      [turnId, toolCallId, JSON.stringify(result ?? null), actorId ?? null],
     );
     return r.rowCount === 1;
   }

@@ -1,6 +1,7 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { lifeWakeSubject, subscribeToolResults, type ToolResult } from '../bus/tools.ts';
 import type { Logger } from '../common/logger.ts';
+import { lifeActorOf } from '../inbox/ids.ts';
 import type { Fence } from '../inbox/schema.ts';
 import type { StepStore } from '../inbox/steps.ts';
 import type { Decision } from './scheduler.ts';
@@ -105,12 +106,14 @@ export class LifeLoop {
 
   /** A tool service's answer: recorded once, for a call that waits; then a pass to resume its turn. */
   async received(r: ToolResult): Promise<boolean> {
+    // Only a call of this agent's own life actor: an answer naming another agent's call changes nothing.
     const ok = await this.d.steps
-      .receiveTool(r.turn_id, r.tool_call_id, {
-        ok: r.ok,
-        output: r.output,
-        ...(r.error ? { error: r.error } : {}),
-      })
+      .receiveTool(
+        r.turn_id,
+        r.tool_call_id,
+        { ok: r.ok, output: r.output, ...(r.error ? { error: r.error } : {}) },
+        lifeActorOf(this.d.instance, this.d.role),
+      )
       .catch(() => false);
     this.d.log.info(
       {
