@@ -44,18 +44,28 @@ export function pgTimeouts(env: NodeJS.ProcessEnv = process.env): pg.ClientConfi
  * Every wait is bounded (`pgTimeouts`); `opts` wins over the environment.
  */
 export function createPool(connectionString: string, opts: pg.PoolConfig = {}, log?: Logger): pg.Pool {
-  const pool = new pg.Pool({ connectionString, ...pgTimeouts(), ...opts });
+  const pool = new pg.Pool({ connectionString, ...pgTimeouts(), ...opts, Client: QuietClient });
   pool.on('error', (e) => log?.warn({ event_type: 'postgres_idle_client_error', error: e.message }));
-  // A checked-out client's connection dying (server restart, admin shutdown) fails its query; not the process.
-  pool.on('connect', (c) => c.on('error', () => undefined));
   return pool;
+}
+
+/**
+ * A client whose connection dying (server restart, admin shutdown) fails the query on it, never the
+ * process: listened to from birth, so also a client the pool was still connecting when it was ended
+ * (never handed out, so never given a listener by a 'connect' hook; one CI run crashed on such a one).
+ */
+class QuietClient extends pg.Client {
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    this.on('error', () => undefined);
+  }
 }
 
 /** One client for one short job (set-up, a check): connected, given to `fn`, always ended. */
 export async function withClient<T>(connectionString: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const { connectionTimeoutMillis, keepAlive, keepAliveInitialDelayMillis } = pgTimeouts();
   // No statement timeout: migrations may legitimately run long.
-  const c = new pg.Client({
+  const c = new QuietClient({
     connectionString,
     connectionTimeoutMillis,
     keepAlive,
