@@ -1,6 +1,7 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Logger } from '../common/logger.ts';
+import { jsonOf } from './message.ts';
 import { doorbellSubject, workerQueue } from './subjects.ts';
 
 /**
@@ -59,12 +60,7 @@ export function subscribeDoorbell(
         );
         return;
       }
-      let raw: unknown;
-      try {
-        raw = msg.json();
-      } catch {
-        raw = undefined;
-      }
+      const raw = jsonOf(msg);
       const bell = Doorbell.safeParse(raw);
       if (!bell.success || bell.data.target !== target || bell.data.instance !== instance) {
         log?.warn({ event_type: 'doorbell_invalid', target }, 'ignored a malformed doorbell');

@@ -1,6 +1,7 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Logger } from '../common/logger.ts';
+import { jsonOf } from './message.ts';
 
 /**
  * Asynchronous tools over NATS (seed 001 §tools): a turn's call goes out as a request on
@@ -70,12 +71,7 @@ export function subscribeToolResults(
     queue: `holt_tools_${token(instance)}_${token(role)}`,
     callback: (err, msg) => {
       if (err) return;
-      let raw: unknown;
-      try {
-        raw = msg.json();
-      } catch {
-        raw = undefined;
-      }
+      const raw = jsonOf(msg);
       const r = ToolResult.safeParse(raw);
       if (!r.success) {
         log?.warn(

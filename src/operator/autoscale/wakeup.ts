@@ -1,6 +1,7 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { connectBus } from '../../bus/connect.ts';
 import { Doorbell } from '../../bus/doorbell.ts';
+import { jsonOf } from '../../bus/message.ts';
 import { doorbellSubject } from '../../bus/subjects.ts';
 import { endpointOf, type StoreEndpoint } from '../runtime/endpoint.ts';
 import type { BacklogTarget } from './backlog.ts';
@@ -35,13 +36,7 @@ export class NatsWakeups implements WakeupSource {
         sub = nc.subscribe(doorbellSubject(t.target), {
           callback: (err, msg) => {
             if (err) return;
-            let raw: unknown;
-            try {
-              raw = msg.json();
-            } catch {
-              return;
-            }
-            const bell = Doorbell.safeParse(raw);
+            const bell = Doorbell.safeParse(jsonOf(msg));
             if (bell.success && bell.data.instance === t.holt) onWake();
           },
         });
