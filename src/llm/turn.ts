@@ -300,19 +300,32 @@ export class Turn {
   /** Step 0: the prompt, built once (target, context oldest first, memory, failures). */
   private async start(): Promise<void> {
     const { d } = this;
-    if (d.life) {
-      const o = await d.life.opening();
-      await this.record('init', o.messages, {
+    // A life turn opens with what woke the agent; a claim's turn with its target and context.
+    const o = d.life ? { ...(await d.life.opening()), extra: {} } : await this.claimOpening();
+    await this.record(
+      'init',
+      o.messages,
+      {
         ...this.s.ctl,
         llmSteps: 0,
         headLength: o.messages.length,
         startedAtMs: Date.now(),
         goalAtMs: o.goalAtMs,
         goalId: o.goalId,
-      });
-      d.events.step({ ...this.base(), phase: 'started', claim_id: d.claim.id, role: d.role });
-      return;
-    }
+      },
+      o.extra,
+    );
+    d.events.step({ ...this.base(), phase: 'started', claim_id: d.claim.id, role: d.role });
+  }
+
+  /** A claim's prompt (target, context oldest first, memory, failures) and its workflow's goal. */
+  private async claimOpening(): Promise<{
+    messages: ChatMessage[];
+    goalId: string;
+    goalAtMs: number;
+    extra: Record<string, unknown>;
+  }> {
+    const { d } = this;
     const st = d.settings;
     const [context, memory, failures] = await Promise.all([
       d.context(),
@@ -333,23 +346,14 @@ export class Turn {
       resultFields: describeFields(this.fields),
       maxSteps: st.maxSteps,
     });
-    await this.record(
-      'init',
+    // The workflow's goal, as far as the turn sees: the oldest of its target and context.
+    const goal = [d.target, ...context].reduce((a, b) => (b.created_at_ms < a.created_at_ms ? b : a));
+    return {
       messages,
-      {
-        ...this.s.ctl,
-        llmSteps: 0,
-        headLength: messages.length,
-        startedAtMs: Date.now(),
-        // The workflow's goal, as far as the turn sees: the oldest of its target and context.
-        ...(() => {
-          const goal = [d.target, ...context].reduce((a, b) => (b.created_at_ms < a.created_at_ms ? b : a));
-          return { goalAtMs: goal.created_at_ms, goalId: goal.id };
-        })(),
-      },
-      { context_size: context.length },
-    );
-    d.events.step({ ...this.base(), phase: 'started', claim_id: d.claim.id, role: d.role });
+      goalId: goal.id,
+      goalAtMs: goal.created_at_ms,
+      extra: { context_size: context.length },
+    };
   }
 
   /** Planning agents decompose the goal first (structured output); a bad plan falls back to one task. */
