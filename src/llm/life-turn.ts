@@ -2,6 +2,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { AgentTool } from '../api/agent.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
+import { noAgentEvents } from '../bus/events.ts';
 import { publishToolRequest, toolRequestSubject } from '../bus/tools.ts';
 import type { Fence } from '../inbox/schema.ts';
 import { labelsOf, wrapMessage } from '../life/labels.ts';
@@ -9,7 +10,7 @@ import type { LifeTurnEnd } from '../life/loop.ts';
 import { lifeOpening } from '../life/opening.ts';
 import type { Delivery, LifeStore } from '../life/store.ts';
 import type { LlmExecutorDeps } from './executor.ts';
-import type { WaitArgs } from './tools.ts';
+import { renderArgv, type WaitArgs } from './tools.ts';
 import { type LifeHooks, Turn } from './turn.ts';
 import { describeItem } from './work-tools.ts';
 
@@ -83,7 +84,7 @@ export class LifeTurns {
       context: async () => [],
       scrub: d.scrub,
       runner: cfg.runner,
-      events: d.events ?? { step: () => undefined, task: () => undefined, chunk: () => undefined },
+      events: d.events ?? noAgentEvents,
       log: d.log.child({ turn_id: fence.turnId, life: true }),
       signal,
       life: this.hooks(fence, delivery),
@@ -214,12 +215,7 @@ export class LifeTurns {
     const task = cfg.runner
       .run(
         {
-          argv: (tool.argv ?? []).map((p) =>
-            p.replace(/\{\{\s*([A-Za-z0-9_-]+)\s*\}\}/g, (_, n: string) => {
-              const v = req.args[n];
-              return v === undefined || v === null ? '' : typeof v === 'string' ? v : JSON.stringify(v);
-            }),
-          ),
+          argv: renderArgv(tool.argv ?? [], req.args),
           cwd: cfg.workspace,
           stdin: '',
           timeoutMs: Math.max(1000, deadlineMs - Date.now()),
