@@ -4,8 +4,8 @@ import { z } from 'zod';
 import { workerTarget } from '../api/common.ts';
 import { lifeActorOf, lifeTurnIdOf } from '../inbox/ids.ts';
 import type { Fence } from '../inbox/schema.ts';
-import { ms, tx } from '../inbox/sql.ts';
-import { type Blocker, WorkItem } from '../work/items.ts';
+import { holdsFence, ms, tx } from '../inbox/sql.ts';
+import type { Blocker } from '../work/items.ts';
 import { ITEM_COLUMNS, itemOf } from '../work/store.ts';
 import { type Labels, Labels as LabelsSchema } from './labels.ts';
 import { type Decision, decide, type LifeSnapshot } from './scheduler.ts';
@@ -62,14 +62,6 @@ export class LifeStore {
     this.pool = pool;
   }
 
-  /** The agent's life row, made running if it has none. */
-  async ensure(instance: string, role: string): Promise<void> {
-    await this.pool.query(
-      'INSERT INTO holt.agent_life (instance, role) VALUES ($1, $2) ON CONFLICT DO NOTHING',
-      [instance, role],
-    );
-  }
-
   async setState(instance: string, role: string, state: 'running' | 'stopped'): Promise<void> {
     await this.pool.query(
       `INSERT INTO holt.agent_life (instance, role, state) VALUES ($1, $2, $3)
@@ -92,10 +84,7 @@ export class LifeStore {
   }): Promise<Enqueued> {
     const labels = LabelsSchema.parse(m.labels);
     return tx<Enqueued>(this.pool, async (c) => {
-      await c.query('INSERT INTO holt.agent_life (instance, role) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
-        m.instance,
-        m.role,
-      ]);
+      await ensureLifeRow(c, m.instance, m.role);
       // FOR UPDATE, not FOR SHARE: the same transaction updates the row below, and two that each
       // held a share lock and wanted it exclusive would deadlock (the benchmark found it).
       const life = await c.query<{ state: string }>(
@@ -139,10 +128,7 @@ export class LifeStore {
   async step(instance: string, role: string, owner: string, leaseMs: number): Promise<Committed> {
     const actor = lifeActorOf(instance, role);
     return tx<Committed>(this.pool, async (c) => {
-      await c.query('INSERT INTO holt.agent_life (instance, role) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
-        instance,
-        role,
-      ]);
+      await ensureLifeRow(c, instance, role);
       const snap = await this.snapshot(c, instance, role, actor);
       const decision = decide(snap);
       const audit = (detail: Record<string, unknown>) =>
@@ -313,15 +299,14 @@ export class LifeStore {
   private async dropBlocker(c: pg.PoolClient, itemId: string, waitId: string): Promise<void> {
     const r = await c.query(`SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE id = $1 FOR UPDATE`, [itemId]);
     if (!r.rowCount) return;
-    const item = WorkItem.parse(itemOf(r.rows[0]));
-    const left = item.blockedBy.filter((b: Blocker) => !(b.kind === 'wait' && b.waitId === waitId));
+    const left = itemOf(r.rows[0]).blockedBy.filter((b) => !(b.kind === 'wait' && b.waitId === waitId));
     await c.query('UPDATE holt.work_items SET blocked_by = $2::jsonb, updated_at = now() WHERE id = $1', [
       itemId,
       JSON.stringify(left),
     ]);
   }
 
-  private async delivery(c: pg.PoolClient, turnId: string): Promise<Delivery | undefined> {
+  private async delivery(c: Pick<pg.Pool, 'query'>, turnId: string): Promise<Delivery | undefined> {
     const r = await c.query<{ delivery: unknown }>(
       'SELECT delivery FROM holt.life_turns WHERE turn_id = $1',
       [turnId],
@@ -330,13 +315,8 @@ export class LifeStore {
   }
 
   /** A life turn's delivery (what it was started with), for its opening. */
-  async deliveryOf(turnId: string): Promise<Delivery | undefined> {
-    const c = await this.pool.connect();
-    try {
-      return await this.delivery(c, turnId);
-    } finally {
-      c.release();
-    }
+  deliveryOf(turnId: string): Promise<Delivery | undefined> {
+    return this.delivery(this.pool, turnId);
   }
 
   async messages(ids: string[]): Promise<LifeMessage[]> {
@@ -367,12 +347,7 @@ export class LifeStore {
   ): Promise<LifeWait | undefined> {
     const id = randomUUID();
     return tx<LifeWait | undefined>(this.pool, async (c) => {
-      const fenced = await c.query(
-        `SELECT 1 FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2 AND turn_epoch = $3
-           AND active_turn_id = $4 AND status IN ('dispatched', 'running', 'suspended') FOR SHARE`,
-        [f.instance, f.actorId, f.epoch, f.turnId],
-      );
-      if (!fenced.rowCount) return { value: undefined };
+      if (!(await holdsFence(c, f))) return { value: undefined };
       const r = await c.query(
         `INSERT INTO holt.agent_waits (id, instance, role, item_id, kind, on_what, deadline, set_by_turn)
          VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::double precision IS NULL THEN NULL
@@ -380,14 +355,7 @@ export class LifeStore {
          RETURNING ${WAIT_COLS}`,
         [id, f.instance, role, w.itemId ?? null, w.kind, w.on, w.deadlineMs ?? null, f.turnId],
       );
-      if (w.itemId) {
-        const blocker = blockerOf(id, w.kind, w.on, w.deadlineMs);
-        await c.query(
-          `UPDATE holt.work_items SET blocked_by = blocked_by || $2::jsonb, updated_at = now()
-           WHERE id = $1 AND state = 'open'`,
-          [w.itemId, JSON.stringify([blocker])],
-        );
-      }
+      if (w.itemId) await addBlocker(c, w.itemId, blockerOf(id, w.kind, w.on, w.deadlineMs));
       return { value: WaitRow.parse(r.rows[0]) };
     });
   }
@@ -439,11 +407,7 @@ export class LifeStore {
     for (const raw of waits.rows) {
       const w = WaitRow.parse(raw);
       if (w.item_id)
-        await c.query(
-          `UPDATE holt.work_items SET blocked_by = blocked_by || $2::jsonb, updated_at = now()
-           WHERE id = $1 AND state = 'open'`,
-          [w.item_id, JSON.stringify([blockerOf(w.id, w.kind, w.on_what, w.deadline_ms ?? undefined)])],
-        );
+        await addBlocker(c, w.item_id, blockerOf(w.id, w.kind, w.on_what, w.deadline_ms ?? undefined));
     }
   }
 
@@ -511,6 +475,21 @@ export class LifeStore {
     }));
   }
 }
+
+/** The agent's life row, made (running) if it has none. */
+const ensureLifeRow = (c: pg.PoolClient, instance: string, role: string) =>
+  c.query('INSERT INTO holt.agent_life (instance, role) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
+    instance,
+    role,
+  ]);
+
+/** Adds one blocker to an open item (the wait's; `dropBlocker` takes it away when the wait ends). */
+const addBlocker = (c: pg.PoolClient, itemId: string, b: Blocker) =>
+  c.query(
+    `UPDATE holt.work_items SET blocked_by = blocked_by || $2::jsonb, updated_at = now()
+     WHERE id = $1 AND state = 'open'`,
+    [itemId, JSON.stringify([b])],
+  );
 
 /** How many turns may get one message or one ended wait (a failed turn gives them back). */
 export const MAX_DELIVERIES = 3;

@@ -2,15 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
 import type { Fence } from '../inbox/schema.ts';
-import { tx } from '../inbox/sql.ts';
+import { holdsFence, tx } from '../inbox/sql.ts';
 import { Blocker, completionProblem, PLAN_STATUSES, Todo, WorkItem } from './items.ts';
 
-// A write of a turn is fenced like every other: the actor's head must still hold this epoch and turn.
-const FENCE = `SELECT 1 FROM holt.agent_state_head h
-  WHERE h.instance = $1 AND h.actor_id = $2 AND h.turn_epoch = $3 AND h.active_turn_id = $4
-    AND h.status IN ('dispatched', 'running', 'suspended')
-  FOR SHARE OF h`;
-const fenceArgs = (f: Fence) => [f.instance, f.actorId, f.epoch, f.turnId];
+// A write of a turn is fenced like every other: the actor's head must still hold this epoch and turn
+// (holdsFence, first in each write's transaction).
 
 const Row = z.object({
   id: z.string(),
@@ -76,7 +72,7 @@ export class WorkStore {
   async create(f: Fence, role: string, objective: string): Promise<Written<WorkItem>> {
     const id = randomUUID();
     return tx<Written<WorkItem>>(this.pool, async (c) => {
-      if (!(await c.query(FENCE, fenceArgs(f))).rowCount) return { value: { ok: false, stale: true } };
+      if (!(await holdsFence(c, f))) return { value: { ok: false, stale: true } };
       const r = await c.query(
         `INSERT INTO holt.work_items (id, instance, role, objective) VALUES ($1, $2, $3, $4) RETURNING ${ITEM_COLUMNS}`,
         [id, f.instance, role, objective],
@@ -93,7 +89,7 @@ export class WorkStore {
   async update(f: Fence, role: string, id: string, patch: ItemPatch): Promise<Written<WorkItem>> {
     const p = ItemPatch.parse(patch);
     return tx<Written<WorkItem>>(this.pool, async (c) => {
-      if (!(await c.query(FENCE, fenceArgs(f))).rowCount) return { value: { ok: false, stale: true } };
+      if (!(await holdsFence(c, f))) return { value: { ok: false, stale: true } };
       const r = await c.query(
         `UPDATE holt.work_items SET
            objective = coalesce($4, objective),
@@ -124,7 +120,7 @@ export class WorkStore {
   /** Makes an open item the role's current one (at most one, kept across turns). */
   async pick(f: Fence, role: string, id: string): Promise<Written<WorkItem>> {
     return tx<Written<WorkItem>>(this.pool, async (c) => {
-      if (!(await c.query(FENCE, fenceArgs(f))).rowCount) return { value: { ok: false, stale: true } };
+      if (!(await holdsFence(c, f))) return { value: { ok: false, stale: true } };
       const r = await c.query(
         `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE id = $1 AND instance = $2 AND role = $3 AND state = 'open'`,
         [id, f.instance, role],
@@ -145,7 +141,7 @@ export class WorkStore {
    */
   async complete(f: Fence, role: string, id: string, report: string): Promise<Written<WorkItem>> {
     return tx<Written<WorkItem>>(this.pool, async (c) => {
-      if (!(await c.query(FENCE, fenceArgs(f))).rowCount) return { value: { ok: false, stale: true } };
+      if (!(await holdsFence(c, f))) return { value: { ok: false, stale: true } };
       const cur = await c.query(
         `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE id = $1 AND instance = $2 AND role = $3 FOR UPDATE`,
         [id, f.instance, role],
