@@ -35,3 +35,25 @@ export async function releaseTargetLease(
     [instance, target, owner],
   );
 }
+
+/**
+ * Keeps a turn's lease while it runs: renewed every third of its length; `onLost` when a renewal finds
+ * it gone (someone else runs the turn now), `onError` when one fails (the next one tries again).
+ * Returns the function that stops it.
+ */
+export function renewWhileRunning(
+  leaseMs: number,
+  renew: () => Promise<boolean>,
+  onLost: () => void,
+  onError: (e: unknown) => void,
+): () => void {
+  const t = setInterval(
+    () => {
+      renew().then((ok) => {
+        if (!ok) onLost();
+      }, onError);
+    },
+    Math.max(100, Math.floor(leaseMs / 3)),
+  );
+  return () => clearInterval(t);
+}

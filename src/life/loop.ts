@@ -2,6 +2,7 @@ import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { lifeWakeSubject, subscribeToolResults, type ToolResult } from '../bus/tools.ts';
 import type { Logger } from '../common/logger.ts';
 import { lifeActorOf } from '../inbox/ids.ts';
+import { renewWhileRunning } from '../inbox/leases.ts';
 import type { Fence } from '../inbox/schema.ts';
 import type { StepStore } from '../inbox/steps.ts';
 import type { Decision } from './scheduler.ts';
@@ -166,19 +167,14 @@ export class LifeLoop {
     const ac = new AbortController();
     const onStop = () => ac.abort();
     this.ac.signal.addEventListener('abort', onStop);
-    const renew = setInterval(
+    const stopRenewing = renewWhileRunning(
+      d.leaseMs,
+      () => d.renew(fence),
       () => {
-        d.renew(fence).then(
-          (ok) => {
-            if (!ok) {
-              d.log.warn({ event_type: 'turn_lease_lost', turn_id: fence.turnId });
-              ac.abort();
-            }
-          },
-          () => undefined,
-        );
+        d.log.warn({ event_type: 'turn_lease_lost', turn_id: fence.turnId });
+        ac.abort();
       },
-      Math.max(100, Math.floor(d.leaseMs / 3)),
+      (e) => d.log.warn({ event_type: 'turn_lease_renew_failed', turn_id: fence.turnId, error: String(e) }),
     );
     try {
       const end = await d.runTurn(fence, delivery, ac.signal);
@@ -210,7 +206,7 @@ export class LifeLoop {
           return;
       }
     } finally {
-      clearInterval(renew);
+      stopRenewing();
       this.ac.signal.removeEventListener('abort', onStop);
     }
   }

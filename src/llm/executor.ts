@@ -9,6 +9,7 @@ import { StructuralType } from '../blackboard/types.ts';
 import { type AgentEvents, noAgentEvents } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
 import type { Scrubber } from '../common/secrets.ts';
+import { renewWhileRunning } from '../inbox/leases.ts';
 import type { Fence } from '../inbox/schema.ts';
 import type { StepStore } from '../inbox/steps.ts';
 import type { PupConfig } from '../pup/config.ts';
@@ -151,21 +152,16 @@ export class LlmExecutor {
     signal?.addEventListener('abort', onAbort);
     // Lost lease = someone else runs the turn now: stop at once (our writes would be refused anyway).
     // On a worker the worker renews the inbox lease (row and head) and aborts `signal` when it is lost.
-    const timer = inbox
+    const stopRenewing = inbox
       ? undefined
-      : setInterval(
+      : renewWhileRunning(
+          settings.turnLeaseMs,
+          () => store.renew(fence, settings.turnLeaseMs),
           () => {
-            store.renew(fence, settings.turnLeaseMs).then(
-              (ok) => {
-                if (!ok) {
-                  l.warn({ event_type: 'turn_lease_lost' });
-                  ac.abort();
-                }
-              },
-              (e: unknown) => l.warn({ event_type: 'turn_lease_renew_failed', error: String(e) }),
-            );
+            l.warn({ event_type: 'turn_lease_lost' });
+            ac.abort();
           },
-          Math.max(100, Math.floor(settings.turnLeaseMs / 3)),
+          (e) => l.warn({ event_type: 'turn_lease_renew_failed', error: String(e) }),
         );
     const tl = l.child({ turn_id: fence.turnId, turn_epoch: fence.epoch });
     try {
@@ -226,7 +222,7 @@ export class LlmExecutor {
       }
       return await this.conclude(claim, target, id, fence, end, tl, inbox);
     } finally {
-      clearInterval(timer);
+      stopRenewing?.();
       signal?.removeEventListener('abort', onAbort);
     }
   }
