@@ -75,57 +75,57 @@ export class Ingress {
       return fail(401, 'unknown or missing token (Authorization: Bearer <token>)', {
         'www-authenticate': 'Bearer',
       });
-    const who = { token: token.name, mode, role };
-    if (token.role !== role)
-      return { ...fail(403, `this token is for agent ${token.role}, not ${role}`), ...who };
+    // Who asked, for the log line (never the token itself).
+    return { ...(await this.admitted(r, token, role, mode)), token: token.name, mode, role };
+  }
+
+  /** The rest of a request whose token is known: its scope, rate, key and body, then the queueing. */
+  private async admitted(r: IngressRequest, token: TokenEntry, role: string, mode: Mode): Promise<Reply> {
+    if (token.role !== role) return fail(403, `this token is for agent ${token.role}, not ${role}`);
     if (!token.modes.includes(mode))
-      return { ...fail(403, `this token may not ${mode} (its scope: ${token.modes.join(', ')})`), ...who };
+      return fail(403, `this token may not ${mode} (its scope: ${token.modes.join(', ')})`);
     const now = (this.d.now ?? Date.now)();
     const key = `${token.role}/${token.name}`;
     const t = take(this.buckets.get(key), now, token.ratePerMinute);
     this.buckets.set(key, t.bucket);
     if (!t.ok)
-      return {
-        ...fail(429, `rate limit: ${token.ratePerMinute} requests a minute for this token`, {
-          'retry-after': String(Math.ceil(t.retryAfterMs / 1000)),
-        }),
-        ...who,
-      };
+      return fail(429, `rate limit: ${token.ratePerMinute} requests a minute for this token`, {
+        'retry-after': String(Math.ceil(t.retryAfterMs / 1000)),
+      });
     if (!r.idempotencyKey || !IDEMPOTENCY_KEY.test(r.idempotencyKey))
-      return { ...fail(400, 'an Idempotency-Key header of 1-200 [A-Za-z0-9._:-] is required'), ...who };
+      return fail(400, 'an Idempotency-Key header of 1-200 [A-Za-z0-9._:-] is required');
     let json: unknown;
     if (r.body.trim() || mode === 'enqueue_message') {
       try {
         json = JSON.parse(r.body);
       } catch (e) {
-        return { ...fail(400, `the body is not JSON: ${(e as Error).message}`), ...who };
+        return fail(400, `the body is not JSON: ${(e as Error).message}`);
       }
       if (json && typeof json === 'object' && !Array.isArray(json)) {
         const bad = PRIVILEGED_LABELS.find((k) => Object.hasOwn(json as object, k));
-        if (bad)
-          return { ...fail(403, `"${bad}" is set by the ingress, never by a request: remove it`), ...who };
+        if (bad) return fail(403, `"${bad}" is set by the ingress, never by a request: remove it`);
       }
     }
     let text: string | undefined;
     if (mode === 'enqueue_message') {
       const b = MessageBody.safeParse(json);
-      if (!b.success)
-        return { ...fail(400, 'the body must be {"text": "..."} or {"data": <any JSON>}'), ...who };
+      if (!b.success) return fail(400, 'the body must be {"text": "..."} or {"data": <any JSON>}');
       text = 'text' in b.data ? b.data.text : JSON.stringify(b.data.data);
     }
-    if (!(await this.d.knows(role))) return { ...fail(404, `no agent ${role}`), ...who };
+    if (!(await this.d.knows(role))) return fail(404, `no agent ${role}`);
     const kind = mode === 'enqueue_message' ? 'message' : 'wake';
+    const route = mode === 'enqueue_message' ? 'messages' : 'wake';
     const q: Enqueued = await this.d.life.enqueue({
       instance: this.d.instance,
       role,
       key: r.idempotencyKey,
       kind,
       ...(text !== undefined ? { body: text } : {}),
-      labels: labelsOf(token.origin, kind, `POST /v1/agents/${role}/${m[2]}`, `token ${token.name}`),
+      labels: labelsOf(token.origin, kind, `POST /v1/agents/${role}/${route}`, `token ${token.name}`),
     });
-    if (q.kind === 'stopped') return { ...fail(409, `agent ${role} is stopped: nothing was queued`), ...who };
+    if (q.kind === 'stopped') return fail(409, `agent ${role} is stopped: nothing was queued`);
     if (q.kind === 'queued') this.d.ring(role);
-    return { status: q.kind === 'queued' ? 202 : 200, body: { status: q.kind, id: q.id }, ...who };
+    return { status: q.kind === 'queued' ? 202 : 200, body: { status: q.kind, id: q.id } };
   }
 }
 
