@@ -2,6 +2,7 @@ import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Logger } from '../common/logger.ts';
 import { jsonOf } from './message.ts';
+import { subjectToken, toolRequestSubject, toolResultSubject } from './subjects.ts';
 
 /**
  * Asynchronous tools over NATS (seed 001 §tools): a turn's call goes out as a request on
@@ -9,21 +10,6 @@ import { jsonOf } from './message.ts';
  * with `msg.respond(...)`. The service holds no store credential: the pup records the answer, once, and
  * only for a call that waits for it.
  */
-
-const token = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, '_');
-
-export const toolRequestSubject = (tool: string) => {
-  if (!/^[A-Za-z0-9_-]{1,64}$/.test(tool)) throw new Error(`invalid tool name ${JSON.stringify(tool)}`);
-  return `cmd.tool.${tool}`;
-};
-
-/** Where a living agent's asynchronous tool results come back (one subject per instance and role). */
-export const toolResultSubject = (instance: string, role: string) =>
-  `evt.tool.${token(instance)}.${token(role)}.result`;
-
-/** A living agent's wake doorbell: the ingress rings it after queueing a message or a wake hint. */
-export const lifeWakeSubject = (instance: string, role: string) =>
-  `cmd.life.${token(instance)}.${token(role)}`;
 
 export const ToolRequest = z.object({
   instance: z.string(),
@@ -68,7 +54,7 @@ export function subscribeToolResults(
   log?: Logger,
 ): Subscription {
   return nc.subscribe(toolResultSubject(instance, role), {
-    queue: `holt_tools_${token(instance)}_${token(role)}`,
+    queue: `holt_tools_${subjectToken(instance)}_${subjectToken(role)}`,
     callback: (err, msg) => {
       if (err) return;
       const raw = jsonOf(msg);

@@ -1,5 +1,6 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { lifeWakeSubject, subscribeToolResults, type ToolResult } from '../bus/tools.ts';
+import { lifeWakeSubject } from '../bus/subjects.ts';
+import { subscribeToolResults, type ToolResult } from '../bus/tools.ts';
 import type { Logger } from '../common/logger.ts';
 import { lifeActorOf } from '../inbox/ids.ts';
 import { renewWhileRunning } from '../inbox/leases.ts';

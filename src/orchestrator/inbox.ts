@@ -8,7 +8,7 @@ import { failureArtefact, workerFailureArtefact } from '../blackboard/results.ts
 import { readWorkerExits, WorkerExit } from '../blackboard/worker-exits.ts';
 import { busProblem, connectBus, watchBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
-import { lifeWakeSubject } from '../bus/tools.ts';
+import { lifeWakeSubject } from '../bus/subjects.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
 import { withTimeout } from '../common/timeout.ts';
