@@ -8,6 +8,7 @@ import {
   agentTokenSecret,
   agentTokens,
   ingressExposure,
+  ingressName,
   ingressTokensSecret,
   ingressTokensSecretName,
   tokenFileOf,
@@ -108,7 +109,7 @@ export async function syncIngressExposure(
     if (last !== 'absent') {
       for (const kind of ['Ingress', 'HTTPRoute']) {
         const live = await ctx.client
-          .get(kind, owner.namespace, `${owner.name}-ingress`)
+          .get(kind, owner.namespace, ingressName(owner.name))
           .catch((e: unknown) => {
             if (isNotFound(e)) return undefined;
             throw e;

@@ -15,6 +15,8 @@ import { INGRESS_PORT } from './pod.ts';
  */
 
 export const INGRESS_TOKENS_DIR = '/etc/holt/ingress';
+/** The ingress's NetworkPolicy, and its Ingress or HTTPRoute (different kinds, one name). */
+export const ingressName = (holt: string) => childName(holt, 'ingress');
 export const ingressTokensSecretName = (holt: string) => childName(holt, 'ingress-tokens');
 /** The Secret the operator makes for a token the Agent does not bring its own Secret for. */
 export const agentTokenSecretName = (agent: string, token: string) => childName(agent, 'ingress', token);
@@ -95,7 +97,7 @@ export function ingressTokensSecret(owner: Owner, file: string): KubeObject {
  * (ingress controllers and gateways run in-cluster). The Holt's default-deny keeps the rest closed.
  */
 export function ingressNetworkPolicy(owner: Owner, spec: HoltSpec): KubeObject {
-  const name = childName(owner.name, 'ingress');
+  const name = ingressName(owner.name);
   return {
     apiVersion: 'networking.k8s.io/v1',
     kind: 'NetworkPolicy',
@@ -118,7 +120,7 @@ export function ingressNetworkPolicy(owner: Owner, spec: HoltSpec): KubeObject {
 /** The Ingress or HTTPRoute that exposes /v1/agents of the orchestrator's ingress port; none for `none`. */
 export function ingressExposure(owner: Owner, spec: HoltSpec): KubeObject | undefined {
   const i = spec.ingress;
-  const name = childName(owner.name, 'ingress');
+  const name = ingressName(owner.name);
   const service = orchestratorName(owner.name);
   const md = meta(name, owner, labels(owner.name, name, 'ingress'));
   if (i.expose === 'Ingress')
