@@ -25,6 +25,7 @@ import {
   workloadReady,
 } from './context.ts';
 import { RUNTIME_READ_TIMEOUT_MS } from './holtdata.ts';
+import { tokenOf } from './ingress.ts';
 import { holtOf, parseAgent, parseHolt, splitKey } from './resources.ts';
 
 /** Held while the agent is in its Holt's registry in Redis (outside the cluster's objects). */
@@ -299,7 +300,8 @@ async function ingressStatus(
     out.push({
       name: t.name,
       secretName: t.secretName,
-      present: Boolean((s as { data?: { token?: string } } | undefined)?.data?.token),
+      // As the Holt's reconcile reads it (a blank token admits nothing, so it is not present).
+      present: tokenOf(s) !== undefined,
     });
   }
   return { tokens: out };

@@ -39,7 +39,8 @@ export function holtIngress(
   };
 }
 
-const tokenOf = (s: KubeObject | undefined): string | undefined => {
+/** The token a Secret holds (key `token`), or undefined when it holds none. */
+export const tokenOf = (s: KubeObject | undefined): string | undefined => {
   const v = (s as { data?: Record<string, string> } | undefined)?.data?.token;
   return v ? Buffer.from(v, 'base64').toString('utf8').trim() || undefined : undefined;
 };
