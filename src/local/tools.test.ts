@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -84,6 +84,34 @@ describe('where a local agent runs its tools', () => {
       } finally {
         rmSync(ws, { recursive: true, force: true });
         rmSync(other, { recursive: true, force: true });
+      }
+    },
+  );
+
+  it.runIf(process.getuid?.() === 0)(
+    'a tool, root of its namespace, cannot unmount, remount or bind around the read-only view to write the workspace',
+    () => {
+      const ws = mkdtempSync(join(tmpdir(), 'ro-ws-'));
+      const scratch = mkdtempSync(join(tmpdir(), 'ro-scratch-'));
+      try {
+        // Every way out a root tool has: unmount (plain and lazy), remount read-write, a writable
+        // tmpfs over the view, and the root filesystem bound elsewhere without the view on it.
+        const breakOut = [
+          'ws=$0; s=$1',
+          'umount "$ws"; umount -l "$ws"',
+          'mount -o remount,rw "$ws"; mount -o remount,bind,rw "$ws"',
+          'touch "$ws/after-umount"',
+          'mkdir -p "$s/root" && mount --bind / "$s/root" && touch "$s/root$ws/via-root"',
+          'mount -t tmpfs none "$ws" && touch "$ws/on-tmpfs"',
+          'true',
+        ].join('\n');
+        const { command, args } = readOnlyRunnerArgs(ws, ['sh', '-c', breakOut, ws, scratch], true);
+        execFileSync(command, args, { stdio: 'ignore' });
+        // The tmpfs over the view was the tool's own namespace's: nothing reached the workspace.
+        expect(readdirSync(ws)).toEqual([]);
+      } finally {
+        rmSync(ws, { recursive: true, force: true });
+        rmSync(scratch, { recursive: true, force: true });
       }
     },
   );

@@ -92,9 +92,13 @@ export function containerRunArgs(c: ContainerInput): string[] {
 }
 
 /**
- * A tool runner on this machine that sees the workspace read-only: a private mount namespace
- * (unshare) where the workspace is bound onto itself read-only. Not root: the namespace maps this
- * user to root inside it, which mounting needs; files it could write still belong to this user.
+ * A tool runner on this machine that sees the workspace read-only. Two namespaces: a mount namespace
+ * (unshare; as this user, in a user namespace mapping it to root, which mounting needs) where the
+ * workspace is bound onto itself read-only, then a new user and mount namespace for the runner. The
+ * kernel locks every mount a less privileged namespace inherits (MNT_LOCKED), so the tools, root of
+ * their own namespace, can neither unmount the view, remount it read-write, nor bind its parent
+ * without it; and, in another user namespace, they cannot reach this user's processes through
+ * /proc (their environment, /proc/<pid>/root). Files they write elsewhere still belong to this user.
  */
 export function readOnlyRunnerArgs(
   workspace: string,
@@ -109,7 +113,7 @@ export function readOnlyRunnerArgs(
       '--',
       'sh',
       '-c',
-      'ws=$1; shift; mount --bind -o ro "$ws" "$ws" && exec "$@"',
+      'ws=$1; shift; mount --bind -o ro "$ws" "$ws" && exec unshare --user --map-root-user --mount -- "$@"',
       'holt-ro-workspace',
       workspace,
       ...runner,
