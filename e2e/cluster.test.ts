@@ -620,7 +620,18 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     const imageId = st?.status?.initContainerStatuses?.find((x) => x.name === 'agent')?.imageID;
     expect(imageId).toMatch(/sha256:[0-9a-f]{64}$/);
     const redis = async (...args: string[]) =>
-      (await kubectl(['exec', 'scale-redis-0', '--', 'redis-cli', '--no-auth-warning', ...args])).trim();
+      (
+        await kubectl([
+          'exec',
+          'scale-redis-0',
+          '--',
+          'redis-cli',
+          '--user',
+          'admin',
+          '--no-auth-warning',
+          ...args,
+        ])
+      ).trim();
     expect(await redis('HGET', 'holt:scale:agent_images', 'Sleeper')).toBe(imageId);
     const claimId = await redis('GET', `holt:scale:claim_by_artefact:${goal?.id}`);
     expect(await redis('HGET', `holt:scale:claim:${claimId}`, 'granted_agent_image_id')).toBe(imageId);
@@ -1079,7 +1090,7 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
         '--',
         'sh',
         '-c',
-        `timeout 5 redis-cli -h 127.0.0.1 ${args} ping 2>&1`,
+        `timeout 5 redis-cli --user admin -h 127.0.0.1 ${args} ping 2>&1`,
       ]).catch((e: Error) => e.message);
     expect(await redisCli('')).not.toContain('PONG');
     expect(await redisCli('--tls --cacert /tls/ca.crt')).toContain('PONG');

@@ -121,7 +121,7 @@ describe('local mode: a tool that looks for credentials finds none and reaches n
 
     // `holt status --json` shows where the stores are, never their passwords.
     const status = await holt(['status', '--name', NAME, '--json']);
-    expect(status).toContain('"redisUrl": "redis://:***@127.0.0.1');
+    expect(status).toContain('"redisUrl": "redis://admin:***@127.0.0.1');
     for (const s of secrets) expect(status).not.toContain(s);
 
     const envs = (f: string) =>

@@ -56,6 +56,9 @@ describe('Redis users', () => {
     };
     await denied(quiet(`redis://127.0.0.1:${redisPort}`).ping());
     await denied(quiet(redisUrl('pup', 'not-the-password', '127.0.0.1', redisPort)).ping());
+    // Redis's `default` user is off: the admin's password with no user name, or as `default`, gets nothing.
+    await denied(quiet(`redis://:${pw.redis.admin}@127.0.0.1:${redisPort}`).ping());
+    await denied(quiet(`redis://default:${pw.redis.admin}@127.0.0.1:${redisPort}`).ping());
   });
 
   it('a pup writes artefacts and bids, and may not touch claims, other instances or the server', async () => {
@@ -112,7 +115,7 @@ describe('Redis users', () => {
     await denied(orch.call('flushall'));
     await denied(orch.call('config', 'set', 'requirepass', 'x'));
     // The admin (the CLI, probes) can do anything.
-    expect(await as('admin').call('acl', 'whoami')).toBe('default');
+    expect(await as('admin').call('acl', 'whoami')).toBe('admin');
   });
 });
 

@@ -1,9 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { Passwords, Principal } from './principals.ts';
 
-/** The Redis user of each principal; `admin` is Redis's `default` user, so a plain password URL is admin. */
+/**
+ * The Redis user of each principal. Redis's own `default` user (what a client without a user name,
+ * or with none at all, becomes) is off: every connection names its user.
+ */
 export const REDIS_USER: Record<Principal, string> = {
-  admin: 'default',
+  admin: 'admin',
   orchestrator: 'orchestrator',
   pup: 'pup',
   operator: 'operator',
@@ -71,13 +74,16 @@ export function redisAclTemplate(instance: string, variable: (who: Principal) =>
 
 function aclLines(instance: string, password: (who: Principal) => string): string[] {
   const rules = redisRules(instance);
-  return (Object.keys(REDIS_USER) as Principal[]).map(
-    (who) => `user ${REDIS_USER[who]} reset on ${password(who)} ${rules[who]}`,
-  );
+  return [
+    // No password and off: a client that names no user, or `default`, is refused.
+    'user default reset off',
+    ...(Object.keys(REDIS_USER) as Principal[]).map(
+      (who) => `user ${REDIS_USER[who]} reset on ${password(who)} ${rules[who]}`,
+    ),
+  ];
 }
 
 /** A principal's URL for a Redis at host:port (`rediss` with TLS). */
 export function redisUrl(who: Principal, password: string, host: string, port: number, tls = false): string {
-  const user = who === 'admin' ? '' : REDIS_USER[who];
-  return `${tls ? 'rediss' : 'redis'}://${user}:${password}@${host}:${port}`;
+  return `${tls ? 'rediss' : 'redis'}://${REDIS_USER[who]}:${password}@${host}:${port}`;
 }

@@ -222,7 +222,8 @@ export async function openKubeHolt(ref: KubeRef, context?: string): Promise<Kube
     namespace,
     name: ref.name,
     kc,
-    redisUrl: `${ca ? 'rediss' : 'redis'}://:${encodeURIComponent(password)}@127.0.0.1:${fwd.port}`,
+    // As Redis's `admin` user (src/access/redis.ts): its `default` user, a URL with no name, is off.
+    redisUrl: `${ca ? 'rediss' : 'redis'}://admin:${encodeURIComponent(password)}@127.0.0.1:${fwd.port}`,
     // Through the loopback forward: the certificate is checked against the Service's name.
     ...(ca ? { redisOptions: { tls: { ca, servername: service } } } : {}),
     close: () => new Promise<void>((resolve) => fwd.server.close(() => resolve())),

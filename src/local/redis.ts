@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
+import { REDIS_USER } from '../access/redis.ts';
 import { findBinary } from './bins.ts';
 import { freePort, retryOnPortClash } from './ports.ts';
 import { managed, type ServerProcess, spawnServer, waitReady } from './proc.ts';
@@ -27,14 +28,14 @@ export interface RedisOptions {
    * blackboard itself); `holt up` always passes them, so its Redis refuses anyone without a user.
    */
   acl?: string[];
-  /** The password of the `default` user, for probes of this server (with `acl`). */
+  /** The password of the `admin` user, for probes of this server (with `acl`). */
   adminPassword?: string;
 }
 
-/** The process id of the Redis server on `port` (from INFO server). */
+/** The process id of the Redis server on `port` (from INFO server), asked as `admin` with a password. */
 export function redisServerPid(port: number, password?: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const auth = password ? `AUTH ${password}\r\n` : '';
+    const auth = password ? `AUTH ${REDIS_USER.admin} ${password}\r\n` : '';
     const sock = createConnection({ host: '127.0.0.1', port }, () => sock.write(`${auth}INFO server\r\n`));
     sock.setTimeout(1000, () => sock.destroy(new Error('timeout')));
     let buf = '';
@@ -86,6 +87,6 @@ async function startRedisOnce(opts: RedisOptions): Promise<RedisServer> {
     await waitReady(proc, async () => (await redisServerPid(port, opts.adminPassword)) === proc.child.pid);
     return proc;
   };
-  const cred = opts.adminPassword ? `:${opts.adminPassword}@` : '';
+  const cred = opts.adminPassword ? `${REDIS_USER.admin}:${opts.adminPassword}@` : '';
   return managed(launch, dir, keep, { url: `redis://${cred}127.0.0.1:${port}`, port, dir });
 }

@@ -1,7 +1,7 @@
 import type { V1Container, V1EnvVar, V1StatefulSetSpec } from '@kubernetes/client-node';
 import { natsAuthorization } from '../../access/nats.ts';
 import { type Passwords, PRINCIPALS, type Principal } from '../../access/principals.ts';
-import { redisAclTemplate } from '../../access/redis.ts';
+import { REDIS_USER, redisAclTemplate } from '../../access/redis.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { labels, meta, type Owner, selectorLabels } from './meta.ts';
@@ -62,7 +62,14 @@ function storeContainer(holt: string, store: StoreKind, tls: boolean): StoreCont
   const secret = storeSecretName(holt, store);
   const port = STORE_PORTS[store];
   // redis-cli on the pod's loopback: the CA checks the chain (redis-cli names no host to verify).
-  const redisCli = ['redis-cli', ...(tls ? ['--tls', '--cacert', TLS_FILES.ca] : []), 'ping'];
+  // As `admin` (REDISCLI_AUTH holds its password): Redis's `default` user is off.
+  const redisCli = [
+    'redis-cli',
+    '--user',
+    REDIS_USER.admin,
+    ...(tls ? ['--tls', '--cacert', TLS_FILES.ca] : []),
+    'ping',
+  ];
   if (store === 'redis')
     return {
       dataPath: '/data',

@@ -102,6 +102,11 @@ export function missingSecretKeys(
     const kept = pwKey && have?.[pwKey] ? Buffer.from(have[pwKey], 'base64').toString('utf8') : undefined;
     if (kept && pwKey && desired[pwKey]) out[k] = out[k]!.replace(desired[pwKey]!, kept);
   }
+  // An older Redis URL for the admin named no user (Redis's `default`, now off): it names `admin`.
+  const oldUrl = store === 'redis' && have?.url ? Buffer.from(have.url, 'base64').toString('utf8') : '';
+  const adminPw = have?.password ? Buffer.from(have.password, 'base64').toString('utf8') : '';
+  if (/^rediss?:\/\/:/.test(oldUrl) && adminPw)
+    out.url = redisUrl('admin', adminPw, host(owner.name, store, owner.namespace), STORE_PORTS.redis);
   return out;
 }
 
