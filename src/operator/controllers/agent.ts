@@ -1,7 +1,7 @@
 import { type AgentSpec, workerTargetOf } from '../../api/agent.ts';
 import { withTimeout } from '../../common/timeout.ts';
 import { FIELD_MANAGER } from '../runtime/apply.ts';
-import { isConflict, isNotFound, type KubeObject } from '../runtime/kube.ts';
+import { isConflict, isForbidden, isNotFound, type KubeObject } from '../runtime/kube.ts';
 import type { ReconcileResult } from '../runtime/queue.ts';
 import type { Condition } from '../runtime/status.ts';
 import {
@@ -26,50 +26,38 @@ import {
 } from './context.ts';
 import { RUNTIME_READ_TIMEOUT_MS } from './holtdata.ts';
 import { tokenOf } from './ingress.ts';
-import { holtOf, parseAgent, parseHolt, splitKey } from './resources.ts';
+import { parseAgent, parseHolt, splitKey } from './resources.ts';
 
-/** Held while the agent is in its Holt's registry in Redis (outside the cluster's objects). */
+/**
+ * The finalizer older operators put on every Agent (held while the agent was in its Holt's registry).
+ * None is added any more: the Holt's reconcile rewrites the registry from the Agents that exist
+ * (level-triggered), so a deleted Agent leaves it without one. A finalizer would also hang the
+ * deletion of a namespace: the operator's RoleBinding there goes with the namespace's content, after
+ * which it may no longer patch the Agent to let go. Old Agents lose it at their next reconcile.
+ */
 export const REGISTRY_FINALIZER = 'holt.io/registry';
 export const AGENT_PRUNE_KINDS = ['Deployment', 'WorkerPool', 'NetworkPolicy'] as const;
 
 /**
- * Adds or removes our finalizer with a merge patch guarded by resourceVersion (a stale cache gets
- * a 409 and a retry; an object already gone gets a 404 instead of being re-created by an apply).
+ * Removes the old finalizer with a merge patch guarded by resourceVersion (a stale cache gets a 409
+ * and a retry). An object already gone (404), or a namespace whose RBAC is already gone (403, the
+ * namespace is being deleted), is left alone: the deletion does not wait for us.
  */
-async function setFinalizer(ctx: ControllerContext, agent: KubeObject, present: boolean): Promise<void> {
-  const others = (agent.metadata.finalizers ?? []).filter((f) => f !== REGISTRY_FINALIZER);
+async function dropOldFinalizer(ctx: ControllerContext, agent: KubeObject): Promise<void> {
+  if (!agent.metadata.finalizers?.includes(REGISTRY_FINALIZER)) return;
+  const others = agent.metadata.finalizers.filter((f) => f !== REGISTRY_FINALIZER);
   await ctx.client
     .mergePatch(
       'Agent',
       agent.metadata.namespace,
       agent.metadata.name,
-      {
-        metadata: {
-          resourceVersion: agent.metadata.resourceVersion,
-          finalizers: present ? [...others, REGISTRY_FINALIZER] : others,
-        },
-      },
+      { metadata: { resourceVersion: agent.metadata.resourceVersion, finalizers: others } },
       FIELD_MANAGER,
     )
     .catch((e: unknown) => {
-      if (!isNotFound(e)) throw e;
+      if (isNotFound(e) || (agent.metadata.deletionTimestamp && isForbidden(e))) return;
+      throw e;
     });
-}
-
-async function finalize(ctx: ControllerContext, agent: KubeObject, ns: string): Promise<ReconcileResult> {
-  if (!agent.metadata.finalizers?.includes(REGISTRY_FINALIZER)) return undefined;
-  const holtName = holtOf(agent);
-  const holt = holtName ? ctx.cache.get('Holt', ns, holtName) : undefined;
-  // With the Holt gone its Redis is gone too: nothing outside is left to clean up.
-  if (holt && !holt.metadata.deletionTimestamp && holtName) {
-    await ctx.registry.sync({ namespace: ns, name: holtName });
-  }
-  await setFinalizer(ctx, agent, false);
-  ctx.log.info(
-    { event_type: 'agent_unregistered', agent: `${ns}/${agent.metadata.name}` },
-    'agent removed from registry',
-  );
-  return undefined;
 }
 
 /**
@@ -160,8 +148,10 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   const [ns, name] = splitKey(key);
   const agent = ctx.cache.get('Agent', ns, name);
   if (!agent) return undefined;
-  if (agent.metadata.deletionTimestamp) return finalize(ctx, agent, ns);
-  if (!agent.metadata.finalizers?.includes(REGISTRY_FINALIZER)) await setFinalizer(ctx, agent, true);
+  // Being deleted: nothing to do here (the Holt's reconcile, enqueued by this event, drops the role
+  // from the registry; owner references take the pup's objects).
+  await dropOldFinalizer(ctx, agent);
+  if (agent.metadata.deletionTimestamp) return undefined;
   const owner = ownerOf(agent);
   const prev = (agent.status ?? {}) as {
     conditions?: Condition[];

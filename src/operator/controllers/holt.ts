@@ -304,8 +304,26 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
       `${more} more stored item(s) set aside as malformed or not allowed (${data?.quarantined} in all): run holt status to list them`,
     );
 
-  const agents = ctx.cache.list('Agent', ns).filter((a) => holtOf(a) === name);
+  // Ready means a workflow can start now: every Agent's pup is up and bidding (its Ready), so the
+  // first claim made after `kubectl wait` is never closed while an agent is still starting.
+  const agents = ctx.cache
+    .list('Agent', ns)
+    .filter((a) => holtOf(a) === name && !a.metadata.deletionTimestamp);
   const agentsReady = agents.filter((a) => conditionTrue(a, 'Ready')).length;
+  const agentsWaiting = agents
+    .filter((a) => !conditionTrue(a, 'Ready'))
+    .map((a) => a.metadata.name)
+    .sort();
+  comps.push(
+    condition(
+      'AgentsReady',
+      agentsWaiting.length === 0,
+      agentsWaiting.length === 0 ? 'AllAgentsReady' : 'AgentsNotReady',
+      agentsWaiting.length === 0
+        ? `${agents.length} agents ready`
+        : `${agentsReady}/${agents.length} agents ready; waiting for ${agentsWaiting.slice(0, 10).join(', ')}`,
+    ),
+  );
   const notReady = comps.filter((c) => c.status !== 'True').map((c) => c.type);
   const degraded =
     errors.length > 0 || registryError !== undefined || mstate === 'failed' || sstate === 'failed';

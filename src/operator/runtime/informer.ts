@@ -64,8 +64,29 @@ class StrippingWatch extends Watch {
   }
 }
 
-const RESTART_BASE_MS = 500;
-const RESTART_MAX_MS = 30_000;
+/** client-go's reflector backoff: 800 ms doubling to 30 s, forgotten after 2 min without a failure. */
+export const WATCH_BACKOFF = { baseMs: 800, maxMs: 30_000, resetMs: 120_000 } as const;
+
+/** Failures of one watch in a row, and when the watch was last restarted after one (ms). */
+export interface WatchFailures {
+  count: number;
+  restartAt: number;
+}
+
+/**
+ * The pause before restarting a broken watch (pure). Only time without a failure resets it, never a
+ * reconnect: a watch the API server refuses (403 after its RoleBinding went) fails right after each
+ * start, and must not be retried at the first delay for ever.
+ */
+export function nextWatchRetry(
+  prev: WatchFailures,
+  now: number,
+  b: { baseMs: number; maxMs: number; resetMs: number } = WATCH_BACKOFF,
+): { delayMs: number; next: WatchFailures } {
+  const count = now - prev.restartAt > b.resetMs ? 0 : prev.count;
+  const delayMs = Math.min(b.maxMs, b.baseMs * 2 ** Math.min(count, 30));
+  return { delayMs, next: { count: count + 1, restartAt: now + delayMs } };
+}
 
 /**
  * A cache of one kind, kept by client-node's ListWatch (list, then watch from the resourceVersion;
@@ -81,7 +102,7 @@ export class Informer {
   #watches = new Map<string, ListWatch<KubernetesObject>>();
   #stopped = true;
   #synced = false;
-  #failures = 0;
+  #failures: WatchFailures = { count: 0, restartAt: 0 };
   #resyncTimer?: NodeJS.Timeout;
   #restartTimers = new Set<NodeJS.Timeout>();
   lastEventAt = 0;
@@ -163,9 +184,6 @@ export class Informer {
     lw.on('add', (o) => this.#emit('add', o));
     lw.on('update', (o) => this.#emit('update', o));
     lw.on('delete', (o) => this.#emit('delete', o));
-    lw.on('connect', () => {
-      this.#failures = 0;
-    });
     lw.on('error', (err: unknown) => this.#onError(scope, lw, err));
     return lw;
   }
@@ -178,9 +196,15 @@ export class Informer {
 
   #onError(scope: string, lw: ListWatch<KubernetesObject>, err: unknown): void {
     if (this.#stopped || this.#watches.get(scope) !== lw) return;
-    const delay = Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** this.#failures++);
+    const { delayMs: delay, next } = nextWatchRetry(this.#failures, Date.now());
+    this.#failures = next;
     this.#log.warn(
-      { event_type: 'watch_error', error: err instanceof Error ? err.message : String(err), retry_ms: delay },
+      {
+        event_type: 'watch_error',
+        error: err instanceof Error ? err.message : String(err),
+        retry_ms: delay,
+        failures: next.count,
+      },
       'watch broke; restarting',
     );
     const t = setTimeout(() => {

@@ -90,6 +90,7 @@ export function resourcePath(kind: string, namespace?: string): string {
 
 export const isNotFound = (e: unknown) => e instanceof ApiError && e.status === 404;
 export const isConflict = (e: unknown) => e instanceof ApiError && e.status === 409;
+export const isForbidden = (e: unknown) => e instanceof ApiError && e.status === 403;
 
 export type Verb = 'get' | 'list' | 'create' | 'update' | 'patch' | 'apply' | 'delete';
 const WRITE_VERBS: ReadonlySet<Verb> = new Set(['create', 'update', 'patch', 'apply', 'delete']);
