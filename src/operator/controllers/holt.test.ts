@@ -261,10 +261,16 @@ describe('Holt and Agent reconcilers on a real API server', () => {
             {
               ipBlock: {
                 cidr: '0.0.0.0/0',
-                except: ['169.254.0.0/16', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16'],
+                except: [
+                  '169.254.0.0/16',
+                  '100.100.100.200/32',
+                  '10.0.0.0/8',
+                  '172.16.0.0/12',
+                  '192.168.0.0/16',
+                ],
               },
             },
-            { ipBlock: { cidr: '::/0', except: ['fc00::/7'] } },
+            { ipBlock: { cidr: '::/0', except: ['fe80::/10', 'fc00::/7'] } },
           ],
           ports: [{ protocol: 'TCP', port: 443 }],
         },

@@ -44,8 +44,13 @@ describe("an Agent's egress policy", () => {
     const rule = specOf(r).egress[0];
     expect(rule?.ports).toEqual([{ protocol: 'TCP', port: 11434 }]);
     expect(rule?.to).toEqual([
-      { ipBlock: { cidr: '0.0.0.0/0', except: ['169.254.0.0/16', '10.244.0.0/16', '10.96.0.0/12'] } },
-      { ipBlock: { cidr: '::/0', except: ['fd00:ec2::254/128'] } },
+      {
+        ipBlock: {
+          cidr: '0.0.0.0/0',
+          except: ['169.254.0.0/16', '100.100.100.200/32', '10.244.0.0/16', '10.96.0.0/12'],
+        },
+      },
+      { ipBlock: { cidr: '::/0', except: ['fd00:ec2::254/128', 'fe80::/10'] } },
     ]);
     expect(r.policy?.spec).toMatchObject({
       podSelector: {
@@ -58,6 +63,21 @@ describe("an Agent's egress policy", () => {
       [{ protocol: 'TCP', port: 443 }],
     );
     expect(specOf(agentEgressPolicy(owner, agent(), undefined, net)).egress[0]?.ports[0]?.port).toBe(443);
+  });
+
+  it("every cloud's metadata address is excepted: link-local, Alibaba's 100.100.100.200, AWS's IPv6", () => {
+    const r = agentEgressPolicy(
+      owner,
+      agent({ egressTo: { cidrs: ['100.64.0.0/10', '100.100.100.200/32', 'fd00:ec2::254/128'] } }),
+      undefined,
+      net,
+    );
+    // Alibaba's address lies in the carrier-grade NAT range, outside every private one: a CIDR that
+    // holds it opens the rest, one that is it opens nothing.
+    expect(r.dropped).toEqual(['100.100.100.200/32', 'fd00:ec2::254/128']);
+    expect(specOf(r).egress[0]?.to).toEqual([
+      { ipBlock: { cidr: '100.64.0.0/10', except: ['100.100.100.200/32'] } },
+    ]);
   });
 
   it('declared CIDRs and ports; a CIDR inside an excepted range opens nothing and is reported', () => {
@@ -81,6 +101,7 @@ describe("an Agent's egress policy", () => {
     const r = agentEgressPolicy(owner, agent(), undefined, { ...net, clusterCidrs: DEFAULT_CLUSTER_CIDRS });
     expect(specOf(r).egress[0]?.to[0]?.ipBlock.except).toEqual([
       '169.254.0.0/16',
+      '100.100.100.200/32',
       '10.0.0.0/8',
       '172.16.0.0/12',
       '192.168.0.0/16',
@@ -129,8 +150,8 @@ describe('in-cluster endpoints and the workspace seed', () => {
       egress: [
         {
           to: [
-            { ipBlock: { cidr: '0.0.0.0/0', except: ['169.254.0.0/16'] } },
-            { ipBlock: { cidr: '::/0', except: ['fd00:ec2::254/128'] } },
+            { ipBlock: { cidr: '0.0.0.0/0', except: ['169.254.0.0/16', '100.100.100.200/32'] } },
+            { ipBlock: { cidr: '::/0', except: ['fd00:ec2::254/128', 'fe80::/10'] } },
             { namespaceSelector: {} },
           ],
           ports: [{ protocol: 'TCP', port: 3000 }],

@@ -1,6 +1,6 @@
 import type { V1NetworkPolicyPeer, V1NetworkPolicyPort } from '@kubernetes/client-node';
 import type { HoltSpec } from '../../api/holt.ts';
-import { cidrWithin } from '../../common/cidr.ts';
+import { cidrWithin, METADATA_CIDRS } from '../../common/cidr.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { HEALTH_PORT } from './pod.ts';
@@ -18,8 +18,8 @@ export interface NetworkSettings {
 
 /** The private ranges: every common distribution's pod and service CIDRs fall inside them. */
 export const DEFAULT_CLUSTER_CIDRS = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7'];
-/** Cloud metadata endpoints (169.254.169.254 and the rest of link-local; AWS's IPv6 one). */
-export const METADATA_CIDRS = ['169.254.0.0/16', 'fd00:ec2::254/128'];
+/** The clouds' metadata endpoints (src/common/cidr.ts): excepted from every egress opened here. */
+export { METADATA_CIDRS };
 
 const tcp = (port: number): V1NetworkPolicyPort => ({ protocol: 'TCP', port });
 
@@ -138,7 +138,7 @@ function urlPort(url: string, unparsable: number): number {
  * `cidr` minus the excepted ranges that lie strictly inside it; one inside another adds nothing
  * (fd00:ec2::254 lies in fc00::/7).
  */
-function ipBlock(cidr: string, excepted: string[]): V1NetworkPolicyPeer {
+function ipBlock(cidr: string, excepted: readonly string[]): V1NetworkPolicyPeer {
   const inside = excepted.filter((x) => cidrWithin(x, cidr) && !cidrWithin(cidr, x));
   const except = inside.filter((x) => !inside.some((y) => y !== x && cidrWithin(x, y)));
   return { ipBlock: except.length ? { cidr, except } : { cidr } };
