@@ -132,6 +132,10 @@ describe('where a local agent runs its tools', () => {
           seen.push(req.root);
           return inner.file({ ...req, root: ws });
         },
+        commit: (req: Parameters<typeof inner.commit>[0]) => {
+          seen.push(req.root);
+          return inner.commit({ ...req, root: ws });
+        },
       };
       const mapped = new WorkspaceMappedRunner(spy, '/home/me/repo/', '/workspace');
       expect(mapped.mapCwd('/home/me/repo')).toBe('/workspace');
@@ -149,6 +153,11 @@ describe('where a local agent runs its tools', () => {
       // A file operation's root is moved the same way.
       expect(await mapped.file({ op: 'list', root: '/home/me/repo' })).toMatchObject({ ok: true });
       expect(seen).toEqual(['/workspace/sub', '/workspace']);
+      // And a commit check's (ws is no repository: the check says so, it does not throw).
+      expect(await mapped.commit({ root: '/home/me/repo', rev: 'a'.repeat(40) })).toMatchObject({
+        ok: false,
+      });
+      expect(seen).toEqual(['/workspace/sub', '/workspace', '/workspace']);
     } finally {
       rmSync(ws, { recursive: true, force: true });
     }

@@ -18,7 +18,7 @@ import { Scrubber } from '../common/secrets.ts';
 import type { PupConfig } from './config.ts';
 import { assembleContext } from './context.ts';
 import type { ArtefactSink, ExecuteOptions, GrantExecutor, Outcome } from './executor.ts';
-import { commitExists } from './git.ts';
+import { commitRefProblem } from './git.ts';
 import type { PupMetrics } from './metrics.ts';
 import { MAX_QUESTIONS_PER_GRANT, questionArtefact, questionId, questionState } from './questions.ts';
 import { redisRetry } from './redis-retry.ts';
@@ -201,7 +201,12 @@ export class CommandExecutor implements GrantExecutor {
     }
     // A rework keeps the target's type, so check either name (a reworked CodeCommit is a commit too).
     if (ev.result.type === 'CodeCommit' || (isRework(claim) && target.type === 'CodeCommit')) {
-      const c = await commitExists(cfg.workspace, ev.result.payload);
+      // A full id only (a name such as `:README` or `HEAD` is resolved by git); the check itself runs
+      // where the tools run, never in the pup (src/pup/git.ts).
+      const problem = commitRefProblem(ev.result.payload);
+      const c = problem
+        ? { ok: false, detail: problem }
+        : await cfg.runner.commit({ root: cfg.workspace, rev: ev.result.payload });
       if (!c.ok) {
         metrics.toolDuration.observe({ outcome: 'failure' }, secs);
         const reason = `Tool succeeded but artefact creation failed: git commit validation failed for ${JSON.stringify(ev.result.payload)}: ${c.detail}`;

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -213,6 +213,35 @@ describe('tool contract', () => {
       /^Tool succeeded but artefact creation failed: git commit validation failed/,
     );
   });
+});
+
+describe('a hostile workspace: the CodeCommit check runs nothing a tool planted in .git', () => {
+  // git-plant.mjs plants core.fsmonitor, a partial clone's uploadpack, a filter and hooks, each dumping
+  // its environment (the pup's holds REDIS_URL) to .git/holt-plant-dump; git-plant's control is in git.test.ts.
+  for (const [mode, outcome, reason] of [
+    ['name', 'failure', /git commit validation failed for ":README": not a full commit id/],
+    ['missing', 'failure', /git commit validation failed for "1{40}"/],
+    ['head', 'success', undefined],
+  ] as const) {
+    it(`returns ${mode === 'name' ? '":README"' : `a ${mode} full id`}: ${outcome}, and the plant never ran`, async () => {
+      const pws = makeTempDir(`plant-${mode}`);
+      try {
+        const c = await grantedClaim(bb, exclusive);
+        const { ex } = executor(node('git-plant.mjs', mode), { HOLT_WORKSPACE: pws });
+        expect(await ex.execute({ claimId: c.claim.id, claimType: 'exclusive' })).toBe(outcome);
+        const out = await output(c.claim);
+        if (reason) {
+          expect(out).toMatchObject({ structural_type: 'Failure', type: 'ToolExecutionFailure' });
+          expect(JSON.parse(out.payload).reason).toMatch(reason);
+        } else
+          expect(out).toMatchObject({ type: 'CodeCommit', payload: expect.stringMatching(/^[0-9a-f]{40}$/) });
+        expect(existsSync(join(pws, '.git', 'plant.sh'))).toBe(true);
+        expect(existsSync(join(pws, '.git', 'holt-plant-dump'))).toBe(false);
+      } finally {
+        removeDir(pws);
+      }
+    });
+  }
 });
 
 describe('every tool failure becomes a ToolExecutionFailure', () => {

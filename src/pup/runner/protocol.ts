@@ -15,10 +15,20 @@ export const ToolRequest = z.object({
 });
 export type ToolRequest = z.infer<typeof ToolRequest>;
 
-/** A message on the runner socket: a run, a file operation, or a ping (the pup's readiness). One per connection. */
+/** Whether `rev` is a commit of the repository at `root` (a CodeCommit's check, run where the tools run). */
+export const CommitRequest = z.object({ root: z.string().min(1), rev: z.string().max(200) });
+export type CommitRequest = z.infer<typeof CommitRequest>;
+export const CommitResult = z.object({ ok: z.boolean(), detail: z.string() });
+export type CommitResult = z.infer<typeof CommitResult>;
+
+/**
+ * A message on the runner socket: a run, a file operation, a commit check, or a ping (the pup's
+ * readiness). One per connection.
+ */
 export const RunnerMessage = z.discriminatedUnion('op', [
   z.object({ op: z.literal('run'), request: ToolRequest }),
   z.object({ op: z.literal('file'), request: FileRequest }),
+  z.object({ op: z.literal('commit'), request: CommitRequest }),
   z.object({ op: z.literal('ping') }),
 ]);
 export type RunnerMessage = z.infer<typeof RunnerMessage>;
@@ -37,10 +47,18 @@ export const ToolRunResult = z.object({
 export const RunnerReply = z.discriminatedUnion('op', [
   z.object({ op: z.literal('result'), result: ToolRunResult }),
   z.object({ op: z.literal('file'), result: FileResult }),
+  z.object({ op: z.literal('commit'), result: CommitResult }),
   z.object({ op: z.literal('pong') }),
   z.object({ op: z.literal('error'), error: z.string() }),
 ]);
 export type RunnerReply = z.infer<typeof RunnerReply>;
+
+/**
+ * How long the pup waits for the runner beyond a run's own timeout, and for a file operation, a commit
+ * check or a ping: a runner that never answers fails the call instead of wedging the agent.
+ */
+export const RUNNER_GRACE_MS = 30_000;
+export const RUNNER_CALL_MS = 60_000;
 
 /** A request line may carry a tool's whole input (the context chain); above this it is refused. */
 export const MAX_REQUEST_BYTES = 64 * 1024 * 1024;

@@ -1,8 +1,9 @@
 import { toolEnvironment } from '../../common/secrets.ts';
+import { checkCommit } from '../git.ts';
 import { runProcess } from '../process.ts';
 import type { ToolRun } from '../result.ts';
 import { type FileRequest, type FileResult, fileOp } from './files.ts';
-import type { ToolRequest } from './protocol.ts';
+import { type CommitRequest, type CommitResult, RUNNER_CALL_MS, type ToolRequest } from './protocol.ts';
 
 /**
  * Where the pup's tools, bid scripts and health checks run. Locally a child of the pup with an
@@ -12,6 +13,11 @@ export interface ToolRunner {
   run(req: ToolRequest, signal?: AbortSignal): Promise<ToolRun>;
   /** A workspace file operation (the LLM's built-in file tools), where the tools run. */
   file(req: FileRequest): Promise<FileResult>;
+  /**
+   * Whether a CodeCommit's id is a commit of the workspace: git runs where the tools run, hardened, and
+   * never in the pup (a tool could have planted a hook in the repository).
+   */
+  commit(req: CommitRequest): Promise<CommitResult>;
   /** Resolves when runs can be taken (the socket runner answers); rejects otherwise. */
   ping(): Promise<void>;
 }
@@ -35,8 +41,21 @@ export class LocalToolRunner implements ToolRunner {
     });
   }
 
+  /** Bounded like the socket runner's: a file that blocks is the model's error, never a wedged turn. */
   file(req: FileRequest): Promise<FileResult> {
-    return fileOp(req);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<FileResult>((resolve) => {
+      timer = setTimeout(
+        () => resolve({ ok: false, error: `the file operation did not finish within ${RUNNER_CALL_MS} ms` }),
+        RUNNER_CALL_MS,
+      );
+    });
+    return Promise.race([fileOp(req), late]).finally(() => clearTimeout(timer));
+  }
+
+  /** git gets PATH and nothing else of the pup's environment (src/pup/git.ts). */
+  commit(req: CommitRequest): Promise<CommitResult> {
+    return checkCommit(req.root, req.rev, { PATH: this.base.PATH });
   }
 
   async ping(): Promise<void> {}
@@ -68,6 +87,10 @@ export class WorkspaceMappedRunner implements ToolRunner {
 
   file(req: FileRequest): Promise<FileResult> {
     return this.inner.file({ ...req, root: this.mapCwd(req.root) });
+  }
+
+  commit(req: CommitRequest): Promise<CommitResult> {
+    return this.inner.commit({ ...req, root: this.mapCwd(req.root) });
   }
 
   ping(): Promise<void> {

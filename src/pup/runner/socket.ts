@@ -2,10 +2,20 @@ import { chmodSync, rmSync } from 'node:fs';
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from '../../common/logger.ts';
 import { toolEnvironment } from '../../common/secrets.ts';
+import { checkCommit } from '../git.ts';
 import { runProcess } from '../process.ts';
 import type { ToolRun } from '../result.ts';
 import { FileRequest, type FileResult, fileOp } from './files.ts';
-import { MAX_REQUEST_BYTES, RunnerMessage, RunnerReply, type ToolRequest } from './protocol.ts';
+import {
+  type CommitRequest,
+  type CommitResult,
+  MAX_REQUEST_BYTES,
+  RUNNER_CALL_MS,
+  RUNNER_GRACE_MS,
+  RunnerMessage,
+  RunnerReply,
+  type ToolRequest,
+} from './protocol.ts';
 import type { ToolRunner } from './runner.ts';
 
 /** Reads one newline-terminated JSON line of at most `max` bytes. */
@@ -57,6 +67,11 @@ export async function startRunnerServer(opts: {
       }
       if (msg.op === 'ping') return send(sock, { op: 'pong' });
       if (msg.op === 'file') return send(sock, { op: 'file', result: await fileOp(msg.request) });
+      if (msg.op === 'commit')
+        return send(sock, {
+          op: 'commit',
+          result: await checkCommit(msg.request.root, msg.request.rev, { PATH: opts.env.PATH }),
+        });
       const req = msg.request;
       const abort = new AbortController();
       sock.once('close', () => abort.abort());
@@ -85,6 +100,13 @@ export async function startRunnerServer(opts: {
   return server;
 }
 
+/** The runner did not answer in time (it stays up; the connection is closed). */
+export class RunnerTimeout extends Error {
+  constructor(op: string, ms: number) {
+    super(`the tool runner did not answer the ${op} request within ${ms} ms`);
+  }
+}
+
 const killedRun = (durationMs: number): ToolRun => ({
   exitCode: null,
   signal: 'SIGKILL',
@@ -98,30 +120,49 @@ const killedRun = (durationMs: number): ToolRun => ({
 /** The pup's side: each run on its own connection; an abort hangs up, which kills the run. */
 export class SocketToolRunner implements ToolRunner {
   private readonly path: string;
-  constructor(path: string) {
+  private readonly callMs: number;
+  /** `callMs`: the deadline of a file operation or a commit check (a run has its own timeout plus grace). */
+  constructor(path: string, callMs = RUNNER_CALL_MS) {
     this.path = path;
+    this.callMs = callMs;
   }
 
-  private exchange(msg: RunnerMessage, signal?: AbortSignal): Promise<RunnerReply> {
+  /**
+   * One request, one reply, within `deadlineMs`: a runner that accepts and never answers (wedged on a
+   * file, say) fails the call, and hanging up frees whatever it was doing for us.
+   */
+  private exchange(msg: RunnerMessage, deadlineMs: number, signal?: AbortSignal): Promise<RunnerReply> {
     return new Promise((resolve, reject) => {
       const sock = createConnection(this.path);
-      const onAbort = () => sock.destroy(new Error('aborted'));
-      signal?.addEventListener('abort', onAbort, { once: true });
-      sock.once('error', (e) => {
+      let settled = false;
+      const finish = (e: Error | undefined, r?: RunnerReply) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
-        reject(new Error(`tool runner at ${this.path}: ${e.message}`));
-      });
+        sock.destroy();
+        if (e instanceof RunnerTimeout) reject(e);
+        else if (e) reject(new Error(`tool runner at ${this.path}: ${e.message}`));
+        else resolve(r as RunnerReply);
+      };
+      const timer = setTimeout(() => finish(new RunnerTimeout(msg.op, deadlineMs)), deadlineMs);
+      const onAbort = () => finish(new Error('aborted'));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      sock.once('error', (e) => finish(e));
       sock.once('connect', () => {
         sock.write(`${JSON.stringify(msg)}\n`);
         readLine(sock, MAX_REQUEST_BYTES * 2).then(
           (line) => {
-            signal?.removeEventListener('abort', onAbort);
-            const r = RunnerReply.safeParse(JSON.parse(line));
-            if (r.success) resolve(r.data);
-            else reject(new Error(`tool runner sent an unreadable reply: ${r.error.issues[0]?.message}`));
-            sock.destroy();
+            let r: ReturnType<typeof RunnerReply.safeParse>;
+            try {
+              r = RunnerReply.safeParse(JSON.parse(line));
+            } catch (e) {
+              return finish(new Error(`sent an unreadable reply: ${(e as Error).message}`));
+            }
+            if (r.success) finish(undefined, r.data);
+            else finish(new Error(`sent an unreadable reply: ${r.error.issues[0]?.message}`));
           },
-          (e: Error) => reject(new Error(`tool runner at ${this.path}: ${e.message}`)),
+          (e: Error) => finish(e),
         );
       });
     });
@@ -131,7 +172,7 @@ export class SocketToolRunner implements ToolRunner {
     const started = performance.now();
     let r: RunnerReply;
     try {
-      r = await this.exchange({ op: 'run', request: req }, signal);
+      r = await this.exchange({ op: 'run', request: req }, req.timeoutMs + RUNNER_GRACE_MS, signal);
     } catch (e) {
       // Hung up on purpose: the runner killed the run; report it as a local kill would be.
       if (signal?.aborted) return killedRun(performance.now() - started);
@@ -141,14 +182,27 @@ export class SocketToolRunner implements ToolRunner {
     throw new Error(`tool runner refused the run: ${r.op === 'error' ? r.error : r.op}`);
   }
 
+  /** A file operation past its deadline is the model's error (a file that blocks), not the turn's. */
   async file(req: FileRequest): Promise<FileResult> {
-    const r = await this.exchange({ op: 'file', request: FileRequest.parse(req) });
+    let r: RunnerReply;
+    try {
+      r = await this.exchange({ op: 'file', request: FileRequest.parse(req) }, this.callMs);
+    } catch (e) {
+      if (e instanceof RunnerTimeout) return { ok: false, error: e.message };
+      throw e;
+    }
     if (r.op === 'file') return r.result;
     throw new Error(`tool runner refused the file operation: ${r.op === 'error' ? r.error : r.op}`);
   }
 
+  async commit(req: CommitRequest): Promise<CommitResult> {
+    const r = await this.exchange({ op: 'commit', request: req }, this.callMs);
+    if (r.op === 'commit') return r.result;
+    throw new Error(`tool runner refused the commit check: ${r.op === 'error' ? r.error : r.op}`);
+  }
+
   async ping(): Promise<void> {
-    const r = await this.exchange({ op: 'ping' });
+    const r = await this.exchange({ op: 'ping' }, RUNNER_GRACE_MS);
     if (r.op !== 'pong') throw new Error(`tool runner answered ${r.op} to a ping`);
   }
 }
