@@ -1,20 +1,16 @@
-import { execFileSync } from 'node:child_process';
 import { realpathSync } from 'node:fs';
 import { type HoltFile, HoltFileError, loadHoltFile } from '../api/holtfile.ts';
 import { effectiveStatus, type InstanceState, listInstances, readState } from '../local/instance.ts';
+import { gitSync } from '../pup/git.ts';
 import { CliError, EXIT } from './output.ts';
 import { type BlackboardTarget, remoteTarget } from './target.ts';
 
 export { type BlackboardTarget, positiveInt } from './target.ts';
 
-/** The git top-level of `dir` (symlinks resolved), or `dir` itself outside a repository. */
+/** The git top-level of `dir` (symlinks resolved), or `dir` itself outside a repository. Hardened git. */
 export function workspaceOf(dir = process.cwd()): string {
   try {
-    return realpathSync(
-      execFileSync('git', ['rev-parse', '--show-toplevel'], { cwd: dir, stdio: ['ignore', 'pipe', 'ignore'] })
-        .toString()
-        .trim(),
-    );
+    return realpathSync(gitSync(dir, ['rev-parse', '--show-toplevel']).trim());
   } catch {
     return realpathSync(dir);
   }

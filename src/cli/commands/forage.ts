@@ -1,18 +1,18 @@
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Blackboard } from '../../blackboard/client.ts';
+import { gitSync } from '../../pup/git.ts';
 import { CliError, EXIT, out } from '../output.ts';
 import { resolveTarget } from '../resolve.ts';
 import { watch } from './watch.ts';
 
-/** Holt refuses a dirty workspace (untracked files included) so agents start from a known commit. */
+/**
+ * Holt refuses a dirty workspace (untracked files included) so agents start from a known commit. The
+ * agents may have written its .git: git reads it hardened (no fsmonitor, hooks, filters; src/pup/git.ts).
+ */
 export function checkClean(workspace: string): void {
   let status: string;
   try {
-    status = execFileSync('git', ['status', '--porcelain'], {
-      cwd: workspace,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }).toString();
+    status = gitSync(workspace, ['status', '--porcelain', '--ignore-submodules=all'], { compare: true });
   } catch {
     throw new CliError(
       `${workspace} is not a git repository: run \`git init\` there, or pass --allow-dirty`,
