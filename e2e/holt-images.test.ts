@@ -50,6 +50,17 @@ if grep -q "\\"type\\": *\\"$1\\""; then echo "$2"; else echo ignore; fi
 cat >/dev/null
 where=$(cat /etc/holt-image 2>/dev/null || echo host)
 echo "written in $where" > written-by-writer.txt
+# In its image: what the container lets a tool do (never tried on this machine: root could write /).
+if [ -f /etc/holt-image ]; then
+  {
+    grep -E '^(CapEff|NoNewPrivs):' /proc/self/status
+    if touch /probe-root 2>/dev/null; then echo 'root: writable'; else echo 'root: read-only'; fi
+    if touch /tmp/probe 2>/dev/null; then echo 'tmp: writable'; else echo 'tmp: read-only'; fi
+    # cgroup v2, else v1.
+    echo "pids.max: $(cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max 2>&1)"
+    echo "memory.max: $(cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>&1)"
+  } > confinement.txt
+fi
 printf '{"artefact_type":"Draft","artefact_payload":"draft written in %s","summary":"drafted"}\\n' "$where"
 `,
   'reviewer.sh': `#!/bin/sh
@@ -184,6 +195,19 @@ describe('a Holt v1.0 project with its tools in images', () => {
     expect(payloadOf(trail, 'Published')).toBe('published in Publisher-image, workspace read-only');
     // The read-write agent wrote the workspace itself (as this user: no root-owned files left here).
     expect(readFileSync(join(ws, 'written-by-writer.txt'), 'utf8')).toBe('written in Writer-image\n');
+    // Confined as the agent container of a pod: no capability, no privilege to gain, a read-only root
+    // with a writable /tmp, and the default process and memory limits (4096, 4g).
+    expect(readFileSync(join(ws, 'confinement.txt'), 'utf8')).toBe(
+      [
+        'CapEff:\t0000000000000000',
+        'NoNewPrivs:\t1',
+        'root: read-only',
+        'tmp: writable',
+        'pids.max: 4096',
+        `memory.max: ${4 * 1024 ** 3}`,
+        '',
+      ].join('\n'),
+    );
 
     // Holt's audit: agent_images (role → digest) and the grants carry the same digest.
     const s = stateOf('v1');

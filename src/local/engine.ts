@@ -131,3 +131,29 @@ export async function removeInstanceContainers(e: Engine, instance: string): Pro
   if (live.length) await engineRun(e, ['rm', '-f', ...live]);
   await engineRun(e, ['network', 'rm', `holt-${instance}`]).catch(() => undefined);
 }
+
+/** What each agent container may use (`docker run --memory`, `--pids-limit`). */
+export interface ContainerLimits {
+  memory: string;
+  pids: number;
+}
+
+const ContainerLimitsEnv = z.object({
+  HOLT_CONTAINER_MEMORY: z
+    .string()
+    .trim()
+    .regex(/^[1-9][0-9]*[bkmg]?$/i, 'a size such as 512m or 4g')
+    .default('4g'),
+  HOLT_CONTAINER_PIDS: z.coerce.number().int().min(16).max(4_194_304).default(4096),
+});
+
+/** The agent containers' limits from the environment; a bad value is refused with what is wanted. */
+export function containerLimits(env: NodeJS.ProcessEnv): ContainerLimits {
+  const r = ContainerLimitsEnv.safeParse({
+    HOLT_CONTAINER_MEMORY: env.HOLT_CONTAINER_MEMORY || undefined,
+    HOLT_CONTAINER_PIDS: env.HOLT_CONTAINER_PIDS || undefined,
+  });
+  if (!r.success)
+    throw new EngineError(r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+  return { memory: r.data.HOLT_CONTAINER_MEMORY, pids: r.data.HOLT_CONTAINER_PIDS };
+}

@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { HoltFileAgent } from '../api/holtfile.ts';
 import {
+  type ContainerLimits,
+  containerLimits,
   detectEngine,
   type Engine,
   engineRun,
@@ -26,7 +28,7 @@ import {
 
 /** How an instance runs its agents' tools, settled once before any component starts. */
 export interface LocalTools {
-  containers?: { engine: Engine; bundle: string; network: string; user?: string };
+  containers?: { engine: Engine; bundle: string; network: string; user?: string; limits: ContainerLimits };
   /** Short host directory holding each tools component's socket directory (unix paths are short). */
   runRoot: string;
   root: boolean;
@@ -106,6 +108,7 @@ export function toolsComponent(
         network: k.network,
         variables: Object.keys(vars),
         user: k.user,
+        limits: k.limits,
       }),
       env: { ...c.env, ...engineEnv, ...vars },
       prepare: async () => {
@@ -167,6 +170,7 @@ export async function prepareTools(o: {
   const images: Record<string, string> = {};
   const imaged = o.agents.filter((a) => agentImages(a).length);
   if (o.containers && imaged.length) {
+    const limits = containerLimits(o.env);
     const engine = await detectEngine(o.env);
     if (!engine)
       throw new Error(
@@ -181,7 +185,7 @@ export async function prepareTools(o: {
     const network = await ensureNetwork(engine, o.instance);
     // Not root: the tools run as this user, so what they write in the workspace stays this user's.
     const user = root ? undefined : `${process.getuid?.()}:${process.getgid?.()}`;
-    tools.containers = { engine, bundle, network, user };
+    tools.containers = { engine, bundle, network, user, limits };
   }
   const hostRo = o.agents.filter((a) => {
     const onHost = !tools.containers || !agentImages(a).length;

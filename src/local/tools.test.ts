@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LocalToolRunner, WorkspaceMappedRunner } from '../pup/runner/runner.ts';
+import { containerLimits } from './engine.ts';
 import { containerRunArgs, readOnlyRunnerArgs, toolsPlan, toolVariables } from './tools.ts';
 
 describe('where a local agent runs its tools', () => {
@@ -51,16 +52,27 @@ describe('where a local agent runs its tools', () => {
       network: 'holt-dev',
       variables: ['GREETING'],
       user: '1000:1000',
+      limits: { memory: '4g', pids: 4096 },
     });
     expect(args.join(' ')).toBe(
-      'run --rm --name holt-dev-Coder --label holt.instance=dev --label holt.role=Coder --network holt-dev --user 1000:1000 -v holt-bundle-1:/opt/holt:ro -v /home/me/repo:/workspace:ro -v /tmp/holt-0/ab/Coder:/run/holt -w /workspace -e GREETING --entrypoint /opt/holt/bin/holt coder:1 tool-runner --socket /run/holt/runner.sock',
+      'run --rm --name holt-dev-Coder --label holt.instance=dev --label holt.role=Coder --network holt-dev --user 1000:1000 --cap-drop ALL --security-opt no-new-privileges --read-only --tmpfs /tmp:rw,exec,nosuid,nodev,mode=1777 --pids-limit 4096 --memory 4g -v holt-bundle-1:/opt/holt:ro -v /home/me/repo:/workspace:ro -v /tmp/holt-0/ab/Coder:/run/holt -w /workspace -e GREETING --entrypoint /opt/holt/bin/holt coder:1 tool-runner --socket /run/holt/runner.sock',
     );
     const rw = containerRunArgs({
       ...{ instance: 'dev', component: 'C', role: 'C', image: 'c', workspace: '/w', runDir: '/r' },
-      ...{ mode: 'rw', bundleVolume: 'b', network: 'n', variables: [] },
+      ...{ mode: 'rw', bundleVolume: 'b', network: 'n', variables: [], limits: { memory: '1g', pids: 64 } },
     });
     expect(rw).toContain('/w:/workspace');
     expect(rw).not.toContain('--user');
+  });
+
+  it("the containers' memory and process limits: defaults, the environment's, a bad value refused", () => {
+    expect(containerLimits({})).toEqual({ memory: '4g', pids: 4096 });
+    expect(containerLimits({ HOLT_CONTAINER_MEMORY: '512m', HOLT_CONTAINER_PIDS: '256' })).toEqual({
+      memory: '512m',
+      pids: 256,
+    });
+    expect(() => containerLimits({ HOLT_CONTAINER_MEMORY: 'lots' })).toThrow(/HOLT_CONTAINER_MEMORY: a size/);
+    expect(() => containerLimits({ HOLT_CONTAINER_PIDS: '0' })).toThrow(/HOLT_CONTAINER_PIDS/);
   });
 
   it.runIf(process.getuid?.() === 0)(

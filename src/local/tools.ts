@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { CONTRACT_ENV, TOOL_ENV_NAMES } from '../common/secrets.ts';
-import { INSTANCE_LABEL } from './engine.ts';
+import { type ContainerLimits, INSTANCE_LABEL } from './engine.ts';
 
 /**
  * Where a local agent's tools run (its tool, bid script and health check), beside the pup that
@@ -54,6 +54,7 @@ export interface ContainerInput {
   variables: string[];
   /** uid:gid to run as; undefined keeps the image's own user. */
   user?: string;
+  limits: ContainerLimits;
 }
 
 /** The container's name: the engine's names are global, so the instance is part of it. */
@@ -73,6 +74,19 @@ export function containerRunArgs(c: ContainerInput): string[] {
     '--network',
     c.network,
     ...(c.user ? ['--user', c.user] : []),
+    // As the agent container of a pod: no capability, no privilege gained through setuid, a read-only
+    // root with a writable /tmp; and bounded, so a fork bomb or a leak stops at the container.
+    '--cap-drop',
+    'ALL',
+    '--security-opt',
+    'no-new-privileges',
+    '--read-only',
+    '--tmpfs',
+    '/tmp:rw,exec,nosuid,nodev,mode=1777',
+    '--pids-limit',
+    String(c.limits.pids),
+    '--memory',
+    c.limits.memory,
     '-v',
     `${c.bundleVolume}:${CONTAINER_BUNDLE}:ro`,
     '-v',
