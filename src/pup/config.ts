@@ -51,6 +51,8 @@ export const PupEnvVars = z.object({
   /** The first pause after a run ends in error; it doubles with each error in a row (to 60 s). */
   HOLT_ERROR_BACKOFF_MS: num(1_000, 1),
   HOLT_REDIS_RETRIES: num(3, 1, 20),
+  /** How long start waits for Redis (and the model's stores) before giving up; 0: one try. */
+  HOLT_STORE_WAIT_MS: num(180_000, 0),
   HOLT_SHUTDOWN_GRACE_MS: num(25_000, 0),
   HOLT_HEALTH_CHECK_COMMAND: z.preprocess(blankAsUndefined, jsonArgv.optional()),
   HOLT_HEALTH_CHECK_INTERVAL_MS: num(30_000),
@@ -83,6 +85,7 @@ export const PupEnv = PupEnvVars.transform((e) => ({
   bidConcurrency: e.HOLT_BID_CONCURRENCY,
   errorBackoffMs: e.HOLT_ERROR_BACKOFF_MS,
   redisRetries: e.HOLT_REDIS_RETRIES,
+  storeWaitMs: e.HOLT_STORE_WAIT_MS,
   shutdownGraceMs: e.HOLT_SHUTDOWN_GRACE_MS,
   healthCheck: e.HOLT_HEALTH_CHECK_COMMAND
     ? {

@@ -35,6 +35,10 @@ export const PUP_PROGRAM: ProgramSpec = {
     { env: 'HOLT_BID_CONCURRENCY', help: 'claims bid on at once (bid scripts run side by side) [4]' },
     { env: 'HOLT_ERROR_BACKOFF_MS', help: 'first pause after a run ends in error, doubling [1000]' },
     { env: 'HOLT_REDIS_RETRIES', help: 'tries of a Redis write before the run fails [3]' },
+    {
+      env: 'HOLT_STORE_WAIT_MS',
+      help: 'how long start waits for Redis (a Service not resolvable yet) before exiting [180000]',
+    },
     { env: 'HOLT_SHUTDOWN_GRACE_MS', help: 'how long SIGTERM waits for a running tool [25000]' },
     { env: 'HOLT_HEALTH_CHECK_COMMAND', help: 'a JSON argv run as the custom health check' },
     { env: 'HOLT_HEALTH_CHECK_INTERVAL_MS', help: 'how often the health check runs [30000]' },

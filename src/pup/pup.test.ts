@@ -10,6 +10,7 @@ import { outputId } from '../blackboard/grants.ts';
 import { publishGrant, updateClaim } from '../blackboard/testkit.ts';
 import type { Claim } from '../blackboard/types.ts';
 import { createLogger, silentLogger } from '../common/logger.ts';
+import { freePort } from '../local/ports.ts';
 import { Pup } from './pup.ts';
 import { questionId } from './questions.ts';
 import { startRunnerServer } from './runner/socket.ts';
@@ -341,6 +342,54 @@ describe('controller mode and bid scripts', () => {
 });
 
 describe('health', () => {
+  it('started before its Redis exists: live, not ready and saying why, retries with growing pauses, then bids', async () => {
+    // Issue 29: a pup whose Redis Service did not resolve yet exited after three quick tries and
+    // crash-looped, and was not there to bid on the first claim. It now waits, as the orchestrator does.
+    const port = await freePort();
+    const lines: { event_type?: string; retry_ms?: number; store?: string }[] = [];
+    const log = createLogger('pup', {}, { write: (l: string) => void lines.push(JSON.parse(l)) });
+    const pup = new Pup(
+      config({
+        REDIS_URL: `redis://127.0.0.1:${port}`,
+        HOLT_INSTANCE_NAME: 'late-redis',
+        HOLT_WORKSPACE: ws,
+      }),
+      log,
+    );
+    pups.push(pup);
+    const started = pup.start();
+    const waiting = await waitFor(
+      () =>
+        pup.port === undefined || lines.filter((l) => l.event_type === 'stores_unavailable').length < 3
+          ? undefined
+          : http(pup, '/readyz'),
+      'three tries and the probes up',
+    );
+    expect(waiting.status).toBe(503);
+    expect(waiting.body).toContain('waiting for redis');
+    expect((await http(pup, '/healthz')).status).toBe(200);
+    const late = await startRedis({ port });
+    try {
+      await started;
+      const tries = lines.filter((l) => l.event_type === 'stores_unavailable');
+      expect(tries.every((l) => l.store === 'redis')).toBe(true);
+      // Pauses grow (equal jitter: each at least half the doubled base), never a hot loop.
+      expect(tries[2]?.retry_ms).toBeGreaterThanOrEqual(1_000);
+      expect(lines.some((l) => l.event_type === 'stores_reachable')).toBe(true);
+      expect((await http(pup, '/readyz')).status).toBe(200);
+      const bb = Blackboard.connect(late.url, 'late-redis');
+      try {
+        const { claim: c } = await grantedClaim(bb, {});
+        await bidOf(bb, c);
+      } finally {
+        await bb.close();
+      }
+    } finally {
+      await pup.stop(0);
+      await late.stop();
+    }
+  });
+
   it('/readyz waits for the custom check to pass once; /healthz does not', async () => {
     const release = `${ws}/check-may-finish`;
     const pup = await startPup('ready', {

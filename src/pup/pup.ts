@@ -5,6 +5,7 @@ import { Blackboard } from '../blackboard/client.ts';
 import type { ErrorClass } from '../blackboard/error-class.ts';
 import { currentGrant, type Grant, outputId } from '../blackboard/grants.ts';
 import { errorPause, retry } from '../common/backoff.ts';
+import { ConfigError } from '../common/config.ts';
 import { type Check, startProbeServer } from '../common/http.ts';
 import { type Logger, redactUrl, silentLogger } from '../common/logger.ts';
 import { CommandExecutor } from './command-executor.ts';
@@ -52,6 +53,10 @@ export class Pup {
   private loop: Promise<void> | undefined;
   private current: Promise<Outcome> | undefined;
   private readonly abort = new AbortController();
+  /** Aborted when stop() begins: ends a wait for the stores. */
+  private readonly halted = new AbortController();
+  /** Why start is not done yet (a store it waits for), for /readyz. */
+  private waiting: string | undefined;
   private started = false;
   private stopping = false;
   /** Runs in a row that ended in `error` (Redis trouble, a runner gone): each waits longer. */
@@ -114,7 +119,8 @@ export class Pup {
       onRetry: (e, attempt) =>
         attempt === 5 && this.log.warn({ event_type: 'runner_waiting', error: String(e) }),
     });
-    await this.startModelRuntime();
+    // The model runtime connects to its own stores (NATS, Postgres), which may start later too.
+    await this.waitForStores('model runtime stores', () => this.startModelRuntime());
   }
 
   /** A model-driven agent: its runtime bids, and its executor (if it executes) replaces the command one. */
@@ -134,10 +140,16 @@ export class Pup {
     return this.probe?.port;
   }
 
-  /** Waits for Redis (with retries), then starts probes, the watcher and (standard) the executor loop. */
+  /**
+   * Probes first, then waits for Redis (a Service name that does not resolve yet, a store still
+   * starting: retried with backoff for `storeWaitMs`, as the orchestrator waits), then starts the
+   * watcher and (standard) the executor loop. Ready only once the watcher has subscribed and made its
+   * first scan, i.e. the pup can bid; live meanwhile, so the kubelet does not restart a pup that waits.
+   */
   async start(): Promise<void> {
     const { cfg, log } = this;
-    await retry(() => this.ping(), { tries: cfg.redisRetries, baseMs: 200 });
+    await this.startProbes();
+    await this.waitForStores('redis', () => this.ping());
     await this.prepare();
     if (cfg.healthCheck) {
       this.custom = new CustomHealthCheck(
@@ -146,12 +158,6 @@ export class Pup {
       );
       this.custom.start();
     }
-    this.probe = await startProbeServer({
-      port: cfg.healthPort,
-      healthz: () => this.health(),
-      readyz: () => this.ready(),
-      registry: this.metrics.registry,
-    });
     const standard = cfg.mode === 'standard';
     const model = this.model;
     this.watcher = new ClaimWatcher({
@@ -171,15 +177,53 @@ export class Pup {
       event_type: 'pup_started',
       mode: cfg.mode,
       redis: redactUrl(cfg.redisUrl),
-      health_port: this.probe.port,
+      health_port: this.probe?.port,
       workspace: cfg.workspace,
     });
+  }
+
+  private async startProbes(): Promise<void> {
+    this.probe ??= await startProbeServer({
+      port: this.cfg.healthPort,
+      // While starting the process is alive (it waits for its stores, and says why on /readyz).
+      healthz: () =>
+        this.started ? this.health() : Promise.resolve({ ok: true, details: { starting: true } }),
+      readyz: () => this.ready(),
+      registry: this.metrics.registry,
+    });
+  }
+
+  /**
+   * Runs `fn` until it succeeds, for up to `storeWaitMs`: a pod's stores (or their Service names)
+   * may come up after it. Each failure is logged with the next pause (doubling to 8 s) and shown on
+   * /readyz; a configuration error, or a stop, ends the wait at once.
+   */
+  private async waitForStores<T>(store: string, fn: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.cfg.storeWaitMs;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const v = await fn();
+        if (this.waiting) this.log.info({ event_type: 'stores_reachable', store, attempts: attempt });
+        this.waiting = undefined;
+        return v;
+      } catch (e) {
+        const left = deadline - Date.now();
+        if (e instanceof ConfigError || this.stopping || left <= 0) throw e;
+        const delayMs = Math.min(left, errorPause(attempt, 500, 8_000));
+        this.waiting = `waiting for ${store}: ${(e as Error).message}`;
+        this.log.warn(
+          { event_type: 'stores_unavailable', store, attempt, retry_ms: delayMs, error: String(e) },
+          `${store} not reachable yet; retrying`,
+        );
+        await sleep(delayMs, undefined, { signal: this.halted.signal }).catch(() => undefined);
+      }
+    }
   }
 
   /** `/readyz`: started, healthy, and the custom check (if any) has run and passed at least once. */
   private async ready(): Promise<Check> {
     if (!this.started || this.stopping)
-      return { ok: false, reason: this.stopping ? 'shutting down' : 'starting' };
+      return { ok: false, reason: this.stopping ? 'shutting down' : (this.waiting ?? 'starting') };
     if (this.custom && !this.custom.checked) return { ok: false, reason: 'health check not run yet' };
     return this.health();
   }
@@ -267,14 +311,9 @@ export class Pup {
    * of the role's worker target until stopped. No bidding: the controller pup bids for the role.
    */
   async startInbox(env: WorkerEnv): Promise<void> {
-    await retry(() => this.ping(), { tries: this.cfg.redisRetries, baseMs: 200 });
+    await this.startProbes();
+    await this.waitForStores('redis', () => this.ping());
     await this.prepare();
-    this.probe = await startProbeServer({
-      port: this.cfg.healthPort,
-      healthz: () => this.health(),
-      readyz: () => this.ready(),
-      registry: this.metrics.registry,
-    });
     this.inbox = await this.openInbox(env);
     await this.inbox.worker.start();
     this.started = true;
@@ -282,7 +321,7 @@ export class Pup {
       event_type: 'pup_started',
       mode: 'worker',
       source: 'inbox',
-      health_port: this.probe.port,
+      health_port: this.probe?.port,
     });
   }
 
@@ -331,6 +370,7 @@ export class Pup {
   async stop(graceMs = this.cfg.shutdownGraceMs): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    this.halted.abort();
     this.log.info({ event_type: 'pup_stopping', busy: this.current !== undefined, grace_ms: graceMs });
     // The queue first: the executor takes nothing new, and bids waiting for room give up (the grants
     // queued stay open on the blackboard, for this pup's next start or another pup).
