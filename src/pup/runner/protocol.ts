@@ -54,10 +54,9 @@ export const RunnerReply = z.discriminatedUnion('op', [
 export type RunnerReply = z.infer<typeof RunnerReply>;
 
 /**
- * How long the pup waits for the runner beyond a run's own timeout, and for a file operation, a commit
- * check or a ping: a runner that never answers fails the call instead of wedging the agent.
+ * How long the pup waits for the runner's answer to a file operation, a commit check or a ping, and
+ * beyond a run's own timeout: a runner that never answers fails the call instead of wedging the agent.
  */
-export const RUNNER_GRACE_MS = 30_000;
 export const RUNNER_CALL_MS = 60_000;
 
 /** A request line may carry a tool's whole input (the context chain); above this it is refused. */

@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
-import { createConnection } from 'node:net';
+import { createConnection, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../../../test/harness/wait.ts';
 import { credentialHandoff } from '../../common/credentials.ts';
 import { silentLogger } from '../../common/logger.ts';
 import { toolEnvironment } from '../../common/secrets.ts';
@@ -126,6 +127,35 @@ describe('socket tool runner (the agent container’s side)', () => {
     await expect(new SocketToolRunner(join(dir, 'nobody.sock')).run(req(['true']))).rejects.toThrow(
       /tool runner/,
     );
+  });
+
+  it('a runner that takes a call and never answers: every call ends at its deadline, none hangs', async () => {
+    const mute = join(dir, 'mute.sock');
+    const held: Socket[] = [];
+    const silent = createServer((s) => {
+      held.push(s);
+      s.resume().on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(mute, () => resolve()));
+    try {
+      const r = new SocketToolRunner(mute, 300);
+      // A file operation past its deadline is the model's error; the others are the runner's.
+      expect(await r.file({ op: 'read', root: dir, path: 'x' })).toEqual({
+        ok: false,
+        error: 'the tool runner did not answer the file request within 300 ms',
+      });
+      await expect(r.commit({ root: dir, rev: 'a'.repeat(40) })).rejects.toThrow(/did not answer the commit/);
+      await expect(r.ping()).rejects.toThrow(/did not answer the ping/);
+      await expect(r.run(req(['true'], { timeoutMs: 1 }))).rejects.toThrow(/did not answer the run/);
+      // Each call hung up: the runner is not left holding its connections.
+      await eventually(
+        'the runner side of each call closed',
+        () => held.length === 4 && held.every((s) => s.destroyed),
+      );
+    } finally {
+      for (const s of held) s.destroy();
+      await new Promise<void>((resolve) => silent.close(() => resolve()));
+    }
   });
 });
 

@@ -11,7 +11,6 @@ import {
   type CommitResult,
   MAX_REQUEST_BYTES,
   RUNNER_CALL_MS,
-  RUNNER_GRACE_MS,
   RunnerMessage,
   RunnerReply,
   type ToolRequest,
@@ -121,7 +120,7 @@ const killedRun = (durationMs: number): ToolRun => ({
 export class SocketToolRunner implements ToolRunner {
   private readonly path: string;
   private readonly callMs: number;
-  /** `callMs`: the deadline of a file operation or a commit check (a run has its own timeout plus grace). */
+  /** `callMs`: the deadline of a file operation, a commit check or a ping, and a run's beyond its own timeout. */
   constructor(path: string, callMs = RUNNER_CALL_MS) {
     this.path = path;
     this.callMs = callMs;
@@ -172,7 +171,7 @@ export class SocketToolRunner implements ToolRunner {
     const started = performance.now();
     let r: RunnerReply;
     try {
-      r = await this.exchange({ op: 'run', request: req }, req.timeoutMs + RUNNER_GRACE_MS, signal);
+      r = await this.exchange({ op: 'run', request: req }, req.timeoutMs + this.callMs, signal);
     } catch (e) {
       // Hung up on purpose: the runner killed the run; report it as a local kill would be.
       if (signal?.aborted) return killedRun(performance.now() - started);
@@ -202,7 +201,7 @@ export class SocketToolRunner implements ToolRunner {
   }
 
   async ping(): Promise<void> {
-    const r = await this.exchange({ op: 'ping' }, RUNNER_GRACE_MS);
+    const r = await this.exchange({ op: 'ping' }, this.callMs);
     if (r.op !== 'pong') throw new Error(`tool runner answered ${r.op} to a ping`);
   }
 }
