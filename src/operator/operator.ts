@@ -20,6 +20,7 @@ import { Informer, type InformerEvent } from './runtime/informer.ts';
 import type { KubeClient, KubeObject } from './runtime/kube.ts';
 import { createMetrics, type OperatorMetrics } from './runtime/metrics.ts';
 import { type ReconcileResult, WorkQueue } from './runtime/queue.ts';
+import { secretRefusal } from './secrets.ts';
 import { MANAGED_SELECTOR } from './specs/meta.ts';
 import { DEFAULT_CLUSTER_CIDRS, type NetworkSettings } from './specs/networkpolicy.ts';
 
@@ -105,6 +106,8 @@ export class Operator {
 
   constructor(o: OperatorOptions) {
     this.#o = o;
+    // Every Secret the operator reads is one its Holts and Agents name (RBAC cannot say which).
+    o.client.secretGuard = (ns, name) => secretRefusal(this.cache, ns, name);
     // A new digest for a role rewrites its Holt's registry (the Holt's reconcile writes it).
     this.agentImages = new AgentImages((h) => {
       if (this.#leading) this.queues.Holt.add(keyOf(h.namespace, h.name));

@@ -64,7 +64,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   verbs: [get, list, watch, create, patch, delete]
 # Secrets: never listed or watched (that would read every Secret of the namespace); each store Secret
 # is read by name, created once, given the keys a newer version adds (patch), and deleted when a store
-# turns external.
+# turns external. RBAC cannot narrow `get` to the names the Holts and Agents hold (resourceNames are
+# fixed, theirs are not): the operator's client itself refuses any other name (src/operator/secrets.ts).
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, patch, delete]

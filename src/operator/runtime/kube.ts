@@ -132,6 +132,14 @@ export function refOf(kind: string, namespace: string | undefined, name: string)
   return { apiVersion: apiVersionOf(kind), kind, metadata: { name, ...(namespace ? { namespace } : {}) } };
 }
 
+/** A Secret read the client's guard refused: no request was sent. */
+export class SecretRefused extends Error {
+  constructor(reason: string) {
+    super(`Secret read refused: ${reason}`);
+    this.name = 'SecretRefused';
+  }
+}
+
 /**
  * The operator's Kubernetes client: client-node's KubernetesObjectApi (see ObjectApi) under a thin
  * layer that counts every request by verb (tests and the bench prove "no writes in steady state"
@@ -142,6 +150,11 @@ export class KubeClient {
   readonly kc: KubeConfig;
   readonly counts = new Map<Verb, number>();
   onRequest?: (r: RequestRecord) => void;
+  /**
+   * Asked before every Secret read: why to refuse it, or undefined. The operator's (src/operator/
+   * secrets.ts) lets through only the Secrets its Holts and Agents name. Secrets are never listed.
+   */
+  secretGuard?: (namespace: string | undefined, name: string) => string | undefined;
   /** Called with the object a successful write returned (its new resourceVersion). */
   readonly writeListeners: ((written: KubeObject) => void)[] = [];
   #inFlight = 0;
@@ -182,6 +195,10 @@ export class KubeClient {
     name: string,
     opts: CallOptions = {},
   ): Promise<T | undefined> {
+    if (kind === 'Secret' && this.secretGuard) {
+      const why = this.secretGuard(namespace, name);
+      if (why) throw new SecretRefused(why);
+    }
     const ref = refOf(kind, namespace, name);
     const header = ref as unknown as Parameters<KubernetesObjectApi['read']>[0];
     try {
@@ -197,6 +214,8 @@ export class KubeClient {
     namespace?: string,
     opts: { labelSelector?: string; fieldSelector?: string } = {},
   ): Promise<{ apiVersion: string; kind: string; metadata: { resourceVersion?: string }; items: T[] }> {
+    if (kind === 'Secret' && this.secretGuard)
+      throw new SecretRefused('Secrets are read by name, never listed');
     const apiVersion = apiVersionOf(kind);
     const ref = { apiVersion, kind, metadata: { name: '', namespace } };
     const { fieldSelector, labelSelector } = opts;
