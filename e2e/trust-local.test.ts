@@ -148,7 +148,7 @@ describe('local mode: a tool that looks for credentials finds none and reaches n
     const leaked = {
       REDIS_URL: `redis://pup:${stored.redis?.pup}@${targets.redis[0]}`,
       NATS_URL: `nats://pup:${stored.nats?.pup}@${targets.nats[0]}`,
-      DATABASE_URL: `postgres://holt_app:${stored.postgres?.app}@${targets.postgres[0]}/holt`,
+      DATABASE_URL: `postgres://holt_pup:${stored.postgres?.pup}@${targets.postgres[0]}/holt`,
     };
     const control = probe(
       { report: join(scratch, 'control.json'), targets, pgModule: join(ROOT, 'package.json') },

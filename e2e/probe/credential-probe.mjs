@@ -64,7 +64,7 @@ for (const m of all.matchAll(/^[A-Za-z_][A-Za-z0-9_]*=([^\s/]{16,})$/gm)) words.
 const USERS = {
   redis: ['', 'orchestrator', 'pup', 'operator'],
   nats: ['admin', 'orchestrator', 'pup', 'operator', 'holt'],
-  postgres: ['holt', 'holt_app', 'holt_owner', 'postgres'],
+  postgres: ['holt', 'holt_app', 'holt_owner', 'holt_orchestrator', 'holt_pup', 'holt_operator', 'postgres'],
 };
 const triesFor = (store) => [
   { user: '', pass: '' },

@@ -1,74 +1,248 @@
 import pg from 'pg';
 import { withClient } from '../common/pg.ts';
 
-/** The two roles of Holt's database: the schema's owner (migrations) and the runtime's (DML only). */
+/**
+ * Holt's database roles: the schema's owner (migrations) and one per component that connects, each
+ * with the table and column privileges its own SQL needs (docs/security.md). `holt_app`, the single
+ * runtime role of earlier versions, is disabled when found (its grants go, it may no longer log in).
+ */
 export const PG_OWNER = 'holt_owner';
-export const PG_APP = 'holt_app';
+export const PG_ORCHESTRATOR = 'holt_orchestrator';
+export const PG_PUP = 'holt_pup';
+export const PG_OPERATOR = 'holt_operator';
+export const PG_LEGACY_APP = 'holt_app';
+
+/** The components that connect to Postgres, each as its own role. */
+export const PG_COMPONENTS = ['orchestrator', 'pup', 'operator'] as const;
+export type PgComponent = (typeof PG_COMPONENTS)[number];
+export const PG_ROLE: Record<PgComponent, string> = {
+  orchestrator: PG_ORCHESTRATOR,
+  pup: PG_PUP,
+  operator: PG_OPERATOR,
+};
+export type PgPasswords = { owner: string } & Record<PgComponent, string>;
+/** The variable of a component role's password for `holt migrate` (HOLT_DATABASE_PUP_PASSWORD, ...). */
+export const pgPasswordEnv = (c: PgComponent) => `HOLT_DATABASE_${c.toUpperCase()}_PASSWORD`;
 
 /**
- * Run as a superuser once the database exists: both roles, not superusers, with `owner` owning the
- * database and its public schema, and `app` given DML on whatever `owner` creates from now on.
- * Idempotent (passwords are reset to the ones given). Never `COPY ... PROGRAM` for either role.
+ * Run as a superuser once the database exists: the owner and the components' roles, none a superuser,
+ * with `owner` owning the database and its public schema. Idempotent (passwords are reset to the ones
+ * given). Never `COPY ... PROGRAM` for any of them.
  */
-export function roleStatements(database: string, ownerPassword: string, appPassword: string): string[] {
+export function roleStatements(database: string, pw: PgPasswords): string[] {
   const id = pg.escapeIdentifier;
   const lit = pg.escapeLiteral;
   const role = (name: string) =>
     `DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = ${lit(name)}) THEN CREATE ROLE ${id(name)} LOGIN; END IF; END $$`;
+  const login = (name: string, password: string) =>
+    `ALTER ROLE ${id(name)} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD ${lit(password)}`;
   const owner = id(PG_OWNER);
-  const app = id(PG_APP);
   return [
     role(PG_OWNER),
-    role(PG_APP),
-    `ALTER ROLE ${owner} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD ${lit(ownerPassword)}`,
-    `ALTER ROLE ${app} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD ${lit(appPassword)}`,
+    ...PG_COMPONENTS.map((c) => role(PG_ROLE[c])),
+    login(PG_OWNER, pw.owner),
+    ...PG_COMPONENTS.map((c) => login(PG_ROLE[c], pw[c])),
+    `DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = ${lit(PG_LEGACY_APP)}) THEN ALTER ROLE ${id(PG_LEGACY_APP)} NOLOGIN; END IF; END $$`,
     `ALTER DATABASE ${id(database)} OWNER TO ${owner}`,
     `REVOKE ALL ON DATABASE ${id(database)} FROM PUBLIC`,
-    `GRANT CONNECT ON DATABASE ${id(database)} TO ${app}`,
+    ...PG_COMPONENTS.map((c) => `GRANT CONNECT ON DATABASE ${id(database)} TO ${id(PG_ROLE[c])}`),
   ];
 }
 
 /** Run in the database itself (as a superuser): nobody but the owner creates anything in public. */
 export function schemaStatements(): string[] {
   const owner = pg.escapeIdentifier(PG_OWNER);
-  const app = pg.escapeIdentifier(PG_APP);
   return [
     `ALTER SCHEMA public OWNER TO ${owner}`,
     'REVOKE CREATE ON SCHEMA public FROM PUBLIC',
-    `GRANT USAGE ON SCHEMA public TO ${app}`,
+    ...PG_COMPONENTS.map((c) => `GRANT USAGE ON SCHEMA public TO ${pg.escapeIdentifier(PG_ROLE[c])}`),
   ];
+}
+
+/** A table's grants: privilege → columns (undefined = the whole table). */
+type Grants = Partial<Record<'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE', readonly string[] | undefined>>;
+const ALL = undefined;
+
+/**
+ * What each component writes, from the SQL of its stores (a new table or column gets its line here,
+ * or nobody but the owner can use it). The orchestrator enqueues grants, runs the watchdog and
+ * retention, and hosts the ingress (the only writer of agent messages); pups and workers run turns
+ * under their fences; the operator's autoscaler reads the inbox's depth and nothing else.
+ */
+export const TABLE_GRANTS: Record<PgComponent, Record<string, Grants>> = {
+  orchestrator: {
+    pgmigrations: { SELECT: ALL },
+    agent_state_head: { SELECT: ALL, INSERT: ALL, UPDATE: ALL, DELETE: ALL },
+    agent_turns: { SELECT: ALL, INSERT: ALL, UPDATE: ALL, DELETE: ALL },
+    agent_inbox: { SELECT: ALL, INSERT: ALL, UPDATE: ALL, DELETE: ALL },
+    agent_steps: { SELECT: ALL, DELETE: ALL },
+    turn_waiting_tools: { SELECT: ALL, DELETE: ALL },
+    llm_usage: { SELECT: ALL, DELETE: ALL },
+    llm_plans: { SELECT: ALL, DELETE: ALL },
+    agent_life: { SELECT: ALL, INSERT: ['instance', 'role'], UPDATE: ['last_message_at'] },
+    agent_messages: {
+      SELECT: ALL,
+      INSERT: ['instance', 'role', 'idempotency_key', 'kind', 'body', 'labels'],
+      DELETE: ALL,
+    },
+    ingress_idempotency: { SELECT: ALL, INSERT: ALL, DELETE: ALL },
+    agent_waits: { SELECT: ALL, DELETE: ALL },
+    life_turns: { SELECT: ALL, DELETE: ALL },
+    life_audit: { SELECT: ALL, DELETE: ALL },
+  },
+  pup: {
+    pgmigrations: { SELECT: ALL },
+    agent_state_head: {
+      SELECT: ALL,
+      INSERT: ['instance', 'actor_id', 'role', 'worker_target', 'claim_id'],
+      UPDATE: ['status', 'active_turn_id', 'turn_epoch', 'lease_owner', 'lease_expires_at', 'updated_at'],
+    },
+    agent_turns: {
+      SELECT: ALL,
+      INSERT: [
+        'turn_id',
+        'instance',
+        'actor_id',
+        'claim_id',
+        'role',
+        'phase',
+        'claim_type',
+        'status',
+        'started_at',
+      ],
+      UPDATE: ['status', 'turn_epoch', 'result', 'result_artefact_id', 'error', 'started_at', 'ended_at'],
+    },
+    // No INSERT: only the orchestrator grants work. The payload and the exit reports are not the pup's.
+    agent_inbox: {
+      SELECT: ALL,
+      UPDATE: [
+        'status',
+        'attempts',
+        'lease_owner',
+        'lease_expires_at',
+        'turn_epoch',
+        'last_error',
+        'available_at',
+        'waiting_on',
+        'updated_at',
+      ],
+    },
+    agent_steps: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
+    turn_waiting_tools: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
+    target_leases: { SELECT: ALL, INSERT: ALL, UPDATE: ALL, DELETE: ALL },
+    // Reserve, settle, cancel: its recent rows only (row-level security, migration component_roles).
+    llm_usage: {
+      SELECT: ALL,
+      INSERT: [
+        'instance',
+        'role',
+        'turn_id',
+        'purpose',
+        'prompt_tokens',
+        'completion_tokens',
+        'total_tokens',
+        'cost_usd',
+      ],
+      UPDATE: ['prompt_tokens', 'completion_tokens', 'total_tokens', 'cost_usd'],
+      DELETE: ALL,
+    },
+    llm_usage_totals: { SELECT: ALL },
+    llm_memory: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
+    llm_plans: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
+    work_items: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
+    work_current: { SELECT: ALL, INSERT: ALL, UPDATE: ALL, DELETE: ALL },
+    agent_life: {
+      SELECT: ALL,
+      INSERT: ['instance', 'role'],
+      UPDATE: ['turn_seq', 'last_turn_at', 'updated_at'],
+    },
+    // Delivered (and handed back), never written: what an agent is told comes from the ingress.
+    agent_messages: { SELECT: ALL, UPDATE: ['turn_id', 'delivered_at', 'deliveries'] },
+    agent_waits: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
+    life_turns: { SELECT: ALL, INSERT: ALL },
+    life_audit: { SELECT: ALL, INSERT: ALL },
+  },
+  operator: {
+    // The backlog's counts and pending claims; not the payloads, errors or exit reports.
+    agent_inbox: {
+      SELECT: [
+        'instance',
+        'worker_target',
+        'status',
+        'available_at',
+        'lease_owner',
+        'claim_id',
+        'turn_epoch',
+      ],
+    },
+  },
+};
+
+/**
+ * One component's GRANT statements, after revoking what an earlier version granted; only on the
+ * tables that exist (`tables`), so a grant never names a table before its migration ran.
+ */
+export function componentGrants(who: PgComponent, tables: ReadonlySet<string>): string[] {
+  const r = pg.escapeIdentifier(PG_ROLE[who]);
+  const out = [
+    `REVOKE ALL ON ALL TABLES IN SCHEMA holt FROM ${r}`,
+    `REVOKE ALL ON ALL SEQUENCES IN SCHEMA holt FROM ${r}`,
+    `GRANT USAGE ON SCHEMA holt TO ${r}`,
+  ];
+  for (const [table, grants] of Object.entries(TABLE_GRANTS[who]).filter(([t]) => tables.has(t)))
+    for (const [priv, cols] of Object.entries(grants)) {
+      const on = cols ? `${priv} (${cols.map((c) => pg.escapeIdentifier(c)).join(', ')})` : priv;
+      out.push(`GRANT ${on} ON holt.${pg.escapeIdentifier(table)} TO ${r}`);
+    }
+  // Identity columns draw from their sequences.
+  if (who !== 'operator') out.push(`GRANT USAGE ON ALL SEQUENCES IN SCHEMA holt TO ${r}`);
+  return out;
 }
 
 /**
- * Run by the owner after migrating: DML on every table and sequence of schema holt, now and later
- * (pgmigrations included: the runtime reads it).
- * Safe to repeat; a no-op for a database where the app role does not exist (external: one role).
+ * Run by the owner after migrating, in one transaction (a running component never sees its grants
+ * missing): each component role that exists gets exactly its grants; the legacy `holt_app` loses
+ * its own. Nothing for a database without these roles (external: one credential for all).
  */
-export function grantStatements(app = PG_APP): string[] {
-  const a = pg.escapeIdentifier(app);
-  return [
-    // Every table is in schema holt, the migrations' own too (the runtime reads it: is the schema current?).
-    `GRANT USAGE ON SCHEMA holt TO ${a}`,
-    `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA holt TO ${a}`,
-    `GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA holt TO ${a}`,
-    `ALTER DEFAULT PRIVILEGES IN SCHEMA holt GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${a}`,
-    `ALTER DEFAULT PRIVILEGES IN SCHEMA holt GRANT USAGE, SELECT ON SEQUENCES TO ${a}`,
-    // The migration history is the owner's to write.
-    `REVOKE INSERT, UPDATE, DELETE ON holt.pgmigrations FROM ${a}`,
-  ];
+export async function applyGrants(c: pg.ClientBase): Promise<void> {
+  const r = await c.query<{ rolname: string }>('SELECT rolname FROM pg_roles WHERE rolname = ANY($1)', [
+    [...PG_COMPONENTS.map((x) => PG_ROLE[x]), PG_LEGACY_APP],
+  ]);
+  const have = new Set(r.rows.map((x) => x.rolname));
+  const t = await c.query<{ tablename: string }>("SELECT tablename FROM pg_tables WHERE schemaname = 'holt'");
+  const tables = new Set(t.rows.map((x) => x.tablename));
+  const statements = PG_COMPONENTS.filter((x) => have.has(PG_ROLE[x])).flatMap((x) =>
+    componentGrants(x, tables),
+  );
+  if (have.has(PG_LEGACY_APP)) {
+    const a = pg.escapeIdentifier(PG_LEGACY_APP);
+    statements.push(
+      `REVOKE ALL ON ALL TABLES IN SCHEMA holt FROM ${a}`,
+      `REVOKE ALL ON ALL SEQUENCES IN SCHEMA holt FROM ${a}`,
+      `ALTER DEFAULT PRIVILEGES IN SCHEMA holt REVOKE ALL ON TABLES FROM ${a}`,
+      `ALTER DEFAULT PRIVILEGES IN SCHEMA holt REVOKE ALL ON SEQUENCES FROM ${a}`,
+    );
+  }
+  if (!statements.length) return;
+  await c.query('BEGIN');
+  try {
+    // Concurrent migrators (they race safely) would otherwise collide on the same catalogue rows.
+    await c.query("SELECT pg_advisory_xact_lock(hashtext('holt-grants'))");
+    for (const sql of statements) await c.query(sql);
+    await c.query('COMMIT');
+  } catch (e) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw e;
+  }
 }
 
 /** Applies the roles and schema grants with a superuser's URL (the bundled stores' set-up). */
-export async function ensureRoles(
-  superUrl: string,
-  database: string,
-  passwords: { owner: string; app: string },
-): Promise<void> {
+export async function ensureRoles(superUrl: string, database: string, passwords: PgPasswords): Promise<void> {
   const run = (url: string, statements: string[]) =>
     withClient(url, async (c) => {
       for (const sql of statements) await c.query(sql);
     });
-  await run(superUrl, roleStatements(database, passwords.owner, passwords.app));
+  await run(superUrl, roleStatements(database, passwords));
   const inDb = new URL(superUrl);
   inDb.pathname = `/${database}`;
   await run(inDb.toString(), schemaStatements());

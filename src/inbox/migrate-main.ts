@@ -14,13 +14,15 @@ const Env = z.object({
     .string({ error: 'DATABASE_URL is required (postgres://user:password@host:port/db)' })
     .regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must be a postgres:// or postgresql:// URL'),
   HOLT_MIGRATE_WAIT_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
-  /** Bundled Postgres: a superuser's URL and the two roles' passwords; the roles are made first. */
+  /** Bundled Postgres: a superuser's URL and the roles' passwords; the roles are made first. */
   HOLT_DATABASE_ADMIN_URL: z
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
     .optional(),
   HOLT_DATABASE_OWNER_PASSWORD: z.string().min(16).optional(),
-  HOLT_DATABASE_APP_PASSWORD: z.string().min(16).optional(),
+  HOLT_DATABASE_ORCHESTRATOR_PASSWORD: z.string().min(16).optional(),
+  HOLT_DATABASE_PUP_PASSWORD: z.string().min(16).optional(),
+  HOLT_DATABASE_OPERATOR_PASSWORD: z.string().min(16).optional(),
 });
 
 /** Errors that mean "Postgres is not reachable yet" (a bundled store still starting), worth a retry. */
@@ -50,11 +52,17 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   const { DATABASE_URL: url, HOLT_MIGRATE_WAIT_SECONDS: waitS } = parsed.data;
   const e = parsed.data;
   const roles =
-    e.HOLT_DATABASE_ADMIN_URL && e.HOLT_DATABASE_OWNER_PASSWORD && e.HOLT_DATABASE_APP_PASSWORD
+    e.HOLT_DATABASE_ADMIN_URL &&
+    e.HOLT_DATABASE_OWNER_PASSWORD &&
+    e.HOLT_DATABASE_ORCHESTRATOR_PASSWORD &&
+    e.HOLT_DATABASE_PUP_PASSWORD &&
+    e.HOLT_DATABASE_OPERATOR_PASSWORD
       ? {
           admin: e.HOLT_DATABASE_ADMIN_URL,
           owner: e.HOLT_DATABASE_OWNER_PASSWORD,
-          app: e.HOLT_DATABASE_APP_PASSWORD,
+          orchestrator: e.HOLT_DATABASE_ORCHESTRATOR_PASSWORD,
+          pup: e.HOLT_DATABASE_PUP_PASSWORD,
+          operator: e.HOLT_DATABASE_OPERATOR_PASSWORD,
         }
       : undefined;
   const log = createLogger('migrate');

@@ -1,16 +1,17 @@
+import { PG_COMPONENTS, pgPasswordEnv } from '../access/postgres.ts';
 import { type ProgramSpec, secretsEpilog } from '../common/program.ts';
 
 export const MIGRATE_SECRETS = [
   'DATABASE_URL',
   'HOLT_DATABASE_ADMIN_URL',
   'HOLT_DATABASE_OWNER_PASSWORD',
-  'HOLT_DATABASE_APP_PASSWORD',
+  ...PG_COMPONENTS.map(pgPasswordEnv),
 ];
 
 export const MIGRATE_PROGRAM: ProgramSpec = {
   name: 'holt migrate',
   description:
-    "Apply the inbox schema's pending migrations to DATABASE_URL and exit (the operator's migration Job). With the bundled store's admin URL and role passwords, the two roles are made first.",
+    "Apply the inbox schema's pending migrations to DATABASE_URL and exit (the operator's migration Job). With the bundled store's admin URL and role passwords, the owner's and each component's roles are made first.",
   settings: [
     {
       env: 'HOLT_MIGRATE_WAIT_SECONDS',

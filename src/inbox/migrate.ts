@@ -3,7 +3,7 @@ import { basename, dirname, extname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type MigrationBuilder, type RunnerOption, runner } from 'node-pg-migrate';
 import { z } from 'zod';
-import { grantStatements, PG_APP } from '../access/postgres.ts';
+import { applyGrants } from '../access/postgres.ts';
 import type { Logger } from '../common/logger.ts';
 import { withClient } from '../common/pg.ts';
 
@@ -55,16 +55,9 @@ export async function migrate(databaseUrl: string, log?: Logger): Promise<string
   const ran = await runner(opts);
   const names = ran.map((m) => m.name);
   if (names.length) log?.info({ event_type: 'migrated', migrations: names }, 'inbox schema migrated');
-  await grantRuntimeRole(databaseUrl);
+  // Each component's role its own tables and columns, where those roles exist (bundled stores).
+  await withClient(databaseUrl, applyGrants);
   return names;
-}
-
-/** DML for the runtime role on what the migrations made, where that role exists (bundled stores). */
-function grantRuntimeRole(databaseUrl: string): Promise<void> {
-  return withClient(databaseUrl, async (c) => {
-    const r = await c.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [PG_APP]);
-    if (r.rowCount) for (const sql of grantStatements()) await c.query(sql);
-  });
 }
 
 /** Whether every migration of this build is applied (readable by the runtime's DML-only role). */

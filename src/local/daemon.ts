@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { natsAuthorization, natsUrl as natsUserUrl } from '../access/nats.ts';
-import { ensureRoles, PG_APP, PG_OWNER, pgUrlAs } from '../access/postgres.ts';
+import { ensureRoles, PG_OWNER, PG_ROLE, type PgComponent, pgUrlAs } from '../access/postgres.ts';
 import type { Principal } from '../access/principals.ts';
 import { redisAclLines, redisUrl as redisUserUrl } from '../access/redis.ts';
 import { isScalable, workerTargetOf } from '../api/agent.ts';
@@ -206,7 +206,8 @@ async function rescale(sup: Supervisor, file: HoltFile, base: InstanceBase, log:
 
 /**
  * Each principal's URL: its own user on a bundled store, the given URL on an external one (a single
- * credential there; docs/security.md). Postgres: the superuser (CLI), the owner (migrations), the app.
+ * credential there; docs/security.md). Postgres: the superuser (CLI), the owner (migrations), and a
+ * role per component (orchestrator, pup).
  */
 function storeUrls(
   pw: InstanceSecrets,
@@ -222,7 +223,7 @@ function storeUrls(
       external.natsUrl ?? natsUserUrl(who, pw.nats[who], host, bundled.nats as number),
     pgAdmin,
     pgOwner: external.pgUrl ?? pgUrlAs(pgAdmin, PG_OWNER, pw.postgres.owner),
-    pgApp: external.pgUrl ?? pgUrlAs(pgAdmin, PG_APP, pw.postgres.app),
+    pg: (who: PgComponent) => external.pgUrl ?? pgUrlAs(pgAdmin, PG_ROLE[who], pw.postgres[who]),
   };
 }
 
@@ -353,7 +354,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     const conn = (who: 'orchestrator' | 'pup') => ({
       REDIS_URL: as.redis(who),
       NATS_URL: as.nats(who),
-      DATABASE_URL: as.pgApp,
+      DATABASE_URL: as.pg(who),
     });
     // A worker that dies is reported, as Holt's orchestrator reports a worker container's exit: the
     // watchdog frees its claim at once, and a claim that runs out of tries this way is a WorkerFailure.

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { PG_COMPONENTS, type PgComponent } from '../access/postgres.ts';
 import { newPassword, newPasswords, PRINCIPALS } from '../access/principals.ts';
 import { instanceDir } from './instance.ts';
 
@@ -19,10 +20,25 @@ const Passwords = z.object(
   },
 );
 
+// Postgres: the schema's owner and a role per component (src/access/postgres.ts); a component role
+// added by a newer version (the single `app` role split in three) gets its password the same way.
+const PgPasswords = z.object({
+  owner: z.string().min(16),
+  ...(Object.fromEntries(
+    PG_COMPONENTS.map((c) => [
+      c,
+      z
+        .string()
+        .min(16)
+        .catch(() => newPassword()),
+    ]),
+  ) as Record<PgComponent, z.ZodCatch<z.ZodString>>),
+});
+
 export const InstanceSecrets = z.object({
   redis: Passwords,
   nats: Passwords,
-  postgres: z.object({ owner: z.string().min(16), app: z.string().min(16) }),
+  postgres: PgPasswords,
 });
 export type InstanceSecrets = z.infer<typeof InstanceSecrets>;
 
@@ -44,7 +60,7 @@ export function instanceSecrets(name: string): InstanceSecrets {
   const s: InstanceSecrets = {
     redis: newPasswords(),
     nats: newPasswords(),
-    postgres: { owner: newPassword(), app: newPassword() },
+    postgres: PgPasswords.parse({ owner: newPassword() }),
   };
   writeFileSync(file, `${JSON.stringify(s, null, 2)}\n`, { mode: 0o600 });
   return s;

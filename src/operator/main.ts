@@ -18,7 +18,7 @@ import type { StoreEndpoint } from './runtime/endpoint.ts';
 import { KubeClient } from './runtime/kube.ts';
 import { LeaderElector } from './runtime/leader.ts';
 import { DEFAULT_CLUSTER_CIDRS } from './specs/networkpolicy.ts';
-import { type StoreKind, storeSecretName, urlKey } from './specs/stores.ts';
+import { pgUriKey, type StoreKind, storeSecretName, urlKey } from './specs/stores.ts';
 
 const bool = z.preprocess(
   (v) => (typeof v === 'string' ? !['false', '0', 'no', ''].includes(v.toLowerCase()) : v),
@@ -132,7 +132,7 @@ export function buildOperator(
   // One connection per Holt's Redis, shared by the registry writer and the Agent status reader.
   const boards = new HoltBoards(storeUrl('redis', urlKey('operator')));
   // One reader (one small pool per Holt) for the autoscaler's backlog and the claim Jobs.
-  const inbox = new PostgresBacklogReader(storeUrl('postgres', 'app-uri'));
+  const inbox = new PostgresBacklogReader(storeUrl('postgres', pgUriKey('operator')));
   const op: Operator = new Operator({
     client,
     log,

@@ -147,23 +147,30 @@ describe('Holt and Agent reconcilers on a real API server', () => {
 
     const secret = await get('Secret', 'demo-postgres-app');
     const data = secret?.data as Record<string, string>;
-    // CloudNativePG's -app keys (the superuser, for people), and one role each for migrations and runtime.
+    // CloudNativePG's -app keys (the superuser, for people), the migrations' owner, and a role per component.
     expect(Object.keys(data).sort()).toEqual([
-      'app-password',
-      'app-uri',
       'dbname',
       'host',
+      'operator-password',
+      'operator-uri',
+      'orchestrator-password',
+      'orchestrator-uri',
       'owner-password',
       'owner-uri',
       'password',
       'port',
+      'pup-password',
+      'pup-uri',
       'uri',
       'user',
       'username',
     ]);
-    expect(Buffer.from(data['app-uri'] ?? '', 'base64').toString()).toMatch(
-      /^postgresql:\/\/holt_app:[0-9a-f]{48}@/,
-    );
+    for (const who of ['orchestrator', 'pup', 'operator'])
+      expect(Buffer.from(data[`${who}-uri`] ?? '', 'base64').toString()).toMatch(
+        new RegExp(
+          `^postgresql://holt_${who}:${Buffer.from(data[`${who}-password`] ?? '', 'base64').toString()}@`,
+        ),
+      );
     expect(Buffer.from(data.password ?? '', 'base64').toString()).toMatch(/^[0-9a-f]{48}$/);
 
     const orch = podOf(await get('Deployment', 'demo-orchestrator'));
@@ -192,7 +199,7 @@ describe('Holt and Agent reconcilers on a real API server', () => {
     });
     expect(env.find((e) => e.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef).toEqual({
       name: 'demo-postgres-app',
-      key: 'app-uri',
+      key: 'orchestrator-uri',
     });
 
     const redisSts = podOf(await get('StatefulSet', 'demo-redis'));

@@ -1,14 +1,15 @@
 import type { V1EnvVar } from '@kubernetes/client-node';
+import { PG_COMPONENTS, pgPasswordEnv } from '../../access/postgres.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import { hashOf } from '../runtime/apply.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { containerSecurity, podSecurity, RUNTIME_UID } from './pod.ts';
 import { orchestratorAccount } from './serviceaccount.ts';
-import { storeEnv, storeSecretName, storeTlsClient } from './stores.ts';
+import { pgPasswordKey, storeEnv, storeSecretName, storeTlsClient } from './stores.ts';
 
 /**
- * Bundled Postgres: the Job first makes the two roles (idempotent, every run, so an upgrade that adds
+ * Bundled Postgres: the Job first makes the owner's and each component's role (idempotent, every run, so an upgrade that adds
  * grants applies them) with the superuser's URL, then migrates as the schema's owner.
  */
 function roleSetupEnv(holt: string, spec: HoltSpec): V1EnvVar[] {
@@ -21,7 +22,7 @@ function roleSetupEnv(holt: string, spec: HoltSpec): V1EnvVar[] {
   return [
     ref('HOLT_DATABASE_ADMIN_URL', 'uri'),
     ref('HOLT_DATABASE_OWNER_PASSWORD', 'owner-password'),
-    ref('HOLT_DATABASE_APP_PASSWORD', 'app-password'),
+    ...PG_COMPONENTS.map((c) => ref(pgPasswordEnv(c), pgPasswordKey(c))),
   ];
 }
 

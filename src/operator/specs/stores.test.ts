@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { HoltSpec } from '../../api/holt.ts';
 import { bundledStore } from './bundled.ts';
-import { storeEnv, storeTlsClient } from './stores.ts';
+import { migrationJob } from './migration.ts';
+import { missingSecretKeys, storeEnv, storeTlsClient } from './stores.ts';
 
 const owner = { apiVersion: 'holt.io/v1alpha1', kind: 'Holt', name: 'demo', namespace: 'team', uid: 'u1' };
 type Pod = {
@@ -81,5 +82,48 @@ describe('stores over TLS', () => {
     expect(
       podOf(bundledStore(owner, 'postgres', tls.stores.postgres, tls.stores.tls)).containers[0]!.args,
     ).toEqual(['-c', 'ssl=on', '-c', 'ssl_cert_file=/tls/tls.crt', '-c', 'ssl_key_file=/tls/tls.key']);
+  });
+});
+
+describe('Postgres users per component', () => {
+  const spec = HoltSpec.parse({});
+  const b64 = (s: string) => Buffer.from(s).toString('base64');
+  let n = 0;
+  const password = () => `pw${String(++n).padStart(46, '0')}`;
+
+  it('each component connects as its own role; the migration Job as the owner, making every role', () => {
+    const dbKey = (who: 'orchestrator' | 'pup' | 'migrate') =>
+      storeEnv('demo', spec.stores, who).find((e) => e.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef;
+    expect(dbKey('orchestrator')).toEqual({ name: 'demo-postgres-app', key: 'orchestrator-uri' });
+    expect(dbKey('pup')).toEqual({ name: 'demo-postgres-app', key: 'pup-uri' });
+    expect(dbKey('migrate')).toEqual({ name: 'demo-postgres-app', key: 'owner-uri' });
+    const job = migrationJob(owner, spec, 'holt:1');
+    const env = (job.spec as { template: { spec: { containers: { env: { name: string }[] }[] } } }).template
+      .spec.containers[0]!.env;
+    expect(env.map((e) => e.name)).toEqual(
+      expect.arrayContaining([
+        'HOLT_DATABASE_OWNER_PASSWORD',
+        'HOLT_DATABASE_ORCHESTRATOR_PASSWORD',
+        'HOLT_DATABASE_PUP_PASSWORD',
+        'HOLT_DATABASE_OPERATOR_PASSWORD',
+      ]),
+    );
+  });
+
+  it("an older operator's Secret (one runtime role, `app`) gains a role per component; what it had stays", () => {
+    const have = {
+      password: b64('old-superuser-pw'),
+      'owner-password': b64('old-owner-pw'),
+      'owner-uri': b64('postgresql://holt_owner:old-owner-pw@demo-postgres.team.svc:5432/holt'),
+      'app-password': b64('old-app-pw'),
+      'app-uri': b64('postgresql://holt_app:old-app-pw@demo-postgres.team.svc:5432/holt'),
+    };
+    const added = missingSecretKeys(owner, 'postgres', have, password);
+    for (const k of Object.keys(have)) expect(added[k], k).toBeUndefined();
+    for (const who of ['orchestrator', 'pup', 'operator']) {
+      const pw = added[`${who}-password`] ?? '';
+      expect(pw.length).toBeGreaterThanOrEqual(16);
+      expect(added[`${who}-uri`]).toBe(`postgresql://holt_${who}:${pw}@demo-postgres.team.svc:5432/holt`);
+    }
   });
 });

@@ -1,6 +1,6 @@
 import type { V1EnvVar, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { natsUrl } from '../../access/nats.ts';
-import { PG_APP, PG_OWNER } from '../../access/postgres.ts';
+import { PG_COMPONENTS, PG_OWNER, PG_ROLE, type PgComponent } from '../../access/postgres.ts';
 import { PRINCIPALS, type Principal } from '../../access/principals.ts';
 import { redisUrl } from '../../access/redis.ts';
 import { STORE_URL_ENV } from '../../api/common.ts';
@@ -31,11 +31,15 @@ export type StoreClient = 'orchestrator' | 'pup' | 'migrate';
 /** The Secret key of a principal's password and URL (`admin` keeps the plain `password`/`url`). */
 export const passwordKey = (who: Principal) => (who === 'admin' ? 'password' : `${who}-password`);
 export const urlKey = (who: Principal) => (who === 'admin' ? 'url' : `${who}-url`);
+/** Postgres (CloudNativePG's `-app` shape): a component role's password and `uri`. */
+export const pgPasswordKey = (who: PgComponent) => `${who}-password`;
+export const pgUriKey = (who: PgComponent) => `${who}-uri`;
 
 /**
  * The credentials Secret of a bundled store: a password and URL per principal (src/access), so each
  * process holds only its own. Postgres: CloudNativePG's `-app` keys for the superuser (the CLI),
- * plus the schema owner's (migrations) and the runtime role's (DML only). Created once with fresh
+ * plus the schema owner's (migrations) and one role's per component (orchestrator, pup, operator),
+ * each with its own tables and columns (src/access/postgres.ts). Created once with fresh
  * passwords and never re-applied: reconciling must not rotate what running pods and the data use.
  */
 export function storeSecret(owner: Owner, store: StoreKind, password: () => string): KubeObject {
@@ -52,7 +56,7 @@ export function storeSecret(owner: Owner, store: StoreKind, password: () => stri
   if (store === 'nats') data.username = 'admin';
   if (store === 'postgres') {
     const pw = password();
-    const [ownerPw, appPw] = [password(), password()];
+    const ownerPw = password();
     const uri = (user: string, p: string) => `postgresql://${user}:${p}@${h}:${port}/${PG_DB}`;
     Object.assign(data, {
       username: PG_USER,
@@ -64,9 +68,12 @@ export function storeSecret(owner: Owner, store: StoreKind, password: () => stri
       uri: uri(PG_USER, pw),
       'owner-password': ownerPw,
       'owner-uri': uri(PG_OWNER, ownerPw),
-      'app-password': appPw,
-      'app-uri': uri(PG_APP, appPw),
     });
+    for (const c of PG_COMPONENTS) {
+      const p = password();
+      data[pgPasswordKey(c)] = p;
+      data[pgUriKey(c)] = uri(PG_ROLE[c], p);
+    }
   }
   return {
     apiVersion: 'v1',
@@ -181,7 +188,7 @@ export function storeEnv(holt: string, stores: HoltSpec['stores'], who: StoreCli
   const name = STORE_URL_ENV.postgres;
   const database: V1EnvVar =
     pg.mode === 'bundled'
-      ? fromSecret(name, storeSecretName(holt, 'postgres'), who === 'migrate' ? 'owner-uri' : 'app-uri')
+      ? fromSecret(name, storeSecretName(holt, 'postgres'), who === 'migrate' ? 'owner-uri' : pgUriKey(who))
       : pg.secretName
         ? fromSecret(name, pg.secretName, 'uri')
         : { name, value: pg.url ?? '' };
