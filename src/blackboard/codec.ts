@@ -91,6 +91,8 @@ export function claimToHash(c: Claim): Record<string, string> {
   if (c.expected_bidders) ext.expected_bidders = JSON.stringify(c.expected_bidders);
   if (c.created_at_ms) ext.created_at_ms = String(c.created_at_ms);
   if (c.dormant_reason) ext.dormant_reason = c.dormant_reason;
+  if (c.silent_agents?.length) ext.silent_agents = JSON.stringify(c.silent_agents);
+  if (c.bids_reopened_at_ms) ext.bids_reopened_at_ms = String(c.bids_reopened_at_ms);
   return {
     ...ext,
     id: c.id,
@@ -131,6 +133,8 @@ export function hashToClaim(id: string, h: Record<string, string>): Claim {
       expected_bidders: h.expected_bidders ? jsonArray(h, 'expected_bidders') : undefined,
       created_at_ms: int(h, 'created_at_ms') || undefined,
       dormant_reason: h.dormant_reason || undefined,
+      silent_agents: h.silent_agents ? jsonArray(h, 'silent_agents') : undefined,
+      bids_reopened_at_ms: int(h, 'bids_reopened_at_ms') || undefined,
     });
   } catch (e) {
     throw new BlackboardDataError('claim', id, e);
@@ -158,5 +162,7 @@ export function claimToJson(c: Claim): Record<string, unknown> {
   if (c.expected_bidders) out.expected_bidders = c.expected_bidders;
   if (c.created_at_ms) out.created_at_ms = c.created_at_ms;
   if (c.dormant_reason) out.dormant_reason = c.dormant_reason;
+  if (c.silent_agents?.length) out.silent_agents = c.silent_agents;
+  if (c.bids_reopened_at_ms) out.bids_reopened_at_ms = c.bids_reopened_at_ms;
   return out;
 }

@@ -95,19 +95,19 @@ export async function watchClaims(bb: Blackboard, role: string, claimIds: string
 
 /**
  * The claims a pup's re-scan reads, in one round trip: the active index (this project's orchestrator)
- * and the role's pup claims (any orchestrator), de-duplicated.
+ * and the role's pup claims (any orchestrator), and with `withDormant` the dormant index.
  */
 export async function claimsToScan(
   bb: Blackboard,
   role: string,
-): Promise<{ active: string[]; watched: string[] }> {
-  const res = (await bb.redis
-    .multi()
-    .smembers(bb.k.activeClaims)
-    .zrange(bb.k.pupClaims(role), 0, -1)
-    .exec()) as [Error | null, string[]][] | null;
+  withDormant = false,
+): Promise<{ active: string[]; watched: string[]; dormant: string[] }> {
+  const m = bb.redis.multi().smembers(bb.k.activeClaims).zrange(bb.k.pupClaims(role), 0, -1);
+  // A starting pup also reads the dormant claims: those closed while it was silent take its bid late.
+  if (withDormant) m.smembers(bb.k.dormantClaims);
+  const res = (await m.exec()) as [Error | null, string[]][] | null;
   for (const [err] of res ?? []) if (err) throw err;
-  return { active: res?.[0]?.[1] ?? [], watched: res?.[1]?.[1] ?? [] };
+  return { active: res?.[0]?.[1] ?? [], watched: res?.[1]?.[1] ?? [], dormant: res?.[2]?.[1] ?? [] };
 }
 
 /** Drops settled claims from the role's pup claims, those first seen before `olderThanMs`, and all but the newest `keep`. */

@@ -84,6 +84,13 @@ export const Claim = z.object({
   created_at_ms: z.number().int().optional(),
   /** Set when nothing is left to grant (Holt's "dormant": the status stays pending_*). */
   dormant_reason: z.string().optional(),
+  /**
+   * The expected bidders that had not bid when the claim went dormant for want of bids (their pup was
+   * not up): a bid from one of them later re-opens the bidding. Empty or absent: nothing revives it.
+   */
+  silent_agents: z.array(z.string()).optional(),
+  /** When bidding was last re-opened (ms): the start of the bid timeout of a revived claim. */
+  bids_reopened_at_ms: z.number().int().optional(),
 });
 export type Claim = z.infer<typeof Claim>;
 
@@ -177,6 +184,12 @@ export const WorkflowEvent = z.discriminatedUnion('event', [
       bid_type: z.string(),
       late_by_ms: z.number().int(),
     }),
+  }),
+  // Extension (ours): a claim dormant for want of bids, re-opened for bidding because an agent that
+  // was silent when its consensus closed (its pup not up yet) has bid since.
+  z.object({
+    event: z.literal('bidding_reopened'),
+    data: z.object({ claim_id: z.string(), late_bidders: z.array(z.string()) }),
   }),
   // Extension (ours): a grant whose row or turn was done, but whose output is gone from the
   // blackboard (Redis lost data): run again under a new epoch.

@@ -45,7 +45,9 @@ export function formatLine(item: WatchItem): string | null {
     case 'bid_timeout':
       return `${at} ⌛ Bid timeout: claim=${e.data.claim_id}, silent=${e.data.silent_agents.join(',')}`;
     case 'bid_late':
-      return `${at} ⌛ Late bid: ${e.data.agent_name} bid ${e.data.bid_type} on claim ${e.data.claim_id}, ${e.data.late_by_ms} ms after the timeout (counted as ignore)`;
+      return `${at} ⌛ Late bid: ${e.data.agent_name} bid ${e.data.bid_type} on claim ${e.data.claim_id}, ${e.data.late_by_ms} ms after the timeout (counted as ignore; a claim dormant without it re-opens)`;
+    case 'bidding_reopened':
+      return `${at} 🔔 Bidding re-opened: claim=${e.data.claim_id}, late bid from ${e.data.late_bidders.join(',')}`;
     case 'grant_reopened':
       return `${at} ♻️  Grant reopened: ${e.data.agent_name} on claim ${e.data.claim_id}: ${e.data.reason}`;
     case 'quarantined':

@@ -231,3 +231,104 @@ describe('decide (pure)', () => {
     expect(pendingGrants(fb, [question('Writer')])).toEqual([]);
   });
 });
+
+describe("decide (pure): a claim dormant for want of bids revives on a silent agent's late bid", () => {
+  // Issue 29: the first goal of a new Holt went dormant (no_bids_in_any_phase) because the Drafter's
+  // and Linter's pups were not up yet, and stayed so once they were.
+  const target = art({ type: 'GoalDefined', produced_by_role: 'user' });
+  const fresh = (): Claim => ({
+    id: randomUUID(),
+    artefact_id: target.id,
+    status: 'pending_review',
+    granted_review_agents: [],
+    granted_parallel_agents: [],
+    granted_exclusive_agent: '',
+    expected_bidders: ['Drafter', 'Linter', 'Tester'],
+    created_at_ms: 1_000,
+  });
+  const snap = (claim: Claim, bids: Record<string, string>, now: number): Snapshot => ({
+    claim,
+    target,
+    bids,
+    outputs: [],
+    registered: new Set(['Drafter', 'Linter', 'Tester']),
+    firstSeenMs: 0,
+    now,
+    policy: { bidTimeoutMs: 1000, maxReviewIterations: 3 },
+  });
+  const written = (d: ReturnType<typeof decide>) => {
+    if (d.kind !== 'write') throw new Error(`expected a write, got ${JSON.stringify(d)}`);
+    return d;
+  };
+
+  it('closes dormant naming the silent agents; nothing revives it until one of them bids', () => {
+    const d = written(decide(snap(fresh(), { Tester: 'ignore' }, 2_001)));
+    expect(d.claim).toMatchObject({
+      dormant_reason: 'no_bids_in_any_phase',
+      silent_agents: ['Drafter', 'Linter'],
+    });
+    // A bid from an agent that was not silent (or none at all) changes nothing.
+    expect(decide(snap(d.claim, { Tester: 'ignore' }, 60_000))).toEqual({ kind: 'idle', why: 'dormant' });
+  });
+
+  it('a silent agent bids: bidding re-opens with a fresh timeout, then consensus grants', () => {
+    const dormant = written(decide(snap(fresh(), { Tester: 'ignore' }, 2_001))).claim;
+    const bids = { Tester: 'ignore', Drafter: 'exclusive' };
+    const reopened = written(decide(snap(dormant, bids, 90_000)));
+    expect(reopened.claim.dormant_reason).toBeUndefined();
+    expect(reopened.claim.silent_agents).toBeUndefined();
+    expect(reopened.claim.bids_reopened_at_ms).toBe(90_000);
+    expect(reopened.after).toContainEqual({
+      kind: 'event',
+      event: { event: 'bidding_reopened', data: { claim_id: dormant.id, late_bidders: ['Drafter'] } },
+    });
+    // The Linter, still silent, gets the new window: consensus waits for it until then...
+    expect(decide(snap(reopened.claim, bids, 90_500))).toMatchObject({ kind: 'wait', untilMs: 91_000 });
+    // ...and grants without it once the window has passed.
+    const granted = written(decide(snap(reopened.claim, bids, 91_001)));
+    expect(granted.claim).toMatchObject({ status: 'pending_exclusive', granted_exclusive_agent: 'Drafter' });
+    expect(granted.after).toContainEqual(
+      expect.objectContaining({ kind: 'grant', role: 'Drafter', claimType: 'exclusive' }),
+    );
+  });
+
+  it('revived and still without a taker: dormant again naming only the agents still silent', () => {
+    const dormant = written(decide(snap(fresh(), { Tester: 'ignore' }, 2_001))).claim;
+    const bids = { Tester: 'ignore', Drafter: 'ignore' };
+    const reopened = written(decide(snap(dormant, bids, 5_000))).claim;
+    const again = written(decide(snap(reopened, bids, 6_001))).claim;
+    expect(again).toMatchObject({ dormant_reason: 'no_bids_in_any_phase', silent_agents: ['Linter'] });
+    // Every expected bidder has answered ignore: nothing is left to revive it.
+    const last = written(
+      decide(
+        snap(
+          written(decide(snap(again, { ...bids, Linter: 'ignore' }, 7_000))).claim,
+          { ...bids, Linter: 'ignore' },
+          7_000,
+        ),
+      ),
+    );
+    expect(last.claim.dormant_reason).toBe('no_bids_in_any_phase');
+    expect(last.claim.silent_agents).toBeUndefined();
+    expect(decide(snap(last.claim, { ...bids, Linter: 'ignore' }, 99_000))).toEqual({
+      kind: 'idle',
+      why: 'dormant',
+    });
+  });
+
+  it('a claim dormant after its phases (no_grants_remaining) never revives', () => {
+    const c: Claim = {
+      ...fresh(),
+      dormant_reason: 'no_grants_remaining_after_review',
+      silent_agents: ['Drafter'],
+    };
+    c.phase_state = {
+      current: 'review',
+      granted_agents: ['Linter'],
+      received: {},
+      all_bids: {},
+      start_time_ms: 1,
+    };
+    expect(decide(snap(c, { Drafter: 'exclusive' }, 9_000))).toEqual({ kind: 'idle', why: 'dormant' });
+  });
+});

@@ -92,7 +92,7 @@ const write = (claim: Claim, d: Draft): Decision => ({ kind: 'write', claim, ...
 export function decide(s: Snapshot): Decision {
   const c = s.claim;
   if (c.status === 'complete' || c.status === 'terminated') return { kind: 'done' };
-  if (c.dormant_reason) return { kind: 'idle', why: 'dormant' };
+  if (c.dormant_reason) return revive(s);
   if (c.status === 'pending_assignment') return feedbackProgress(s);
   if (c.grant_queue && !c.granted_exclusive_agent) return resumeQueued(s);
   if (!c.phase_state) {
@@ -117,7 +117,7 @@ function consensus(s: Snapshot): Decision {
   const c = s.claim;
   // A set comparison against the bidders expected when the claim was made; strays are ignored.
   const expected = c.expected_bidders ?? sortRoles(s.registered);
-  const start = c.created_at_ms ?? s.firstSeenMs;
+  const start = c.bids_reopened_at_ms ?? c.created_at_ms ?? s.firstSeenMs;
   const deadline = start + s.policy.bidTimeoutMs;
   const missing = expected.filter((r) => !hasOwn(s.bids, r));
   if (missing.length && s.now < deadline) return { kind: 'wait', untilMs: deadline, missing };
@@ -165,11 +165,41 @@ function consensus(s: Snapshot): Decision {
   d.timings.push({ metric: 'bid_latency', ms: s.now - start });
   const phase = nextPhase(bids);
   if (!phase) {
-    d.logs.push({ event_type: 'claim_dormant', claim_id: c.id, reason: 'no_bids_in_any_phase' });
-    return write({ ...c, dormant_reason: 'no_bids_in_any_phase' }, d);
+    d.logs.push({
+      event_type: 'claim_dormant',
+      claim_id: c.id,
+      reason: 'no_bids_in_any_phase',
+      ...(missing.length ? { silent_agents: missing } : {}),
+    });
+    // The silent agents are kept: a bid from one of them (its pup was not up yet) re-opens bidding.
+    return write(
+      { ...c, dormant_reason: 'no_bids_in_any_phase', silent_agents: missing.length ? missing : undefined },
+      d,
+    );
   }
   d.logs.push({ event_type: 'initial_phase_determined', level: 'debug', claim_id: c.id, phase });
   return write(grantPhase(c, phase, bids, s, d), d);
+}
+
+/**
+ * A dormant claim: it stays so, unless consensus closed it while some expected bidders were silent
+ * (their pup was down or still starting) and one of them has bid since. Then bidding re-opens with
+ * a fresh bid timeout (the other silent bidders get one more chance too), and consensus runs again.
+ * Each re-opening needs a new bid from a bidder silent until then, so a claim revives at most once
+ * per expected bidder.
+ */
+function revive(s: Snapshot): Decision {
+  const c = s.claim;
+  const heard = (c.silent_agents ?? []).filter((r) => hasOwn(s.bids, r));
+  if (!heard.length || c.phase_state || c.status !== 'pending_review')
+    return { kind: 'idle', why: 'dormant' };
+  const d = draft();
+  d.logs.push({ event_type: 'claim_revived', claim_id: c.id, late_bidders: heard });
+  d.after.push({
+    kind: 'event',
+    event: { event: 'bidding_reopened', data: { claim_id: c.id, late_bidders: heard } },
+  });
+  return write({ ...c, dormant_reason: undefined, silent_agents: undefined, bids_reopened_at_ms: s.now }, d);
 }
 
 /** Records the grants of `phase` on the claim; the announcements follow the write. */

@@ -86,6 +86,8 @@ export async function recoverTerm(d: RecoveryDeps): Promise<void> {
           'claim_dormant',
         );
         d.stepper.idleRev.set(c.id, vc.rev);
+        // Closed while some agents were silent: a step re-opens it if one has bid since.
+        if (c.silent_agents?.length) d.kick(c.id);
         continue;
       }
       d.nextRedispatch.set(c.id, Date.now() + d.redispatchAfterMs);

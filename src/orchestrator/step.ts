@@ -98,6 +98,8 @@ export class ClaimStepper {
   readonly bids: BidWatch;
   /** The bidders each consensus closed without: their bids, when they come, are reported as late. */
   readonly late = new LateBids();
+  /** Dormant claims that a silent agent's bid would re-open (`decide`'s revive). */
+  readonly revivable = new LRUCache<string, true>({ max: CACHED_CLAIMS });
   /** Claims just created here: their first step decides on what was written, without reading it back. */
   private readonly fresh = new Set<string>();
   /** What the next step of a claim would read, already read with an output's arrival (see `sourceRead`). */
@@ -209,11 +211,16 @@ export class ClaimStepper {
       this.forget(id);
       return {};
     }
-    if (c.dormant_reason) {
+    if (c.dormant_reason && !c.silent_agents?.length) {
       this.idleRev.set(id, vc.rev);
       this.stoppedBidding(id);
+      this.revivable.delete(id);
       return {};
     }
+    // Dormant for want of bids: a bid from a silent agent re-opens it (decide), so its bids are
+    // watched: their events kick it, and reconcile passes re-check it should an event be lost.
+    if (c.dormant_reason) this.revivable.set(id, true);
+    else this.revivable.delete(id);
     const collecting = !c.phase_state && c.status === 'pending_review' && !c.grant_queue;
     if (!collecting) this.pastConsensus(id);
     const bids = collecting && !wantBids ? await bb.getBids(id) : snap.bids;
@@ -268,6 +275,8 @@ export class ClaimStepper {
           }
           vc = { claim: decision.claim, rev };
           this.claims.set(id, vc);
+          if (decision.claim.silent_agents?.length) this.revivable.set(id, true);
+          else this.revivable.delete(id);
           if (decision.claim.dormant_reason) this.stoppedBidding(id);
           else if (decision.claim.phase_state || decision.claim.status !== 'pending_review')
             this.pastConsensus(id);
@@ -419,6 +428,7 @@ export class ClaimStepper {
   }
 
   forget(id: string): void {
+    this.revivable.delete(id);
     this.firstSeen.delete(id);
     this.idleRev.delete(id);
     this.targets.delete(id);

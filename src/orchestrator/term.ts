@@ -202,6 +202,11 @@ export class Term {
       if (!b) return;
       const late = this.stepper.late.heard(b.claimId, b.role, Date.now());
       if (late && b.role !== undefined) this.reportLateBid(b.claimId, b.role, b.bidType, late.lateByMs);
+      // A dormant claim closed without this bidder: its bid may re-open it.
+      if (this.stepper.revivable.has(b.claimId)) {
+        this.runner.kick(b.claimId);
+        return;
+      }
       if (!this.runner.busy(b.claimId)) {
         this.stepper.bids.beforeStep(b.claimId, b.role);
         return;
@@ -447,6 +452,8 @@ export class Term {
       if (!this.alive()) return;
       if (!this.stepper.idleRev.has(id) || moved.has(id)) this.runner.kick(id);
     }
+    // Dormant claims a late bid would revive, should its event have been lost (they are not active).
+    if (full) for (const id of this.stepper.revivable.keys()) if (!this.runner.busy(id)) this.runner.kick(id);
     for (const id of this.stepper.idleRev.keys()) if (!active.has(id)) this.stepper.idleRev.delete(id);
     for (const id of this.nextRedispatch.keys()) if (!active.has(id)) this.nextRedispatch.delete(id);
     await this.redispatch(still);

@@ -13,6 +13,14 @@ export function biddingOpen(claim: Claim): boolean {
   );
 }
 
+/**
+ * Whether a claim open for bidding still waits for `role`'s bid: any live one does; a dormant one
+ * only when it went dormant with `role` silent (its pup was not up), as then the bid re-opens it.
+ */
+export function awaitsBidFrom(claim: Claim, role: string): boolean {
+  return !claim.dormant_reason || (claim.silent_agents?.includes(role) ?? false);
+}
+
 export type BidScriptOutcome = { ok: true; stdout: string } | { ok: false; reason: string };
 
 export interface BidChoice {

@@ -9,7 +9,7 @@ import { type Artefact, GrantNotification } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { decideBid } from './bid.ts';
 import type { PupConfig } from './config.ts';
-import { type BidChoice, biddingOpen } from './decide.ts';
+import { awaitsBidFrom, type BidChoice, biddingOpen } from './decide.ts';
 import type { PupMetrics } from './metrics.ts';
 import { redisRetry } from './redis-retry.ts';
 
@@ -54,6 +54,8 @@ export class ClaimWatcher {
   /** Bids running now (at most cfg.bidConcurrency), by claim. */
   private readonly bidding = new Map<string, Promise<void>>();
   private scanning: Promise<void> | undefined;
+  /** A scan has read the claims once (the first also reads the dormant ones). */
+  private scanned = false;
   private stopped = false;
 
   constructor(deps: WatcherDeps) {
@@ -118,8 +120,14 @@ export class ClaimWatcher {
 
   private async scan(): Promise<void> {
     const { bb, cfg } = this.d;
-    const { active, watched } = await this.redis('claims_to_scan', () => claimsToScan(bb, cfg.role));
-    const ids = [...new Set([...active, ...watched])];
+    // The first scan also reads dormant claims: one closed while this pup was not up (it was silent)
+    // takes its bid now, which re-opens the claim's bidding. Later ones bid live or late anyway.
+    const first = !this.scanned;
+    const { active, watched, dormant } = await this.redis('claims_to_scan', () =>
+      claimsToScan(bb, cfg.role, first),
+    );
+    this.scanned = true;
+    const ids = [...new Set([...active, ...watched, ...dormant])];
     const read = await this.readClaims(ids);
     const claims = read.filter((c): c is VersionedClaim => c !== null).map((c) => c.claim);
     if (watched.length) {
@@ -132,7 +140,7 @@ export class ClaimWatcher {
         unwatchClaims(bb, cfg.role, settled, Date.now() - WATCH_MAX_AGE_MS, WATCH_MAX),
       );
     }
-    const open = claims.filter(biddingOpen);
+    const open = claims.filter((c) => biddingOpen(c) && awaitsBidFrom(c, cfg.role));
     const bid = await this.redis('has_bids', () =>
       hasBids(
         bb,
