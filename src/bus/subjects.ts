@@ -23,15 +23,35 @@ export const subjectToken = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, '_');
 export const workerQueue = (instance: string, target: string) =>
   `holt_${subjectToken(instance)}_${assertWorkerTarget(target)}`;
 
-/** An asynchronous tool's requests (src/bus/tools.ts); tool names are single tokens already. */
-export const toolRequestSubject = (tool: string) => {
+/** A tool name: one subject token (the Agent's schema keeps them short and plain). */
+export function assertToolName(tool: string): string {
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(tool)) throw new Error(`invalid tool name ${JSON.stringify(tool)}`);
-  return `cmd.tool.${tool}`;
-};
+  return tool;
+}
 
-/** Where a living agent's asynchronous tool results come back (one subject per instance and role). */
-export const toolResultSubject = (instance: string, role: string) =>
-  `evt.tool.${subjectToken(instance)}.${subjectToken(role)}.result`;
+/**
+ * An asynchronous tool's requests (src/bus/tools.ts): per instance and tool, so a tool service's NATS
+ * user can be allowed one tool of one instance and nothing else (src/access/nats.ts toolPermissions).
+ */
+export const toolRequestSubject = (instance: string, tool: string) =>
+  `cmd.tool.${subjectToken(instance)}.${assertToolName(tool)}`;
+
+/** A call's reply id: 128 random bits as hex, unguessable, kept with the call's wait row. */
+export const REPLY_ID = /^[0-9a-f]{32}$/;
+
+/**
+ * Where one asynchronous call's answer comes back: the agent, the tool and the call's reply id. Only
+ * who received the request may answer on it (nats-server's allow_responses); the pup records an answer
+ * only for the waiting call with that reply id and that tool.
+ */
+export function toolReplySubject(instance: string, role: string, tool: string, replyId: string): string {
+  if (!REPLY_ID.test(replyId)) throw new Error('invalid reply id');
+  return `evt.tool.${subjectToken(instance)}.${subjectToken(role)}.${assertToolName(tool)}.${replyId}`;
+}
+
+/** All of one agent's answers (the pup's subscription). */
+export const toolRepliesSubject = (instance: string, role: string) =>
+  `evt.tool.${subjectToken(instance)}.${subjectToken(role)}.*.*`;
 
 /** A living agent's wake doorbell: the ingress rings it after queueing a message or a wake hint. */
 export const lifeWakeSubject = (instance: string, role: string) =>

@@ -1,14 +1,22 @@
+import { randomBytes } from 'node:crypto';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Logger } from '../common/logger.ts';
 import { jsonOf } from './message.ts';
-import { subjectToken, toolRequestSubject, toolResultSubject } from './subjects.ts';
+import {
+  REPLY_ID,
+  subjectToken,
+  toolRepliesSubject,
+  toolReplySubject,
+  toolRequestSubject,
+} from './subjects.ts';
 
 /**
  * Asynchronous tools over NATS (seed 001 §tools): a turn's call goes out as a request on
- * `cmd.tool.<name>`, whose reply subject is the calling agent's result subject; a tool service answers
- * with `msg.respond(...)`. The service holds no store credential: the pup records the answer, once, and
- * only for a call that waits for it.
+ * `cmd.tool.<instance>.<name>`, whose reply subject is the call's own
+ * (`evt.tool.<instance>.<role>.<name>.<reply id>`, the reply id 128 random bits kept with the call's
+ * wait row); a tool service answers with `msg.respond(...)`. The service holds no store credential: the
+ * pup records the answer, once, and only for the waiting call with that reply id and that tool.
  */
 
 export const ToolRequest = z.object({
@@ -26,6 +34,8 @@ export type ToolRequest = z.infer<typeof ToolRequest>;
 export const ToolResult = z.object({
   turn_id: z.uuid(),
   tool_call_id: z.string().min(1).max(200),
+  /** The tool it answers for; when given, it must be the call's tool. */
+  tool: z.string().max(64).optional(),
   ok: z.boolean().default(true),
   output: z
     .string()
@@ -35,38 +45,52 @@ export const ToolResult = z.object({
 });
 export type ToolResult = z.infer<typeof ToolResult>;
 
-/** Sends a request; the reply subject is where the answer must go. Lossy (core NATS): the deadline covers it. */
-export function publishToolRequest(nc: NatsConnection, req: ToolRequest): void {
-  nc.publish(toolRequestSubject(req.tool), JSON.stringify(req), {
-    reply: toolResultSubject(req.instance, req.role),
+/** An answer as heard: what its subject says (the call's tool and reply id) and its body. */
+export type ToolAnswer = ToolResult & { replyTool: string; replyId: string };
+
+/** A new call's reply id (unguessable: another service cannot answer a call it was not sent). */
+export const newReplyId = (): string => randomBytes(16).toString('hex');
+
+/** Sends a request; its reply subject is the call's own. Lossy (core NATS): the deadline covers it. */
+export function publishToolRequest(nc: NatsConnection, req: ToolRequest, replyId: string): void {
+  nc.publish(toolRequestSubject(req.instance, req.tool), JSON.stringify(req), {
+    reply: toolReplySubject(req.instance, req.role, req.tool, replyId),
   });
 }
 
 /**
- * Listens for the agent's tool results in a queue group (one pup records each). A malformed answer is
- * logged and dropped: the call's deadline gives the model a timeout report instead.
+ * Listens for the agent's tool answers in a queue group (one pup records each). An answer whose body or
+ * subject does not parse is dropped and told to `onDropped`: the call's deadline gives the model a
+ * timeout report instead.
  */
 export function subscribeToolResults(
   nc: NatsConnection,
   instance: string,
   role: string,
-  onResult: (r: ToolResult) => void,
+  onResult: (r: ToolAnswer) => void,
   log?: Logger,
+  onDropped?: () => void,
 ): Subscription {
-  return nc.subscribe(toolResultSubject(instance, role), {
+  return nc.subscribe(toolRepliesSubject(instance, role), {
     queue: `holt_tools_${subjectToken(instance)}_${subjectToken(role)}`,
     callback: (err, msg) => {
       if (err) return;
-      const raw = jsonOf(msg);
-      const r = ToolResult.safeParse(raw);
-      if (!r.success) {
+      const tokens = msg.subject.split('.');
+      const replyId = tokens.at(-1) ?? '';
+      const replyTool = tokens.at(-2) ?? '';
+      const r = ToolResult.safeParse(jsonOf(msg));
+      if (!r.success || !REPLY_ID.test(replyId)) {
         log?.warn(
-          { event_type: 'tool_result_invalid', error: r.error.issues[0]?.message },
+          {
+            event_type: 'tool_result_invalid',
+            error: r.success ? 'not a reply subject' : r.error.issues[0]?.message,
+          },
           'tool result dropped',
         );
+        onDropped?.();
         return;
       }
-      onResult(r.data);
+      onResult({ ...r.data, replyTool, replyId });
     },
   });
 }

@@ -1,8 +1,7 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { lifeWakeSubject } from '../bus/subjects.ts';
-import { subscribeToolResults, type ToolResult } from '../bus/tools.ts';
+import { subscribeToolResults, type ToolAnswer } from '../bus/tools.ts';
 import type { Logger } from '../common/logger.ts';
-import { lifeActorOf } from '../inbox/ids.ts';
 import { renewWhileRunning } from '../inbox/leases.ts';
 import type { Fence } from '../inbox/schema.ts';
 import type { StepStore } from '../inbox/steps.ts';
@@ -33,12 +32,19 @@ export interface LifeLoopDeps {
   onPass?: () => Promise<void>;
   /** Told of each acting decision, after its commit (events). */
   onDecision?: (d: Decision, delivery: Delivery | undefined, turnId?: string) => void;
+  /** Counted: each tool answer by outcome, and the messages a turn's byte cap left queued. */
+  counters?: LifeCounters;
   nc?: NatsConnection;
   owner: string;
   leaseMs: number;
   /** The safety net: a pass at least this often, whatever was rung (a doorbell is lossy). */
   pollMs: number;
   log: Logger;
+}
+
+export interface LifeCounters {
+  toolAnswer(outcome: 'recorded' | 'ignored' | 'invalid'): void;
+  deferred(messages: number): void;
 }
 
 /**
@@ -68,7 +74,14 @@ export class LifeLoop {
     if (d.nc) {
       this.subs.push(
         d.nc.subscribe(lifeWakeSubject(d.instance, d.role), { callback: () => this.poke() }),
-        subscribeToolResults(d.nc, d.instance, d.role, (r) => void this.received(r), d.log),
+        subscribeToolResults(
+          d.nc,
+          d.instance,
+          d.role,
+          (r) => void this.received(r),
+          d.log,
+          () => d.counters?.toolAnswer('invalid'),
+        ),
       );
       await d.nc.flush().catch(() => undefined);
     }
@@ -106,25 +119,32 @@ export class LifeLoop {
       });
   }
 
-  /** A tool service's answer: recorded once, for a call that waits; then a pass to resume its turn. */
-  async received(r: ToolResult): Promise<boolean> {
-    // Only a call of this agent's own life actor: an answer naming another agent's call changes nothing.
-    const ok = await this.d.steps
-      .receiveTool(
-        r.turn_id,
-        r.tool_call_id,
-        { ok: r.ok, output: r.output, ...(r.error ? { error: r.error } : {}) },
-        lifeActorOf(this.d.instance, this.d.role),
-      )
-      .catch(() => false);
-    this.d.log.info(
-      {
-        event_type: ok ? 'tool_result_received' : 'tool_result_ignored',
-        turn_id: r.turn_id,
-        tool_call_id: r.tool_call_id,
-      },
-      ok ? 'tool result recorded' : 'tool result for no waiting call ignored',
-    );
+  /**
+   * A tool service's answer: recorded once, for the waiting call it is bound to (its reply id and tool,
+   * from the subject it came on; the tool it names, if any, must be the same); then a pass to resume the
+   * turn. Anything else (another call's, another tool's or another agent's answer) is ignored and counted.
+   */
+  async received(r: ToolAnswer): Promise<boolean> {
+    const { d } = this;
+    const ok =
+      (r.tool === undefined || r.tool === r.replyTool) &&
+      (await d.store
+        .receiveAnswer(d.instance, d.role, {
+          replyId: r.replyId,
+          tool: r.replyTool,
+          turnId: r.turn_id,
+          toolCallId: r.tool_call_id,
+          result: { ok: r.ok, output: r.output, ...(r.error ? { error: r.error } : {}) },
+        })
+        .catch(() => false));
+    d.counters?.toolAnswer(ok ? 'recorded' : 'ignored');
+    const fields = { turn_id: r.turn_id, tool_call_id: r.tool_call_id, tool: r.replyTool };
+    if (ok) d.log.info({ event_type: 'tool_result_received', ...fields }, 'tool result recorded');
+    else
+      d.log.warn(
+        { event_type: 'tool_result_ignored', ...fields, ...(r.tool ? { named_tool: r.tool } : {}) },
+        'tool result bound to no waiting call of this tool ignored',
+      );
     if (ok) this.poke();
     return ok;
   }
@@ -147,6 +167,7 @@ export class LifeLoop {
         return until === null ? d.pollMs : Math.max(50, Math.min(d.pollMs, until - Date.now() + 20));
       }
       this.lastIdle = '';
+      if (dec.kind === 'start' && dec.deferred) d.counters?.deferred(dec.deferred);
       d.log.info(
         { event_type: 'life_decision', decision: dec.kind, why: dec.why, turn_id: c.fence?.turnId },
         `life: ${dec.kind} (${dec.why})`,

@@ -1,11 +1,11 @@
 import type { WorkItem } from '../work/items.ts';
-import { LABELS_PREAMBLE, runtimeLabels, wrapMessage } from './labels.ts';
+import { agentLabels, LABELS_PREAMBLE, runtimeLabels, wrapMessage } from './labels.ts';
 import type { Delivery, LifeMessage, LifeWait } from './store.ts';
 
 /**
  * What a life turn opens with (pure): the agent's standing, why it was woken, and everything delivered
- * to it, each piece wrapped in its provenance labels. Wake hints never show their payload (none is
- * kept); several coalesce into one line.
+ * to it, each piece wrapped in its provenance labels, the model's own writing as agent_note. Wake hints
+ * never show their payload (none is kept); several coalesce into one line.
  */
 export function lifeOpening(o: {
   role: string;
@@ -37,33 +37,40 @@ export function lifeOpening(o: {
       ),
     );
   }
+  // The runtime's sentences are its instructions; what the model wrote itself (a wait's reason, its
+  // items, its memory) follows each as an agent_note, never inside an instruction.
   const byId = new Map(o.waits.map((w) => [w.id, w]));
   for (const ended of o.delivery.waits) {
     const w = byId.get(ended.id);
     if (!w) continue;
     const item = w.item_id ? ` (work item ${w.item_id})` : '';
+    const what = w.kind === 'operator' ? 'an operator' : 'a message';
     const text =
       ended.outcome === 'resolved'
         ? w.kind === 'timer'
-          ? `Your timer "${w.on_what}"${item} fired.`
-          : `Your wait for ${w.kind === 'operator' ? 'an operator' : 'a message'} "${w.on_what}"${item} is over: see the messages above.`
-        : `Timeout report: your wait for ${w.kind === 'operator' ? 'an operator' : 'a message'} "${w.on_what}"${item} passed its deadline and nothing came. Decide what to do without it.`;
+          ? `Your timer ${w.id}${item} fired.`
+          : `Your wait ${w.id} for ${what}${item} is over: see the messages above.`
+        : `Timeout report: your wait ${w.id} for ${what}${item} passed its deadline and nothing came. Decide what to do without it.`;
     parts.push(wrapMessage(runtimeLabels(w.kind === 'timer' ? 'timer' : 'system'), text));
+    parts.push(wrapMessage(agentLabels(`wait ${w.id}`), w.on_what));
   }
-  if (o.delivery.tick && o.items.tick)
+  if (o.delivery.tick && o.items.tick) {
     parts.push(
       wrapMessage(
         runtimeLabels('system'),
-        `Work item ${o.items.tick.id} is runnable (${o.delivery.tick.why}). Work on it:\n${o.describe(o.items.tick)}`,
+        `Work item ${o.items.tick.id} is runnable (${o.delivery.tick.why}). Work on it: it is your note below.`,
       ),
     );
-  parts.push(
-    o.items.current
-      ? `Your current work item:\n${o.describe(o.items.current)}`
-      : 'You have no current work item.',
-  );
+    parts.push(wrapMessage(agentLabels(`work item ${o.items.tick.id}`), o.describe(o.items.tick)));
+  }
+  parts.push(o.items.current ? 'Your current work item:' : 'You have no current work item.');
+  if (o.items.current) parts.push(wrapMessage(agentLabels('current work item'), o.describe(o.items.current)));
   const others = o.items.open.filter((i) => i.id !== o.items.current?.id).slice(0, 10);
-  if (others.length) parts.push(`Your other open work items:\n${others.map(o.describe).join('\n')}`);
-  if (o.memory) parts.push(`Your working memory:\n${o.memory}`);
+  if (others.length)
+    parts.push(
+      'Your other open work items:',
+      wrapMessage(agentLabels('open work items'), others.map(o.describe).join('\n')),
+    );
+  if (o.memory) parts.push('Your working memory:', wrapMessage(agentLabels('working memory'), o.memory));
   return { system, user: parts.join('\n\n') };
 }

@@ -154,6 +154,46 @@ describe('the life scheduler (pure)', () => {
   });
 });
 
+describe('the bytes one turn is fed (HOLT_LIFE_TURN_BYTES)', () => {
+  const msg = (id: string, bytes: number, origin = 'webhook') => ({
+    id,
+    kind: 'message' as const,
+    origin,
+    bytes,
+  });
+
+  it('feeds the oldest messages that fit; the rest stay queued, and a wait ends only by what is fed', () => {
+    const s = snap({
+      turnBytes: 1000,
+      messages: [msg('1', 600), msg('2', 300), msg('3', 200, 'operator'), msg('4', 10)],
+      waits: [{ id: 'w-op', kind: 'operator', itemId: null, deadlineMs: null }],
+    });
+    expect(decide(s)).toEqual({
+      kind: 'start',
+      messageIds: ['1', '2'],
+      waits: [],
+      deferred: 2,
+      why: '2 message(s) or wake(s) came in, 2 more wait for the next turn',
+    });
+    // The next pass (1 and 2 delivered): the operator's message is fed, and ends the operator wait.
+    expect(decide({ ...s, messages: s.messages.slice(2) })).toMatchObject({
+      kind: 'start',
+      messageIds: ['3', '4'],
+      waits: [{ id: 'w-op', outcome: 'resolved' }],
+    });
+  });
+
+  it('always feeds the first message, however big (nothing is stuck), and no cap means all', () => {
+    expect(decide(snap({ turnBytes: 10, messages: [msg('1', 5000), msg('2', 1)] }))).toMatchObject({
+      messageIds: ['1'],
+      deferred: 1,
+    });
+    expect(decide(snap({ messages: [msg('1', 5000), msg('2', 1)] }))).toMatchObject({
+      messageIds: ['1', '2'],
+    });
+  });
+});
+
 describe('provenance labels (pure)', () => {
   it('maps origins to authority: only operators and the runtime instruct; wakes are signals', () => {
     expect(authorityOf('operator', 'message')).toBe('operator_instruction');
@@ -171,6 +211,6 @@ describe('provenance labels (pure)', () => {
     );
     expect(w.match(/<message /g)).toHaveLength(1);
     expect(w.match(/<\/message>/g)).toHaveLength(1);
-    expect(w).toContain('surface="POST &#34;x&#34;" admission="token &#60;a&#62;"');
+    expect(w).toContain('surface="POST &quot;x&quot;" admission="token &lt;a&gt;"');
   });
 });

@@ -31,8 +31,10 @@ export interface LifeSnapshot {
     leaseExpiresMs: number | null;
     toolWaits: ToolWaitView[];
   } | null;
-  /** Messages and wake hints not yet delivered to a turn (oldest first). */
-  messages: { id: string; kind: 'message' | 'wake'; origin: string }[];
+  /** Messages and wake hints not yet delivered to a turn (oldest first), with their body's size. */
+  messages: { id: string; kind: 'message' | 'wake'; origin: string; bytes?: number }[];
+  /** The most message bytes one turn is fed (HOLT_LIFE_TURN_BYTES); the rest waits for the next turn. */
+  turnBytes?: number;
   /** Waits still waiting. */
   waits: WaitView[];
   /** Open work items. */
@@ -47,7 +49,7 @@ export type Decision =
   | { kind: 'stop'; why: string }
   | { kind: 'resume'; turnId: string; why: string }
   | { kind: 'wait'; untilMs: number | null; why: string }
-  | { kind: 'start'; messageIds: string[]; waits: WaitOutcome[]; why: string }
+  | { kind: 'start'; messageIds: string[]; waits: WaitOutcome[]; why: string; deferred?: number }
   | { kind: 'tick'; itemId: string; why: string }
   | { kind: 'sleep'; untilMs: number | null; why: string };
 
@@ -56,10 +58,26 @@ const min = (xs: (number | null | undefined)[]): number | null => {
   return v.length ? Math.min(...v) : null;
 };
 
+/**
+ * The messages one turn gets: the oldest first, as long as their bodies fit in `turnBytes` (the first
+ * always, so none is stuck); the others stay queued for the next turn.
+ */
+export function fitTurn(msgs: LifeSnapshot['messages'], turnBytes = Number.POSITIVE_INFINITY) {
+  let used = 0;
+  let n = 0;
+  for (const m of msgs) {
+    const b = m.bytes ?? 0;
+    if (n > 0 && used + b > turnBytes) break;
+    used += b;
+    n++;
+  }
+  return msgs.slice(0, n);
+}
+
 /** Which open waits end now, and how: a timer by firing, a message wait by a message or its deadline. */
-function endedWaits(s: LifeSnapshot): WaitOutcome[] {
-  const hasMessage = s.messages.some((m) => m.kind === 'message');
-  const fromOperator = s.messages.some((m) => m.kind === 'message' && m.origin === 'operator');
+function endedWaits(s: LifeSnapshot, delivered: LifeSnapshot['messages']): WaitOutcome[] {
+  const hasMessage = delivered.some((m) => m.kind === 'message');
+  const fromOperator = delivered.some((m) => m.kind === 'message' && m.origin === 'operator');
   const out: WaitOutcome[] = [];
   for (const w of s.waits) {
     const due = w.deadlineMs !== null && w.deadlineMs <= s.nowMs;
@@ -102,18 +120,22 @@ export function decide(s: LifeSnapshot): Decision {
     if (t.leaseLive) return { kind: 'wait', untilMs: t.leaseExpiresMs, why: `turn ${t.id} is running` };
     return { kind: 'resume', turnId: t.id, why: 'its turn was interrupted' };
   }
-  const ended = endedWaits(s);
-  if (s.messages.length || ended.length)
+  const fed = fitTurn(s.messages, s.turnBytes);
+  const deferred = s.messages.length - fed.length;
+  const ended = endedWaits(s, fed);
+  if (fed.length || ended.length)
     return {
       kind: 'start',
-      messageIds: s.messages.map((m) => m.id),
+      messageIds: fed.map((m) => m.id),
       waits: ended,
       why: [
-        s.messages.length ? `${s.messages.length} message(s) or wake(s) came in` : '',
+        fed.length ? `${fed.length} message(s) or wake(s) came in` : '',
+        deferred ? `${deferred} more wait for the next turn` : '',
         ended.length ? `${ended.length} wait(s) ended` : '',
       ]
         .filter(Boolean)
         .join(', '),
+      ...(deferred ? { deferred } : {}),
     };
   const states = new Map(s.items.map((i) => [i.id, i.state]));
   for (const i of [...s.items].sort((a, b) => a.createdAtMs - b.createdAtMs)) {

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
 import { workerTarget } from '../api/common.ts';
@@ -43,7 +43,10 @@ export const Delivery = z.object({
 });
 export type Delivery = z.infer<typeof Delivery>;
 
-export type Enqueued = { kind: 'queued' | 'duplicate'; id: string } | { kind: 'stopped' };
+export type Enqueued =
+  | { kind: 'queued' | 'duplicate'; id: string }
+  | { kind: 'stopped' }
+  | { kind: 'full'; undelivered: number };
 export type Committed = { decision: Decision; fence?: Fence; delivery?: Delivery };
 
 const WAIT_COLS = `id, kind, item_id, on_what, state,
@@ -58,8 +61,11 @@ const MSG_COLS = `id, kind, body, labels, (EXTRACT(EPOCH FROM created_at) * 1000
  */
 export class LifeStore {
   readonly pool: pg.Pool;
-  constructor(pool: pg.Pool) {
+  /** The most message bytes one turn is fed (HOLT_LIFE_TURN_BYTES); unlimited when not given. */
+  readonly turnBytes: number | undefined;
+  constructor(pool: pg.Pool, opts: { turnBytes?: number } = {}) {
     this.pool = pool;
+    this.turnBytes = opts.turnBytes;
   }
 
   async setState(instance: string, role: string, state: 'running' | 'stopped'): Promise<void> {
@@ -72,7 +78,10 @@ export class LifeStore {
 
   /**
    * Queues a message or a wake hint, once per idempotency key (a repeat is a no-op and says so). A
-   * stopped agent queues nothing. Wakes carry no body: their payload is never kept.
+   * stopped agent queues nothing. Wakes carry no body: their payload is never kept. With `scope` (the
+   * ingress: its token's id) a key is that caller's alone, and a hash of it stays in
+   * holt.ingress_idempotency after the message is pruned, so a late replay is still a duplicate. With
+   * `maxUndelivered`, an agent already holding that many undelivered messages queues nothing ('full').
    */
   async enqueue(m: {
     instance: string;
@@ -81,42 +90,69 @@ export class LifeStore {
     kind: 'message' | 'wake';
     body?: string;
     labels: Labels;
+    scope?: string;
+    maxUndelivered?: number;
   }): Promise<Enqueued> {
     const labels = LabelsSchema.parse(m.labels);
+    const key = m.scope === undefined ? m.key : `${m.scope}/${m.key}`;
+    const keyHash = createHash('sha256').update(m.key, 'utf8').digest('hex');
     return tx<Enqueued>(this.pool, async (c) => {
       await ensureLifeRow(c, m.instance, m.role);
       // FOR UPDATE, not FOR SHARE: the same transaction updates the row below, and two that each
-      // held a share lock and wanted it exclusive would deadlock (the benchmark found it).
+      // held a share lock and wanted it exclusive would deadlock (the benchmark found it). It also
+      // serialises an agent's enqueues, so the duplicate and backlog checks below cannot race.
       const life = await c.query<{ state: string }>(
         'SELECT state FROM holt.agent_life WHERE instance = $1 AND role = $2 FOR UPDATE',
         [m.instance, m.role],
       );
       if (life.rows[0]?.state === 'stopped') return { value: { kind: 'stopped' as const } };
+      const seen =
+        m.scope === undefined
+          ? await c.query<{ id: string }>(
+              'SELECT id FROM holt.agent_messages WHERE instance = $1 AND role = $2 AND idempotency_key = $3',
+              [m.instance, m.role, key],
+            )
+          : await c.query<{ id: string }>(
+              `SELECT message_id AS id FROM holt.ingress_idempotency
+               WHERE instance = $1 AND role = $2 AND token_id = $3 AND key_hash = $4`,
+              [m.instance, m.role, m.scope, keyHash],
+            );
+      if (seen.rows[0]) return { value: { kind: 'duplicate' as const, id: String(seen.rows[0].id) } };
+      if (m.maxUndelivered !== undefined) {
+        const n = await c.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM (SELECT 1 FROM holt.agent_messages
+             WHERE instance = $1 AND role = $2 AND turn_id IS NULL LIMIT $3) u`,
+          [m.instance, m.role, m.maxUndelivered],
+        );
+        const undelivered = n.rows[0]?.n ?? 0;
+        if (undelivered >= m.maxUndelivered) return { value: { kind: 'full' as const, undelivered } };
+      }
       const r = await c.query<{ id: string }>(
         `INSERT INTO holt.agent_messages (instance, role, idempotency_key, kind, body, labels)
          VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT (instance, role, idempotency_key) DO NOTHING
          RETURNING id`,
-        [
-          m.instance,
-          m.role,
-          m.key,
-          m.kind,
-          m.kind === 'wake' ? null : (m.body ?? ''),
-          JSON.stringify(labels),
-        ],
+        [m.instance, m.role, key, m.kind, m.kind === 'wake' ? null : (m.body ?? ''), JSON.stringify(labels)],
       );
-      if (r.rowCount) {
-        await c.query(
-          'UPDATE holt.agent_life SET last_message_at = now() WHERE instance = $1 AND role = $2',
-          [m.instance, m.role],
+      if (!r.rows[0]) {
+        // A key the scoped table did not know but a message holds (queued before it existed).
+        const old = await c.query<{ id: string }>(
+          'SELECT id FROM holt.agent_messages WHERE instance = $1 AND role = $2 AND idempotency_key = $3',
+          [m.instance, m.role, key],
         );
-        return { value: { kind: 'queued' as const, id: String(r.rows[0]!.id) } };
+        return { value: { kind: 'duplicate' as const, id: String(old.rows[0]?.id) } };
       }
-      const old = await c.query<{ id: string }>(
-        'SELECT id FROM holt.agent_messages WHERE instance = $1 AND role = $2 AND idempotency_key = $3',
-        [m.instance, m.role, m.key],
-      );
-      return { value: { kind: 'duplicate' as const, id: String(old.rows[0]!.id) } };
+      const id = String(r.rows[0].id);
+      if (m.scope !== undefined)
+        await c.query(
+          `INSERT INTO holt.ingress_idempotency (instance, role, token_id, key_hash, message_id)
+           VALUES ($1, $2, $3, $4, $5)`,
+          [m.instance, m.role, m.scope, keyHash, id],
+        );
+      await c.query('UPDATE holt.agent_life SET last_message_at = now() WHERE instance = $1 AND role = $2', [
+        m.instance,
+        m.role,
+      ]);
+      return { value: { kind: 'queued' as const, id } };
     });
   }
 
@@ -269,8 +305,9 @@ export class LifeStore {
         })),
       };
     }
-    const msgs = await c.query<{ id: string; kind: 'message' | 'wake'; origin: string }>(
-      `SELECT id, kind, labels->>'origin' AS origin FROM holt.agent_messages
+    const msgs = await c.query<{ id: string; kind: 'message' | 'wake'; origin: string; bytes: number }>(
+      `SELECT id, kind, labels->>'origin' AS origin, octet_length(coalesce(body, '')) AS bytes
+       FROM holt.agent_messages
        WHERE instance = $1 AND role = $2 AND turn_id IS NULL ORDER BY id LIMIT 100`,
       [instance, role],
     );
@@ -286,7 +323,13 @@ export class LifeStore {
       nowMs: Number(l.now_ms),
       state: l.state,
       turn,
-      messages: msgs.rows.map((m) => ({ id: String(m.id), kind: m.kind, origin: m.origin })),
+      messages: msgs.rows.map((m) => ({
+        id: String(m.id),
+        kind: m.kind,
+        origin: m.origin,
+        bytes: Number(m.bytes),
+      })),
+      ...(this.turnBytes ? { turnBytes: this.turnBytes } : {}),
       waits: waits.rows.map((r) => {
         const w = WaitRow.parse(r);
         return { id: w.id, kind: w.kind, itemId: w.item_id, deadlineMs: w.deadline_ms };
@@ -334,6 +377,34 @@ export class LifeStore {
       ids,
     ]);
     return r.rows.map((x) => WaitRow.parse(x));
+  }
+
+  /**
+   * Records a tool service's answer for the agent's waiting asynchronous call it is bound to: the call
+   * with this reply id (unguessable, sent only to the services of that tool), this tool, this turn and
+   * call id. Any other answer (another call's, another tool's, another agent's, a duplicate) changes
+   * nothing and returns false.
+   */
+  async receiveAnswer(
+    instance: string,
+    role: string,
+    a: { replyId: string; tool: string; turnId: string; toolCallId: string; result: unknown },
+  ): Promise<boolean> {
+    const r = await this.pool.query(
+      `UPDATE holt.turn_waiting_tools SET wait_status = 'received', result = $7::jsonb, received_at = now()
+       WHERE turn_id = $3 AND tool_call_id = $4 AND instance = $1 AND actor_id = $2 AND tool_name = $5
+         AND request->>'reply' = $6 AND wait_status = 'waiting'`,
+      [
+        instance,
+        lifeActorOf(instance, role),
+        a.turnId,
+        a.toolCallId,
+        a.tool,
+        a.replyId,
+        JSON.stringify(a.result ?? null),
+      ],
+    );
+    return r.rowCount === 1;
   }
 
   /**

@@ -55,9 +55,12 @@ export const LlmEnv = z
     HOLT_LLM_TOOLS: json(z.array(AgentTool), 'a list of tools'),
     HOLT_LLM_ALLOWED_TOOLS: json(z.array(z.string()), 'a list of tool names'),
     HOLT_LLM_FILE_TOOLS: bool,
+    HOLT_LLM_FILE_TOOLS_ALLOW_GIT: bool,
     HOLT_LLM_WORK_ITEMS: bool,
     HOLT_LLM_LIFE: bool,
     HOLT_LIFE_POLL_MS: int(5_000, 50),
+    HOLT_LIFE_TURN_BYTES: int(65_536, 1024),
+    HOLT_LIFE_MAX_OPEN_ITEMS: int(200, 1),
     HOLT_LLM_WORKFLOW: json(z.array(WorkflowStep).min(1), 'a list of workflow steps'),
     HOLT_LLM_HISTORY_KEEP: int(0, 0),
     HOLT_LLM_TURN_TIMEOUT_MS: optInt,
@@ -105,12 +108,18 @@ export const LlmEnv = z
     allowedTools: e.HOLT_LLM_ALLOWED_TOOLS,
     /** The built-in workspace file tools (workspace-tools.ts). */
     fileTools: e.HOLT_LLM_FILE_TOOLS,
+    /** The file tools may write in .git (hooks, config); refused by default (src/pup/runner/files.ts). */
+    fileToolsAllowGit: e.HOLT_LLM_FILE_TOOLS_ALLOW_GIT,
     /** The work item tools (work-tools.ts, src/work). */
     workItems: e.HOLT_LLM_WORK_ITEMS || e.HOLT_LLM_LIFE,
     /** The agent lives (src/life): its own turns on messages, timers, waits and runnable items. */
     life: e.HOLT_LLM_LIFE,
     /** The life loop's safety-net pass (a doorbell is lossy). */
     lifePollMs: e.HOLT_LIFE_POLL_MS,
+    /** The most message bytes one life turn is fed; the rest stays queued for the next turn. */
+    lifeTurnBytes: e.HOLT_LIFE_TURN_BYTES,
+    /** The most open work items an agent may have; work_create says so when full. */
+    maxOpenItems: e.HOLT_LIFE_MAX_OPEN_ITEMS,
     /** The agent runs these steps instead of the ReAct loop (workflow.ts). */
     workflow: e.HOLT_LLM_WORKFLOW,
     /** Exchanges kept word for word when compacting (compaction.ts); 0 = no compaction. */

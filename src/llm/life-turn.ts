@@ -3,8 +3,8 @@ import { z } from 'zod';
 import type { AgentTool } from '../api/agent.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { noAgentEvents } from '../bus/events.ts';
-import { toolRequestSubject } from '../bus/subjects.ts';
-import { publishToolRequest } from '../bus/tools.ts';
+import { REPLY_ID, toolRequestSubject } from '../bus/subjects.ts';
+import { newReplyId, publishToolRequest } from '../bus/tools.ts';
 import type { Fence } from '../inbox/schema.ts';
 import { labelsOf, wrapMessage } from '../life/labels.ts';
 import type { LifeTurnEnd } from '../life/loop.ts';
@@ -17,8 +17,15 @@ import { describeItem } from './work-tools.ts';
 
 type Tool = z.output<typeof AgentTool>;
 
-/** What an asynchronous call asked (turn_waiting_tools.request): enough to run it again after a restart. */
-const AsyncRequest = z.object({ via: z.enum(['nats', 'command']), args: z.record(z.string(), z.unknown()) });
+/**
+ * What an asynchronous call asked (turn_waiting_tools.request): enough to run it again after a restart,
+ * with the NATS call's reply id, so the request sent again names the same reply subject.
+ */
+const AsyncRequest = z.object({
+  via: z.enum(['nats', 'command']),
+  args: z.record(z.string(), z.unknown()),
+  reply: z.string().regex(REPLY_ID).optional(),
+});
 type AsyncRequest = z.infer<typeof AsyncRequest>;
 
 /**
@@ -166,21 +173,25 @@ export class LifeTurns {
       request: async (callId, tool, args) => {
         const via = tool.async === 'nats' ? 'nats' : 'command';
         const deadlineMs = Date.now() + tool.asyncTimeoutSeconds * 1000;
-        const request: AsyncRequest = { via, args };
+        const asked: AsyncRequest = { via, args, ...(via === 'nats' ? { reply: newReplyId() } : {}) };
         const ok = await d.steps.waitTool(fence, {
           toolCallId: callId,
           toolName: tool.name,
           resumeDeadlineMs: tool.asyncTimeoutSeconds * 1000,
-          request,
+          request: asked,
         });
         if (!ok) return undefined;
-        this.send(fence.turnId, callId, tool, request, deadlineMs);
+        // A resumed turn asking again keeps the first request (and its reply id): read what is stored.
+        const row = (await d.steps.toolWaits(fence.turnId)).find((w) => w.toolCallId === callId);
+        const stored = AsyncRequest.safeParse(row?.request);
+        this.send(fence.turnId, callId, tool, stored.success ? stored.data : asked, deadlineMs);
         return { deadlineMs };
       },
       showResult: (tool, result) => {
         const t = d.settings.tools.find((x) => x.name === tool);
         const r = (result ?? {}) as { ok?: boolean; output?: string; error?: string };
-        const surface = t?.async === 'nats' ? toolRequestSubject(tool) : `background command ${tool}`;
+        const surface =
+          t?.async === 'nats' ? toolRequestSubject(cfg.instance, tool) : `background command ${tool}`;
         const body =
           r.ok === false ? `error: ${r.error ?? 'the tool failed'}\n${r.output ?? ''}` : (r.output ?? '');
         return wrapMessage(
@@ -196,19 +207,24 @@ export class LifeTurns {
     const { d } = this;
     const { cfg } = d;
     if (req.via === 'nats') {
-      if (!this.nc) {
-        d.log.warn({ event_type: 'tool_request_unsent', tool: tool.name, reason: 'no NATS connection' });
+      const why = !this.nc ? 'no NATS connection' : !req.reply ? 'its call has no reply id' : undefined;
+      if (!this.nc || !req.reply) {
+        d.log.warn({ event_type: 'tool_request_unsent', tool: tool.name, reason: why });
         return; // the deadline gives the model a timeout report
       }
-      publishToolRequest(this.nc, {
-        instance: cfg.instance,
-        role: cfg.role,
-        turn_id: turnId,
-        tool_call_id: callId,
-        tool: tool.name,
-        args: req.args,
-        deadline_ms: deadlineMs,
-      });
+      publishToolRequest(
+        this.nc,
+        {
+          instance: cfg.instance,
+          role: cfg.role,
+          turn_id: turnId,
+          tool_call_id: callId,
+          tool: tool.name,
+          args: req.args,
+          deadline_ms: deadlineMs,
+        },
+        req.reply,
+      );
       return;
     }
     const key = `${turnId}:${callId}`;

@@ -19,6 +19,8 @@ export class LlmMetrics {
   readonly latency: Histogram<'outcome'>;
   readonly errors: Counter<'class'>;
   readonly paused: Gauge;
+  /** A living agent's tool answers and turn byte cap (src/life/loop.ts LifeCounters). */
+  readonly life: { toolAnswer(outcome: string): void; deferred(n: number): void; itemRefused(): void };
   #pausedReason: () => string | null | undefined = () => null;
 
   constructor(registry: Registry) {
@@ -56,6 +58,27 @@ export class LlmMetrics {
       labelNames: ['class'],
       registers,
     });
+    const answers = new Counter({
+      name: 'holt_life_tool_answers_total',
+      help: "A living agent's asynchronous tool answers by outcome: recorded, ignored (bound to no waiting call of that tool), invalid",
+      labelNames: ['outcome'],
+      registers,
+    });
+    const deferred = new Counter({
+      name: 'holt_life_messages_deferred_total',
+      help: "Messages a life turn's byte cap (HOLT_LIFE_TURN_BYTES) left queued for a later turn",
+      registers,
+    });
+    const refused = new Counter({
+      name: 'holt_life_work_items_refused_total',
+      help: 'work_create calls refused because the agent has its most open work items (HOLT_LIFE_MAX_OPEN_ITEMS)',
+      registers,
+    });
+    this.life = {
+      toolAnswer: (outcome) => answers.inc({ outcome }),
+      deferred: (n) => deferred.inc(n),
+      itemRefused: () => refused.inc(),
+    };
   }
 
   /** Where the paused gauge reads from (the agent, made after its model client). */

@@ -112,7 +112,14 @@ export async function startLlmRuntime(
           steps: new StepStore(pool),
           memory: new MemoryStore(pool),
           plans: new PlanStore(pool),
-          ...(s.workItems ? { work: new WorkStore(pool) } : {}),
+          ...(s.workItems
+            ? {
+                work: new WorkStore(pool, {
+                  maxOpen: s.maxOpenItems,
+                  onFull: () => metrics?.life.itemRefused(),
+                }),
+              }
+            : {}),
           scrub,
           events,
           log,
@@ -121,7 +128,7 @@ export async function startLlmRuntime(
         }
       : undefined;
   const executor = deps && new LlmExecutor(deps);
-  const life = deps && pool && s.life ? startLife(deps, pool, nc) : undefined;
+  const life = deps && pool && s.life ? startLife(deps, pool, nc, metrics) : undefined;
   const script = cfg.bidScript
     ? { argv: cfg.bidScript, cwd: cfg.workspace, timeoutMs: cfg.bidScriptTimeoutMs, runner: cfg.runner }
     : undefined;
@@ -165,9 +172,10 @@ function startLife(
   deps: LlmExecutorDeps,
   pool: pg.Pool,
   nc: NatsConnection | undefined,
+  metrics: LlmMetrics | undefined,
 ): { stop(): Promise<void> } {
   const { cfg, settings: s, log } = deps;
-  const store = new LifeStore(pool);
+  const store = new LifeStore(pool, { turnBytes: s.lifeTurnBytes });
   const turns = new LifeTurns(deps, store, nc);
   const loop = new LifeLoop({
     instance: cfg.instance,
@@ -179,6 +187,7 @@ function startLife(
     release: (f, status) => deps.store.release(f, status),
     paused: () => deps.agent.pausedReason() ?? null,
     nc,
+    ...(metrics ? { counters: metrics.life } : {}),
     owner: deps.owner,
     leaseMs: s.turnLeaseMs,
     pollMs: s.lifePollMs,

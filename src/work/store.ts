@@ -64,15 +64,39 @@ export type Written<T> = { ok: true; value: T } | { ok: false; error: string } |
  */
 export class WorkStore {
   readonly pool: pg.Pool;
-  constructor(pool: pg.Pool) {
+  readonly #opts: { maxOpen?: number; onFull?: () => void };
+  /** `maxOpen`: the most open items a role may have (HOLT_LIFE_MAX_OPEN_ITEMS); `onFull`: told of each refusal. */
+  constructor(pool: pg.Pool, opts: { maxOpen?: number; onFull?: () => void } = {}) {
     this.pool = pool;
+    this.#opts = opts;
   }
 
-  /** A new open item of the role (a draft plan, no todos); it becomes the current one if there is none. */
+  /**
+   * A new open item of the role (a draft plan, no todos); it becomes the current one if there is none.
+   * A role that has its most open items gets an error instead (the model is told to finish some first).
+   */
   async create(f: Fence, role: string, objective: string): Promise<Written<WorkItem>> {
     const id = randomUUID();
+    const max = this.#opts.maxOpen;
     return tx<Written<WorkItem>>(this.pool, async (c) => {
       if (!(await holdsFence(c, f))) return { value: { ok: false, stale: true } };
+      if (max !== undefined) {
+        // One creator of the role's items at a time, so two turns cannot both take the last place.
+        await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`work:${f.instance}:${role}`]);
+        const open = await c.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM holt.work_items WHERE instance = $1 AND role = $2 AND state = 'open'`,
+          [f.instance, role],
+        );
+        if ((open.rows[0]?.n ?? 0) >= max) {
+          this.#opts.onFull?.();
+          return {
+            value: {
+              ok: false,
+              error: `you already have ${max} open work items, the most you may have: complete the ones that are done (work_complete) before creating another`,
+            },
+          };
+        }
+      }
       const r = await c.query(
         `INSERT INTO holt.work_items (id, instance, role, objective) VALUES ($1, $2, $3, $4) RETURNING ${ITEM_COLUMNS}`,
         [id, f.instance, role, objective],
