@@ -50,6 +50,8 @@ try {
     knows: async () => true,
     ring: () => undefined,
     log: silentLogger(),
+    // Nothing delivers these: the backlog cap would stop the run, so it is raised past its length.
+    limits: { maxUndelivered: N + 1000 },
   });
   const url = `http://127.0.0.1:${srv.port}/v1/agents/Writer/messages`;
   const post = async (i: number) => {

@@ -62,15 +62,26 @@ const PRUNE_LIFE = [
      AND at < now() - $2::interval LIMIT $3)`,
 ];
 
+// The ingress's idempotency keys (hashes) outlive the messages they admitted: a replay stays a
+// duplicate long after the message is gone. Counted with `life`.
+const PRUNE_INGRESS_KEYS = `DELETE FROM holt.ingress_idempotency WHERE (instance, role, token_id, key_hash) IN (
+  SELECT instance, role, token_id, key_hash FROM holt.ingress_idempotency WHERE instance = $1
+    AND seen_at < now() - $2::interval LIMIT $3)`;
+
+/** How long the ingress's idempotency keys are kept by default (HOLT_INGRESS_IDEMPOTENCY_DAYS). */
+export const INGRESS_KEYS_KEPT_MS = 365 * 86_400_000;
+
 /**
  * Removes an instance's finished work older than `olderThanMs` from Postgres, a batch per
  * transaction (short locks, nothing live touched). Budget windows must be shorter than the cut-off.
+ * The ingress's idempotency keys go after `keysOlderThanMs`, never before the messages themselves.
  */
 export async function pruneFinished(
   pool: pg.Pool,
   instance: string,
   olderThanMs: number,
   batch = 1000,
+  keysOlderThanMs = INGRESS_KEYS_KEPT_MS,
 ): Promise<Pruned> {
   const cut = ms(olderThanMs);
   const out: Pruned = { turns: 0, steps: 0, rows: 0, heads: 0, usage: 0, plans: 0, life: 0 };
@@ -105,9 +116,13 @@ export async function pruneFinished(
     out.plans += r.rowCount ?? 0;
     if ((r.rowCount ?? 0) < batch) break;
   }
-  for (const sql of PRUNE_LIFE)
+  const keysCut = ms(Math.max(olderThanMs, keysOlderThanMs));
+  for (const [sql, before] of [
+    ...PRUNE_LIFE.map((q) => [q, cut] as const),
+    [PRUNE_INGRESS_KEYS, keysCut] as const,
+  ])
     for (;;) {
-      const r = await pool.query(sql, [instance, cut, batch]);
+      const r = await pool.query(sql, [instance, before, batch]);
       out.life += r.rowCount ?? 0;
       if ((r.rowCount ?? 0) < batch) break;
     }

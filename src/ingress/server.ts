@@ -1,147 +1,61 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { z } from 'zod';
-import type { Logger } from '../common/logger.ts';
-import { labelsOf, PRIVILEGED_LABELS } from '../life/labels.ts';
-import type { Enqueued, LifeStore } from '../life/store.ts';
-import { type Bucket, take } from './rate-limit.ts';
-import { findToken, type Mode, type TokenEntry } from './tokens.ts';
+import {
+  createServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+  STATUS_CODES,
+} from 'node:http';
+import type { Socket } from 'node:net';
+import type { Registry } from 'prom-client';
+import { type Admitted, fail, Ingress, type IngressDeps, MAX_BODY_BYTES, type Reply } from './admit.ts';
+import { ConnectionGuard, DEFAULT_LIMITS, type GuardLimits, sourceOf } from './guard.ts';
+import { IngressMetrics } from './metrics.ts';
 
 /**
- * The external ingress of living agents, served by the orchestrator on its own port (seed 003):
+ * The external ingress of living agents, served by the orchestrator's leader on its own port (seed 003):
  * `POST /v1/agents/{role}/messages` queues the body as a message the model reads (enqueue_message);
  * `POST /v1/agents/{role}/wake` only wakes the agent (wake_hint: the body is never kept nor shown).
  * A bearer capability token admits each request; the labels (origin, surface, admission, authority)
- * come from the token and the route, never from the body.
+ * come from the token and the route, never from the body. Anyone may connect, so what a caller can
+ * make it hold is bounded before the token is known: connections (in all, per source), the time to
+ * send a head and a body, and failed authentications per source; a body is read only once admitted.
  */
 
-export const MAX_BODY_BYTES = 64 * 1024;
-const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;
+export { MAX_BODY_BYTES } from './admit.ts';
 
-const MessageBody = z.union([
-  z.strictObject({ text: z.string().min(1).max(60_000) }),
-  z.strictObject({ data: z.unknown().refine((v) => v !== undefined, 'data is required') }),
-]);
-
-export interface IngressDeps {
-  instance: string;
-  life: Pick<LifeStore, 'enqueue'>;
-  tokens: () => TokenEntry[];
-  /** Whether an agent of that role exists (registered). */
-  knows: (role: string) => Promise<boolean>;
-  /** Rings the agent's wake doorbell after its message is queued. */
-  ring: (role: string) => void;
-  log: Logger;
-  now?: () => number;
+export interface IngressLimits extends GuardLimits {
+  /** A request's head must arrive within this. */
+  headersTimeoutMs: number;
+  /** An admitted request's body must arrive within this. */
+  bodyTimeoutMs: number;
+  /** Undelivered messages an agent may hold; past it the ingress answers 429. */
+  maxUndelivered: number;
 }
 
-export interface Reply {
-  status: number;
-  body: Record<string, unknown>;
-  headers?: Record<string, string>;
+export const DEFAULT_INGRESS_LIMITS: IngressLimits = {
+  ...DEFAULT_LIMITS,
+  headersTimeoutMs: 10_000,
+  bodyTimeoutMs: 10_000,
+  maxUndelivered: 1000,
+};
+
+export interface IngressServerOptions extends Omit<IngressDeps, 'limits' | 'metrics' | 'maxUndelivered'> {
+  port: number;
+  host?: string;
+  limits?: Partial<IngressLimits>;
+  /** Prometheus registry for the ingress's metrics (none: in-process figures only). */
+  registry?: Registry;
 }
 
-const fail = (status: number, error: string, headers?: Record<string, string>): Reply => ({
-  status,
-  body: { error },
-  ...(headers ? { headers } : {}),
-});
-
-/** The request as the handler needs it (so it can be decided without a socket). */
-export interface IngressRequest {
-  method: string;
-  path: string;
-  authorization?: string;
-  idempotencyKey?: string;
-  body: string;
-}
-
-/** Decides and acts on one request; never throws for a bad request (only a store failure throws). */
-export class Ingress {
-  private readonly d: IngressDeps;
-  private readonly buckets = new Map<string, Bucket>();
-  constructor(d: IngressDeps) {
-    this.d = d;
-  }
-
-  async handle(r: IngressRequest): Promise<Reply & { token?: string; mode?: Mode; role?: string }> {
-    const m = /^\/v1\/agents\/([^/]+)\/(messages|wake)$/.exec(r.path);
-    if (!m) return fail(404, 'not found: POST /v1/agents/{role}/messages or /v1/agents/{role}/wake');
-    if (r.method !== 'POST') return { ...fail(405, 'use POST'), headers: { allow: 'POST' } };
-    const role = decodeURIComponent(m[1]!);
-    const mode: Mode = m[2] === 'messages' ? 'enqueue_message' : 'wake_hint';
-    const bearer = /^Bearer\s+(\S+)$/i.exec(r.authorization ?? '')?.[1];
-    const token = bearer ? findToken(this.d.tokens(), bearer) : undefined;
-    if (!token)
-      return fail(401, 'unknown or missing token (Authorization: Bearer <token>)', {
-        'www-authenticate': 'Bearer',
-      });
-    // Who asked, for the log line (never the token itself).
-    return { ...(await this.admitted(r, token, role, mode)), token: token.name, mode, role };
-  }
-
-  /** The rest of a request whose token is known: its scope, rate, key and body, then the queueing. */
-  private async admitted(r: IngressRequest, token: TokenEntry, role: string, mode: Mode): Promise<Reply> {
-    if (token.role !== role) return fail(403, `this token is for agent ${token.role}, not ${role}`);
-    if (!token.modes.includes(mode))
-      return fail(403, `this token may not ${mode} (its scope: ${token.modes.join(', ')})`);
-    const now = (this.d.now ?? Date.now)();
-    const key = `${token.role}/${token.name}`;
-    const t = take(this.buckets.get(key), now, token.ratePerMinute);
-    this.buckets.set(key, t.bucket);
-    if (!t.ok)
-      return fail(429, `rate limit: ${token.ratePerMinute} requests a minute for this token`, {
-        'retry-after': String(Math.ceil(t.retryAfterMs / 1000)),
-      });
-    if (!r.idempotencyKey || !IDEMPOTENCY_KEY.test(r.idempotencyKey))
-      return fail(400, 'an Idempotency-Key header of 1-200 [A-Za-z0-9._:-] is required');
-    let json: unknown;
-    if (r.body.trim() || mode === 'enqueue_message') {
-      try {
-        json = JSON.parse(r.body);
-      } catch (e) {
-        return fail(400, `the body is not JSON: ${(e as Error).message}`);
-      }
-      if (json && typeof json === 'object' && !Array.isArray(json)) {
-        const bad = PRIVILEGED_LABELS.find((k) => Object.hasOwn(json as object, k));
-        if (bad) return fail(403, `"${bad}" is set by the ingress, never by a request: remove it`);
-      }
-    }
-    let text: string | undefined;
-    if (mode === 'enqueue_message') {
-      const b = MessageBody.safeParse(json);
-      if (!b.success) return fail(400, 'the body must be {"text": "..."} or {"data": <any JSON>}');
-      text = 'text' in b.data ? b.data.text : JSON.stringify(b.data.data);
-    }
-    if (!(await this.d.knows(role))) return fail(404, `no agent ${role}`);
-    const kind = mode === 'enqueue_message' ? 'message' : 'wake';
-    const route = mode === 'enqueue_message' ? 'messages' : 'wake';
-    const q: Enqueued = await this.d.life.enqueue({
-      instance: this.d.instance,
-      role,
-      key: r.idempotencyKey,
-      kind,
-      ...(text !== undefined ? { body: text } : {}),
-      labels: labelsOf(token.origin, kind, `POST /v1/agents/${role}/${route}`, `token ${token.name}`),
-    });
-    if (q.kind === 'stopped') return fail(409, `agent ${role} is stopped: nothing was queued`);
-    if (q.kind === 'queued') this.d.ring(role);
-    return { status: q.kind === 'queued' ? 202 : 200, body: { status: q.kind, id: q.id } };
-  }
-}
-
-function readBody(req: IncomingMessage): Promise<string | undefined> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    // Past the cap the rest is read and dropped (so the client gets its 413), up to 16 times the cap.
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > 16 * MAX_BODY_BYTES) req.destroy();
-      else if (size <= MAX_BODY_BYTES) chunks.push(c);
-    });
-    req.on('end', () => resolve(size > MAX_BODY_BYTES ? undefined : Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
+export interface IngressServer {
+  server: Server;
+  port: number;
+  /** In-process figures (body bytes read, refusals by reason), as the metrics count them. */
+  metrics: IngressMetrics;
+  connections(): number;
+  /** Connections with a request in flight. */
+  inFlight(): number;
+  close(): Promise<void>;
 }
 
 const header = (req: IncomingMessage, name: string) => {
@@ -150,44 +64,99 @@ const header = (req: IncomingMessage, name: string) => {
 };
 
 /** Serves the ingress on `port` (0: any free port). Tokens never reach a log line. */
-export async function startIngressServer(
-  d: IngressDeps & { port: number; host?: string },
-): Promise<{ server: Server; port: number; close(): Promise<void> }> {
-  const ingress = new Ingress(d);
-  const server = createServer((req, res) => {
-    const send = (r: Reply) => {
-      res
-        .writeHead(r.status, { 'content-type': 'application/json', ...(r.headers ?? {}) })
-        .end(JSON.stringify(r.body));
-    };
-    const path = (req.url ?? '/').split('?')[0] ?? '/';
-    readBody(req)
-      .then(async (body) => {
-        if (body === undefined) return send(fail(413, `the body is over ${MAX_BODY_BYTES} bytes`));
-        const r = await ingress.handle({
-          method: req.method ?? 'GET',
-          path,
-          authorization: header(req, 'authorization'),
-          idempotencyKey: header(req, 'idempotency-key'),
-          body,
-        });
-        d.log.info(
-          {
-            event_type: 'ingress_request',
-            status: r.status,
-            role: r.role,
-            mode: r.mode,
-            token_name: r.token,
-          },
-          `ingress ${r.status}`,
-        );
-        send(r);
-      })
-      .catch((e: unknown) => {
-        d.log.error({ event_type: 'ingress_failed', error: String(e) }, 'ingress request failed');
-        if (!res.headersSent)
-          send(fail(503, 'the agent store is unavailable; retry with the same Idempotency-Key'));
+export async function startIngressServer(d: IngressServerOptions): Promise<IngressServer> {
+  const limits: IngressLimits = { ...DEFAULT_INGRESS_LIMITS, ...d.limits };
+  const metrics = new IngressMetrics(d.registry, () => guard.size);
+  const guard = new ConnectionGuard(limits, (why) => metrics.refuse(why));
+  const ingress = new Ingress({ ...d, limits, metrics, maxUndelivered: limits.maxUndelivered });
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.headersTimeoutMs + limits.bodyTimeoutMs,
+      // How often Node enforces the two above (its default, 30 s, would let a slow head live that much longer).
+      connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(limits.headersTimeoutMs / 2))),
+      keepAliveTimeout: 5_000,
+      maxHeaderSize: 16 * 1024,
+    },
+    (req, res) => {
+      const socket = req.socket;
+      guard.mark(socket, true);
+      res.once('close', () => guard.mark(socket, false));
+      const logged = (r: Reply & { who?: Admitted }) => {
+        metrics.answered(r.status);
+        const line = {
+          event_type: 'ingress_request',
+          status: r.status,
+          role: r.who?.role,
+          mode: r.who?.mode,
+          token_name: r.who?.token.name,
+        };
+        // Refusals before a token is known are logged at debug: a flood must not become a log flood.
+        if (r.who || r.status < 400) d.log.info(line, `ingress ${r.status}`);
+        else d.log.debug(line, `ingress ${r.status}`);
+        send(res, r);
+      };
+      const a = ingress.admit({
+        method: req.method ?? 'GET',
+        url: req.url ?? '/',
+        source: sourceOf(socket.remoteAddress),
+        authorization: header(req, 'authorization'),
+        idempotencyKey: header(req, 'idempotency-key'),
+        contentType: header(req, 'content-type'),
+        ...(req.headers['content-length'] !== undefined
+          ? { contentLength: Number(req.headers['content-length']) }
+          : {}),
       });
+      if ('status' in a) {
+        discard(req);
+        return logged(a);
+      }
+      readBody(req, limits.bodyTimeoutMs, metrics)
+        .then(async (body) => {
+          if (body === 'too_big') {
+            discard(req);
+            return logged({ ...fail(413, `the body is over ${MAX_BODY_BYTES} bytes`), who: a });
+          }
+          if (body === 'late') {
+            metrics.refuse('deadline');
+            return logged({
+              ...fail(408, `the body took over ${limits.bodyTimeoutMs} ms`),
+              close: true,
+              who: a,
+            });
+          }
+          logged({ ...(await ingress.deliver(a, body)), who: a });
+        })
+        .catch((e: unknown) => {
+          // A data error is the request's (400), never a reason to retry; anything else is the store's.
+          const code = String((e as { code?: unknown }).code ?? '');
+          if (code.startsWith('22'))
+            return logged({ ...fail(400, `the store refused the request: ${(e as Error).message}`), who: a });
+          d.log.error({ event_type: 'ingress_failed', error: String(e) }, 'ingress request failed');
+          if (!res.headersSent)
+            logged({
+              ...fail(503, 'the agent store is unavailable; retry with the same Idempotency-Key'),
+              who: a,
+            });
+        });
+    },
+  );
+  server.on('connection', (s) => guard.accept(s));
+  // A malformed or late head: 400, 408 or 431 (as Node answers them), counted, then closed.
+  server.on('clientError', (err: NodeJS.ErrnoException, s: Socket) => {
+    const late = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    if (late) metrics.refuse('deadline');
+    // Node's own check: no reply of ours is under way on this socket (internal, but what it tests too).
+    if (s.writable && !(s as Socket & { _httpMessage?: unknown })._httpMessage) {
+      const status = late ? 408 : err.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+      const body = JSON.stringify({
+        error: late ? 'the request took too long' : `malformed request (${err.code ?? 'bad HTTP'})`,
+      });
+      s.write(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
+    }
+    s.destroy();
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -197,6 +166,80 @@ export async function startIngressServer(
   return {
     server,
     port: typeof addr === 'object' && addr ? addr.port : d.port,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    metrics,
+    connections: () => guard.size,
+    inFlight: () => guard.inFlight,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
+}
+
+/** Past this much of a refused body, the connection is closed instead of read on. */
+const DISCARD_MAX = 16 * MAX_BODY_BYTES;
+
+/**
+ * The body of a refused request is read and dropped, never held: the reply can then be read by a
+ * client still sending (closing at once would reset the connection under it), and a keep-alive
+ * connection stays usable. Past DISCARD_MAX the connection is closed.
+ */
+function discard(req: IncomingMessage): void {
+  let dropped = 0;
+  req.removeAllListeners('data');
+  req.on('data', (c: Buffer) => {
+    dropped += c.length;
+    if (dropped > DISCARD_MAX) req.socket.destroy();
+  });
+  req.resume();
+}
+
+function send(res: ServerResponse, r: Reply): void {
+  if (res.headersSent) return;
+  res
+    .writeHead(r.status, {
+      'content-type': 'application/json',
+      ...(r.close ? { connection: 'close' } : {}),
+      ...(r.headers ?? {}),
+    })
+    .end(JSON.stringify(r.body));
+}
+
+/**
+ * An admitted request's body, held up to the cap and no longer than `deadlineMs`: 'too_big' past the
+ * cap (the rest is discarded), 'late' past the deadline (the reply closes the connection).
+ */
+function readBody(
+  req: IncomingMessage,
+  deadlineMs: number,
+  metrics: IngressMetrics,
+): Promise<Buffer | 'too_big' | 'late'> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    const finish = (v: Buffer | 'too_big' | 'late') => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (typeof v === 'string') req.removeAllListeners('data');
+      resolve(v);
+    };
+    const timer = setTimeout(() => finish('late'), deadlineMs);
+    req.on('data', (c: Buffer) => {
+      if (done) return;
+      size += c.length;
+      if (size > MAX_BODY_BYTES) return finish('too_big');
+      metrics.bodyBytes += c.length;
+      chunks.push(c);
+    });
+    req.on('end', () => finish(Buffer.concat(chunks)));
+    req.on('error', (e) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
 }

@@ -33,6 +33,12 @@ export type TokenFile = z.infer<typeof TokenFile>;
 
 export const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest('hex');
 
+/**
+ * A token's id where its idempotency keys are kept: the first 16 hex digits of its hash (unique among
+ * random 256-bit tokens, and no help to a guesser: the hash is of the token, which is not guessable).
+ */
+export const tokenId = (t: Pick<TokenEntry, 'sha256'>) => t.sha256.slice(0, 16);
+
 /** A fresh token: 32 random bytes, prefixed so a leaked one is recognisable. */
 export const newToken = () => `holt_${randomBytes(32).toString('base64url')}`;
 

@@ -1,3 +1,4 @@
+import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import type { Blackboard } from '../blackboard/client.ts';
 import { getAgents } from '../blackboard/registry.ts';
@@ -12,11 +13,28 @@ export const IngressEnv = z.object({
   /** The ingress port (0: no ingress). The operator sets it when an Agent asks for ingress. */
   HOLT_INGRESS_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   HOLT_INGRESS_TOKENS_FILE: z.string().min(1).default('/etc/holt/ingress/tokens.json'),
+  // What a caller may hold before its token is checked (src/ingress/guard.ts), and the agents' backlog.
+  HOLT_INGRESS_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(1024),
+  HOLT_INGRESS_MAX_PER_SOURCE: z.coerce.number().int().min(1).max(1_000_000).default(128),
+  HOLT_INGRESS_AUTH_FAILURES: z.coerce.number().int().min(1).max(1_000_000).default(20),
+  HOLT_INGRESS_AUTH_WINDOW_MS: z.coerce.number().int().min(1000).default(60_000),
+  HOLT_INGRESS_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  HOLT_INGRESS_BODY_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  HOLT_INGRESS_MAX_UNDELIVERED: z.coerce.number().int().min(1).max(10_000_000).default(1000),
+  /** Idempotency keys (hashes) are kept this long: a replay within it is a duplicate, however late. */
+  HOLT_INGRESS_IDEMPOTENCY_DAYS: z.coerce.number().min(1).default(365),
 });
+
+/** How long the ingress's idempotency keys are kept (for retention). */
+export const ingressKeysKeptMs = (env: NodeJS.ProcessEnv) =>
+  parseEnv(IngressEnv, env).HOLT_INGRESS_IDEMPOTENCY_DAYS * 86_400_000;
 
 /**
  * The orchestrator's external ingress for living agents (src/ingress), when HOLT_INGRESS_PORT is set
  * and the inbox (Postgres, NATS) is there: messages and wake hints queued in Postgres, then a doorbell.
+ * Only the leader serves: a standby answers 503 with Retry-After to everything, before any token is
+ * read, so its rate and failed-authentication state never adds to the leader's (the Service sends
+ * callers to every ready replica; readiness cannot follow the lease without stalling rollouts).
  */
 export async function startOrchestratorIngress(o: {
   instance: string;
@@ -24,6 +42,8 @@ export async function startOrchestratorIngress(o: {
   bb: Blackboard;
   inbox: OrchestratorInbox;
   log: Logger;
+  isLeader: () => boolean;
+  registry?: Registry;
 }): Promise<{ port: number; close(): Promise<void> } | undefined> {
   const env = parseEnv(IngressEnv, o.env);
   if (!env.HOLT_INGRESS_PORT) return undefined;
@@ -49,6 +69,17 @@ export async function startOrchestratorIngress(o: {
     knows: async (role) => (await getAgents(o.bb)).agents.some((a) => a.role === role),
     ring: (role) => o.inbox.wakeLife(role),
     log,
+    serving: o.isLeader,
+    limits: {
+      maxConnections: env.HOLT_INGRESS_MAX_CONNECTIONS,
+      maxPerSource: env.HOLT_INGRESS_MAX_PER_SOURCE,
+      maxAuthFailures: env.HOLT_INGRESS_AUTH_FAILURES,
+      failureWindowMs: env.HOLT_INGRESS_AUTH_WINDOW_MS,
+      headersTimeoutMs: env.HOLT_INGRESS_HEADERS_TIMEOUT_MS,
+      bodyTimeoutMs: env.HOLT_INGRESS_BODY_TIMEOUT_MS,
+      maxUndelivered: env.HOLT_INGRESS_MAX_UNDELIVERED,
+    },
+    ...(o.registry ? { registry: o.registry } : {}),
   });
   log.info({ event_type: 'ingress_started', port: srv.port }, `ingress on :${srv.port}`);
   return srv;

@@ -10,7 +10,7 @@ import { InboxMetrics } from '../inbox/metrics.ts';
 import { pruneFinished } from '../inbox/retention.ts';
 import { loadConfig } from './config.ts';
 import { startOrchestratorInbox } from './inbox.ts';
-import { startOrchestratorIngress } from './ingress.ts';
+import { ingressKeysKeptMs, startOrchestratorIngress } from './ingress.ts';
 import { Orchestrator } from './orchestrator.ts';
 import { ORCHESTRATOR_PROGRAM } from './program.ts';
 import { startRetention } from './retention.ts';
@@ -98,7 +98,15 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   orch.start();
   let ingress: Awaited<ReturnType<typeof startOrchestratorIngress>>;
   try {
-    ingress = await startOrchestratorIngress({ instance: config.instance, env, bb: inboxBb, inbox, log });
+    ingress = await startOrchestratorIngress({
+      instance: config.instance,
+      env,
+      bb: inboxBb,
+      inbox,
+      log,
+      isLeader: () => orch.isLeader(),
+      registry: orch.metrics.registry,
+    });
   } catch (e) {
     await orch.stop();
     await inbox.close();
@@ -113,7 +121,10 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
     log: orch.log,
     days: config.retentionDays,
     sweepMs: config.retentionSweepMs,
-    postgres: store && ((olderThanMs) => pruneFinished(store.pool, config.instance, olderThanMs)),
+    postgres:
+      store &&
+      ((olderThanMs) =>
+        pruneFinished(store.pool, config.instance, olderThanMs, 1000, ingressKeysKeptMs(env))),
     registry: orch.metrics.registry,
   });
   const signal = await new Promise<NodeJS.Signals>((resolve) => {

@@ -44,6 +44,26 @@ export const ORCHESTRATOR_PROGRAM: ProgramSpec = {
       env: 'HOLT_INGRESS_TOKENS_FILE',
       help: 'the hashed ingress tokens (holt token, or the Secret the operator writes) [/etc/holt/ingress/tokens.json]',
     },
+    { env: 'HOLT_INGRESS_MAX_CONNECTIONS', help: 'open ingress connections in all [1024]' },
+    { env: 'HOLT_INGRESS_MAX_PER_SOURCE', help: 'open ingress connections from one address [128]' },
+    {
+      env: 'HOLT_INGRESS_AUTH_FAILURES',
+      help: 'failed authentications from one address before it gets 429 [20]',
+    },
+    { env: 'HOLT_INGRESS_AUTH_WINDOW_MS', help: 'the window those failures are counted in [60000]' },
+    { env: 'HOLT_INGRESS_HEADERS_TIMEOUT_MS', help: "a request's head must arrive within this [10000]" },
+    {
+      env: 'HOLT_INGRESS_BODY_TIMEOUT_MS',
+      help: "an admitted request's body must arrive within this [10000]",
+    },
+    {
+      env: 'HOLT_INGRESS_MAX_UNDELIVERED',
+      help: "an agent's undelivered messages before the ingress answers 429 [1000]",
+    },
+    {
+      env: 'HOLT_INGRESS_IDEMPOTENCY_DAYS',
+      help: 'how long idempotency keys (hashes) are kept, past the messages [365]',
+    },
   ],
   epilog: [
     secretsEpilog(ORCHESTRATOR_SECRETS),

@@ -1,0 +1,189 @@
+import { z } from 'zod';
+import type { Logger } from '../common/logger.ts';
+import { labelsOf, PRIVILEGED_LABELS } from '../life/labels.ts';
+import type { Enqueued, LifeStore } from '../life/store.ts';
+import { FailureLimiter, type GuardLimits } from './guard.ts';
+import type { IngressMetrics } from './metrics.ts';
+import { type Bucket, take } from './rate-limit.ts';
+import { contentTypeProblem, routeOf, storable, textOf, tooDeep } from './request.ts';
+import { findToken, type Mode, type TokenEntry, tokenId } from './tokens.ts';
+
+/**
+ * The ingress's decisions in two halves. `admit` reads only the request's head: the leader serves,
+ * the route, the source's failed authentications, the token, its scope and rate, the idempotency key
+ * and the declared type and size. Nothing of the body is read before it says yes. `deliver` then
+ * checks the body (bytes, depth, JSON, schema, no labels) and queues it once per token and key.
+ */
+
+export const MAX_BODY_BYTES = 64 * 1024;
+const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;
+
+const MessageBody = z.union([
+  z.strictObject({ text: z.string().min(1).max(60_000) }),
+  z.strictObject({ data: z.unknown().refine((v) => v !== undefined, 'data is required') }),
+]);
+
+export interface IngressDeps {
+  instance: string;
+  life: Pick<LifeStore, 'enqueue'>;
+  tokens: () => TokenEntry[];
+  /** Whether an agent of that role exists (registered). */
+  knows: (role: string) => Promise<boolean>;
+  /** Rings the agent's wake doorbell after its message is queued. */
+  ring: (role: string) => void;
+  log: Logger;
+  now?: () => number;
+  /** Whether this replica serves (the orchestrator's leader): a standby answers 503 to everything. */
+  serving?: () => boolean;
+  /** Undelivered messages an agent may hold before the ingress answers 429. */
+  maxUndelivered: number;
+  limits: GuardLimits;
+  metrics: IngressMetrics;
+}
+
+export interface Reply {
+  status: number;
+  body: Record<string, unknown>;
+  headers?: Record<string, string>;
+  /** Close the connection after the reply (its body was cut short). */
+  close?: boolean;
+}
+
+export const fail = (status: number, error: string, headers?: Record<string, string>): Reply => ({
+  status,
+  body: { error },
+  ...(headers ? { headers } : {}),
+});
+
+/** The request's head, all `admit` may look at. */
+export interface Head {
+  method: string;
+  url: string;
+  /** The source a limit counts (guard.ts sourceOf). */
+  source: string;
+  authorization?: string;
+  idempotencyKey?: string;
+  contentType?: string;
+  /** The declared Content-Length, when there is one. */
+  contentLength?: number;
+}
+
+/** A request whose head was admitted: whose it is and where it goes. */
+export interface Admitted {
+  token: TokenEntry;
+  role: string;
+  mode: Mode;
+  key: string;
+}
+
+const retryAfter = (ms: number) => ({ 'retry-after': String(Math.max(1, Math.ceil(ms / 1000))) });
+
+/** Decides and acts on requests; never throws for a bad request (only a store failure throws). */
+export class Ingress {
+  private readonly d: IngressDeps;
+  private readonly buckets = new Map<string, Bucket>();
+  private readonly failures: FailureLimiter;
+  constructor(d: IngressDeps) {
+    this.d = d;
+    this.failures = new FailureLimiter(d.limits);
+  }
+
+  /** From the head alone: a refusal (its body never read), or who may send the body. */
+  admit(h: Head): Reply | Admitted {
+    if (this.d.serving && !this.d.serving()) {
+      this.d.metrics.refuse('standby');
+      return fail(503, 'this orchestrator is a standby; retry (the leader serves)', retryAfter(1000));
+    }
+    const route = routeOf(h.method, h.url);
+    if (!route.ok)
+      return {
+        ...fail(route.status, route.error),
+        ...(route.status === 405 ? { headers: { allow: 'POST' } } : {}),
+      };
+    const { role, mode } = route.value;
+    const now = (this.d.now ?? Date.now)();
+    const blocked = this.failures.blockedFor(h.source, now);
+    if (blocked) {
+      this.d.metrics.refuse('auth_limited');
+      return fail(429, `too many failed authentications from ${h.source}; retry later`, retryAfter(blocked));
+    }
+    const bearer = /^Bearer\s+(\S+)$/i.exec(h.authorization ?? '')?.[1];
+    const token = bearer ? findToken(this.d.tokens(), bearer) : undefined;
+    if (!token) {
+      this.failures.fail(h.source, now);
+      return fail(401, 'unknown or missing token (Authorization: Bearer <token>)', {
+        'www-authenticate': 'Bearer',
+      });
+    }
+    if (token.role !== role) return fail(403, `this token is for agent ${token.role}, not ${role}`);
+    if (!token.modes.includes(mode))
+      return fail(403, `this token may not ${mode} (its scope: ${token.modes.join(', ')})`);
+    const bucketKey = `${token.role}/${token.name}`;
+    const t = take(this.buckets.get(bucketKey), now, token.ratePerMinute);
+    this.buckets.set(bucketKey, t.bucket);
+    if (!t.ok)
+      return fail(
+        429,
+        `rate limit: ${token.ratePerMinute} requests a minute for this token`,
+        retryAfter(t.retryAfterMs),
+      );
+    if (!h.idempotencyKey || !IDEMPOTENCY_KEY.test(h.idempotencyKey))
+      return fail(400, 'an Idempotency-Key header of 1-200 [A-Za-z0-9._:-] is required');
+    const badType = contentTypeProblem(h.contentType);
+    if (badType) return fail(415, badType);
+    if (h.contentLength !== undefined && h.contentLength > MAX_BODY_BYTES)
+      return fail(413, `the body is over ${MAX_BODY_BYTES} bytes`);
+    return { token, role, mode, key: h.idempotencyKey };
+  }
+
+  /** The body of an admitted request: checked, then queued once per token and key. */
+  async deliver(a: Admitted, body: Buffer): Promise<Reply> {
+    const { token, role, mode } = a;
+    const text = textOf(body);
+    if (!text.ok) return fail(text.status, text.error);
+    let json: unknown;
+    if (text.value.trim() || mode === 'enqueue_message') {
+      if (tooDeep(text.value)) return fail(400, 'the body nests JSON deeper than 32 levels');
+      try {
+        json = JSON.parse(text.value);
+      } catch (e) {
+        return fail(400, `the body is not JSON: ${(e as Error).message}`);
+      }
+      if (json && typeof json === 'object' && !Array.isArray(json)) {
+        const bad = PRIVILEGED_LABELS.find((k) => Object.hasOwn(json as object, k));
+        if (bad) return fail(403, `"${bad}" is set by the ingress, never by a request: remove it`);
+      }
+    }
+    let message: string | undefined;
+    if (mode === 'enqueue_message') {
+      const b = MessageBody.safeParse(json);
+      if (!b.success) return fail(400, 'the body must be {"text": "..."} or {"data": <any JSON>}');
+      message = 'text' in b.data ? b.data.text : JSON.stringify(b.data.data);
+      if (!storable(message)) return fail(400, 'the text holds a NUL character or a lone surrogate');
+    }
+    if (!(await this.d.knows(role))) return fail(404, `no agent ${role}`);
+    const kind = mode === 'enqueue_message' ? 'message' : 'wake';
+    const route = mode === 'enqueue_message' ? 'messages' : 'wake';
+    const q: Enqueued = await this.d.life.enqueue({
+      instance: this.d.instance,
+      role,
+      key: a.key,
+      scope: tokenId(token),
+      maxUndelivered: this.d.maxUndelivered,
+      kind,
+      ...(message !== undefined ? { body: message } : {}),
+      labels: labelsOf(token.origin, kind, `POST /v1/agents/${role}/${route}`, `token ${token.name}`),
+    });
+    if (q.kind === 'stopped') return fail(409, `agent ${role} is stopped: nothing was queued`);
+    if (q.kind === 'full') {
+      this.d.metrics.refuse('backlog_full');
+      return fail(
+        429,
+        `agent ${role} already has ${q.undelivered} undelivered messages (the cap); retry later`,
+        retryAfter(30_000),
+      );
+    }
+    if (q.kind === 'queued') this.d.ring(role);
+    return { status: q.kind === 'queued' ? 202 : 200, body: { status: q.kind, id: q.id } };
+  }
+}
