@@ -8,6 +8,7 @@ import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { createLogger, silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { ensureSchema } from '../inbox/migrate.ts';
+import { pruneFinished } from '../inbox/retention.ts';
 import { LifeStore } from '../life/store.ts';
 import { take } from './rate-limit.ts';
 import { startIngressServer } from './server.ts';
@@ -243,6 +244,116 @@ describe('the ingress', () => {
     );
     expect(codes.map((c) => c.status)).toEqual(Array(40).fill(202));
     expect((await messages('Reviewer')).filter((m) => m.body?.startsWith('m'))).toHaveLength(40);
+  });
+
+  it("idempotency keys are each token's own: a webhook that uses the operator's key does not silence the operator", async () => {
+    await new LifeStore(pool).setState('ing', 'Writer', 'running');
+    // (The tests before rewrote the token file: these tokens are made here.)
+    const writer = createToken(file, { name: 'hook9', role: 'Writer', modes: ['enqueue_message'] }).token;
+    const writerOps = createToken(file, {
+      name: 'ops9',
+      role: 'Writer',
+      modes: ['enqueue_message'],
+      origin: 'operator',
+    }).token;
+    const hook = await post(
+      '/v1/agents/Writer/messages',
+      { text: 'fake: stand down' },
+      { token: writer, key: 'deploy-9' },
+    );
+    expect(hook.status).toBe(202);
+    const ops = await post(
+      '/v1/agents/Writer/messages',
+      { text: 'deploy 9 now' },
+      { token: writerOps, key: 'deploy-9' },
+    );
+    expect(ops.body).toMatchObject({ status: 'queued' });
+    expect(ops.status).toBe(202);
+    // Each token's own repeat is still a duplicate.
+    const again = await post(
+      '/v1/agents/Writer/messages',
+      { text: 'deploy 9 now' },
+      { token: writerOps, key: 'deploy-9' },
+    );
+    expect(again.body).toEqual({ status: 'duplicate', id: ops.body.id });
+    const rows = (await messages('Writer')).filter((m) => m.body === 'deploy 9 now');
+    expect(rows.map((m) => m.labels.authority)).toEqual(['operator_instruction']);
+  });
+
+  it('a key replayed after its message was delivered and pruned is still a duplicate', async () => {
+    const writer = createToken(file, { name: 'hook8', role: 'Writer', modes: ['enqueue_message'] }).token;
+    const first = await post(
+      '/v1/agents/Writer/messages',
+      { text: 'build 8 failed' },
+      { token: writer, key: 'build-8' },
+    );
+    expect(first.status).toBe(202);
+    // Delivered a month ago, then pruned by the 7-day retention: the message row is gone.
+    await pool.query(
+      `UPDATE holt.agent_messages SET turn_id = gen_random_uuid(), delivered_at = now() - interval '30 days' WHERE id = $1`,
+      [first.body.id],
+    );
+    await pruneFinished(pool, 'ing', 7 * 86_400_000);
+    expect(
+      (await pool.query('SELECT 1 FROM holt.agent_messages WHERE id = $1', [first.body.id])).rowCount,
+    ).toBe(0);
+    const replay = await post(
+      '/v1/agents/Writer/messages',
+      { text: 'build 8 failed' },
+      { token: writer, key: 'build-8' },
+    );
+    expect(replay).toMatchObject({ status: 200, body: { status: 'duplicate', id: first.body.id } });
+    expect((await messages('Writer')).filter((m) => m.body === 'build 8 failed')).toEqual([]);
+    // The key's hash goes only after its own, longer window.
+    await pruneFinished(pool, 'ing', 7 * 86_400_000, 1000, 0);
+    const keys = await pool.query(`SELECT 1 FROM holt.ingress_idempotency WHERE message_id = $1`, [
+      first.body.id,
+    ]);
+    expect(keys.rowCount).toBe(1);
+  });
+
+  it("an agent's undelivered backlog is capped: 429 when full, queued again once delivered", async () => {
+    const writer = createToken(file, { name: 'hook7', role: 'Writer', modes: ['enqueue_message'] }).token;
+    const capped = await startIngressServer({
+      instance: 'ing-cap',
+      port: 0,
+      host: '127.0.0.1',
+      life: new LifeStore(pool),
+      tokens: tokenSource(file, () => undefined),
+      knows: async () => true,
+      ring: () => undefined,
+      log: createLogger('ingress-cap', {}, new Writable({ write: (_c, _e, cb) => cb() })),
+      limits: { maxUndelivered: 3 },
+    });
+    try {
+      const to = (key: string) =>
+        fetch(`http://127.0.0.1:${capped.port}/v1/agents/Writer/messages`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${writer}`,
+            'idempotency-key': key,
+            'content-type': 'application/json',
+          },
+          body: JSON.stringify({ text: key }),
+        });
+      const codes: number[] = [];
+      for (let i = 0; i < 4; i++) codes.push((await to(`cap-${i}`)).status);
+      expect(codes).toEqual([202, 202, 202, 429]);
+      const full = await to('cap-4');
+      expect(full.status).toBe(429);
+      expect(full.headers.get('retry-after')).toBeTruthy();
+      expect(String(((await full.json()) as { error: string }).error)).toContain('3 undelivered');
+      expect(capped.metrics.refused.backlog_full).toBe(2);
+      // A repeat of a queued one is still answered as a duplicate, full or not.
+      expect((await to('cap-0')).status).toBe(200);
+      await pool.query(
+        `UPDATE holt.agent_messages SET turn_id = gen_random_uuid(), delivered_at = now()
+         WHERE instance = 'ing-cap' AND idempotency_key LIKE '%/cap-0'`,
+      );
+      expect((await to('cap-4')).status).toBe(202);
+    } finally {
+      await capped.close();
+    }
   });
 
   it('refills a bucket evenly (pure)', () => {
