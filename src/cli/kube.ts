@@ -83,7 +83,10 @@ const HoltStores = z.object({
       })
       .default({ redis: { mode: 'bundled' } }),
   }),
-  status: z.object({ phase: z.string().optional() }).passthrough().optional(),
+  status: z
+    .object({ phase: z.string().optional(), observedGeneration: z.number().optional() })
+    .passthrough()
+    .optional(),
 });
 
 /** What an API error means to the user: not found, forbidden (which verb on what), unreachable. */
@@ -197,6 +200,11 @@ export async function openKubeHolt(ref: KubeRef, context?: string): Promise<Kube
   try {
     selector = (await core.readNamespacedService({ namespace, name: service })).spec?.selector;
   } catch (e) {
+    // No Service and no status: no operator has reconciled the Holt (its namespace not watched?).
+    if (apiError(e, '').code === EXIT.notFound && !holt.data.status?.observedGeneration) {
+      const { findOperators, noStatusHint } = await import('./unwatched.ts');
+      throw new CliError(noStatusHint(namespace, ref.name, await findOperators(kc)), EXIT.error);
+    }
     throw apiError(e, `Service ${namespace}/${service}`);
   }
   let pods: V1Pod[];

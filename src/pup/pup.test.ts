@@ -359,10 +359,10 @@ describe('health', () => {
     pups.push(pup);
     const started = pup.start();
     const waiting = await waitFor(
-      () =>
+      async () =>
         pup.port === undefined || lines.filter((l) => l.event_type === 'stores_unavailable').length < 3
           ? undefined
-          : http(pup, '/readyz'),
+          : await http(pup, '/readyz'),
       'three tries and the probes up',
     );
     expect(waiting.status).toBe(503);

@@ -13,6 +13,7 @@ export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise
   type Holt = {
     status?: {
       phase?: string;
+      observedGeneration?: number;
       agents?: { total?: number; ready?: number };
       conditions?: { type: string; status: string; reason?: string; message?: string }[];
     };
@@ -69,6 +70,10 @@ export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise
   for (const c of holt.status?.conditions ?? [])
     if (c.status !== 'True' || c.type === 'Ready')
       out(`  ${c.type}=${c.status} ${c.reason ?? ''}: ${c.message ?? ''}`);
+  if (!holt.status?.observedGeneration) {
+    const { findOperators, noStatusHint } = await import('../unwatched.ts');
+    out(`  ${paint('yellow', noStatusHint(k.namespace, k.name, await findOperators(k.kc)))}`);
+  }
   out('');
   for (const l of table([['POD', 'READY', 'STATUS', 'RESTARTS', 'NODE'], ...podRows])) out(l);
   out('');
