@@ -103,7 +103,7 @@ export const AgentEgress = z
       .min(1)
       .default(['0.0.0.0/0', '::/0'])
       .describe(
-        'Destinations an agent with egress may reach. The metadata address (169.254.0.0/16) and the cluster CIDRs the operator is given are always excepted.',
+        "Destinations an agent with egress may reach. The clouds' metadata addresses (169.254.0.0/16, 100.100.100.200, fd00:ec2::254, fe80::/10) and the cluster CIDRs the operator is given are always excepted.",
       ),
     ports: z
       .array(z.number().int().min(1).max(65535))
@@ -296,6 +296,12 @@ export const AgentLlm = z
       .describe(
         'Give the model the built-in workspace file tools (workspace_list, workspace_read, workspace_write, workspace_patch); every path is checked to stay in the workspace.',
       ),
+    fileToolsAllowGit: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Let workspace_write and workspace_patch write in the repository’s .git directory (hooks, config: programs git runs). Refused by default.',
+      ),
     stateProbe: z
       .boolean()
       .optional()
@@ -461,6 +467,12 @@ const agentSpecShape = {
       'Allow network egress beyond the Holt stores, to what egressTo declares (by default the LLM endpoint port on any address outside the cluster).',
     ),
   egressTo: AgentEgress.optional(),
+  dns: z
+    .enum(['allow', 'deny'])
+    .optional()
+    .describe(
+      "Cluster DNS for the agent's pods (Kubernetes). deny: no DNS at all (the pods find their Holt's bundled stores in /etc/hosts, written from the stores' Service addresses), so a tool cannot carry data out in DNS queries. Unset: deny when the agent has no egress and every store of its Holt is bundled, else allow.",
+    ),
   ingress: AgentIngress.optional(),
 };
 

@@ -123,6 +123,7 @@ const fileAgent = z.object({
       tools: z.array(fileTool).optional(),
       allowed_tools: z.array(z.string()).optional(),
       file_tools: z.boolean().optional(),
+      file_tools_allow_git: z.boolean().optional(),
       work_items: z.boolean().optional(),
       life: z.boolean().optional(),
       workflow: z.array(fileStep).optional(),
@@ -272,6 +273,7 @@ function toAgent(
           })),
           allowedTools: a.llm.allowed_tools,
           fileTools: a.llm.file_tools,
+          fileToolsAllowGit: a.llm.file_tools_allow_git,
           workItems: a.llm.work_items,
           life: a.llm.life,
           workflow: a.llm.workflow?.map(({ code, ...st }) => ({

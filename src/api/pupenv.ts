@@ -41,6 +41,7 @@ export function llmEnvironment(agent: AgentSpec, holt: PupContext['llm']): Recor
     if (l.tools.length) env.HOLT_LLM_TOOLS = JSON.stringify(l.tools);
     if (l.allowedTools) env.HOLT_LLM_ALLOWED_TOOLS = JSON.stringify(l.allowedTools);
     if (l.fileTools) env.HOLT_LLM_FILE_TOOLS = 'true';
+    if (l.fileToolsAllowGit) env.HOLT_LLM_FILE_TOOLS_ALLOW_GIT = 'true';
     if (l.workItems) env.HOLT_LLM_WORK_ITEMS = 'true';
     // An agent with ingress lives: its messages need the life loop to be read.
     if (l.life || agent.ingress?.enabled) env.HOLT_LLM_LIFE = 'true';

@@ -440,6 +440,41 @@ describe('the turn', () => {
     for (const p of probes) expect(p.length).toBeLessThanOrEqual(1500);
   });
 
+  it('file tools: .git is refused unless the agent declared fileToolsAllowGit (hooks and config there run programs)', async () => {
+    const { mkdirSync, readFileSync, existsSync } = await import('node:fs');
+    for (const allow of [false, true]) {
+      const dir = `${ws}/dotgit-${allow}-${n}`;
+      mkdirSync(`${dir}/.git`, { recursive: true });
+      const s = await setup(
+        [
+          call('workspace_write', { path: '.git/config', content: '[core]\n\tfsmonitor = /tmp/x\n' }),
+          call('workspace_write', {
+            path: '.GIT/hooks/pre-commit',
+            content: '#!/bin/sh\n',
+            create_dirs: true,
+          }),
+          submit('done'),
+        ],
+        {
+          HOLT_WORKSPACE: dir,
+          HOLT_LLM_FILE_TOOLS: 'true',
+          ...(allow ? { HOLT_LLM_FILE_TOOLS_ALLOW_GIT: 'true' } : {}),
+          HOLT_LLM_MAX_STEPS: '5',
+        },
+      );
+      expect((await grantAndRun(s)).outcome).toBe('success');
+      const shown = toolMessages(2);
+      if (allow) {
+        expect(shown).toEqual(['wrote 27 bytes to .git/config', 'wrote 10 bytes to .GIT/hooks/pre-commit']);
+        expect(readFileSync(`${dir}/.git/config`, 'utf8')).toContain('fsmonitor');
+      } else {
+        for (const m of shown) expect(m).toMatch(/^error: .*inside the repository’s \.git directory/);
+        expect(existsSync(`${dir}/.git/config`)).toBe(false);
+        expect(existsSync(`${dir}/.GIT`)).toBe(false);
+      }
+    }
+  });
+
   it('compaction keeps the last exchanges, stores the summary as a step, and a resumed turn sees the same context', async () => {
     const file = `${ws}/compact-${n}`;
     const s = await setup(

@@ -795,7 +795,7 @@ export class Turn {
         [call.id],
       );
     }
-    const r = await d.runner.file(fileRequest(name, args, d.workspace));
+    const r = await d.runner.file(fileRequest(name, args, d.workspace, d.settings.fileToolsAllowGit));
     const limit = d.settings.toolResultChars;
     const text = r.ok ? r.output : `error: ${r.error}`;
     const content = d.scrub.text(text.length > limit ? `${text.slice(0, limit)}…[truncated]` : text);

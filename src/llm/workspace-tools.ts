@@ -46,8 +46,16 @@ export type FileToolName = keyof typeof FILE_TOOLS;
 export const FILE_TOOL_NAMES = Object.keys(FILE_TOOLS) as FileToolName[];
 export const isFileTool = (n: string): n is FileToolName => n in FILE_TOOLS;
 
-/** A file tool's checked arguments as the runner's request, in the workspace `root`. */
-export function fileRequest(name: FileToolName, a: Record<string, unknown>, root: string): FileRequest {
+/**
+ * A file tool's checked arguments as the runner's request, in the workspace `root`. A write or patch
+ * into .git is refused by the runner unless the agent declared `allowGit` (fileToolsAllowGit).
+ */
+export function fileRequest(
+  name: FileToolName,
+  a: Record<string, unknown>,
+  root: string,
+  allowGit = false,
+): FileRequest {
   const p = String(a.path ?? '.');
   switch (name) {
     case WS_LIST:
@@ -55,9 +63,16 @@ export function fileRequest(name: FileToolName, a: Record<string, unknown>, root
     case WS_READ:
       return { op: 'read', root, path: p, ...(a.max_bytes ? { maxBytes: Number(a.max_bytes) } : {}) };
     case WS_WRITE:
-      return { op: 'write', root, path: p, content: String(a.content), createDirs: a.create_dirs === true };
+      return {
+        op: 'write',
+        root,
+        path: p,
+        content: String(a.content),
+        createDirs: a.create_dirs === true,
+        allowGit,
+      };
     case WS_PATCH:
-      return { op: 'patch', root, path: p, old: String(a.old), new: String(a.new) };
+      return { op: 'patch', root, path: p, old: String(a.old), new: String(a.new), allowGit };
   }
 }
 
