@@ -1,11 +1,12 @@
 import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { API_VERSION } from '../../api/common.ts';
 import { Blackboard } from '../../blackboard/client.ts';
-import { CLAIM_STATUSES } from '../../blackboard/types.ts';
+import { CLAIM_STATUSES, type Claim } from '../../blackboard/types.ts';
 import { INGRESS_PORT } from '../../operator/specs/pod.ts';
 import { apiError, componentPods, forward, type KubeHolt, podLog } from '../kube.ts';
 import { CliError, EXIT, out, paint, table } from '../output.ts';
 import { positiveInt } from '../resolve.ts';
+import { dormantLines } from './status.ts';
 
 /** `holt --kube ns/name status`: the Holt's phase and conditions, its pods, its claims by status. */
 export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise<void> {
@@ -37,10 +38,13 @@ export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise
     throw apiError(e, `Holt ${k.namespace}/${k.name}`);
   }
   const claims: Record<string, number> = {};
+  const dormant: Claim[] = [];
   const bb = Blackboard.connect(k.redisUrl, k.name, { ...k.redisOptions, maxRetriesPerRequest: 1 });
   try {
-    for (const c of await bb.getClaims(await bb.listClaimIds()))
+    for (const c of await bb.getClaims(await bb.listClaimIds())) {
       if (c) claims[c.claim.status] = (claims[c.claim.status] ?? 0) + 1;
+      if (c?.claim.dormant_reason) dormant.push(c.claim);
+    }
   } finally {
     await bb.close();
   }
@@ -57,7 +61,18 @@ export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise
   if (opts.json)
     return out(
       JSON.stringify(
-        { namespace: k.namespace, name: k.name, status: holt.status ?? {}, pods: podRows, claims },
+        {
+          namespace: k.namespace,
+          name: k.name,
+          status: holt.status ?? {},
+          pods: podRows,
+          claims,
+          dormant: dormant.map((c) => ({
+            claim_id: c.id,
+            reason: c.dormant_reason,
+            silent_agents: c.silent_agents ?? [],
+          })),
+        },
         null,
         2,
       ),
@@ -78,6 +93,7 @@ export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise
   for (const l of table([['POD', 'READY', 'STATUS', 'RESTARTS', 'NODE'], ...podRows])) out(l);
   out('');
   out(`Claims: ${CLAIM_STATUSES.map((s) => `${s}=${claims[s] ?? 0}`).join('  ')}`);
+  for (const l of dormantLines(dormant)) out(l);
 }
 
 /** `holt --kube ns/name logs <role|orchestrator>`: the pods' logs through the API server. */

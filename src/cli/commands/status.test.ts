@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { NO_PRUNE, type RetentionReport } from '../../blackboard/retention-report.ts';
-import { retentionLine } from './status.ts';
+import type { Claim } from '../../blackboard/types.ts';
+import { dormantLines, retentionLine } from './status.ts';
 
 const report = (over: Partial<RetentionReport> = {}): RetentionReport => ({
   days: 7,
@@ -26,5 +27,30 @@ describe('holt status: the retention line', () => {
     );
     expect(line).toContain('old workflows kept: 2 unfinished, 1 too large');
     expect(line).toContain('last pass failed: Postgres: timeout');
+  });
+});
+
+describe('holt status: dormant claims say why', () => {
+  // Issue 29: a dormant claim showed only as pending_review=1, with no reason and no hint of the
+  // agents whose silence made it dormant.
+  const c = (over: Partial<Claim>): Claim => ({
+    id: 'c1',
+    artefact_id: 'a1',
+    status: 'pending_review',
+    granted_review_agents: [],
+    granted_parallel_agents: [],
+    granted_exclusive_agent: '',
+    ...over,
+  });
+
+  it('lists each with its reason and, when some agents were silent, which (their bid re-opens it)', () => {
+    const lines = dormantLines([
+      c({ id: 'c1', dormant_reason: 'no_bids_in_any_phase', silent_agents: ['Drafter', 'Linter'] }),
+      c({ id: 'c2', dormant_reason: 'no_grants_remaining_after_review' }),
+    ]).join('\n');
+    expect(lines).toContain('Dormant claims: 2');
+    expect(lines).toMatch(/c1\s+no_bids_in_any_phase\s+Drafter,Linter \(a bid from one re-opens it\)/);
+    expect(lines).toMatch(/c2\s+no_grants_remaining_after_review\s+-/);
+    expect(dormantLines([])).toEqual([]);
   });
 });

@@ -3,7 +3,7 @@ import { Blackboard } from '../../blackboard/client.ts';
 import { readQuarantine } from '../../blackboard/quarantine.ts';
 import { getAgents } from '../../blackboard/registry.ts';
 import { type RetentionReport, readRetentionReport } from '../../blackboard/retention-report.ts';
-import { CLAIM_STATUSES, type Quarantined } from '../../blackboard/types.ts';
+import { CLAIM_STATUSES, type Claim, type Quarantined } from '../../blackboard/types.ts';
 import { redactUrl } from '../../common/logger.ts';
 import { effectiveStatus } from '../../local/instance.ts';
 import { out, paint, table, uptime } from '../output.ts';
@@ -16,11 +16,14 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
   let llm = new Map<string, AgentStatus>();
   let quarantined: Quarantined[] = [];
   let retention: RetentionReport | null = null;
+  const dormant: Claim[] = [];
   if (st === 'running' || st === 'degraded') {
     const bb = Blackboard.connect(s.redisUrl!, s.name, { maxRetriesPerRequest: 1 });
     try {
-      for (const c of await bb.getClaims(await bb.listClaimIds()))
+      for (const c of await bb.getClaims(await bb.listClaimIds())) {
         if (c) claims[c.claim.status] = (claims[c.claim.status] ?? 0) + 1;
+        if (c?.claim.dormant_reason) dormant.push(c.claim);
+      }
       const roles = (await getAgents(bb)).agents.map((a) => a.role);
       llm = await readAgentStatuses(bb.redis, s.name, roles);
       quarantined = await readQuarantine(bb);
@@ -41,6 +44,7 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
           ...redacted,
           status: st,
           claims,
+          dormant: dormant.map(dormantView),
           llm_agents: Object.fromEntries(llm),
           quarantined,
           retention,
@@ -70,6 +74,7 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
   for (const l of table([['COMPONENT', 'KIND', 'STATUS', 'PID', 'RESTARTS', 'LAST EXIT'], ...rows])) out(l);
   out('');
   out(`Claims: ${CLAIM_STATUSES.map((k) => `${k}=${claims[k] ?? 0}`).join('  ')}`);
+  for (const l of dormantLines(dormant)) out(l);
   if (retention) out(retentionLine(retention));
   if (quarantined.length) {
     // Set aside, never acted on: the operator of the instance should look at each.
@@ -81,6 +86,34 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
   if (!llm.size) return;
   out('');
   for (const l of llmAgentLines(llm)) out(l);
+}
+
+const dormantView = (c: Claim) => ({
+  claim_id: c.id,
+  artefact_id: c.artefact_id,
+  reason: c.dormant_reason ?? '',
+  silent_agents: c.silent_agents ?? [],
+});
+
+/**
+ * Dormant claims (counted under their pending_* status): why each is, and for one closed while some
+ * agents were silent, which: a bid from one of them re-opens it. At most 20 rows, newest first.
+ */
+export function dormantLines(dormant: Claim[]): string[] {
+  if (!dormant.length) return [];
+  const rows = [...dormant]
+    .sort((a, b) => (b.created_at_ms ?? 0) - (a.created_at_ms ?? 0))
+    .slice(0, 20)
+    .map((c) => [
+      c.id,
+      c.dormant_reason ?? '',
+      c.silent_agents?.length ? `${c.silent_agents.join(',')} (a bid from one re-opens it)` : '-',
+    ]);
+  return [
+    paint('yellow', `Dormant claims: ${dormant.length} (nothing granted; each says why)`),
+    ...table([['CLAIM', 'REASON', 'SILENT AGENTS'], ...rows]).map((l) => `  ${l}`),
+    ...(dormant.length > rows.length ? [`  ... and ${dormant.length - rows.length} more`] : []),
+  ];
 }
 
 /**
