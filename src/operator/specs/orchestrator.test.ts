@@ -13,9 +13,10 @@ type Pod = { spec: { template: { spec: { containers: { resources?: unknown }[] }
 const resourcesOf = (o: KubeObject) => (o as unknown as Pod).spec.template.spec.containers[0]?.resources;
 
 describe('orchestrator Deployment resources', () => {
-  it('by default a small request and no limit (V8 helper threads may use spare cores)', () => {
+  it('by default a small request, a memory limit and no CPU limit (V8 helper threads may use spare cores)', () => {
     expect(resourcesOf(orchestratorDeployment(owner, HoltSpec.parse({}), 'img'))).toEqual({
       requests: { cpu: '50m', memory: '128Mi' },
+      limits: { memory: '512Mi' },
     });
   });
 

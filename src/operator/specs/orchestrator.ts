@@ -19,6 +19,12 @@ export const orchestratorName = (holt: string) => childName(holt, 'orchestrator'
 /** Where the runtime image keeps the holt program (also copied into agent images by an init container). */
 export const HOLT_BIN = '/opt/holt/bin/holt';
 
+/** The orchestrator's resources unless spec.orchestrator.resources says otherwise. */
+export const ORCHESTRATOR_RESOURCES = {
+  requests: { cpu: '50m', memory: '128Mi' },
+  limits: { memory: '512Mi' },
+};
+
 /** The ingress of living agents, when an Agent enables it: the hashed tokens' Secret and where it is mounted. */
 export interface OrchestratorIngress {
   tokensSecret: string;
@@ -75,7 +81,9 @@ export function orchestratorDeployment(
               ...(ingress ? [{ name: 'ingress', containerPort: INGRESS_PORT }] : []),
             ],
             ...holtProbes(),
-            resources: resourcesOf(o.resources, { requests: { cpu: '50m', memory: '128Mi' } }),
+            // A memory limit by default: it serves strangers (the ingress), and what they make it hold
+            // must end in an OOM-kill of this pod, not the node's memory. No CPU limit (V8's helpers).
+            resources: resourcesOf(o.resources, ORCHESTRATOR_RESOURCES),
             securityContext: containerSecurity(),
             volumeMounts: [
               { name: 'tmp', mountPath: '/tmp' },
