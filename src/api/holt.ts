@@ -111,7 +111,7 @@ export const HoltOrchestrator = z
     resources: resources
       .optional()
       .describe(
-        'Resources of the orchestrator pods (default: requests cpu 50m, memory 128Mi, no limits). At its top rate it needs about 1.4 cores: its event loop plus the V8 garbage-collector threads beside it; a CPU limit of 1 makes it, not Redis, the bound (docs/benchmarks.md).',
+        'Resources of the orchestrator pods (default: requests cpu 50m, memory 128Mi; a memory limit of 512Mi, no CPU limit). At its top rate it needs about 1.4 cores: its event loop plus the V8 garbage-collector threads beside it; a CPU limit of 1 makes it, not Redis, the bound (docs/benchmarks.md).',
       ),
   })
   .default({ maxReviewIterations: 3, bidTimeoutSeconds: 30, replicas: 1, retentionDays: 7 })
