@@ -5,9 +5,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNats } from '../../test/harness/nats.ts';
 import { startPostgres } from '../../test/harness/postgres.ts';
 import { startRedis } from '../../test/harness/redis.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { readAgentLoad } from '../blackboard/agent-load.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { setAgents } from '../blackboard/registry.ts';
+import { toolReplySubject, toolRequestSubject } from '../bus/subjects.ts';
+import { newReplyId } from '../bus/tools.ts';
 import { migrate } from '../inbox/migrate.ts';
 import { pruneFinished } from '../inbox/retention.ts';
 import { fenceOf } from '../inbox/schema.ts';
@@ -16,7 +19,7 @@ import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
 import { UsageStore } from '../llm/usage-store.ts';
 import { PostgresBacklogReader } from '../operator/autoscale/backlog.ts';
-import { natsAuthorization, natsUrl } from './nats.ts';
+import { natsAuthorization, natsUrl, toolPermissions, toolUserName, toolUsers } from './nats.ts';
 import {
   ensureRoles,
   PG_COMPONENTS,
@@ -32,6 +35,8 @@ import { newPasswords, type Principal } from './principals.ts';
 import { redisAclLines, redisUrl } from './redis.ts';
 
 const I = 'acl';
+/** The instance's asynchronous tools: each gets a NATS user of its own. */
+const TOOLS = ['lookup', 'deploy'];
 const pw = { redis: newPasswords(), nats: newPasswords() };
 const cleanup: (() => Promise<void>)[] = [];
 let redisPort = 0;
@@ -39,7 +44,9 @@ let natsPort = 0;
 
 beforeAll(async () => {
   const redis = await startRedis({ acl: redisAclLines(I, pw.redis), adminPassword: pw.redis.admin });
-  const nats = await startNats({ authorization: natsAuthorization(pw.nats) });
+  const nats = await startNats({
+    authorization: natsAuthorization(pw.nats, { instance: I, tools: toolUsers(pw.nats.tool, TOOLS) }),
+  });
   cleanup.push(
     () => redis.stop(),
     () => nats.stop(),
@@ -180,43 +187,120 @@ describe('NATS users', () => {
     await op.close();
   });
 
-  it('a tool service hears tool requests and may answer each once, nothing more; a pup sends them and hears the answers', async () => {
+  it("a tool service hears its instance's tool requests and may answer each once, nothing more; a pup sends them and hears the answers", async () => {
     const pup = await nc('pup');
     const tool = await nc('tool');
-    const errors: string[] = [];
-    void (async () => {
-      for await (const s of tool.status())
-        if (s.type === 'error') errors.push(String((s as { error?: unknown }).error));
-    })();
+    const errors = watchErrors(tool);
     const answers: string[] = [];
-    pup.subscribe('evt.tool.acl.Writer.result', {
+    pup.subscribe(`evt.tool.${I}.Writer.*.*`, {
       callback: (_e, m) => {
         answers.push(m.string());
       },
     });
-    tool.subscribe('cmd.tool.lookup', {
+    tool.subscribe(toolRequestSubject(I, 'lookup'), {
       callback: (_e, m) => {
         m.respond('first');
         m.respond('second'); // one answer per request
       },
     });
     tool.subscribe('cmd.agent.*.wakeup'); // not a tool service's to hear
+    tool.subscribe('cmd.tool.other.lookup'); // another instance's tools
     await Promise.all([pup.flush(), tool.flush()]);
-    pup.publish('cmd.tool.lookup', '{}', { reply: 'evt.tool.acl.Writer.result' });
-    await pup.flush();
-    await new Promise((r) => setTimeout(r, 300));
-    tool.publish('evt.tool.acl.Writer.result', 'unasked'); // not an answer to anything it got
+    const reply = toolReplySubject(I, 'Writer', 'lookup', newReplyId());
+    pup.publish(toolRequestSubject(I, 'lookup'), '{}', { reply });
+    await eventually('the answer', () => answers.length === 1);
+    tool.publish(reply, 'unasked'); // not an answer to anything it got
     await tool.flush();
-    await new Promise((r) => setTimeout(r, 300));
-    expect(answers).toEqual(['first']);
-    expect(errors.join('\n')).toMatch(/Permissions Violation for Subscription to "cmd.agent.\*.wakeup"/);
-    expect(errors.join('\n')).toMatch(/Permissions Violation for Publish to "evt.tool.acl.Writer.result"/);
+    // A second request: its answer comes after whatever the service sent before, had it passed.
+    pup.publish(toolRequestSubject(I, 'lookup'), '{}', {
+      reply: toolReplySubject(I, 'Writer', 'lookup', newReplyId()),
+    });
+    await eventually('the second answer', () => answers.length >= 2);
+    expect(answers).toEqual(['first', 'first']);
+    const said = () => errors.join('\n');
+    await eventually('the refusals', () =>
+      [
+        /Permissions Violation for Subscription to "cmd.agent.\*.wakeup"/,
+        /Permissions Violation for Subscription to "cmd.tool.other.lookup"/,
+        new RegExp(`Permissions Violation for Publish to "${reply.replace(/\./g, '\\.')}"`),
+      ].every((r) => r.test(said())),
+    );
     await pup.close();
     await tool.close();
     // And no Redis right at all.
     await denied(as('tool').get(`holt:${I}:agents`));
   });
+
+  it("a tool's own user hears that tool's requests only, so it cannot answer another tool's call", async () => {
+    expect(toolPermissions(I, ['lookup'])).toEqual({
+      publish: [],
+      subscribe: [toolRequestSubject(I, 'lookup')],
+      responses: true,
+    });
+    expect(() => toolPermissions(I, ['a.b'])).toThrow(/invalid tool name/);
+    const [deployUser, lookupUser] = toolUsers(pw.nats.tool, TOOLS);
+    expect([deployUser!.user, lookupUser!.user]).toEqual([toolUserName('deploy'), toolUserName('lookup')]);
+    // Derived, distinct, and not the shared tool password.
+    expect(new Set([deployUser!.password, lookupUser!.password, pw.nats.tool]).size).toBe(3);
+    const pup = await nc('pup');
+    const lookup = await connect({
+      servers: `127.0.0.1:${natsPort}`,
+      user: lookupUser!.user,
+      pass: lookupUser!.password,
+    });
+    const errors = watchErrors(lookup);
+    const heard: string[] = [];
+    const answers: string[] = [];
+    pup.subscribe(`evt.tool.${I}.Writer.*.*`, {
+      callback: (_e, m) => {
+        if (m.headers?.code === 503) return; // nats-server's "no responders" for the deploy request
+        answers.push(`${m.subject.split('.')[4]}: ${m.string()}`);
+      },
+    });
+    lookup.subscribe(toolRequestSubject(I, 'lookup'), {
+      callback: (_e, m) => {
+        heard.push(m.subject);
+        m.respond('lookup answer');
+      },
+    });
+    lookup.subscribe(toolRequestSubject(I, 'deploy')); // another tool's requests: refused
+    lookup.subscribe('cmd.tool.>'); // all of them: refused
+    await Promise.all([pup.flush(), lookup.flush()]);
+    const deployReply = toolReplySubject(I, 'Writer', 'deploy', newReplyId());
+    pup.publish(toolRequestSubject(I, 'deploy'), '{}', { reply: deployReply });
+    lookup.publish(deployReply, 'forged deploy answer'); // a reply subject it was never given
+    await lookup.flush();
+    pup.publish(toolRequestSubject(I, 'lookup'), '{}', {
+      reply: toolReplySubject(I, 'Writer', 'lookup', newReplyId()),
+    });
+    await eventually('the lookup answer', () => answers.length >= 1);
+    expect(heard).toEqual([toolRequestSubject(I, 'lookup')]);
+    expect(answers).toEqual(['lookup: lookup answer']);
+    await eventually('the refusals', () =>
+      [
+        `Permissions Violation for Subscription to "${toolRequestSubject(I, 'deploy')}"`,
+        'Permissions Violation for Subscription to "cmd.tool.>"',
+        `Permissions Violation for Publish to "${deployReply}"`,
+      ].every((e) => errors.join('\n').includes(e)),
+    );
+    // A wrong password for a tool's user is refused.
+    await expect(
+      connect({ servers: `127.0.0.1:${natsPort}`, user: lookupUser!.user, pass: deployUser!.password }),
+    ).rejects.toThrow(/Authorization/i);
+    await pup.close();
+    await lookup.close();
+  });
 });
+
+/** The errors a NATS connection is told (permission violations come back this way). */
+function watchErrors(c: Awaited<ReturnType<typeof connect>>): string[] {
+  const errors: string[] = [];
+  void (async () => {
+    for await (const s of c.status())
+      if (s.type === 'error') errors.push(String((s as { error?: unknown }).error));
+  })();
+  return errors;
+}
 
 describe('Postgres roles', () => {
   const pws: PgPasswords = {

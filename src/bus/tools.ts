@@ -78,6 +78,14 @@ export function subscribeToolResults(
       const tokens = msg.subject.split('.');
       const replyId = tokens.at(-1) ?? '';
       const replyTool = tokens.at(-2) ?? '';
+      if (msg.headers?.code === 503) {
+        // nats-server's "no responders": no tool service heard the request; its deadline still holds.
+        log?.warn(
+          { event_type: 'tool_request_unheard', tool: replyTool },
+          'no tool service heard the request',
+        );
+        return;
+      }
       const r = ToolResult.safeParse(jsonOf(msg));
       if (!r.success || !REPLY_ID.test(replyId)) {
         log?.warn(

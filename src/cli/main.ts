@@ -275,9 +275,10 @@ export function program(): Command {
     );
   p.command('tool-url')
     .description(
-      "the NATS URL a tool service connects with (local mode): it hears cmd.tool.<name> and may only answer; on a cluster, the <holt>-nats Secret's tool-url",
+      "the NATS URL a tool service connects with (local mode): it hears cmd.tool.<instance>.<name> and may only answer; --tool: a user for that one tool only; on a cluster, the <holt>-nats Secret's tool-url",
     )
     .addOption(nameOpt())
+    .option('--tool <name>', "one tool's user: it hears that tool's requests only")
     .action(async (o) => (await cmd.ingress()).toolUrl(o));
   const life = p
     .command('life')

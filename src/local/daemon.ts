@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { natsAuthorization, natsUrl as natsUserUrl } from '../access/nats.ts';
+import { natsAuthorization, natsUrl as natsUserUrl, toolUsers } from '../access/nats.ts';
 import { ensureRoles, PG_OWNER, PG_ROLE, type PgComponent, pgUrlAs } from '../access/postgres.ts';
 import type { Principal } from '../access/principals.ts';
 import { redisAclLines, redisUrl as redisUserUrl } from '../access/redis.ts';
@@ -302,7 +302,21 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
           ),
       natsUrl
         ? undefined
-        : started(startNats({ dir: join(dir, 'data', 'nats'), authorization: natsAuthorization(pw.nats) })),
+        : started(
+            startNats({
+              dir: join(dir, 'data', 'nats'),
+              // Scoped to this instance, with a user per asynchronous tool (`holt tool-url --tool`).
+              authorization: natsAuthorization(pw.nats, {
+                instance: opts.name,
+                tools: toolUsers(
+                  pw.nats.tool,
+                  file.agents.flatMap((a) =>
+                    (a.llm?.tools ?? []).filter((t) => t.async === 'nats').map((t) => t.name),
+                  ),
+                ),
+              }),
+            }),
+          ),
       pgUrl ? undefined : started(startPostgres({ dir: postgresDir(opts.name), database: 'holt' })),
     ]);
     const failed = results.find((r) => r.status === 'rejected');
@@ -349,7 +363,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
       file.agents.map((a) => ({ ...registrationOf(a), image_id: prepared.images[a.role] })),
     );
 
-    // The inbox schema before any process that uses it, as its owner (the runtime's role has DML only).
+    // The inbox schema before any process that uses it, as its owner (the components' roles make nothing).
     await migrate(as.pgOwner, log);
     const conn = (who: 'orchestrator' | 'pup') => ({
       REDIS_URL: as.redis(who),

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { toolUsers } from '../access/nats.ts';
 import { PG_COMPONENTS, type PgComponent } from '../access/postgres.ts';
 import { newPassword, newPasswords, PRINCIPALS } from '../access/principals.ts';
 import { instanceDir } from './instance.ts';
@@ -64,4 +65,10 @@ export function instanceSecrets(name: string): InstanceSecrets {
   };
   writeFileSync(file, `${JSON.stringify(s, null, 2)}\n`, { mode: 0o600 });
   return s;
+}
+
+/** The NATS user and password of one tool's service of a local instance (`holt tool-url --tool`). */
+export function toolServiceUser(name: string, tool: string): { user: string; password: string } {
+  const [u] = toolUsers(instanceSecrets(name).nats.tool, [tool]);
+  return { user: u!.user, password: u!.password };
 }

@@ -13,7 +13,7 @@ import {
 } from '../../ingress/tokens.ts';
 import { TOKEN_ORIGINS } from '../../life/labels.ts';
 import { ingressTokensFile, instanceDir } from '../../local/instance.ts';
-import { instanceSecrets } from '../../local/secrets.ts';
+import { instanceSecrets, toolServiceUser } from '../../local/secrets.ts';
 import { age, CliError, EXIT, out, table } from '../output.ts';
 import { resolveInstance } from '../resolve.ts';
 
@@ -239,14 +239,21 @@ export async function sendLocal(
 }
 
 /**
- * `holt tool-url`: the NATS URL a tool service of a local instance connects with (the `tool` user: it
- * hears cmd.tool.> and may only answer). On a cluster: the key `tool-url` of the Secret `<holt>-nats`.
+ * `holt tool-url`: the NATS URL a tool service of a local instance connects with. With `--tool <name>`:
+ * the user of that one tool (it hears only cmd.tool.<instance>.<name> and may only answer); without:
+ * the `tool` user, every tool of the instance. On a cluster: the key `tool-url` of the Secret `<holt>-nats`.
  */
-export async function toolUrl(o: { name?: string }): Promise<void> {
+export async function toolUrl(o: { name?: string; tool?: string }): Promise<void> {
   const s = resolveInstance(o.name);
   if (!s.natsUrl) throw new CliError(`instance '${s.name}' has no NATS`, EXIT.notFound);
   const u = new URL(s.natsUrl);
-  u.username = 'tool';
-  u.password = instanceSecrets(s.name).nats.tool;
+  if (o.tool !== undefined && !/^[A-Za-z0-9_-]{1,64}$/.test(o.tool))
+    throw new CliError(`invalid tool name ${JSON.stringify(o.tool)}`, EXIT.usage);
+  const who =
+    o.tool === undefined
+      ? { user: 'tool', password: instanceSecrets(s.name).nats.tool }
+      : toolServiceUser(s.name, o.tool);
+  u.username = who.user;
+  u.password = who.password;
   out(u.toString().replace(/\/$/, ''));
 }
