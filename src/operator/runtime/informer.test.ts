@@ -41,17 +41,17 @@ beforeAll(async () => {
   kube = await startKube();
   await kube.kubectl(['create', 'namespace', NS]);
   await kube.kubectl(['create', 'serviceaccount', SA, '-n', NS]);
-  await kube.kubectl(['create', 'role', 'watch-cm', '--verb=list,watch', '--resource=configmaps', '-n', NS]);
+  await kube.kubectl(['create', 'role', 'watch-svc', '--verb=list,watch', '--resource=services', '-n', NS]);
   await kube.kubectl([
     'create',
     'rolebinding',
-    'watch-cm',
-    '--role=watch-cm',
+    'watch-svc',
+    '--role=watch-svc',
     `--serviceaccount=${NS}:${SA}`,
     '-n',
     NS,
   ]);
-  await kube.kubectl(['create', 'configmap', 'seen', '--from-literal=a=b', '-n', NS]);
+  await kube.kubectl(['create', 'service', 'clusterip', 'seen', '--tcp=80:80', '-n', NS]);
 }, 120_000);
 
 afterAll(async () => {
@@ -77,29 +77,31 @@ describe('an informer whose RBAC is removed, on a real API server', () => {
     const lines: { event_type?: string; retry_ms?: number; error?: string }[] = [];
     const log = createLogger('operator', {}, { write: (s: string) => void lines.push(JSON.parse(s)) });
 
-    // With its Role bound, the informer lists and watches.
-    const ok = new Informer(saClient(), { kind: 'ConfigMap', namespaces: [NS] }, log);
+    // With its Role bound (once the API server's RBAC cache has it), the informer lists and watches.
+    const first = saClient();
+    await eventually('the RoleBinding in effect', () => first.list('Service', NS));
+    const ok = new Informer(first, { kind: 'Service', namespaces: [NS] }, log);
     await ok.start();
     expect(ok.get(NS, 'seen')).toBeDefined();
     await ok.stop();
     expect(lines.filter((l) => l.event_type === 'watch_error')).toEqual([]);
 
     // The RoleBinding goes (as the first thing a namespace deletion removes): every start is refused.
-    await kube.kubectl(['delete', 'rolebinding', 'watch-cm', '-n', NS]);
+    await kube.kubectl(['delete', 'rolebinding', 'watch-svc', '-n', NS]);
     const client = saClient();
     let lists = 0;
     client.onRequest = (r) => {
       if (r.verb === 'list') lists++;
     };
     await eventually('the RoleBinding removal takes effect', () =>
-      client.list('ConfigMap', NS).then(
+      client.list('Service', NS).then(
         () => undefined,
         () => true,
       ),
     );
     lists = 0;
     lines.length = 0;
-    const refused = new Informer(client, { kind: 'ConfigMap', namespaces: [NS] }, log);
+    const refused = new Informer(client, { kind: 'Service', namespaces: [NS] }, log);
     await refused.start();
     try {
       const errors = await eventually(
