@@ -145,15 +145,17 @@ describe('a living agent under holt up (real binary, real stores, scripted model
       /ci\s+Watcher\s+enqueue_message,wake_hint\s+webhook\s+60/,
     );
 
-    // The build service: a tool service with the tool user's credentials (it can only hear and answer).
-    const toolUrl = new URL((await holt(['tool-url', '--name', NAME])).trim());
+    // The build service: a tool service with its one tool's credentials (it can only hear that tool's
+    // requests and answer them).
+    const toolUrl = new URL((await holt(['tool-url', '--name', NAME, '--tool', 'lookup'])).trim());
+    expect(toolUrl.username).toBe('tool-lookup');
     service = await connect({
       servers: `${toolUrl.hostname}:${toolUrl.port}`,
       user: decodeURIComponent(toolUrl.username),
       pass: decodeURIComponent(toolUrl.password),
     });
     const asked: ToolRequest[] = [];
-    service.subscribe('cmd.tool.lookup', {
+    service.subscribe(`cmd.tool.${NAME}.lookup`, {
       callback: (_e, m) => {
         const req = ToolRequest.parse(m.json());
         asked.push(req);
@@ -213,11 +215,12 @@ describe('a living agent under holt up (real binary, real stores, scripted model
     );
     expect(userText(0)).toContain('Build 7 started');
     expect(userText(2)).toContain('origin="timer"');
-    expect(userText(2)).toContain('Your timer "build 7 to settle"');
+    expect(userText(2)).toMatch(/Your timer [0-9a-f-]{36}( \(work item [0-9a-f-]{36}\))? fired/);
+    expect(userText(2)).toMatch(/authority="agent_note">\nbuild 7 to settle\n<\/message>/);
     expect(asked).toHaveLength(1);
     expect(asked[0]).toMatchObject({ instance: NAME, role: 'Watcher', tool: 'lookup', args: { build: '7' } });
     expect(toolText(3)).toContain(
-      'origin="task" surface="cmd.tool.lookup" admission="tool service" authority="external_evidence"',
+      `origin="task" surface="cmd.tool.${NAME}.lookup" admission="tool service" authority="external_evidence"`,
     );
     expect(toolText(3)).toContain('build 7: green');
     const shown = await eventually(
