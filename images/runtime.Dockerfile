@@ -37,8 +37,8 @@ RUN cp /usr/local/bin/node /opt/holt/bin/node \
  && printf '#!/bin/sh\nexec "$(dirname "$0")/holt" pup "$@"\n' > /opt/holt/bin/pup \
  && chmod 0755 /opt/holt/bin/holt /opt/holt/bin/pup
 
-# 4. The runtime image: Debian slim (the base of node:24-slim) + git (the pup verifies CodeCommit
-# artefacts with git) + the bundle; node on PATH is the bundle's, so it exists once.
+# 4. The runtime image: Debian slim (the base of node:24-slim) + git (the tool runner verifies CodeCommit
+# artefacts with git, and tools commit) + the bundle; node on PATH is the bundle's, so it exists once.
 FROM ${BASE_IMAGE}
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates tini \
@@ -46,7 +46,8 @@ RUN apt-get update \
  && groupadd --gid 1000 holt && useradd --uid 1000 --gid 1000 --create-home --shell /usr/sbin/nologin holt
 COPY --from=bundle /opt/holt /opt/holt
 # The workspace volume's root belongs to whoever made it (root, for most provisioners) while the agents
-# run as another user: git would refuse it as of "dubious ownership".
+# run as another user: the tools' own git would refuse it as of "dubious ownership". The pup never runs
+# git, and the runner's CodeCommit check reads no system config (src/pup/git.ts), so this serves tools only.
 RUN ln -s /opt/holt/bin/node /usr/local/bin/node && ln -s /opt/holt/bin/holt /usr/local/bin/holt \
  && git config --system --add safe.directory /workspace
 ENV NODE_ENV=production HOLT_WORKSPACE=/workspace
