@@ -752,7 +752,8 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
       '<message origin="webhook" surface="POST /v1/agents/Watcher/messages" admission="token ci" authority="external_evidence"',
     );
     expect(shown[2]!.user).toContain('origin="timer"');
-    expect(shown[3]!.last).toContain('origin="task" surface="cmd.tool.lookup" admission="tool service"');
+    // The tool's requests are per instance (cmd.tool.<holt>.<tool>); its answer came on the call's own reply subject.
+    expect(shown[3]!.last).toContain('origin="task" surface="cmd.tool.living.lookup" admission="tool service"');
     expect(shown[3]!.last).toContain('build 7: green');
     expect(shown[5]!.user).toContain('origin="operator"');
     expect(shown[5]!.user).toContain('authority="operator_instruction"');
