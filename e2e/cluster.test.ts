@@ -337,9 +337,78 @@ function livingManifests(baseUrl: string): string {
     .join('---\n');
 }
 
+/** Issue 29's lifecycle tests: a Holt of their own in a namespace of their own, deleted at the end. */
+const LIFE_NS = 'holt-e2e-life';
+
+/** `holt --kube <ns>/<name> ...`: stdout, or the exit code and stderr when it fails. */
+async function holtIn(
+  ns: string,
+  name: string,
+  args: string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const r = await run(HOLT, ['--kube', `${ns}/${name}`, ...args], {
+      env: { ...process.env, KUBECONFIG: c.kubeconfigPath, NO_COLOR: '1' },
+      maxBuffer: 32 << 20,
+      timeout: 300_000,
+    });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (e) {
+    const x = e as { code?: number; stdout?: string; stderr?: string };
+    return { code: x.code ?? 1, stdout: x.stdout ?? '', stderr: x.stderr ?? '' };
+  }
+}
+
+/**
+ * A Holt of two command agents with the short bid timeout a user might pick (5 s): a Writer that
+ * writes the Terminal result (after ten minutes when the goal says "slow": a workflow still running),
+ * and a Noter that bids ignore. Both must be up and bidding before the Holt is Ready.
+ */
+function lifeManifests(): string {
+  const result = JSON.stringify({
+    artefact_type: 'Written',
+    artefact_payload: 'written',
+    summary: 'written',
+    structural_type: 'Terminal',
+  });
+  return [
+    {
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Holt',
+      metadata: { name: 'life' },
+      spec: { orchestrator: { bidTimeoutSeconds: 5 } },
+    },
+    {
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Agent',
+      metadata: { name: 'life-writer' },
+      spec: {
+        holt: 'life',
+        role: 'Writer',
+        command: ['sh', '-c', `in=$(cat); case "$in" in *slow*) sleep 600;; esac; echo '${result}'`],
+        bidding: { strategy: 'exclusive' },
+      },
+    },
+    {
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Agent',
+      metadata: { name: 'life-noter' },
+      spec: {
+        holt: 'life',
+        role: 'Noter',
+        command: ['sh', '-c', 'echo noted'],
+        bidding: { strategy: 'ignore' },
+      },
+    },
+  ]
+    .map((d) => stringify(d))
+    .join('---\n');
+}
+
 beforeAll(async () => {
   c = await e2eTarget(Number(process.env.HOLT_E2E_NODES ?? 2), progress);
   await c.kubectl(['create', 'namespace', NS]);
+  await c.kubectl(['create', 'namespace', LIFE_NS]);
   progress('helm install holt-operator');
   await c.helm([
     'install',
@@ -349,7 +418,8 @@ beforeAll(async () => {
     'holt-system',
     '--create-namespace',
     '--set',
-    `watchNamespaces={${NS}}`,
+    // LIFE_NS: a namespace of its own for the lifecycle tests, which end by deleting it.
+    `watchNamespaces={${NS},${LIFE_NS}}`,
     '--wait',
     '--timeout',
     '5m',
@@ -416,6 +486,105 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(await canI('create', 'deployments.apps', '-n', 'default')).toBe('no');
     expect(await canI('create', 'pods', '-n', NS)).toBe('no');
   });
+
+  it('issue 29: a goal posted the moment `kubectl wait` says a brand-new Holt is Ready finishes', async () => {
+    const life = (args: string[]) => c.kubectl(['-n', LIFE_NS, ...args]);
+    await c.kubectl(['-n', LIFE_NS, 'apply', '-f', '-'], { input: lifeManifests() });
+    // Ready means every Agent's pup is up and bidding: a goal posted now is never closed unheard.
+    await life(['wait', '--for=condition=Ready', 'holt/life', '--timeout=420s']);
+    progress('life Ready; posting the goal at once');
+    const r = await holtIn(LIFE_NS, 'life', ['forage', '--goal', 'write it', '--watch']);
+    expect(r.stdout).toContain('Workflow completed');
+    const st = await holtIn(LIFE_NS, 'life', ['status']);
+    expect(st.stdout).not.toContain('Dormant claims');
+  }, 600_000);
+
+  it("issue 29: a goal posted while an agent's pod is being replaced finishes once the pod is back", async () => {
+    const writer = (
+      JSON.parse(
+        await c.kubectl([
+          '-n',
+          LIFE_NS,
+          'get',
+          'pods',
+          '-l',
+          'holt.io/instance=life,holt.io/role=Writer',
+          '-o',
+          'json',
+        ]),
+      ) as { items: Pod[] }
+    ).items[0]!;
+    await c.kubectl(['-n', LIFE_NS, 'delete', 'pod', writer.metadata.name, '--wait=false']);
+    progress(`deleted ${writer.metadata.name}; posting the goal`);
+    // The Writer is silent while its new pod starts: the claim may go dormant (5 s bid timeout) and is
+    // re-opened by the new pup's bid, or the new pup bids in time. Either way the workflow finishes.
+    const r = await holtIn(LIFE_NS, 'life', ['forage', '--goal', 'write it again', '--watch']);
+    expect(r.stdout).toContain('Workflow completed');
+  }, 600_000);
+
+  it('issue 29: a Holt in a namespace the operator does not watch: holt status says so', async () => {
+    const ns = 'holt-e2e-unwatched';
+    await c.kubectl(['create', 'namespace', ns]);
+    try {
+      await c.kubectl(['-n', ns, 'apply', '-f', '-'], {
+        input: stringify({
+          apiVersion: 'holt.io/v1alpha1',
+          kind: 'Holt',
+          metadata: { name: 'lost' },
+          spec: {},
+        }),
+      });
+      const r = await holtIn(ns, 'lost', ['status']);
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toContain(`namespace ${ns} is not watched`);
+      expect(r.stderr).toContain('holt-system/holt-operator watches');
+    } finally {
+      await c.kubectl(['delete', 'namespace', ns, '--wait=false']);
+    }
+  }, 120_000);
+
+  it('issue 29: deleting the namespace of a Holt with a workflow running: it is gone within a minute', async () => {
+    await holtIn(LIFE_NS, 'life', ['forage', '--goal', 'slow work']);
+    await until(
+      'the slow goal granted to the Writer',
+      async () => {
+        const st = await holtIn(LIFE_NS, 'life', ['status', '--json']);
+        const claims = (JSON.parse(st.stdout || '{}') as { claims?: Record<string, number> }).claims ?? {};
+        return (claims.pending_exclusive ?? 0) > 0 ? true : undefined;
+      },
+      180_000,
+    );
+    progress(`deleting namespace ${LIFE_NS}`);
+    await c.kubectl(['delete', 'namespace', LIFE_NS, '--wait=false']);
+    // The bound is the requirement: nothing (an Agent's finalizer the operator can no longer remove
+    // once its RoleBinding is gone) may hold the namespace in Terminating.
+    const gone = await eventually(
+      `namespace ${LIFE_NS} gone`,
+      async () =>
+        (await c.kubectlResult(['get', 'namespace', LIFE_NS], { allowFail: true })).code !== 0
+          ? true
+          : undefined,
+      {
+        timeoutMs: 60_000,
+        intervalMs: 1000,
+        describe: async () =>
+          (
+            await c.kubectlResult(
+              [
+                '-n',
+                LIFE_NS,
+                'get',
+                'holts,agents,pods,pvc,statefulsets',
+                '-o',
+                'custom-columns=KIND:.kind,NAME:.metadata.name,FINALIZERS:.metadata.finalizers,DELETED:.metadata.deletionTimestamp',
+              ],
+              { allowFail: true },
+            )
+          ).stdout,
+      },
+    );
+    expect(gone).toBe(true);
+  }, 300_000);
 
   it('the demo: seeded from gitUrl, a frozen pup restarted by its liveness probe, the workflow finished', async () => {
     await kubectl(['apply', '-f', '-'], demoManifests());
