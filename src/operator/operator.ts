@@ -267,6 +267,15 @@ export class Operator {
       for (const r of obj.metadata.ownerReferences ?? [])
         if (r.controller && PRIMARY.includes(r.kind as Primary)) this.#enqueue(r.kind as Primary, ns, r.name);
     }
+    if ((obj.kind as string) === 'Service' && event !== 'update') {
+      // A Holt's Service address (fixed for its life) goes into the /etc/hosts of its agents' pods that
+      // go without DNS: they are rewritten when it comes or goes.
+      const holt = obj.metadata.ownerReferences?.find((r) => r.controller && r.kind === 'Holt')?.name;
+      if (holt)
+        for (const k of ['Agent', 'WorkerPool'] as const)
+          for (const o of this.cache.list(k, ns))
+            if (holtOf(o) === holt) this.#enqueue(k, ns, o.metadata.name);
+    }
   }
 
   /** Fills the caches (every replica). Resolves once every informer has listed. */

@@ -24,6 +24,7 @@ import {
   readinessReporter,
   workloadReady,
 } from './context.ts';
+import { storeAddresses } from './dns.ts';
 import { RUNTIME_READ_TIMEOUT_MS } from './holtdata.ts';
 import { tokenOf } from './ingress.ts';
 import { parseAgent, parseHolt, splitKey } from './resources.ts';
@@ -88,7 +89,8 @@ async function claimJobs(
     if (running >= max) break;
     if (ctx.cache.get('Job', owner.namespace, claimJobName(owner.name, claimId, epoch))) continue;
     try {
-      await ctx.client.create(claimJob(owner, a, holtSpec, ctx.runtimeImage, claimId, epoch));
+      const stores = storeAddresses(ctx.cache, owner.namespace, a.holt);
+      await ctx.client.create(claimJob(owner, a, holtSpec, ctx.runtimeImage, claimId, epoch, stores));
       created.push(claimId);
       running++;
     } catch (e) {
@@ -188,7 +190,8 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     return undefined;
   }
   const shape = shapeOf(a);
-  const desired = [agentDeployment(owner, a, holtSpec.spec, ctx.runtimeImage)];
+  const stores = storeAddresses(ctx.cache, owner.namespace, a.holt);
+  const desired = [agentDeployment(owner, a, holtSpec.spec, ctx.runtimeImage, stores)];
   if (shape === 'pool' && !a.workerPool) desired.push(agentWorkerPool(owner, a));
   const egress = agentEgressPolicy(owner, a, a.llm?.baseUrl ?? holtSpec.spec.llm?.baseUrl, ctx.network);
   if (egress.policy) desired.push(egress.policy);

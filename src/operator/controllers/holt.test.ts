@@ -119,6 +119,7 @@ describe('Holt and Agent reconcilers on a real API server', () => {
       ['ServiceAccount', 'demo-agent'],
       ['PersistentVolumeClaim', 'demo-workspace'],
       ['NetworkPolicy', 'demo-default-deny'],
+      ['NetworkPolicy', 'demo-dns'],
       ['NetworkPolicy', 'demo-redis-ingress'],
       ['Deployment', 'demo-orchestrator'],
     ] as const) {

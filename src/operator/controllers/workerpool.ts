@@ -3,6 +3,7 @@ import type { Condition } from '../runtime/status.ts';
 import { ownerOf } from '../specs/meta.ts';
 import { poolSelector, workerDeployment } from '../specs/workerpool.ts';
 import { applyChildren, type ControllerContext, readinessReporter, workloadReady } from './context.ts';
+import { storeAddresses } from './dns.ts';
 import { holtOf, parseAgent, parseHolt, parsePool, splitKey } from './resources.ts';
 
 /**
@@ -38,7 +39,16 @@ export async function reconcileWorkerPool(ctx: ControllerContext, key: string): 
     ctx,
     owner.uid,
     ns,
-    [workerDeployment(owner, spec, agent, holtSpec.spec, ctx.runtimeImage)],
+    [
+      workerDeployment(
+        owner,
+        spec,
+        agent,
+        holtSpec.spec,
+        ctx.runtimeImage,
+        storeAddresses(ctx.cache, ns, spec.holt),
+      ),
+    ],
     ['Deployment'],
   );
   if (res.created.length)

@@ -3,7 +3,7 @@ import { workerTargetOf } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner, selectorLabels } from './meta.ts';
-import { pupPodTemplate } from './pup.ts';
+import { pupPodTemplate, type StoreAddresses } from './pup.ts';
 
 /** An Agent resource's spec with its role resolved (metadata.name when the spec leaves it out). */
 export type AgentResourceSpec = AgentResource & { role: string };
@@ -24,6 +24,7 @@ export function agentDeployment(
   a: AgentResourceSpec,
   holtSpec: HoltSpec,
   runtimeImage: string,
+  stores?: StoreAddresses,
 ): KubeObject {
   const name = owner.name;
   const mode = shapeOf(a) === 'standard' ? 'standard' : 'controller';
@@ -48,6 +49,7 @@ export function agentDeployment(
         workspaceMode: a.workspace.mode,
         labels: lbls,
         volumes: a.volumes,
+        stores,
       }),
     },
   };

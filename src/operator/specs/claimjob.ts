@@ -2,7 +2,7 @@ import type { HoltSpec } from '../../api/holt.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import type { AgentResourceSpec } from './agent.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
-import { pupPodTemplate } from './pup.ts';
+import { pupPodTemplate, type StoreAddresses } from './pup.ts';
 
 export const CLAIM_LABEL = 'holt.io/claim';
 
@@ -29,6 +29,7 @@ export function claimJob(
   runtimeImage: string,
   claimId: string,
   epoch: number,
+  stores?: StoreAddresses,
 ): KubeObject {
   const name = claimJobName(owner.name, claimId, epoch);
   const lbls = labels(a.holt, owner.name, 'claim-job', { 'holt.io/role': a.role });
@@ -53,6 +54,7 @@ export function claimJob(
         args: ['--execute-claim', claimId],
         restartPolicy: 'Never',
         volumes: a.volumes,
+        stores,
       }),
     },
   };

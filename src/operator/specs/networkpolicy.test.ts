@@ -1,7 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { HoltSpec } from '../../api/holt.ts';
 import { cidrWithin } from '../../common/cidr.ts';
-import { agentEgressPolicy, DEFAULT_CLUSTER_CIDRS, networkPolicies } from './networkpolicy.ts';
+import {
+  agentEgressPolicy,
+  DEFAULT_CLUSTER_CIDRS,
+  dnsDenied,
+  networkPolicies,
+  storeHostAliases,
+} from './networkpolicy.ts';
 
 const owner = {
   apiVersion: 'holt.io/v1alpha1',
@@ -161,9 +167,58 @@ describe('in-cluster endpoints and the workspace seed', () => {
     const none = networkPolicies(holtOwner, HoltSpec.parse({}), net);
     expect(none.map((p) => p.metadata.name)).toEqual([
       'demo-default-deny',
+      'demo-dns',
       'demo-redis-ingress',
       'demo-nats-ingress',
       'demo-postgres-ingress',
+    ]);
+  });
+});
+
+describe('cluster DNS', () => {
+  const holtOwner = { ...owner, kind: 'Holt', name: 'demo' };
+  const bundled = HoltSpec.parse({}).stores;
+  const external = HoltSpec.parse({
+    stores: { nats: { mode: 'external', url: 'nats://n.example:4222' } },
+  }).stores;
+
+  it('is its own policy, for every Holt pod but those labelled holt.io/dns=deny; default-deny opens none', () => {
+    const all = networkPolicies(holtOwner, HoltSpec.parse({}), net);
+    const deny = all.find((p) => p.metadata.name === 'demo-default-deny');
+    expect(JSON.stringify(deny?.spec)).not.toContain('kube-dns');
+    expect(all.find((p) => p.metadata.name === 'demo-dns')?.spec).toEqual({
+      podSelector: {
+        matchLabels: { 'holt.io/instance': 'demo' },
+        matchExpressions: [{ key: 'holt.io/dns', operator: 'NotIn', values: ['deny'] }],
+      },
+      policyTypes: ['Egress'],
+      egress: [
+        {
+          to: [
+            {
+              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+              podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+            },
+          ],
+        },
+      ],
+    });
+  });
+
+  it('an agent goes without it when it has no egress and every store is bundled, or when it says so', () => {
+    expect(dnsDenied({ egress: false }, bundled)).toBe(true);
+    expect(dnsDenied({ egress: true }, bundled)).toBe(false);
+    expect(dnsDenied({ egress: false }, external)).toBe(false);
+    expect(dnsDenied({ egress: false, dns: 'allow' }, bundled)).toBe(false);
+    expect(dnsDenied({ egress: true, dns: 'deny' }, external)).toBe(true);
+  });
+
+  it("its pods' /etc/hosts: each store Service's address under every name a URL uses; none without one", () => {
+    expect(storeHostAliases('demo', 'team', { redis: '10.96.1.1', nats: 'None' })).toEqual([
+      {
+        ip: '10.96.1.1',
+        hostnames: ['demo-redis', 'demo-redis.team.svc', 'demo-redis.team.svc.cluster.local'],
+      },
     ]);
   });
 });

@@ -1,13 +1,47 @@
-import type { V1NetworkPolicyPeer, V1NetworkPolicyPort } from '@kubernetes/client-node';
+import type { V1HostAlias, V1NetworkPolicyPeer, V1NetworkPolicyPort } from '@kubernetes/client-node';
 import type { HoltSpec } from '../../api/holt.ts';
 import { cidrWithin, METADATA_CIDRS } from '../../common/cidr.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { HEALTH_PORT } from './pod.ts';
-import { NATS_MONITOR_PORT, STORE_PORTS, STORES } from './stores.ts';
+import { NATS_MONITOR_PORT, STORE_PORTS, STORES, type StoreKind, storeName } from './stores.ts';
 
 /** Pods of agents with `egress: true` carry this label; their Agent's policy opens what it declares. */
 export const EGRESS_LABEL = 'holt.io/egress';
+/** Pods of agents without DNS carry this label (`deny`): the Holt's DNS policy does not select them. */
+export const DNS_LABEL = 'holt.io/dns';
+
+/**
+ * Whether an agent's pods go without cluster DNS. A resolver that recurses to the internet carries
+ * whatever a tool puts in a name, so DNS is egress; an agent without egress needs only its Holt's
+ * stores, whose addresses its pods get in /etc/hosts. External stores are reached by their names, so
+ * by default an agent of a Holt with one keeps DNS; `dns: deny` takes it anyway.
+ */
+export function dnsDenied(
+  a: { egress: boolean; dns?: 'allow' | 'deny' },
+  stores: HoltSpec['stores'],
+): boolean {
+  if (a.dns) return a.dns === 'deny';
+  return !a.egress && STORES.every((s) => stores[s].mode === 'bundled');
+}
+
+/**
+ * /etc/hosts entries for a Holt's bundled stores: every name a component's URL uses (the short one of
+ * the TLS Redis URL, `.<namespace>.svc` of the Secrets' URLs) at its Service's cluster IP. A store
+ * whose Service has no address yet is left out (its Service's creation requeues the Agent).
+ */
+export function storeHostAliases(
+  holt: string,
+  namespace: string,
+  clusterIps: Partial<Record<StoreKind, string>>,
+): V1HostAlias[] {
+  return STORES.flatMap((s) => {
+    const ip = clusterIps[s];
+    if (!ip || ip === 'None') return [];
+    const name = storeName(holt, s);
+    return [{ ip, hostnames: [name, `${name}.${namespace}.svc`, `${name}.${namespace}.svc.cluster.local`] }];
+  });
+}
 
 /** Where the operator runs and what the cluster's own addresses are (from the operator's settings). */
 export interface NetworkSettings {
@@ -25,7 +59,7 @@ const tcp = (port: number): V1NetworkPolicyPort => ({ protocol: 'TCP', port });
 
 /**
  * Default deny for every pod of the Holt, then exactly: Holt pods → the Holt's bundled stores;
- * DNS; the operator (from its namespace) → the stores (agent registry and backlog reads); scrapes of
+ * DNS (but for agents that go without: dnsDenied); the operator (from its namespace) → the stores (agent registry and backlog reads); scrapes of
  * the metrics port. Agents' own egress is their Agent's policy (agentEgressPolicy). External stores are outside the cluster
  * policy's reach by name, so with an external store the Holt's pods may egress to its port.
  */
@@ -56,16 +90,6 @@ export function networkPolicies(owner: Owner, spec: HoltSpec, net: NetworkSettin
       // Metrics and probes of Holt pods may be scraped; nothing else comes in.
       ingress: [{ ports: [tcp(HEALTH_PORT)] }],
       egress: [
-        // Cluster DNS, any port: policies see the pod's port after the Service's, and DNS pods that run
-        // as non-root listen on another (CoreDNS on 1053, OpenShift's on 5353).
-        {
-          to: [
-            {
-              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
-              podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
-            },
-          ],
-        },
         ...(bundled.length
           ? [
               {
@@ -79,6 +103,26 @@ export function networkPolicies(owner: Owner, spec: HoltSpec, net: NetworkSettin
             ]
           : []),
         ...(external.length ? [{ ports: external.map((s) => tcp(STORE_PORTS[s])) }] : []),
+      ],
+    }),
+    // Cluster DNS, any port (policies see the pod's port after the Service's, and DNS pods that run as
+    // non-root listen on another: CoreDNS on 1053, OpenShift's on 5353), for every Holt pod but the
+    // agents' that go without it (dnsDenied).
+    mk('dns', {
+      podSelector: {
+        matchLabels: inHolt,
+        matchExpressions: [{ key: DNS_LABEL, operator: 'NotIn', values: ['deny'] }],
+      },
+      policyTypes: ['Egress'],
+      egress: [
+        {
+          to: [
+            {
+              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } },
+              podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } },
+            },
+          ],
+        },
       ],
     }),
     ...bundled.map((s) =>

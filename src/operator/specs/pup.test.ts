@@ -70,3 +70,56 @@ describe('pupPodTemplate scrape hints', () => {
     });
   });
 });
+
+describe('pupPodTemplate DNS', () => {
+  const stores = {
+    namespace: 'team',
+    clusterIps: { redis: '10.96.0.11', nats: '10.96.0.12', postgres: '10.96.0.13' },
+  };
+  const pod = (spec: Record<string, unknown>, holt = holtSpec) =>
+    pupPodTemplate({
+      holt: 'h',
+      holtSpec: holt,
+      agent: {
+        ...AgentSpec.parse({ holt: 'h', command: ['true'], bidding: { strategy: 'claim' }, ...spec }),
+        role: 'Writer',
+      },
+      mode: 'standard',
+      runtimeImage: 'runtime:1',
+      workspaceMode: 'ro',
+      labels: {},
+      stores,
+    });
+
+  it('an agent without egress has no resolver: its stores are in /etc/hosts, its pods outside the DNS policy', () => {
+    const p = pod({});
+    expect(p.metadata?.labels?.['holt.io/dns']).toBe('deny');
+    expect(p.spec?.dnsPolicy).toBe('None');
+    expect(p.spec?.dnsConfig).toEqual({ nameservers: ['127.0.0.1'] });
+    expect(p.spec?.hostAliases).toEqual([
+      { ip: '10.96.0.11', hostnames: ['h-redis', 'h-redis.team.svc', 'h-redis.team.svc.cluster.local'] },
+      { ip: '10.96.0.12', hostnames: ['h-nats', 'h-nats.team.svc', 'h-nats.team.svc.cluster.local'] },
+      {
+        ip: '10.96.0.13',
+        hostnames: ['h-postgres', 'h-postgres.team.svc', 'h-postgres.team.svc.cluster.local'],
+      },
+    ]);
+    // Every host a store URL of the pup names is among them.
+    const urls = (p.spec?.containers[0]?.env ?? []).filter((e) => /_URL$/.test(e.name));
+    expect(urls.length).toBeGreaterThan(0);
+  });
+
+  it('an agent with egress, one that asks for DNS, or one of a Holt with an external store keeps it', () => {
+    const external = HoltSpec.parse({
+      ...holtSpec,
+      stores: { redis: { mode: 'external', url: 'redis://u:p@redis.example:6379' } },
+    });
+    for (const p of [pod({ egress: true }), pod({ dns: 'allow' }), pod({}, external)]) {
+      expect(p.metadata?.labels?.['holt.io/dns']).toBeUndefined();
+      expect(p.spec?.dnsPolicy).toBeUndefined();
+      expect(p.spec?.hostAliases).toBeUndefined();
+    }
+    // Asked for, it goes even with egress.
+    expect(pod({ egress: true, dns: 'deny' }).metadata?.labels?.['holt.io/dns']).toBe('deny');
+  });
+});

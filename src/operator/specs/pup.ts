@@ -1,6 +1,7 @@
 import type {
   V1Container,
   V1EnvVar,
+  V1HostAlias,
   V1PodTemplateSpec,
   V1Volume,
   V1VolumeMount,
@@ -9,7 +10,7 @@ import type { AgentSpec, AgentVolume } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import { pupEnvironment } from '../../api/pupenv.ts';
 import { CONTRACT_ENV, TOOL_ENV_NAMES } from '../../common/secrets.ts';
-import { EGRESS_LABEL } from './networkpolicy.ts';
+import { DNS_LABEL, dnsDenied, EGRESS_LABEL, storeHostAliases } from './networkpolicy.ts';
 import { HOLT_BIN } from './orchestrator.ts';
 import {
   containerSecurity,
@@ -22,7 +23,7 @@ import {
   scrapeAnnotations,
 } from './pod.ts';
 import { agentAccount } from './serviceaccount.ts';
-import { storeEnv, storeTlsClient } from './stores.ts';
+import { type StoreKind, storeEnv, storeTlsClient } from './stores.ts';
 import {
   WORKSPACE_LABEL,
   WORKSPACE_PATH,
@@ -53,6 +54,22 @@ export interface PupPodInput {
   restartPolicy?: 'Always' | 'Never';
   /** The Agent's extra ConfigMap/Secret volumes, mounted read-only into the pup container. */
   volumes?: AgentVolume[];
+  /** The Holt's namespace and its store Services' cluster IPs, for pods without DNS (dnsDenied). */
+  stores?: StoreAddresses;
+}
+
+/** Where a Holt's bundled stores are, for the /etc/hosts of pods that go without DNS. */
+export interface StoreAddresses {
+  namespace: string;
+  clusterIps: Partial<Record<StoreKind, string>>;
+}
+
+/** The hosts entries of a pod without DNS, or undefined when it keeps DNS. */
+function noDnsOf(p: PupPodInput): { hostAliases: V1HostAlias[] } | undefined {
+  if (!dnsDenied(p.agent, p.holtSpec.stores)) return undefined;
+  return {
+    hostAliases: p.stores ? storeHostAliases(p.holt, p.stores.namespace, p.stores.clusterIps) : [],
+  };
 }
 
 /** The LLM key of an LLM agent, only ever as a secretKeyRef (the other settings are pupEnvironment's). */
@@ -185,11 +202,13 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
         },
       ]
     : [];
+  const noDns = noDnsOf(p);
   const lbls = {
     ...p.labels,
     'holt.io/role': p.agent.role,
     [WORKSPACE_LABEL]: p.holt,
     ...(p.agent.egress ? { [EGRESS_LABEL]: 'true' } : {}),
+    ...(noDns ? { [DNS_LABEL]: 'deny' } : {}),
   };
   const affinity = workspaceAffinity(
     p.holt,
@@ -208,6 +227,15 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
         ? { terminationGracePeriodSeconds: p.terminationGracePeriodSeconds }
         : {}),
       ...(affinity ? { affinity } : {}),
+      // No resolver (the Holt's DNS policy leaves these pods out): the stores are in /etc/hosts, and any
+      // other lookup fails at once on the loopback instead of waiting for a query the policy drops.
+      ...(noDns
+        ? {
+            hostAliases: noDns.hostAliases,
+            dnsPolicy: 'None',
+            dnsConfig: { nameservers: ['127.0.0.1'] },
+          }
+        : {}),
       ...(init.length ? { initContainers: init } : {}),
       containers: [pup],
       volumes,

@@ -3,7 +3,7 @@ import type { HoltSpec } from '../../api/holt.ts';
 import type { WorkerPoolSpec } from '../../api/workerpool.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { labels, meta, type Owner, selectorLabels } from './meta.ts';
-import { pupPodTemplate } from './pup.ts';
+import { pupPodTemplate, type StoreAddresses } from './pup.ts';
 
 /** The selector string of a pool's pods (status.selector, read by the HPA through /scale). */
 export function poolSelector(pool: string): string {
@@ -25,6 +25,7 @@ export function workerDeployment(
   agent: (AgentSpec & { role: string; volumes?: AgentVolume[] }) | undefined,
   holtSpec: HoltSpec,
   runtimeImage: string,
+  stores?: StoreAddresses,
 ): KubeObject {
   const name = owner.name;
   const base: AgentSpec & { role: string } = agent ?? {
@@ -75,6 +76,7 @@ export function workerDeployment(
         ],
         // Workers drain on SIGTERM; the grace period bounds the drain.
         terminationGracePeriodSeconds: pool.terminationGracePeriodSeconds,
+        stores,
       }),
     },
   };

@@ -1,0 +1,82 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
+import type { Operator } from '../operator.ts';
+import { KubeClient, type KubeObject } from '../runtime/kube.ts';
+import { eventually, installCrds, startOperator } from '../testkit.ts';
+
+const NS = 'dns-test';
+let kube: KubeCluster;
+let admin: KubeClient;
+let op: Operator;
+
+const obj = (kind: string, name: string, spec: Record<string, unknown>): KubeObject => ({
+  apiVersion: 'holt.io/v1alpha1',
+  kind,
+  metadata: { name, namespace: NS },
+  spec,
+});
+type PodSpec = {
+  dnsPolicy?: string;
+  hostAliases?: { ip: string; hostnames: string[] }[];
+};
+const template = async (name: string) => {
+  const d = await admin.get('Deployment', NS, name);
+  return (
+    d?.spec as { template: { metadata: { labels: Record<string, string> }; spec: PodSpec } } | undefined
+  )?.template;
+};
+
+beforeAll(async () => {
+  kube = await startKube();
+  admin = new KubeClient(kube.kubeconfig);
+  await installCrds(admin);
+  await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
+  op = await startOperator(kube, NS);
+}, 120_000);
+
+afterAll(async () => {
+  await op?.stop();
+  admin?.close();
+  await kube?.stop();
+});
+
+describe('agent pods without DNS, on a real API server', () => {
+  it("find their Holt's stores at the addresses the API server gave the store Services", async () => {
+    // Created together: the Agent may be reconciled before the Services are; their arrival rewrites it.
+    await admin.create(
+      obj('Agent', 'd-quiet', { holt: 'd', command: ['true'], bidding: { strategy: 'claim' } }),
+    );
+    await admin.create(
+      obj('Agent', 'd-talker', {
+        holt: 'd',
+        command: ['true'],
+        bidding: { strategy: 'claim' },
+        egress: true,
+      }),
+    );
+    await admin.create(obj('Holt', 'd', {}));
+    const ips: Record<string, string> = {};
+    for (const s of ['redis', 'nats', 'postgres'])
+      ips[s] = await eventually(
+        `Service d-${s}`,
+        async () =>
+          ((await admin.get('Service', NS, `d-${s}`))?.spec as { clusterIP?: string } | undefined)?.clusterIP,
+      );
+    const quiet = await eventually('the quiet agent rewritten with every store', async () => {
+      const t = await template('d-quiet');
+      return t?.spec.hostAliases?.length === 3 ? t : undefined;
+    });
+    expect(quiet.metadata.labels['holt.io/dns']).toBe('deny');
+    expect(quiet.spec.dnsPolicy).toBe('None');
+    expect(quiet.spec.hostAliases).toEqual(
+      ['redis', 'nats', 'postgres'].map((s) => ({
+        ip: ips[s],
+        hostnames: [`d-${s}`, `d-${s}.${NS}.svc`, `d-${s}.${NS}.svc.cluster.local`],
+      })),
+    );
+    // With egress it resolves names as any pod does.
+    const talker = await eventually('the egress agent', () => template('d-talker'));
+    expect(talker.metadata.labels['holt.io/dns']).toBeUndefined();
+    expect(talker.spec.hostAliases).toBeUndefined();
+  });
+});
