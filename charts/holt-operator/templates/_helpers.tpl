@@ -35,7 +35,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - apiGroups: [holt.io]
   resources: [holts]
   verbs: [get, list, watch]
-# Agents: the registry finalizer is added and removed with a merge patch.
+# Agents: patch only removes the registry finalizer older operators added (none is added now:
+# a finalizer would hang the deletion of a namespace once this Role is gone with it).
 - apiGroups: [holt.io]
   resources: [agents]
   verbs: [get, list, watch, patch]
