@@ -1095,12 +1095,30 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
         await c.kubectl(['-n', 'default', 'get', 'endpoints', 'kubernetes', '-o', 'json']),
       ) as { subsets: { addresses: { ip: string }[]; ports: { port: number }[] }[] };
       const api = { ip: ep.subsets[0]!.addresses[0]!.ip, port: ep.subsets[0]!.ports[0]!.port };
+      // The cluster's DNS Service, asked directly (a tool need not use the pod's resolv.conf).
+      const dnsIp = (
+        await c.kubectl([
+          '-n',
+          'kube-system',
+          'get',
+          'svc',
+          '-l',
+          'k8s-app=kube-dns',
+          '-o',
+          'jsonpath={.items[0].spec.clusterIP}',
+        ])
+      ).trim();
+      const dnsTargets = [
+        { name: 'dnsServer', dns: dnsIp, query: `holt-exfil-${Date.now()}.example.com` },
+        { name: 'dnsResolver', resolve: 'kubernetes.default.svc.cluster.local' },
+      ];
       const targets = [
         { name: 'declared', host: `np-allowed.${NS}.svc`, port: 8080 },
         { name: 'undeclared', host: `np-other.${NS}.svc`, port: 8080 },
         { name: 'apiService', host: 'kubernetes.default.svc', port: 443 },
         { name: 'apiServer', host: api.ip, port: api.port },
         ...(metadata.length ? [{ name: 'metadata', host: '169.254.169.254', port: 80 }] : []),
+        ...dnsTargets,
       ];
       // The control: from a pod no policy selects, every target answers (once the Services have their
       // endpoints: a rollout is done before kube-proxy routes to it).
@@ -1154,8 +1172,37 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
       const seen = JSON.parse(art?.payload ?? '{}') as Record<string, { ok: boolean; error?: string }>;
       progress(`netprobe from the agent: ${JSON.stringify(seen)}`);
       expect(seen.declared?.ok).toBe(true);
-      for (const t of targets.filter((x) => x.name !== 'declared'))
+      // With egress it keeps cluster DNS (it found np-allowed by name).
+      for (const t of dnsTargets) expect(seen[t.name], t.name).toMatchObject({ ok: true });
+      for (const t of targets.filter((x) => x.name !== 'declared' && !dnsTargets.includes(x)))
         expect(seen[t.name], t.name).toMatchObject({ ok: false });
+
+      // An agent without egress has no DNS: a query straight to the cluster's DNS Service gets no
+      // answer (nothing goes out in a name), and its resolver knows no name. Its pup still finds the
+      // stores (in /etc/hosts), so the workflow ends.
+      await kubectl(['delete', 'agent', 'trust-netprober', '--wait=true']);
+      await kubectl(
+        ['apply', '-f', '-'],
+        stringify({
+          apiVersion: 'holt.io/v1alpha1',
+          kind: 'Agent',
+          metadata: { name: 'trust-dnsprober', labels: { 'e2e.holt.io/holt': 'trust' } },
+          spec: {
+            holt: 'trust',
+            role: 'DnsProber',
+            command: ['node', '/probe/net-probe.mjs', JSON.stringify(dnsTargets), '--type=DnsProbe'],
+            bidding: { strategy: 'exclusive' },
+            volumes: [{ name: 'probe', configMap: 'np-allowed', mountPath: '/probe' }],
+          },
+        }),
+      );
+      await waitHoltReady('trust', 1);
+      const dnsOut = await holt('trust', ['forage', '--goal', 'try DNS', '--watch']);
+      expect(dnsOut).toContain('Workflow completed');
+      const dnsArt = (await trailOf('trust')).find((a) => a.type === 'DnsProbe');
+      const dnsSeen = JSON.parse(dnsArt?.payload ?? '{}') as Record<string, { ok: boolean; error?: string }>;
+      progress(`dns probe from an agent without egress: ${JSON.stringify(dnsSeen)}`);
+      for (const t of dnsTargets) expect(dnsSeen[t.name], t.name).toMatchObject({ ok: false });
     } finally {
       for (const s of servers) await s.stop();
       for (const m of metadata) await m.remove();
