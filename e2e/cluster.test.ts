@@ -1061,6 +1061,66 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     expect(report.attempts.filter((a) => a.ok)).toEqual([]);
   }, 600_000);
 
+  it('trust boundary: a tool that plants fsmonitor, uploadpack, a filter and hooks in .git and returns ":README" gets a Failure; nothing it planted runs in the pup or the runner', async () => {
+    // One agent on the trust Holt's stores at a time: the prober steps aside and comes back after.
+    await kubectl(['delete', 'agent', 'trust-prober', '--wait=true']);
+    const label = { 'e2e.holt.io/holt': 'trust' };
+    const onGoals =
+      "let s='';process.stdin.on('data',(d)=>{s+=d}).on('end',()=>process.stdout.write(JSON.parse(s).type==='GoalDefined'?'exclusive':'ignore'))";
+    const manifests = [
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'trust-plant', labels: label },
+        data: {
+          'git-plant.mjs': readFileSync(join(ROOT, 'test', 'fixtures', 'agents', 'git-plant.mjs'), 'utf8'),
+        },
+      },
+      {
+        apiVersion: 'holt.io/v1alpha1',
+        kind: 'Agent',
+        metadata: { name: 'trust-planter', labels: label },
+        spec: {
+          holt: 'trust',
+          role: 'Planter',
+          command: ['node', '/plant/git-plant.mjs', 'goal'],
+          bidding: { script: ['node', '-e', onGoals] },
+          workspace: { mode: 'rw' },
+          volumes: [{ name: 'plant', configMap: 'trust-plant', mountPath: '/plant' }],
+        },
+      },
+    ];
+    await kubectl(['apply', '-f', '-'], manifests.map((d) => stringify(d)).join('---\n'));
+    try {
+      await waitHoltReady('trust', 1);
+      /** The Planter's artefact made of the goal `mode` (the fixture takes its mode from the goal). */
+      const made = async (mode: string) => {
+        await holt('trust', ['forage', '--goal', mode]);
+        return until(`the Planter's artefact for ${mode}`, async () => {
+          const all = await trailOf('trust');
+          const g = all.find((a) => a.type === 'GoalDefined' && a.payload === mode);
+          return g && all.find((a) => a.source_artefacts.includes(g.id) && a.produced_by_role === 'Planter');
+        });
+      };
+      const good = await made('head');
+      expect(good).toMatchObject({ type: 'CodeCommit', payload: expect.stringMatching(/^[0-9a-f]{40}$/) });
+      const failed = await made('name');
+      expect(failed).toMatchObject({ structural_type: 'Failure', type: 'ToolExecutionFailure' });
+      expect(JSON.parse(failed.payload).reason).toMatch(
+        /git commit validation failed for ":README": not a full commit id/,
+      );
+      // The tool's own look at .git: the dump no plant ever wrote, and its naive `git status` (the
+      // control) runs the plant, so it was armed the whole time.
+      const report = await made('report');
+      expect(report.type).toBe('PlantReport');
+      expect(report.payload).not.toContain('[redacted]');
+      expect(JSON.parse(report.payload)).toEqual({ dump: null, control: true });
+    } finally {
+      await kubectl(['delete', 'agent', 'trust-planter', '--wait=true']).catch(() => undefined);
+      await kubectl(['apply', '-f', '-'], trustManifests());
+    }
+  }, 600_000);
+
   it('network policies, enforced (kube-router on every node): an egress agent reaches what its Agent declares, not the API server, not the metadata address, not another pod', async () => {
     const local = c.local;
     // A stand-in for the cloud metadata service, inside each node's own namespace (the pods' gateway).
