@@ -14,7 +14,7 @@ import { commitWorkspace } from './git-workspace.ts';
  * A living agent under `holt up`, driven as its users drive it (issue 17's "done when"): an outside
  * `curl` with a capability token queues a message; the agent makes a work item and sleeps on a timer;
  * its pup is killed mid-wait and restarted by the supervisor; the timer wakes it; it asks a tool that a
- * tool service answers over NATS (with the tool user's credentials, nothing more); it completes the item
+ * tool service answers over NATS (with its one tool's user, nothing more); it completes the item
  * with a report; the labels say where each thing came from; `holt send` instructs it as the operator.
  */
 

@@ -70,7 +70,7 @@ export const AgentTool = z
       .enum(['nats', 'command'])
       .optional()
       .describe(
-        "Asynchronous (a living agent's turns only): the turn suspends until the result arrives or asyncTimeoutSeconds pass, then the model gets the result or a timeout report. nats: a request on cmd.tool.<name> that a tool service answers; command: argv runs as a supervised background task.",
+        "Asynchronous (a living agent's turns only): the turn suspends until the result arrives or asyncTimeoutSeconds pass, then the model gets the result or a timeout report. nats: a request on cmd.tool.<instance>.<name> that a tool service answers on the call's own reply subject; command: argv runs as a supervised background task.",
       ),
     asyncTimeoutSeconds: z
       .number()

@@ -23,7 +23,7 @@ export type Authority = (typeof AUTHORITIES)[number];
 
 export const Labels = z.object({
   origin: z.enum(ORIGINS),
-  /** The surface it came through: `POST /v1/agents/Writer/messages`, `scheduler`, `nats cmd.tool.lookup`. */
+  /** The surface it came through: `POST /v1/agents/Writer/messages`, `scheduler`, `cmd.tool.demo.lookup`. */
   surface: z.string().min(1).max(300),
   /** The admission context: which credential let it in (`token ci-bot`), or `runtime`. */
   admission: z.string().min(1).max(300),
