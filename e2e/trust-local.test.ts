@@ -90,8 +90,9 @@ describe('local mode: a tool that looks for credentials finds none and reaches n
       new URL(state.postgresUrl as string).password,
       LLM_KEY,
     ];
-    // Redis and NATS: admin, orchestrator, pup, operator, tool; Postgres: owner, app; and two keys.
-    expect(secrets.length).toBe(5 + 5 + 2 + 2);
+    // Redis and NATS: admin, orchestrator, pup, operator, tool; Postgres: owner, orchestrator, pup,
+    // operator; and two keys.
+    expect(secrets.length).toBe(5 + 5 + 4 + 2);
     // Only the owner may read what holds them.
     for (const f of ['state.json', 'secrets.json']) expect(statSync(join(dir, f)).mode & 0o077).toBe(0);
 

@@ -60,7 +60,7 @@ export async function migrate(databaseUrl: string, log?: Logger): Promise<string
   return names;
 }
 
-/** Whether every migration of this build is applied (readable by the runtime's DML-only role). */
+/** Whether every migration of this build is applied (readable by every component's role). */
 export function schemaCurrent(databaseUrl: string): Promise<boolean> {
   return withClient(databaseUrl, async (c) => {
     const r = await c
@@ -72,8 +72,8 @@ export function schemaCurrent(databaseUrl: string): Promise<boolean> {
 }
 
 /**
- * For the runtime (orchestrator, LLM pups): a current schema is left alone, so a DML-only role never
- * tries DDL; otherwise migrate (tests and single-role databases), failing with what to do.
+ * For the runtime (orchestrator, LLM pups): a current schema is left alone, so a component's role
+ * never tries DDL; otherwise migrate (tests and single-role databases), failing with what to do.
  */
 export async function ensureSchema(databaseUrl: string, log?: Logger): Promise<void> {
   if (await schemaCurrent(databaseUrl)) return;
