@@ -137,6 +137,10 @@ function storeContainer(holt: string, store: StoreKind, tls: boolean): StoreCont
               `port: ${port}`,
               `http_port: ${NATS_MONITOR_PORT}`,
               'jetstream { store_dir: "/data" }',
+              // Lame duck (preStop) ends within the pod's grace period: NATS ignores SIGTERM while in it,
+              // so its 2 min default held every pod deletion (and a namespace's) for the full 60 s (30 s is NATS's least).
+              'lame_duck_grace_period: "3s"',
+              'lame_duck_duration: "30s"',
               // Clients must speak TLS (the monitoring port, probes only, stays plain).
               ...(tls ? [`tls { cert_file: "${TLS_FILES.cert}", key_file: "${TLS_FILES.key}" }`] : []),
               natsAuthorization(
