@@ -126,7 +126,6 @@ export class ClaimWatcher {
     const { active, watched, dormant } = await this.redis('claims_to_scan', () =>
       claimsToScan(bb, cfg.role, first),
     );
-    this.scanned = true;
     const ids = [...new Set([...active, ...watched, ...dormant])];
     const read = await this.readClaims(ids);
     const claims = read.filter((c): c is VersionedClaim => c !== null).map((c) => c.claim);
@@ -151,6 +150,8 @@ export class ClaimWatcher {
     open.forEach((c, i) => {
       if (!bid[i]) this.bidLater(c.id);
     });
+    // Only now: a scan that failed before this reads the dormant claims again next time.
+    this.scanned = true;
     if (!this.d.onGrant) return;
     const grants: Grant[] = [];
     for (const c of claims) {
