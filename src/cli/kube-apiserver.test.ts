@@ -43,6 +43,45 @@ describe('holt --kube against the API server', () => {
     expect(r.stderr).toContain('Holt default/nope not found');
   });
 
+  it('a Holt no operator has reconciled (no status): says which operator watches what (issue 29)', async () => {
+    const none = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'status']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('Holt default/demo has no status yet');
+    expect(none.stderr).toContain('no Holt operator runs in this cluster');
+    // The chart's operator, watching another namespace (no kubelet here: the Deployment object is enough).
+    await kube.kubectl(['create', 'namespace', 'holt-system']);
+    await kube.kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: {
+          name: 'holt-operator',
+          namespace: 'holt-system',
+          labels: { 'app.kubernetes.io/name': 'holt-operator' },
+        },
+        spec: {
+          selector: { matchLabels: { app: 'op' } },
+          template: {
+            metadata: { labels: { app: 'op' } },
+            spec: {
+              containers: [
+                {
+                  name: 'operator',
+                  image: 'op',
+                  env: [{ name: 'HOLT_OPERATOR_NAMESPACES', value: 'team-a' }],
+                },
+              ],
+            },
+          },
+        },
+      }),
+    });
+    const r = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'status']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('namespace default is not watched (holt-system/holt-operator watches team-a)');
+    expect(r.stderr).toContain('watchNamespaces={...,default}');
+  });
+
   it('a bundled Redis without a ready pod: a clear error, not a hang', async () => {
     await kube.kubectl(['create', 'service', 'clusterip', 'demo-redis', '--tcp=6379:6379', '-n', 'default']);
     const r = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'hoard']);
