@@ -1,10 +1,20 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artefact } from '../src/blackboard/types.ts';
+import { VERSION } from '../src/common/version.ts';
+import { detectEngine } from '../src/local/engine.ts';
 import { eventually } from '../test/harness/wait.ts';
 import { commitWorkspace } from './git-workspace.ts';
 
@@ -13,20 +23,22 @@ import { commitWorkspace } from './git-workspace.ts';
  * workspace plants, in .git, a core.fsmonitor, a partial clone whose promisor remote has a planted
  * uploadpack, a filter driver and hooks (test/fixtures/agents/git-plant.mjs), each of which dumps its
  * environment to .git/holt-plant-dump, then returns CodeCommits: `:README`, a missing full id, its
- * real full id. Under `holt up --no-containers`, the real pup, runner and CLI: the dump never appears,
- * and the control (a naive `git status` by the tool) shows the plant was armed.
+ * real full id. Under `holt up --no-containers` and under `holt up` with the tool in a container of the
+ * runtime image (node and git), the real pup, runner and CLI: the dump never appears, and the control (a
+ * naive `git status` by the tool) shows the plant was armed.
  */
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '..');
 const HOLT = join(ROOT, 'bin', 'holt');
 const PLANT = join(ROOT, 'test', 'fixtures', 'agents', 'git-plant.mjs');
-const BID = join(ROOT, 'examples', 'demo', 'agents', 'bid-on.mjs');
-const NAME = 'wsplant';
+const RUNTIME = `ghcr.io/holt-k8s/runtime:${VERSION}`;
 const LLM_KEY = 'sk-plant-llm-key-0123456789abcdef';
 
 let scratch: string;
-let ws: string;
 let env: NodeJS.ProcessEnv;
+/** The instance and workspace the current test drives. */
+let NAME = '';
+let ws = '';
 
 async function holt(args: string[], extra: NodeJS.ProcessEnv = {}) {
   const r = await run(HOLT, args, { cwd: ws, env: { ...env, ...extra }, maxBuffer: 20 << 20 });
@@ -56,72 +68,107 @@ async function forage(goal: string): Promise<Artefact> {
   );
 }
 
-beforeAll(() => {
-  scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'wsplant-'));
-  ws = join(scratch, 'ws');
-  mkdirSync(ws);
+/** A workspace whose one agent is the planter: from this machine, or from `image` (the tool's copy inside). */
+function workspace(name: string, image?: string): string {
+  const dir = join(scratch, name);
+  mkdirSync(dir);
+  let command = `["node", ${JSON.stringify(PLANT)}, "goal"]`;
+  if (image) {
+    copyFileSync(PLANT, join(dir, 'git-plant.mjs'));
+    command = '["node", "git-plant.mjs", "goal"]';
+  }
+  const onGoals =
+    "let s='';process.stdin.on('data',(d)=>{s+=d}).on('end',()=>process.stdout.write(JSON.parse(s).type==='GoalDefined'?'exclusive':'ignore'))";
   const yml = [
     'version: "2"',
     'orchestrator: {bid_timeout: 120s}',
     'agents:',
     '  Planter:',
-    `    command: ["node", ${JSON.stringify(PLANT)}, "goal"]`,
-    `    bid_script: ["node", ${JSON.stringify(BID)}, "GoalDefined", "exclusive"]`,
+    ...(image ? [`    image: ${image}`] : []),
+    `    command: ${command}`,
+    `    bid_script: ["node", "-e", ${JSON.stringify(onGoals)}]`,
     '    workspace: {mode: rw}',
   ].join('\n');
-  writeFileSync(join(ws, 'holt.yml'), `${yml}\n`);
-  commitWorkspace(ws);
+  writeFileSync(join(dir, 'holt.yml'), `${yml}\n`);
+  commitWorkspace(dir);
+  // The runtime image's user (1000) writes the workspace, as an agent pod's does.
+  if (image) execFileSync('chown', ['-R', '1000:1000', dir]);
+  return dir;
+}
+
+beforeAll(() => {
+  scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'wsplant-'));
   env = { ...process.env, HOLT_HOME: join(scratch, 'home'), NO_COLOR: '1' };
 });
 
 afterAll(async () => {
-  if (env) await holt(['down', '--name', NAME]).catch(() => undefined);
+  for (const [name, dir] of [
+    ['wsplant', 'host'],
+    ['wsplant-c', 'container'],
+  ]) {
+    ws = join(scratch ?? '', dir as string);
+    if (env && existsSync(ws)) await holt(['down', '--name', name as string]).catch(() => undefined);
+  }
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
+/** The scenario, in either mode. `control`: also run the plant from this machine (its paths are ours). */
+async function planted(name: string, dir: string, up: string[], control: boolean) {
+  NAME = name;
+  ws = dir;
+  await holt(['up', '--name', NAME, ...up], { OPENAI_API_KEY: LLM_KEY });
+  const dump = join(ws, '.git', 'holt-plant-dump');
+  const secrets = [
+    ...Object.values(
+      JSON.parse(
+        readFileSync(join(env.HOLT_HOME as string, 'instances', NAME, 'secrets.json'), 'utf8'),
+      ) as Record<string, Record<string, string>>,
+    ).flatMap((s) => Object.values(s)),
+    LLM_KEY,
+  ];
+
+  const good = await forage('head');
+  expect(good).toMatchObject({ type: 'CodeCommit', payload: expect.stringMatching(/^[0-9a-f]{40}$/) });
+  expect(existsSync(join(ws, '.git', 'plant.sh'))).toBe(true);
+  // The CLI reads the planted workspace too: `holt forage` refuses it as dirty, running nothing.
+  await expect(holt(['forage', '--name', NAME, '--goal', 'name'])).rejects.toThrow(/not clean/);
+  for (const [goal, reason] of [
+    ['name', /git commit validation failed for ":README": not a full commit id/],
+    ['missing', /git commit validation failed for "1{40}"/],
+  ] as const) {
+    const f = await forage(goal);
+    expect(f).toMatchObject({ structural_type: 'Failure', type: 'ToolExecutionFailure' });
+    expect(JSON.parse(f.payload).reason).toMatch(reason);
+  }
+  expect(existsSync(dump)).toBe(false);
+
+  // The tool's own report: no dump, and its naive `git status` (the control) does run the plant.
+  const report = await forage('report');
+  expect(report.type).toBe('PlantReport');
+  expect(JSON.parse(report.payload)).toEqual({ dump: null, control: true });
+  // What the control dumped is the tool's environment: no credential of the Holt's.
+  const seen = readFileSync(dump, 'utf8');
+  expect(seen).toContain('PLANT_CONTROL=naive');
+  for (const s of secrets) expect(seen).not.toContain(s);
+  if (!control) return;
+  // And the control outside Holt: the same planted repository runs the plant for a naive caller.
+  rmSync(dump);
+  try {
+    execFileSync('git', ['cat-file', '-e', ':README'], { cwd: ws, stdio: 'ignore' });
+  } catch {
+    // the plant exits 1
+  }
+  expect(readFileSync(dump, 'utf8')).toMatch(/planted ran/);
+}
+
 describe('local mode: nothing a tool plants in .git runs in a Holt process', () => {
-  it('CodeCommits from a planted workspace: names refused, ids checked by a hardened git in the runner; the plant never runs', async () => {
-    await holt(['up', '--name', NAME, '--no-containers'], { OPENAI_API_KEY: LLM_KEY });
-    const dump = join(ws, '.git', 'holt-plant-dump');
-    const secrets = [
-      ...Object.values(
-        JSON.parse(
-          readFileSync(join(env.HOLT_HOME as string, 'instances', NAME, 'secrets.json'), 'utf8'),
-        ) as Record<string, Record<string, string>>,
-      ).flatMap((s) => Object.values(s)),
-      LLM_KEY,
-    ];
+  it('on this machine (--no-containers): names refused, ids checked by a hardened git in the runner; the plant never runs', async () => {
+    await planted('wsplant', workspace('host'), ['--no-containers'], true);
+  }, 600_000);
 
-    const good = await forage('head');
-    expect(good).toMatchObject({ type: 'CodeCommit', payload: expect.stringMatching(/^[0-9a-f]{40}$/) });
-    expect(existsSync(join(ws, '.git', 'plant.sh'))).toBe(true);
-    // The CLI reads the planted workspace too: `holt forage` refuses it as dirty, running nothing.
-    await expect(holt(['forage', '--name', NAME, '--goal', 'name'])).rejects.toThrow(/not clean/);
-    for (const [goal, reason] of [
-      ['name', /git commit validation failed for ":README": not a full commit id/],
-      ['missing', /git commit validation failed for "1{40}"/],
-    ] as const) {
-      const f = await forage(goal);
-      expect(f).toMatchObject({ structural_type: 'Failure', type: 'ToolExecutionFailure' });
-      expect(JSON.parse(f.payload).reason).toMatch(reason);
-    }
-    expect(existsSync(dump)).toBe(false);
-
-    // The tool's own report: no dump, and its naive `git status` (the control) does run the plant.
-    const report = await forage('report');
-    expect(report.type).toBe('PlantReport');
-    expect(JSON.parse(report.payload)).toEqual({ dump: null, control: true });
-    // What the control dumped is the tool's environment: no credential of the Holt's.
-    const seen = readFileSync(dump, 'utf8');
-    expect(seen).toContain('PLANT_CONTROL=naive');
-    for (const s of secrets) expect(seen).not.toContain(s);
-    // And the control outside Holt: the same planted repository runs the plant for a naive caller.
-    rmSync(dump);
-    try {
-      execFileSync('git', ['cat-file', '-e', ':README'], { cwd: ws, stdio: 'ignore' });
-    } catch {
-      // the plant exits 1
-    }
-    expect(readFileSync(dump, 'utf8')).toMatch(/planted ran/);
+  it('the tool in a container of the runtime image: the same', async () => {
+    const engine = await detectEngine(process.env);
+    if (!engine) throw new Error('no container engine answers: `make setup` starts one');
+    await planted('wsplant-c', workspace('container', RUNTIME), [], false);
   }, 600_000);
 });
