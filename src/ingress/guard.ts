@@ -7,7 +7,7 @@ import type { Socket } from 'node:net';
  */
 
 export interface GuardLimits {
-  /** Open connections in all; past it the oldest idle one (no request in flight) makes room, else the new one is closed. */
+  /** Open connections in all; past it an idle one of the source holding the most makes room, else the new one is closed. */
   maxConnections: number;
   /** Open connections from one source address. */
   maxPerSource: number;
@@ -27,15 +27,17 @@ export const DEFAULT_LIMITS: GuardLimits = {
 export type Refusal = 'connection_cap' | 'source_cap' | 'evicted';
 
 /**
- * Open sockets, oldest first, with the number per source. A socket is busy from the request's head to
- * the end of its response; an idle one (never sent a full head, or kept alive between requests) is
- * the first to go when the cap is reached, so a slow-loris flood cannot keep a prompt caller out.
+ * Open sockets by source, oldest first. At the cap, room is made at the expense of the source that
+ * holds the most: its oldest idle connection (no request in flight: a head still coming, or kept alive
+ * between requests) is closed for a newcomer from a source holding at least two fewer; otherwise the
+ * newcomer is. A flood, from one address or many, thus takes its own slots, never those of a caller
+ * that holds one or two, however late the event loop reads that caller's head.
  */
 export class ConnectionGuard {
+  private readonly bySource = new Map<string, Set<Socket>>();
   // The source is kept with the socket: a closed socket no longer knows its peer.
-  private readonly open = new Map<Socket, string>();
+  private readonly sourceOfSocket = new Map<Socket, string>();
   private readonly busy = new Set<Socket>();
-  private readonly perSource = new Map<string, number>();
   private readonly limits: GuardLimits;
   private readonly onRefuse: (why: Refusal) => void;
   constructor(limits: GuardLimits, onRefuse: (why: Refusal) => void = () => undefined) {
@@ -44,7 +46,7 @@ export class ConnectionGuard {
   }
 
   get size(): number {
-    return this.open.size;
+    return this.sourceOfSocket.size;
   }
 
   /** Connections with a request in flight. */
@@ -55,29 +57,34 @@ export class ConnectionGuard {
   /** A new connection: kept (true) or destroyed here (false). */
   accept(s: Socket): boolean {
     const src = sourceOf(s.remoteAddress);
-    const mine = this.perSource.get(src) ?? 0;
+    const mine = this.bySource.get(src)?.size ?? 0;
     if (mine >= this.limits.maxPerSource) return this.refuse(s, 'source_cap');
-    if (this.open.size >= this.limits.maxConnections) {
-      const idle = this.oldestIdle();
+    if (this.size >= this.limits.maxConnections) {
+      const idle = this.evictable(mine);
       if (!idle) return this.refuse(s, 'connection_cap');
       this.onRefuse('evicted');
       idle.destroy();
       this.forget(idle);
     }
-    this.open.set(s, src);
-    this.perSource.set(src, mine + 1);
+    const set = this.bySource.get(src) ?? new Set<Socket>();
+    this.bySource.set(src, set.add(s));
+    this.sourceOfSocket.set(s, src);
     s.once('close', () => this.forget(s));
     return true;
   }
 
   /** The socket has a request in flight (true) or is waiting for one (false). */
   mark(s: Socket, inFlight: boolean): void {
-    if (inFlight && this.open.has(s)) this.busy.add(s);
+    if (inFlight && this.sourceOfSocket.has(s)) this.busy.add(s);
     else this.busy.delete(s);
   }
 
-  private oldestIdle(): Socket | undefined {
-    for (const s of this.open.keys()) if (!this.busy.has(s)) return s;
+  /** The oldest idle connection of the biggest source, if that source holds two more than `mine`. */
+  private evictable(mine: number): Socket | undefined {
+    let big: Set<Socket> | undefined;
+    for (const set of this.bySource.values()) if (!big || set.size > big.size) big = set;
+    if (!big || big.size < mine + 2) return undefined;
+    for (const s of big) if (!this.busy.has(s)) return s;
     return undefined;
   }
 
@@ -88,13 +95,13 @@ export class ConnectionGuard {
   }
 
   private forget(s: Socket): void {
-    const src = this.open.get(s);
+    const src = this.sourceOfSocket.get(s);
     if (src === undefined) return;
-    this.open.delete(s);
+    this.sourceOfSocket.delete(s);
     this.busy.delete(s);
-    const n = (this.perSource.get(src) ?? 1) - 1;
-    if (n <= 0) this.perSource.delete(src);
-    else this.perSource.set(src, n);
+    const set = this.bySource.get(src);
+    set?.delete(s);
+    if (set?.size === 0) this.bySource.delete(src);
   }
 }
 

@@ -151,22 +151,32 @@ describe('the ingress under hostile callers', () => {
     expect(await queued(srv.instance)).toBe(0);
   });
 
-  it('past the connection cap the oldest idle connection makes room for a prompt caller; when all are busy a new one is closed', async () => {
+  it('past the connection cap the biggest source gives up an idle connection to a smaller one; its own newcomers, or any when its connections are all in flight, are closed', async () => {
     const srv = await serve({ maxConnections: 4, maxPerSource: 100, bodyTimeoutMs: 60_000 });
     const idle = await Promise.all([1, 2, 3, 4].map(() => open(srv.port, '127.0.0.2')));
     await eventually('four open connections', () => srv.connections() === 4);
     expect((await post(srv.port, text('through'), { token: WRITER })).status).toBe(202);
     await eventually('one idle connection evicted', () => idle.filter((c) => c.isClosed()).length === 1);
     expect(srv.metrics.refused.evicted).toBe(1);
-    // Four requests whose bodies are still coming hold every slot: a fifth connection is turned away.
+    // The flood's own newcomers take nothing from it: at the cap, one more from 127.0.0.2 is closed.
+    await open(srv.port, '127.0.0.2');
+    await eventually('four open connections', () => srv.connections() === 4);
+    const more = await open(srv.port, '127.0.0.2');
+    await more.closed;
+    expect(more.data()).toBe('');
+    expect(srv.metrics.refused.connection_cap).toBe(1);
+    expect(idle.filter((c) => c.isClosed())).toHaveLength(1);
+  });
+
+  it('when the biggest source has only requests in flight, a newcomer is turned away and they are kept', async () => {
+    const srv = await serve({ maxConnections: 2, maxPerSource: 100, bodyTimeoutMs: 60_000 });
     const busy = [];
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < 2; i++) {
       const c = await open(srv.port, '127.0.0.3');
       c.socket.write(head({ token: WRITER, length: 100 }));
       busy.push(c);
       await eventually(`busy connection ${i + 1}`, () => srv.inFlight() === i + 1);
     }
-    expect(srv.connections()).toBe(4);
     const late = await open(srv.port, '127.0.0.4');
     await late.closed;
     expect(late.data()).toBe('');
@@ -194,7 +204,7 @@ describe('the ingress under hostile callers', () => {
       // The head alone: the reply comes before the body is sent (the old ingress read the body first).
       c.socket.write(head({ length: 10 * 1024 * 1024, ...(token ? { token } : {}) }));
       await eventually('the 401', () => /^HTTP\/1\.1 401 /.test(c.data()));
-      // The body is then read and dropped, and the connection closed past 1 MiB of it.
+      // Nor is it read after: the connection closes, whatever the client still sends.
       c.socket.write(Buffer.alloc(10 * 1024 * 1024, 'x'));
       await c.closed;
     }

@@ -107,16 +107,11 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
           ? { contentLength: Number(req.headers['content-length']) }
           : {}),
       });
-      if ('status' in a) {
-        discard(req);
-        return logged(a);
-      }
+      if ('status' in a) return logged(refused(req, a));
       readBody(req, limits.bodyTimeoutMs, metrics)
         .then(async (body) => {
-          if (body === 'too_big') {
-            discard(req);
-            return logged({ ...fail(413, `the body is over ${MAX_BODY_BYTES} bytes`), who: a });
-          }
+          if (body === 'too_big')
+            return logged({ ...fail(413, `the body is over ${MAX_BODY_BYTES} bytes`), close: true, who: a });
           if (body === 'late') {
             metrics.refuse('deadline');
             return logged({
@@ -141,7 +136,13 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
         });
     },
   );
-  server.on('connection', (s) => guard.accept(s));
+  // The guard decides before Node's HTTP layer sees a connection: a refused one never gets a parser,
+  // its buffers and timers (a flood's refusals would otherwise be the most of what it costs).
+  const http = server.listeners('connection') as ((s: Socket) => void)[];
+  server.removeAllListeners('connection');
+  server.on('connection', (s: Socket) => {
+    if (guard.accept(s)) for (const l of http) l.call(server, s);
+  });
   // A malformed or late head: 400, 408 or 431 (as Node answers them), counted, then closed.
   server.on('clientError', (err: NodeJS.ErrnoException, s: Socket) => {
     const late = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
@@ -177,22 +178,23 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
   };
 }
 
-/** Past this much of a refused body, the connection is closed instead of read on. */
-const DISCARD_MAX = 16 * MAX_BODY_BYTES;
-
 /**
- * The body of a refused request is read and dropped, never held: the reply can then be read by a
- * client still sending (closing at once would reset the connection under it), and a keep-alive
- * connection stays usable. Past DISCARD_MAX the connection is closed.
+ * A request refused from its head: its body is never held. A small one (declared, up to the cap) is
+ * read and dropped, so the reply reaches a client still sending and a keep-alive connection stays
+ * usable; a larger or undeclared one is not read at all: the connection closes after the reply.
  */
-function discard(req: IncomingMessage): void {
-  let dropped = 0;
+function refused(req: IncomingMessage, r: Reply): Reply {
+  const declared = req.headers['content-length'];
+  if (
+    declared === undefined
+      ? req.headers['transfer-encoding'] !== undefined
+      : Number(declared) > MAX_BODY_BYTES
+  )
+    return { ...r, close: true };
   req.removeAllListeners('data');
-  req.on('data', (c: Buffer) => {
-    dropped += c.length;
-    if (dropped > DISCARD_MAX) req.socket.destroy();
-  });
+  req.on('data', () => undefined);
   req.resume();
+  return r;
 }
 
 function send(res: ServerResponse, r: Reply): void {
@@ -208,7 +210,7 @@ function send(res: ServerResponse, r: Reply): void {
 
 /**
  * An admitted request's body, held up to the cap and no longer than `deadlineMs`: 'too_big' past the
- * cap (the rest is discarded), 'late' past the deadline (the reply closes the connection).
+ * cap, 'late' past the deadline (either reply closes the connection).
  */
 function readBody(
   req: IncomingMessage,
