@@ -1044,8 +1044,9 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
       for (const [k, v] of Object.entries(data))
         if (k.endsWith('password')) secrets.push(Buffer.from(v, 'base64').toString());
     }
-    // Redis and NATS: admin, orchestrator, pup, operator, tool; Postgres: superuser, owner, app.
-    expect(secrets.length).toBe(5 + 5 + 3);
+    // Redis and NATS: admin, orchestrator, pup, operator, tool; Postgres: superuser, owner, orchestrator,
+    // pup, operator.
+    expect(secrets.length).toBe(5 + 5 + 5);
     expect(report.texts).toContain('HOLT_AGENT_NAME=Prober');
     expect(report.texts).toContain('DECLARED_FOR_TOOLS=visible');
     expect(report.texts).toMatch(/HOLT_CALL_ID=[0-9a-f-]{36}/);
