@@ -128,7 +128,8 @@ export async function removeInstanceContainers(e: Engine, instance: string): Pro
     /\s+/,
   );
   const live = ids.filter(Boolean);
-  if (live.length) await engineRun(e, ['rm', '-f', ...live]);
+  // -v: their anonymous /tmp volumes too.
+  if (live.length) await engineRun(e, ['rm', '-f', '-v', ...live]);
   await engineRun(e, ['network', 'rm', `holt-${instance}`]).catch(() => undefined);
 }
 

@@ -114,7 +114,7 @@ export function toolsComponent(
       prepare: async () => {
         prepareDir();
         // A container a killed run left behind holds the name.
-        await engineRun(k.engine, ['rm', '-f', containerName(c.instance, c.component)]).catch(
+        await engineRun(k.engine, ['rm', '-f', '-v', containerName(c.instance, c.component)]).catch(
           () => undefined,
         );
       },

@@ -55,7 +55,7 @@ describe('where a local agent runs its tools', () => {
       limits: { memory: '4g', pids: 4096 },
     });
     expect(args.join(' ')).toBe(
-      'run --rm --name holt-dev-Coder --label holt.instance=dev --label holt.role=Coder --network holt-dev --user 1000:1000 --cap-drop ALL --security-opt no-new-privileges --read-only --tmpfs /tmp:rw,exec,nosuid,nodev,mode=1777 --pids-limit 4096 --memory 4g -v holt-bundle-1:/opt/holt:ro -v /home/me/repo:/workspace:ro -v /tmp/holt-0/ab/Coder:/run/holt -w /workspace -e GREETING --entrypoint /opt/holt/bin/holt coder:1 tool-runner --socket /run/holt/runner.sock',
+      'run --rm --name holt-dev-Coder --label holt.instance=dev --label holt.role=Coder --network holt-dev --user 1000:1000 --cap-drop ALL --security-opt no-new-privileges --read-only -v /tmp --pids-limit 4096 --memory 4g -v holt-bundle-1:/opt/holt:ro -v /home/me/repo:/workspace:ro -v /tmp/holt-0/ab/Coder:/run/holt -w /workspace -e GREETING --entrypoint /opt/holt/bin/holt coder:1 tool-runner --socket /run/holt/runner.sock',
     );
     const rw = containerRunArgs({
       ...{ instance: 'dev', component: 'C', role: 'C', image: 'c', workspace: '/w', runDir: '/r' },

@@ -75,14 +75,16 @@ export function containerRunArgs(c: ContainerInput): string[] {
     c.network,
     ...(c.user ? ['--user', c.user] : []),
     // As the agent container of a pod: no capability, no privilege gained through setuid, a read-only
-    // root with a writable /tmp; and bounded, so a fork bomb or a leak stops at the container.
+    // root with a writable /tmp; and bounded, so a fork bomb or a leak stops at the container. /tmp is
+    // an anonymous volume, which starts with what the image has there (a tmpfs would hide it: Holt
+    // images may keep their tools under /tmp); it goes with the container (`run --rm`, `rm -v`).
     '--cap-drop',
     'ALL',
     '--security-opt',
     'no-new-privileges',
     '--read-only',
-    '--tmpfs',
-    '/tmp:rw,exec,nosuid,nodev,mode=1777',
+    '-v',
+    '/tmp',
     '--pids-limit',
     String(c.limits.pids),
     '--memory',
