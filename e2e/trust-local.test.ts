@@ -114,8 +114,11 @@ describe('local mode: a tool that looks for credentials finds none and reaches n
     expect(report.texts).toContain('HOLT_AGENT_NAME=Prober');
     expect(report.texts).toContain('DECLARED_FOR_TOOLS=visible');
     expect(report.texts).toMatch(/HOLT_CALL_ID=[0-9a-f-]{36}/);
-    expect(report.seen.environ).toBeGreaterThan(3);
     expect(report.seen.cmdline).toBeGreaterThan(3);
+    // The environ of its own namespace's processes only: its runner starts in a user namespace of its
+    // own (the locked read-only workspace view), so the others' (the pup's, `holt up`'s) are closed to it.
+    expect(report.seen.environ).toBeGreaterThan(0);
+    expect(report.seen.environ).toBeLessThan(report.seen.cmdline);
     expect(new Set(report.attempts.map((a) => a.store))).toEqual(new Set(['redis', 'nats', 'postgres']));
     for (const s of secrets) expect(report.texts).not.toContain(s);
     expect(report.attempts.filter((a) => a.ok)).toEqual([]);
