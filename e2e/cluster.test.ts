@@ -922,7 +922,9 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
     );
     expect(shown[2]!.user).toContain('origin="timer"');
     // The tool's requests are per instance (cmd.tool.<holt>.<tool>); its answer came on the call's own reply subject.
-    expect(shown[3]!.last).toContain('origin="task" surface="cmd.tool.living.lookup" admission="tool service"');
+    expect(shown[3]!.last).toContain(
+      'origin="task" surface="cmd.tool.living.lookup" admission="tool service"',
+    );
     expect(shown[3]!.last).toContain('build 7: green');
     expect(shown[5]!.user).toContain('origin="operator"');
     expect(shown[5]!.user).toContain('authority="operator_instruction"');
@@ -1235,7 +1237,9 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
       expect(seen.declared?.ok).toBe(true);
       // With egress it keeps cluster DNS (it found np-allowed by name).
       for (const t of dnsTargets) expect(seen[t.name], t.name).toMatchObject({ ok: true });
-      for (const t of targets.filter((x) => x.name !== 'declared' && !dnsTargets.includes(x)))
+      for (const t of targets.filter(
+        (x) => x.name !== 'declared' && !dnsTargets.some((d) => d.name === x.name),
+      ))
         expect(seen[t.name], t.name).toMatchObject({ ok: false });
 
       // An agent without egress has no DNS: a query straight to the cluster's DNS Service gets no
