@@ -102,7 +102,8 @@ export class Informer {
   #watches = new Map<string, ListWatch<KubernetesObject>>();
   #stopped = true;
   #synced = false;
-  #failures: WatchFailures = { count: 0, restartAt: 0 };
+  /** Per namespace watched: a namespace being deleted (403s) does not slow the others' restarts. */
+  #failures = new Map<string, WatchFailures>();
   #resyncTimer?: NodeJS.Timeout;
   #restartTimers = new Set<NodeJS.Timeout>();
   lastEventAt = 0;
@@ -196,11 +197,15 @@ export class Informer {
 
   #onError(scope: string, lw: ListWatch<KubernetesObject>, err: unknown): void {
     if (this.#stopped || this.#watches.get(scope) !== lw) return;
-    const { delayMs: delay, next } = nextWatchRetry(this.#failures, Date.now());
-    this.#failures = next;
+    const { delayMs: delay, next } = nextWatchRetry(
+      this.#failures.get(scope) ?? { count: 0, restartAt: 0 },
+      Date.now(),
+    );
+    this.#failures.set(scope, next);
     this.#log.warn(
       {
         event_type: 'watch_error',
+        ...(scope ? { namespace: scope } : {}),
         error: err instanceof Error ? err.message : String(err),
         retry_ms: delay,
         failures: next.count,
