@@ -2,12 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
-import { collectDefaultMetrics, type Registry } from 'prom-client';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { Blackboard } from '../src/blackboard/client.ts';
 import { silentLogger } from '../src/common/logger.ts';
+import { createPool } from '../src/common/pg.ts';
 import { InboxMetrics } from '../src/inbox/metrics.ts';
+import { startIngressServer } from '../src/ingress/server.ts';
+import { LifeStore } from '../src/life/store.ts';
 import { LlmMetrics, MeteredModel } from '../src/llm/metrics.ts';
 import { OpenAiModel } from '../src/llm/model.ts';
 import { KubeClient } from '../src/operator/runtime/kube.ts';
@@ -107,6 +110,39 @@ describe('metrics follow Prometheus conventions (promlint, real samples)', () =>
       await coder.stop();
       await orch.stop();
       await bb.close();
+    }
+  });
+
+  it("the living agents' ingress: requests by code, refusals by reason, open connections", async () => {
+    const registry = new Registry();
+    let leader = false;
+    // No request here reaches the store (refused from its head): a pool that is never connected.
+    const pool = createPool('postgres://holt@127.0.0.1:1/none');
+    const srv = await startIngressServer({
+      instance: 'm',
+      port: 0,
+      host: '127.0.0.1',
+      life: new LifeStore(pool),
+      tokens: () => [],
+      knows: async () => true,
+      ring: () => undefined,
+      log: silentLogger(),
+      serving: () => leader,
+      registry,
+    });
+    try {
+      const post = () =>
+        fetch(`http://127.0.0.1:${srv.port}/v1/agents/Writer/messages`, { method: 'POST', body: '{}' });
+      expect((await post()).status).toBe(503);
+      leader = true;
+      expect((await post()).status).toBe(401);
+      const text = await expectClean(registry);
+      expect(text).toContain('holt_ingress_refused_total{reason="standby"} 1');
+      expect(text).toContain('holt_ingress_requests_total{code="401"} 1');
+      expect(text).toContain('# TYPE holt_ingress_connections gauge');
+    } finally {
+      await srv.close();
+      await pool.end();
     }
   });
 

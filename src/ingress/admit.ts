@@ -88,12 +88,27 @@ export class Ingress {
     this.failures = new FailureLimiter(d.limits);
   }
 
-  /** From the head alone: a refusal (its body never read), or who may send the body. */
-  admit(h: Head): Reply | Admitted {
+  /**
+   * What a source gets whatever it asks: 503 from a standby, 429 past its failed authentications.
+   * Decided from the address alone, so the server can answer it without parsing the request.
+   */
+  early(source: string): Reply | undefined {
     if (this.d.serving && !this.d.serving()) {
       this.d.metrics.refuse('standby');
       return fail(503, 'this orchestrator is a standby; retry (the leader serves)', retryAfter(1000));
     }
+    const blocked = this.failures.blockedFor(source, (this.d.now ?? Date.now)());
+    if (blocked) {
+      this.d.metrics.refuse('auth_limited');
+      return fail(429, `too many failed authentications from ${source}; retry later`, retryAfter(blocked));
+    }
+    return undefined;
+  }
+
+  /** From the head alone: a refusal (its body never read), or who may send the body. */
+  admit(h: Head): Reply | Admitted {
+    const early = this.early(h.source);
+    if (early) return early;
     const route = routeOf(h.method, h.url);
     if (!route.ok)
       return {
@@ -102,11 +117,6 @@ export class Ingress {
       };
     const { role, mode } = route.value;
     const now = (this.d.now ?? Date.now)();
-    const blocked = this.failures.blockedFor(h.source, now);
-    if (blocked) {
-      this.d.metrics.refuse('auth_limited');
-      return fail(429, `too many failed authentications from ${h.source}; retry later`, retryAfter(blocked));
-    }
     const bearer = /^Bearer\s+(\S+)$/i.exec(h.authorization ?? '')?.[1];
     const token = bearer ? findToken(this.d.tokens(), bearer) : undefined;
     if (!token) {

@@ -140,8 +140,27 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
   // its buffers and timers (a flood's refusals would otherwise be the most of what it costs).
   const http = server.listeners('connection') as ((s: Socket) => void)[];
   server.removeAllListeners('connection');
+  let answering = 0;
   server.on('connection', (s: Socket) => {
-    if (guard.accept(s)) for (const l of http) l.call(server, s);
+    // A standby, or a source past its failed authentications, is answered from its address: the
+    // first bytes of its request are awaited (a reply before them confuses clients), never parsed.
+    const early = ingress.early(sourceOf(s.remoteAddress));
+    if (!early) {
+      if (guard.accept(s)) for (const l of http) l.call(server, s);
+      return;
+    }
+    if (answering >= limits.maxConnections) return void s.destroy();
+    answering++;
+    s.once('close', () => answering--);
+    s.on('error', () => undefined);
+    const bye = setTimeout(() => s.destroy(), limits.headersTimeoutMs);
+    s.once('close', () => clearTimeout(bye));
+    s.once('data', () => {
+      s.pause();
+      s.end(rawReply(early));
+      // The reply is read before the connection is reset under it; then it goes.
+      setTimeout(() => s.destroy(), 1000).unref();
+    });
   });
   // A malformed or late head: 400, 408 or 431 (as Node answers them), counted, then closed.
   server.on('clientError', (err: NodeJS.ErrnoException, s: Socket) => {
@@ -195,6 +214,20 @@ function refused(req: IncomingMessage, r: Reply): Reply {
   req.on('data', () => undefined);
   req.resume();
   return r;
+}
+
+/** A reply as bytes, for a connection Node's HTTP layer never parsed (it closes after). */
+function rawReply(r: Reply): string {
+  const body = JSON.stringify(r.body);
+  const headers = Object.entries({
+    'content-type': 'application/json',
+    'content-length': String(Buffer.byteLength(body)),
+    connection: 'close',
+    ...(r.headers ?? {}),
+  })
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  return `HTTP/1.1 ${r.status} ${STATUS_CODES[r.status]}\r\n${headers}\r\n${body}`;
 }
 
 function send(res: ServerResponse, r: Reply): void {

@@ -10,8 +10,12 @@ import { connectBus } from '../../src/bus/connect.ts';
 import { type Doorbell, subscribeDoorbell } from '../../src/bus/doorbell.ts';
 import { doorbellSubject } from '../../src/bus/subjects.ts';
 import { silentLogger } from '../../src/common/logger.ts';
+import { createPool } from '../../src/common/pg.ts';
 import { migrate } from '../../src/inbox/migrate.ts';
 import { InboxStore } from '../../src/inbox/store.ts';
+import { startIngressServer } from '../../src/ingress/server.ts';
+import { hashToken } from '../../src/ingress/tokens.ts';
+import { LifeStore } from '../../src/life/store.ts';
 import { parseAgent, parseHolt } from '../../src/operator/controllers/resources.ts';
 import { InboxDispatcher } from '../../src/orchestrator/inbox-dispatcher.ts';
 import {
@@ -262,6 +266,84 @@ describe('inbox rows and doorbells (real Postgres, real NATS)', () => {
     } finally {
       sub.unsubscribe();
       await nc.close();
+    }
+  });
+});
+
+describe("the living agents' ingress (real HTTP, real Postgres)", () => {
+  it('paths, headers and bodies of any bytes: a 2xx or a 4xx with its reason, never a 5xx "retry"; the server keeps serving', async () => {
+    await migrate(pgs.url);
+    const token = 'holt_corpus-token';
+    const pool = createPool(pgs.url, { max: 2 });
+    const srv = await startIngressServer({
+      instance: 'corpus-ingress',
+      port: 0,
+      host: '127.0.0.1',
+      life: new LifeStore(pool),
+      tokens: () => [
+        {
+          name: 'corpus',
+          role: 'Writer',
+          sha256: hashToken(token),
+          modes: ['enqueue_message', 'wake_hint'],
+          origin: 'webhook',
+          ratePerMinute: 100_000,
+          createdAtMs: 0,
+        },
+      ],
+      knows: async (role) => role === 'Writer',
+      ring: () => undefined,
+      log: silentLogger(),
+      limits: { maxAuthFailures: 100_000 },
+    });
+    // The review's attacks first, then generated ones.
+    const attacks: [string, Uint8Array][] = [
+      ['/v1/agents/Wr%zzter/messages', Buffer.from('{"text":"x"}')],
+      ['/v1/agents/Writer%00/messages', Buffer.from('{"text":"x"}')],
+      ['/v1/agents/Writer/messages', Buffer.from(`{"data":${'['.repeat(30_000)}${']'.repeat(30_000)}}`)],
+      ['/v1/agents/Writer/messages', Buffer.from('{"text":"a\\u0000b"}')],
+      ['/v1/agents/Writer/messages', Buffer.from([...Buffer.from('{"text":"a'), 0, ...Buffer.from('b"}')])],
+      ['/v1/agents/Writer/messages', Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d])],
+      ['/v1/agents/Writer/wake', Buffer.from('{"text":"\\ud800"}')],
+    ];
+    const generated = fc.sample(
+      fc.tuple(
+        fc.oneof(
+          fc.constantFrom('/v1/agents/Writer/messages', '/v1/agents/Writer/wake'),
+          fc.string({ maxLength: 40 }).map((r) => `/v1/agents/${encodeURIComponent(r)}/messages`),
+          fc.string({ maxLength: 40 }).map((r) => `/v1/agents/${r.replace(/[\s?#]/g, '%')}/messages`),
+        ),
+        fc.oneof(
+          fc.uint8Array({ maxLength: 300 }),
+          fc.json({ maxDepth: 40 }).map((j) => Buffer.from(j)),
+          fc.string().map((t) => Buffer.from(JSON.stringify({ text: t }))),
+        ),
+      ),
+      { numRuns: 300, seed: SEED },
+    );
+    const statuses = new Map<number, number>();
+    try {
+      for (const [path, body] of [...attacks, ...generated]) {
+        const r = await fetch(`http://127.0.0.1:${srv.port}${path}`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${token}`,
+            'idempotency-key': `c-${statuses.size}-${Math.random().toString(36).slice(2)}`,
+            'content-type': 'application/json',
+          },
+          body,
+        });
+        const reply = (await r.json()) as { error?: string };
+        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+        expect({ path, status: r.status < 500 }).toEqual({ path, status: true });
+        if (r.status >= 400) expect(reply.error).toBeTruthy();
+      }
+      count('ingress requests', attacks.length + generated.length);
+      expect([...statuses.keys()].some((s) => s === 202)).toBe(true);
+      expect([...statuses.keys()].some((s) => s === 400)).toBe(true);
+    } finally {
+      await srv.close();
+      await pool.end();
     }
   });
 });
