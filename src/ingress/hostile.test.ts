@@ -8,6 +8,8 @@ import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { ensureSchema } from '../inbox/migrate.ts';
 import { LifeStore } from '../life/store.ts';
+import { sourceOf } from './guard.ts';
+import { tooDeep } from './request.ts';
 import { type IngressLimits, type IngressServer, startIngressServer } from './server.ts';
 import { hashToken, type TokenEntry } from './tokens.ts';
 
@@ -277,5 +279,16 @@ describe('the ingress under hostile callers', () => {
     leader = true;
     expect((await post(srv.port, text('x'), { token: WRITER, key: 'standby-1' })).status).toBe(202);
     expect(srv.metrics.refused.standby).toBe(4);
+  });
+
+  it('a source is an IPv4 address (also IPv4-mapped) or an IPv6 /64; depth is counted outside strings (pure)', () => {
+    expect(sourceOf('::ffff:10.1.2.3')).toBe('10.1.2.3');
+    expect(sourceOf('10.1.2.3')).toBe('10.1.2.3');
+    expect(sourceOf('2001:db8:1:2:3:4:5:6')).toBe('2001:db8:1:2::/64');
+    expect(sourceOf('2001:db8:1:2::9')).toBe('2001:db8:1:2::/64');
+    expect(sourceOf('2001:DB8::1')).toBe('2001:db8:0:0::/64');
+    expect(tooDeep(`${'['.repeat(32)}${']'.repeat(32)}`)).toBe(false);
+    expect(tooDeep(`${'['.repeat(33)}${']'.repeat(33)}`)).toBe(true);
+    expect(tooDeep(`{"a":"${'['.repeat(100)}\\"["}`)).toBe(false);
   });
 });

@@ -157,9 +157,9 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
     s.once('close', () => clearTimeout(bye));
     s.once('data', () => {
       s.pause();
-      s.end(rawReply(early));
-      // The reply is read before the connection is reset under it; then it goes.
-      setTimeout(() => s.destroy(), 1000).unref();
+      // Closed once the reply is written: the request came in its first bytes, so nothing is left
+      // unread to reset the connection under the reply (a longer one is cut, as it deserves).
+      s.end(rawReply(early), () => s.destroy());
     });
   });
   // A malformed or late head: 400, 408 or 431 (as Node answers them), counted, then closed.
