@@ -877,6 +877,8 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
         `Authorization: Bearer ${token}`,
         '-H',
         `Idempotency-Key: ${key}`,
+        '-H',
+        'Content-Type: application/json',
         '--data',
         body,
         `http://${orch?.status.podIP}:8090/v1/agents/Watcher/messages`,
