@@ -43,7 +43,9 @@ export function contentTypeProblem(ct: string | undefined): string | undefined {
   const [type = '', ...params] = ct.toLowerCase().split(';');
   const t = type.trim();
   if (t !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(t))
-    return `the body must be JSON (Content-Type: application/json), not ${t.slice(0, 100)}`;
+    return `the body must be JSON (Content-Type: application/json), not ${t.slice(0, 100)}${
+      t === 'application/x-www-form-urlencoded' ? " (curl's -d alone sends that type)" : ''
+    }`;
   const charset = params.map((p) => p.trim()).find((p) => p.startsWith('charset='));
   if (charset && !/^charset="?utf-8"?$/.test(charset)) return 'the body must be UTF-8 (charset=utf-8)';
   return undefined;
