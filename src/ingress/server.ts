@@ -110,6 +110,7 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
       if ('status' in a) return logged(refused(req, a));
       readBody(req, limits.bodyTimeoutMs, metrics)
         .then(async (body) => {
+          if (body === 'gone') return;
           if (body === 'too_big')
             return logged({ ...fail(413, `the body is over ${MAX_BODY_BYTES} bytes`), close: true, who: a });
           if (body === 'late') {
@@ -243,18 +244,18 @@ function send(res: ServerResponse, r: Reply): void {
 
 /**
  * An admitted request's body, held up to the cap and no longer than `deadlineMs`: 'too_big' past the
- * cap, 'late' past the deadline (either reply closes the connection).
+ * cap, 'late' past the deadline (either reply closes the connection), 'gone' if the client left.
  */
 function readBody(
   req: IncomingMessage,
   deadlineMs: number,
   metrics: IngressMetrics,
-): Promise<Buffer | 'too_big' | 'late'> {
-  return new Promise((resolve, reject) => {
+): Promise<Buffer | 'too_big' | 'late' | 'gone'> {
+  return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
     let done = false;
-    const finish = (v: Buffer | 'too_big' | 'late') => {
+    const finish = (v: Buffer | 'too_big' | 'late' | 'gone') => {
       if (done) return;
       done = true;
       clearTimeout(timer);
@@ -270,11 +271,7 @@ function readBody(
       chunks.push(c);
     });
     req.on('end', () => finish(Buffer.concat(chunks)));
-    req.on('error', (e) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      reject(e);
-    });
+    // The client went away mid-body: nobody to answer.
+    req.on('error', () => finish('gone'));
   });
 }
