@@ -161,6 +161,7 @@ describe('the ingress under hostile callers', () => {
     await eventually('one idle connection evicted', () => idle.filter((c) => c.isClosed()).length === 1);
     expect(srv.metrics.refused.evicted).toBe(1);
     // The flood's own newcomers take nothing from it: at the cap, one more from 127.0.0.2 is closed.
+    await eventually("the caller's connection closed", () => srv.connections() === 3);
     await open(srv.port, '127.0.0.2');
     await eventually('four open connections', () => srv.connections() === 4);
     const more = await open(srv.port, '127.0.0.2');
