@@ -93,12 +93,13 @@ function userLine(user: string, password: string, p: Permissions): string {
 
 /**
  * The `authorization` block of nats-server's config: one user per principal (admin unrestricted), for
- * `instance` (default: any), and a user per tool service in `tools`. Plain passwords, so the file is a
- * Secret (or 0600) and never a command line.
+ * `instance` (default: any), and a user per tool service in `tools`, for `toolInstance` (default:
+ * `instance`; a Holt's own NATS keeps its principals at any instance but binds its per-tool users to
+ * the Holt's). Plain passwords, so the file is a Secret (or 0600) and never a command line.
  */
 export function natsAuthorization(
   passwords: Passwords,
-  opts: { instance?: string; tools?: ToolUser[] } = {},
+  opts: { instance?: string; tools?: ToolUser[]; toolInstance?: string } = {},
 ): string {
   const instance = opts.instance ?? '*';
   const perms = natsPermissions(instance);
@@ -106,7 +107,7 @@ export function natsAuthorization(
     userLine(who, passwords[who], perms[who]),
   );
   const tools = (opts.tools ?? []).map((t) =>
-    userLine(t.user, t.password, toolPermissions(instance, t.tools)),
+    userLine(t.user, t.password, toolPermissions(opts.toolInstance ?? instance, t.tools)),
   );
   return [
     'authorization {',

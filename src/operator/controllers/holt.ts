@@ -27,12 +27,14 @@ import {
   storeSecret,
   storeSecretName,
 } from '../specs/stores.ts';
+import { toolSecretName } from '../specs/tool-secrets.ts';
 import { workspacePvc, workspaceSeedJob } from '../specs/workspace.ts';
 import { applyChildren, type ControllerContext, conditionTrue, jobState, workloadReady } from './context.ts';
 import { type HoltDataStatus, readHoltData } from './holtdata.ts';
 import { holtIngress, syncIngressExposure, syncIngressTokens } from './ingress.ts';
 import { syncPodMonitor } from './monitoring.ts';
 import { holtOf, parseHolt, splitKey } from './resources.ts';
+import { holtNatsTools, pruneToolSecrets, syncToolSecrets } from './toolsecrets.ts';
 
 /** Kinds a Holt owns that are deleted when no longer desired (never PVCs: they hold data). */
 export const HOLT_PRUNE_KINDS = [
@@ -54,6 +56,7 @@ const STORE_CONDITION: Record<StoreKind, string> = {
 /**
  * Every object a Holt owns, built by the pure spec builders (Secrets apart: created once). `ingress`:
  * an Agent of the Holt enables spec.ingress, so the orchestrator serves the living agents' ingress.
+ * `natsTools`: the asynchronous NATS tools whose users the bundled NATS has (tool-secrets.ts).
  */
 export function holtChildren(
   owner: Owner,
@@ -61,12 +64,13 @@ export function holtChildren(
   runtimeImage: string,
   network: NetworkSettings,
   ingress = false,
+  natsTools: string[] = [],
 ): KubeObject[] {
   return [
     ...serviceAccounts(owner),
     workspacePvc(owner, spec.workspace),
     ...STORES.filter((s) => spec.stores[s].mode === 'bundled').flatMap((s) =>
-      bundledStore(owner, s, spec.stores[s], spec.stores.tls),
+      bundledStore(owner, s, spec.stores[s], spec.stores.tls, s === 'nats' ? natsTools : []),
     ),
     migrationJob(owner, spec, runtimeImage),
     ...[workspaceSeedJob(owner, spec, runtimeImage)].filter((j) => j !== undefined),
@@ -181,15 +185,32 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
       'Apply',
       `no token in Secret(s) ${tokens.missing.map((t) => t.secretName).join(', ')} (key token): those tokens admit nothing`,
     );
+  // Per-tool NATS credentials: their Secrets before the NATS that reads them. On a failure NATS keeps
+  // the tools whose Secrets it already reads, so it never restarts onto a missing Secret.
+  const wanted = spec.stores.nats.mode === 'bundled' ? holtNatsTools(ctx, ns, name) : [];
+  const toolSync = await syncToolSecrets(ctx, owner, spec, wanted).catch((e: unknown) => {
+    errors.push(`tool credentials: ${e instanceof Error ? e.message : String(e)}`);
+    return undefined;
+  });
+  const had = toolSync?.had ?? [];
+  const natsTools = toolSync ? wanted : wanted.filter((t) => had.includes(toolSecretName(name, t)));
   const res = await applyChildren(
     ctx,
     owner.uid,
     ns,
-    holtChildren(owner, spec, ctx.runtimeImage, ctx.network, ingress.serving),
+    holtChildren(owner, spec, ctx.runtimeImage, ctx.network, ingress.serving, natsTools),
     HOLT_PRUNE_KINDS,
   );
   errors.push(...res.errors);
-  const created = [...secrets, ...tokens.created, ...res.created];
+  const pruned =
+    toolSync && !res.errors.length
+      ? await pruneToolSecrets(ctx, owner, had, natsTools).catch((e: unknown) => {
+          errors.push(`tool credentials: ${e instanceof Error ? e.message : String(e)}`);
+          return [] as string[];
+        })
+      : [];
+  if (pruned.length) ctx.events.emit(holt, 'Normal', 'Pruned', 'Apply', `deleted ${pruned.join(', ')}`);
+  const created = [...secrets, ...tokens.created, ...(toolSync?.created ?? []), ...res.created];
   if (created.length) ctx.events.emit(holt, 'Normal', 'Created', 'Apply', `created ${created.join(', ')}`);
   if (res.updated.length)
     ctx.events.emit(holt, 'Normal', 'Updated', 'Apply', `updated ${res.updated.join(', ')}`);

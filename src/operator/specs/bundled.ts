@@ -16,6 +16,7 @@ import {
   storeName,
   storeSecretName,
 } from './stores.ts';
+import { natsToolEnv, natsToolUsers } from './tool-secrets.ts';
 
 /** Official images only (never Bitnami's, whose versioned tags moved to an unmaintained registry). */
 export const STORE_IMAGES: Record<StoreKind, string> = {
@@ -58,7 +59,7 @@ interface StoreContainer {
 const TLS_DIR = '/tls';
 const TLS_FILES = { cert: `${TLS_DIR}/tls.crt`, key: `${TLS_DIR}/tls.key`, ca: `${TLS_DIR}/ca.crt` };
 
-function storeContainer(holt: string, store: StoreKind, tls: boolean): StoreContainer {
+function storeContainer(holt: string, store: StoreKind, tls: boolean, natsTools: string[]): StoreContainer {
   const secret = storeSecretName(holt, store);
   const port = STORE_PORTS[store];
   // redis-cli on the pod's loopback: the CA checks the chain (redis-cli names no host to verify).
@@ -143,14 +144,18 @@ function storeContainer(holt: string, store: StoreKind, tls: boolean): StoreCont
               'lame_duck_duration: "30s"',
               // Clients must speak TLS (the monitoring port, probes only, stays plain).
               ...(tls ? [`tls { cert_file: "${TLS_FILES.cert}", key_file: "${TLS_FILES.key}" }`] : []),
+              // The principals at any instance (the NATS is the Holt's own); a user per asynchronous
+              // NATS tool (tool-secrets.ts), bound to the Holt's instance and that tool only.
               natsAuthorization(
                 Object.fromEntries(PRINCIPALS.map((p) => [p, `$${passwordVar(p)}`])) as Passwords,
+                { tools: natsToolUsers(natsTools), toolInstance: holt },
               ),
             ],
             'nats-server -c /tmp/nats.conf',
           ),
         ],
-        env: principalEnv(secret),
+        // A changed set of tools changes the pod template: the StatefulSet restarts NATS (same set: nothing).
+        env: [...principalEnv(secret), ...natsToolEnv(holt, natsTools)],
         ports: [
           { name: 'client', containerPort: port },
           { name: 'monitor', containerPort: NATS_MONITOR_PORT },
@@ -196,18 +201,22 @@ function storeContainer(holt: string, store: StoreKind, tls: boolean): StoreCont
   };
 }
 
-/** StatefulSet, headless + client Service and PDB of one bundled store. */
+/**
+ * StatefulSet, headless + client Service and PDB of one bundled store. `natsTools`: the asynchronous
+ * NATS tools (sorted, each once) whose users the bundled NATS has, each password from its Secret.
+ */
 export function bundledStore(
   owner: Owner,
   store: StoreKind,
   spec: HoltSpec['stores'][StoreKind],
   tls?: { secretName: string },
+  natsTools: string[] = [],
 ): KubeObject[] {
   const holt = owner.name;
   const name = storeName(holt, store);
   const lbls = labels(holt, name, store);
   const sel = selectorLabels(name, store);
-  const c = storeContainer(holt, store, tls !== undefined);
+  const c = storeContainer(holt, store, tls !== undefined, natsTools);
   const uid = STORE_UID[store];
   const scratchVolumes = c.scratch.map((_, i) => ({ name: `scratch-${i}`, emptyDir: {} }));
   const sts: V1StatefulSetSpec = {

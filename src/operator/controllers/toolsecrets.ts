@@ -1,0 +1,94 @@
+import type { HoltSpec } from '../../api/holt.ts';
+import { isConflict, type KubeObject } from '../runtime/kube.ts';
+import type { Owner } from '../specs/meta.ts';
+import { passwordKey, storeName, storeSecretName, storesTls } from '../specs/stores.ts';
+import { natsToolNames, toolSecret, toolSecretName, toolSecretsOf } from '../specs/tool-secrets.ts';
+import type { ControllerContext } from './context.ts';
+import { holtOf, parseAgent } from './resources.ts';
+
+/** The asynchronous NATS tools the Holt's Agents declare (from the cache; an invalid Agent declares none). */
+export function holtNatsTools(ctx: ControllerContext, namespace: string, holt: string): string[] {
+  return natsToolNames(
+    ctx.cache
+      .list('Agent', namespace)
+      .filter((a) => holtOf(a) === holt && !a.metadata.deletionTimestamp)
+      .flatMap((a) => {
+        const p = parseAgent(a);
+        return p.ok ? [p.spec] : [];
+      }),
+  );
+}
+
+const dataOf = (s: KubeObject | undefined): Record<string, string> =>
+  Object.fromEntries(
+    Object.entries((s as { data?: Record<string, string> } | undefined)?.data ?? {}).map(([k, v]) => [
+      k,
+      Buffer.from(v, 'base64').toString('utf8'),
+    ]),
+  );
+
+/**
+ * Level-triggered: a Secret per asynchronous NATS tool of a bundled NATS, derived from the NATS
+ * Secret's `tool` password (made when missing, patched when it differs). Returns the tools whose
+ * users the bundled NATS is to have, and the tool Secrets its live StatefulSet reads now (`had`, for
+ * pruneToolSecrets once the new one is applied). Throws when the NATS Secret has no `tool` password.
+ */
+export async function syncToolSecrets(
+  ctx: ControllerContext,
+  owner: Owner,
+  spec: HoltSpec,
+  tools: string[],
+): Promise<{ created: string[]; had: string[] }> {
+  const ns = owner.namespace;
+  const had = toolSecretsOf(ctx.cache.get('StatefulSet', ns, storeName(owner.name, 'nats')));
+  const created: string[] = [];
+  if (spec.stores.nats.mode !== 'bundled' || !tools.length) return { created, had };
+  const nats = await ctx.client.get('Secret', ns, storeSecretName(owner.name, 'nats'));
+  const secret = dataOf(nats)[passwordKey('tool')];
+  if (!secret) throw new Error(`Secret ${storeSecretName(owner.name, 'nats')} has no tool password yet`);
+  const tls = storesTls(spec.stores) !== undefined;
+  for (const t of tools) {
+    const want = toolSecret(owner, t, secret, tls);
+    const wantData = want.stringData as Record<string, string>;
+    const live = await ctx.client.get('Secret', ns, want.metadata.name);
+    if (!live) {
+      try {
+        await ctx.client.create(want);
+        created.push(`Secret/${want.metadata.name}`);
+      } catch (e) {
+        // 409: made by an earlier pass our read missed; the next pass checks its content.
+        if (!isConflict(e)) throw e;
+      }
+      continue;
+    }
+    if (!live.metadata.ownerReferences?.some((r) => r.uid === owner.uid))
+      throw new Error(`Secret ${want.metadata.name} exists and is not this Holt's: rename or delete it`);
+    const have = dataOf(live);
+    if (Object.entries(wantData).some(([k, v]) => have[k] !== v))
+      await ctx.client.mergePatch('Secret', ns, want.metadata.name, { stringData: wantData });
+  }
+  return { created, had };
+}
+
+/**
+ * Deletes the tool Secrets the NATS StatefulSet read before (`had`) that no tool wants now, once the
+ * new StatefulSet is applied (a running container keeps the env it started with). Secrets are never
+ * listed: a Secret missed here (the operator stopped in between) only holds a password NATS no
+ * longer accepts.
+ */
+export async function pruneToolSecrets(
+  ctx: ControllerContext,
+  owner: Owner,
+  had: string[],
+  tools: string[],
+): Promise<string[]> {
+  const keep = new Set(tools.map((t) => toolSecretName(owner.name, t)));
+  const deleted: string[] = [];
+  for (const name of had.filter((n) => !keep.has(n))) {
+    const live = await ctx.client.get('Secret', owner.namespace, name);
+    if (!live?.metadata.ownerReferences?.some((r) => r.uid === owner.uid)) continue;
+    await ctx.client.delete('Secret', owner.namespace, name, live.metadata.uid);
+    deleted.push(`Secret/${name}`);
+  }
+  return deleted;
+}
