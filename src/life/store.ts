@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
 import { workerTarget } from '../api/common.ts';
@@ -7,32 +7,15 @@ import type { Fence } from '../inbox/schema.ts';
 import { holdsFence, ms, tx } from '../inbox/sql.ts';
 import type { Blocker } from '../work/items.ts';
 import { ITEM_COLUMNS, itemOf } from '../work/store.ts';
-import { type Labels, Labels as LabelsSchema } from './labels.ts';
+import { type Enqueued, type EnqueueRequest, enqueueMessage, ensureLifeRow } from './enqueue.ts';
+import { LifeReads, type LifeWait, WAIT_COLS, WaitRow } from './reads.ts';
 import { type Decision, decide, type LifeSnapshot } from './scheduler.ts';
 
 /** The life turn's claim id in holt.agent_turns (a life turn answers no claim). */
 export const LIFE_CLAIM = 'life';
 
-const num = z.coerce.number();
-const MessageRow = z.object({
-  id: z.coerce.string(),
-  kind: z.enum(['message', 'wake']),
-  body: z.string().nullable(),
-  labels: LabelsSchema,
-  at_ms: num,
-});
-export type LifeMessage = z.infer<typeof MessageRow>;
-
-const WaitRow = z.object({
-  id: z.uuid(),
-  kind: z.enum(['timer', 'message', 'operator']),
-  item_id: z.uuid().nullable(),
-  on_what: z.string(),
-  deadline_ms: num.nullable(),
-  state: z.enum(['waiting', 'resolved', 'timed_out', 'cancelled']),
-  created_ms: num,
-});
-export type LifeWait = z.infer<typeof WaitRow>;
+export type { Enqueued, EnqueueRequest } from './enqueue.ts';
+export type { LifeMessage, LifeWait } from './reads.ts';
 
 /** What a life turn was started with (holt.life_turns.delivery). */
 export const Delivery = z.object({
@@ -43,29 +26,24 @@ export const Delivery = z.object({
 });
 export type Delivery = z.infer<typeof Delivery>;
 
-export type Enqueued =
-  | { kind: 'queued' | 'duplicate'; id: string }
-  | { kind: 'stopped' }
-  | { kind: 'full'; undelivered: number };
 export type Committed = { decision: Decision; fence?: Fence; delivery?: Delivery };
-
-const WAIT_COLS = `id, kind, item_id, on_what, state,
-  (EXTRACT(EPOCH FROM deadline) * 1000)::bigint AS deadline_ms,
-  (EXTRACT(EPOCH FROM created_at) * 1000)::bigint AS created_ms`;
-const MSG_COLS = `id, kind, body, labels, (EXTRACT(EPOCH FROM created_at) * 1000)::bigint AS at_ms`;
 
 /**
  * A living agent's state in Postgres (seed 003): its life row (running or stopped, turn sequence), its
  * messages and waits, its life turns' deliveries and the scheduler's audit trail. `step` is the
  * scheduler's one transaction: lock the agent, read the snapshot, decide (pure), apply, audit.
  */
-export class LifeStore {
-  readonly pool: pg.Pool;
+export class LifeStore extends LifeReads {
   /** The most message bytes one turn is fed (HOLT_LIFE_TURN_BYTES); unlimited when not given. */
   readonly turnBytes: number | undefined;
   constructor(pool: pg.Pool, opts: { turnBytes?: number } = {}) {
-    this.pool = pool;
+    super(pool);
     this.turnBytes = opts.turnBytes;
+  }
+
+  /** Queues a message or a wake hint (enqueue.ts). */
+  enqueue(m: EnqueueRequest): Promise<Enqueued> {
+    return enqueueMessage(this.pool, m);
   }
 
   async setState(instance: string, role: string, state: 'running' | 'stopped'): Promise<void> {
@@ -74,86 +52,6 @@ export class LifeStore {
        ON CONFLICT (instance, role) DO UPDATE SET state = EXCLUDED.state, updated_at = now()`,
       [instance, role, state],
     );
-  }
-
-  /**
-   * Queues a message or a wake hint, once per idempotency key (a repeat is a no-op and says so). A
-   * stopped agent queues nothing. Wakes carry no body: their payload is never kept. With `scope` (the
-   * ingress: its token's id) a key is that caller's alone, and a hash of it stays in
-   * holt.ingress_idempotency after the message is pruned, so a late replay is still a duplicate. With
-   * `maxUndelivered`, an agent already holding that many undelivered messages queues nothing ('full').
-   */
-  async enqueue(m: {
-    instance: string;
-    role: string;
-    key: string;
-    kind: 'message' | 'wake';
-    body?: string;
-    labels: Labels;
-    scope?: string;
-    maxUndelivered?: number;
-  }): Promise<Enqueued> {
-    const labels = LabelsSchema.parse(m.labels);
-    const key = m.scope === undefined ? m.key : `${m.scope}/${m.key}`;
-    const keyHash = createHash('sha256').update(m.key, 'utf8').digest('hex');
-    return tx<Enqueued>(this.pool, async (c) => {
-      await ensureLifeRow(c, m.instance, m.role);
-      // FOR UPDATE, not FOR SHARE: the same transaction updates the row below, and two that each
-      // held a share lock and wanted it exclusive would deadlock (the benchmark found it). It also
-      // serialises an agent's enqueues, so the duplicate and backlog checks below cannot race.
-      const life = await c.query<{ state: string }>(
-        'SELECT state FROM holt.agent_life WHERE instance = $1 AND role = $2 FOR UPDATE',
-        [m.instance, m.role],
-      );
-      if (life.rows[0]?.state === 'stopped') return { value: { kind: 'stopped' as const } };
-      const seen =
-        m.scope === undefined
-          ? await c.query<{ id: string }>(
-              'SELECT id FROM holt.agent_messages WHERE instance = $1 AND role = $2 AND idempotency_key = $3',
-              [m.instance, m.role, key],
-            )
-          : await c.query<{ id: string }>(
-              `SELECT message_id AS id FROM holt.ingress_idempotency
-               WHERE instance = $1 AND role = $2 AND token_id = $3 AND key_hash = $4`,
-              [m.instance, m.role, m.scope, keyHash],
-            );
-      if (seen.rows[0]) return { value: { kind: 'duplicate' as const, id: String(seen.rows[0].id) } };
-      if (m.maxUndelivered !== undefined) {
-        const n = await c.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM (SELECT 1 FROM holt.agent_messages
-             WHERE instance = $1 AND role = $2 AND turn_id IS NULL LIMIT $3) u`,
-          [m.instance, m.role, m.maxUndelivered],
-        );
-        const undelivered = n.rows[0]?.n ?? 0;
-        if (undelivered >= m.maxUndelivered) return { value: { kind: 'full' as const, undelivered } };
-      }
-      const r = await c.query<{ id: string }>(
-        `INSERT INTO holt.agent_messages (instance, role, idempotency_key, kind, body, labels)
-         VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT (instance, role, idempotency_key) DO NOTHING
-         RETURNING id`,
-        [m.instance, m.role, key, m.kind, m.kind === 'wake' ? null : (m.body ?? ''), JSON.stringify(labels)],
-      );
-      if (!r.rows[0]) {
-        // A key the scoped table did not know but a message holds (queued before it existed).
-        const old = await c.query<{ id: string }>(
-          'SELECT id FROM holt.agent_messages WHERE instance = $1 AND role = $2 AND idempotency_key = $3',
-          [m.instance, m.role, key],
-        );
-        return { value: { kind: 'duplicate' as const, id: String(old.rows[0]?.id) } };
-      }
-      const id = String(r.rows[0].id);
-      if (m.scope !== undefined)
-        await c.query(
-          `INSERT INTO holt.ingress_idempotency (instance, role, token_id, key_hash, message_id)
-           VALUES ($1, $2, $3, $4, $5)`,
-          [m.instance, m.role, m.scope, keyHash, id],
-        );
-      await c.query('UPDATE holt.agent_life SET last_message_at = now() WHERE instance = $1 AND role = $2', [
-        m.instance,
-        m.role,
-      ]);
-      return { value: { kind: 'queued' as const, id } };
-    });
   }
 
   /**
@@ -362,23 +260,6 @@ export class LifeStore {
     return this.delivery(this.pool, turnId);
   }
 
-  async messages(ids: string[]): Promise<LifeMessage[]> {
-    if (!ids.length) return [];
-    const r = await this.pool.query(
-      `SELECT ${MSG_COLS} FROM holt.agent_messages WHERE id = ANY($1::bigint[]) ORDER BY id`,
-      [ids],
-    );
-    return r.rows.map((x) => MessageRow.parse(x));
-  }
-
-  async waits(ids: string[]): Promise<LifeWait[]> {
-    if (!ids.length) return [];
-    const r = await this.pool.query(`SELECT ${WAIT_COLS} FROM holt.agent_waits WHERE id = ANY($1::uuid[])`, [
-      ids,
-    ]);
-    return r.rows.map((x) => WaitRow.parse(x));
-  }
-
   /**
    * Records a tool service's answer for the agent's waiting asynchronous call it is bound to: the call
    * with this reply id (unguessable, sent only to the services of that tool), this tool, this turn and
@@ -481,78 +362,7 @@ export class LifeStore {
         await addBlocker(c, w.item_id, blockerOf(w.id, w.kind, w.on_what, w.deadline_ms ?? undefined));
     }
   }
-
-  /** The agent's life row: running or stopped, and when its last message came in (ms, 0 for none). */
-  async lifeRow(
-    instance: string,
-    role: string,
-  ): Promise<{ state: 'running' | 'stopped'; lastMessageMs: number }> {
-    const r = await this.pool.query<{ state: 'running' | 'stopped'; last_ms: string | null }>(
-      `SELECT state, (EXTRACT(EPOCH FROM last_message_at) * 1000)::bigint AS last_ms FROM holt.agent_life
-       WHERE instance = $1 AND role = $2`,
-      [instance, role],
-    );
-    const row = r.rows[0];
-    return { state: row?.state ?? 'running', lastMessageMs: row?.last_ms ? Number(row.last_ms) : 0 };
-  }
-
-  /** The agent's life turn that has not ended, if any. */
-  async activeTurn(instance: string, role: string): Promise<string | undefined> {
-    const r = await this.pool.query<{ active_turn_id: string | null }>(
-      'SELECT active_turn_id FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2',
-      [instance, lifeActorOf(instance, role)],
-    );
-    return r.rows[0]?.active_turn_id ?? undefined;
-  }
-
-  /** The scheduler's audit trail of a role, newest last. */
-  async audit(
-    instance: string,
-    role: string,
-    limit = 50,
-  ): Promise<{ decision: string; detail: unknown; atMs: number }[]> {
-    const r = await this.pool.query<{ decision: string; detail: unknown; at_ms: string }>(
-      `SELECT decision, detail, (EXTRACT(EPOCH FROM at) * 1000)::bigint AS at_ms FROM (
-         SELECT * FROM holt.life_audit WHERE instance = $1 AND role = $2 ORDER BY id DESC LIMIT $3) a ORDER BY id`,
-      [instance, role, limit],
-    );
-    return r.rows.map((x) => ({ decision: x.decision, detail: x.detail, atMs: Number(x.at_ms) }));
-  }
-
-  /** The roles that ever got a message or lived. */
-  async roles(instance: string): Promise<string[]> {
-    const r = await this.pool.query<{ role: string }>(
-      'SELECT role FROM holt.agent_life WHERE instance = $1 ORDER BY role',
-      [instance],
-    );
-    return r.rows.map((x) => x.role);
-  }
-
-  /** Messages of a role, newest last (`holt work show`, `holt hoard --messages`). */
-  async recentMessages(
-    instance: string,
-    role: string,
-    limit = 20,
-  ): Promise<(LifeMessage & { role: string; turnId: string | null })[]> {
-    const r = await this.pool.query(
-      `SELECT ${MSG_COLS}, turn_id FROM (SELECT * FROM holt.agent_messages WHERE instance = $1 AND role = $2
-         ORDER BY id DESC LIMIT $3) m ORDER BY id`,
-      [instance, role, limit],
-    );
-    return r.rows.map((x) => ({
-      ...MessageRow.parse(x),
-      role,
-      turnId: (x as { turn_id: string | null }).turn_id,
-    }));
-  }
 }
-
-/** The agent's life row, made (running) if it has none. */
-const ensureLifeRow = (c: pg.PoolClient, instance: string, role: string) =>
-  c.query('INSERT INTO holt.agent_life (instance, role) VALUES ($1, $2) ON CONFLICT DO NOTHING', [
-    instance,
-    role,
-  ]);
 
 /** Adds one blocker to an open item (the wait's; `dropBlocker` takes it away when the wait ends). */
 const addBlocker = (c: pg.PoolClient, itemId: string, b: Blocker) =>
