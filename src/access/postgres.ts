@@ -1,28 +1,31 @@
 import pg from 'pg';
 import { withClient } from '../common/pg.ts';
+import {
+  PG_COMPONENTS,
+  PG_LEGACY_APP,
+  PG_OWNER,
+  PG_ROLE,
+  type PgComponent,
+  type PgPasswords,
+} from './pg-roles.ts';
 
 /**
  * Holt's database roles: the schema's owner (migrations) and one per component that connects, each
  * with the table and column privileges its own SQL needs (docs/security.md). `holt_app`, the single
  * runtime role of earlier versions, is disabled when found (its grants go, it may no longer log in).
  */
-export const PG_OWNER = 'holt_owner';
-export const PG_ORCHESTRATOR = 'holt_orchestrator';
-export const PG_PUP = 'holt_pup';
-export const PG_OPERATOR = 'holt_operator';
-export const PG_LEGACY_APP = 'holt_app';
-
-/** The components that connect to Postgres, each as its own role. */
-export const PG_COMPONENTS = ['orchestrator', 'pup', 'operator'] as const;
-export type PgComponent = (typeof PG_COMPONENTS)[number];
-export const PG_ROLE: Record<PgComponent, string> = {
-  orchestrator: PG_ORCHESTRATOR,
-  pup: PG_PUP,
-  operator: PG_OPERATOR,
-};
-export type PgPasswords = { owner: string } & Record<PgComponent, string>;
-/** The variable of a component role's password for `holt migrate` (HOLT_DATABASE_PUP_PASSWORD, ...). */
-export const pgPasswordEnv = (c: PgComponent) => `HOLT_DATABASE_${c.toUpperCase()}_PASSWORD`;
+export {
+  PG_COMPONENTS,
+  PG_LEGACY_APP,
+  PG_OPERATOR,
+  PG_ORCHESTRATOR,
+  PG_OWNER,
+  PG_PUP,
+  PG_ROLE,
+  type PgComponent,
+  type PgPasswords,
+  pgPasswordEnv,
+} from './pg-roles.ts';
 
 /**
  * Run as a superuser once the database exists: the owner and the components' roles, none a superuser,

@@ -1,4 +1,4 @@
-import { PG_COMPONENTS, pgPasswordEnv } from '../access/postgres.ts';
+import { PG_COMPONENTS, pgPasswordEnv } from '../access/pg-roles.ts';
 import { type ProgramSpec, secretsEpilog } from '../common/program.ts';
 
 export const MIGRATE_SECRETS = [

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { toolUsers } from '../access/nats.ts';
-import { PG_COMPONENTS, type PgComponent } from '../access/postgres.ts';
+import { PG_COMPONENTS, type PgComponent } from '../access/pg-roles.ts';
 import { newPassword, newPasswords, PRINCIPALS } from '../access/principals.ts';
 import { instanceDir } from './instance.ts';
 

@@ -1,5 +1,5 @@
 import type { V1EnvVar } from '@kubernetes/client-node';
-import { PG_COMPONENTS, pgPasswordEnv } from '../../access/postgres.ts';
+import { PG_COMPONENTS, pgPasswordEnv } from '../../access/pg-roles.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import { hashOf } from '../runtime/apply.ts';
 import type { KubeObject } from '../runtime/kube.ts';

@@ -1,6 +1,6 @@
 import type { V1EnvVar, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { natsUrl } from '../../access/nats.ts';
-import { PG_COMPONENTS, PG_OWNER, PG_ROLE, type PgComponent } from '../../access/postgres.ts';
+import { PG_COMPONENTS, PG_OWNER, PG_ROLE, type PgComponent } from '../../access/pg-roles.ts';
 import { PRINCIPALS, type Principal } from '../../access/principals.ts';
 import { redisUrl } from '../../access/redis.ts';
 import { STORE_URL_ENV } from '../../api/common.ts';
