@@ -614,6 +614,20 @@ describe('Holt checklist', () => {
       Coder: 'exclusive',
       Hung: 'ignore',
     });
+    // Changed from Holt (issue 29, item 8): a late bid no longer means losing every claim. It widens
+    // that bidder's own window (bid-windows.ts), so the next claim waits longer for it, within the
+    // maximum (4 × the bid timeout by default). A bidder that never bids is still dropped.
+    const g2 = newGoal();
+    await bb.createArtefact(g2);
+    const c2 = await waitClaim(bb, (await claimFor(bb, g2.id)).id, (x) => x.status === 'complete');
+    expect(c2.phase_state?.all_bids).toEqual({ Coder: 'exclusive', Hung: 'ignore' });
+    const timeout2 = await waitFor(
+      () => rec.events('bid_timeout').find((e) => e.claim_id === c2.id),
+      'the second bid_timeout',
+    );
+    expect(timeout2.silent_agents).toEqual(['Hung']);
+    expect(timeout2.timeout_ms).toBeGreaterThan(300);
+    expect(timeout2.timeout_ms).toBeLessThanOrEqual(1200);
   });
 
   it('extension: an artefact by a role the claim never granted is quarantined and reported, never its output', async () => {

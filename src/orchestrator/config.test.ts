@@ -43,6 +43,25 @@ describe('orchestrator configuration', () => {
     });
   });
 
+  it('the maximum bid window: 4 × the bid timeout by default, set by env or file, never below the timeout', () => {
+    expect(loadConfig(base).maxBidTimeoutMs).toBe(120_000);
+    expect(loadConfig({ ...base, HOLT_BID_TIMEOUT_MS: '250' }).maxBidTimeoutMs).toBe(1000);
+    expect(loadConfig({ ...base, HOLT_MAX_BID_TIMEOUT_MS: '45000' }).maxBidTimeoutMs).toBe(45_000);
+    // Equal to the timeout: no bidder is ever waited for longer (the adaptation is off).
+    expect(loadConfig({ ...base, HOLT_MAX_BID_TIMEOUT_MS: '30000' }).maxBidTimeoutMs).toBe(30_000);
+    expect(() => loadConfig({ ...base, HOLT_MAX_BID_TIMEOUT_MS: '29999' })).toThrow(
+      /at least the bid timeout/,
+    );
+    expect(() => loadConfig({ ...base, HOLT_MAX_BID_TIMEOUT_MS: 'long' })).toThrow(ConfigError);
+    const dir = mkdtempSync(join(tmpdir(), 'orch-cfg-'));
+    const yml = join(dir, 'o.yaml');
+    writeFileSync(yml, 'bid_timeout_ms: 500\nmax_bid_timeout_ms: 900\n');
+    expect(loadConfig({ ...base, HOLT_ORCHESTRATOR_CONFIG: yml })).toMatchObject({
+      bidTimeoutMs: 500,
+      maxBidTimeoutMs: 900,
+    });
+  });
+
   it('merges a YAML or JSON config file under the environment', () => {
     const dir = mkdtempSync(join(tmpdir(), 'orch-cfg-'));
     const yml = join(dir, 'o.yaml');

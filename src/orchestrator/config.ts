@@ -8,6 +8,11 @@ export interface OrchestratorConfig {
   instance: string;
   redisUrl: string;
   bidTimeoutMs: number;
+  /**
+   * The widest a slow bidder's own bid window may grow (bid-windows.ts: late bids widen it from
+   * bidTimeoutMs); at least bidTimeoutMs, which disables the adaptation. Default 4 × bidTimeoutMs.
+   */
+  maxBidTimeoutMs: number;
   /** 0 = unlimited. */
   maxReviewIterations: number;
   healthPort: number;
@@ -42,6 +47,7 @@ const FileSchema = z
     instance: z.string().min(1),
     redis_url: z.string().min(1),
     bid_timeout_ms: positiveMs,
+    max_bid_timeout_ms: positiveMs,
     max_review_iterations: z.coerce.number().int().nonnegative(),
     health_port: z.coerce.number().int().min(0).max(65535),
     reconcile_interval_ms: positiveMs,
@@ -62,6 +68,7 @@ export const EnvSchema = z.object({
   HOLT_INSTANCE_NAME: z.string().min(1).optional(),
   REDIS_URL: z.string().min(1).optional(),
   HOLT_BID_TIMEOUT_MS: positiveMs.optional(),
+  HOLT_MAX_BID_TIMEOUT_MS: positiveMs.optional(),
   HOLT_MAX_REVIEW_ITERATIONS: z.coerce.number().int().nonnegative().optional(),
   HOLT_HEALTH_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   HOLT_RECONCILE_INTERVAL_MS: positiveMs.optional(),
@@ -76,6 +83,9 @@ export const EnvSchema = z.object({
   HOLT_RETENTION_SWEEP_MS: positiveMs.optional(),
   HOLT_ORCHESTRATOR_CONFIG: z.string().min(1).optional(),
 });
+
+/** The default maximum bid window, as a multiple of the bid timeout. */
+export const MAX_BID_TIMEOUT_FACTOR = 4;
 
 export const DEFAULTS = {
   bidTimeoutMs: 30_000,
@@ -125,10 +135,13 @@ export function loadConfig(env: NodeJS.ProcessEnv): OrchestratorConfig {
   if (!redisUrl) throw new ConfigError('REDIS_URL: required');
   if (!/^rediss?:\/\//.test(redisUrl))
     throw new ConfigError('REDIS_URL: must start with redis:// or rediss://');
+  const bidTimeoutMs = e.HOLT_BID_TIMEOUT_MS ?? f.bid_timeout_ms ?? DEFAULTS.bidTimeoutMs;
   const cfg: OrchestratorConfig = {
     instance,
     redisUrl,
-    bidTimeoutMs: e.HOLT_BID_TIMEOUT_MS ?? f.bid_timeout_ms ?? DEFAULTS.bidTimeoutMs,
+    bidTimeoutMs,
+    maxBidTimeoutMs:
+      e.HOLT_MAX_BID_TIMEOUT_MS ?? f.max_bid_timeout_ms ?? MAX_BID_TIMEOUT_FACTOR * bidTimeoutMs,
     maxReviewIterations:
       e.HOLT_MAX_REVIEW_ITERATIONS ?? f.max_review_iterations ?? DEFAULTS.maxReviewIterations,
     healthPort: e.HOLT_HEALTH_PORT ?? f.health_port ?? DEFAULTS.healthPort,
@@ -144,6 +157,10 @@ export function loadConfig(env: NodeJS.ProcessEnv): OrchestratorConfig {
     retentionDays: e.HOLT_RETENTION_DAYS ?? f.retention_days ?? DEFAULTS.retentionDays,
     retentionSweepMs: e.HOLT_RETENTION_SWEEP_MS ?? f.retention_sweep_ms ?? DEFAULTS.retentionSweepMs,
   };
+  if (cfg.maxBidTimeoutMs < cfg.bidTimeoutMs)
+    throw new ConfigError(
+      `HOLT_MAX_BID_TIMEOUT_MS: must be at least the bid timeout (${cfg.bidTimeoutMs} ms), got ${cfg.maxBidTimeoutMs}`,
+    );
   if (cfg.leaseTtlMs < 3 * 50) throw new ConfigError('lease TTL: must be at least 150 ms');
   return cfg;
 }

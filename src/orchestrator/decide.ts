@@ -10,6 +10,7 @@ import type {
   PhaseState,
   WorkflowEvent,
 } from '../blackboard/types.ts';
+import { windowFor } from './bid-windows.ts';
 import { derivedId } from './ids.ts';
 import { CLAIM_TYPE, grantees, nextPhase, sanitiseBid, sortRoles } from './phases.ts';
 
@@ -21,6 +22,8 @@ import { CLAIM_TYPE, grantees, nextPhase, sanitiseBid, sortRoles } from './phase
 
 export interface Policy {
   bidTimeoutMs: number;
+  /** The widest a slow bidder's bid window may grow (bid-windows.ts); default 4 × bidTimeoutMs. */
+  maxBidTimeoutMs?: number;
   /** 0 = unlimited. */
   maxReviewIterations: number;
 }
@@ -40,6 +43,8 @@ export interface Snapshot {
   firstSeenMs: number;
   now: number;
   policy: Policy;
+  /** role → its bid window where wider than the bid timeout (bid-windows.ts); none: the timeout. */
+  bidWindows?: ReadonlyMap<string, number>;
 }
 
 export type GrantReason = 'grant' | 'rework' | 'recovery';
@@ -118,8 +123,10 @@ function consensus(s: Snapshot): Decision {
   // A set comparison against the bidders expected when the claim was made; strays are ignored.
   const expected = c.expected_bidders ?? sortRoles(s.registered);
   const start = c.bids_reopened_at_ms ?? c.created_at_ms ?? s.firstSeenMs;
-  const deadline = start + s.policy.bidTimeoutMs;
   const missing = expected.filter((r) => !hasOwn(s.bids, r));
+  // The claim waits as long as the slowest bidder it still expects needs (at least the bid timeout).
+  const timeoutMs = windowFor(missing, s.bidWindows, s.policy.bidTimeoutMs);
+  const deadline = start + timeoutMs;
   if (missing.length && s.now < deadline) return { kind: 'wait', untilMs: deadline, missing };
 
   const d = draft();
@@ -145,13 +152,13 @@ function consensus(s: Snapshot): Decision {
       level: 'warn',
       claim_id: c.id,
       silent_agents: missing,
-      timeout_ms: s.policy.bidTimeoutMs,
+      timeout_ms: timeoutMs,
     });
     d.after.push({
       kind: 'event',
       event: {
         event: 'bid_timeout',
-        data: { claim_id: c.id, silent_agents: missing, timeout_ms: s.policy.bidTimeoutMs },
+        data: { claim_id: c.id, silent_agents: missing, timeout_ms: timeoutMs },
       },
     });
   }

@@ -10,21 +10,28 @@ const MAX_CLAIMS = 10_000;
  * term does not report the late bids of an older one's decisions.
  */
 export class LateBids {
-  readonly #silent = new LRUCache<string, { roles: Set<string>; deadlineMs: number }>({
+  readonly #silent = new LRUCache<string, { roles: Set<string>; deadlineMs: number; startMs: number }>({
     max: MAX_CLAIMS,
     ttl: REMEMBER_MS,
   });
 
-  /** Consensus on `claimId` closed at its deadline without `roles`. */
-  closedWithout(claimId: string, roles: string[], deadlineMs: number): void {
-    if (roles.length) this.#silent.set(claimId, { roles: new Set(roles), deadlineMs });
+  /** Consensus on `claimId`, open since `startMs`, closed at its deadline without `roles`. */
+  closedWithout(claimId: string, roles: string[], deadlineMs: number, startMs = deadlineMs): void {
+    if (roles.length) this.#silent.set(claimId, { roles: new Set(roles), deadlineMs, startMs });
   }
 
-  /** A bid was heard: how late it is, once per silent bidder; null for any other bid. */
-  heard(claimId: string, role: string | undefined, nowMs: number): { lateByMs: number } | null {
+  /**
+   * A bid was heard: how late it is and how long after bidding opened it came (its bidder's measured
+   * latency), once per silent bidder; null for any other bid.
+   */
+  heard(
+    claimId: string,
+    role: string | undefined,
+    nowMs: number,
+  ): { lateByMs: number; latencyMs: number } | null {
     const e = this.#silent.get(claimId);
     if (!e || role === undefined || !e.roles.delete(role)) return null;
     if (!e.roles.size) this.#silent.delete(claimId);
-    return { lateByMs: Math.max(0, nowMs - e.deadlineMs) };
+    return { lateByMs: Math.max(0, nowMs - e.deadlineMs), latencyMs: Math.max(0, nowMs - e.startMs) };
   }
 }

@@ -46,7 +46,8 @@ export class OrchestratorMetrics {
   });
   readonly lateBids = new Counter({
     name: 'holt_orchestrator_late_bids_total',
-    help: 'Bids heard after the bid timeout closed their consensus (counted as ignore)',
+    help: 'Bids heard after the bid timeout closed their consensus (counted as ignore), by role',
+    labelNames: ['role'],
     registers: [this.registry],
   });
   readonly quarantined = new Counter({

@@ -12,9 +12,10 @@ import type { VersionedClaim } from '../blackboard/replies.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { foreignOutputs } from './authorship.ts';
+import { BidWindows } from './bid-windows.ts';
 import { BidWatch } from './bids.ts';
 import type { StepOutcome } from './claim-runner.ts';
-import { DEFAULTS } from './config.ts';
+import { DEFAULTS, MAX_BID_TIMEOUT_FACTOR } from './config.ts';
 import { type Decision, decide, type Effect, type LogLine, type Policy } from './decide.ts';
 import type { Grant, GrantDispatcher } from './dispatch.ts';
 import { LateBids } from './late-bids.ts';
@@ -98,6 +99,8 @@ export class ClaimStepper {
   readonly bids: BidWatch;
   /** The bidders each consensus closed without: their bids, when they come, are reported as late. */
   readonly late = new LateBids();
+  /** Each bidder's bid window, as its measured latency widened it (memory only: one term's). */
+  readonly windows: BidWindows;
   /** Dormant claims that a silent agent's bid would re-open (`decide`'s revive). */
   readonly revivable = new LRUCache<string, true>({ max: CACHED_CLAIMS });
   /** Claims just created here: their first step decides on what was written, without reading it back. */
@@ -108,6 +111,11 @@ export class ClaimStepper {
   constructor(deps: StepDeps) {
     this.d = deps;
     this.bids = new BidWatch(deps.bidPollMs);
+    const base = deps.policy.bidTimeoutMs;
+    this.windows = new BidWindows({
+      baseMs: base,
+      maxMs: deps.policy.maxBidTimeoutMs ?? MAX_BID_TIMEOUT_FACTOR * base,
+    });
     this.targets = new LRUCache<string, Artefact>({
       max: CACHED_CLAIMS,
       maxSize: deps.targetCacheBytes ?? DEFAULTS.targetCacheBytes,
@@ -247,6 +255,7 @@ export class ClaimStepper {
         firstSeenMs: this.firstSeen.get(id) ?? now,
         now,
         policy: this.d.policy,
+        bidWindows: this.windows.windows,
       });
       switch (decision.kind) {
         case 'done':
@@ -405,13 +414,34 @@ export class ClaimStepper {
           if (e.kind !== 'event' || e.event.event !== 'bid_timeout') continue;
           metrics.bidTimeouts.inc();
           const { silent_agents, timeout_ms } = e.event.data;
-          this.late.closedWithout(d.claim.id, silent_agents, Date.now() - t.ms + timeout_ms);
+          const start = Date.now() - t.ms;
+          this.late.closedWithout(d.claim.id, silent_agents, start + timeout_ms, start);
         }
         if (target && d.after.some((e) => e.kind === 'grant')) {
           metrics.grantLatency.observe(Math.max(0, Date.now() - target.created_at_ms) / 1000);
         }
       } else metrics.phaseDuration.observe({ phase: t.phase }, t.ms / 1000);
     }
+  }
+
+  /**
+   * A bid event: a bid after its consensus closed without it widens its bidder's window (and is
+   * returned, to be reported); a bid from an expected bidder of a claim still collecting adapts it.
+   */
+  bidHeard(id: string, role: string | undefined, now: number): { lateByMs: number } | null {
+    if (role === undefined) return null;
+    const late = this.late.heard(id, role, now);
+    if (late) {
+      this.windows.late(role, late.latencyMs);
+      return late;
+    }
+    const c = this.claims.get(id)?.claim;
+    if (!c || this.pastBids.has(id) || c.phase_state || c.dormant_reason || c.status !== 'pending_review')
+      return null;
+    if (!(c.expected_bidders ?? [...this.d.registered()]).includes(role)) return null;
+    const start = c.bids_reopened_at_ms ?? c.created_at_ms ?? this.firstSeen.get(id);
+    if (start !== undefined) this.windows.onTime(role, now - start);
+    return null;
   }
 
   /** The claim collects no more bids: drop what only consensus needed. */

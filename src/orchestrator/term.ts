@@ -96,6 +96,7 @@ export class Term {
       bb: deps.bb,
       policy: {
         bidTimeoutMs: deps.config.bidTimeoutMs,
+        maxBidTimeoutMs: deps.config.maxBidTimeoutMs,
         maxReviewIterations: deps.config.maxReviewIterations,
       },
       bidPollMs: deps.config.bidPollMs,
@@ -200,7 +201,7 @@ export class Term {
       // only once its last missing bidder is in (the timer still polls, should an event be lost).
       // A bid heard during a step is checked by that step against what it read.
       if (!b) return;
-      const late = this.stepper.late.heard(b.claimId, b.role, Date.now());
+      const late = this.stepper.bidHeard(b.claimId, b.role, Date.now());
       if (late && b.role !== undefined) this.reportLateBid(b.claimId, b.role, b.bidType, late.lateByMs);
       // A dormant claim closed without this bidder: its bid may re-open it.
       if (this.stepper.revivable.has(b.claimId)) {
@@ -223,7 +224,7 @@ export class Term {
   private reportLateBid(claimId: string, role: string, bidType: string | undefined, lateByMs: number): void {
     const data = { claim_id: claimId, agent_name: role, bid_type: bidType ?? '', late_by_ms: lateByMs };
     this.d.log.warn({ event_type: 'bid_late', ...data }, 'bid_late');
-    this.d.metrics.lateBids.inc();
+    this.d.metrics.lateBids.inc({ role });
     this.d.bb
       .publishWorkflowEvent({ event: 'bid_late', data })
       .catch((e: unknown) => this.d.log.warn({ event_type: 'event_publish_failed', error: String(e) }));

@@ -16,7 +16,7 @@ import {
   type StructuralType,
 } from '../blackboard/types.ts';
 import { type Logger, silentLogger } from '../common/logger.ts';
-import { DEFAULTS, type OrchestratorConfig } from './config.ts';
+import { DEFAULTS, MAX_BID_TIMEOUT_FACTOR, type OrchestratorConfig } from './config.ts';
 import { Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
 
 /**
@@ -34,6 +34,8 @@ export interface AgentScript {
   role: string;
   /** The bid for a claim's target; null = never bid (a silent agent); any string is stored as is. */
   bid: (target: Artefact) => string | null;
+  /** How long the agent takes over each bid (a slow bid script). */
+  bidDelayMs?: number;
   /** What the agent produces for a grant; null = nothing (a hung agent). */
   respond?: (g: { claimType: ClaimType; claim: Claim; target: Artefact }) => Output | null;
 }
@@ -105,6 +107,7 @@ export class ScriptedAgent {
     if (!target) return;
     const bid = this.script.bid(target);
     if (bid === null) return;
+    if (this.script.bidDelayMs) await new Promise((r) => setTimeout(r, this.script.bidDelayMs));
     await this.bb.redis.hset(this.bb.k.bids(c.id), this.script.role, bid);
     await this.bb.publishWorkflowEvent({
       event: 'bid_submitted',
@@ -208,6 +211,7 @@ export function testConfig(
 ): OrchestratorConfig {
   return {
     ...DEFAULTS,
+    maxBidTimeoutMs: MAX_BID_TIMEOUT_FACTOR * (over.bidTimeoutMs ?? DEFAULTS.bidTimeoutMs),
     instance,
     redisUrl: url,
     healthPort: 0,
