@@ -140,6 +140,7 @@ describe('the holt-operator Helm chart', () => {
         'HoltPodCrashLooping',
         'HoltAgentBudgetExhausted',
         'HoltRecordsQuarantined',
+        'HoltAgentBidsLate',
       ]),
     );
     const cm = (await getJson('configmap', 'mon-holt-operator-dashboard', 'monitoring-check')) as {
