@@ -5,12 +5,21 @@ import { agentEventSubject } from './subjects.ts';
 
 const base = { actor_id: z.uuid(), turn_id: z.uuid(), turn_epoch: z.number().int(), at_ms: z.number().int() };
 
-/** `evt.agent.{actor}.step`: phase of an execution (started, completed, ...). */
+/**
+ * `evt.agent.{actor}.step`: phase of an execution (started, completed, ...). `replied`: a model reply
+ * was stored, with the tokens the model reported for it.
+ */
 export const StepEvent = z.object({
   ...base,
-  phase: z.enum(['started', 'planning', 'executing', 'completed', 'failed', 'released']),
+  phase: z.enum(['started', 'planning', 'replied', 'executing', 'completed', 'failed', 'released']),
   claim_id: z.string(),
   role: z.string(),
+  usage: z
+    .object({
+      prompt_tokens: z.number().int().nonnegative(),
+      completion_tokens: z.number().int().nonnegative(),
+    })
+    .optional(),
 });
 export type StepEvent = z.infer<typeof StepEvent>;
 

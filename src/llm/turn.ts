@@ -479,6 +479,13 @@ export class Turn {
       },
       calls.map((c) => c.id),
     );
+    d.events.step({
+      ...this.base(),
+      phase: 'replied',
+      claim_id: d.claim.id,
+      role: d.role,
+      usage: { prompt_tokens: reply.usage.promptTokens, completion_tokens: reply.usage.completionTokens },
+    });
   }
 
   private toolMsg = (call: ToolCall, content: string): ChatMessage => ({

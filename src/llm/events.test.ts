@@ -1,0 +1,222 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LlmServer, type ScriptedReply, startLlmServer } from '../../test/harness/llm.ts';
+import { type NatsServer, startNats } from '../../test/harness/nats.ts';
+import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { eventually } from '../../test/harness/wait.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import { outputId } from '../blackboard/grants.ts';
+import { ChunkEvent, StepEvent, TaskEvent } from '../bus/events.ts';
+import { silentLogger } from '../common/logger.ts';
+import { config, grantedClaim } from '../pup/testkit.ts';
+import { startLlmRuntime } from './runtime.ts';
+
+/**
+ * The events of a real LLM turn, read off NATS by a client of our own as `holt watch` or a dashboard
+ * would: the real runtime on real Redis, Postgres and NATS; only the model is the scripted server.
+ */
+
+let redis: RedisServer;
+let postgres: PostgresServer;
+let nats: NatsServer;
+let llm: LlmServer;
+let ws: string;
+let nc: NatsConnection;
+const cleanup: (() => Promise<void>)[] = [];
+let n = 0;
+
+beforeAll(async () => {
+  [redis, postgres, nats, llm] = await Promise.all([
+    startRedis(),
+    startPostgres(),
+    startNats(),
+    startLlmServer(),
+  ]);
+  ws = makeTempDir('llm-events');
+  nc = await connect({ servers: nats.url });
+});
+afterAll(async () => {
+  for (const c of cleanup.reverse()) await c().catch(() => undefined);
+  await nc?.close();
+  await Promise.all([redis?.stop(), postgres?.stop(), nats?.stop(), llm?.close()]);
+  removeDir(ws);
+});
+
+type Heard =
+  | { kind: 'step'; e: StepEvent }
+  | { kind: 'task'; e: TaskEvent }
+  | { kind: 'chunk'; e: ChunkEvent }
+  | { kind: 'bad'; subject: string; error: string };
+
+/** Every agent event on NATS in arrival order, parsed with the published schemas; subscribed and confirmed. */
+async function listen(): Promise<{ heard: Heard[]; stop: () => void }> {
+  const heard: Heard[] = [];
+  const sub = nc.subscribe('evt.agent.*.*', {
+    callback: (_err, m) => {
+      const kind = m.subject.split('.').at(-1);
+      const schema =
+        kind === 'step' ? StepEvent : kind === 'task' ? TaskEvent : kind === 'chunk' ? ChunkEvent : null;
+      if (!schema) return;
+      const r = schema.safeParse(m.json());
+      heard.push(
+        r.success
+          ? ({ kind, e: r.data } as Heard)
+          : { kind: 'bad', subject: m.subject, error: r.error.message },
+      );
+    },
+  });
+  await nc.flush(); // the server has the subscription before the turn starts
+  return { heard, stop: () => sub.unsubscribe() };
+}
+
+/** One turn of the real runtime on a granted claim; the model says what `script` says. */
+async function turn(script: ScriptedReply[], env: Record<string, string> = {}) {
+  const instance = `ev${++n}`;
+  llm.reset(script);
+  const cfg = config({
+    REDIS_URL: redis.url,
+    HOLT_INSTANCE_NAME: instance,
+    HOLT_WORKSPACE: ws,
+    HOLT_AGENT_COMMAND: '',
+    HOLT_LLM_ENABLED: 'true',
+    HOLT_LLM_BASE_URL: llm.url,
+    HOLT_LLM_MODEL: 'scripted',
+    HOLT_LLM_MAX_RETRIES: '1',
+    DATABASE_URL: postgres.url,
+    NATS_URL: nats.url,
+    HOLT_LLM_TOOLS: JSON.stringify([
+      { name: 'read', description: 'reads', argv: [process.execPath, '-e', 'console.log("same")'] },
+    ]),
+    ...env,
+  });
+  const bb = Blackboard.connect(redis.url, instance);
+  const rt = await startLlmRuntime(
+    { ...cfg, llm: cfg.llm! },
+    bb,
+    silentLogger(),
+    { HOLT_LLM_API_KEY: 'sk-unit-test-key-000' },
+    new Registry(),
+  );
+  cleanup.push(async () => {
+    await rt.close();
+    await bb.close();
+  });
+  const { claim } = await grantedClaim(bb, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' });
+  const outcome = await rt.executor!.execute({ claimId: claim.id, claimType: 'exclusive' });
+  return { claim, outcome, deliverable: outputId(instance, claim.id, 'coder', 'exclusive') };
+}
+
+const script = (): ScriptedReply[] => [
+  {
+    text: 'Let me look at the file first.',
+    toolCalls: [{ name: 'read', arguments: {} }],
+    usage: { prompt_tokens: 111, completion_tokens: 7 },
+  },
+  {
+    text: 'Here is the answer.',
+    toolCalls: [
+      { name: 'submit_result', arguments: { artefact_type: 'Doc', artefact_payload: 'v1', summary: 's' } },
+    ],
+    usage: { prompt_tokens: 222, completion_tokens: 9 },
+  },
+];
+
+/** The turn's events, once its task event (the last one it sends) has arrived. */
+async function eventsOf(heard: Heard[], claimId: string) {
+  const task = await eventually('the turn’s task event on NATS', () =>
+    heard.flatMap((h) => (h.kind === 'task' && h.e.claim_id === claimId ? [h.e] : [])).at(0),
+  );
+  expect(heard.filter((h) => h.kind === 'bad')).toEqual([]);
+  const turnId = task.turn_id;
+  const mine = heard.filter((h) => h.kind !== 'bad' && h.e.turn_id === turnId) as Exclude<
+    Heard,
+    { kind: 'bad' }
+  >[];
+  return { task, mine };
+}
+
+describe('the events of a real LLM turn, read off NATS', () => {
+  it('streamed: steps with each reply’s usage, chunks that spell the streamed text, the task event last', async () => {
+    const { heard, stop } = await listen();
+    const r = await turn(script());
+    expect(r.outcome).toBe('success');
+    expect(llm.requests.map((q) => q.body.stream)).toEqual([true, true]);
+    const { task, mine } = await eventsOf(heard, r.claim.id);
+    stop();
+    // One publisher connection: NATS keeps its order. Chunks of a reply come before its `replied` step.
+    const shape = mine.map((h) => (h.kind === 'step' ? `step:${h.e.phase}` : h.kind));
+    const squeezed = shape.filter((s, i) => !(s === 'chunk' && shape[i - 1] === 'chunk'));
+    expect(squeezed).toEqual([
+      'step:started',
+      'chunk',
+      'step:replied',
+      'step:executing',
+      'chunk',
+      'step:replied',
+      'step:completed',
+      'task',
+    ]);
+    const steps = mine.flatMap((h) => (h.kind === 'step' ? [h.e] : []));
+    expect(steps.filter((s) => s.phase === 'replied').map((s) => s.usage)).toEqual([
+      { prompt_tokens: 111, completion_tokens: 7 },
+      { prompt_tokens: 222, completion_tokens: 9 },
+    ]);
+    expect(steps.filter((s) => s.phase !== 'replied').every((s) => s.usage === undefined)).toBe(true);
+    for (const s of steps) expect(s).toMatchObject({ claim_id: r.claim.id, role: 'coder' });
+    // Every event of the turn names the same actor, turn and epoch.
+    expect(new Set(mine.map((h) => `${h.e.actor_id}/${h.e.turn_epoch}`)).size).toBe(1);
+    const chunks = mine.flatMap((h) => (h.kind === 'chunk' ? [h.e] : []));
+    expect(chunks.map((c) => c.seq)).toEqual(chunks.map((_, i) => i));
+    expect(chunks.map((c) => c.text).join('')).toBe('Let me look at the file first.Here is the answer.');
+    // The scripted server streams content in pieces of 7 characters: more than one chunk per reply.
+    expect(chunks.length).toBeGreaterThan(2);
+    expect(task).toMatchObject({
+      status: 'success',
+      claim_id: r.claim.id,
+      role: 'coder',
+      deliverable_id: r.deliverable,
+    });
+    expect(task.error).toBeUndefined();
+  });
+
+  it('not streamed (HOLT_LLM_STREAM=false): the same steps and usage, no chunks', async () => {
+    const { heard, stop } = await listen();
+    const r = await turn(script(), { HOLT_LLM_STREAM: 'false' });
+    expect(r.outcome).toBe('success');
+    expect(llm.requests.map((q) => q.body.stream)).toEqual([false, false]);
+    const { task, mine } = await eventsOf(heard, r.claim.id);
+    stop();
+    expect(mine.map((h) => (h.kind === 'step' ? `step:${h.e.phase}` : h.kind))).toEqual([
+      'step:started',
+      'step:replied',
+      'step:executing',
+      'step:replied',
+      'step:completed',
+      'task',
+    ]);
+    expect(mine.flatMap((h) => (h.kind === 'step' && h.e.phase === 'replied' ? [h.e.usage] : []))).toEqual([
+      { prompt_tokens: 111, completion_tokens: 7 },
+      { prompt_tokens: 222, completion_tokens: 9 },
+    ]);
+    expect(task).toMatchObject({ status: 'success', deliverable_id: r.deliverable });
+  });
+
+  it('a turn that fails: a failed step, then the task event with the error and its class', async () => {
+    const { heard, stop } = await listen();
+    const r = await turn([{ status: 400, body: '{"error":{"message":"bad request"}}' }]);
+    expect(r.outcome).toBe('failure');
+    const { task, mine } = await eventsOf(heard, r.claim.id);
+    stop();
+    expect(mine.map((h) => (h.kind === 'step' ? `step:${h.e.phase}` : h.kind))).toEqual([
+      'step:started',
+      'step:failed',
+      'task',
+    ]);
+    expect(task).toMatchObject({ status: 'failed', deliverable_id: r.deliverable });
+    expect(task.error).toMatch(/400|bad request/);
+    expect(task.error_class).toBeDefined();
+  });
+});
