@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { childrenOf } from '../../src/blackboard/claim-engine.ts';
 import { Blackboard } from '../../src/blackboard/client.ts';
+import { outputId } from '../../src/blackboard/grants.ts';
 import { createPool } from '../../src/common/pg.ts';
 import { type NatsServer, startNats } from '../../src/local/nats.ts';
 import { freePort } from '../../src/local/ports.ts';
@@ -13,12 +14,14 @@ import { type ServerProcess, spawnServer } from '../../src/local/proc.ts';
 import { type RedisServer, startRedis } from '../../src/local/redis.ts';
 import { makeTempDir, removeDir } from '../../src/local/tmp.ts';
 import { newGoal, register } from '../../src/orchestrator/testkit.ts';
+import { countRuns, type ProcessRecord, type RunCount, readRuns } from './runs.ts';
 
 /**
  * The fault drills' world: a real Redis, the real orchestrator and real pups as processes (the same
  * programs `holt up` runs), a workload of two-step workflows (goal → Code → Terminal, both steps by one
  * command-tool agent), and an observer that counts what the invariants need: every workflow finished,
- * no claim granted twice, no output written twice. Used by the CI-sized tests (test/drills) and by the
+ * no claim granted twice, no output written twice, no tool run twice beyond the by-design windows
+ * (every run is logged by the tool itself and classified in runs.ts). Used by the CI-sized tests (test/drills) and by the
  * full-sized bench (bench/drills).
  */
 
@@ -26,8 +29,12 @@ const ROOT = join(import.meta.dirname, '..', '..');
 const ROLE = 'Coder';
 const INSTANCE = 'drill';
 
-/** The agent's tool: a Code for a goal, a Terminal for a Code; a short sleep widens the kill window. */
-const TOOL = `input=$(cat)
+/**
+ * The agent's tool: a Code for a goal, a Terminal for a Code; a short sleep widens the kill window.
+ * Each run first appends its HOLT_CALL_ID (one per claim and role) and its parent, the pup, to RUNS.
+ */
+const tool = (runs: string) => `echo "$HOLT_CALL_ID $PPID" >> '${runs}'
+input=$(cat)
 sleep 0.1
 case "$input" in
   *'"payload":"drill-code"'*) echo '{"artefact_type":"Done","artefact_payload":"done","summary":"s","structural_type":"Terminal"}' ;;
@@ -40,8 +47,14 @@ export interface DrillResult {
   finished: number;
   /** Workflows not finished when the drill gave up waiting. */
   lost: number;
-  /** Claims granted twice plus outputs written twice (both must be 0). */
+  /** Claims granted twice, outputs written twice and unexpected tool runs (all must be 0). */
   duplicated: number;
+  /** Every tool run, per (claim, role): repeats by design (with their reasons) apart from unexpected ones. */
+  runs: number;
+  dupRunsByDesign: number;
+  byDesign: RunCount['byDesign'];
+  dupRunsUnexpected: number;
+  unexpected: RunCount['unexpected'];
   kills: number;
   /** Kill → the restarted process ready again (ms). */
   recover_p50_ms: number;
@@ -58,7 +71,7 @@ const pct = (xs: number[], p: number) => {
 function resultOf(
   drill: string,
   goals: string[],
-  s: { finished: number; duplicated: number },
+  s: Settled,
   kills: number,
   recover: number[],
   t0: number,
@@ -69,6 +82,11 @@ function resultOf(
     finished: s.finished,
     lost: goals.length - s.finished,
     duplicated: s.duplicated,
+    runs: s.runs.runs,
+    dupRunsByDesign: s.runs.dupRunsByDesign,
+    byDesign: s.runs.byDesign,
+    dupRunsUnexpected: s.runs.dupRunsUnexpected,
+    unexpected: s.runs.unexpected,
     kills,
     recover_p50_ms: pct(recover, 50),
     recover_max_ms: pct(recover, 100),
@@ -91,6 +109,8 @@ export function seeded(seed: number): () => number {
 /** A supervised program: started, killed with SIGKILL, started again; each start waits for its log line. */
 class Program {
   proc: ServerProcess | undefined;
+  /** Every process this program started: the tool runs' parents. */
+  readonly history: ProcessRecord[] = [];
   private starts = 0;
   private readonly name: string;
   private readonly dir: string;
@@ -116,6 +136,12 @@ class Program {
       env: { ...process.env, ...this.env },
     });
     this.proc = proc;
+    this.history.push({
+      pid: proc.child.pid ?? -1,
+      logFile: proc.logFile,
+      killed: false,
+      worker: this.env.HOLT_MODE === 'worker',
+    });
     const deadline = Date.now() + 60_000; // only stops a broken drill from hanging
     while (!readFileSync(proc.logFile, 'utf8').includes(this.readyLine)) {
       if (proc.child.exitCode !== null) throw new Error(`${this.name} exited:\n${proc.tail()}`);
@@ -129,6 +155,8 @@ class Program {
     const p = this.proc;
     if (!p) return;
     p.child.kill('SIGKILL');
+    const h = this.history.find((x) => x.pid === p.child.pid);
+    if (h) h.killed = true;
     if (p.child.exitCode === null && p.child.signalCode === null)
       await new Promise((r) => p.child.once('exit', r));
   }
@@ -154,8 +182,14 @@ export interface World {
   /** Posts `n` goals; returns their ids. */
   post(n: number): Promise<string[]>;
   /** Waits (up to `limitMs`) for the goals' workflows to finish; returns what the invariants say. */
-  settle(goals: string[], limitMs: number): Promise<{ finished: number; duplicated: number }>;
+  settle(goals: string[], limitMs: number): Promise<Settled>;
   close(): Promise<void>;
+}
+
+export interface Settled {
+  finished: number;
+  duplicated: number;
+  runs: RunCount;
 }
 
 export interface WorldOptions {
@@ -163,7 +197,11 @@ export interface WorldOptions {
   scalable?: boolean;
   /** Redis without AOF: a restart loads the last SAVE (a restore from an older snapshot). */
   snapshotOnly?: boolean;
-  /** Count a grant announced again after a loss as a duplicate (default true). */
+  /**
+   * Count a grant announced again as a duplicate (default true). The loss drill turns it off: a lost
+   * grant is announced again by design; what it must not do is run a tool twice unexplained, and tool
+   * runs are counted in every drill.
+   */
   countGrants?: boolean;
 }
 
@@ -191,16 +229,23 @@ export async function startWorld(o: WorldOptions = {}): Promise<World> {
   }
   const healthPort = await freePort();
   const stores = { DATABASE_URL: postgres?.server.url ?? '', NATS_URL: nats?.url ?? '' };
-  const tool = join(dir, 'tool.sh');
-  writeFileSync(tool, TOOL, { mode: 0o755 });
+  const toolPath = join(dir, 'tool.sh');
+  const runsLog = join(dir, 'runs.log');
+  writeFileSync(toolPath, tool(runsLog), { mode: 0o755 });
   // Every claim_granted, heard by a subscriber of our own.
   const sub = new Redis(redis.url);
   sub.on('error', () => undefined);
   const grants = new Map<string, number>();
   let reopened = 0;
+  // Per call id (the output id of an exclusive grant: the drill's only kind).
+  const reopenedCalls = new Map<string, number>();
   sub.on('message', (_c: string, raw: string) => {
     const m = JSON.parse(raw) as { event?: string; data?: { claim_id?: string; agent_name?: string } };
-    if (m.event === 'grant_reopened') reopened++;
+    if (m.event === 'grant_reopened') {
+      reopened++;
+      const call = outputId(INSTANCE, m.data?.claim_id ?? '', m.data?.agent_name ?? '', 'exclusive');
+      reopenedCalls.set(call, (reopenedCalls.get(call) ?? 0) + 1);
+    }
     if (m.event !== 'claim_granted') return;
     const k = `${m.data?.claim_id}/${m.data?.agent_name}`;
     grants.set(k, (grants.get(k) ?? 0) + 1);
@@ -231,7 +276,7 @@ export async function startWorld(o: WorldOptions = {}): Promise<World> {
     HOLT_INSTANCE_NAME: INSTANCE,
     HOLT_AGENT_NAME: ROLE,
     REDIS_URL: redis.url,
-    HOLT_AGENT_COMMAND: JSON.stringify(['/bin/sh', tool]),
+    HOLT_AGENT_COMMAND: JSON.stringify(['/bin/sh', toolPath]),
     HOLT_BIDDING_STRATEGY: 'exclusive',
     HOLT_HEALTH_PORT: '0',
     HOLT_WORKSPACE: dir,
@@ -305,7 +350,9 @@ export async function startWorld(o: WorldOptions = {}): Promise<World> {
         await sleep(200);
       }
       const grantedTwice = o.countGrants === false ? 0 : [...grants.values()].filter((n) => n > 1).length;
-      return { finished, duplicated: grantedTwice + outputsTwice };
+      const processes = [...pup.history, ...(controller?.history ?? [])];
+      const runs = countRuns(readRuns(runsLog), processes, reopenedCalls);
+      return { finished, duplicated: grantedTwice + outputsTwice + runs.dupRunsUnexpected, runs };
     },
     async close() {
       await Promise.all([orchestrator.stop(), pup.stop(), controller?.stop()]);
