@@ -3,6 +3,7 @@ import type { Cache } from './runtime/cache.ts';
 import type { KubeObject } from './runtime/kube.ts';
 import { agentTokens, ingressTokensSecretName } from './specs/ingress.ts';
 import { STORES, storeSecretName } from './specs/stores.ts';
+import { natsToolNames, toolSecretName } from './specs/tool-secrets.ts';
 
 /**
  * Which Secrets the operator may read. RBAC cannot say it (a Role names resources, not the names a
@@ -45,6 +46,8 @@ export function namedSecrets(holts: KubeObject[], agents: KubeObject[]): Set<str
     secretNamesIn(a.spec, out);
     const p = parseAgent(a);
     if (p.ok) for (const t of agentTokens(a.metadata.name, p.spec.role, p.spec)) out.add(t.secretName);
+    // The per-tool NATS credentials made for its asynchronous tools (tool-secrets.ts).
+    if (p.ok) for (const t of natsToolNames([p.spec])) out.add(toolSecretName(p.spec.holt, t));
   }
   return out;
 }

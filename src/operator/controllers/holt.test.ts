@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { monitoringCrds } from '../../../test/harness/monitoring.ts';
@@ -720,6 +721,99 @@ describe('Holt and Agent reconcilers on a real API server', () => {
     expect(podOf(after).spec.volumes.map((v) => v.name)).not.toContain('ingress-tokens');
     await admin.delete('Agent', NS, 'open-writer');
     await admin.delete('Holt', NS, 'open');
+  });
+
+  it('asynchronous NATS tools: a Secret per tool (user, HMAC password, URL) read by the bundled NATS; the same set changes nothing; a dropped tool leaves the NATS pod template and loses its Secret', async () => {
+    const text = (o: KubeObject | undefined, key: string) =>
+      Buffer.from((o as { data?: Record<string, string> } | undefined)?.data?.[key] ?? '', 'base64').toString(
+        'utf8',
+      );
+    const natsEnv = async () =>
+      (
+        (
+          podOf(await get('StatefulSet', 'tooled-nats')).spec.containers[0] as {
+            env: { name: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+          }
+        ).env ?? []
+      ).filter((e) => /^HOLT_TOOL_\d+_PASSWORD$/.test(e.name));
+    await admin.create(holt('tooled', { llm: { model: 'm', apiKeySecretRef: { name: 'llm', key: 'key' } } }));
+    const tools = (names: string[]) => [
+      ...names.map((name) => ({ name, description: name, async: 'nats' })),
+      { name: 'local', description: 'not asynchronous', argv: ['true'] },
+    ];
+    await admin.create(
+      agent('tooled-a', {
+        holt: 'tooled',
+        bidding: { strategy: 'exclusive' },
+        llm: { life: true, tools: tools(['lookup']) },
+      }),
+    );
+    await admin.create(
+      agent('tooled-b', {
+        holt: 'tooled',
+        bidding: { strategy: 'exclusive' },
+        llm: { life: true, tools: tools(['lookup', 'Deploy_it']) },
+      }),
+    );
+    const deploySecret = await eventually('the Deploy_it Secret', async () =>
+      (await get('StatefulSet', 'tooled-nats'))
+        ? (await natsEnv()).find((e) => e.valueFrom?.secretKeyRef?.name.startsWith('tooled-tool-deploy-it-'))
+            ?.valueFrom?.secretKeyRef?.name
+        : undefined,
+    );
+    const toolPw = text(await get('Secret', 'tooled-nats'), 'tool-password');
+    expect(toolPw.length).toBeGreaterThanOrEqual(16);
+    const lookup = await get('Secret', 'tooled-tool-lookup');
+    expect(text(lookup, 'user')).toBe('tool-lookup');
+    expect(text(lookup, 'password')).toBe(createHmac('sha256', toolPw).update('tool:lookup').digest('hex'));
+    expect(text(lookup, 'url')).toBe(
+      `nats://tool-lookup:${text(lookup, 'password')}@tooled-nats.${NS}.svc:4222`,
+    );
+    expect(text(lookup, 'subject')).toBe('cmd.tool.tooled.lookup');
+    expect(lookup?.metadata.ownerReferences?.[0]).toMatchObject({ kind: 'Holt', name: 'tooled' });
+    const deploy = await get('Secret', deploySecret);
+    expect(text(deploy, 'user')).toBe('tool-Deploy_it');
+    expect(text(deploy, 'password')).toBe(
+      createHmac('sha256', toolPw).update('tool:Deploy_it').digest('hex'),
+    );
+    // The NATS reads each tool's password from its Secret; the non-asynchronous tool has none.
+    expect((await natsEnv()).map((e) => e.valueFrom?.secretKeyRef)).toEqual([
+      { name: deploySecret, key: 'password' },
+      { name: 'tooled-tool-lookup', key: 'password' },
+    ]);
+    expect(await get('Secret', 'tooled-tool-local')).toBeUndefined();
+    // A tampered password is set back (level-triggered).
+    await admin.mergePatch('Secret', NS, 'tooled-tool-lookup', { stringData: { password: 'guessed' } });
+    await op.idle();
+    await admin.mergePatch('Holt', NS, 'tooled', { metadata: { annotations: { poke: '1' } } });
+    await eventually('the password restored', async () =>
+      text(await get('Secret', 'tooled-tool-lookup'), 'password') === text(lookup, 'password')
+        ? true
+        : undefined,
+    );
+    // The same set again (another Agent declaring lookup): nothing is written.
+    await admin.create(
+      agent('tooled-c', {
+        holt: 'tooled',
+        bidding: { strategy: 'exclusive' },
+        llm: { life: true, tools: tools(['lookup']) },
+      }),
+    );
+    await op.settled();
+    const rv = (await get('StatefulSet', 'tooled-nats'))?.metadata.resourceVersion;
+    expect(await writesOnResync(op)).toBe(0);
+    expect((await get('StatefulSet', 'tooled-nats'))?.metadata.resourceVersion).toBe(rv);
+    // Deploy_it dropped: the NATS no longer has its user, and its Secret goes.
+    await admin.delete('Agent', NS, 'tooled-b');
+    await eventually('the NATS without Deploy_it', async () =>
+      (await natsEnv()).length === 1 ? true : undefined,
+    );
+    await eventually('its Secret deleted', async () =>
+      (await get('Secret', deploySecret)) ? undefined : true,
+    );
+    expect(text(await get('Secret', 'tooled-tool-lookup'), 'user')).toBe('tool-lookup');
+    await admin.delete('Holt', NS, 'tooled');
+    for (const a of ['tooled-a', 'tooled-c']) await admin.delete('Agent', NS, a);
   });
 
   it('an Agent with the finalizer of an older operator loses it, and its deletion is not held', async () => {
