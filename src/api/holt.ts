@@ -89,7 +89,17 @@ export const HoltOrchestrator = z
       .positive()
       .max(3600)
       .default(30)
-      .describe('Missing bids count as ignore after this many seconds.'),
+      .describe(
+        "Missing bids count as ignore after this many seconds: every bidder's window at first, and its narrowest.",
+      ),
+    maxBidTimeoutSeconds: z
+      .number()
+      .positive()
+      .max(14400)
+      .optional()
+      .describe(
+        "The widest a bidder's own bid window may grow: each late bid widens that agent's window to 1.5 × its latency, up to this; bids in time narrow it slowly back. Default 4 × bidTimeoutSeconds; equal to bidTimeoutSeconds turns the adaptation off; below it the Holt is invalid (Degraded).",
+      ),
     replicas: z
       .number()
       .int()
@@ -113,6 +123,10 @@ export const HoltOrchestrator = z
       .describe(
         'Resources of the orchestrator pods (default: requests cpu 50m, memory 128Mi; a memory limit of 512Mi, no CPU limit). At its top rate it needs about 1.4 cores: its event loop plus the V8 garbage-collector threads beside it; a CPU limit of 1 makes it, not Redis, the bound (docs/benchmarks.md).',
       ),
+  })
+  .refine((o) => o.maxBidTimeoutSeconds === undefined || o.maxBidTimeoutSeconds >= o.bidTimeoutSeconds, {
+    path: ['maxBidTimeoutSeconds'],
+    message: 'must be at least bidTimeoutSeconds',
   })
   .default({ maxReviewIterations: 3, bidTimeoutSeconds: 30, replicas: 1, retentionDays: 7 })
   .describe('Orchestrator settings and policy.');

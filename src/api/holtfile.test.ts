@@ -147,6 +147,18 @@ agents:
 });
 
 describe('Holt file: version 2 extensions', () => {
+  it('max_bid_timeout: the widest bid window, a duration, never below bid_timeout (issue 29 item 8)', () => {
+    const agents = 'agents: {A: {command: [a], bidding_strategy: claim}}';
+    const f = parseHoltFile(`version: "2"\norchestrator: {bid_timeout: 2s, max_bid_timeout: 1m}\n${agents}`);
+    expect(f.holt.orchestrator).toMatchObject({ bidTimeoutSeconds: 2, maxBidTimeoutSeconds: 60 });
+    // Omitted: the orchestrator takes 4 × the bid timeout.
+    expect(parseHoltFile(`version: "2"\n${agents}`).holt.orchestrator.maxBidTimeoutSeconds).toBeUndefined();
+    expect(
+      problemsOf(`version: "2"\norchestrator: {bid_timeout: 10s, max_bid_timeout: 5s}\n${agents}`),
+    ).toEqual(['orchestrator.max_bid_timeout: must be at least orchestrator.bid_timeout (30s by default)']);
+    expect(problemsOf(`version: "2"\norchestrator: {max_bid_timeout: 20s}\n${agents}`)).toHaveLength(1);
+  });
+
   it('image is optional; replicas make an agent scalable; durations parse', () => {
     const f = parseHoltFile(`version: "2"
 orchestrator: {bid_timeout: 2s}

@@ -160,6 +160,7 @@ const fileSchema = z.object({
         .min(0, 'orchestrator.max_review_iterations must be >= 0')
         .optional(),
       bid_timeout: duration.optional(),
+      max_bid_timeout: duration.optional(),
     })
     .nullish(),
   agents: z.record(z.string(), fileAgent, 'agents must be a map of role to agent'),
@@ -355,6 +356,9 @@ export function parseHoltFile(text: string, file = 'holt.yml'): HoltFile {
     if (other) problems.push(`agents.${a.role}: worker target "${t}" is also used by ${other}`);
     targets.set(t, a.role);
   }
+  const o = f.orchestrator;
+  if (o?.max_bid_timeout !== undefined && o.max_bid_timeout < (o.bid_timeout ?? 30))
+    problems.push('orchestrator.max_bid_timeout: must be at least orchestrator.bid_timeout (30s by default)');
   if (problems.length) throw new HoltFileError(file, problems);
   const holt = HoltSpec.parse({
     stores: {
@@ -365,6 +369,7 @@ export function parseHoltFile(text: string, file = 'holt.yml'): HoltFile {
     orchestrator: {
       maxReviewIterations: f.orchestrator?.max_review_iterations ?? 3,
       bidTimeoutSeconds: f.orchestrator?.bid_timeout ?? 30,
+      maxBidTimeoutSeconds: f.orchestrator?.max_bid_timeout,
     },
     llm: f.llm ? { baseUrl: f.llm.base_url, model: f.llm.model, apiKeyEnv: f.llm.api_key_env } : undefined,
     workspace: { path: f.workspace?.path, gitUrl: f.workspace?.git_url },

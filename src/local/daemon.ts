@@ -408,6 +408,9 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
         HOLT_HEALTH_PORT: String(orchPort),
         HOLT_MAX_REVIEW_ITERATIONS: String(file.holt.orchestrator.maxReviewIterations),
         HOLT_BID_TIMEOUT_MS: String(file.holt.orchestrator.bidTimeoutSeconds * 1000),
+        ...(file.holt.orchestrator.maxBidTimeoutSeconds === undefined
+          ? {}
+          : { HOLT_MAX_BID_TIMEOUT_MS: String(file.holt.orchestrator.maxBidTimeoutSeconds * 1000) }),
         ...(living
           ? { HOLT_INGRESS_PORT: String(ingressPort), HOLT_INGRESS_TOKENS_FILE: ingressTokensFile(opts.name) }
           : {}),

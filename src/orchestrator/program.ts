@@ -18,6 +18,10 @@ export const ORCHESTRATOR_PROGRAM: ProgramSpec = {
     { env: 'HOLT_HEALTH_PORT', help: 'port of /healthz, /readyz and /metrics [8080]' },
     { env: 'HOLT_BID_TIMEOUT_MS', help: 'how long consensus waits for bids [30000]' },
     {
+      env: 'HOLT_MAX_BID_TIMEOUT_MS',
+      help: "the widest a slow bidder's own window grows after late bids [4 × the bid timeout]",
+    },
+    {
       env: 'HOLT_MAX_REVIEW_ITERATIONS',
       help: 'rework rounds before a claim is terminated; 0: no limit [3]',
     },

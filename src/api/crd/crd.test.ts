@@ -73,6 +73,19 @@ describe('generated CRDs', () => {
       maximum: 3600,
       default: 30,
     });
+    const maxBid =
+      schemaOf('Holt').properties!.spec!.properties!.orchestrator!.properties!.maxBidTimeoutSeconds!;
+    expect(maxBid).toMatchObject({ type: 'number', minimum: 0, exclusiveMinimum: true, maximum: 14400 });
+    expect(maxBid.default).toBeUndefined();
+    // The bound below is the operator's parse (a Holt below it is Degraded, its orchestrator untouched).
+    const orchestrator = (bid: number, max: number) =>
+      HoltSpec.safeParse({ orchestrator: { bidTimeoutSeconds: bid, maxBidTimeoutSeconds: max } });
+    expect(orchestrator(10, 40).success).toBe(true);
+    expect(orchestrator(10, 10).success).toBe(true);
+    expect(orchestrator(10, 5).error?.issues[0]).toMatchObject({
+      path: ['orchestrator', 'maxBidTimeoutSeconds'],
+      message: 'must be at least bidTimeoutSeconds',
+    });
   });
 
   it('have status on every kind and scale on WorkerPool only', () => {

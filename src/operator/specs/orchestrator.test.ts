@@ -27,6 +27,27 @@ describe('orchestrator Deployment resources', () => {
   });
 });
 
+describe('orchestrator Deployment bid windows', () => {
+  type Env = { spec: { template: { spec: { containers: { env: { name: string; value?: string }[] }[] } } } };
+  const envOf = (o: KubeObject) =>
+    Object.fromEntries(
+      (o as unknown as Env).spec.template.spec.containers[0]!.env.map((e) => [e.name, e.value]),
+    );
+  it('spec.orchestrator.maxBidTimeoutSeconds becomes HOLT_MAX_BID_TIMEOUT_MS; unset, the orchestrator defaults it', () => {
+    const set = envOf(
+      orchestratorDeployment(
+        owner,
+        HoltSpec.parse({ orchestrator: { bidTimeoutSeconds: 5, maxBidTimeoutSeconds: 42.5 } }),
+        'img',
+      ),
+    );
+    expect(set).toMatchObject({ HOLT_BID_TIMEOUT_MS: '5000', HOLT_MAX_BID_TIMEOUT_MS: '42500' });
+    expect(envOf(orchestratorDeployment(owner, HoltSpec.parse({}), 'img'))).not.toHaveProperty(
+      'HOLT_MAX_BID_TIMEOUT_MS',
+    );
+  });
+});
+
 describe('Prometheus scrape hints', () => {
   it("are on the orchestrator's pod template (where annotation-based scrape configs look), naming the health port", () => {
     const dep = orchestratorDeployment(owner, HoltSpec.parse({}), 'img') as unknown as {

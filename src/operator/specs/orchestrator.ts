@@ -65,6 +65,14 @@ export function orchestratorDeployment(
               { name: 'HOLT_INSTANCE_NAME', value: owner.name },
               { name: 'HOLT_HEALTH_PORT', value: String(HEALTH_PORT) },
               { name: 'HOLT_BID_TIMEOUT_MS', value: String(Math.round(o.bidTimeoutSeconds * 1000)) },
+              ...(o.maxBidTimeoutSeconds === undefined
+                ? []
+                : [
+                    {
+                      name: 'HOLT_MAX_BID_TIMEOUT_MS',
+                      value: String(Math.round(o.maxBidTimeoutSeconds * 1000)),
+                    },
+                  ]),
               { name: 'HOLT_MAX_REVIEW_ITERATIONS', value: String(o.maxReviewIterations) },
               { name: 'HOLT_RETENTION_DAYS', value: String(o.retentionDays) },
               ...storeEnv(owner.name, spec.stores, 'orchestrator'),
