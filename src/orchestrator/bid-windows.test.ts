@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
-import type { Artefact } from '../blackboard/types.ts';
+import type { Artefact, Claim } from '../blackboard/types.ts';
 import { afterLate, afterOnTime, BidWindows, windowFor } from './bid-windows.ts';
+import { decide, type Snapshot } from './decide.ts';
 import {
   claimFor,
   newGoal,
@@ -51,6 +52,44 @@ describe('bid windows (pure)', () => {
     expect(windowFor(['Fast'], w, 300)).toBe(300);
     expect(windowFor([], w, 300)).toBe(300);
     expect(windowFor(['Slow', 'Slower'], undefined, 300)).toBe(300);
+  });
+
+  it("decide: a claim's deadline is the widest window of the bidders still missing; the bid_timeout names it", () => {
+    const target = newGoal();
+    const claim: Claim = {
+      id: 'c1',
+      artefact_id: target.id,
+      status: 'pending_review',
+      granted_review_agents: [],
+      granted_parallel_agents: [],
+      granted_exclusive_agent: '',
+      expected_bidders: ['Fast', 'Slow'],
+      created_at_ms: 1_000,
+    };
+    const s: Snapshot = {
+      claim,
+      target,
+      bids: {},
+      outputs: [],
+      registered: new Set(['Fast', 'Slow']),
+      firstSeenMs: 0,
+      now: 1_350,
+      policy: { bidTimeoutMs: 300, maxReviewIterations: 3 },
+      bidWindows: new Map([['Slow', 675]]),
+    };
+    // Without windows the claim closes at 1300 (Holt's rule); with Slow's it waits to 1675.
+    expect(decide({ ...s, bidWindows: undefined }).kind).toBe('write');
+    expect(decide(s)).toEqual({ kind: 'wait', untilMs: 1_675, missing: ['Fast', 'Slow'] });
+    // Slow is in: only Fast's window (the base) counts, already past.
+    const slowIn = decide({ ...s, bids: { Slow: 'claim' } });
+    if (slowIn.kind !== 'write') throw new Error(slowIn.kind);
+    expect(slowIn.claim.phase_state?.all_bids).toEqual({ Fast: 'ignore', Slow: 'claim' });
+    const closed = decide({ ...s, bids: { Fast: 'exclusive' }, now: 1_675 });
+    if (closed.kind !== 'write') throw new Error(closed.kind);
+    expect(closed.after).toContainEqual({
+      kind: 'event',
+      event: { event: 'bid_timeout', data: { claim_id: 'c1', silent_agents: ['Slow'], timeout_ms: 675 } },
+    });
   });
 
   it('BidWindows keeps only widened windows, per role', () => {
