@@ -3,9 +3,10 @@
 // reply subject (msg.respond): an answer sent anywhere else is refused by NATS or ignored by the agent.
 // It connects as a NATS user that may do nothing else: locally `holt tool-url --tool <name>` prints the
 // URL of that one tool's user (`holt tool-url`: the `tool` user, every tool of the instance); on a
-// cluster it is the key `tool-url` of the Secret `<holt>-nats` (and the pod carries
-// `holt.io/instance: <holt>`, so the Holt's NetworkPolicies let it reach NATS). It holds no other
-// credential. HOLT_INSTANCE names the instance whose requests it hears (default: any, `*`, which only
+// cluster with the bundled NATS it is the key `url` of the Secret `<holt>-tool-<name>` (HOLT_INSTANCE:
+// its key `instance`; the key `tool-url` of the Secret `<holt>-nats` is the broad `tool` user), and
+// the pod carries `holt.io/instance: <holt>`, so the Holt's NetworkPolicies let it reach NATS. It holds
+// no other credential. HOLT_INSTANCE names the instance whose requests it hears (default: any, `*`, which only
 // a cluster's `tool` user may hear).
 //
 //   NATS_URL=$(holt tool-url --tool lookup) HOLT_INSTANCE=default node examples/living/tool-service.mjs lookup
