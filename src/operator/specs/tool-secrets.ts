@@ -68,12 +68,12 @@ export function toolSecretsOf(sts: KubeObject | undefined): string[] {
 /**
  * One tool service's Secret: `user`, `password`, `url` (the bundled NATS, as the `tool-url` key of
  * the NATS Secret), `instance` (the subject token its requests carry: HOLT_INSTANCE of
- * examples/living/tool-service.mjs) and `subject`. Derived from `toolSecret`, so applying it again
+ * examples/living/tool-service.mjs) and `subject`. Derived from `secret` (the `tool` password), so applying it again
  * changes nothing.
  */
-export function toolSecret(owner: Owner, tool: string, toolSecret: string, tls: boolean): KubeObject {
+export function toolSecret(owner: Owner, tool: string, secret: string, tls: boolean): KubeObject {
   const holt = owner.name;
-  const [u] = toolUsers(toolSecret, [tool]);
+  const [u] = toolUsers(secret, [tool]);
   if (!u) throw new Error(`no user for tool ${tool}`);
   const host = `${storeName(holt, 'nats')}.${owner.namespace}.svc`;
   const [subject] = toolPermissions(holt, [tool]).subscribe;
