@@ -114,6 +114,7 @@ describe('the drills count every tool run', () => {
       [
         { event_type: 'artefact_created', output_id: 'a', claim_id: 'c' },
         { event_type: 'complete_failed', inbox_id: 'row1' },
+        { event_type: 'inbox_claim_finished', claim_id: 'c', inbox_id: 'row1', outcome: 'retry' },
         { event_type: 'inbox_claim_finished', claim_id: 'c', inbox_id: 'row1', outcome: 'done' },
       ],
       { worker: true },

@@ -75,8 +75,12 @@ function logOf(p: ProcessRecord | undefined): Line[] {
     });
 }
 
-/** The worker's events that mean a run's result was not stored and its row will run again. */
-const NOT_STORED = new Set(['complete_failed', 'claim_attempt_failed', 'worker_error', 'stale_fence']);
+/**
+ * A worker's attempt that ended without its result stored, so the row runs again: one
+ * inbox_claim_finished line per attempt (retry: the run or its commit failed; stale: the lease was
+ * lost; released: given back), or worker_error when even recording the failure failed (Postgres down).
+ */
+const NOT_STORED = new Set(['retry', 'stale', 'released']);
 
 /** What every process logged, indexed for the classification. */
 class Logs {
@@ -109,14 +113,13 @@ class Logs {
   /** How many times `p` logged that a result of `callId` was not stored (each explains one re-run). */
   storeFailures(p: ProcessRecord, callId: string): number {
     const claim = this.claimOfCall.get(callId);
-    return (this.lines.get(p.pid) ?? []).filter(
-      (l) =>
-        (l.event_type === 'execution_error' && l.output_id === callId) ||
-        (typeof l.event_type === 'string' &&
-          NOT_STORED.has(l.event_type) &&
-          typeof l.inbox_id === 'string' &&
-          claim !== undefined &&
-          this.claimOfRow.get(l.inbox_id) === claim),
+    const ofClaim = (l: Line) =>
+      claim !== undefined && typeof l.inbox_id === 'string' && this.claimOfRow.get(l.inbox_id) === claim;
+    return (this.lines.get(p.pid) ?? []).filter((l) =>
+      p.worker
+        ? (l.event_type === 'inbox_claim_finished' && NOT_STORED.has(String(l.outcome)) && ofClaim(l)) ||
+          (l.event_type === 'worker_error' && ofClaim(l))
+        : l.event_type === 'execution_error' && l.output_id === callId,
     ).length;
   }
 
