@@ -1,4 +1,3 @@
-import type { NewArtefact } from '../blackboard/client.ts';
 import { feedbackExcerpt, isApproval } from '../blackboard/review.ts';
 import type {
   Artefact,
@@ -8,9 +7,9 @@ import type {
   ClaimType,
   Phase,
   PhaseState,
-  WorkflowEvent,
 } from '../blackboard/types.ts';
 import { windowFor } from './bid-windows.ts';
+import type { Decision, Effect, LogLine, Snapshot, Timing } from './decision.ts';
 import { derivedId } from './ids.ts';
 import { CLAIM_TYPE, grantees, nextPhase, sanitiseBid, sortRoles } from './phases.ts';
 
@@ -20,61 +19,7 @@ import { CLAIM_TYPE, grantees, nextPhase, sanitiseBid, sortRoles } from './phase
  * deterministic ids), one compare-and-set of `claim`, then the `after` effects (announcements).
  */
 
-export interface Policy {
-  bidTimeoutMs: number;
-  /** The widest a slow bidder's bid window may grow (bid-windows.ts); default 4 × bidTimeoutMs. */
-  maxBidTimeoutMs?: number;
-  /** 0 = unlimited. */
-  maxReviewIterations: number;
-}
-
-export interface Snapshot {
-  claim: Claim;
-  target: Artefact | null;
-  /** The raw bids hash (only needed while the claim is collecting bids). */
-  bids: Record<string, string>;
-  /** Artefacts listing the target among their sources, oldest first. */
-  outputs: Artefact[];
-  /** Roles registered now (the feedback producer check; consensus uses the claim's own snapshot). */
-  registered: ReadonlySet<string>;
-  /** role → its image's digest where known (Holt's agent_images): recorded on the claim it is granted. */
-  images?: ReadonlyMap<string, string>;
-  /** Start of the bid timeout for a claim without created_at_ms (one Holt made). */
-  firstSeenMs: number;
-  now: number;
-  policy: Policy;
-  /** role → its bid window where wider than the bid timeout (bid-windows.ts); none: the timeout. */
-  bidWindows?: ReadonlyMap<string, number>;
-}
-
-export type GrantReason = 'grant' | 'rework' | 'recovery';
-
-export type Effect =
-  /** `claim` is set when the grant is on another claim than the one decided (a rework). */
-  | { kind: 'grant'; role: string; claimType: ClaimType; phase: Phase; reason: GrantReason; claim?: Claim }
-  | { kind: 'event'; event: WorkflowEvent }
-  /** Written before the claim moves; its id is derived from the claim, so a replay is a no-op. */
-  | { kind: 'artefact'; artefact: NewArtefact }
-  /** Created before the claim moves, unless it exists (derived id). */
-  | { kind: 'feedback_claim'; claim: Claim }
-  | { kind: 'dequeue'; role: string };
-
-export interface LogLine {
-  event_type: string;
-  level?: 'debug' | 'info' | 'warn';
-  [key: string]: unknown;
-}
-
-export type Timing =
-  | { metric: 'bid_latency'; ms: number }
-  | { metric: 'phase_duration'; phase: Phase; ms: number };
-
-export type Decision =
-  | { kind: 'done' }
-  | { kind: 'idle'; why: string }
-  /** Still collecting bids; `missing` have not bid; decide again by `untilMs` at the latest. */
-  | { kind: 'wait'; untilMs: number; missing: string[] }
-  | { kind: 'write'; claim: Claim; before: Effect[]; after: Effect[]; logs: LogLine[]; timings: Timing[] };
+export type { Decision, Effect, GrantReason, LogLine, Policy, Snapshot, Timing } from './decision.ts';
 
 const STATUS: Record<Phase, ClaimStatus> = {
   review: 'pending_review',
