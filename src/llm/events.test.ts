@@ -1,49 +1,19 @@
-import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type LlmServer, type ScriptedReply, startLlmServer } from '../../test/harness/llm.ts';
-import { type NatsServer, startNats } from '../../test/harness/nats.ts';
-import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
-import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
-import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { describe, expect, it } from 'vitest';
+import type { ScriptedReply } from '../../test/harness/llm.ts';
+import { llmPupEnv, startPupRuntime, useRuntimeStores } from '../../test/harness/llm-runtime.ts';
 import { eventually } from '../../test/harness/wait.ts';
-import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import { ChunkEvent, StepEvent, TaskEvent } from '../bus/events.ts';
-import { silentLogger } from '../common/logger.ts';
-import { config, grantedClaim } from '../pup/testkit.ts';
-import { startLlmRuntime } from './runtime.ts';
+import { grantedClaim } from '../pup/testkit.ts';
 
 /**
  * The events of a real LLM turn, read off NATS by a client of our own as `holt watch` or a dashboard
  * would: the real runtime on real Redis, Postgres and NATS; only the model is the scripted server.
  */
 
-let redis: RedisServer;
-let postgres: PostgresServer;
-let nats: NatsServer;
-let llm: LlmServer;
-let ws: string;
-let nc: NatsConnection;
-const cleanup: (() => Promise<void>)[] = [];
+const stores = useRuntimeStores('llm-events');
 let n = 0;
-
-beforeAll(async () => {
-  [redis, postgres, nats, llm] = await Promise.all([
-    startRedis(),
-    startPostgres(),
-    startNats(),
-    startLlmServer(),
-  ]);
-  ws = makeTempDir('llm-events');
-  nc = await connect({ servers: nats.url });
-});
-afterAll(async () => {
-  for (const c of cleanup.reverse()) await c().catch(() => undefined);
-  await nc?.close();
-  await Promise.all([redis?.stop(), postgres?.stop(), nats?.stop(), llm?.close()]);
-  removeDir(ws);
-});
 
 type Heard =
   | { kind: 'step'; e: StepEvent }
@@ -54,7 +24,7 @@ type Heard =
 /** Every agent event on NATS in arrival order, parsed with the published schemas; subscribed and confirmed. */
 async function listen(): Promise<{ heard: Heard[]; stop: () => void }> {
   const heard: Heard[] = [];
-  const sub = nc.subscribe('evt.agent.*.*', {
+  const sub = stores.nc.subscribe('evt.agent.*.*', {
     callback: (_err, m) => {
       const kind = m.subject.split('.').at(-1);
       const schema =
@@ -68,42 +38,24 @@ async function listen(): Promise<{ heard: Heard[]; stop: () => void }> {
       );
     },
   });
-  await nc.flush(); // the server has the subscription before the turn starts
+  await stores.nc.flush(); // the server has the subscription before the turn starts
   return { heard, stop: () => sub.unsubscribe() };
 }
 
 /** One turn of the real runtime on a granted claim; the model says what `script` says. */
 async function turn(script: ScriptedReply[], env: Record<string, string> = {}) {
   const instance = `ev${++n}`;
-  llm.reset(script);
-  const cfg = config({
-    REDIS_URL: redis.url,
-    HOLT_INSTANCE_NAME: instance,
-    HOLT_WORKSPACE: ws,
-    HOLT_AGENT_COMMAND: '',
-    HOLT_LLM_ENABLED: 'true',
-    HOLT_LLM_BASE_URL: llm.url,
-    HOLT_LLM_MODEL: 'scripted',
-    HOLT_LLM_MAX_RETRIES: '1',
-    DATABASE_URL: postgres.url,
-    NATS_URL: nats.url,
-    HOLT_LLM_TOOLS: JSON.stringify([
-      { name: 'read', description: 'reads', argv: [process.execPath, '-e', 'console.log("same")'] },
-    ]),
-    ...env,
-  });
-  const bb = Blackboard.connect(redis.url, instance);
-  const rt = await startLlmRuntime(
-    { ...cfg, llm: cfg.llm! },
-    bb,
-    silentLogger(),
-    { HOLT_LLM_API_KEY: 'sk-unit-test-key-000' },
+  stores.llm.reset(script);
+  const { bb, rt } = await startPupRuntime(
+    stores,
+    llmPupEnv(stores, instance, {
+      HOLT_LLM_TOOLS: JSON.stringify([
+        { name: 'read', description: 'reads', argv: [process.execPath, '-e', 'console.log("same")'] },
+      ]),
+      ...env,
+    }),
     new Registry(),
   );
-  cleanup.push(async () => {
-    await rt.close();
-    await bb.close();
-  });
   const { claim } = await grantedClaim(bb, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' });
   const outcome = await rt.executor!.execute({ claimId: claim.id, claimType: 'exclusive' });
   return { claim, outcome, deliverable: outputId(instance, claim.id, 'coder', 'exclusive') };
@@ -143,7 +95,7 @@ describe('the events of a real LLM turn, read off NATS', () => {
     const { heard, stop } = await listen();
     const r = await turn(script());
     expect(r.outcome).toBe('success');
-    expect(llm.requests.map((q) => q.body.stream)).toEqual([true, true]);
+    expect(stores.llm.requests.map((q) => q.body.stream)).toEqual([true, true]);
     const { task, mine } = await eventsOf(heard, r.claim.id);
     stop();
     // One publisher connection: NATS keeps its order. Chunks of a reply come before its `replied` step.
@@ -186,7 +138,7 @@ describe('the events of a real LLM turn, read off NATS', () => {
     const { heard, stop } = await listen();
     const r = await turn(script(), { HOLT_LLM_STREAM: 'false' });
     expect(r.outcome).toBe('success');
-    expect(llm.requests.map((q) => q.body.stream)).toEqual([false, false]);
+    expect(stores.llm.requests.map((q) => q.body.stream)).toEqual([false, false]);
     const { task, mine } = await eventsOf(heard, r.claim.id);
     stop();
     expect(mine.map((h) => (h.kind === 'step' ? `step:${h.e.phase}` : h.kind))).toEqual([

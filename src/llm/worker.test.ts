@@ -3,10 +3,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, type LlmServer, startLlmServer, submit } from '../../test/harness/llm.ts';
-import { type NatsServer, startNats } from '../../test/harness/nats.ts';
-import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
-import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { call, submit } from '../../test/harness/llm.ts';
+import { type Servers, startServers } from '../../test/harness/llm-runtime.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
@@ -21,10 +19,7 @@ import { artefact, grantedClaim, spawnPup, waitFor } from '../pup/testkit.ts';
 
 /** LLM agents of a scalable role: turns run on inbox workers (real processes) under the inbox's fence. */
 
-let redis: RedisServer;
-let postgres: PostgresServer;
-let nats: NatsServer;
-let llm: LlmServer;
+let servers: Servers;
 let store: InboxStore;
 let nc: NatsConnection;
 let ws: string;
@@ -32,15 +27,10 @@ const children: ChildProcess[] = [];
 const cleanup: (() => Promise<unknown>)[] = [];
 
 beforeAll(async () => {
-  [redis, postgres, nats, llm] = await Promise.all([
-    startRedis(),
-    startPostgres(),
-    startNats(),
-    startLlmServer(),
-  ]);
-  await migrate(postgres.url);
-  store = InboxStore.connect(postgres.url, { max: 3 });
-  nc = await connectBus(nats.url, 'llm-worker-test');
+  servers = await startServers();
+  await migrate(servers.postgres.url);
+  store = InboxStore.connect(servers.postgres.url, { max: 3 });
+  nc = await connectBus(servers.nats.url, 'llm-worker-test');
   ws = makeTempDir('llm-worker');
 });
 afterAll(async () => {
@@ -48,7 +38,7 @@ afterAll(async () => {
   for (const c of cleanup.reverse()) await c().catch(() => undefined);
   await nc?.drain();
   await store?.close();
-  await Promise.all([redis?.stop(), postgres?.stop(), nats?.stop(), llm?.close()]);
+  await servers?.stop();
   removeDir(ws);
 });
 
@@ -56,16 +46,16 @@ afterAll(async () => {
 function spawnWorker(instance: string, env: Record<string, string> = {}) {
   return spawnPup(
     {
-      REDIS_URL: redis.url,
+      REDIS_URL: servers.redis.url,
       HOLT_INSTANCE_NAME: instance,
       HOLT_WORKSPACE: ws,
       HOLT_MODE: 'worker',
-      DATABASE_URL: postgres.url,
-      NATS_URL: nats.url,
+      DATABASE_URL: servers.postgres.url,
+      NATS_URL: servers.nats.url,
       HOLT_WORKER_LEASE_MS: '1000',
       HOLT_AGENT_COMMAND: '',
       HOLT_LLM_ENABLED: 'true',
-      HOLT_LLM_BASE_URL: llm.url,
+      HOLT_LLM_BASE_URL: servers.llm.url,
       HOLT_LLM_MODEL: 'scripted',
       HOLT_LLM_API_KEY: 'sk-worker-test',
       ...env,
@@ -91,7 +81,7 @@ async function grantOnInbox(bb: Blackboard, instance: string) {
 describe('LLM turns on inbox workers', () => {
   it('a worker frozen past its lease mid-turn: another finishes the turn from the stored steps; the stale one writes nothing', async () => {
     const I = 'llmw-stop';
-    const bb = Blackboard.connect(redis.url, I);
+    const bb = Blackboard.connect(servers.redis.url, I);
     cleanup.push(() => bb.close());
     const marker = join(ws, 'stop-runs.txt');
     const tool = {
@@ -109,7 +99,7 @@ describe('LLM turns on inbox workers', () => {
     });
     // Step 1 calls the tool; step 2 of the first worker is held open while it is frozen (and answered
     // only after the takeover); the second worker's step 2 submits.
-    llm.reset([
+    servers.llm.reset([
       call('work', {}),
       { after: gate, reply: submit('from the frozen worker') },
       submit('from the second worker'),
@@ -117,7 +107,7 @@ describe('LLM turns on inbox workers', () => {
     const { claim, row } = await grantOnInbox(bb, I);
     const env = { HOLT_LLM_TOOLS: JSON.stringify([tool]) };
     const first = spawnWorker(I, env);
-    await llm.waitForRequests(2, 30_000);
+    await servers.llm.waitForRequests(2, 30_000);
     first.child.kill('SIGSTOP');
     expect(readFileSync(marker, 'utf8')).toBe('run\n');
 
@@ -144,8 +134,8 @@ describe('LLM turns on inbox workers', () => {
     await Promise.all([first.exited, second.exited]);
 
     expect(readFileSync(marker, 'utf8')).toBe('run\n'); // the finished tool call was not repeated
-    expect(llm.requests).toHaveLength(3);
-    expect(llm.requests[2]!.body.messages.map((m) => m.role)).toEqual([
+    expect(servers.llm.requests).toHaveLength(3);
+    expect(servers.llm.requests[2]!.body.messages.map((m) => m.role)).toEqual([
       'system',
       'user',
       'assistant',
@@ -168,9 +158,9 @@ describe('LLM turns on inbox workers', () => {
 
   it('ask_question on a worker: the row waits without burning attempts, and the Answer resumes the turn', async () => {
     const I = 'llmw-ask';
-    const bb = Blackboard.connect(redis.url, I);
+    const bb = Blackboard.connect(servers.redis.url, I);
     cleanup.push(() => bb.close());
-    llm.reset([call('ask_question', { question: 'Which colour?' }), submit('blue it is')]);
+    servers.llm.reset([call('ask_question', { question: 'Which colour?' }), submit('blue it is')]);
     const { claim, row } = await grantOnInbox(bb, I);
     const w = spawnWorker(I);
     const parked = await waitFor(
@@ -194,7 +184,7 @@ describe('LLM turns on inbox workers', () => {
       expect(s.woken).toBe(0);
     }
     expect(await store.row(row.id)).toMatchObject({ status: 'waiting', attempts: 0 });
-    expect(llm.requests).toHaveLength(1);
+    expect(servers.llm.requests).toHaveLength(1);
 
     await bb.createArtefact(
       artefact({
@@ -208,7 +198,7 @@ describe('LLM turns on inbox workers', () => {
     // The orchestrator's side of the inbox: its watchdog sees the Answer, wakes the row and rings.
     const orch = await startOrchestratorInbox({
       instance: I,
-      env: { DATABASE_URL: postgres.url, NATS_URL: nats.url, HOLT_INBOX_WATCHDOG_MS: '100' },
+      env: { DATABASE_URL: servers.postgres.url, NATS_URL: servers.nats.url, HOLT_INBOX_WATCHDOG_MS: '100' },
       bb,
       isLeader: () => true,
       log: silentLogger(),
@@ -222,8 +212,8 @@ describe('LLM turns on inbox workers', () => {
     w.child.kill('SIGTERM');
     await w.exited;
 
-    expect(llm.requests).toHaveLength(2);
-    const tools = llm.requests[1]!.body.messages.filter((m) => m.role === 'tool');
+    expect(servers.llm.requests).toHaveLength(2);
+    const tools = servers.llm.requests[1]!.body.messages.filter((m) => m.role === 'tool');
     expect(tools.at(-1)?.content).toContain('"answer":"blue"');
     expect(await store.row(row.id)).toMatchObject({ status: 'done', attempts: 1, waiting_on: null });
     expect(await store.turn(row.turn_id)).toMatchObject({ status: 'done', result_artefact_id: id });

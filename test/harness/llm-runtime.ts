@@ -1,0 +1,121 @@
+// The set-up shared by the LLM runtime tests: real Redis, Postgres and NATS plus the scripted model
+// server, a temp workspace, a pg pool and a NATS connection; and the pup env of an LLM agent.
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type pg from 'pg';
+import type { Registry } from 'prom-client';
+import { afterAll, beforeAll } from 'vitest';
+import { Blackboard } from '../../src/blackboard/client.ts';
+import { silentLogger } from '../../src/common/logger.ts';
+import { createPool } from '../../src/common/pg.ts';
+import { type LlmRuntime, startLlmRuntime } from '../../src/llm/runtime.ts';
+import { config } from '../../src/pup/testkit.ts';
+import { type LlmServer, startLlmServer } from './llm.ts';
+import { type NatsServer, startNats } from './nats.ts';
+import { type PostgresServer, startPostgres } from './postgres.ts';
+import { type RedisServer, startRedis } from './redis.ts';
+import { makeTempDir, removeDir } from './tmp.ts';
+
+export interface Servers {
+  redis: RedisServer;
+  postgres: PostgresServer;
+  nats: NatsServer;
+  llm: LlmServer;
+  stop(): Promise<void>;
+}
+
+/** Redis, Postgres, NATS and the scripted model server, started together. */
+export async function startServers(): Promise<Servers> {
+  const [redis, postgres, nats, llm] = await Promise.all([
+    startRedis(),
+    startPostgres(),
+    startNats(),
+    startLlmServer(),
+  ]);
+  const stop = async () => {
+    await Promise.all([redis.stop(), postgres.stop(), nats.stop(), llm.close()]);
+  };
+  return { redis, postgres, nats, llm, stop };
+}
+
+export interface RuntimeStores extends Servers {
+  ws: string;
+  pool: pg.Pool;
+  nc: NatsConnection;
+  /** Run first by `stop`, last pushed first. */
+  cleanup: (() => Promise<void>)[];
+}
+
+/** The servers, a temp workspace named `wsName`, a pg pool of `poolMax` and a NATS connection. */
+async function startRuntimeStores(wsName: string, poolMax = 3): Promise<RuntimeStores> {
+  const servers = await startServers();
+  const ws = makeTempDir(wsName);
+  const pool = createPool(servers.postgres.url, { max: poolMax });
+  pool.on('connect', (c) => c.on('error', () => undefined));
+  const nc = await connect({ servers: servers.nats.url });
+  const cleanup: (() => Promise<void>)[] = [];
+  const stop = async () => {
+    for (const c of cleanup.reverse()) await c().catch(() => undefined);
+    await nc.close();
+    await pool.end();
+    await servers.stop();
+    removeDir(ws);
+  };
+  return { ...servers, ws, pool, nc, cleanup, stop };
+}
+
+/** The stores of a test file: started in its beforeAll (filled in then), stopped in its afterAll. */
+export function useRuntimeStores(wsName: string, poolMax = 3): RuntimeStores {
+  const stores = {} as RuntimeStores;
+  beforeAll(async () => {
+    Object.assign(stores, await startRuntimeStores(wsName, poolMax));
+  });
+  afterAll(() => stores.stop?.());
+  return stores;
+}
+
+/** The pup env of the LLM agent `instance` on these stores; `overrides` win. */
+export function llmPupEnv(
+  s: RuntimeStores,
+  instance: string,
+  overrides: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    REDIS_URL: s.redis.url,
+    HOLT_INSTANCE_NAME: instance,
+    HOLT_WORKSPACE: s.ws,
+    HOLT_AGENT_COMMAND: '',
+    HOLT_LLM_ENABLED: 'true',
+    HOLT_LLM_BASE_URL: s.llm.url,
+    HOLT_LLM_MODEL: 'scripted',
+    HOLT_LLM_MAX_RETRIES: '1',
+    DATABASE_URL: s.postgres.url,
+    NATS_URL: s.nats.url,
+    ...overrides,
+  };
+}
+
+/** The LLM runtime of a pup with `env`; closed (once) by `stop` or by the stores' cleanup. */
+export async function startPupRuntime(
+  s: RuntimeStores,
+  env: Record<string, string>,
+  registry?: Registry,
+): Promise<{ bb: Blackboard; rt: LlmRuntime; stop: () => Promise<void> }> {
+  const cfg = config(env);
+  const bb = Blackboard.connect(s.redis.url, cfg.instance);
+  const rt = await startLlmRuntime(
+    { ...cfg, llm: cfg.llm! },
+    bb,
+    silentLogger(),
+    { HOLT_LLM_API_KEY: 'sk-unit-test-key-000' },
+    registry,
+  );
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    await rt.close();
+    await bb.close();
+  };
+  s.cleanup.push(stop);
+  return { bb, rt, stop };
+}
