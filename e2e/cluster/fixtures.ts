@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { DEFAULT_RUNTIME_IMAGE } from '../../src/api/common.ts';
+import { toolSecretName } from '../../src/operator/specs/tool-secrets.ts';
 import type { ScriptedReply } from '../../test/harness/llm.ts';
 
 /**
@@ -150,7 +151,12 @@ export function toolService(holt: string, tool: string): string {
     ['/opt/holt/bin/node', '/srv/app/tool-service.mjs', tool],
     { 'tool-service.mjs': file('examples/living/tool-service.mjs') },
     [
-      { name: 'NATS_URL', valueFrom: { secretKeyRef: { name: `${holt}-nats`, key: 'tool-url' } } },
+      // The tool's own NATS user (the operator's Secret <holt>-tool-<name>): it hears that tool only.
+      { name: 'NATS_URL', valueFrom: { secretKeyRef: { name: toolSecretName(holt, tool), key: 'url' } } },
+      {
+        name: 'HOLT_INSTANCE',
+        valueFrom: { secretKeyRef: { name: toolSecretName(holt, tool), key: 'instance' } },
+      },
       { name: 'HOLT_APP_PACKAGE', value: '/opt/holt/app/package.json' },
       { name: 'HEALTH_PORT', value: '8080' },
     ],
