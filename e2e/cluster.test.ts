@@ -12,6 +12,7 @@ import { call, type ScriptedReply, text } from '../test/harness/llm.ts';
 import { spawnServer } from '../test/harness/proc.ts';
 import { eventually } from '../test/harness/wait.ts';
 import { GIT_SECRET, gitServer, llmServer, tcpTarget, toolService } from './cluster/fixtures.ts';
+import { notApplicable } from './cluster/not-applicable.ts';
 import { type E2eTarget, e2eTarget } from './cluster/target.ts';
 import { DEMO_LLM_PLAN, DEMO_LLM_SCRIPT } from './demo-llm-script.ts';
 import { expectDemoTrail } from './demo-trail.ts';
@@ -950,7 +951,11 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
   }, 900_000);
 
   it('metrics, for real: an in-cluster Prometheus scrapes the Holts and the operator by their scrape hints; every dashboard panel has data, every alert evaluates', async (ctx) => {
-    if (!c.local) return ctx.skip();
+    if (!c.local)
+      return notApplicable(
+        ctx,
+        "the Prometheus image is loaded only on the project's own cluster (make cluster-up)",
+      );
     // Asked from inside a node's network namespace (where pod addresses route), as another pod would.
     const promPod = JSON.parse(
       await c.kubectl(['-n', MONITORING_NS, 'get', 'pods', '-l', 'app=prometheus', '-o', 'json']),
@@ -1426,7 +1431,11 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
 
   it('two nodes: the pods of a node that stops are rescheduled on the other', async (ctx) => {
     const local = c.local;
-    if (!local || local.nodes.length < 2) return ctx.skip();
+    if (!local || local.nodes.length < 2)
+      return notApplicable(
+        ctx,
+        "stopping a node needs the project's own cluster with two nodes (make cluster-up NODES=2)",
+      );
     type OpPod = Pod & { status: { conditions?: { type: string; status: string }[] } };
     const opPods = async () =>
       (
