@@ -4,7 +4,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe } from 'vitest';
 import { c, kubectl, LIFE_NS, NS, progress, ROOT, setTarget } from './cluster/ctx.ts';
 import { gitServer, llmServer } from './cluster/fixtures.ts';
+import { cliTests } from './cluster/sections/cli.ts';
 import { demoTests } from './cluster/sections/demo.ts';
+import { externalTests } from './cluster/sections/external.ts';
+import { jobsTests } from './cluster/sections/jobs.ts';
 import { lifecycleTests } from './cluster/sections/lifecycle.ts';
 import { llmTests } from './cluster/sections/llm.ts';
 import { metricsTests } from './cluster/sections/metrics.ts';
@@ -32,6 +35,9 @@ const SECTIONS: [string, () => void][] = [
   ['lifecycle', lifecycleTests],
   ['demo', demoTests],
   ['llm', llmTests],
+  ['cli', cliTests],
+  ['jobs', jobsTests],
+  ['external', externalTests],
   ['metrics', metricsTests],
   ['trust', trustTests],
   ['tls', tlsTests],
