@@ -6,21 +6,24 @@ import { type KubeCluster, startKube, writeKubeconfig } from '../../test/harness
 
 /**
  * `holt --kube` against a real API server, where the API server is the judge: a missing Holt, a user
- * without the right to read it, a Holt whose Redis has no ready pod. (Port-forwarding itself needs a
- * kubelet: e2e/cluster.test.ts runs forage, hoard, status and send through it on the real cluster;
- * logs, questions, answer and graph against a cluster Holt are not proven yet: issue 29.)
+ * without the right to read it, a Holt whose Redis or Postgres has no ready pod, tokens read from
+ * Agents and Secrets with the user's own rights. (No kubelet here, so no port-forward and no pod log:
+ * every command working on a real Holt is the real-node e2e's, e2e/cluster/sections/cli.ts.)
  */
 const HOLT = join(import.meta.dirname, '..', '..', 'bin', 'holt');
 const run = promisify(execFile);
 let kube: KubeCluster;
 
-async function holt(kubeconfig: string, args: string[]): Promise<{ code: number; stderr: string }> {
+async function holt(
+  kubeconfig: string,
+  args: string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    await run(HOLT, args, { env: { ...process.env, KUBECONFIG: kubeconfig, NO_COLOR: '1' } });
-    return { code: 0, stderr: '' };
+    const r = await run(HOLT, args, { env: { ...process.env, KUBECONFIG: kubeconfig, NO_COLOR: '1' } });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (e) {
-    const x = e as { code: number; stderr: string };
-    return { code: x.code, stderr: x.stderr };
+    const x = e as { code: number; stdout: string; stderr: string };
+    return { code: x.code, stdout: x.stdout, stderr: x.stderr };
   }
 }
 
@@ -102,5 +105,171 @@ describe('holt --kube against the API server', () => {
     expect(r.stderr).toMatch(/forbidden: .*cannot get resource "holts" in API group "holt.io"/);
     // The token never appears in what the user sees.
     expect(r.stderr).not.toContain(token);
+  });
+
+  it('logs, send and token need no store: logs of a role without pods is "not found", not "Redis not ready"', async () => {
+    const r = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'logs', 'Watcher']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain("no pods of 'Watcher' in Holt default/demo");
+  });
+
+  it('work and life: a bundled Postgres without a ready pod is a clear error', async () => {
+    await kube.kubectl([
+      'create',
+      'service',
+      'clusterip',
+      'demo-postgres',
+      '--tcp=5432:5432',
+      '-n',
+      'default',
+    ]);
+    for (const args of [
+      ['work', 'list'],
+      ['life', 'show', 'Watcher'],
+    ]) {
+      const r = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', ...args]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/the Postgres of Holt default\/demo is not ready yet \(no pod\)/);
+    }
+    // Commands that have no meaning on a cluster say so.
+    const scale = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'scale', 'Watcher', '2']);
+    expect(scale.code).toBe(2);
+    expect(scale.stderr).toContain('`scale` works on local instances only');
+  });
+
+  it("token list and show read the Agent's spec.ingress and its Secrets with the user's own rights", async () => {
+    const agent = (name: string, role: string, ingress?: object) => ({
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Agent',
+      metadata: { name, namespace: 'default' },
+      spec: {
+        holt: 'demo',
+        role,
+        bidding: { strategy: 'ignore' },
+        llm: { model: 'm' },
+        ...(ingress ? { ingress } : {}),
+      },
+    });
+    await kube.kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [
+          agent('demo-watcher', 'Watcher', {
+            enabled: true,
+            tokens: [{ name: 'ci' }, { name: 'ops', origin: 'operator', modes: ['enqueue_message'] }],
+          }),
+          agent('demo-quiet', 'Quiet'),
+          // Another Holt's Agent: never listed under demo.
+          {
+            ...agent('other-watcher', 'Other', { enabled: true }),
+            spec: { ...agent('x', 'Other').spec, holt: 'other', ingress: { enabled: true } },
+          },
+        ],
+      }),
+    });
+    await kube.kubectl([
+      'create',
+      'secret',
+      'generic',
+      'demo-watcher-ingress-ci',
+      '--from-literal=token=tok-ci-1',
+      '-n',
+      'default',
+    ]);
+    const list = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'token', 'list', '-j']);
+    expect(list.code).toBe(0);
+    expect(JSON.parse(list.stdout)).toEqual([
+      expect.objectContaining({
+        name: 'ci',
+        role: 'Watcher',
+        origin: 'webhook',
+        secretName: 'demo-watcher-ingress-ci',
+      }),
+      expect.objectContaining({
+        name: 'ops',
+        role: 'Watcher',
+        origin: 'operator',
+        modes: ['enqueue_message'],
+        secretName: 'demo-watcher-ingress-ops',
+      }),
+    ]);
+    expect(list.stdout).not.toContain('tok-ci-1');
+    const table = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'token', 'list', 'Quiet']);
+    expect(table.stdout).toContain('No tokens for Quiet');
+    const show = await holt(kube.kubeconfigPath, [
+      '--kube',
+      'default/demo',
+      'token',
+      'show',
+      'Watcher',
+      'ci',
+    ]);
+    expect(show).toMatchObject({ code: 0, stdout: 'tok-ci-1\n' });
+    // Its Secret not made yet (no operator here), an unknown token, an unknown agent: each said plainly.
+    const ops = await holt(kube.kubeconfigPath, [
+      '--kube',
+      'default/demo',
+      'token',
+      'show',
+      'Watcher',
+      'ops',
+    ]);
+    expect(ops.code).toBe(3);
+    expect(ops.stderr).toContain('Secret default/demo-watcher-ingress-ops not found');
+    const none = await holt(kube.kubeconfigPath, [
+      '--kube',
+      'default/demo',
+      'token',
+      'show',
+      'Watcher',
+      'nope',
+    ]);
+    expect(none.code).toBe(3);
+    expect(none.stderr).toContain('agent Watcher of Holt default/demo has no token nope');
+    const other = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'token', 'list', 'Other']);
+    expect(other.code).toBe(3);
+    expect(other.stderr).toContain('Holt default/demo has no agent Other (agents: Quiet, Watcher)');
+    // send without --token takes the operator token: the one whose Secret is missing here.
+    const send = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'send', 'Watcher', 'hi']);
+    expect(send.code).toBe(3);
+    expect(send.stderr).toContain('Secret default/demo-watcher-ingress-ops not found');
+    // Tokens are made and revoked in the Agent's spec, not by the CLI.
+    const create = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'token', 'create', 'Watcher']);
+    expect(create.code).toBe(2);
+    expect(create.stderr).toContain("on a cluster an agent's tokens are its Agent's spec.ingress.tokens");
+
+    // A user who may read Holts and Agents but not Secrets: the list, but never a token.
+    await kube.kubectl(['create', 'serviceaccount', 'reader', '-n', 'default']);
+    await kube.kubectl([
+      'create',
+      'role',
+      'reader',
+      '--verb=get,list',
+      '--resource=holts.holt.io,agents.holt.io',
+      '-n',
+      'default',
+    ]);
+    await kube.kubectl([
+      'create',
+      'rolebinding',
+      'reader',
+      '--role=reader',
+      '--serviceaccount=default:reader',
+      '-n',
+      'default',
+    ]);
+    const token = (
+      await kube.kubectl(['create', 'token', 'reader', '-n', 'default', '--duration=1h'])
+    ).trim();
+    const kc = join(kube.dir, 'reader.kubeconfig');
+    writeKubeconfig(kc, kube.server, kube.caPath, 'reader', token);
+    const listed = await holt(kc, ['--kube', 'default/demo', 'token', 'list']);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/ci\s+demo-watcher\s+Watcher/);
+    const refused = await holt(kc, ['--kube', 'default/demo', 'token', 'show', 'Watcher', 'ci']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/forbidden: .*cannot get resource "secrets"/);
+    expect(refused.stdout).not.toContain('tok-ci-1');
   });
 });

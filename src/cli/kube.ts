@@ -79,9 +79,16 @@ const HoltStores = z.object({
             urlSecretRef: z.object({ name: z.string(), key: z.string() }).optional(),
           })
           .default({ mode: 'bundled' }),
+        postgres: z
+          .object({
+            mode: z.enum(['bundled', 'external']).default('bundled'),
+            url: z.string().optional(),
+            secretName: z.string().optional(),
+          })
+          .default({ mode: 'bundled' }),
         tls: z.object({ secretName: z.string() }).optional(),
       })
-      .default({ redis: { mode: 'bundled' } }),
+      .default({ redis: { mode: 'bundled' }, postgres: { mode: 'bundled' } }),
   }),
   status: z
     .object({ phase: z.string().optional(), observedGeneration: z.number().optional() })
@@ -140,10 +147,19 @@ export async function forward(
   return { port: addr.port, server };
 }
 
-export interface KubeHolt {
+/** A Holt in a cluster as the API server shows it to this user: no store opened yet. */
+export interface KubeRefHolt {
   namespace: string;
   name: string;
   kc: KubeConfig;
+  stores: z.infer<typeof HoltStores>['spec']['stores'];
+  /** The Holt has never been reconciled (no operator watches its namespace?). */
+  unreconciled: boolean;
+  /** A key of a Secret in the Holt's namespace, read with the user's own rights. */
+  secretValue(secret: string, key: string): Promise<string>;
+}
+
+export interface KubeHolt extends KubeRefHolt {
   /** A Redis URL this process can use (a loopback port-forward for a bundled Redis). */
   redisUrl: string;
   /** TLS to a bundled Redis that serves it: its CA, and the name its certificate gives it. */
@@ -151,8 +167,8 @@ export interface KubeHolt {
   close(): Promise<void>;
 }
 
-/** Reads the Holt, its Redis credentials, and opens the way to its Redis. */
-export async function openKubeHolt(ref: KubeRef, context?: string): Promise<KubeHolt> {
+/** Reads the Holt through the API server (the commands that need no store: logs, send, token). */
+export async function readKubeHolt(ref: KubeRef, context?: string): Promise<KubeRefHolt> {
   const kc = loadKubeConfig(context);
   const namespace = ref.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
   const what = `Holt ${namespace}/${ref.name}`;
@@ -174,7 +190,6 @@ export async function openKubeHolt(ref: KubeRef, context?: string): Promise<Kube
   const holt = HoltStores.safeParse(raw);
   if (!holt.success)
     throw new CliError(`${what} is not a Holt this CLI understands: ${holt.error.message}`, EXIT.error);
-  const redis = holt.data.spec.stores.redis;
   const secretValue = async (secret: string, key: string): Promise<string> => {
     let s: Awaited<ReturnType<CoreV1Api['readNamespacedSecret']>>;
     try {
@@ -186,56 +201,126 @@ export async function openKubeHolt(ref: KubeRef, context?: string): Promise<Kube
     if (v === undefined) throw new CliError(`Secret ${namespace}/${secret} has no key ${key}`, EXIT.error);
     return Buffer.from(v, 'base64').toString('utf8');
   };
-  const close = async () => {};
-  if (redis.mode === 'external') {
-    const url = redis.urlSecretRef
-      ? await secretValue(redis.urlSecretRef.name, redis.urlSecretRef.key)
-      : redis.url;
-    if (!url) throw new CliError(`${what}: its external Redis has no url`, EXIT.error);
-    return { namespace, name: ref.name, kc, redisUrl: url, close };
-  }
-  // Bundled: the operator's StatefulSet pod behind the `<holt>-redis` Service, the password in `<holt>-redis`.
-  const service = `${ref.name}-redis`;
+  return {
+    namespace,
+    name: ref.name,
+    kc,
+    stores: holt.data.spec.stores,
+    unreconciled: !holt.data.status?.observedGeneration,
+    secretValue,
+  };
+}
+
+/**
+ * A ready pod behind a bundled store's Service (`<holt>-<store>`), port-forwarded on the loopback. A
+ * Holt no operator has reconciled has no Service: the error says who watches what.
+ */
+async function forwardToStore(
+  h: KubeRefHolt,
+  store: 'redis' | 'postgres',
+  port: number,
+): Promise<{ port: number; server: Server }> {
+  const core = h.kc.makeApiClient(CoreV1Api);
+  const service = `${h.name}-${store}`;
   let selector: Record<string, string> | undefined;
   try {
-    selector = (await core.readNamespacedService({ namespace, name: service })).spec?.selector;
+    selector = (await core.readNamespacedService({ namespace: h.namespace, name: service })).spec?.selector;
   } catch (e) {
-    // No Service and no status: no operator has reconciled the Holt (its namespace not watched?).
-    if (apiError(e, '').code === EXIT.notFound && !holt.data.status?.observedGeneration) {
+    if (apiError(e, '').code === EXIT.notFound && h.unreconciled) {
       const { findOperators, noStatusHint } = await import('./unwatched.ts');
-      throw new CliError(noStatusHint(namespace, ref.name, await findOperators(kc)), EXIT.error);
+      throw new CliError(noStatusHint(h.namespace, h.name, await findOperators(h.kc)), EXIT.error);
     }
-    throw apiError(e, `Service ${namespace}/${service}`);
+    throw apiError(e, `Service ${h.namespace}/${service}`);
   }
   let pods: V1Pod[];
   try {
     const labelSelector = Object.entries(selector ?? {})
       .map(([k, v]) => `${k}=${v}`)
       .join(',');
-    pods = (await core.listNamespacedPod({ namespace, labelSelector })).items;
+    pods = (await core.listNamespacedPod({ namespace: h.namespace, labelSelector })).items;
   } catch (e) {
-    throw apiError(e, `the pods of Service ${namespace}/${service}`);
+    throw apiError(e, `the pods of Service ${h.namespace}/${service}`);
   }
   const pod = pods.find(isReady);
   if (!pod?.metadata?.name)
     throw new CliError(
-      `the Redis of ${what} is not ready yet (${pods.length ? pods.map((p) => `${p.metadata?.name}: ${p.status?.phase}`).join(', ') : 'no pod'}): see \`kubectl get holt ${ref.name} -n ${namespace}\``,
+      `the ${store === 'redis' ? 'Redis' : 'Postgres'} of Holt ${h.namespace}/${h.name} is not ready yet (${pods.length ? pods.map((p) => `${p.metadata?.name}: ${p.status?.phase}`).join(', ') : 'no pod'}): see \`kubectl get holt ${h.name} -n ${h.namespace}\``,
       EXIT.error,
     );
-  const password = await secretValue(`${ref.name}-redis`, 'password');
-  const tls = holt.data.spec.stores.tls;
-  const ca = tls ? await secretValue(tls.secretName, 'ca.crt') : undefined;
-  const fwd = await forward(kc, namespace, pod.metadata.name, 6379);
-  return {
-    namespace,
-    name: ref.name,
-    kc,
-    // As Redis's `admin` user (src/access/redis.ts): its `default` user, a URL with no name, is off.
-    redisUrl: `${ca ? 'rediss' : 'redis'}://admin:${encodeURIComponent(password)}@127.0.0.1:${fwd.port}`,
-    // Through the loopback forward: the certificate is checked against the Service's name.
-    ...(ca ? { redisOptions: { tls: { ca, servername: service } } } : {}),
-    close: () => new Promise<void>((resolve) => fwd.server.close(() => resolve())),
-  };
+  return forward(h.kc, h.namespace, pod.metadata.name, port);
+}
+
+const closer = (fwd: { server: Server }) => () =>
+  new Promise<void>((resolve) => fwd.server.close(() => resolve()));
+
+/** Reads the Holt, its Redis credentials, and opens the way to its Redis. */
+export async function openKubeHolt(ref: KubeRef, context?: string): Promise<KubeHolt> {
+  const h = await readKubeHolt(ref, context);
+  const redis = h.stores.redis;
+  if (redis.mode === 'external') {
+    const url = redis.urlSecretRef
+      ? await h.secretValue(redis.urlSecretRef.name, redis.urlSecretRef.key)
+      : redis.url;
+    if (!url) throw new CliError(`Holt ${h.namespace}/${h.name}: its external Redis has no url`, EXIT.error);
+    return { ...h, redisUrl: url, close: async () => {} };
+  }
+  // Bundled: the operator's StatefulSet pod behind the `<holt>-redis` Service, the password in `<holt>-redis`.
+  const fwd = await forwardToStore(h, 'redis', 6379);
+  try {
+    const password = await h.secretValue(`${h.name}-redis`, 'password');
+    const ca = h.stores.tls ? await h.secretValue(h.stores.tls.secretName, 'ca.crt') : undefined;
+    return {
+      ...h,
+      // As Redis's `admin` user (src/access/redis.ts): its `default` user, a URL with no name, is off.
+      redisUrl: `${ca ? 'rediss' : 'redis'}://admin:${encodeURIComponent(password)}@127.0.0.1:${fwd.port}`,
+      // Through the loopback forward: the certificate is checked against the Service's name.
+      ...(ca ? { redisOptions: { tls: { ca, servername: `${h.name}-redis` } } } : {}),
+      close: closer(fwd),
+    };
+  } catch (e) {
+    await closer(fwd)();
+    throw e;
+  }
+}
+
+/** The way to a Holt's Postgres (work items, living agents): a URL, TLS options, and how to close it. */
+export interface KubePostgres {
+  url: string;
+  ssl?: { ca: string; servername: string };
+  close(): Promise<void>;
+}
+
+/**
+ * A Holt's Postgres as its CLI user: a bundled one behind a port-forward, as the superuser of its
+ * CloudNativePG-style `<holt>-postgres-app` Secret (key `password`, user `holt`, database `holt`); an
+ * external one at the `uri` of its Secret, or its url.
+ */
+export async function openKubePostgres(h: KubeRefHolt): Promise<KubePostgres> {
+  const pg = h.stores.postgres;
+  if (pg.mode === 'external') {
+    const url = pg.secretName ? await h.secretValue(pg.secretName, 'uri') : pg.url;
+    if (!url)
+      throw new CliError(`Holt ${h.namespace}/${h.name}: its external Postgres has no url`, EXIT.error);
+    return { url, close: async () => {} };
+  }
+  const fwd = await forwardToStore(h, 'postgres', 5432);
+  try {
+    const secret = `${h.name}-postgres-app`;
+    const [user, password, db] = await Promise.all([
+      h.secretValue(secret, 'username'),
+      h.secretValue(secret, 'password'),
+      h.secretValue(secret, 'dbname'),
+    ]);
+    const ca = h.stores.tls ? await h.secretValue(h.stores.tls.secretName, 'ca.crt') : undefined;
+    return {
+      url: `postgresql://${encodeURIComponent(user)}:${encodeURIComponent(password)}@127.0.0.1:${fwd.port}/${encodeURIComponent(db)}`,
+      ...(ca ? { ssl: { ca, servername: `${h.name}-postgres` } } : {}),
+      close: closer(fwd),
+    };
+  } catch (e) {
+    await closer(fwd)();
+    throw e;
+  }
 }
 
 /** The pods of a Holt's component: an agent's role, or `orchestrator`. */

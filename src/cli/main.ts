@@ -9,14 +9,15 @@ import { ORCHESTRATOR_PROGRAM } from '../orchestrator/program.ts';
 import { PUP_PROGRAM } from '../pup/program.ts';
 import { GRAPH_FORMATS } from './commands/graph-formats.ts';
 import { bashCompletion, zshCompletion } from './completion.ts';
-import type { KubeHolt } from './kube.ts';
+import type { KubeHolt, KubeRefHolt } from './kube.ts';
 import { CliError, EXIT, err, out, paint } from './output.ts';
-import { closeRemoteTarget, positiveInt, useRemoteTarget } from './target.ts';
+import { closeRemoteTarget, positiveInt, useRemotePostgres, useRemoteTarget } from './target.ts';
 
 // Every command's module is imported when it runs: `holt pup` (every agent process) must not load the
 // Kubernetes client, Graphviz or Postgres that other commands need.
 const cmd = {
   cluster: () => import('./commands/cluster.ts'),
+  clusterTokens: () => import('./commands/cluster-tokens.ts'),
   convert: () => import('./commands/convert.ts'),
   down: () => import('./commands/down.ts'),
   forage: () => import('./commands/forage.ts'),
@@ -35,21 +36,34 @@ const cmd = {
   work: () => import('./commands/work.ts'),
 };
 
-/** The commands that work on a Holt in a cluster (`--kube`). */
-const KUBE_COMMANDS = new Set([
-  'forage',
-  'watch',
-  'hoard',
-  'graph',
-  'questions',
-  'answer',
-  'status',
-  'logs',
-  'send',
-  'wake',
-]);
+/**
+ * The commands that work on a Holt in a cluster (`--kube`), and what each opens: its Redis or its
+ * Postgres (port-forwarded by the API server), or nothing but the API server.
+ */
+const KUBE_COMMANDS: Record<string, 'redis' | 'postgres' | 'api'> = {
+  forage: 'redis',
+  watch: 'redis',
+  hoard: 'redis',
+  graph: 'redis',
+  questions: 'redis',
+  answer: 'redis',
+  status: 'redis',
+  logs: 'api',
+  send: 'api',
+  wake: 'api',
+  'work list': 'postgres',
+  'work show': 'postgres',
+  'life show': 'postgres',
+  'life stop': 'postgres',
+  'life start': 'postgres',
+  'token list': 'api',
+  'token show': 'api',
+  'token create': 'api',
+  'token revoke': 'api',
+};
+/** The Holt of --kube or HOLT_KUBE, read before the command runs; kubeHolt: with its Redis open. */
+let kubeRef: KubeRefHolt | undefined;
 let kubeHolt: KubeHolt | undefined;
-/** The Holt of --kube or HOLT_KUBE, opened before the command runs. */
 const kube = (): KubeHolt => kubeHolt as KubeHolt;
 
 const EXIT_HELP = `
@@ -80,7 +94,7 @@ export function program(): Command {
     .addHelpText('after', EXIT_HELP)
     .option(
       '--kube <namespace/name>',
-      'a Holt in a Kubernetes cluster instead of a local instance (env HOLT_KUBE): forage, watch, hoard, graph, questions, answer, status and logs reach it through the API server',
+      "a Holt in a Kubernetes cluster instead of a local instance (env HOLT_KUBE): forage, watch, hoard, graph, questions, answer, status, logs, send, wake, work, life and token list|show reach it through the API server, with your kubeconfig's rights",
     )
     .option(
       '--context <context>',
@@ -91,16 +105,25 @@ export function program(): Command {
     const { kube: flag, context } = root.opts<{ kube?: string; context?: string }>();
     const ref = flag ?? process.env.HOLT_KUBE;
     if (!ref) return;
-    if (!KUBE_COMMANDS.has(action.name()))
-      throw new CliError(`--kube: \`${action.name()}\` works on local instances only`, EXIT.usage);
-    const { openKubeHolt, parseKubeRef } = await import('./kube.ts');
-    kubeHolt = await openKubeHolt(parseKubeRef(ref), context);
-    useRemoteTarget({
-      name: kubeHolt.name,
-      redisUrl: kubeHolt.redisUrl,
-      redisOptions: kubeHolt.redisOptions,
-      close: kubeHolt.close,
-    });
+    const path =
+      action.parent && action.parent !== root ? `${action.parent.name()} ${action.name()}` : action.name();
+    const needs = KUBE_COMMANDS[path];
+    if (!needs) throw new CliError(`--kube: \`${path}\` works on local instances only`, EXIT.usage);
+    const k = await import('./kube.ts');
+    if (needs === 'redis') {
+      kubeHolt = await k.openKubeHolt(k.parseKubeRef(ref), context);
+      kubeRef = kubeHolt;
+      useRemoteTarget({
+        name: kubeHolt.name,
+        redisUrl: kubeHolt.redisUrl,
+        redisOptions: kubeHolt.redisOptions,
+        close: kubeHolt.close,
+      });
+      return;
+    }
+    kubeRef = await k.readKubeHolt(k.parseKubeRef(ref), context);
+    if (needs === 'postgres')
+      useRemotePostgres({ name: kubeRef.name, ...(await k.openKubePostgres(kubeRef)) });
   });
 
   p.command('init')
@@ -197,9 +220,7 @@ export function program(): Command {
     .argument('<text>', 'the answer')
     .addOption(nameOpt())
     .action(async (id, text, o) => (await cmd.questions()).answer(id, text, o));
-  const work = p
-    .command('work')
-    .description("agents' work items: durable objectives that outlive turns (local mode)");
+  const work = p.command('work').description("agents' work items: durable objectives that outlive turns");
   work
     .command('list')
     .description('work items with their readiness (open ones unless --all)')
@@ -218,7 +239,7 @@ export function program(): Command {
   const token = p
     .command('token')
     .description(
-      "capability tokens of living agents' ingress (local mode; on a cluster, the Agent's spec.ingress)",
+      "capability tokens of living agents' ingress (on a cluster: list and show those of the Agents' spec.ingress, made and revoked there)",
     );
   token
     .command('create')
@@ -232,21 +253,46 @@ export function program(): Command {
     )
     .option('--rate <n>', 'requests a minute [60]')
     .addOption(nameOpt())
-    .action(async (role, tokenName, o) => (await cmd.ingress()).tokenCreate(role, tokenName, o));
+    .action(async (role, tokenName, o) =>
+      kubeRef
+        ? (await cmd.clusterTokens()).kubeTokenChange(kubeRef, 'create')
+        : (await cmd.ingress()).tokenCreate(role, tokenName, o),
+    );
   token
     .command('list')
     .description('tokens (names, agents, scopes; never the tokens)')
     .argument('[role]', 'one agent role')
     .addOption(nameOpt())
     .option('-j, --json', 'JSON output')
-    .action(async (role, o) => (await cmd.ingress()).tokenList(role, o));
+    .action(async (role, o) =>
+      kubeRef
+        ? (await cmd.clusterTokens()).kubeTokenList(kubeRef, role, o)
+        : (await cmd.ingress()).tokenList(role, o),
+    );
+  token
+    .command('show')
+    .description('print a token (with --kube: from its Secret; a local token is shown once, when made)')
+    .argument('<role>', 'agent role')
+    .argument('<name>', 'token name')
+    .action(async (role, name) => {
+      if (!kubeRef)
+        throw new CliError(
+          'token show: a local token is shown once, when `holt token create` makes it (only its hash is kept)',
+          EXIT.usage,
+        );
+      await (await cmd.clusterTokens()).kubeTokenShow(kubeRef, role, name);
+    });
   token
     .command('revoke')
     .description('delete a token: refused from the next request on')
     .argument('<role>', 'agent role')
     .argument('<name>', 'token name')
     .addOption(nameOpt())
-    .action(async (role, name, o) => (await cmd.ingress()).tokenRevoke(role, name, o));
+    .action(async (role, name, o) =>
+      kubeRef
+        ? (await cmd.clusterTokens()).kubeTokenChange(kubeRef, 'revoke')
+        : (await cmd.ingress()).tokenRevoke(role, name, o),
+    );
   p.command('send')
     .description("queue a message for a living agent through its ingress (an operator's instruction)")
     .argument('<role>', 'agent role')
@@ -254,12 +300,12 @@ export function program(): Command {
     .addOption(nameOpt())
     .option(
       '--token <token>',
-      "a token of the agent (env HOLT_TOKEN; local default: the CLI's own operator token)",
+      "a token of the agent (env HOLT_TOKEN; default: the CLI's own operator token; with --kube, the agent's first token of origin operator)",
     )
     .option('--key <key>', 'idempotency key (default: a new one; repeat it to make a retry a no-op)')
     .action(async (role, text, o) =>
-      kubeHolt
-        ? (await cmd.cluster()).kubeSend(kube(), 'messages', role, text, o)
+      kubeRef
+        ? (await cmd.cluster()).kubeSend(kubeRef, 'messages', role, text, o)
         : (await cmd.ingress()).sendLocal('messages', role, text, o),
     );
   p.command('wake')
@@ -269,8 +315,8 @@ export function program(): Command {
     .option('--token <token>', 'a token of the agent (env HOLT_TOKEN)')
     .option('--key <key>', 'idempotency key')
     .action(async (role, o) =>
-      kubeHolt
-        ? (await cmd.cluster()).kubeSend(kube(), 'wake', role, undefined, o)
+      kubeRef
+        ? (await cmd.cluster()).kubeSend(kubeRef, 'wake', role, undefined, o)
         : (await cmd.ingress()).sendLocal('wake', role, undefined, o),
     );
   p.command('tool-url')
@@ -280,9 +326,7 @@ export function program(): Command {
     .addOption(nameOpt())
     .option('--tool <name>', "one tool's user: it hears that tool's requests only")
     .action(async (o) => (await cmd.ingress()).toolUrl(o));
-  const life = p
-    .command('life')
-    .description('living agents: their messages, decisions, and stopping them (local mode)');
+  const life = p.command('life').description('living agents: their messages, decisions, and stopping them');
   life
     .command('show')
     .description("an agent's messages with their provenance labels, and its scheduler's decisions")
@@ -309,7 +353,7 @@ export function program(): Command {
     .option('-f, --follow', 'keep printing new lines')
     .option('--lines <n>', 'lines to show', '100')
     .action(async (c, o) =>
-      kubeHolt ? (await cmd.cluster()).kubeLogs(kube(), c, o) : (await cmd.logs()).logs(c, o),
+      kubeRef ? (await cmd.cluster()).kubeLogs(kubeRef, c, o) : (await cmd.logs()).logs(c, o),
     );
   p.command('scale')
     .description('set the number of worker processes of a scalable agent (local mode)')

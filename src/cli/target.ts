@@ -22,15 +22,34 @@ export function useRemoteTarget(t: BlackboardTarget & { close(): Promise<void> }
   remote = t;
 }
 
-/** Closes the way to a remote Holt (its port-forward), if one was opened. */
+/** Closes the ways to a remote Holt (its port-forwards), if any were opened. */
 export async function closeRemoteTarget(): Promise<void> {
   const r = remote;
+  const p = remotePg;
   remote = undefined;
-  await r?.close();
+  remotePg = undefined;
+  await Promise.all([r?.close(), p?.close()]);
 }
 
 export function remoteTarget(): BlackboardTarget | undefined {
   return remote;
+}
+
+/** Where the Postgres commands (work, life) read and write a Holt in a cluster. */
+export interface PostgresTarget {
+  name: string;
+  url: string;
+  ssl?: { ca: string; servername: string };
+}
+let remotePg: (PostgresTarget & { close(): Promise<void> }) | undefined;
+
+/** `--kube` for work and life: the Holt's Postgres (through its port-forward) instead of a local one. */
+export function useRemotePostgres(t: PostgresTarget & { close(): Promise<void> }): void {
+  remotePg = t;
+}
+
+export function remotePostgres(): PostgresTarget | undefined {
+  return remotePg;
 }
 
 export function positiveInt(flag: string, value: string): number {

@@ -3,7 +3,7 @@ import { API_VERSION } from '../../api/common.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { CLAIM_STATUSES, type Claim } from '../../blackboard/types.ts';
 import { INGRESS_PORT } from '../../operator/specs/pod.ts';
-import { apiError, componentPods, forward, type KubeHolt, podLog } from '../kube.ts';
+import { apiError, componentPods, forward, type KubeHolt, type KubeRefHolt, podLog } from '../kube.ts';
 import { CliError, EXIT, out, paint, table } from '../output.ts';
 import { positiveInt } from '../resolve.ts';
 import { dormantLines } from './status.ts';
@@ -98,7 +98,7 @@ export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise
 
 /** `holt --kube ns/name logs <role|orchestrator>`: the pods' logs through the API server. */
 export async function kubeLogs(
-  k: KubeHolt,
+  k: KubeRefHolt,
   component: string,
   opts: { follow?: boolean; lines: string },
 ): Promise<void> {
@@ -123,21 +123,22 @@ export async function kubeLogs(
 
 /**
  * `holt --kube ns/name send|wake ROLE`: through the orchestrator's ingress port, port-forwarded by the
- * API server, with a token of the agent (the ones its Agent's spec.ingress names).
+ * API server, with a token of the agent (the ones its Agent's spec.ingress names): --token, else its
+ * first operator token, read from its Secret with the user's rights.
  */
 export async function kubeSend(
-  k: KubeHolt,
+  k: KubeRefHolt,
   mode: 'messages' | 'wake',
   role: string,
   text: string | undefined,
   o: { token?: string; key?: string },
 ): Promise<void> {
-  const token = o.token ?? process.env.HOLT_TOKEN;
-  if (!token)
-    throw new CliError(
-      `--token (or HOLT_TOKEN) is needed on a cluster: a token of ${role}'s ingress, from the Secret its Agent's spec.ingress.tokens names`,
-      EXIT.usage,
-    );
+  const token =
+    o.token ??
+    process.env.HOLT_TOKEN ??
+    (await (
+      await import('./cluster-tokens.ts')
+    ).operatorToken(k, role, mode === 'messages' ? 'enqueue_message' : 'wake_hint'));
   const pod = (await componentPods(k.kc, k.namespace, k.name, 'orchestrator')).find(
     (p) => p.metadata?.name && !p.metadata.deletionTimestamp && p.status?.phase === 'Running',
   );

@@ -81,7 +81,7 @@ export async function hoard(id: string | undefined, opts: HoardOptions): Promise
 async function hoardMessages(opts: HoardOptions): Promise<void> {
   if (remoteTarget())
     throw new CliError(
-      "--messages reads the Holt's Postgres: local mode only (on a cluster: the agent's life events, evt.agent.*.life)",
+      "--messages: local mode only; on a cluster, `holt --kube NS/NAME life show ROLE` shows an agent's messages with their labels",
       EXIT.usage,
     );
   const { withLife } = await import('./life.ts');

@@ -94,9 +94,9 @@ function livingAgent(holtFile: string, role: string): void {
 /** `holt token list [ROLE]`. */
 export async function tokenList(
   role: string | undefined,
-  o: { instance?: string; json?: boolean },
+  o: { name?: string; json?: boolean },
 ): Promise<void> {
-  const s = resolveInstance(o.instance, { mustRun: false });
+  const s = resolveInstance(o.name, { mustRun: false });
   const tokens = readTokenFile(ingressTokensFile(s.name)).tokens.filter((t) => !role || t.role === role);
   if (o.json)
     return out(
