@@ -167,10 +167,12 @@ describe('the holt-operator Helm chart', () => {
     const objs = await render();
     const kinds = objs.map((o) => `${o.kind}/${o.metadata.name}`).sort();
     // Namespaced by default: the operator's Role in the release namespace, nothing cluster-wide but
-    // the CRDs and the aggregated user roles.
+    // the CRDs, the aggregated user roles and the get of nodes and PVs (a volume lost with its node).
     expect(kinds).toEqual([
       'ClusterRole/holt-holt-operator-edit',
+      'ClusterRole/holt-holt-operator-read-nodes',
       'ClusterRole/holt-holt-operator-view',
+      'ClusterRoleBinding/holt-holt-operator-read-nodes',
       'CustomResourceDefinition/agents.holt.io',
       'CustomResourceDefinition/holts.holt.io',
       'CustomResourceDefinition/workerpools.holt.io',
@@ -241,7 +243,16 @@ describe('the holt-operator Helm chart', () => {
       'team-a/holt-holt-operator',
       'team-b/holt-holt-operator',
     ]);
-    expect(scoped.some((o) => o.kind === 'ClusterRoleBinding')).toBe(false);
+    expect(scoped.filter((o) => o.kind === 'ClusterRoleBinding').map((o) => o.metadata.name)).toEqual([
+      'holt-holt-operator-read-nodes',
+    ]);
+    const readNodes = scoped.find((o) => o.kind === 'ClusterRole' && o.metadata.name.endsWith('-read-nodes'));
+    expect(readNodes?.rules).toEqual([
+      { apiGroups: [''], resources: ['nodes', 'persistentvolumes'], verbs: ['get'] },
+    ]);
+    // readNodes=false: nothing cluster-wide at all but the user roles.
+    const none = await render('readNodes=false', 'crds.install=false');
+    expect(none.some((o) => o.kind === 'ClusterRoleBinding')).toBe(false);
     expect(scoped.some((o) => o.kind === 'CustomResourceDefinition')).toBe(false);
     const envOf = (objs: Obj[], name: string) =>
       objs
@@ -254,6 +265,7 @@ describe('the holt-operator Helm chart', () => {
     const wide = await render('clusterWide=true', 'crds.install=false');
     expect(wide.filter((o) => o.kind === 'ClusterRoleBinding').map((o) => o.metadata.name)).toEqual([
       'holt-holt-operator',
+      'holt-holt-operator-read-nodes',
     ]);
     expect(wide.filter((o) => o.kind === 'Role').map((o) => o.metadata.name)).toEqual([
       'holt-holt-operator-leader-election',
@@ -313,7 +325,12 @@ describe('the holt-operator Helm chart', () => {
     expect(await canI('patch', 'holts.holt.io', '-n', NS)).toBe('no');
     expect(await canI('update', 'deployments.apps', '-n', NS)).toBe('no');
     expect(await canI('create', 'events', '-n', NS)).toBe('no');
-    expect(await canI('get', 'nodes')).toBe('no');
+    // Nodes and PersistentVolumes: read by name only (a volume lost with its node), never listed.
+    expect(await canI('get', 'nodes')).toBe('yes');
+    expect(await canI('get', 'persistentvolumes')).toBe('yes');
+    expect(await canI('list', 'nodes')).toBe('no');
+    expect(await canI('watch', 'persistentvolumes')).toBe('no');
+    expect(await canI('patch', 'nodes')).toBe('no');
     expect(await canI('create', 'clusterroles')).toBe('no');
     expect(await canI('delete', 'customresourcedefinitions')).toBe('no');
   });

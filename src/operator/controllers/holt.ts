@@ -32,6 +32,7 @@ import { workspacePvc, workspaceSeedJob } from '../specs/workspace.ts';
 import { applyChildren, type ControllerContext, conditionTrue, jobState, workloadReady } from './context.ts';
 import { type HoltDataStatus, readHoltData } from './holtdata.ts';
 import { holtIngress, syncIngressExposure, syncIngressTokens } from './ingress.ts';
+import { lostVolumesMessage, readLostVolumes } from './lostvolumes.ts';
 import { syncPodMonitor } from './monitoring.ts';
 import { holtOf, parseHolt, splitKey } from './resources.ts';
 import { holtNatsTools, pruneToolSecrets, syncToolSecrets } from './toolsecrets.ts';
@@ -346,8 +347,19 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     ),
   );
   const notReady = comps.filter((c) => c.status !== 'True').map((c) => c.type);
+  // A component down may be a volume whose node is down: only then are PVs and Nodes read.
+  const lost = notReady.length
+    ? await readLostVolumes(ctx, ns, name, spec).catch((e: unknown) => {
+        errors.push(`lost volumes: ${e instanceof Error ? e.message : String(e)}`);
+        return [];
+      })
+    : [];
   const degraded =
-    errors.length > 0 || registryError !== undefined || mstate === 'failed' || sstate === 'failed';
+    errors.length > 0 ||
+    registryError !== undefined ||
+    mstate === 'failed' ||
+    sstate === 'failed' ||
+    lost.length > 0;
   const ready = !degraded && notReady.length === 0;
   const phase = degraded ? 'Degraded' : ready ? 'Ready' : 'Progressing';
   const degradedMsg = [
@@ -355,6 +367,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     ...(registryError ? ['agent registry unavailable'] : []),
     ...(mstate === 'failed' ? ['migration failed'] : []),
     ...(sstate === 'failed' ? ['workspace clone failed'] : []),
+    ...(lost.length ? [lostVolumesMessage(lost)] : []),
   ].join('; ');
   const conditions = setConditions(
     prev.conditions,
@@ -378,7 +391,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
       condition(
         'Degraded',
         degraded,
-        degraded ? 'Errors' : 'NoErrors',
+        degraded ? (lost.length ? 'VolumeNodeLost' : 'Errors') : 'NoErrors',
         degraded ? degradedMsg.slice(0, 1000) : 'no errors',
       ),
       ...comps,
@@ -389,6 +402,9 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     ],
     gen,
   );
+  const wasLost = prev.conditions?.find((c) => c.type === 'Degraded')?.reason === 'VolumeNodeLost';
+  if (lost.length && !wasLost)
+    ctx.events.emit(holt, 'Warning', 'VolumeNodeLost', 'Reconcile', lostVolumesMessage(lost));
   if (prev.phase !== phase)
     ctx.events.emit(
       holt,

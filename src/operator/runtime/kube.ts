@@ -57,6 +57,9 @@ export const RESOURCES: Record<string, ResourceInfo> = {
   PersistentVolumeClaim: { group: '', version: 'v1', plural: 'persistentvolumeclaims', namespaced: true },
   Pod: { group: '', version: 'v1', plural: 'pods', namespaced: true },
   Namespace: { group: '', version: 'v1', plural: 'namespaces', namespaced: false },
+  // Read by name only (get), to tell a Holt's volume bound to a node that is down (lostvolumes.ts).
+  PersistentVolume: { group: '', version: 'v1', plural: 'persistentvolumes', namespaced: false },
+  Node: { group: '', version: 'v1', plural: 'nodes', namespaced: false },
   PodDisruptionBudget: { group: 'policy', version: 'v1', plural: 'poddisruptionbudgets', namespaced: true },
   NetworkPolicy: { group: 'networking.k8s.io', version: 'v1', plural: 'networkpolicies', namespaced: true },
   Job: { group: 'batch', version: 'v1', plural: 'jobs', namespaced: true },
