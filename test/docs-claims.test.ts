@@ -15,11 +15,20 @@ interface ProofRef {
   title: string;
 }
 
-/** Every `path` › *title* in a Markdown text (the title a verbatim piece of the test's name; a trailing … cut). */
+/**
+ * Every `path` › *title* in a Markdown text (the title a verbatim piece of the test's name, its line
+ * breaks read as spaces, a trailing … cut); a bare › *title* after one names another test of that path.
+ */
 function proofRefs(md: string): ProofRef[] {
   const out: ProofRef[] = [];
-  for (const m of md.matchAll(/`([^`\s]+)`\s*›\s*\*([^*\n]+)\*/g)) {
-    out.push({ path: m[1] as string, title: (m[2] as string).trim().replace(/(…|\.\.\.)$/, '') });
+  let last = '';
+  for (const m of md.matchAll(/(?:`([^`\s]+)`\s*)?›\s*\*([^*]+?)\*/g)) {
+    if (m[1] !== undefined) last = m[1];
+    const title = (m[2] as string)
+      .replace(/\s+/g, ' ')
+      .trim()
+      .replace(/(…|\.\.\.)$/, '');
+    out.push({ path: last, title });
   }
   return out;
 }
@@ -109,8 +118,8 @@ describe('the docs name proofs that exist', () => {
     const files: Record<string, string> = { 'src/a.test.ts': "it('does the thing', () => {})" };
     const read = (p: string) => files[p];
     const md = [
-      '`src/a.test.ts` › *does the thing*',
-      '`src/a.test.ts` › *does another thing*',
+      '`src/a.test.ts` › *does the thing*, › *does another',
+      'thing*',
       '`src/gone.test.ts` › *anything*',
       'see `test/nowhere.test.ts`',
     ].join('\n');
