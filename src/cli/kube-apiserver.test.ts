@@ -111,6 +111,22 @@ describe('holt --kube against the API server', () => {
     const r = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'logs', 'Watcher']);
     expect(r.code).toBe(3);
     expect(r.stderr).toContain("no pods of 'Watcher' in Holt default/demo");
+    // A pod not started yet (no kubelet here: it stays Pending) has no log: said, not a failed read.
+    await kube.kubectl(['apply', '-f', '-'], {
+      input: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          name: 'demo-watcher-0',
+          namespace: 'default',
+          labels: { 'holt.io/instance': 'demo', 'holt.io/role': 'Watcher' },
+        },
+        spec: { containers: [{ name: 'pup', image: 'pup' }] },
+      }),
+    });
+    const pending = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'logs', 'Watcher']);
+    expect(pending.code).toBe(1);
+    expect(pending.stderr).toContain("no pod of 'Watcher' has started yet (demo-watcher-0: Pending)");
   });
 
   it('work and life: a bundled Postgres without a ready pod is a clear error', async () => {

@@ -1,4 +1,4 @@
-import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import { API_VERSION } from '../../api/common.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { CLAIM_STATUSES, type Claim } from '../../blackboard/types.ts';
@@ -110,10 +110,25 @@ export async function kubeLogs(
       EXIT.notFound,
     );
   const container = component === 'orchestrator' ? 'orchestrator' : 'pup';
-  // Following: the first pod (kubectl logs deploy/... does the same); otherwise each pod in turn.
-  const shown = opts.follow ? pods.slice(0, 1) : pods;
+  // A pod whose container has not started (a worker being scheduled, an image pulling) has no log yet:
+  // it is named with its reason rather than failing the others.
+  const waiting = (p: V1Pod): string | undefined => {
+    const cs = p.status?.containerStatuses?.find((c) => c.name === container);
+    if (cs?.state?.running || cs?.state?.terminated || cs?.lastState?.terminated) return undefined;
+    return cs?.state?.waiting?.reason ?? p.status?.phase ?? 'Pending';
+  };
+  const started = pods.filter((p) => !waiting(p));
+  if (!started.length)
+    throw new CliError(
+      `no pod of '${component}' has started yet (${pods.map((p) => `${p.metadata!.name}: ${waiting(p)}`).join(', ')})`,
+      EXIT.error,
+    );
+  // Following: the first pod that has a log (kubectl logs deploy/... does the same); else each in turn.
+  const shown = opts.follow ? started.slice(0, 1) : pods;
   for (const p of shown) {
-    if (shown.length > 1) out(`==> ${p.metadata!.name} <==`);
+    const why = waiting(p);
+    if (shown.length > 1) out(`==> ${p.metadata!.name} <==${why ? ` (not started: ${why})` : ''}`);
+    if (why) continue;
     await podLog(k.kc, k.namespace, p.metadata!.name!, container, {
       follow: Boolean(opts.follow),
       tailLines,
