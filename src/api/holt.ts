@@ -21,15 +21,31 @@ const storeBase = {
   resources: resources.optional().describe('Resources of the bundled server.'),
 };
 
+/** The components that connect to a Holt's stores, each of which may have a user of its own there. */
+const componentUsers = <T extends z.ZodType>(ref: T, what: string) =>
+  z
+    .object({
+      orchestrator: ref.optional().describe(`The orchestrator's ${what}.`),
+      pup: ref.optional().describe(`The pups' and workers' ${what} (every agent's: one user for all).`),
+      operator: ref.optional().describe(`The operator's own ${what} (agent registry and backlog).`),
+    })
+    .optional();
+
 const urlStore = (what: string) =>
   z
     .object({
       ...storeBase,
       url: z.string().optional().describe(`URL of an external ${what} (external mode; or use urlSecretRef).`),
       urlSecretRef: secretKeyRef.optional().describe(`Secret key holding the URL of an external ${what}.`),
+      users: componentUsers(secretKeyRef, 'URL (a Secret key)').describe(
+        `External mode: a URL per component, each naming a user of its own that the server grants that component's rights (docs/security.md § External stores). A component not named here, and the CLI, use url or urlSecretRef.`,
+      ),
     })
     .refine((s) => s.mode !== 'external' || s.url !== undefined || s.urlSecretRef !== undefined, {
       message: `an external ${what} needs url or urlSecretRef`,
+    })
+    .refine((s) => s.mode === 'external' || s.users === undefined, {
+      message: 'users are for an external store (a bundled one makes its own)',
     })
     .default({ mode: 'bundled', storage: '1Gi' })
     .describe(`Where the Holt's ${what} comes from.`);
@@ -48,10 +64,21 @@ export const HoltStores = z
             "External mode: a Secret with CloudNativePG's -app keys: uri host port username password dbname.",
           ),
         url: z.string().optional().describe('External mode for local runs: a postgres:// URL.'),
+        users: componentUsers(
+          z.object({
+            secretName: z.string().min(1).describe('Name of the Secret (keys username, password).'),
+          }),
+          'login role',
+        ).describe(
+          "External mode: a login role per component, each in a kubernetes.io/basic-auth Secret (keys username, password; the shape of CloudNativePG's managed roles' passwordSecret), reached at the host, port and dbname of secretName. The roles must be named holt_orchestrator, holt_pup and holt_operator and exist before the Holt: the migration, run as secretName's user (the database's owner), grants each its tables and columns, and row-level rules key on holt_pup (docs/security.md § External stores). A component not named here connects as secretName's user.",
+        ),
       })
       .refine((s) => s.mode !== 'external' || s.secretName !== undefined || s.url !== undefined, {
         message:
           'an external Postgres needs secretName (a Secret with keys uri host port username password dbname) or url',
+      })
+      .refine((s) => s.users === undefined || (s.mode === 'external' && s.secretName !== undefined), {
+        message: 'users need an external Postgres given by secretName (its host, port and dbname)',
       })
       .default({ mode: 'bundled', storage: '1Gi' })
       .describe("Where the Holt's Postgres (inbox and durable state) comes from."),

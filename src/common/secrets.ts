@@ -100,7 +100,8 @@ export const STORE_URL_VARS = [
 /** The credentials a process was given: the LLM key and the passwords inside the store URLs. */
 export function secretsFromEnv(env: NodeJS.ProcessEnv, apiKeyEnv?: string): string[] {
   const out: string[] = [];
-  for (const k of [...LLM_KEY_VARS, apiKeyEnv]) {
+  // PGPASSWORD: an external Postgres's component role (src/operator/specs/stores.ts), beside its URL.
+  for (const k of [...LLM_KEY_VARS, apiKeyEnv, 'PGPASSWORD']) {
     const v = k ? env[k] : undefined;
     if (v) out.push(v);
   }

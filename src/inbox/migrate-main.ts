@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { ensureRoles } from '../access/postgres.ts';
 import { formatIssues } from '../common/config.ts';
 import { createLogger, redactUrl } from '../common/logger.ts';
+import { withClient } from '../common/pg.ts';
 import { parseProgram } from '../common/program.ts';
 import { migrate } from './migrate.ts';
 import { MIGRATE_PROGRAM } from './migrate-program.ts';
@@ -14,6 +15,11 @@ const Env = z.object({
     .string({ error: 'DATABASE_URL is required (postgres://user:password@host:port/db)' })
     .regex(/^postgres(ql)?:\/\//, 'DATABASE_URL must be a postgres:// or postgresql:// URL'),
   HOLT_MIGRATE_WAIT_SECONDS: z.coerce.number().int().min(0).max(3600).default(60),
+  /** An external database's component roles (made by its owner's platform): each must exist. */
+  HOLT_DATABASE_ROLES: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]*(,[a-z_][a-z0-9_]*)*$/, 'must be role names separated by commas')
+    .optional(),
   /** Bundled Postgres: a superuser's URL and the roles' passwords; the roles are made first. */
   HOLT_DATABASE_ADMIN_URL: z
     .string()
@@ -32,6 +38,22 @@ function unreachable(e: unknown): boolean {
     ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', '57P03'].includes(String(code)) ||
     /timeout|terminated unexpectedly|the database system is starting up/i.test(String(e))
   );
+}
+
+/**
+ * The component roles the Holt's pods log in as must exist before the migration grants them their
+ * tables (applyGrants skips a role it does not find, and the pods would then be refused everything).
+ */
+async function expectRoles(url: string, names: string[]): Promise<void> {
+  const found = await withClient(url, (c) =>
+    c.query<{ rolname: string }>('SELECT rolname FROM pg_roles WHERE rolname = ANY($1)', [names]),
+  );
+  const have = new Set(found.rows.map((r) => r.rolname));
+  const missing = names.filter((n) => !have.has(n));
+  if (missing.length)
+    throw new Error(
+      `role(s) ${missing.join(', ')} do not exist: create them with LOGIN and the password of their Secret (CloudNativePG: spec.managed.roles), then this Job's retry grants them their tables`,
+    );
 }
 
 /**
@@ -70,6 +92,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   for (let attempt = 1; ; attempt++) {
     try {
       if (roles) await ensureRoles(roles.admin, new URL(url).pathname.slice(1), roles);
+      if (e.HOLT_DATABASE_ROLES) await expectRoles(url, e.HOLT_DATABASE_ROLES.split(','));
       const ran = await migrate(url, log);
       log.info({ event_type: 'migrate_done', applied: ran.length }, `${ran.length} migration(s) applied`);
       return 0;

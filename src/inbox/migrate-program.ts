@@ -18,6 +18,11 @@ export const MIGRATE_PROGRAM: ProgramSpec = {
       flag: 'wait-seconds',
       help: 'how long to retry while Postgres is unreachable [60]',
     },
+    {
+      env: 'HOLT_DATABASE_ROLES',
+      flag: 'roles',
+      help: "component roles that must exist before migrating (comma-separated; an external database's own, such as holt_pup) []",
+    },
   ],
   epilog: `${secretsEpilog(MIGRATE_SECRETS)}\nExit codes: 0 done (or --help/--version), 1 failed or bad configuration, 2 bad usage.`,
 };

@@ -113,11 +113,33 @@ export function buildOperator(
       const spec = (obj?.spec ?? {}) as {
         stores?: Record<
           string,
-          { mode?: string; url?: string; urlSecretRef?: { name: string; key: string }; secretName?: string }
+          {
+            mode?: string;
+            url?: string;
+            urlSecretRef?: { name: string; key: string };
+            secretName?: string;
+            users?: { operator?: { name?: string; key?: string; secretName?: string } };
+          }
         > & { tls?: { secretName?: string } };
       };
       const s = spec.stores?.[store];
       if (s?.mode === 'external') {
+        // The operator's own user where the Holt names one (docs/security.md § External stores).
+        const own = s.users?.operator;
+        if (own?.name && own.key) return secretValue(h.namespace, own.name, own.key);
+        if (own?.secretName && s.secretName) {
+          const app = (k: string) => secretValue(h.namespace, s.secretName ?? '', k);
+          const role = (k: string) => secretValue(h.namespace, own.secretName ?? '', k);
+          const [user, password, host, port, db] = await Promise.all([
+            role('username'),
+            role('password'),
+            app('host'),
+            app('port'),
+            app('dbname'),
+          ]);
+          const e = encodeURIComponent;
+          return `postgresql://${e(user)}:${e(password)}@${host}:${port}/${e(db)}`;
+        }
         if (s.url) return s.url;
         if (s.urlSecretRef) return secretValue(h.namespace, s.urlSecretRef.name, s.urlSecretRef.key);
         if (s.secretName) return secretValue(h.namespace, s.secretName, 'uri');

@@ -123,6 +123,20 @@ export const MALFORMED: Malformed[] = [
       /an external Postgres needs secretName \(a Secret with keys uri host port username password dbname\)/,
   },
   {
+    what: 'Postgres users without secretName',
+    doc: holt({
+      stores: {
+        postgres: { mode: 'external', url: 'postgres://db:5432/holt', users: { pup: { secretName: 'pup' } } },
+      },
+    }),
+    error: /spec\.stores\.postgres\.users: .*users need an external Postgres given by secretName/,
+  },
+  {
+    what: 'users of a bundled store',
+    doc: holt({ stores: { redis: { users: { pup: { name: 'r', key: 'url' } } } } }),
+    error: /spec\.stores\.redis\.users: .*users are for an external store/,
+  },
+  {
     what: 'urlSecretRef without key',
     doc: holt({ stores: { redis: { mode: 'external', urlSecretRef: { name: 'redis' } } } }),
     error: /spec\.stores\.redis\.urlSecretRef\.key: Required value/,

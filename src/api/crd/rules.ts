@@ -13,6 +13,12 @@ const externalStore = (what: string): ValidationRule => ({
   message: `an external ${what} needs url or urlSecretRef`,
 });
 
+const usersExternal: ValidationRule = {
+  rule: "self.mode == 'external' || !has(self.users)",
+  message: 'users are for an external store (a bundled one makes its own)',
+  fieldPath: '.users',
+};
+
 /**
  * A bundled store's PVC size must be a quantity. Whether a change can be made (grow: yes; shrink or
  * another class: no) is the operator's to say, in the Holt's status: a rule here would also stop a
@@ -51,8 +57,18 @@ export const holtRules: RuleSet = {
       message: 'a Holt name must be at most 40 characters (the names of its components add suffixes)',
     },
   ],
-  'spec.stores.redis': [externalStore('Redis'), ...storeVolume, noCredentialsInUrl('urlSecretRef')],
-  'spec.stores.nats': [externalStore('NATS server'), ...storeVolume, noCredentialsInUrl('urlSecretRef')],
+  'spec.stores.redis': [
+    externalStore('Redis'),
+    ...storeVolume,
+    noCredentialsInUrl('urlSecretRef'),
+    usersExternal,
+  ],
+  'spec.stores.nats': [
+    externalStore('NATS server'),
+    ...storeVolume,
+    noCredentialsInUrl('urlSecretRef'),
+    usersExternal,
+  ],
   'spec.stores.postgres': [
     ...storeVolume,
     noCredentialsInUrl('secretName'),
@@ -60,6 +76,11 @@ export const holtRules: RuleSet = {
       rule: "self.mode != 'external' || has(self.secretName) || has(self.url)",
       message:
         'an external Postgres needs secretName (a Secret with keys uri host port username password dbname) or url',
+    },
+    {
+      rule: "!has(self.users) || (self.mode == 'external' && has(self.secretName))",
+      message: 'users need an external Postgres given by secretName (its host, port and dbname)',
+      fieldPath: '.users',
     },
   ],
   'spec.llm': [

@@ -1,5 +1,5 @@
 import type { V1EnvVar } from '@kubernetes/client-node';
-import { PG_COMPONENTS, pgPasswordEnv } from '../../access/pg-roles.ts';
+import { PG_COMPONENTS, PG_ROLE, pgPasswordEnv } from '../../access/pg-roles.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import { hashOf } from '../runtime/apply.ts';
 import type { KubeObject } from '../runtime/kube.ts';
@@ -13,7 +13,13 @@ import { pgPasswordKey, storeEnv, storeSecretName, storeTlsClient } from './stor
  * grants applies them) with the superuser's URL, then migrates as the schema's owner.
  */
 function roleSetupEnv(holt: string, spec: HoltSpec): V1EnvVar[] {
-  if (spec.stores.postgres.mode !== 'bundled') return [];
+  const users = spec.stores.postgres.users;
+  if (spec.stores.postgres.mode !== 'bundled') {
+    // External with a role per component: the platform made them; the Job waits for them to exist
+    // (and its name changes with them, so naming another re-runs the grants).
+    const roles = PG_COMPONENTS.filter((c) => users?.[c]).map((c) => PG_ROLE[c]);
+    return roles.length ? [{ name: 'HOLT_DATABASE_ROLES', value: roles.join(',') }] : [];
+  }
   const secret = storeSecretName(holt, 'postgres');
   const ref = (name: string, key: string): V1EnvVar => ({
     name,

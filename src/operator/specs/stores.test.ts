@@ -127,3 +127,84 @@ describe('Postgres users per component', () => {
     }
   });
 });
+
+describe('external stores: a user per component', () => {
+  const ref = (name: string, key = 'url') => ({ name, key });
+  const spec = HoltSpec.parse({
+    stores: {
+      redis: {
+        mode: 'external',
+        urlSecretRef: ref('redis-admin'),
+        users: { orchestrator: ref('redis-orch'), pup: ref('redis-pup') },
+      },
+      nats: { mode: 'external', urlSecretRef: ref('nats-admin'), users: { pup: ref('nats-pup') } },
+      postgres: {
+        mode: 'external',
+        secretName: 'pg-app',
+        users: { orchestrator: { secretName: 'pg-orch' }, pup: { secretName: 'pg-pup' } },
+      },
+    },
+  });
+  const envOf = (who: 'orchestrator' | 'pup' | 'migrate') =>
+    Object.fromEntries(
+      storeEnv('demo', spec.stores, who).map((e) => [e.name, e.value ?? e.valueFrom?.secretKeyRef]),
+    );
+
+  it('each named component gets its own URL or role; one not named, the shared credential', () => {
+    expect(envOf('orchestrator').REDIS_URL).toEqual(ref('redis-orch'));
+    expect(envOf('pup').REDIS_URL).toEqual(ref('redis-pup'));
+    expect(envOf('orchestrator').NATS_URL).toEqual(ref('nats-admin'));
+    expect(envOf('pup').NATS_URL).toEqual(ref('nats-pup'));
+    for (const [who, secret] of [
+      ['orchestrator', 'pg-orch'],
+      ['pup', 'pg-pup'],
+    ] as const) {
+      const env = envOf(who);
+      // The server from the -app Secret, the credentials from the role's, outside the URL.
+      expect(env.DATABASE_URL).toBe(
+        'postgresql://$(HOLT_DATABASE_HOST):$(HOLT_DATABASE_PORT)/$(HOLT_DATABASE_NAME)',
+      );
+      expect(env.HOLT_DATABASE_HOST).toEqual({ name: 'pg-app', key: 'host' });
+      expect(env.HOLT_DATABASE_NAME).toEqual({ name: 'pg-app', key: 'dbname' });
+      expect(env.PGUSER).toEqual({ name: secret, key: 'username' });
+      expect(env.PGPASSWORD).toEqual({ name: secret, key: 'password' });
+    }
+    // $(VAR) expands only variables defined before it in the list.
+    const names = storeEnv('demo', spec.stores, 'pup').map((e) => e.name);
+    expect(names.indexOf('HOLT_DATABASE_PORT')).toBeLessThan(names.indexOf('DATABASE_URL'));
+  });
+
+  it("the migration runs as the -app Secret's user (the database's owner), which grants the roles", () => {
+    expect(envOf('migrate')).toEqual({ DATABASE_URL: { name: 'pg-app', key: 'uri' } });
+  });
+
+  it('without users every component shares the one credential', () => {
+    const shared = HoltSpec.parse({
+      stores: {
+        redis: { mode: 'external', urlSecretRef: ref('redis-admin') },
+        nats: { mode: 'external', url: 'nats://nats.example:4222' },
+        postgres: { mode: 'external', secretName: 'pg-app' },
+      },
+    });
+    for (const who of ['orchestrator', 'pup'] as const) {
+      const env = Object.fromEntries(
+        storeEnv('demo', shared.stores, who).map((e) => [e.name, e.value ?? e.valueFrom?.secretKeyRef]),
+      );
+      expect(env).toEqual({
+        REDIS_URL: ref('redis-admin'),
+        NATS_URL: 'nats://nats.example:4222',
+        DATABASE_URL: { name: 'pg-app', key: 'uri' },
+      });
+    }
+  });
+
+  it('users of a bundled store, or Postgres users without secretName, are refused', () => {
+    expect(HoltSpec.safeParse({ stores: { redis: { users: { pup: ref('r') } } } }).success).toBe(false);
+    const noSecret = {
+      stores: {
+        postgres: { mode: 'external', url: 'postgres://db/holt', users: { pup: { secretName: 'p' } } },
+      },
+    };
+    expect(HoltSpec.safeParse(noSecret).success).toBe(false);
+  });
+});

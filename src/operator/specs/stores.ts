@@ -158,7 +158,8 @@ export function storeTlsClient(stores: HoltSpec['stores']): {
 
 /**
  * REDIS_URL, NATS_URL and DATABASE_URL for one kind of client: always from Secrets (bundled: that
- * client's own user; external: the user's one credential), except an external URL given literally.
+ * client's own user; external: its own user where `users` names one, else the store's one
+ * credential), except an external URL given literally.
  * The migration Job gets the database only, as the schema's owner. A bundled Redis behind TLS is
  * `rediss://`: the URL is put together in the pod from the Secret's password ($(VAR) expansion), so
  * turning TLS on or off rewrites no Secret. (NATS clients upgrade when the server requires TLS.)
@@ -181,18 +182,43 @@ export function storeEnv(holt: string, stores: HoltSpec['stores'], who: StoreCli
     }
     if (s.mode === 'bundled')
       return [fromSecret(env, storeSecretName(holt, store), urlKey(who as Principal))];
+    const own = who === 'migrate' ? undefined : s.users?.[who];
+    if (own) return [fromSecret(env, own.name, own.key)];
     if (s.urlSecretRef) return [fromSecret(env, s.urlSecretRef.name, s.urlSecretRef.key)];
     return [{ name: env, value: s.url ?? '' }];
   };
   const pg = stores.postgres;
   const name = STORE_URL_ENV.postgres;
-  const database: V1EnvVar =
+  const role = who === 'migrate' ? undefined : pg.users?.[who];
+  const database: V1EnvVar[] =
     pg.mode === 'bundled'
-      ? fromSecret(name, storeSecretName(holt, 'postgres'), who === 'migrate' ? 'owner-uri' : pgUriKey(who))
-      : pg.secretName
-        ? fromSecret(name, pg.secretName, 'uri')
-        : { name, value: pg.url ?? '' };
-  return who === 'migrate' ? [database] : [...url('redis'), ...url('nats'), database];
+      ? [fromSecret(name, storeSecretName(holt, 'postgres'), who === 'migrate' ? 'owner-uri' : pgUriKey(who))]
+      : pg.secretName && role
+        ? externalRoleEnv(pg.secretName, role.secretName)
+        : pg.secretName
+          ? [fromSecret(name, pg.secretName, 'uri')]
+          : [{ name, value: pg.url ?? '' }];
+  return who === 'migrate' ? database : [...url('redis'), ...url('nats'), ...database];
+}
+
+/**
+ * An external Postgres as a component's own role: the server of the `-app` Secret (host, port,
+ * dbname) in a URL without credentials, the role's from its basic-auth Secret in PGUSER and
+ * PGPASSWORD, which node-postgres reads when the URL names none (so a password needs no escaping).
+ */
+function externalRoleEnv(appSecret: string, roleSecret: string): V1EnvVar[] {
+  const part = (v: string, key: string) => fromSecret(`HOLT_DATABASE_${v}`, appSecret, key);
+  return [
+    part('HOST', 'host'),
+    part('PORT', 'port'),
+    part('NAME', 'dbname'),
+    {
+      name: STORE_URL_ENV.postgres,
+      value: 'postgresql://$(HOLT_DATABASE_HOST):$(HOLT_DATABASE_PORT)/$(HOLT_DATABASE_NAME)',
+    },
+    fromSecret('PGUSER', roleSecret, 'username'),
+    fromSecret('PGPASSWORD', roleSecret, 'password'),
+  ];
 }
 
 /** Why an external store is not usable as specified (the CRD's CEL rules say the same). */
