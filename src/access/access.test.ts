@@ -399,6 +399,8 @@ describe('Postgres roles', () => {
     const target = { namespace: 'ns', holt: P, target: 'writer' };
     expect((await backlog.depth(target)).pending).toBe(1);
     expect(await backlog.pendingClaims(target, 5)).toEqual([{ claimId: 'c1', epoch: 0 }]);
+    // The claim Jobs' clean-up asks which claims are still pending (its own columns only).
+    expect(await backlog.pendingOf(target, ['c1', 'c9'])).toEqual([{ claimId: 'c1', epoch: 0 }]);
     const [row] = await pup.claim(P, ['writer'], 'pod-1', 1, 60_000);
     expect(row?.payload).toEqual({ task: 'write' });
     const f = fenceOf(row!);

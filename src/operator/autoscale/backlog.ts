@@ -37,6 +37,8 @@ export interface PendingClaim {
 /** Pending claims of a target (fresh_per_call agents get one Job per claim and attempt). */
 export interface ClaimSource {
   pendingClaims(t: BacklogTarget, limit: number): Promise<PendingClaim[]>;
+  /** Which of these claims still have a pending row (due or in back-off), at which epoch. */
+  pendingOf(t: BacklogTarget, claimIds: string[]): Promise<PendingClaim[]>;
 }
 
 /** Resolves a Holt's DATABASE_URL (from its `-app` Secret or the external one). */
@@ -67,6 +69,10 @@ SELECT DISTINCT ON (claim_id) claim_id, turn_epoch FROM holt.agent_inbox
 WHERE instance = $1 AND worker_target = $2 AND status = 'pending' AND available_at <= now()
 ORDER BY claim_id, available_at LIMIT $3`;
 
+const PENDING_OF = `
+SELECT DISTINCT claim_id, turn_epoch FROM holt.agent_inbox
+WHERE instance = $1 AND worker_target = $2 AND status = 'pending' AND claim_id = ANY($3::text[])`;
+
 /** Backlog from each Holt's Postgres inbox, one small pool per Holt. */
 export class PostgresBacklogReader implements BacklogReader, ClaimSource {
   readonly #resolve: DatabaseUrlResolver;
@@ -91,6 +97,16 @@ export class PostgresBacklogReader implements BacklogReader, ClaimSource {
   async pendingClaims(t: BacklogTarget, limit: number): Promise<PendingClaim[]> {
     const pool = await this.#pool(t);
     const r = await pool.query(PENDING, [t.holt, t.target, limit]);
+    return r.rows.map((x) => {
+      const row = PendingRow.parse(x);
+      return { claimId: row.claim_id, epoch: row.turn_epoch };
+    });
+  }
+
+  async pendingOf(t: BacklogTarget, claimIds: string[]): Promise<PendingClaim[]> {
+    if (!claimIds.length) return [];
+    const pool = await this.#pool(t);
+    const r = await pool.query(PENDING_OF, [t.holt, t.target, claimIds]);
     return r.rows.map((x) => {
       const row = PendingRow.parse(x);
       return { claimId: row.claim_id, epoch: row.turn_epoch };

@@ -1,26 +1,19 @@
-import { type AgentSpec, workerTargetOf } from '../../api/agent.ts';
+import type { AgentSpec } from '../../api/agent.ts';
 import { withTimeout } from '../../common/timeout.ts';
 import { FIELD_MANAGER } from '../runtime/apply.ts';
-import { isConflict, isForbidden, isNotFound, type KubeObject } from '../runtime/kube.ts';
+import { isForbidden, isNotFound, type KubeObject } from '../runtime/kube.ts';
 import type { ReconcileResult } from '../runtime/queue.ts';
 import type { Condition } from '../runtime/status.ts';
-import {
-  type AgentResourceSpec,
-  agentDeployment,
-  agentPoolName,
-  agentWorkerPool,
-  shapeOf,
-} from '../specs/agent.ts';
-import { claimJob, claimJobName } from '../specs/claimjob.ts';
+import { agentDeployment, agentPoolName, agentWorkerPool, shapeOf } from '../specs/agent.ts';
 import { agentTokens } from '../specs/ingress.ts';
-import { type Owner, ownerOf } from '../specs/meta.ts';
+import { ownerOf } from '../specs/meta.ts';
 import { agentEgressPolicy } from '../specs/networkpolicy.ts';
 import type { AgentRuntime } from './agentruntime.ts';
+import { claimJobs } from './claimjobs.ts';
 import {
   applyChildren,
   type ControllerContext,
   conditionTrue,
-  jobState,
   readinessReporter,
   workloadReady,
 } from './context.ts';
@@ -59,45 +52,6 @@ async function dropOldFinalizer(ctx: ControllerContext, agent: KubeObject): Prom
       if (isNotFound(e) || (agent.metadata.deletionTimestamp && isForbidden(e))) return;
       throw e;
     });
-}
-
-/**
- * fresh_per_call: one Job per pending claim of the agent's target and attempt (the row's turn epoch,
- * see claimJobName), at most maxConcurrent running. A Job only blocks its own attempt: a finished
- * one of an earlier attempt (left to its TTL) never delays a reclaimed or retried row. A finished
- * Job of the same attempt means its pod never took the row: it is retried once that Job's TTL has
- * collected it (a back-off, not a hot loop of failing pods).
- */
-async function claimJobs(
-  ctx: ControllerContext,
-  owner: Owner,
-  a: AgentResourceSpec,
-  holtSpec: Parameters<typeof claimJob>[2],
-): Promise<string[]> {
-  if (!ctx.claims) return [];
-  const jobs = ctx.cache.owned('Job', owner.namespace, owner.uid);
-  let running = jobs.filter((j) => jobState(j) === 'running').length;
-  const max = a.worker?.maxConcurrent ?? a.replicas;
-  if (running >= max) return [];
-  const target = workerTargetOf(a, a.role);
-  const claims = await ctx.claims.pendingClaims(
-    { namespace: owner.namespace, holt: a.holt, target },
-    max * 2,
-  );
-  const created: string[] = [];
-  for (const { claimId, epoch } of claims) {
-    if (running >= max) break;
-    if (ctx.cache.get('Job', owner.namespace, claimJobName(owner.name, claimId, epoch))) continue;
-    try {
-      const stores = storeAddresses(ctx.cache, owner.namespace, a.holt);
-      await ctx.client.create(claimJob(owner, a, holtSpec, ctx.runtimeImage, claimId, epoch, stores));
-      created.push(claimId);
-      running++;
-    } catch (e) {
-      if (!isConflict(e)) throw e;
-    }
-  }
-  return created;
 }
 
 /**
@@ -223,9 +177,17 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   const errors = [...res.errors];
   if (shape === 'jobs') {
     try {
-      const ids = await claimJobs(ctx, owner, a, holtSpec.spec);
-      if (ids.length)
-        ctx.events.emit(agent, 'Normal', 'ClaimJobs', 'Execute', `started ${ids.length} claim job(s)`);
+      const { created, deleted } = await claimJobs(ctx, owner, a, holtSpec.spec);
+      if (created.length)
+        ctx.events.emit(agent, 'Normal', 'ClaimJobs', 'Execute', `started ${created.length} claim job(s)`);
+      if (deleted.length)
+        ctx.events.emit(
+          agent,
+          'Normal',
+          'ClaimJobsDone',
+          'Delete',
+          `deleted ${deleted.length} finished claim job(s)`,
+        );
     } catch (e) {
       errors.push(`claim jobs: ${e instanceof Error ? e.message : String(e)}`);
     }

@@ -12,7 +12,7 @@ import { NatsWakeups } from '../autoscale/wakeup.ts';
 import { buildOperator } from '../main.ts';
 import type { Operator } from '../operator.ts';
 import { KubeClient, type KubeObject } from '../runtime/kube.ts';
-import { CLAIM_LABEL } from '../specs/claimjob.ts';
+import { CLAIM_EPOCH_LABEL, CLAIM_LABEL } from '../specs/claimjob.ts';
 import {
   emptyHolt,
   eventually,
@@ -22,6 +22,7 @@ import {
   startOperator,
   writesOnResync,
 } from '../testkit.ts';
+import { finishedClaimJobs } from './claimjobs.ts';
 
 // fresh_per_call agents: one Job per pending inbox row, at most `replicas` running at once.
 const NS = 'claimjobs';
@@ -126,20 +127,26 @@ describe('fresh_per_call agents: one Job per pending claim', () => {
     expect((await jobs()).length).toBe(2);
   });
 
-  it('a finished claim frees a slot: the next pending row gets its Job; done rows get none', async () => {
+  it('a finished claim frees a slot and its succeeded Job is deleted with its pod; the next row gets its Job', async () => {
     // The claim's pod ran (the pup marks its row done); its Job completes.
     await setRow('c-1', 'done');
     const j1 = (await jobs()).find((j) => claimOf(j) === 'c-1') as KubeObject;
-    await eventually('c-1 job complete', async () => {
-      await fakeKubelet(admin, NS, { labelSelector: `batch.kubernetes.io/job-name=${j1.metadata.name}` });
-      const j = await admin.get('Job', NS, j1.metadata.name);
-      return (j?.status as { succeeded?: number } | undefined)?.succeeded ? true : undefined;
-    });
-    const three = await eventually('a job for c-3', async () => {
+    expect(j1.metadata.labels?.[CLAIM_EPOCH_LABEL]).toBe('0');
+    const jobPods = (name: string) =>
+      admin.list('Pod', NS, { labelSelector: `batch.kubernetes.io/job-name=${name}` }).then((l) => l.items);
+    await eventually('c-1 job pod made', async () =>
+      (await jobPods(j1.metadata.name)).length ? true : undefined,
+    );
+    await fakeKubelet(admin, NS, { labelSelector: `batch.kubernetes.io/job-name=${j1.metadata.name}` });
+    // Its attempt is over (the row is done): the operator deletes the Job, and with it its pod.
+    const after = await eventually('c-1 job deleted and a job for c-3', async () => {
       const l = await jobs();
-      return l.some((j) => claimOf(j) === 'c-3') ? l : undefined;
+      return l.some((j) => claimOf(j) === 'c-3') && !l.some((j) => claimOf(j) === 'c-1') ? l : undefined;
     });
-    expect(three.map(claimOf).sort()).toEqual(['c-1', 'c-2', 'c-3']);
+    expect(after.map(claimOf).sort()).toEqual(['c-2', 'c-3']);
+    await eventually('c-1 job pod collected', async () =>
+      (await jobPods(j1.metadata.name)).length === 0 ? true : undefined,
+    );
     // Steady once the Job controller has caught up with the new Job (its pod made, its status
     // written: each a change the Agent's status reflects), a full reconcile writes nothing.
     await eventually('every Job started by the Job controller', async () => {
@@ -150,31 +157,47 @@ describe('fresh_per_call agents: one Job per pending claim', () => {
       return started || undefined;
     });
     expect(await writesOnResync(op)).toBe(0);
-    expect((await jobs()).length).toBe(3);
+    expect((await jobs()).length).toBe(2);
   });
 
-  it('a reclaimed row (its turn epoch moved on) gets a new Job at once, past its finished one', async () => {
-    // c-2's pod claimed the row, then died: its Job failed/finished, the watchdog put the row back
-    // pending under the claim's epoch. The finished Job (kept for its 600 s TTL) must not block it.
+  it('a succeeded Job whose row is still pending at its epoch is kept (back-off); a reclaimed row gets a new Job at once and the old one goes', async () => {
+    // c-2's pod never took the row (it is still pending at epoch 0): its succeeded Job stays until its
+    // TTL, so the same attempt is not retried in a hot loop.
     const old = (await jobs()).find((j) => claimOf(j) === 'c-2') as KubeObject;
     await eventually('c-2 job finished', async () => {
       await fakeKubelet(admin, NS, { labelSelector: `batch.kubernetes.io/job-name=${old.metadata.name}` });
       const j = await admin.get('Job', NS, old.metadata.name);
       return (j?.status as { succeeded?: number } | undefined)?.succeeded ? true : undefined;
     });
+    await eventually('the operator saw it succeed', async () =>
+      (op.cache.get('Job', NS, old.metadata.name)?.status as { succeeded?: number } | undefined)?.succeeded
+        ? true
+        : undefined,
+    );
+    op.resyncAll();
+    await op.settled();
+    expect((await jobs()).filter((j) => claimOf(j) === 'c-2').map((j) => j.metadata.name)).toEqual([
+      old.metadata.name,
+    ]);
+    // Then the row is claimed and reclaimed (its pod died): pending again under the next epoch. The
+    // finished Job must not block it, and, its attempt over, it is deleted.
     await inbox.pool.query(
       `UPDATE holt.agent_inbox SET turn_epoch = turn_epoch + 1, attempts = attempts + 1
        WHERE instance = 'fj' AND claim_id = 'c-2'`,
     );
-    const retry = await eventually('a new job for the reclaimed c-2', async () => {
+    const retry = await eventually('a new job for the reclaimed c-2, the old one deleted', async () => {
       const l = (await jobs()).filter((j) => claimOf(j) === 'c-2');
-      return l.length === 2 ? l.find((j) => j.metadata.name !== old.metadata.name) : undefined;
+      return l.length === 1 && l[0]?.metadata.name !== old.metadata.name ? l[0] : undefined;
+    }).catch(async (e) => {
+      console.log((await jobs()).map((j) => [j.metadata.name, claimOf(j), j.metadata.labels, j.status]));
+      throw e;
     });
+    expect(retry.metadata.labels?.[CLAIM_EPOCH_LABEL]).toBe('1');
     expect(retry.metadata.ownerReferences?.[0]?.uid).toBe(agentUid);
     // Still one Job per attempt: settled reconciles add none.
     op.resyncAll();
     await op.settled();
-    expect((await jobs()).filter((j) => claimOf(j) === 'c-2').length).toBe(2);
+    expect((await jobs()).filter((j) => claimOf(j) === 'c-2').length).toBe(1);
   });
 
   it('cleanup: the Agent deleted → its claim Jobs go with it (owner references, GC)', async () => {
@@ -335,5 +358,35 @@ describe('doorbells: a new claim gets its Job at the bell, not at the poll', () 
     await eventually('subscribed (leading)', async () => ((await bellSubs()) === 1 ? true : undefined));
     await admin.delete('Agent', NS3, 'fresh');
     await eventually('unsubscribed (deleted)', async () => ((await bellSubs()) === 0 ? true : undefined));
+  });
+});
+
+describe('finishedClaimJobs: which claim Jobs are done with (pure)', () => {
+  const job = (name: string, claim: string, epoch: string | undefined, status: Record<string, unknown>) =>
+    ({
+      apiVersion: 'batch/v1',
+      kind: 'Job',
+      metadata: { name, labels: epoch === undefined ? {} : { [CLAIM_EPOCH_LABEL]: epoch } },
+      spec: { template: { spec: { containers: [{ args: ['pup', '--execute-claim', claim] }] } } },
+      status,
+    }) as KubeObject;
+  const ok = { succeeded: 1 };
+  const failed = { conditions: [{ type: 'Failed', status: 'True' }] };
+
+  it('deletes succeeded Jobs whose attempt is over; keeps running, failed, still-pending and unlabelled ones', () => {
+    const jobsIn = [
+      job('done', 'a', '0', ok), // row done: over
+      job('old-attempt', 'b', '0', ok), // row pending again, at epoch 1: over
+      job('same-attempt', 'c', '2', ok), // row still pending at its epoch: back-off, kept
+      job('running', 'd', '0', { active: 1 }),
+      job('failed', 'e', '0', failed), // kept for its pods' logs (TTL)
+      job('unlabelled', 'f', undefined, ok), // from before the epoch label (TTL)
+    ];
+    const pending = [
+      { claimId: 'b', epoch: 1 },
+      { claimId: 'c', epoch: 2 },
+      { claimId: 'd', epoch: 0 },
+    ];
+    expect(finishedClaimJobs(jobsIn, pending).map((j) => j.metadata.name)).toEqual(['done', 'old-attempt']);
   });
 });

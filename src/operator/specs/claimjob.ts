@@ -5,6 +5,8 @@ import { childName, labels, meta, type Owner } from './meta.ts';
 import { pupPodTemplate, type StoreAddresses } from './pup.ts';
 
 export const CLAIM_LABEL = 'holt.io/claim';
+/** The attempt (the row's turn epoch) a claim Job runs: once its row moved past it, the Job is done with. */
+export const CLAIM_EPOCH_LABEL = 'holt.io/claim-epoch';
 
 /**
  * One Job name per (agent, claim, attempt): re-creating it for the same attempt is a no-op 409,
@@ -37,10 +39,11 @@ export function claimJob(
   return {
     apiVersion: 'batch/v1',
     kind: 'Job',
-    metadata: meta(name, owner, { ...lbls, [CLAIM_LABEL]: claimLabel }),
+    metadata: meta(name, owner, { ...lbls, [CLAIM_LABEL]: claimLabel, [CLAIM_EPOCH_LABEL]: String(epoch) }),
     spec: {
       // The pup's fencing makes a retried execution safe, but a claim failing twice is a Failure.
       backoffLimit: 1,
+      // The backstop: the operator deletes a succeeded Job once its attempt is over (claimjobs.ts).
       ttlSecondsAfterFinished: 600,
       template: pupPodTemplate({
         holt: a.holt,
