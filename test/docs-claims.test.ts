@@ -17,13 +17,16 @@ interface ProofRef {
 
 /**
  * Every `path` › *title* in a Markdown text (the title a verbatim piece of the test's name, its line
- * breaks read as spaces, a trailing … cut); a bare › *title* after one names another test of that path.
+ * breaks read as spaces, a trailing … cut); a bare › *title* names a test of the last `….ts` path before it.
  */
 function proofRefs(md: string): ProofRef[] {
   const out: ProofRef[] = [];
   let last = '';
-  for (const m of md.matchAll(/(?:`([^`\s]+)`\s*)?›\s*\*([^*]+?)\*/g)) {
-    if (m[1] !== undefined) last = m[1];
+  for (const m of md.matchAll(/`([^`\s]+\.ts)`|›\s*\*([^*]+?)\*/g)) {
+    if (m[1] !== undefined) {
+      last = m[1];
+      continue;
+    }
     const title = (m[2] as string)
       .replace(/\s+/g, ' ')
       .trim()
@@ -135,6 +138,7 @@ describe('the docs name proofs that exist', () => {
     const md = readRepo('docs/claims.md') ?? '';
     const rows = claimRows(md);
     expect(rows.length).toBeGreaterThan(40);
+    expect(proofRefs(md).length).toBeGreaterThan(100);
     expect(rows.filter((r) => proofRefs(r.proofs).length === 0).map((r) => `${r.n}: ${r.claim}`)).toEqual([]);
   });
 
