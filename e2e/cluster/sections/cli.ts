@@ -1,2 +1,305 @@
-/** The real cluster: (being written). */
-export function cliTests(): void {}
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import type { Artefact } from '../../../src/blackboard/types.ts';
+import { kubeBinary } from '../../../test/harness/bins.ts';
+import {
+  c,
+  holt,
+  holtIn,
+  kubectl,
+  NS,
+  pods,
+  progress,
+  ROOT,
+  run,
+  trailOf,
+  until,
+  waitHoltReady,
+} from '../ctx.ts';
+
+/**
+ * The real cluster: the cluster user's whole CLI, `holt --kube` as a user runs it (and `kubectl holt`,
+ * the plugin), on the Holts the demo and llm sections left: `demo` (a finished workflow), `scale` (a
+ * WorkerPool at zero workers) and `living` (a living agent with ingress tokens ci and ops). A Holt of
+ * its own, `ask`, asks a question that the CLI answers; it is made first (it comes up while the rest
+ * runs) and deleted at the end.
+ */
+
+/** A command agent that asks a question about its goal and finishes with the answer (test/fixtures). */
+function askManifests(): string {
+  const label = { 'e2e.holt.io/holt': 'ask' };
+  const fixture = (f: string) => readFileSync(join(ROOT, 'test', 'fixtures', 'agents', f), 'utf8');
+  return [
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'ask-scripts', labels: label },
+      data: { 'asker.mjs': fixture('asker.mjs'), 'bid-types.mjs': fixture('bid-types.mjs') },
+    },
+    {
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Holt',
+      metadata: { name: 'ask' },
+      spec: { orchestrator: { bidTimeoutSeconds: 120 } },
+    },
+    {
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Agent',
+      metadata: { name: 'ask-asker', labels: label },
+      spec: {
+        holt: 'ask',
+        role: 'Asker',
+        command: ['node', '/ask/asker.mjs'],
+        // Only the goal: never its own Question, Answer or result.
+        bidding: { script: ['node', '/ask/bid-types.mjs', 'GoalDefined', 'exclusive'], strategy: 'ignore' },
+        volumes: [{ name: 'ask', configMap: 'ask-scripts', mountPath: '/ask' }],
+      },
+    },
+  ]
+    .map((d) => stringify(d))
+    .join('---\n');
+}
+
+/** `holt --kube NS/<holt> ...` that must fail: its exit code and stderr. */
+async function holtFails(name: string, args: string[]): Promise<{ code: number; stderr: string }> {
+  const r = await holtIn(NS, name, args);
+  expect(r.code, `holt ${args.join(' ')} should fail: ${r.stdout}`).not.toBe(0);
+  return r;
+}
+
+/** The claim of an artefact, from the Holt's Redis (as the blackboard keeps it). */
+async function claimOf(holtName: string, artefact: string): Promise<string | undefined> {
+  const id = (
+    await kubectl([
+      'exec',
+      `${holtName}-redis-0`,
+      '--',
+      'redis-cli',
+      '--user',
+      'admin',
+      '--no-auth-warning',
+      'GET',
+      `holt:${holtName}:claim_by_artefact:${artefact}`,
+    ])
+  ).trim();
+  return id || undefined;
+}
+
+/** The sections of `holt logs` (one per pod: `==> pod <==`), by pod name. */
+function logSections(out: string): Map<string, string> {
+  const sections = new Map<string, string>();
+  for (const part of out.split(/^==> /m).slice(1)) {
+    const [head = '', ...rest] = part.split('\n');
+    sections.set(head.replace(/ <==.*$/, ''), rest.join('\n'));
+  }
+  return sections;
+}
+
+export function cliTests(): void {
+  it('holt --kube status and logs of a pup, and `kubectl holt` as a kubectl plugin, on the finished demo', async () => {
+    const t0 = Date.now();
+    // The asking Holt comes up while the rest of the section runs.
+    await kubectl(['apply', '-f', '-'], askManifests());
+    type Status = {
+      status: { phase?: string; agents?: { total?: number; ready?: number } };
+      pods: string[][];
+      claims: Record<string, number>;
+    };
+    const st = JSON.parse(await holt('demo', ['status', '--json'])) as Status;
+    expect(st.status.phase).toBe('Ready');
+    expect(st.status.agents).toMatchObject({ total: 5, ready: 5 });
+    const podNames = st.pods.map((p) => p[0]);
+    for (const role of ['drafter', 'reviewer', 'linter', 'publisher', 'finisher', 'orchestrator'])
+      expect(podNames.some((n) => n?.startsWith(`demo-${role}`))).toBe(true);
+    // The demo's finished workflow: its claims complete, none pending.
+    expect(st.claims.complete ?? 0).toBeGreaterThan(0);
+    expect(Object.keys(st.claims).filter((s) => s.startsWith('pending_'))).toEqual([]);
+    const text = await holt('demo', ['status']);
+    expect(text).toMatch(/^Holt holt-e2e\/demo: Ready \(agents 5\/5 ready\)/);
+    expect(text).toMatch(/Claims: .*complete=\d+/);
+
+    // A pup's log: the Drafter's one pod, its JSON lines, among them the goal's claim it was granted.
+    const [goal] = (await trailOf('demo')).filter((a) => a.type === 'GoalDefined');
+    const goalClaim = await claimOf('demo', goal!.id);
+    const log = await holt('demo', ['logs', 'Drafter', '--lines', '2000']);
+    const lines = log
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.every((l) => l.component === 'pup')).toBe(true);
+    expect(
+      lines.some((l) => l.claim_id === goalClaim && String(l.event_type).startsWith('grant_')),
+      `the Drafter's log names its grant of claim ${goalClaim}`,
+    ).toBe(true);
+    const orch = await holt('demo', ['logs', 'orchestrator', '--lines', '50']);
+    expect(
+      orch.split('\n').some((l) => l.startsWith('{') && JSON.parse(l).component === 'orchestrator'),
+    ).toBe(true);
+    expect((await holtFails('demo', ['logs', 'Nobody'])).stderr).toContain("no pods of 'Nobody'");
+
+    // kubectl finds `kubectl-holt` on PATH and runs it with its own KUBECONFIG.
+    const plugin = await run(kubeBinary('kubectl'), ['holt', '--kube', `${NS}/demo`, 'status', '--json'], {
+      env: { ...process.env, PATH: `${join(ROOT, 'bin')}:${process.env.PATH}`, KUBECONFIG: c.kubeconfigPath },
+    });
+    expect((JSON.parse(plugin.stdout) as Status).status.phase).toBe('Ready');
+    const listed = await run(kubeBinary('kubectl'), ['plugin', 'list'], {
+      env: { ...process.env, PATH: `${join(ROOT, 'bin')}:${process.env.PATH}` },
+    });
+    expect(listed.stdout).toContain(join(ROOT, 'bin', 'kubectl-holt'));
+    progress(`cli: status, logs, plugin in ${Math.round((Date.now() - t0) / 1000)} s`);
+  }, 300_000);
+
+  it('holt --kube logs of a worker: a goal to scale (no worker at rest) starts one; its log shows it and the claim it ran', async () => {
+    const t0 = Date.now();
+    const before = new Set((await trailOf('scale')).map((a) => a.id));
+    await holt('scale', ['forage', '--goal', 'cli: log me']);
+    const goal = (await trailOf('scale')).find((a) => !before.has(a.id) && a.type === 'GoalDefined')!;
+    expect(goal.payload).toBe('cli: log me');
+    const claim = await until('the goal to be claimed', () => claimOf('scale', goal.id));
+    // Read while the worker runs: its section of `holt logs Sleeper`, beside the controller's.
+    const { worker, section } = await until('a worker pod with its log in `holt logs Sleeper`', async () => {
+      const workers = (await pods('holt.io/instance=scale,app.kubernetes.io/component=worker')).map(
+        (p) => p.metadata.name,
+      );
+      const sections = logSections(await holt('scale', ['logs', 'Sleeper', '--lines', '500']));
+      for (const w of workers) {
+        const s = sections.get(w);
+        if (s?.includes('"event_type":"inbox_claim_finished"') && s.includes(`"claim_id":"${claim}"`))
+          return { worker: w, section: s };
+      }
+      return undefined;
+    });
+    expect(section).toContain('"mode":"worker"');
+    progress(`cli: the log of worker ${worker} in ${Math.round((Date.now() - t0) / 1000)} s`);
+    const done = await until('the goal to finish', async () =>
+      (await trailOf('scale')).find(
+        (a) => a.structural_type === 'Terminal' && a.source_artefacts.includes(goal.id),
+      ),
+    );
+    expect(done.type).toBe('Slept');
+  }, 300_000);
+
+  it('holt --kube token, life, send and work on the living agent: tokens from its Secrets, stop refuses a send, start takes it', async () => {
+    const t0 = Date.now();
+    type Token = { name: string; role: string; origin: string; secretName: string };
+    const tokens = JSON.parse(await holt('living', ['token', 'list', '-j'])) as Token[];
+    expect(tokens.map((t) => [t.name, t.role, t.origin, t.secretName])).toEqual([
+      ['ci', 'Watcher', 'webhook', 'living-watcher-ingress-ci'],
+      ['ops', 'Watcher', 'operator', 'living-watcher-ingress-ops'],
+    ]);
+    const ci = (await holt('living', ['token', 'show', 'Watcher', 'ci'])).trim();
+    const secret = await kubectl([
+      'get',
+      'secret',
+      'living-watcher-ingress-ci',
+      '-o',
+      'jsonpath={.data.token}',
+    ]);
+    expect(ci).toBe(Buffer.from(secret, 'base64').toString('utf8'));
+    expect((await holtFails('living', ['token', 'create', 'Watcher'])).stderr).toContain(
+      'spec.ingress.tokens',
+    );
+
+    // The item the llm section's turns made and completed, from the Holt's Postgres.
+    type Item = { id: string; role: string; objective: string; state: string; report: string | null };
+    const items = JSON.parse(await holt('living', ['work', 'list', '--all', '-j'])) as Item[];
+    expect(items.map((i) => [i.role, i.objective, i.state])).toEqual([
+      ['Watcher', 'Report on build 7 once it settles', 'completed'],
+    ]);
+    expect(await holt('living', ['work', 'list'])).toContain('No open work items');
+    const shown = await holt('living', ['work', 'show', items[0]!.id.slice(0, 8)]);
+    expect(shown).toContain(`Work item ${items[0]!.id} (Watcher)`);
+    expect(shown).toContain('state:      completed');
+
+    type Life = {
+      messages: { body: string | null; labels: { origin: string; admission: string } }[];
+      audit: { decision: string }[];
+    };
+    const life = JSON.parse(await holt('living', ['life', 'show', 'Watcher', '-j'])) as Life;
+    expect(life.messages.map((m) => [m.labels.origin, m.labels.admission, m.body])).toEqual(
+      expect.arrayContaining([
+        ['webhook', 'token ci', 'Build 7 started; tell us how it ends.'],
+        ['operator', 'token ops', 'Stand down for today.'],
+      ]),
+    );
+    expect(life.audit.length).toBeGreaterThan(0);
+
+    // Stopped: its ingress answers 409 to the CLI's send (the agent's operator token, read by the CLI).
+    expect(await holt('living', ['life', 'stop', 'Watcher'])).toContain('Watcher stopped');
+    const refused = await holtFails('living', ['send', 'Watcher', 'while stopped']);
+    expect(refused.stderr).toContain('the ingress answered 409');
+    expect(await holt('living', ['life', 'start', 'Watcher'])).toContain('Watcher running');
+    const sent = await holt('living', ['send', 'Watcher', 'cli: are you there?', '--key', 'cli-1']);
+    expect(sent).toMatch(/^queued: message \S+ for Watcher/);
+    const again = await holt('living', ['send', 'Watcher', 'cli: are you there?', '--key', 'cli-1']);
+    expect(again).toMatch(/^already queued: message/);
+    const after = JSON.parse(await holt('living', ['life', 'show', 'Watcher', '-j'])) as Life;
+    const mine = after.messages.filter((m) => m.body?.startsWith('cli:') || m.body === 'while stopped');
+    expect(mine.map((m) => [m.labels.origin, m.labels.admission, m.body])).toEqual([
+      ['operator', 'token ops', 'cli: are you there?'],
+    ]);
+    progress(`cli: token, work, life, send in ${Math.round((Date.now() - t0) / 1000)} s`);
+  }, 300_000);
+
+  it('holt --kube questions and answer: a Question asked on the cluster is answered from the CLI, the agent resumes; graph draws it', async () => {
+    const t0 = Date.now();
+    try {
+      await waitHoltReady('ask', 1);
+      progress(`cli: ask Ready after ${Math.round((Date.now() - t0) / 1000)} s of this test`);
+      expect(await holt('ask', ['questions'])).toContain('No open questions.');
+      await holt('ask', ['forage', '--goal', 'paint the shed']);
+      const q = JSON.parse(
+        (await holt('ask', ['questions', '--wait', '-o', 'jsonl'])).trim().split('\n')[0]!,
+      ) as Artefact;
+      expect(q.payload).toBe('Which colour for: paint the shed?');
+      expect(q.produced_by_role).toBe('Asker');
+      expect(await holt('ask', ['questions'])).toContain(q.id.slice(0, 8));
+      expect(await holt('ask', ['answer', q.id.slice(0, 8), 'green'])).toContain(`(answers ${q.id})`);
+      const done = await until('the Asker to resume and finish', async () =>
+        (await trailOf('ask')).find((a) => a.structural_type === 'Terminal'),
+      );
+      expect(done.payload).toBe('answer was: green');
+      expect(await holt('ask', ['questions'])).toContain('No open questions.');
+      const trail = await trailOf('ask');
+      expect(trail.map((a) => a.structural_type)).toEqual(['Standard', 'Question', 'Answer', 'Terminal']);
+      // The graph: a node per artefact, the Question a hexagon, the result a stadium.
+      const graph = await holt('ask', ['graph']);
+      const lines = graph.trim().split('\n');
+      expect(lines[0]).toBe('flowchart LR');
+      expect(lines.filter((l) => /^ {2}a\d+[[({]/.test(l))).toHaveLength(trail.length);
+      expect(graph).toMatch(/a\d+\{\{"[^"]*Question/);
+      expect(graph).toMatch(/a\d+\(\["[^"]*Done/);
+      expect(lines.filter((l) => / -->/.test(l)).length).toBeGreaterThanOrEqual(trail.length - 1);
+      const dot = await holt('ask', ['graph', '-o', 'dot', '--goal', trail[0]!.id.slice(0, 8)]);
+      expect(dot).toMatch(/^digraph/);
+    } finally {
+      await kubectl(['delete', 'holt', 'ask', '--ignore-not-found', '--wait=true', '--timeout=180s']);
+      await kubectl([
+        'delete',
+        'agents,configmaps',
+        '-l',
+        'e2e.holt.io/holt=ask',
+        '--wait=true',
+        '--timeout=180s',
+      ]);
+      // Nothing of it left for the teardown section to wait on (its volumes included).
+      await until('every object of ask to be gone', async () => {
+        const left = await c.kubectl([
+          '-n',
+          NS,
+          'get',
+          'all,pvc,secrets',
+          '-l',
+          'holt.io/instance=ask',
+          '-o',
+          'name',
+        ]);
+        return left.trim() === '' ? true : undefined;
+      });
+      progress(`cli: questions, answer, graph and ask deleted in ${Math.round((Date.now() - t0) / 1000)} s`);
+    }
+  }, 600_000);
+}
