@@ -12,6 +12,7 @@ import { nodePaths } from './config.ts';
 import { createNetwork, deleteNetwork, netnsPids, pickSubnet } from './net.ts';
 import {
   importImages,
+  type NodeControlPlane,
   type RunningNode,
   startContainerd,
   startKubelet,
@@ -43,6 +44,8 @@ export interface LocalCluster extends KubeCluster {
   nodes: RunningNode[];
   /** Stops one node's kubelet, kube-proxy, kube-router and containers, as a machine that fails does. */
   stopNode(name: string): Promise<void>;
+  /** Starts a stopped node's containerd, kubelet, kube-proxy and kube-router again, as a reboot does. */
+  startNode(name: string): Promise<void>;
 }
 
 /** What `cluster-down` (or a test's stop) needs to find and remove everything the cluster made. */
@@ -137,6 +140,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
     }
 
     const nodes: RunningNode[] = [];
+    const controlPlanes: NodeControlPlane[] = [];
     for (const [i, n] of plan.nodes.entries()) {
       log(
         `node ${n.name} (${n.ip}, pods ${n.podCidr}): containerd, images, kubelet, kube-proxy, kube-router`,
@@ -151,6 +155,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
         proxyToken,
         policyToken,
       };
+      controlPlanes.push(cp);
       const kubelet = track(await startKubelet(plan, n, paths, cp, Boolean(opts.detached)));
       const kubeProxy = track(await startKubeProxy(plan, n, paths, cp, Boolean(opts.detached)));
       const netpol = track(await startNetworkPolicy(n, paths, cp, Boolean(opts.detached)));
@@ -183,6 +188,20 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
         await n.kubelet.stop();
         killContainers(n.paths.runcRoot);
         await n.containerd.stop();
+      },
+      async startNode(nodeName) {
+        const i = nodes.findIndex((x) => x.plan.name === nodeName);
+        if (i < 0) throw new Error(`no node ${nodeName}`);
+        const n = nodes[i]!;
+        const cp = controlPlanes[i]!;
+        const detached = Boolean(opts.detached);
+        // Its images stay in its containerd's root: nothing to import again.
+        const { proc: containerd } = await startContainerd(dir, n.plan, detached);
+        track(containerd);
+        const kubelet = track(await startKubelet(plan, n.plan, n.paths, cp, detached));
+        const kubeProxy = track(await startKubeProxy(plan, n.plan, n.paths, cp, detached));
+        const netpol = track(await startNetworkPolicy(n.plan, n.paths, cp, detached));
+        nodes[i] = { ...n, containerd, kubelet, kubeProxy, netpol };
       },
       async stop() {
         await stopClusterAt(dir);
