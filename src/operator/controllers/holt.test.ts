@@ -318,7 +318,9 @@ describe('Holt and Agent reconcilers on a real API server', () => {
     expect(cond(h, 'RegistrySynced')?.status).toBe('True');
   });
 
-  it('status progresses to Ready as pods become ready (a fake kubelet marks them)', async () => {
+  // The status logic alone: no kubelet runs here, so a fake one writes the pods' Ready. That a real
+  // Holt goes Progressing → Ready as real pods become ready: e2e/cluster/sections/jobs.ts.
+  it('status logic: Ready, with MigrationsComplete and the agent counted, once the API server shows every pod ready (pods marked by a fake kubelet)', async () => {
     const h = await eventually(
       'the Holt and its agent Ready',
       async () => {
