@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { type Artefact, BidType } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import type { BidChoice } from '../pup/decide.ts';
-import type { LlmAgent } from './agent.ts';
-import { bidMessages, extractJson } from './prompt.ts';
+import type { LlmAgent } from './model/agent.ts';
+import { bidMessages, extractJson } from './turn/prompt.ts';
 
 const BidReply = z.object({ bid: BidType, reason: z.string().optional() });
 

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { AgentTool } from '../api/agent.ts';
 import { parseBid } from './bid.ts';
-import { afterError, checkBudget } from './budget.ts';
-import { checkAction, emptyLoopState, recordAction, recordBlock, signature } from './loop-guard.ts';
-import { activeLeaf, decompose, markSubtask, planFrom } from './plan.ts';
-import { nextStep, onNoToolCalls, timeBoxExceeded } from './policy.ts';
-import { buildToolSet, declaredArgs, renderArgv, visibleParameters } from './tools.ts';
+import { afterError, checkBudget } from './model/budget.ts';
+import { buildToolSet, declaredArgs, renderArgv, visibleParameters } from './tools/tools.ts';
+import { checkAction, emptyLoopState, recordAction, recordBlock, signature } from './turn/loop-guard.ts';
+import { activeLeaf, decompose, markSubtask, planFrom } from './turn/plan.ts';
+import { nextStep, onNoToolCalls, timeBoxExceeded } from './turn/policy.ts';
 
 const budget = {
   windowMs: 60_000,

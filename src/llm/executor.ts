@@ -16,12 +16,12 @@ import type { PupConfig } from '../pup/config.ts';
 import { assembleContext } from '../pup/context.ts';
 import type { ArtefactSink, ExecuteOptions, Outcome } from '../pup/executor.ts';
 import type { WorkStore } from '../work/store.ts';
-import type { LlmAgent } from './agent.ts';
 import type { LlmSettings } from './config.ts';
-import type { MemoryStore } from './memory-store.ts';
-import type { PlanStore } from './plan-store.ts';
-import type { TurnStore } from './store.ts';
-import { Turn, type TurnDeps, type TurnEnd } from './turn.ts';
+import type { LlmAgent } from './model/agent.ts';
+import type { MemoryStore } from './stores/memory-store.ts';
+import type { PlanStore } from './stores/plan-store.ts';
+import type { TurnStore } from './stores/turn-store.ts';
+import { Turn, type TurnDeps, type TurnEnd } from './turn/turn.ts';
 import { WorkflowRun } from './workflow-run.ts';
 
 export interface LlmExecutorDeps {

@@ -11,9 +11,9 @@ import type { LifeTurnEnd } from '../life/loop.ts';
 import { lifeOpening } from '../life/opening.ts';
 import type { Delivery, LifeStore } from '../life/store.ts';
 import type { LlmExecutorDeps } from './executor.ts';
-import { renderArgv, type WaitArgs } from './tools.ts';
-import { type LifeHooks, Turn } from './turn.ts';
-import { describeItem } from './work-tools.ts';
+import { renderArgv, type WaitArgs } from './tools/tools.ts';
+import { describeItem } from './tools/work-tools.ts';
+import { type LifeHooks, Turn } from './turn/turn.ts';
 
 type Tool = z.output<typeof AgentTool>;
 

@@ -22,17 +22,17 @@ import type { PupConfig } from '../pup/config.ts';
 import type { ModelRuntime } from '../pup/executor.ts';
 import { countByReadiness } from '../work/items.ts';
 import { WorkStore } from '../work/store.ts';
-import { LlmAgent } from './agent.ts';
 import { llmBid } from './bid.ts';
 import { apiKeyFrom, type LlmSettings } from './config.ts';
 import { LlmExecutor, type LlmExecutorDeps } from './executor.ts';
 import { LifeTurns } from './life-turn.ts';
-import { MemoryStore } from './memory-store.ts';
-import { LlmMetrics, MeteredModel } from './metrics.ts';
-import { OpenAiModel } from './model.ts';
-import { PlanStore } from './plan-store.ts';
-import { TurnStore } from './store.ts';
-import { UsageStore } from './usage-store.ts';
+import { LlmAgent } from './model/agent.ts';
+import { LlmMetrics, MeteredModel } from './model/metrics.ts';
+import { OpenAiModel } from './model/model.ts';
+import { MemoryStore } from './stores/memory-store.ts';
+import { PlanStore } from './stores/plan-store.ts';
+import { TurnStore } from './stores/turn-store.ts';
+import { UsageStore } from './stores/usage-store.ts';
 
 /**
  * What the pup runs for an LLM agent: the executor (LLM turns) and/or the bid decision. `problem` is

@@ -1,10 +1,10 @@
 import type { ErrorClass } from '../blackboard/error-class.ts';
-import { describeFields, type ResultFields, resultProblem } from './contract.ts';
-import { classOf } from './errors.ts';
-import type { ChatMessage } from './model.ts';
-import { DEFAULT_EXECUTION_PROMPT } from './prompt.ts';
-import { renderArgv } from './tools.ts';
-import { Stale, type TurnDeps, type TurnEnd } from './turn.ts';
+import { classOf } from './model/errors.ts';
+import type { ChatMessage } from './model/model.ts';
+import { renderArgv } from './tools/tools.ts';
+import { describeFields, type ResultFields, resultProblem } from './turn/contract.ts';
+import { DEFAULT_EXECUTION_PROMPT } from './turn/prompt.ts';
+import { Stale, type TurnDeps, type TurnEnd } from './turn/turn.ts';
 import { jsonIn, nextIndex, type Outputs, render, type Step, stepOutput, WorkflowState } from './workflow.ts';
 
 type StepResult =

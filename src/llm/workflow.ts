@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { WorkflowStep } from '../api/agent.ts';
 import type { Artefact } from '../blackboard/types.ts';
-import { type ResultFields, resultProblem } from './contract.ts';
+import { type ResultFields, resultProblem } from './turn/contract.ts';
 
 /**
  * An agent as a workflow of steps (seed 002): `llm` steps (a prompt template and the fields of the JSON

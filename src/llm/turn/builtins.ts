@@ -1,0 +1,106 @@
+import type { z } from 'zod';
+import type { ToolCall } from '../model/model.ts';
+import { checkValues } from '../tools/args.ts';
+import {
+  ASK_QUESTION,
+  AskArgs,
+  builtinArgs,
+  type CoreBuiltin,
+  MARK_SUBTASK_COMPLETE,
+  MarkArgs,
+  MemoryArgs,
+  SUBMIT_RESULT,
+  SubmitArgs,
+  UPDATE_MEMORY,
+  WAIT,
+  WaitArgs,
+} from '../tools/tools.ts';
+import { runWorkTool, WORK_TOOLS, type WorkToolName } from '../tools/work-tools.ts';
+import { FILE_TOOLS, type FileToolName } from '../tools/workspace-tools.ts';
+import { resultProblem } from './contract.ts';
+import { mark } from './planning.ts';
+import { truncateBytes } from './prompt.ts';
+import { ask } from './questions.ts';
+import { Stale, type TurnScope } from './scope.ts';
+import type { Ctl } from './state.ts';
+import { fileTool } from './tool-run.ts';
+
+/** Stores a tool call's result message (an unusable one counts towards the bound on unusable outputs). */
+export type Reply = (content: string, next?: Ctl, extra?: Record<string, unknown>) => Promise<void>;
+
+/** One screened call of the model, with the ways to answer it. */
+export interface CallContext {
+  t: TurnScope;
+  call: ToolCall;
+  args: Record<string, unknown>;
+  reply: Reply;
+  /** Arguments that do not match the tool's schema: the model is told and asked again. */
+  bad: (error: string) => Promise<void>;
+}
+
+/** A built-in's arguments parsed with its schema, then handled; bad ones go back to the model. */
+const withArgs =
+  <S extends z.ZodType>(schema: S, run: (x: CallContext, a: z.output<S>) => Promise<void>) =>
+  (x: CallContext): Promise<void> => {
+    const a = builtinArgs(schema, x.args);
+    return a.ok ? run(x, a.value) : x.bad(a.error);
+  };
+
+/** The handler of each core built-in: a built-in without one does not compile. */
+export const BUILTIN_HANDLERS: { readonly [K in CoreBuiltin]: (x: CallContext) => Promise<void> } = {
+  [SUBMIT_RESULT]: withArgs(SubmitArgs, ({ t, reply }, a) => {
+    const ctl = t.s.ctl;
+    const problem = resultProblem(a.artefact_payload, t.fields);
+    if (problem)
+      return reply(
+        `error: the result does not carry the declared fields: ${problem}. Call ${SUBMIT_RESULT} again with an artefact_payload that does.`,
+        ctl,
+        { outcome: 'invalid_result' },
+      );
+    return reply('submitted; the turn ends', { ...ctl, submitted: a }, { outcome: 'submitted' });
+  }),
+  [ASK_QUESTION]: withArgs(AskArgs, ({ t, call }, a) => ask(t, call, a.question, a.deadline_seconds)),
+  [WAIT]: async (x) => {
+    const { t, reply } = x;
+    const a = builtinArgs(WaitArgs, x.args);
+    if (!a.ok || !t.d.life) return x.bad(a.ok ? 'wait is for living agents only' : a.error);
+    const text = await t.d.life.wait(a.value);
+    if (text === undefined) throw new Stale('fence lost');
+    if (text.startsWith('error:')) return reply(text, t.s.ctl, { outcome: 'work_error' });
+    return reply(text, { ...t.s.ctl, endedBy: { tool: WAIT, output: text } }, { outcome: 'ok' });
+  },
+  [MARK_SUBTASK_COMPLETE]: withArgs(MarkArgs, ({ t, call }, a) => mark(t, call, a.success, a.reason)),
+  [UPDATE_MEMORY]: withArgs(MemoryArgs, async ({ t, reply }, a) => {
+    const { d } = t;
+    const content = truncateBytes(d.scrub.text(a.content), d.settings.workingMemoryBytes);
+    if (!(await d.memory.setMemory(d.fence, d.role, content))) throw new Stale('fence lost');
+    return reply(`working memory saved (${Buffer.byteLength(content)} bytes)`, t.s.ctl, { outcome: 'ok' });
+  }),
+};
+
+export const isCoreBuiltin = (name: string): name is CoreBuiltin => Object.hasOwn(BUILTIN_HANDLERS, name);
+
+/** A work item tool (src/work), under the turn's fence. */
+export async function workCall(x: CallContext, name: WorkToolName): Promise<void> {
+  const { t, call } = x;
+  const { d } = t;
+  const a = builtinArgs(WORK_TOOLS[name].schema, x.args);
+  if (!a.ok) return x.bad(a.error);
+  if (!d.work) return x.bad('work items are not enabled for this agent');
+  // The text the model wrote with this call (a completion's report when it passes none).
+  const spoken = t.s.messages.findLast(
+    (m) => m.role === 'assistant' && m.tool_calls?.some((c) => c.id === call.id),
+  );
+  const r = await runWorkTool(d.work, d.fence, d.role, name, a.value, spoken?.content ?? '');
+  if (r.stale) throw new Stale('fence lost');
+  return x.reply(r.text, t.s.ctl, { outcome: r.text.startsWith('error:') ? 'work_error' : 'ok' });
+}
+
+/** A workspace file tool: its path checked here, the operation run where the tools run. */
+export async function fileCall(x: CallContext, name: FileToolName): Promise<void> {
+  const a = builtinArgs(FILE_TOOLS[name].schema, x.args);
+  if (!a.ok) return x.bad(a.error);
+  const fault = checkValues({ path: a.value.path }, 4096);
+  if (fault) return x.bad(fault);
+  return fileTool(x.t, x.call, name, a.value);
+}

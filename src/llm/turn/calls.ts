@@ -1,0 +1,82 @@
+import type { ToolCall } from '../model/model.ts';
+import { checkValues, resolvePaths } from '../tools/args.ts';
+import { declaredArgs } from '../tools/tools.ts';
+import { isWorkTool } from '../tools/work-tools.ts';
+import { isFileTool } from '../tools/workspace-tools.ts';
+import { request } from './async-calls.ts';
+import {
+  BUILTIN_HANDLERS,
+  type CallContext,
+  fileCall,
+  isCoreBuiltin,
+  type Reply,
+  workCall,
+} from './builtins.ts';
+import { checkAction, recordBlock, signature } from './loop-guard.ts';
+import { screenCall } from './refusal.ts';
+import { OUTPUT_ERRORS, type TurnScope } from './scope.ts';
+import type { Ctl } from './state.ts';
+import { runTool } from './tool-run.ts';
+
+/** One pending tool call → its result message (or an error the model is told), stored. */
+export async function handle(t: TurnScope, call: ToolCall): Promise<void> {
+  const { d } = t;
+  const name = call.function.name;
+  const ctl = t.s.ctl;
+  // An unusable call counts towards the bound on unusable outputs; a usable one resets it.
+  const reply: Reply = (content, next = ctl, extra = {}) => {
+    const counted: Ctl = OUTPUT_ERRORS.has(String(extra.outcome))
+      ? t.outputError(next, content)
+      : extra.outcome === 'blocked'
+        ? next
+        : { ...next, outputErrors: 0 };
+    return t.record('tool', [t.toolMsg(call, d.scrub.text(content))], counted, { tool: name, ...extra }, [
+      call.id,
+    ]);
+  };
+  const screened = screenCall(call, {
+    llmSteps: ctl.llmSteps,
+    settings: d.settings,
+    offered: t.tools.specs.map((s) => s.function.name),
+  });
+  if (!screened.ok) return reply(screened.content, ctl, { outcome: screened.outcome });
+  const bad = (error: string) =>
+    reply(
+      `error: invalid arguments for ${name}: ${error}. Call it again with arguments matching its schema.`,
+      ctl,
+      { outcome: 'invalid_args' },
+    );
+  const x: CallContext = { t, call, args: screened.args, reply, bad };
+  if (isCoreBuiltin(name)) return BUILTIN_HANDLERS[name](x);
+  if (isWorkTool(name) && d.work) return workCall(x, name);
+  if (isFileTool(name)) return fileCall(x, name);
+  return declaredCall(x);
+}
+
+/** A tool the agent declared: its arguments checked and confined, the loop guard asked, then run. */
+async function declaredCall({ t, call, args, reply, bad }: CallContext): Promise<void> {
+  const { d } = t;
+  const ctl = t.s.ctl;
+  const name = call.function.name;
+  const tool = t.tools.declared.get(name)!;
+  // The model's strings go into a command line: no control characters, nothing huge, paths confined.
+  const fault = checkValues(args, tool.maxArgumentBytes);
+  if (fault) return bad(fault);
+  const a = declaredArgs(tool, args);
+  if (!a.ok) return bad(a.error);
+  const p = await resolvePaths(tool.parameters, a.value, d.workspace);
+  if (!p.ok) return bad(p.error);
+  const sig = signature(name, p.value);
+  const v = checkAction(ctl.loop, sig);
+  if (!v.ok) {
+    d.log.warn({ event_type: 'loop_blocked', tool: name, rule: v.rule, reason: v.reason });
+    const block = { tool: name, rule: v.rule, reason: v.reason, llmStep: ctl.llmSteps };
+    return reply(
+      `BLOCKED by the loop guard: ${v.reason}. This call was not run. Try a different approach.`,
+      { ...ctl, loop: recordBlock(ctl.loop, sig), blocks: [...ctl.blocks, block] },
+      { outcome: 'blocked', block },
+    );
+  }
+  if (tool.async) return request(t, call, tool, p.value);
+  return runTool(t, call, tool, p.value, sig);
+}

@@ -1,0 +1,259 @@
+import { isRework } from '../../blackboard/results.ts';
+import type { LlmAgent } from '../model/agent.ts';
+import { classOf } from '../model/errors.ts';
+import type { ChatMessage, ToolCall } from '../model/model.ts';
+import { callId, specsNamed } from '../tools/tools.ts';
+import { probeMessage } from '../tools/workspace-tools.ts';
+import { collect } from './async-calls.ts';
+import { handle } from './calls.ts';
+import { compactionCut, summaryMessage, summaryRequest } from './compaction.ts';
+import { describeFields, finalTools } from './contract.ts';
+import { endOfStep } from './ending.ts';
+import { plan } from './planning.ts';
+import { nextStep, onNoToolCalls, timeBoxExceeded } from './policy.ts';
+import { turnMessages } from './prompt.ts';
+import { answer, unanswered } from './questions.ts';
+import { Stale, type TurnEnd, TurnScope } from './scope.ts';
+import { type Ctl, foldSteps, pendingToolCalls, transcriptSummary } from './state.ts';
+
+export { type LifeHooks, Stale, type TurnDeps, type TurnEnd } from './scope.ts';
+
+/**
+ * One turn of the agent loop: a state machine over the stored steps. Each pass looks at the folded
+ * state, does one thing (a model call, one tool call, a plan change), and stores it as a step before
+ * the next pass; so a turn killed anywhere resumes from its last stored step and never re-runs a tool
+ * call whose result is stored.
+ */
+export class Turn extends TurnScope {
+  async run(): Promise<TurnEnd> {
+    try {
+      return await this.loop();
+    } catch (e) {
+      if (e instanceof Stale) return { kind: 'stale' };
+      throw e;
+    }
+  }
+  private async loop(): Promise<TurnEnd> {
+    const { d } = this;
+    this.s = foldSteps(await d.steps.steps(d.fence.turnId));
+    if (this.s.nextSeq > 0)
+      d.log.info({ event_type: 'turn_resumed', from_seq: this.s.nextSeq, llm_steps: this.s.ctl.llmSteps });
+    else await this.start();
+    if (d.settings.planning && !this.s.ctl.planned) await plan(this);
+    for (;;) {
+      if (d.signal.aborted) return { kind: 'aborted' };
+      const { ctl } = this.s;
+      const ended = endOfStep(ctl, {
+        claimType: d.claimType,
+        resultType: d.settings.resultType,
+        transcript: () => transcriptSummary(this.s.messages),
+      });
+      if (ended) return ended;
+      if (ctl.waiting) {
+        if (await answer(this, ctl.waiting)) continue;
+        const due = ctl.waiting.deadlineMs;
+        if (due === undefined || Date.now() < due)
+          return { kind: 'waiting', questionId: ctl.waiting.questionId };
+        await unanswered(this, ctl.waiting);
+        continue;
+      }
+      if (ctl.toolWaits.length) {
+        const untilMs = await collect(this);
+        if (untilMs !== undefined) return { kind: 'suspended', untilMs };
+        continue;
+      }
+      const [call] = pendingToolCalls(this.s);
+      if (call) {
+        await handle(this, call);
+        continue;
+      }
+      const over = timeBoxExceeded(
+        { turnMs: ctl.startedAtMs, goalMs: ctl.goalAtMs },
+        { turnMs: d.settings.turnTimeoutMs, goalMs: d.settings.goalTimeoutMs },
+        Date.now(),
+      );
+      if (over) return this.failure(over, 'quota');
+      const from = compactionCut(this.s.messages, ctl.headLength, d.settings.historyKeep);
+      if (from !== undefined) {
+        await this.compact(from);
+        continue;
+      }
+      const ending = finalTools(d.settings.mustEndWith);
+      const step = nextStep(ctl.llmSteps, d.settings.maxSteps, ending);
+      if (step.kind === 'exhausted')
+        return this.failure(
+          `step budget exhausted: ${d.settings.maxSteps} steps without ${ending.join(' or ')}`,
+          'quota',
+        );
+      await this.think(step.step, step.final, step.warning);
+    }
+  }
+  /** Step 0: the prompt, built once (target, context oldest first, memory, failures). */
+  private async start(): Promise<void> {
+    const { d } = this;
+    // A life turn opens with what woke the agent; a claim's turn with its target and context.
+    const o = d.life ? { ...(await d.life.opening()), extra: {} } : await this.claimOpening();
+    await this.record(
+      'init',
+      o.messages,
+      {
+        ...this.s.ctl,
+        llmSteps: 0,
+        headLength: o.messages.length,
+        startedAtMs: Date.now(),
+        goalAtMs: o.goalAtMs,
+        goalId: o.goalId,
+      },
+      o.extra,
+    );
+    d.events.step({ ...this.base(), phase: 'started', claim_id: d.claim.id, role: d.role });
+  }
+  /** A claim's prompt (target, context oldest first, memory, failures) and its workflow's goal. */
+  private async claimOpening(): Promise<{
+    messages: ChatMessage[];
+    goalId: string;
+    goalAtMs: number;
+    extra: Record<string, unknown>;
+  }> {
+    const { d } = this;
+    const st = d.settings;
+    const [context, memory, failures] = await Promise.all([
+      d.context(),
+      st.workingMemoryBytes > 0 ? d.memory.memory(d.instance, d.role) : undefined,
+      d.store.recentFailures(d.instance, d.role),
+    ]);
+    const messages = turnMessages({
+      role: d.role,
+      system: d.systemPrompt,
+      claimType: d.claimType,
+      rework: isRework(d.claim),
+      target: d.target,
+      context,
+      memory,
+      memoryBytes: st.workingMemoryBytes,
+      failures,
+      mustEndWith: st.mustEndWith,
+      resultFields: describeFields(this.fields),
+      maxSteps: st.maxSteps,
+    });
+    // The workflow's goal, as far as the turn sees: the oldest of its target and context.
+    const goal = [d.target, ...context].reduce((a, b) => (b.created_at_ms < a.created_at_ms ? b : a));
+    return {
+      messages,
+      goalId: goal.id,
+      goalAtMs: goal.created_at_ms,
+      extra: { context_size: context.length },
+    };
+  }
+  /** One model call (a ReAct step), stored with its usage and cost before anything acts on it. */
+  private async think(step: number, final: boolean, warning?: string): Promise<void> {
+    const { d } = this;
+    const probe = d.settings.stateProbe ? await this.probe() : undefined;
+    const pre: ChatMessage[] = [
+      ...(probe ? [{ role: 'user' as const, content: probe }] : []),
+      ...(warning ? [{ role: 'user' as const, content: warning }] : []),
+    ];
+    const tools = final ? specsNamed(this.tools, finalTools(d.settings.mustEndWith)) : this.tools.specs;
+    let reply: Awaited<ReturnType<LlmAgent['call']>>;
+    try {
+      reply = await d.agent.call(
+        'turn',
+        d.fence.turnId,
+        { messages: [...this.s.messages, ...pre], tools, stream: d.settings.stream },
+        {
+          signal: d.signal,
+          onChunk: (text) =>
+            d.events.chunk({ ...this.base(), seq: this.chunkSeq++, text: d.scrub.text(text) }),
+        },
+      );
+    } catch (e) {
+      if (d.signal.aborted) return;
+      const reason = e instanceof Error ? e.message : String(e);
+      const failed = { reason, errorClass: classOf(e) };
+      await this.record(
+        'llm',
+        [],
+        { ...this.s.ctl, failed },
+        { error: reason, step, error_class: failed.errorClass },
+      );
+      return;
+    }
+    // Our own ids: unique in the turn whatever the server sends, so "has a result" is exact on resume.
+    const calls: ToolCall[] = reply.toolCalls.map((c, i) => ({ ...c, id: callId(this.s.nextSeq, i) }));
+    const assistant: ChatMessage = {
+      role: 'assistant',
+      content: reply.content,
+      ...(calls.length ? { tool_calls: calls } : {}),
+    };
+    let ctl: Ctl = { ...this.s.ctl, llmSteps: this.s.ctl.llmSteps + 1 };
+    const post: ChatMessage[] = [];
+    if (!calls.length) {
+      const n = onNoToolCalls(d.settings.mustEndWith, reply.content, this.fields);
+      if (n.kind === 'end') ctl.finalText = n.text;
+      else {
+        post.push({ role: 'user', content: n.message });
+        ctl = this.outputError(ctl, n.message);
+      }
+    }
+    await this.record(
+      'llm',
+      [...pre, assistant, ...post],
+      ctl,
+      {
+        step,
+        llm_usage: reply.usage,
+        llm_response_cost: reply.costUsd,
+        finish_reason: reply.finishReason,
+        model: d.settings.model,
+      },
+      calls.map((c) => c.id),
+    );
+    d.events.step({
+      ...this.base(),
+      phase: 'replied',
+      claim_id: d.claim.id,
+      role: d.role,
+      usage: { prompt_tokens: reply.usage.promptTokens, completion_tokens: reply.usage.completionTokens },
+    });
+  }
+  /** The state probe's message: what the turn wrote, whether it is still there, the last commands and errors. */
+  private async probe(): Promise<string | undefined> {
+    const p = this.s.ctl.probe;
+    if (!p.written.length && !p.commands.length && !p.errors.length) return undefined;
+    const r = p.written.length
+      ? await this.d.runner
+          .file({ op: 'exists', root: this.d.workspace, paths: p.written })
+          .catch(() => undefined)
+      : undefined;
+    return probeMessage(p, r?.ok ? (r.exists ?? []) : []);
+  }
+  /**
+   * Compaction: the exchanges in [head, from) become one summary, written by the model (or, when that
+   * call fails, the turn's own account of them), stored as a step so a resume folds to the same messages.
+   */
+  private async compact(from: number): Promise<void> {
+    const { d } = this;
+    const head = this.s.ctl.headLength;
+    const older = this.s.messages.slice(head, from);
+    const extra: Record<string, unknown> = { compact: { head, from }, compacted_messages: older.length };
+    let summary: string;
+    try {
+      const r = await d.agent.call(
+        'turn',
+        d.fence.turnId,
+        { messages: summaryRequest(this.s.messages.slice(0, head), older) },
+        { signal: d.signal },
+      );
+      summary = r.content;
+      extra.llm_usage = r.usage;
+      extra.llm_response_cost = r.costUsd;
+    } catch (e) {
+      if (d.signal.aborted) return;
+      // Compaction is an economy, never a reason to fail the turn: the account is shorter than the steps.
+      summary = transcriptSummary(older, 3000);
+      extra.summary_error = e instanceof Error ? e.message : String(e);
+      d.log.warn({ event_type: 'compaction_fallback', error: extra.summary_error });
+    }
+    await this.record('compact', [summaryMessage(summary)], this.s.ctl, extra);
+  }
+}
