@@ -17,7 +17,7 @@ import { fenceOf } from '../inbox/schema.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
-import { UsageStore } from '../llm/usage-store.ts';
+import { UsageStore } from '../llm/stores/usage-store.ts';
 import { PostgresBacklogReader } from '../operator/autoscale/backlog.ts';
 import { natsAuthorization, natsUrl, toolPermissions, toolUserName, toolUsers } from './nats.ts';
 import {

@@ -7,7 +7,7 @@ import { Blackboard } from '../blackboard/client.ts';
 import { readRetentionReport } from '../blackboard/retention-report.ts';
 import type { Claim } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
-import { UsageStore } from '../llm/usage-store.ts';
+import { UsageStore } from '../llm/stores/usage-store.ts';
 import { InboxDispatcher } from '../orchestrator/inbox-dispatcher.ts';
 import { startRetention } from '../orchestrator/retention.ts';
 import { waitFor } from '../orchestrator/testkit.ts';

@@ -4,7 +4,7 @@ import { type PostgresServer, startPostgres } from '../../test/harness/postgres.
 import { createPool } from '../common/pg.ts';
 import { migrate } from '../inbox/migrate.ts';
 import type { Fence } from '../inbox/schema.ts';
-import { TurnStore } from '../llm/store.ts';
+import { TurnStore } from '../llm/stores/turn-store.ts';
 import { WorkStore } from './store.ts';
 
 let pg: PostgresServer;
