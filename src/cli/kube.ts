@@ -13,6 +13,7 @@ import {
 import type { RedisOptions } from 'ioredis';
 import { z } from 'zod';
 import { API_VERSION } from '../api/common.ts';
+import { reachStore } from './kube-external.ts';
 import { CliError, EXIT } from './output.ts';
 
 /**
@@ -262,7 +263,15 @@ export async function openKubeHolt(ref: KubeRef, context?: string): Promise<Kube
       ? await h.secretValue(redis.urlSecretRef.name, redis.urlSecretRef.key)
       : redis.url;
     if (!url) throw new CliError(`Holt ${h.namespace}/${h.name}: its external Redis has no url`, EXIT.error);
-    return { ...h, redisUrl: url, close: async () => {} };
+    // An in-cluster one (another namespace's Service) through a port-forward, as a bundled one.
+    const way = await reachStore(h.kc, url, 6379, forward, isReady);
+    const tls = way.servername && url.startsWith('rediss:');
+    return {
+      ...h,
+      redisUrl: way.url,
+      ...(tls ? { redisOptions: { tls: { servername: way.servername } } } : {}),
+      close: way.close,
+    };
   }
   // Bundled: the operator's StatefulSet pod behind the `<holt>-redis` Service, the password in `<holt>-redis`.
   const fwd = await forwardToStore(h, 'redis', 6379);
@@ -301,7 +310,8 @@ export async function openKubePostgres(h: KubeRefHolt): Promise<KubePostgres> {
     const url = pg.secretName ? await h.secretValue(pg.secretName, 'uri') : pg.url;
     if (!url)
       throw new CliError(`Holt ${h.namespace}/${h.name}: its external Postgres has no url`, EXIT.error);
-    return { url, close: async () => {} };
+    const way = await reachStore(h.kc, url, 5432, forward, isReady);
+    return { url: way.url, close: way.close };
   }
   const fwd = await forwardToStore(h, 'postgres', 5432);
   try {
