@@ -236,6 +236,7 @@ export function cliTests(): void {
     expect(sent).toMatch(/^queued: message \S+ for Watcher/);
     const again = await holt('living', ['send', 'Watcher', 'cli: are you there?', '--key', 'cli-1']);
     expect(again).toMatch(/^already queued: message/);
+    expect(await holt('living', ['wake', 'Watcher'])).toMatch(/^queued: wake \S+ for Watcher/);
     const after = JSON.parse(await holt('living', ['life', 'show', 'Watcher', '-j'])) as Life;
     const mine = after.messages.filter((m) => m.body?.startsWith('cli:') || m.body === 'while stopped');
     expect(mine.map((m) => [m.labels.origin, m.labels.admission, m.body])).toEqual([
@@ -257,10 +258,42 @@ export function cliTests(): void {
       expect(q.payload).toBe('Which colour for: paint the shed?');
       expect(q.produced_by_role).toBe('Asker');
       expect(await holt('ask', ['questions'])).toContain(q.id.slice(0, 8));
+      // A live watch, subscribed before the answer, sees the Answer and the result and exits on it.
+      const subscribers = async () =>
+        Number(
+          (
+            await kubectl([
+              'exec',
+              'ask-redis-0',
+              '--',
+              'redis-cli',
+              '--user',
+              'admin',
+              '--no-auth-warning',
+              'PUBSUB',
+              'NUMSUB',
+              'holt:ask:artefact_events',
+            ])
+          )
+            .trim()
+            .split('\n')[1],
+        );
+      const base = await subscribers();
+      const watching = holtIn(NS, 'ask', [
+        'watch',
+        '--exit-on-completion',
+        '-o',
+        'jsonl',
+        '--timeout',
+        '300',
+      ]);
+      await until('the watch to subscribe', async () => ((await subscribers()) > base ? true : undefined));
       expect(await holt('ask', ['answer', q.id.slice(0, 8), 'green'])).toContain(`(answers ${q.id})`);
-      const done = await until('the Asker to resume and finish', async () =>
-        (await trailOf('ask')).find((a) => a.structural_type === 'Terminal'),
-      );
+      const watched = await watching;
+      expect(watched.code, watched.stderr).toBe(0);
+      expect(watched.stdout).toContain('"structural_type":"Answer"');
+      expect(watched.stdout).toContain('answer was: green');
+      const done = (await trailOf('ask')).find((a) => a.structural_type === 'Terminal')!;
       expect(done.payload).toBe('answer was: green');
       expect(await holt('ask', ['questions'])).toContain('No open questions.');
       const trail = await trailOf('ask');
