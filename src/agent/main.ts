@@ -1,5 +1,6 @@
 import { collectDefaultMetrics } from 'prom-client';
 import { ConfigError, configErrorExit } from '../common/config.ts';
+import { errorMessage } from '../common/errors.ts';
 import { createLogger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
 import { PUP_PROGRAM } from '../pup/program.ts';
@@ -45,7 +46,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
       } catch (e) {
         await pup.stop(0);
         if (e instanceof ConfigError) return configErrorExit(e, CONFIG_ERROR);
-        log.error({ event_type: 'startup_failed', error: e instanceof Error ? e.message : String(e) });
+        log.error({ event_type: 'startup_failed', error: errorMessage(e) });
         return 1;
       }
       log.info({ event_type: 'signal_received', signal: await signal });
@@ -88,7 +89,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
     try {
       await pup.start();
     } catch (e) {
-      log.error({ event_type: 'startup_failed', error: e instanceof Error ? e.message : String(e) });
+      log.error({ event_type: 'startup_failed', error: errorMessage(e) });
       await pup.stop(0);
       return 1;
     }

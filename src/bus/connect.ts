@@ -1,4 +1,5 @@
 import { type ConnectionOptions, connect, type NatsConnection } from '@nats-io/transport-node';
+import { errorMessage } from '../common/errors.ts';
 import { redactUrl } from '../common/logger.ts';
 
 /**
@@ -60,8 +61,6 @@ export async function connectBus(url: string, name: string, ca?: string): Promis
       ...(ca ? { tls: { ca } } : {}),
     });
   } catch (e) {
-    throw new Error(
-      `cannot connect to NATS at ${redactUrl(url)}: ${e instanceof Error ? e.message : String(e)}`,
-    );
+    throw new Error(`cannot connect to NATS at ${redactUrl(url)}: ${errorMessage(e)}`);
   }
 }

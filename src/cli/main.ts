@@ -1,6 +1,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { ConfigError } from '../common/config.ts';
 import { withCredentials } from '../common/credentials.ts';
+import { errorMessage } from '../common/errors.ts';
 import { installFatalHandlers } from '../common/fatal.ts';
 import { VERSION } from '../common/version.ts';
 import { MIGRATE_PROGRAM } from '../inbox/migrate-program.ts';
@@ -457,7 +458,7 @@ export async function main(argv: string[]): Promise<number> {
       err(`${paint('red', 'Error:', process.stderr)} ${e.message}`);
       return EXIT.usage;
     }
-    err(`${paint('red', 'Error:', process.stderr)} ${e instanceof Error ? e.message : String(e)}`);
+    err(`${paint('red', 'Error:', process.stderr)} ${errorMessage(e)}`);
     if (process.env.HOLT_DEBUG) err(String((e as Error).stack));
     return EXIT.error;
   } finally {

@@ -10,9 +10,24 @@ export interface RetryOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * The one exponential backoff: base · 2^attempt (attempt from 0), capped at max, then jittered.
+ * `full`: random in [0, d] (retries of many clients spread out); `equal`: half fixed, half random (never
+ * near zero: what stops a failing step from spinning); `none`: d itself, for pure decisions that are
+ * tested to the millisecond (the inbox's retry policy, the operator's queues and watches).
+ */
+export function backoffMs(
+  attempt: number,
+  o: { baseMs: number; maxMs: number; jitter: 'full' | 'equal' | 'none' },
+): number {
+  const d = Math.min(o.maxMs, o.baseMs * 2 ** Math.min(Math.max(0, attempt), 62));
+  if (o.jitter === 'none') return d;
+  return Math.round(o.jitter === 'full' ? Math.random() * d : d / 2 + Math.random() * (d / 2));
+}
+
 /** Exponential backoff with full jitter: delay_n = random(0, min(max, base * 2^n)). */
 export function backoffDelay(attempt: number, baseMs = 100, maxMs = 10_000): number {
-  return Math.round(Math.random() * Math.min(maxMs, baseMs * 2 ** attempt));
+  return backoffMs(attempt, { baseMs, maxMs, jitter: 'full' });
 }
 
 /**
@@ -20,8 +35,7 @@ export function backoffDelay(attempt: number, baseMs = 100, maxMs = 10_000): num
  * fixed, half random) so it is never near zero: what stops a failing step from spinning.
  */
 export function errorPause(n: number, baseMs = 1_000, maxMs = 60_000): number {
-  const d = Math.min(maxMs, baseMs * 2 ** Math.max(0, n - 1));
-  return Math.round(d / 2 + Math.random() * (d / 2));
+  return backoffMs(n - 1, { baseMs, maxMs, jitter: 'equal' });
 }
 
 /** Runs `fn` up to `tries` times, sleeping with backoff between failures; rethrows the last error. */

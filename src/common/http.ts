@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import { errorMessage } from './errors.ts';
 
 export interface Check {
   ok: boolean;
@@ -33,9 +34,7 @@ export async function startProbeServer(
       res.writeHead(check.ok ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     };
     const run = (probe: () => Promise<Check>) =>
-      probe().then(reply, (e: unknown) =>
-        reply({ ok: false, reason: e instanceof Error ? e.message : String(e) }),
-      );
+      probe().then(reply, (e: unknown) => reply({ ok: false, reason: errorMessage(e) }));
     if (path === '/healthz') return void run(opts.healthz);
     if (path === '/readyz') return void run(opts.readyz ?? opts.healthz);
     if (path === '/metrics' && opts.registry) {

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { ensureRoles } from '../access/postgres.ts';
 import { formatIssues } from '../common/config.ts';
+import { errorMessage } from '../common/errors.ts';
 import { createLogger, redactUrl } from '../common/logger.ts';
 import { withClient } from '../common/pg.ts';
 import { parseProgram } from '../common/program.ts';
@@ -97,7 +98,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
       log.info({ event_type: 'migrate_done', applied: ran.length }, `${ran.length} migration(s) applied`);
       return 0;
     } catch (e) {
-      const message = redactUrl(e instanceof Error ? e.message : String(e));
+      const message = redactUrl(errorMessage(e));
       if (unreachable(e) && Date.now() < deadline) {
         log.warn({ event_type: 'migrate_waiting', attempt, error: message }, 'postgres not reachable yet');
         await sleep(2_000);

@@ -1,3 +1,5 @@
+import { backoffMs } from '../common/backoff.ts';
+
 // Pure decisions of the inbox: no I/O here, so each rule is testable on its own.
 
 /** `svc1_*` targets are consumed by exactly one process (seed 001, §3.1). */
@@ -22,7 +24,7 @@ export function afterFailure(
   if (!retryable || attempts >= p.maxAttempts) return { status: 'failed' };
   return {
     status: 'pending',
-    delayMs: Math.min(p.maxDelayMs, p.baseDelayMs * 2 ** Math.max(0, attempts - 1)),
+    delayMs: backoffMs(attempts - 1, { baseMs: p.baseDelayMs, maxMs: p.maxDelayMs, jitter: 'none' }),
   };
 }
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { type Artefact, BidType } from '../blackboard/types.ts';
+import { errorMessage } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import type { BidChoice } from '../pup/decide.ts';
 import type { LlmAgent } from './model/agent.ts';
@@ -48,7 +49,7 @@ export async function llmBid(
     return {
       bid: 'ignore',
       source: 'default',
-      fallbackReason: `LLM bid failed: ${e instanceof Error ? e.message : String(e)}`,
+      fallbackReason: `LLM bid failed: ${errorMessage(e)}`,
     };
   }
 }

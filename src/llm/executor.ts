@@ -7,6 +7,7 @@ import { failureArtefact, resultArtefact } from '../blackboard/results.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { StructuralType } from '../blackboard/types.ts';
 import { type AgentEvents, noAgentEvents } from '../bus/events.ts';
+import { errorMessage } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import type { Scrubber } from '../common/secrets.ts';
 import { renewWhileRunning } from '../inbox/leases.ts';
@@ -129,7 +130,7 @@ export class LlmExecutor {
     } catch (e) {
       l.error({
         event_type: 'execution_error',
-        error: this.d.scrub.text(e instanceof Error ? e.message : String(e)),
+        error: this.d.scrub.text(errorMessage(e)),
       });
       return 'error';
     }

@@ -1,4 +1,5 @@
 import type { ErrorClass } from '../blackboard/error-class.ts';
+import { errorMessage } from '../common/errors.ts';
 import { classOf } from './model/errors.ts';
 import type { ChatMessage } from './model/model.ts';
 import { renderArgv } from './tools/tools.ts';
@@ -122,7 +123,7 @@ export class WorkflowRun {
         );
         content = r.content;
       } catch (e) {
-        return fail(e instanceof Error ? e.message : String(e), classOf(e));
+        return fail(errorMessage(e), classOf(e));
       }
       const raw = fields ? jsonIn(content) : content;
       const out = stepOutput(raw, fields);

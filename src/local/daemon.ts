@@ -14,6 +14,7 @@ import { registrationOf } from '../api/registry.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { setAgents } from '../blackboard/registry.ts';
 import { reportWorkerExit } from '../blackboard/worker-exits.ts';
+import { errorMessage } from '../common/errors.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
 import { componentEnvironment, LLM_KEY_VARS, Scrubber } from '../common/secrets.ts';
 import { migrate } from '../inbox/migrate.ts';
@@ -447,7 +448,7 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
       await shutdown('stopped');
       return 0;
     }
-    state.error = e instanceof Error ? e.message : String(e);
+    state.error = errorMessage(e);
     log.error({ event_type: 'up_failed', error: state.error }, 'start failed; rolling back');
     await shutdown('failed');
     return 1;

@@ -1,4 +1,5 @@
 import { createServer } from 'node:net';
+import { errorMessage } from '../common/errors.ts';
 
 /** A loopback port that was free a moment ago (the OS picks it). */
 export function freePort(): Promise<number> {
@@ -26,7 +27,7 @@ export async function retryOnPortClash<T>(start: () => Promise<T>, attempts = 3)
     try {
       return await start();
     } catch (e) {
-      if (i >= attempts || !PORT_CLASH.test(e instanceof Error ? e.message : String(e))) throw e;
+      if (i >= attempts || !PORT_CLASH.test(errorMessage(e))) throw e;
     }
   }
 }

@@ -5,6 +5,7 @@ import type { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelay } from '../common/backoff.ts';
 import { credentialHandoff } from '../common/credentials.ts';
+import { errorMessage } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import type { ComponentState } from './instance.ts';
 import { freePort } from './ports.ts';
@@ -115,7 +116,7 @@ export class Supervisor {
       },
       (e: unknown) => {
         r.state.status = 'failed';
-        r.state.lastExit = `not started: ${e instanceof Error ? e.message : String(e)}`;
+        r.state.lastExit = `not started: ${errorMessage(e)}`;
         this.onChange();
       },
     );

@@ -9,6 +9,7 @@ import {
   readRetentionReport,
   writeRetentionReport,
 } from '../blackboard/retention-report.ts';
+import { errorMessage } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 
 const DAY_MS = 86_400_000;
@@ -70,7 +71,7 @@ export function startRetention(d: RetentionDeps): Retention {
         Object.assign(last, { turns: p.turns, inbox_rows: p.rows, usage_rows: p.usage });
       }
     } catch (e) {
-      error = e instanceof Error ? e.message : String(e);
+      error = errorMessage(e);
       d.log.warn({ event_type: 'retention_error', error }, 'retention pass failed; the next pass retries');
     }
     for (const [what, v] of Object.entries(last)) if (v) pruned.inc({ what }, v);

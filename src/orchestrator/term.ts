@@ -10,6 +10,7 @@ import type { Blackboard } from '../blackboard/client.ts';
 import { getAgents } from '../blackboard/registry.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { type AgentRegistration, Artefact, type Claim, takesClaim } from '../blackboard/types.ts';
+import { errorMessage } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import { ClaimRunner } from './claim-runner.ts';
 import type { OrchestratorConfig } from './config.ts';
@@ -120,10 +121,7 @@ export class Term {
 
   private failed(e: unknown, ctx: Record<string, unknown>): void {
     if (e instanceof NotLeaderError || this.halted) return;
-    this.d.log.error(
-      { event_type: 'error', ...ctx, error: e instanceof Error ? e.message : String(e) },
-      'error',
-    );
+    this.d.log.error({ event_type: 'error', ...ctx, error: errorMessage(e) }, 'error');
   }
 
   async start(): Promise<void> {

@@ -13,6 +13,7 @@ import {
   reworkEvent,
 } from '../blackboard/results.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
+import { errorMessage } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import { Scrubber } from '../common/secrets.ts';
 import type { PupConfig } from './config.ts';
@@ -96,7 +97,7 @@ export class CommandExecutor implements GrantExecutor {
         if (!opts.fenced) await releaseExecution(bb, id, owner).catch(() => undefined);
       }
     } catch (e) {
-      l.error({ event_type: 'execution_error', error: e instanceof Error ? e.message : String(e) });
+      l.error({ event_type: 'execution_error', error: errorMessage(e) });
       return 'error';
     }
   }

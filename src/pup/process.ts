@@ -1,4 +1,5 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { errorMessage } from '../common/errors.ts';
 import { notStarted, type ToolRun } from './result.ts';
 
 export interface RunOptions {
@@ -39,7 +40,7 @@ export function runProcess(opts: RunOptions): Promise<ToolRun> {
       });
     } catch (e) {
       // spawn throws, rather than emitting 'error', on arguments it cannot pass (a NUL byte, say).
-      resolve(notStarted(e instanceof Error ? e.message : String(e), performance.now() - started));
+      resolve(notStarted(errorMessage(e), performance.now() - started));
       return;
     }
     const killGroup = () => {

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Blackboard } from '../blackboard/client.ts';
 import type { ErrorClass } from '../blackboard/error-class.ts';
 import { currentGrant, type Grant, outputId } from '../blackboard/grants.ts';
-import { errorPause, retry } from '../common/backoff.ts';
+import { backoffMs, errorPause, retry } from '../common/backoff.ts';
 import { ConfigError } from '../common/config.ts';
 import { type Check, startProbeServer } from '../common/http.ts';
 import { type Logger, redactUrl, silentLogger } from '../common/logger.ts';
@@ -76,7 +76,7 @@ export class Pup {
       {
         maxRetriesPerRequest: cfg.redisRetries,
         connectTimeout: 5_000,
-        retryStrategy: (times) => Math.min(100 * 2 ** times, 5_000),
+        retryStrategy: (times) => backoffMs(times, { baseMs: 100, maxMs: 5_000, jitter: 'none' }),
       },
       {
         // Read as missing; the orchestrator quarantines it. Logged once here (a scan meets it often).

@@ -1,6 +1,7 @@
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Blackboard } from '../../blackboard/client.ts';
+import { errorMessage } from '../../common/errors.ts';
 import type { ArtefactGraph } from '../../graph/model.ts';
 import { graphPage, inlineSvg } from '../../graph/page.ts';
 import { toDot } from '../../graph/render.ts';
@@ -82,7 +83,7 @@ export async function serveGraph(
     refresh()
       .catch((e: unknown) => {
         stale = true;
-        err(`graph: ${e instanceof Error ? e.message : String(e)}; retrying`);
+        err(`graph: ${errorMessage(e)}; retrying`);
       })
       .finally(() => {
         busy = false;

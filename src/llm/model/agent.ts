@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { writeAgentStatus } from '../../blackboard/agent-status.ts';
 import type { ErrorClass } from '../../blackboard/error-class.ts';
+import { errorMessage } from '../../common/errors.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { Scrubber } from '../../common/secrets.ts';
 import type { LlmSettings } from '../config.ts';
@@ -187,7 +188,7 @@ export class LlmAgent {
       const next = afterError(this.errors, settings.budget, this.now());
       this.errors = { consecutive: next.consecutive };
       this.nextCallAtMs = this.now() + next.delayMs;
-      const msg = e instanceof Error ? e.message : String(e);
+      const msg = errorMessage(e);
       const cls = classOf(e);
       log.warn({
         event_type: 'llm_call_failed',

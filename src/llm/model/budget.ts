@@ -1,3 +1,4 @@
+import { backoffMs } from '../../common/backoff.ts';
 import type { BudgetSettings } from '../config.ts';
 import type { Usage } from './model.ts';
 
@@ -92,7 +93,10 @@ export function afterError(
   const consecutive = s.consecutive + 1;
   if (consecutive >= b.maxConsecutiveErrors)
     return { consecutive, pausedUntilMs: nowMs + b.errorPauseMs, delayMs: 0 };
-  return { consecutive, delayMs: Math.min(60_000, b.errorBaseMs * 2 ** (consecutive - 1)) };
+  return {
+    consecutive,
+    delayMs: backoffMs(consecutive - 1, { baseMs: b.errorBaseMs, maxMs: 60_000, jitter: 'none' }),
+  };
 }
 
 export const afterSuccess = (): ErrorState => ({ consecutive: 0 });

@@ -1,3 +1,4 @@
+import { errorMessage } from '../../common/errors.ts';
 import { PausedError } from '../model/agent.ts';
 import type { ChatMessage, ToolCall } from '../model/model.ts';
 import { MARK_SUBTASK_COMPLETE, SUBMIT_RESULT } from '../tools/tools.ts';
@@ -63,7 +64,7 @@ export async function plan(t: TurnScope): Promise<void> {
       );
       return;
     }
-    extra.plan_error = e instanceof Error ? e.message : String(e);
+    extra.plan_error = errorMessage(e);
   }
   if (extra.plan_error) d.log.warn({ event_type: 'plan_fallback', reason: extra.plan_error });
   const note: ChatMessage = {
@@ -133,7 +134,7 @@ export async function mark(t: TurnScope, call: ToolCall, success: boolean, reaso
         const p = SubDecomposition.safeParse(extractJson(r.content));
         if (p.success) subtasks = p.data.subtasks;
       } catch (e) {
-        extra.plan_error = e instanceof Error ? e.message : String(e);
+        extra.plan_error = errorMessage(e);
       }
       if (!subtasks)
         return msg(

@@ -1,4 +1,5 @@
 import { isRework } from '../../blackboard/results.ts';
+import { errorMessage } from '../../common/errors.ts';
 import type { LlmAgent } from '../model/agent.ts';
 import { classOf } from '../model/errors.ts';
 import type { ChatMessage, ToolCall } from '../model/model.ts';
@@ -168,7 +169,7 @@ export class Turn extends TurnScope {
       );
     } catch (e) {
       if (d.signal.aborted) return;
-      const reason = e instanceof Error ? e.message : String(e);
+      const reason = errorMessage(e);
       const failed = { reason, errorClass: classOf(e) };
       await this.record(
         'llm',
@@ -251,7 +252,7 @@ export class Turn extends TurnScope {
       if (d.signal.aborted) return;
       // Compaction is an economy, never a reason to fail the turn: the account is shorter than the steps.
       summary = transcriptSummary(older, 3000);
-      extra.summary_error = e instanceof Error ? e.message : String(e);
+      extra.summary_error = errorMessage(e);
       d.log.warn({ event_type: 'compaction_fallback', error: extra.summary_error });
     }
     await this.record('compact', [summaryMessage(summary)], this.s.ctl, extra);

@@ -1,4 +1,5 @@
 import type { AgentSpec } from '../../api/agent.ts';
+import { errorMessage } from '../../common/errors.ts';
 import { withTimeout } from '../../common/timeout.ts';
 import { FIELD_MANAGER } from '../runtime/apply.ts';
 import { isForbidden, isNotFound, type KubeObject } from '../runtime/kube.ts';
@@ -189,7 +190,7 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
           `deleted ${deleted.length} finished claim job(s)`,
         );
     } catch (e) {
-      errors.push(`claim jobs: ${e instanceof Error ? e.message : String(e)}`);
+      errors.push(`claim jobs: ${errorMessage(e)}`);
     }
   }
   const dep = workloadReady(ctx.cache.get('Deployment', ns, name));

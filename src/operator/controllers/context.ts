@@ -1,3 +1,4 @@
+import { errorMessage } from '../../common/errors.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { BacklogReader, ClaimSource } from '../autoscale/backlog.ts';
 import { applyIfChanged } from '../runtime/apply.ts';
@@ -92,7 +93,7 @@ export async function applyChildren(
         const r = await applyIfChanged(ctx.client, d, live);
         return !r.changed ? 'unchanged' : live ? 'updated' : 'created';
       } catch (e) {
-        return { error: `${label(d)}: ${e instanceof Error ? e.message : String(e)}` };
+        return { error: `${label(d)}: ${errorMessage(e)}` };
       }
     }),
   );
@@ -142,7 +143,7 @@ async function changeStorage(
     try {
       return { grown: await growStorage(ctx, namespace, desired, live, change.grow) };
     } catch (e) {
-      problem = `storage not grown: ${e instanceof Error ? e.message : String(e)}`;
+      problem = `storage not grown: ${errorMessage(e)}`;
     }
   } else problem = change.refused;
   await applyIfChanged(ctx.client, withClaimTemplatesOf(desired, live), live);

@@ -1,5 +1,6 @@
 import { newPassword } from '../../access/principals.ts';
 import type { HoltSpec } from '../../api/holt.ts';
+import { errorMessage } from '../../common/errors.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import type { ReconcileResult } from '../runtime/queue.ts';
 import {
@@ -175,7 +176,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   // Living agents' ingress: their tokens' Secrets and the hashed file before the orchestrator mounts it.
   const ingress = holtIngress(ctx, ns, name);
   const tokens = await syncIngressTokens(ctx, owner, ingress.tokens).catch((e: unknown) => {
-    errors.push(`ingress tokens: ${e instanceof Error ? e.message : String(e)}`);
+    errors.push(`ingress tokens: ${errorMessage(e)}`);
     return { present: [], missing: [], created: [] as string[] };
   });
   if (tokens.missing.length)
@@ -190,7 +191,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   // the tools whose Secrets it already reads, so it never restarts onto a missing Secret.
   const wanted = spec.stores.nats.mode === 'bundled' ? holtNatsTools(ctx, ns, name) : [];
   const toolSync = await syncToolSecrets(ctx, owner, spec, wanted).catch((e: unknown) => {
-    errors.push(`tool credentials: ${e instanceof Error ? e.message : String(e)}`);
+    errors.push(`tool credentials: ${errorMessage(e)}`);
     return undefined;
   });
   const had = toolSync?.had ?? [];
@@ -206,7 +207,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   const pruned =
     toolSync && !res.errors.length
       ? await pruneToolSecrets(ctx, owner, had, natsTools).catch((e: unknown) => {
-          errors.push(`tool credentials: ${e instanceof Error ? e.message : String(e)}`);
+          errors.push(`tool credentials: ${errorMessage(e)}`);
           return [] as string[];
         })
       : [];
@@ -240,7 +241,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     try {
       registryAgents = (await ctx.registry.sync({ namespace: ns, name })).agents;
     } catch (e) {
-      registryError = e instanceof Error ? e.message : String(e);
+      registryError = errorMessage(e);
       ctx.events.emit(
         holt,
         'Warning',
@@ -254,13 +255,13 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   try {
     monitoring = await syncPodMonitor(ctx, owner, spec);
   } catch (e) {
-    errors.push(`PodMonitor: ${e instanceof Error ? e.message : String(e)}`);
+    errors.push(`PodMonitor: ${errorMessage(e)}`);
   }
   let exposed: ConditionInput | undefined;
   try {
     exposed = await syncIngressExposure(ctx, owner, spec, ingress.serving);
   } catch (e) {
-    errors.push(`ingress exposure: ${e instanceof Error ? e.message : String(e)}`);
+    errors.push(`ingress exposure: ${errorMessage(e)}`);
   }
   const wasMonitoring = prev.conditions?.find((c) => c.type === 'MonitoringReady');
   if (monitoring?.status === 'False' && wasMonitoring?.reason !== monitoring.reason)
@@ -350,7 +351,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   // A component down may be a volume whose node is down: only then are PVs and Nodes read.
   const lost = notReady.length
     ? await readLostVolumes(ctx, ns, name, spec).catch((e: unknown) => {
-        errors.push(`lost volumes: ${e instanceof Error ? e.message : String(e)}`);
+        errors.push(`lost volumes: ${errorMessage(e)}`);
         return [];
       })
     : [];

@@ -1,5 +1,6 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import type { WorkerExit } from '../../blackboard/worker-exits.ts';
+import { errorMessage } from '../../common/errors.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { InformerEvent } from '../runtime/informer.ts';
 import type { KubeClient, KubeObject } from '../runtime/kube.ts';
@@ -122,7 +123,7 @@ export class WorkerExitWatch {
       })
       .then(
         (t) => scrubLog(String(t)).slice(-200_000),
-        (e: unknown) => `(its log could not be read: ${e instanceof Error ? e.message : String(e)})`,
+        (e: unknown) => `(its log could not be read: ${errorMessage(e)})`,
       );
     try {
       await this.#o.report(d.holt, { ...d.exit, logs });

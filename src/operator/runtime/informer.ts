@@ -5,6 +5,8 @@ import {
   ListWatch,
   Watch,
 } from '@kubernetes/client-node';
+import { backoffMs } from '../../common/backoff.ts';
+import { errorMessage } from '../../common/errors.ts';
 import type { Logger } from '../../common/logger.ts';
 import { type KubeClient, type KubeObject, resourcePath } from './kube.ts';
 
@@ -84,7 +86,7 @@ export function nextWatchRetry(
   b: { baseMs: number; maxMs: number; resetMs: number } = WATCH_BACKOFF,
 ): { delayMs: number; next: WatchFailures } {
   const count = now - prev.restartAt > b.resetMs ? 0 : prev.count;
-  const delayMs = Math.min(b.maxMs, b.baseMs * 2 ** Math.min(count, 30));
+  const delayMs = backoffMs(count, { ...b, jitter: 'none' });
   return { delayMs, next: { count: count + 1, restartAt: now + delayMs } };
 }
 
@@ -206,7 +208,7 @@ export class Informer {
       {
         event_type: 'watch_error',
         ...(scope ? { namespace: scope } : {}),
-        error: err instanceof Error ? err.message : String(err),
+        error: errorMessage(err),
         retry_ms: delay,
         failures: next.count,
       },

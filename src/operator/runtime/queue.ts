@@ -1,3 +1,5 @@
+import { backoffMs } from '../../common/backoff.ts';
+
 /** What a reconcile asks of the queue: nothing (done), or a timed re-check. Throwing = retry with backoff. */
 export type ReconcileResult = { requeueAfterMs?: number } | undefined;
 
@@ -75,7 +77,7 @@ export class WorkQueue {
   /** Backoff delay of the key's next retry: base · 2^failures, capped. */
   backoffMs(key: string): number {
     const n = this.#failures.get(key) ?? 0;
-    return Math.min(this.#max, this.#base * 2 ** n);
+    return backoffMs(n, { baseMs: this.#base, maxMs: this.#max, jitter: 'none' });
   }
 
   start(): void {
