@@ -3,12 +3,12 @@
 // lock, snapshot, decide, deliver, lease, audit) as a start decision and as an idle one.
 // Usage: node bench/life/main.ts [--requests 3000] [--clients 16] [--steps 300]. Prints JSON.
 import { parseArgs } from 'node:util';
+import { hashToken } from '../../src/access/tokens.ts';
 import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
 import { migrate } from '../../src/inbox/migrate.ts';
 import { percentile } from '../../src/inbox/policy.ts';
 import { startIngressServer } from '../../src/ingress/server.ts';
-import { hashToken } from '../../src/ingress/tokens.ts';
 import { labelsOf } from '../../src/life/labels.ts';
 import { LifeStore } from '../../src/life/store.ts';
 import { startPostgres } from '../../src/local/postgres.ts';

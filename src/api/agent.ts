@@ -26,6 +26,8 @@ export {
   workflowProblems,
 } from './agent-llm.ts';
 
+import { targetOfRole } from '../blackboard/targets.ts';
+
 export const AgentBidding = z
   .object({
     strategy: BidType.optional().describe(
@@ -300,5 +302,5 @@ export function isScalable(a: Pick<AgentSpec, 'replicas' | 'strategy' | 'worker'
 
 /** Worker target of a scalable agent: explicit, else the role lower-cased into a subject token. */
 export function workerTargetOf(a: Pick<AgentSpec, 'role' | 'worker'>, role: string): string {
-  return a.worker?.target ?? role.toLowerCase().replace(/[^a-z0-9_-]/g, '-');
+  return a.worker?.target ?? targetOfRole(role);
 }

@@ -38,14 +38,7 @@ export const roleName = z
   .regex(/^[A-Za-z0-9-]+$/, 'role must be 1-64 characters of letters, digits and hyphens')
   .describe('The agent role: 1-64 letters, digits or hyphens. Unique within a Holt.');
 
-export const workerTarget = z
-  .string()
-  .min(1)
-  .max(63)
-  .regex(/^[a-z0-9_-]+$/, 'worker target must be one NATS subject token of [a-z0-9_-]')
-  .describe(
-    'Worker target: a single NATS subject token ([a-z0-9_-]). Targets starting with svc1_ have exactly one consumer.',
-  );
+export { workerTarget } from '../blackboard/targets.ts';
 
 export const argv = z.array(z.string()).min(1, 'must be a non-empty list of strings');
 

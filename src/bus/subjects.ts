@@ -1,4 +1,4 @@
-import { workerTarget } from '../api/common.ts';
+import { workerTarget } from '../blackboard/targets.ts';
 
 /** Worker targets are one NATS subject token of [a-z0-9_-]: no `.`, `*`, `>` or spaces (seed 001 §3.1). */
 export function assertWorkerTarget(target: string): string {

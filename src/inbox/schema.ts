@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { workerTarget } from '../api/common.ts';
+import { workerTarget } from '../blackboard/targets.ts';
 import { ClaimType, Phase } from '../blackboard/types.ts';
 
 // Rows read back from Postgres are parsed too: a schema drift fails loudly, never silently.

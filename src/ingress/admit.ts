@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { findToken, type Mode, type TokenEntry, tokenId } from '../access/tokens.ts';
 import type { Logger } from '../common/logger.ts';
 import { labelsOf, PRIVILEGED_LABELS } from '../life/labels.ts';
 import type { Enqueued, LifeStore } from '../life/store.ts';
@@ -6,7 +7,6 @@ import { FailureLimiter, type GuardLimits } from './guard.ts';
 import type { IngressMetrics } from './metrics.ts';
 import { type Bucket, take } from './rate-limit.ts';
 import { contentTypeProblem, routeOf, storable, textOf, tooDeep } from './request.ts';
-import { findToken, type Mode, type TokenEntry, tokenId } from './tokens.ts';
 
 /**
  * The ingress's decisions in two halves. `admit` reads only the request's head: the leader serves,

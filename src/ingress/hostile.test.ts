@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { eventually } from '../../test/harness/wait.ts';
+import { hashToken, type TokenEntry } from '../access/tokens.ts';
 import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { ensureSchema } from '../inbox/migrate.ts';
@@ -11,7 +12,6 @@ import { LifeStore } from '../life/store.ts';
 import { sourceOf } from './guard.ts';
 import { tooDeep } from './request.ts';
 import { type IngressLimits, type IngressServer, startIngressServer } from './server.ts';
-import { hashToken, type TokenEntry } from './tokens.ts';
 
 // The ingress against hostile callers, over real sockets and a real Postgres: what a stranger can make
 // it hold (connections, slow heads and bodies, bodies without a token), how often it may guess a

@@ -1,4 +1,4 @@
-import type { Mode } from './tokens.ts';
+import type { Mode } from '../access/tokens.ts';
 
 /**
  * The checks of a request's parts that need no token and no store (pure): its route, its content

@@ -1,52 +1,12 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { z } from 'zod';
-import { TOKEN_ORIGINS } from '../life/labels.ts';
+import { hashToken, type Mode, newToken, TokenEntry, TokenFile } from '../access/tokens.ts';
 
 /**
- * Ingress capability tokens (seed 003's per-agent external ingress). A token is shown once when made;
- * only its SHA-256 is kept, in one JSON file the orchestrator reads: `holt token` writes it on a laptop,
- * the operator writes it into a Secret on a cluster. Each token is for one agent, has a scope per
- * delivery mode, an origin (which sets the labels of what it lets in) and a rate limit.
+ * The token file (src/access/tokens.ts has the token model): one JSON file of hashed tokens the
+ * orchestrator reads, written by `holt token` on a laptop (the operator writes the same into a Secret on
+ * a cluster).
  */
-
-export const MODES = ['enqueue_message', 'wake_hint'] as const;
-export type Mode = (typeof MODES)[number];
-
-export const TokenEntry = z.object({
-  name: z
-    .string()
-    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'a token name is a DNS label: [a-z0-9-], at most 63'),
-  role: z.string().min(1),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/),
-  modes: z.array(z.enum(MODES)).min(1),
-  origin: z.enum(TOKEN_ORIGINS).default('webhook'),
-  /** Requests per minute (a bucket of as many, refilled evenly). */
-  ratePerMinute: z.number().int().min(1).max(100_000).default(60),
-  createdAtMs: z.number().int().default(0),
-});
-export type TokenEntry = z.infer<typeof TokenEntry>;
-
-export const TokenFile = z.object({ tokens: z.array(TokenEntry).default([]) });
-export type TokenFile = z.infer<typeof TokenFile>;
-
-export const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest('hex');
-
-/**
- * A token's id where its idempotency keys are kept: the first 16 hex digits of its hash (unique among
- * random 256-bit tokens, and no help to a guesser: the hash is of the token, which is not guessable).
- */
-export const tokenId = (t: Pick<TokenEntry, 'sha256'>) => t.sha256.slice(0, 16);
-
-/** A fresh token: 32 random bytes, prefixed so a leaked one is recognisable. */
-export const newToken = () => `holt_${randomBytes(32).toString('base64url')}`;
-
-/** The entry a presented token is for, compared in constant time; undefined for an unknown token. */
-export function findToken(tokens: TokenEntry[], presented: string): TokenEntry | undefined {
-  const h = Buffer.from(hashToken(presented), 'hex');
-  return tokens.find((t) => timingSafeEqual(Buffer.from(t.sha256, 'hex'), h));
-}
 
 export function readTokenFile(file: string): TokenFile {
   if (!existsSync(file)) return { tokens: [] };

@@ -32,8 +32,7 @@ export const Labels = z.object({
 export type Labels = z.infer<typeof Labels>;
 
 /** The origins an ingress credential may carry (the others are the runtime's own). */
-export const TOKEN_ORIGINS = ['operator', 'webhook', 'callback'] as const;
-export type TokenOrigin = (typeof TOKEN_ORIGINS)[number];
+export { TOKEN_ORIGINS, type TokenOrigin } from '../access/tokens.ts';
 
 /** The label names a request may never set: a body naming one is refused. */
 export const PRIVILEGED_LABELS = ['labels', 'origin', 'surface', 'admission', 'authority'] as const;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
-import { workerTarget } from '../api/common.ts';
+import { targetOfRole, workerTarget } from '../blackboard/targets.ts';
 import { lifeActorOf, lifeTurnIdOf } from '../inbox/ids.ts';
 import type { Fence } from '../inbox/schema.ts';
 import { holdsFence, ms, tx } from '../inbox/sql.ts';
@@ -385,8 +385,7 @@ const blockerOf = (id: string, kind: LifeWait['kind'], on: string, deadlineMs?: 
 });
 
 /** The life actor's target name in the head row (never rung: life turns are not inbox rows). */
-const lifeTarget = (role: string) =>
-  workerTarget.parse(`life-${role.toLowerCase().replace(/[^a-z0-9_-]/g, '-')}`.slice(0, 60));
+const lifeTarget = (role: string) => workerTarget.parse(`life-${targetOfRole(role)}`.slice(0, 60));
 
 const fenceOf = (instance: string, actorId: string, turnId: string, epoch: number, owner: string): Fence => ({
   instance,

@@ -1,5 +1,6 @@
 import type { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
+import { targetOfRole } from '../blackboard/targets.ts';
 import { Artefact } from '../blackboard/types.ts';
 import { busProblem, connectBus } from '../bus/connect.ts';
 import { natsAgentEvents } from '../bus/events.ts';
@@ -41,7 +42,7 @@ export async function startInboxWorker(o: {
   const { cfg, env, bb, log } = o;
   const store = InboxStore.connect(env.DATABASE_URL, { max: env.HOLT_WORKER_CONCURRENCY + 3 });
   const nc = await connectBus(env.NATS_URL, `worker-${cfg.instance}-${cfg.role}`);
-  const target = env.HOLT_WORKER_TARGET ?? cfg.role.toLowerCase().replace(/[^a-z0-9_-]/g, '-');
+  const target = env.HOLT_WORKER_TARGET ?? targetOfRole(cfg.role);
   const worker = new InboxWorker<RunResult>({
     store,
     nc,

@@ -2,15 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { MODES, type Mode, TokenEntry } from '../../access/tokens.ts';
 import { loadHoltFile } from '../../api/holtfile.ts';
-import {
-  createToken,
-  MODES,
-  type Mode,
-  readTokenFile,
-  revokeToken,
-  TokenEntry,
-} from '../../ingress/tokens.ts';
+import { createToken, readTokenFile, revokeToken } from '../../ingress/tokens.ts';
 import { TOKEN_ORIGINS } from '../../life/labels.ts';
 import { ingressTokensFile, instanceDir } from '../../local/instance.ts';
 import { instanceSecrets, toolServiceUser } from '../../local/secrets.ts';

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { targetOfRole } from '../../blackboard/targets.ts';
 import type { ClaimType } from '../../blackboard/types.ts';
 import { withTimeout } from '../../common/timeout.ts';
 import { actorIdOf, turnIdOf } from '../../inbox/ids.ts';
@@ -54,7 +55,7 @@ export class TurnStore {
       await c.query(
         `INSERT INTO holt.agent_state_head (instance, actor_id, role, worker_target, claim_id)
          VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
-        [g.instance, actor, g.role, g.role.toLowerCase().replace(/[^a-z0-9_-]/g, '-'), g.claimId],
+        [g.instance, actor, g.role, targetOfRole(g.role), g.claimId],
       );
       await c.query(
         `INSERT INTO holt.agent_turns (turn_id, instance, actor_id, claim_id, role, phase, claim_type)

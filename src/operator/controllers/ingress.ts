@@ -1,5 +1,5 @@
+import { newToken } from '../../access/tokens.ts';
 import type { HoltSpec } from '../../api/holt.ts';
-import { newToken } from '../../ingress/tokens.ts';
 import { applyIfChanged } from '../runtime/apply.ts';
 import { isConflict, isNotFound, type KubeObject } from '../runtime/kube.ts';
 import { type ConditionInput, condition } from '../runtime/status.ts';

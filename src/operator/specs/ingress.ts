@@ -1,6 +1,6 @@
+import { hashToken, type TokenEntry } from '../../access/tokens.ts';
 import type { AgentSpec } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
-import { hashToken, type TokenEntry } from '../../ingress/tokens.ts';
 import type { KubeObject } from '../runtime/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { orchestratorName } from './orchestrator.ts';
