@@ -234,7 +234,7 @@ export const AgentLlm = z
       .boolean()
       .default(false)
       .describe(
-        'The agent lives (seed 003): beside its claims it runs turns of its own when messages come in (the ingress, holt send), when its timers and waits end, and for work items that become runnable; it ends them with wait or text. Needs Postgres and NATS; gives the model its work items and the wait tool.',
+        'The agent lives (docs/runtime-model.md, living agents): beside its claims it runs turns of its own when messages come in (the ingress, holt send), when its timers and waits end, and for work items that become runnable; it ends them with wait or text. Needs Postgres and NATS; gives the model its work items and the wait tool.',
       ),
     fileTools: z
       .boolean()

@@ -147,7 +147,7 @@ export const AgentIngress = z
     rateLimitPerMinute: z.number().int().min(1).max(100_000).default(60).describe('Per token.'),
   })
   .describe(
-    "External ingress (seed 003): POST /v1/agents/{role}/messages and /wake on the orchestrator's ingress port, with a capability token.",
+    "External ingress of a living agent (docs/runtime-model.md): POST /v1/agents/{role}/messages and /wake on the orchestrator's ingress port, with a capability token.",
   );
 
 const agentSpecShape = {

@@ -1,5 +1,5 @@
 /**
- * Every failure of an agent in one of a few classes (seed 002), each with its policy, so a pup whose
+ * Every failure of an agent in one of a few classes (docs/runtime-model.md § Budgets and error classes), each with its policy, so a pup whose
  * configuration is wrong is not retried like one that met a passing outage:
  * - `config`: the request cannot succeed as configured (unknown model, bad endpoint, bad parameters, a
  *   missing workspace). The agent pauses at once and says why.

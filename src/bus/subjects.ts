@@ -1,6 +1,6 @@
 import { workerTarget } from '../blackboard/targets.ts';
 
-/** Worker targets are one NATS subject token of [a-z0-9_-]: no `.`, `*`, `>` or spaces (seed 001 §3.1). */
+/** Worker targets are one NATS subject token of [a-z0-9_-]: no `.`, `*`, `>` or spaces (docs/agent-worker.md § Doorbells). */
 export function assertWorkerTarget(target: string): string {
   const r = workerTarget.safeParse(target);
   if (!r.success)

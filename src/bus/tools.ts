@@ -12,7 +12,7 @@ import {
 } from './subjects.ts';
 
 /**
- * Asynchronous tools over NATS (seed 001 §tools): a turn's call goes out as a request on
+ * Asynchronous tools over NATS (docs/runtime-model.md § Tools): a turn's call goes out as a request on
  * `cmd.tool.<instance>.<name>`, whose reply subject is the call's own
  * (`evt.tool.<instance>.<role>.<name>.<reply id>`, the reply id 128 random bits kept with the call's
  * wait row); a tool service answers with `msg.respond(...)`. The service holds no store credential: the

@@ -25,7 +25,7 @@ export class Scrubber {
 
 /** What every process needs to behave (locale, home, path); never a credential. */
 const SYSTEM_ENV = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LANGUAGE', 'TZ', 'TMPDIR', 'TERM'];
-/** Holt's tool contract (seed 000 §6): who the tool works for, where, with which prompts. */
+/** Holt's tool contract (docs/agent-worker.md § The tool's input and output): who the tool works for, where, with which prompts. */
 export const CONTRACT_ENV = [
   'HOLT_INSTANCE_NAME',
   'HOLT_AGENT_NAME',

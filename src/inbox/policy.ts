@@ -2,7 +2,7 @@ import { backoffMs } from '../common/backoff.ts';
 
 // Pure decisions of the inbox: no I/O here, so each rule is testable on its own.
 
-/** `svc1_*` targets are consumed by exactly one process (seed 001, §3.1). */
+/** `svc1_*` targets are consumed by exactly one process (docs/agent-worker.md § Doorbells). */
 export function isSingleConsumer(target: string): boolean {
   return target.startsWith('svc1_');
 }

@@ -107,7 +107,7 @@ export const DepthRow = z.object({
 });
 export type QueueDepth = z.infer<typeof DepthRow>;
 
-/** One LLM or tool step of a turn (seed 001 §7: usage and cost in metadata, tool call ids). */
+/** One LLM or tool step of a turn (docs/agent-worker.md § The inbox: usage and cost in metadata, tool call ids). */
 export const StepInput = z.object({
   seq: z.number().int().nonnegative(),
   kind: z.string().min(1),

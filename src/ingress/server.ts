@@ -12,7 +12,7 @@ import { ConnectionGuard, DEFAULT_LIMITS, type GuardLimits, sourceOf } from './g
 import { IngressMetrics } from './metrics.ts';
 
 /**
- * The external ingress of living agents, served by the orchestrator's leader on its own port (seed 003):
+ * The external ingress of living agents, served by the orchestrator's leader on its own port (docs/runtime-model.md § Living agents):
  * `POST /v1/agents/{role}/messages` queues the body as a message the model reads (enqueue_message);
  * `POST /v1/agents/{role}/wake` only wakes the agent (wake_hint: the body is never kept nor shown).
  * A bearer capability token admits each request; the labels (origin, surface, admission, authority)

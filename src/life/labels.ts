@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * Provenance and authority labels (seed 003: "ingress arrives with origin, trust and priority"). They are
+ * Provenance and authority labels (docs/runtime-model.md § Living agents: what came in says where from and what it may claim). They are
  * set by the code a message came in through (the ingress, the scheduler, a tool's answer), never by the
  * model nor by the request's body, and stored with the message. The model sees each message wrapped in
  * its labels; only operator and runtime instructions are instructions, the rest is information. What

@@ -48,7 +48,7 @@ export interface LifeCounters {
 }
 
 /**
- * A living agent's loop (seed 003), in the agent's pup: each pass asks the scheduler (LifeStore.step:
+ * A living agent's loop (docs/runtime-model.md § Living agents), in the agent's pup: each pass asks the scheduler (LifeStore.step:
  * one transaction) and does what it decided: runs a turn to its end, or sleeps until the decision's
  * time, a doorbell (a message came in, a tool answered) or the poll. The first pass runs at start, so
  * an agent is recovered at once: interrupted turns resumed, due timers fired, queued messages

@@ -1,7 +1,7 @@
 import { readiness, type WorkItem } from '../work/items.ts';
 
 /**
- * The scheduler of a living agent (seed 003, "queues and wakeups"): one pure decision over a read-only
+ * The scheduler of a living agent (docs/runtime-model.md § Living agents): one pure decision over a read-only
  * snapshot of the agent. The loop (loop.ts) takes the snapshot, asks, and commits the decision in one
  * transaction with its audit row (store.ts); nothing here does I/O or reads a clock.
  */

@@ -29,7 +29,7 @@ export type Delivery = z.infer<typeof Delivery>;
 export type Committed = { decision: Decision; fence?: Fence; delivery?: Delivery };
 
 /**
- * A living agent's state in Postgres (seed 003): its life row (running or stopped, turn sequence), its
+ * A living agent's state in Postgres (docs/runtime-model.md § Living agents): its life row (running or stopped, turn sequence), its
  * messages and waits, its life turns' deliveries and the scheduler's audit trail. `step` is the
  * scheduler's one transaction: lock the agent, read the snapshot, decide (pure), apply, audit.
  */

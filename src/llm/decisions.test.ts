@@ -18,7 +18,7 @@ const budget = {
 };
 const est = { promptTokens: 10, completionTokens: 10, totalTokens: 20 };
 
-describe('loop guard (seed 004)', () => {
+describe('loop guard (docs/runtime-model.md § Tools)', () => {
   it('blocks the third identical call, in any key order', () => {
     let s = emptyLoopState();
     const sig = signature('read', { b: 1, a: 2 });
@@ -48,7 +48,7 @@ describe('loop guard (seed 004)', () => {
   });
 });
 
-describe('budgets (seed 002)', () => {
+describe('budgets (docs/runtime-model.md § Budgets and error classes)', () => {
   const now = 1_000_000;
   it('no debt: the call over the window limit is refused, with when it frees', () => {
     const l = {
@@ -84,7 +84,7 @@ describe('budgets (seed 002)', () => {
   });
 });
 
-describe('planning (seed 004)', () => {
+describe('planning (docs/runtime-model.md § Tools)', () => {
   const p0 = planFrom('goal', {
     tasks: [
       { description: 't1', subtasks: ['a', 'b'] },

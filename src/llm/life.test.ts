@@ -17,7 +17,7 @@ import { waitFor } from '../pup/testkit.ts';
 import { WorkStore } from '../work/store.ts';
 
 // Living agents on real Redis, Postgres and NATS with the scripted model: messages with their labels,
-// work items, timers, asynchronous tools over NATS, and restarts (seed 003's production failures).
+// work items, timers, asynchronous tools over NATS, and restarts (the failures docs/runtime-model.md § Living agents says a pup survives).
 
 const stores = useRuntimeStores('life-ws');
 const services: { unsubscribe(): void }[] = [];

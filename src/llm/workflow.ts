@@ -4,7 +4,7 @@ import type { Artefact } from '../blackboard/types.ts';
 import { type ResultFields, resultProblem } from './turn/contract.ts';
 
 /**
- * An agent as a workflow of steps (seed 002): `llm` steps (a prompt template and the fields of the JSON
+ * An agent as a workflow of steps (docs/runtime-model.md § Workflow agents): `llm` steps (a prompt template and the fields of the JSON
  * they answer with), `code` steps (a command, or a declared tool, with arguments from earlier outputs)
  * and `branch` steps (the next step chosen by a field). Pure: templates, output checks and the choice of
  * the next step. Each finished step is stored as a step of the turn (workflow-run.ts), so a killed pup

@@ -133,7 +133,7 @@ export function toolRunner(
 }
 
 /**
- * Seed 000 §4: an explicit `--execute-claim` wins (worker), then the controller setting, else standard.
+ * docs/agent-worker.md § Modes: an explicit `--execute-claim` wins (worker), then the controller setting, else standard.
  * HOLT_MODE=worker without a claim runs the inbox-driven worker loop.
  */
 export function detectMode(

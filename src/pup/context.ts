@@ -17,7 +17,7 @@ export interface ContextResult {
 }
 
 /**
- * Holt's context walk (seed 000 §5, reference §3.8): BFS from `roots`, at most `maxDepth` levels, each id
+ * Holt's context walk (docs/protocol.md row 24): BFS from `roots`, at most `maxDepth` levels, each id
  * replaced by the latest version of its thread, de-duplicated by logical id (first seen wins), a visited
  * set so a malformed cycle terminates, one fetch per level. Only Standard/Answer/Review are kept, oldest first.
  */

@@ -57,7 +57,7 @@ describe('configuration', () => {
     expect((err as Error).message).not.toContain('\n');
   });
 
-  it('detects the mode as seed 000 §4: --execute-claim, then controller, else standard', () => {
+  it('detects the mode (docs/agent-worker.md § Modes): --execute-claim, then controller, else standard', () => {
     expect(detectMode('x', 'controller')).toBe('worker');
     expect(detectMode(undefined, 'controller')).toBe('controller');
     expect(detectMode(undefined, undefined)).toBe('standard');

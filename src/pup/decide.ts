@@ -30,7 +30,7 @@ export interface BidChoice {
   fallbackReason?: string;
 }
 
-/** The bid script's word if valid; else the static strategy; else ignore (seed 000 §8.2 safe default). */
+/** The bid script's word if valid; else the static strategy; else ignore (the safe default: docs/protocol.md row 28). */
 export function chooseBid(script: BidScriptOutcome | undefined, strategy: BidType | undefined): BidChoice {
   let fallbackReason: string | undefined;
   if (script) {

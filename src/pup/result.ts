@@ -36,7 +36,7 @@ export const ToolOutput = z.object({
   structural_type: StructuralType.optional(),
 });
 
-/** Seed 000 §7's short form for escalating a question. */
+/** The short form for asking a question (docs/agent-worker.md § The tool's input and output). */
 export const QuestionOutput = z.object({
   structural_type: z.literal('Question'),
   payload: z.string(),
@@ -115,7 +115,7 @@ export function evaluateRun(
   return { ok: true, result: parsed.result };
 }
 
-/** The tool's stdin (seed 000 §7), with the real grant type. */
+/** The tool's stdin (docs/agent-worker.md § The tool's input and output), with the real grant type. */
 export function toolInput(claimType: ClaimType, target: Artefact, context: Artefact[]): string {
   return JSON.stringify({ claim_type: claimType, target_artefact: target, context_chain: context });
 }

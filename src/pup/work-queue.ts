@@ -1,5 +1,5 @@
 /**
- * The grant queue between the claim watcher and the executor (seed 000 §8.1, Holt's work queue, but
+ * The grant queue between the claim watcher and the executor (docs/agent-worker.md § The standard pup; Holt's work queue, but
  * deeper than Holt's one): FIFO, bounded, `offer` never blocks. A grant that arrives while a tool runs
  * waits here instead of being dropped; only a full queue refuses one, which stays open on the blackboard
  * for the next re-scan, and the watcher stops bidding while the queue is full (`full`, `room`), so the

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * Work items (seed 003): an agent's durable objectives, which outlive its turns. An item is open until it
+ * Work items (docs/runtime-model.md § Work items): an agent's durable objectives, which outlive its turns. An item is open until it
  * is completed (with a completion report) or cancelled; its plan is a draft, ready or needs input; its
  * todo list is replaced whole; it may be blocked by other items or by waits, and asks to be looked at
  * again at `recheck_at`. Readiness is derived from that, never stored. Pure: the store does the I/O.

@@ -1,6 +1,6 @@
 import type { MigrationBuilder } from 'node-pg-migrate';
 
-// The agent worker's durable state (seed 001): inbox, per-actor turn head, turns, steps, tool waits,
+// The agent worker's durable state (docs/agent-worker.md § The inbox): inbox, per-actor turn head, turns, steps, tool waits,
 // and single-consumer target leases. Every row carries `instance` so Holts may share one database.
 export async function up(pgm: MigrationBuilder): Promise<void> {
   pgm.sql(`

@@ -1,6 +1,6 @@
 import type { MigrationBuilder } from 'node-pg-migrate';
 
-// A planning agent's plan per goal (seed 004): the tasks and subtasks it decomposed a goal into, and how
+// A planning agent's plan per goal (docs/runtime-model.md § Tools): the tasks and subtasks it decomposed a goal into, and how
 // far it got, so a later turn on the same goal (another claim of the workflow) goes on from there.
 export async function up(pgm: MigrationBuilder): Promise<void> {
   pgm.sql(`

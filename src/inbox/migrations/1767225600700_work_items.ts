@@ -1,6 +1,6 @@
 import type { MigrationBuilder } from 'node-pg-migrate';
 
-// Work items (seed 003): an agent's durable objectives, and the one it works on now. Readiness is derived
+// Work items (docs/runtime-model.md § Work items): an agent's durable objectives, and the one it works on now. Readiness is derived
 // (src/work/items.ts), never stored.
 export async function up(pgm: MigrationBuilder): Promise<void> {
   pgm.sql(`

@@ -1,6 +1,6 @@
 import type { MigrationBuilder } from 'node-pg-migrate';
 
-// Agents that live (seed 003): the messages and wake hints that reach an agent from outside, with the
+// Agents that live (docs/runtime-model.md § Living agents): the messages and wake hints that reach an agent from outside, with the
 // provenance labels the ingress set; the waits it sleeps on (timers, messages, operator answers) with
 // deadlines; each life turn's delivery (what woke it); and the scheduler's audit trail. Per role:
 // one life actor per agent, fenced like every other turn (agent_state_head).

@@ -51,7 +51,7 @@ export interface LlmAgentDeps {
 }
 
 /**
- * Every model call of one agent goes through here (seed 002): the budget is checked against the
+ * Every model call of one agent goes through here (docs/runtime-model.md § Budgets and error classes): the budget is checked against the
  * role's ledger before the call (no debt), usage and cost are recorded after it, consecutive errors
  * back off exponentially and pause the agent after N; the status hash is rewritten each time.
  */

@@ -2,7 +2,7 @@ import { backoffMs } from '../../common/backoff.ts';
 import type { BudgetSettings } from '../config.ts';
 import type { Usage } from './model.ts';
 
-// Seed 002's scarcity, pure: rolling windows for calls and tokens, a total cost with no debt, and a
+// Budgets, pure (docs/runtime-model.md § Budgets and error classes): rolling windows for calls and tokens, a total cost with no debt, and a
 // consecutive-error governor. The ledger rows come from Postgres (shared by every pup of the role).
 
 export interface UsageRecord {

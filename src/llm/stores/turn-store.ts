@@ -196,7 +196,7 @@ export class TurnStore {
     });
   }
 
-  /** The reasons of the role's last failed turns, newest first (seed 002's failure history). */
+  /** The reasons of the role's last failed turns, newest first (the failure history: docs/runtime-model.md § Four things with their own lifecycle). */
   async recentFailures(instance: string, role: string, limit = 3): Promise<string[]> {
     const r = await this.pool.query<{ error: string }>(
       `SELECT error FROM holt.agent_turns WHERE instance = $1 AND role = $2 AND status = 'failed'

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FileRequest, FileResult } from '../../pup/runner/files.ts';
 
 /**
- * The coding agent's guardrails (seed 004): built-in workspace file tools, run where the tools run (the
+ * The coding agent's guardrails (docs/runtime-model.md § Tools): built-in workspace file tools, run where the tools run (the
  * tool runner checks every path there), and a generic state probe of the workspace shown to the model
  * before each call: facts (files written, still there or gone, the last commands, the last errors),
  * never goal-specific checks. Pure: the turn does the I/O.

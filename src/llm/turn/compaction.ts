@@ -2,7 +2,7 @@ import type { ChatMessage } from '../model/model.ts';
 import { transcriptSummary } from './state.ts';
 
 /**
- * Context compaction (seed 004): a long turn keeps its opening messages and its last `keep` exchanges
+ * Context compaction (docs/runtime-model.md § Tools): a long turn keeps its opening messages and its last `keep` exchanges
  * (an assistant message with its tool results) word for word, and the exchanges between become one
  * summary a model call wrote. The summary is stored as a step of its own, and folding the steps puts it
  * in the same place, so a resumed turn sends the model exactly what the turn before its death would have.

@@ -4,7 +4,7 @@ import { formatIssues } from '../../common/config.ts';
 import { SUBMIT_RESULT } from '../tools/tools.ts';
 
 /**
- * A turn's contract (seed 001 §9): which calls may end it (`must_end_with`) and what its result must
+ * A turn's contract (docs/runtime-model.md § How a turn ends): which calls may end it (`must_end_with`) and what its result must
  * carry (the agent's declared result fields). Pure decisions the loop asks before it ends a turn.
  */
 

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 
-// Seed 004's loop detection, pure: the loop keeps `LoopState` in its turn state and asks before each
+// Loop detection, pure (docs/runtime-model.md § Tools): the loop keeps `LoopState` in its turn state and asks before each
 // tool call; nothing here does I/O.
 
 export interface Action {

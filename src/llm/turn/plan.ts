@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-// Seed 004's hierarchy (goal → tasks → subtasks, nested on escalation), pure. The plan lives in the
+// The planning hierarchy (goal → tasks → subtasks, nested on escalation), pure (docs/runtime-model.md § Tools). The plan lives in the
 // turn state; the loop applies these transitions and records the result as a step.
 
 export type NodeStatus = 'pending' | 'done' | 'failed' | 'decomposed';

@@ -2,7 +2,7 @@ import { endingToolNames } from '../../api/agent.ts';
 import { SUBMIT_RESULT } from '../tools/tools.ts';
 import { type ResultFields, resultProblem } from './contract.ts';
 
-// The step policy of a turn (seed 001 §9, CGC's worker): pure decisions the loop asks before and
+// The step policy of a turn (docs/runtime-model.md § How a turn ends): pure decisions the loop asks before and
 // after each model call.
 
 export type StepDecision =
@@ -45,7 +45,7 @@ export const EMPTY_REPLY_PLACEHOLDER = '(the model ended the turn without any te
 export type NoToolDecision = { kind: 'end'; text: string } | { kind: 'nudge'; message: string };
 
 /**
- * A reply without tool calls (seed 001 §9): with no must_end_with, its text is the result (a
+ * A reply without tool calls (docs/runtime-model.md § How a turn ends): with no must_end_with, its text is the result (a
  * placeholder when empty), unless the agent declares result fields the text does not carry; otherwise
  * the model is told which tool it must call, or what the result lacks, and the loop goes on.
  */
@@ -70,7 +70,7 @@ export function onNoToolCalls(
 }
 
 /**
- * The wall-clock time box (seed 004): why the turn must stop now, or undefined. The turn's clock runs
+ * The wall-clock time box (docs/runtime-model.md § How a turn ends): why the turn must stop now, or undefined. The turn's clock runs
  * from its first step, the goal's from the oldest artefact of its workflow the turn saw (its goal);
  * both survive a resume, since they are stored with the turn's first step.
  */

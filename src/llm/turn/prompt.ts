@@ -33,7 +33,7 @@ const art = (a: Artefact) =>
     payload: a.payload,
   });
 
-/** Cuts a UTF-8 string to at most `bytes` bytes (working memory is bounded, seed 002). */
+/** Cuts a UTF-8 string to at most `bytes` bytes (working memory is bounded: docs/runtime-model.md § Four things with their own lifecycle). */
 export function truncateBytes(s: string, bytes: number): string {
   const b = Buffer.from(s, 'utf8');
   if (b.length <= bytes) return s;
