@@ -1,12 +1,18 @@
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { HoltSpec } from '../../api/holt.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import { silentLogger } from '../../common/logger.ts';
+import { Cache } from '../runtime/cache.ts';
+import { Informer } from '../runtime/informer.ts';
+import { KubeClient, type KubeObject } from '../runtime/kube.ts';
+import type { ControllerContext } from './context.ts';
 import {
   holtClaims,
   lostVolumes,
   lostVolumesMessage,
   nodeDown,
   OUT_OF_SERVICE_TAINT,
+  readLostVolumes,
   volumeNodes,
 } from './lostvolumes.ts';
 
@@ -136,5 +142,98 @@ describe('a volume lost with its node', () => {
   it("holtClaims: the bundled stores' data claims and the workspace, not an external store's", () => {
     const spec = HoltSpec.parse({ stores: { nats: { mode: 'external', url: 'nats://x:4222' } } });
     expect(holtClaims('h', spec)).toEqual(['data-h-redis-0', 'data-h-postgres-0', 'h-workspace']);
+  });
+});
+
+/** On a real API server: the PVCs through an informer, the PVs and Nodes read by name as the chart allows. */
+describe('readLostVolumes on a real API server', () => {
+  let kube: KubeCluster;
+  let client: KubeClient;
+  let cache: Cache;
+  let inf: Informer;
+  const NS = 'lost';
+  const spec = HoltSpec.parse({});
+  let ctx: ControllerContext;
+
+  beforeAll(async () => {
+    kube = await startKube();
+    client = new KubeClient(kube.kubeconfig);
+    await kube.kubectl(['create', 'namespace', NS]);
+    const pv = (name: string, node?: string) => ({
+      apiVersion: 'v1',
+      kind: 'PersistentVolume',
+      metadata: { name },
+      spec: {
+        capacity: { storage: '1Gi' },
+        accessModes: ['ReadWriteOnce'],
+        hostPath: { path: `/tmp/${name}` },
+        ...(node ? { nodeAffinity: localPv(name, node).spec!.nodeAffinity } : {}),
+      },
+    });
+    const pvc = (name: string, volumeName: string) => ({
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name, namespace: NS },
+      spec: {
+        accessModes: ['ReadWriteOnce'],
+        storageClassName: '',
+        volumeName,
+        resources: { requests: { storage: '1Gi' } },
+      },
+    });
+    const objs = [
+      { apiVersion: 'v1', kind: 'Node', metadata: { name: 'n1' } },
+      pv('pv-redis', 'n1'),
+      pv('pv-workspace'),
+      pvc('data-h-redis-0', 'pv-redis'),
+      pvc('h-workspace', 'pv-workspace'),
+    ];
+    await kube.kubectl(['apply', '-f', '-'], { input: objs.map((o) => JSON.stringify(o)).join('\n') });
+    cache = new Cache();
+    inf = new Informer(client, { kind: 'PersistentVolumeClaim', namespaces: [NS] }, silentLogger());
+    cache.add(inf);
+    await inf.start();
+    ctx = { client, cache, log: silentLogger() } as unknown as ControllerContext;
+  }, 120_000);
+  afterAll(async () => {
+    await inf?.stop();
+    client?.close();
+    await kube?.stop();
+  });
+
+  const setReady = (status: string) =>
+    kube.kubectl([
+      'patch',
+      'node',
+      'n1',
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      JSON.stringify({
+        status: {
+          conditions: [
+            {
+              type: 'Ready',
+              status,
+              reason: 'Test',
+              lastHeartbeatTime: null,
+              lastTransitionTime: '2026-11-26T17:00:00Z',
+            },
+          ],
+        },
+      }),
+    ]);
+
+  it('a Ready node loses nothing; unreachable, it names the PVC and node; a shared volume never', async () => {
+    await setReady('True');
+    expect(await readLostVolumes(ctx, NS, 'h', spec)).toEqual([]);
+    await setReady('Unknown');
+    expect(await readLostVolumes(ctx, NS, 'h', spec)).toEqual([
+      { claim: 'data-h-redis-0', node: 'n1', why: 'is unreachable since 2026-11-26T17:00:00Z' },
+    ]);
+    await kube.kubectl(['delete', 'node', 'n1']);
+    expect(await readLostVolumes(ctx, NS, 'h', spec)).toEqual([
+      { claim: 'data-h-redis-0', node: 'n1', why: 'is gone (no such Node)' },
+    ]);
   });
 });
