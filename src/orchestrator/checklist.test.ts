@@ -88,8 +88,9 @@ async function claimStatuses(
   return updates();
 }
 
+// Each row N is a rule of docs/protocol.md § The protocol table; the table names this file as its proof.
 describe('Holt checklist', () => {
-  it('row 1: namespaced keys and channels per instance', async () => {
+  it('docs/protocol.md row 1: namespaced keys and channels per instance', async () => {
     const a = await world([{ role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') }]);
     const b = await world([{ role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') }]);
     const g = newGoal();
@@ -103,7 +104,7 @@ describe('Holt checklist', () => {
     expect(keysOfB.every((k) => !k.includes(g.id))).toBe(true);
   });
 
-  it('row 2: artefact schema and validation', async () => {
+  it('docs/protocol.md row 2: artefact schema and validation', async () => {
     const { bb } = await world([]);
     await expect(bb.createArtefact({ ...newGoal(), id: 'nope' })).rejects.toThrow(/UUID/);
     await expect(bb.createArtefact({ ...newGoal(), type: '' })).rejects.toThrow(/type/);
@@ -130,7 +131,7 @@ describe('Holt checklist', () => {
     );
   });
 
-  it('row 3: write-once artefacts + artefact event', async () => {
+  it('docs/protocol.md row 3: write-once artefacts + artefact event', async () => {
     const { bb, rec } = await world([]);
     const g = newGoal();
     expect((await bb.createArtefact(g)).created).toBe(true);
@@ -140,7 +141,7 @@ describe('Holt checklist', () => {
     expect((await bb.getArtefact(g.id))?.payload).toBe('build it');
   });
 
-  it('row 4: thread ZSET / latest version', async () => {
+  it('docs/protocol.md row 4: thread ZSET / latest version', async () => {
     const { bb } = await world([]);
     const v1 = { ...newGoal(), type: 'Draft' };
     const v1w = { ...v1, logical_id: v1.id };
@@ -150,7 +151,7 @@ describe('Holt checklist', () => {
     expect((await bb.latestInThreads([v1w.id])).get(v1w.id)).toEqual({ id: v2.id, version: 2 });
   });
 
-  it('row 5: claim per claimable artefact', async () => {
+  it('docs/protocol.md row 5: claim per claimable artefact', async () => {
     const { bb } = await world([], {}, ['Silent']);
     const claimable = ['Standard', 'Question', 'Answer'] as const;
     const skipped = ['Review', 'Failure', 'Terminal'] as const;
@@ -165,7 +166,7 @@ describe('Holt checklist', () => {
     expect(await bb.listClaimIds()).toHaveLength(4);
   });
 
-  it('row 6: idempotent claim creation', async () => {
+  it('docs/protocol.md row 6: idempotent claim creation', async () => {
     const { bb } = await world([], {}, ['Silent']);
     const g = newGoal();
     await bb.createArtefact(g);
@@ -179,7 +180,7 @@ describe('Holt checklist', () => {
     expect(await bb.listClaimIds()).toHaveLength(2);
   });
 
-  it('row 7: every agent bids on every claim', async () => {
+  it('docs/protocol.md row 7: every agent bids on every claim', async () => {
     const roles = ['A', 'B', 'C'];
     const { bb, rec } = await world(roles.map((role) => ({ role, bid: () => 'ignore' })));
     const g = newGoal();
@@ -196,7 +197,7 @@ describe('Holt checklist', () => {
     ).toEqual(roles);
   });
 
-  it('row 8: full consensus before granting', async () => {
+  it('docs/protocol.md row 8: full consensus before granting', async () => {
     const logs = captureLogs();
     const { bb, agents } = await world(
       [{ role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') }],
@@ -226,7 +227,7 @@ describe('Holt checklist', () => {
     await waitClaim(bb, c.id, (x) => x.status === 'complete', 'complete after the last bid');
   });
 
-  it('row 9: invalid bid => ignore', async () => {
+  it('docs/protocol.md row 9: invalid bid => ignore', async () => {
     const { bb } = await world([
       { role: 'Weird', bid: () => 'foobar', respond: produce('X') },
       { role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') },
@@ -238,7 +239,7 @@ describe('Holt checklist', () => {
     expect(c.granted_exclusive_agent).toBe('Coder');
   });
 
-  it('row 10: exclusive tie-break', async () => {
+  it('docs/protocol.md row 10: exclusive tie-break', async () => {
     const roles = ['b', 'a', 'B', 'Ab'];
     const { bb } = await world(
       roles.map((role) => ({ role, bid: onGoal('exclusive'), respond: produce('Code') })),
@@ -252,7 +253,7 @@ describe('Holt checklist', () => {
     }
   });
 
-  it('row 11: phase ordering + skipping', async () => {
+  it('docs/protocol.md row 11: phase ordering + skipping', async () => {
     const { bb, rec } = await world([
       { role: 'Reviewer', bid: onGoal('review'), respond: approve },
       { role: 'ParallelWorker', bid: onGoal('claim'), respond: produce('ParallelWorkComplete') },
@@ -285,7 +286,7 @@ describe('Holt checklist', () => {
     expect([...new Set(s2)]).toEqual(['pending_review', 'pending_exclusive', 'complete']);
   });
 
-  it('row 12: dormant claims', async () => {
+  it('docs/protocol.md row 12: dormant claims', async () => {
     const { bb, agents } = await world([{ role: 'Idle', bid: () => 'ignore', respond: produce('X') }]);
     const g = newGoal();
     await bb.createArtefact(g);
@@ -300,7 +301,7 @@ describe('Holt checklist', () => {
     expect(await bb.listClaimIds()).toContain(c.id);
   });
 
-  it('row 14: single veto + all feedback consolidated', async () => {
+  it('docs/protocol.md row 14: single veto + all feedback consolidated', async () => {
     const draft = (a: Artefact) => a.type === 'Draft';
     const { bb } = await world([
       { role: 'Writer', bid: (a) => (isGoal(a) ? 'exclusive' : 'ignore'), respond: produce('Draft') },
@@ -345,7 +346,7 @@ describe('Holt checklist', () => {
     expect(await readQuarantine(bb)).toEqual([]);
   });
 
-  it('row 15: parallel phase waits for all', async () => {
+  it('docs/protocol.md row 15: parallel phase waits for all', async () => {
     const { bb, agents } = await world([
       { role: 'P1', bid: onGoal('claim'), respond: produce('Part1') },
       { role: 'P2', bid: onGoal('claim'), respond: produce('Part2') },
@@ -365,7 +366,7 @@ describe('Holt checklist', () => {
     expect(done.granted_exclusive_agent).toBe('Coder');
   });
 
-  it('row 16: exclusive completion', async () => {
+  it('docs/protocol.md row 16: exclusive completion', async () => {
     const { bb, agents } = await world([
       { role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') },
     ]);
@@ -376,7 +377,7 @@ describe('Holt checklist', () => {
     expect(await bb.activeClaimIds()).not.toContain(c.id);
   });
 
-  it('row 17: grant notification', async () => {
+  it('docs/protocol.md row 17: grant notification', async () => {
     const { bb, rec, agents } = await world(
       [{ role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') }],
       {},
@@ -394,7 +395,7 @@ describe('Holt checklist', () => {
     expect(agents.Coder?.executed.has(c.id)).toBe(true);
   });
 
-  it('row 23: Failure/Terminal close their claim', async () => {
+  it('docs/protocol.md row 23: Failure/Terminal close their claim', async () => {
     const { bb } = await world([
       {
         role: 'Coder',
@@ -415,7 +416,7 @@ describe('Holt checklist', () => {
     expect(c.status).toBe('complete');
   });
 
-  it('row 25: feedback loop', async () => {
+  it('docs/protocol.md row 25: feedback loop', async () => {
     const { bb, rec } = await world([
       { role: 'Writer', bid: (a) => (isGoal(a) ? 'exclusive' : 'ignore'), respond: produce('Draft') },
       {
@@ -460,7 +461,7 @@ describe('Holt checklist', () => {
     expect(await readQuarantine(bb)).toEqual([]);
   });
 
-  it('row 26: max iterations', async () => {
+  it('docs/protocol.md row 26: max iterations', async () => {
     const { bb } = await world(
       [
         { role: 'Writer', bid: (a) => (isGoal(a) ? 'exclusive' : 'ignore'), respond: produce('Draft') },
@@ -494,7 +495,7 @@ describe('Holt checklist', () => {
     expect(claims.filter((c) => c?.status === 'pending_assignment')).toEqual([]);
   });
 
-  it('row 27: missing producer', async () => {
+  it('docs/protocol.md row 27: missing producer', async () => {
     const { bb } = await world([
       { role: 'Reviewer', bid: onGoal('review'), respond: () => ({ type: 'Review', payload: 'bad goal' }) },
     ]);
@@ -510,7 +511,7 @@ describe('Holt checklist', () => {
     expect(failure?.produced_by_role).toBe('orchestrator');
   });
 
-  it('row 34: phase state persistence', async () => {
+  it('docs/protocol.md row 34: phase state persistence', async () => {
     const { bb, agents } = await world([
       { role: 'P1', bid: onGoal('claim'), respond: produce('Part1') },
       { role: 'P2', bid: onGoal('claim'), respond: produce('Part2') },
@@ -533,7 +534,7 @@ describe('Holt checklist', () => {
     await waitClaim(bb, c.id, (x) => x.dormant_reason === 'no_grants_remaining_after_parallel');
   });
 
-  it('row 38: ms timestamps', async () => {
+  it('docs/protocol.md row 38: ms timestamps', async () => {
     const { bb } = await world([{ role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') }]);
     const before = Date.now();
     const { created_at_ms: _, ...g } = newGoal();
@@ -546,7 +547,7 @@ describe('Holt checklist', () => {
     }
   });
 
-  it('row 41: workflow event stream', async () => {
+  it('docs/protocol.md row 41: workflow event stream', async () => {
     const { bb, rec } = await world([
       { role: 'Writer', bid: (a) => (isGoal(a) ? 'exclusive' : 'ignore'), respond: produce('Draft') },
       {
@@ -582,7 +583,7 @@ describe('Holt checklist', () => {
     expect(rec.events('review_rejected')[0]?.feedback).toBe(`${'x'.repeat(200)}...`);
   });
 
-  it('row 49: bid timeout (a hung agent)', async () => {
+  it('docs/protocol.md row 49: bid timeout (a hung agent)', async () => {
     const { bb, rec } = await world(
       [
         { role: 'Coder', bid: onGoal('exclusive'), respond: produce('Code') },

@@ -59,7 +59,7 @@ function reviewed(version: number, max: number, producer = 'Writer') {
 }
 
 describe('decide (pure)', () => {
-  it('row 13: review approval semantics (the isApproval table)', () => {
+  it('docs/protocol.md row 13: review approval semantics (the isApproval table)', () => {
     for (const p of ['{}', '[]', ' {} ', '[ ]', '\n{}\n', '{ }']) expect(isApproval(p), p).toBe(true);
     for (const p of [
       '',
@@ -78,13 +78,13 @@ describe('decide (pure)', () => {
     }
   });
 
-  it('row 10: exclusive tie-break is byte-wise (uppercase first), independent of bid order', () => {
+  it('docs/protocol.md row 10: exclusive tie-break is byte-wise (uppercase first), independent of bid order', () => {
     expect(grantees('exclusive', { b: 'exclusive', a: 'exclusive', B: 'exclusive' })).toEqual(['B']);
     expect(grantees('exclusive', { a: 'exclusive', B: 'exclusive', b: 'exclusive' })).toEqual(['B']);
     expect(grantees('parallel', { z: 'claim', a: 'claim', y: 'ignore' })).toEqual(['a', 'z']);
   });
 
-  it('row 11: phase order with skipping, and dormancy when nothing is left', () => {
+  it('docs/protocol.md row 11: phase order with skipping, and dormancy when nothing is left', () => {
     expect(nextPhase({ a: 'exclusive', b: 'review' })).toBe('review');
     expect(nextPhase({ a: 'exclusive', b: 'claim' })).toBe('parallel');
     expect(nextPhase({ a: 'exclusive' })).toBe('exclusive');
@@ -94,7 +94,7 @@ describe('decide (pure)', () => {
     expect(sanitiseBid('foobar')).toEqual({ bid: 'ignore', invalid: true });
   });
 
-  it('row 26: default 3 — the rejection of v4 ends the loop; v3 still gets a feedback claim', () => {
+  it('docs/protocol.md row 26: default 3 — the rejection of v4 ends the loop; v3 still gets a feedback claim', () => {
     const v3 = decide(reviewed(3, 3).s);
     expect(v3.kind === 'write' && v3.before.map((e) => e.kind)).toEqual(['feedback_claim']);
     const v4 = reviewed(4, 3);
@@ -107,7 +107,7 @@ describe('decide (pure)', () => {
     ]);
   });
 
-  it('row 26: max_review_iterations 0 means unlimited', () => {
+  it('docs/protocol.md row 26: max_review_iterations 0 means unlimited', () => {
     const d = decide(reviewed(50, 0).s);
     expect(d.kind === 'write' && d.before[0]?.kind).toBe('feedback_claim');
   });

@@ -261,7 +261,7 @@ describe('orchestrator resilience', () => {
     await waitFor(async () => (await subscribers()) === 0, 'the subscription to close');
   });
 
-  it('row 36: single-orchestrator lock/heartbeat — one works, one waits, the standby takes over', async () => {
+  it('docs/protocol.md row 36: single-orchestrator lock/heartbeat — one works, one waits, the standby takes over', async () => {
     const { bb, rec, start } = await setup([
       { role: 'Coder', bid: onGoal('exclusive'), respond: () => ({ type: 'Code', payload: 'c' }) },
     ]);
@@ -314,7 +314,7 @@ describe('orchestrator resilience', () => {
     expect(rec.messages.filter((m) => m.channel === 'claim_events')).toHaveLength(1);
   });
 
-  it('row 35: restart recovery', async () => {
+  it('docs/protocol.md row 35: restart recovery', async () => {
     const par2Hold: AgentScript = { role: 'Par2', bid: onGoal('claim'), respond: () => ({ type: 'Part2' }) };
     const { bb, rec, agents, start } = await setup([...threePhase, par2Hold], ['Idle']);
     await setAgents(
@@ -376,7 +376,7 @@ describe('orchestrator resilience', () => {
     assertNoDuplicateGrant(rec);
   });
 
-  it('row 35: a restart re-announces a grant still lacking output and keeps dormant claims', async () => {
+  it('docs/protocol.md row 35: a restart re-announces a grant still lacking output and keeps dormant claims', async () => {
     const { bb, rec, agents, start } = await setup([
       { role: 'Coder', bid: onGoal('exclusive'), respond: () => ({ type: 'Code' }) },
       { role: 'Idle', bid: () => 'ignore' },
