@@ -167,7 +167,9 @@ describe('readLostVolumes on a real API server', () => {
         capacity: { storage: '1Gi' },
         accessModes: ['ReadWriteOnce'],
         hostPath: { path: `/tmp/${name}` },
-        ...(node ? { nodeAffinity: localPv(name, node).spec!.nodeAffinity } : {}),
+        ...(node
+          ? { nodeAffinity: (localPv(name, node).spec as { nodeAffinity: unknown }).nodeAffinity }
+          : {}),
       },
     });
     const pvc = (name: string, volumeName: string) => ({
