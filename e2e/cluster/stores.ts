@@ -35,7 +35,8 @@ const host = (svc: string) => `${svc}.${STORES_NS}.svc`;
 const secret = (name: string, ns: string, data: Record<string, string>, type = 'Opaque') => ({
   apiVersion: 'v1',
   kind: 'Secret',
-  metadata: { name, namespace: ns },
+  // The Holt's side carries its label: the test deletes it by that.
+  metadata: { name, namespace: ns, ...(ns === NS ? { labels: { 'e2e.holt.io/holt': EXT } } : {}) },
   type,
   stringData: data,
 });
@@ -93,10 +94,13 @@ function demoOnExternal(): Record<string, unknown>[] {
     (d) => d.toJS() as { kind: string; metadata: Record<string, unknown>; spec?: Record<string, unknown> },
   );
   const users = (s: 'redis' | 'nats') =>
-    Object.fromEntries(COMPONENTS.map((c) => [c, { name: `${EXT}-${s}`, key: `${c}-url` }]));
+    Object.fromEntries(
+      COMPONENTS.map((c) => [c, { urlSecretRef: { name: `${EXT}-${s}-${c}`, key: 'url' } }]),
+    );
   return docs.map((d) => {
     const name = String(d.metadata.name).replace(/^demo/, EXT);
-    if (d.kind === 'ConfigMap') return { ...d, metadata: { ...d.metadata, name } };
+    if (d.kind === 'ConfigMap')
+      return { ...d, metadata: { ...d.metadata, name, labels: { 'e2e.holt.io/holt': EXT } } };
     if (d.kind === 'Holt')
       return {
         ...d,
@@ -225,16 +229,17 @@ export function externalStores(): ExternalStores {
     ),
   ];
   const pgHost = host('postgres');
-  const urls = (store: 'redis' | 'nats', pw: Record<Principal, string>) => {
+  // A Secret per user, as a platform hands them out: the store's one credential (the CLI's, and any
+  // component's not named: the admin user), then one per component.
+  const urlSecrets = (store: 'redis' | 'nats', pw: Record<Principal, string>) => {
     const url = (who: Principal) =>
       store === 'redis'
         ? redisUrl(who, pw[who], host('redis'), 6379)
         : natsUrl(who, pw[who], host('nats'), 4222);
-    return {
-      // The store's one credential (the CLI, and any component not named): the admin user.
-      url: url('admin'),
-      ...Object.fromEntries(COMPONENTS.map((c) => [`${c}-url`, url(c)])),
-    };
+    return [
+      secret(`${EXT}-${store}`, NS, { url: url('admin') }),
+      ...COMPONENTS.map((c) => secret(`${EXT}-${store}-${c}`, NS, { url: url(c) })),
+    ];
   };
   const holtSide = [
     secret(`${EXT}-pg-app`, NS, {
@@ -249,8 +254,8 @@ export function externalStores(): ExternalStores {
     ...PG_COMPONENTS.map((c) =>
       secret(`${EXT}-pg-${c}`, NS, { username: PG_ROLE[c], password: rolePw[c] }, 'kubernetes.io/basic-auth'),
     ),
-    secret(`${EXT}-redis`, NS, urls('redis', redisPw)),
-    secret(`${EXT}-nats`, NS, urls('nats', natsPw)),
+    ...urlSecrets('redis', redisPw),
+    ...urlSecrets('nats', natsPw),
     ...demoOnExternal(),
   ];
   const yaml = (docs: unknown[]) => docs.map((d) => stringify(d)).join('---\n');

@@ -37,8 +37,13 @@ const urlStore = (what: string) =>
       ...storeBase,
       url: z.string().optional().describe(`URL of an external ${what} (external mode; or use urlSecretRef).`),
       urlSecretRef: secretKeyRef.optional().describe(`Secret key holding the URL of an external ${what}.`),
-      users: componentUsers(secretKeyRef, 'URL (a Secret key)').describe(
-        `External mode: a URL per component, each naming a user of its own that the server grants that component's rights (docs/security.md § External stores). A component not named here, and the CLI, use url or urlSecretRef.`,
+      users: componentUsers(
+        z.object({
+          urlSecretRef: secretKeyRef.describe("Secret key holding this component's URL (with its user)."),
+        }),
+        'user',
+      ).describe(
+        `External mode: a URL per component, each naming a user of its own that the server grants that component's rights (docs/security.md § Residual risks, external stores). A component not named here, and the CLI, use url or urlSecretRef.`,
       ),
     })
     .refine((s) => s.mode !== 'external' || s.url !== undefined || s.urlSecretRef !== undefined, {
@@ -70,7 +75,7 @@ export const HoltStores = z
           }),
           'login role',
         ).describe(
-          "External mode: a login role per component, each in a kubernetes.io/basic-auth Secret (keys username, password; the shape of CloudNativePG's managed roles' passwordSecret), reached at the host, port and dbname of secretName. The roles must be named holt_orchestrator, holt_pup and holt_operator and exist before the Holt: the migration, run as secretName's user (the database's owner), grants each its tables and columns, and row-level rules key on holt_pup (docs/security.md § External stores). A component not named here connects as secretName's user.",
+          "External mode: a login role per component, each in a kubernetes.io/basic-auth Secret (keys username, password; the shape of CloudNativePG's managed roles' passwordSecret), reached at the host, port and dbname of secretName. The roles must be named holt_orchestrator, holt_pup and holt_operator and exist before the Holt: the migration, run as secretName's user (the database's owner), grants each its tables and columns, and row-level rules key on holt_pup (docs/security.md § Residual risks, external stores). A component not named here connects as secretName's user.",
         ),
       })
       .refine((s) => s.mode !== 'external' || s.secretName !== undefined || s.url !== undefined, {

@@ -118,7 +118,7 @@ export function buildOperator(
             url?: string;
             urlSecretRef?: { name: string; key: string };
             secretName?: string;
-            users?: { operator?: { name?: string; key?: string; secretName?: string } };
+            users?: { operator?: { urlSecretRef?: { name: string; key: string }; secretName?: string } };
           }
         > & { tls?: { secretName?: string } };
       };
@@ -126,7 +126,7 @@ export function buildOperator(
       if (s?.mode === 'external') {
         // The operator's own user where the Holt names one (docs/security.md § External stores).
         const own = s.users?.operator;
-        if (own?.name && own.key) return secretValue(h.namespace, own.name, own.key);
+        if (own?.urlSecretRef) return secretValue(h.namespace, own.urlSecretRef.name, own.urlSecretRef.key);
         if (own?.secretName && s.secretName) {
           const app = (k: string) => secretValue(h.namespace, s.secretName ?? '', k);
           const role = (k: string) => secretValue(h.namespace, own.secretName ?? '', k);

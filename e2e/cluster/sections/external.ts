@@ -20,9 +20,7 @@ export function externalTests(): void {
     const cleanUp = async () => {
       await kubectl(['delete', 'agents', '-l', `e2e.holt.io/holt=${EXT}`, '--timeout=120s']);
       await kubectl(['delete', 'holt', EXT, '--ignore-not-found', '--timeout=120s']);
-      const secrets = ['pg-app', 'pg-orchestrator', 'pg-pup', 'pg-operator', 'redis', 'nats'];
-      await kubectl(['delete', 'secrets', ...secrets.map((x) => `${EXT}-${x}`), '--ignore-not-found']);
-      await kubectl(['delete', 'configmap', `${EXT}-agents`, '--ignore-not-found']);
+      await kubectl(['delete', 'secrets,configmaps', '-l', `e2e.holt.io/holt=${EXT}`]);
       await c.kubectl(['delete', 'namespace', STORES_NS, '--ignore-not-found', '--timeout=120s']);
     };
     try {

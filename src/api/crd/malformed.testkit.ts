@@ -133,7 +133,7 @@ export const MALFORMED: Malformed[] = [
   },
   {
     what: 'users of a bundled store',
-    doc: holt({ stores: { redis: { users: { pup: { name: 'r', key: 'url' } } } } }),
+    doc: holt({ stores: { redis: { users: { pup: { urlSecretRef: { name: 'r', key: 'url' } } } } } }),
     error: /spec\.stores\.redis\.users: .*users are for an external store/,
   },
   {

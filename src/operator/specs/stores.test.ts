@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HoltSpec } from '../../api/holt.ts';
+import { secretNamesIn } from '../secrets.ts';
 import { bundledStore } from './bundled.ts';
 import { migrationJob } from './migration.ts';
 import { missingSecretKeys, storeEnv, storeTlsClient } from './stores.ts';
@@ -135,9 +136,13 @@ describe('external stores: a user per component', () => {
       redis: {
         mode: 'external',
         urlSecretRef: ref('redis-admin'),
-        users: { orchestrator: ref('redis-orch'), pup: ref('redis-pup') },
+        users: { orchestrator: { urlSecretRef: ref('redis-orch') }, pup: { urlSecretRef: ref('redis-pup') } },
       },
-      nats: { mode: 'external', urlSecretRef: ref('nats-admin'), users: { pup: ref('nats-pup') } },
+      nats: {
+        mode: 'external',
+        urlSecretRef: ref('nats-admin'),
+        users: { pup: { urlSecretRef: ref('nats-pup') }, operator: { urlSecretRef: ref('nats-op') } },
+      },
       postgres: {
         mode: 'external',
         secretName: 'pg-app',
@@ -174,6 +179,19 @@ describe('external stores: a user per component', () => {
     expect(names.indexOf('HOLT_DATABASE_PORT')).toBeLessThan(names.indexOf('DATABASE_URL'));
   });
 
+  it('the operator may read every Secret the users name (it reads only Secrets a Holt names)', () => {
+    const withOperator = HoltSpec.parse({
+      stores: {
+        ...spec.stores,
+        redis: { ...spec.stores.redis, users: { operator: { urlSecretRef: ref('redis-op') } } },
+        postgres: { ...spec.stores.postgres, users: { operator: { secretName: 'pg-op' } } },
+      },
+    });
+    const named = secretNamesIn(withOperator);
+    for (const s of ['redis-op', 'nats-op', 'nats-pup', 'pg-op', 'pg-app'])
+      expect(named.has(s), s).toBe(true);
+  });
+
   it("the migration runs as the -app Secret's user (the database's owner), which grants the roles", () => {
     expect(envOf('migrate')).toEqual({ DATABASE_URL: { name: 'pg-app', key: 'uri' } });
   });
@@ -199,7 +217,9 @@ describe('external stores: a user per component', () => {
   });
 
   it('users of a bundled store, or Postgres users without secretName, are refused', () => {
-    expect(HoltSpec.safeParse({ stores: { redis: { users: { pup: ref('r') } } } }).success).toBe(false);
+    expect(
+      HoltSpec.safeParse({ stores: { redis: { users: { pup: { urlSecretRef: ref('r') } } } } }).success,
+    ).toBe(false);
     const noSecret = {
       stores: {
         postgres: { mode: 'external', url: 'postgres://db/holt', users: { pup: { secretName: 'p' } } },

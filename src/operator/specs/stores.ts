@@ -183,7 +183,7 @@ export function storeEnv(holt: string, stores: HoltSpec['stores'], who: StoreCli
     if (s.mode === 'bundled')
       return [fromSecret(env, storeSecretName(holt, store), urlKey(who as Principal))];
     const own = who === 'migrate' ? undefined : s.users?.[who];
-    if (own) return [fromSecret(env, own.name, own.key)];
+    if (own) return [fromSecret(env, own.urlSecretRef.name, own.urlSecretRef.key)];
     if (s.urlSecretRef) return [fromSecret(env, s.urlSecretRef.name, s.urlSecretRef.key)];
     return [{ name: env, value: s.url ?? '' }];
   };
