@@ -20,7 +20,8 @@ import { CliError, EXIT } from './output.ts';
  * `holt --kube NAMESPACE/NAME`: the commands that read or write a Holt's blackboard reach a Holt in a
  * cluster through the API server, as kubectl does: the kubeconfig and context kubectl would use, the
  * Holt's Redis behind a port-forward on the loopback (pod IPs are never assumed reachable), its
- * password from the Secret the operator generated. An external Redis is used at its own URL.
+ * password from the Secret the operator generated. An external Redis is used at its own URL, through a
+ * port-forward too when that URL names a Service of the cluster (kube-external.ts).
  */
 export interface KubeRef {
   namespace?: string;
