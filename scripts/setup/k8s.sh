@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the real Kubernetes parts the tests run against (DESIGN.md §7), into a cache OUTSIDE
+# Installs the real Kubernetes parts the tests run against (CONTRIBUTING.md: real parts in tests), into a cache OUTSIDE
 # the git clone so that fresh clones (CI) on the same machine reuse it:
 #   kube-apiserver, kube-controller-manager, kube-scheduler,
 #   kubelet, kube-proxy (the real node: test/cluster)       built from the k8s.io/kubernetes Go module

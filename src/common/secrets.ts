@@ -1,6 +1,6 @@
 /**
  * Secrets (the API key, database password) must never reach a log line, an artefact, an event or a
- * step row (DESIGN §6.6). The key never goes to the model or to tools, so it can only leak through a
+ * step row (docs/security.md). The key never goes to the model or to tools, so it can only leak through a
  * bug; this scrubber is the belt to those braces, applied to everything the loop writes.
  */
 export class Scrubber {

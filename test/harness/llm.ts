@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 
 /**
- * The one test double of the project (DESIGN §7): a local OpenAI-compatible server
+ * The one test double of the project (CONTRIBUTING.md § What a change needs): a local OpenAI-compatible server
  * (`POST /v1/chat/completions`) that replays scripted replies, streamed (SSE) when asked, and records
  * every request. Replies: text, tool calls, an HTTP status (429, 500...), malformed JSON, a hang, or
  * a reply held back until a promise resolves.
