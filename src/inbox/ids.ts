@@ -3,7 +3,7 @@ import { v5 as uuidv5 } from 'uuid';
 // A fixed namespace: the same inputs give the same ids in every process and every release.
 const NAMESPACE = 'a6f1c7e2-4b0d-5c3e-9f8a-1d2b3c4e5f60';
 
-/** The actor made for one claim of one role (one per claim, as the agent worker's L0 mints it). */
+/** The actor made for one claim of one role (one per claim; minted when the grant is enqueued, never by a worker: docs/agent-worker.md § The inbox). */
 export function actorIdOf(instance: string, claimId: string, role: string): string {
   return uuidv5(`actor/${instance}/${claimId}/${role}`, NAMESPACE);
 }

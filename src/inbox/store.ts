@@ -216,7 +216,7 @@ export class InboxStore {
            claim_type, phase, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
         [g.instance, g.workerTarget, actor, turn, g.claimId, g.role, g.claimType, g.phase, g.payload],
       );
-      // L0 mints the turn: the head points at it unless another turn of the actor is active.
+      // The enqueue mints the turn, never a worker (docs/agent-worker.md § The inbox): the head points at it unless another turn of the actor is active.
       await c.query(
         `UPDATE holt.agent_state_head SET status = 'dispatched', active_turn_id = $3, updated_at = now()
          WHERE instance = $1 AND actor_id = $2 AND active_turn_id IS NULL`,
