@@ -1,11 +1,11 @@
 import type { ErrorClass } from '../blackboard/error-class.ts';
-import { errorMessage } from '../common/errors.ts';
+import { errorMessage, FenceLostError } from '../common/errors.ts';
 import { classOf } from './model/errors.ts';
 import type { ChatMessage } from './model/model.ts';
 import { renderArgv } from './tools/tools.ts';
 import { describeFields, type ResultFields, resultProblem } from './turn/contract.ts';
 import { DEFAULT_EXECUTION_PROMPT } from './turn/prompt.ts';
-import { Stale, type TurnDeps, type TurnEnd } from './turn/turn.ts';
+import type { TurnDeps, TurnEnd } from './turn/turn.ts';
 import { jsonIn, nextIndex, type Outputs, render, type Step, stepOutput, WorkflowState } from './workflow.ts';
 
 type StepResult =
@@ -30,7 +30,7 @@ export class WorkflowRun {
     try {
       return await this.loop();
     } catch (e) {
-      if (e instanceof Stale) return { kind: 'stale' };
+      if (e instanceof FenceLostError) return { kind: 'stale' };
       throw e;
     }
   }
@@ -68,7 +68,7 @@ export class WorkflowRun {
         output: r.raw.slice(0, 4000),
       });
       const ok = await d.steps.recordStep(d.fence, { seq, kind: 'workflow', toolCallIds: [], metadata });
-      if (!ok) throw new Stale('fence lost');
+      if (!ok) throw new FenceLostError();
       seq++;
     }
     const problem = resultProblem(st.last ?? '', fields);

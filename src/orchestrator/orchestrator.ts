@@ -7,10 +7,10 @@ import type { AgentRegistration } from '../blackboard/types.ts';
 import { createLogger, type Logger, redactUrl } from '../common/logger.ts';
 import type { OrchestratorConfig } from './config.ts';
 import { DispatchRouter, type GrantDispatcher, HoltDispatcher } from './dispatch.ts';
+import { LeaderTerm } from './leader-term.ts';
 import { OrchestratorMetrics } from './metrics.ts';
 import { Quarantine } from './quarantine.ts';
 import type { StepHook } from './step.ts';
-import { Term } from './term.ts';
 
 const STOP_GRACE_MS = 5_000;
 
@@ -41,7 +41,7 @@ export class Orchestrator {
   private readonly registry = new Map<string, AgentRegistration>();
   private readonly dispatcher: GrantDispatcher;
   private readonly onStep: StepHook | undefined;
-  private term: Term | null = null;
+  private term: LeaderTerm | null = null;
   private leaseValidUntil = 0;
   private readonly abort = new AbortController();
   private loop: Promise<void> | null = null;
@@ -145,7 +145,7 @@ export class Orchestrator {
   private async lead(): Promise<void> {
     this.metrics.leader.set(1);
     this.log.info({ event_type: 'lease_acquired', holder: this.holder }, 'lease_acquired');
-    const term = new Term({
+    const term = new LeaderTerm({
       bb: this.bb,
       config: this.config,
       log: this.log,

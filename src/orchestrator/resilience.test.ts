@@ -15,10 +15,10 @@ import type { Artefact, Claim } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
 import type { OrchestratorConfig } from './config.ts';
 import { type Grant, type GrantDispatcher, HoltDispatcher } from './dispatch.ts';
+import { LeaderTerm } from './leader-term.ts';
 import { OrchestratorMetrics } from './metrics.ts';
 import type { Orchestrator, OrchestratorOptions } from './orchestrator.ts';
 import { Quarantine } from './quarantine.ts';
-import { Term } from './term.ts';
 import {
   type AgentScript,
   claimFor,
@@ -238,7 +238,7 @@ describe('orchestrator resilience', () => {
     const instance = `r${randomUUID().slice(0, 8)}`;
     const bb = Blackboard.connect(redis.url, instance);
     cleanups.push(() => bb.close());
-    const term = new Term({
+    const term = new LeaderTerm({
       bb,
       config: testConfig(redis.url, instance),
       log: silentLogger(),

@@ -5,9 +5,9 @@ import { ConfigError } from '../common/config.ts';
 import { detectMode, loadConfig } from './config.ts';
 import { orderContext } from './context.ts';
 import { biddingOpen, chooseBid } from './decide.ts';
+import { GrantQueue } from './grant-queue.ts';
 import { evaluateRun, parseToolStdout, type ToolRun } from './result.ts';
 import { artefact, claim, pupEnv } from './testkit.ts';
-import { WorkQueue } from './work-queue.ts';
 
 const run = (over: Partial<ToolRun>): ToolRun => ({
   exitCode: 0,
@@ -123,7 +123,7 @@ describe('bids and grants', () => {
   });
 
   it('the grant queue keeps grants in order up to its bound, never blocks the offerer, and says when it has room', async () => {
-    const q = new WorkQueue<number>(2);
+    const q = new GrantQueue<number>(2);
     expect(q.offer(1)).toBe(true);
     expect(q.offer(2)).toBe(true);
     expect(q.full).toBe(true);
@@ -145,7 +145,7 @@ describe('bids and grants', () => {
     expect(q.close()).toEqual([5]);
     expect(await q.take()).toBeUndefined();
     expect(q.offer(6)).toBe(false);
-    expect(() => new WorkQueue(0)).toThrow('capacity');
+    expect(() => new GrantQueue(0)).toThrow('capacity');
   });
 });
 

@@ -11,11 +11,11 @@ import { type Logger, redactUrl, silentLogger } from '../common/logger.ts';
 import { CommandExecutor } from './command-executor.ts';
 import type { PupConfig } from './config.ts';
 import type { GrantExecutor, ModelRuntime, Outcome } from './executor.ts';
+import { GrantQueue } from './grant-queue.ts';
 import { CustomHealthCheck } from './health.ts';
 import type { startInboxWorker } from './inbox-worker.ts';
 import { PupMetrics } from './metrics.ts';
 import { ClaimWatcher, type GrantSource } from './watcher.ts';
-import { WorkQueue } from './work-queue.ts';
 import type { WorkerEnv } from './worker-env.ts';
 
 const PING_TIMEOUT_MS = 2_000;
@@ -42,7 +42,7 @@ export class Pup {
   private readonly startModel: StartModelRuntime | undefined;
   private model: ModelRuntime | undefined;
   private inbox: Awaited<ReturnType<typeof startInboxWorker>> | undefined;
-  private readonly queue: WorkQueue<Grant>;
+  private readonly queue: GrantQueue<Grant>;
   /** A grant was refused (queue full) since the last re-scan the executor asked for. */
   private refused = false;
   /** Output ids queued or running here, so a grant seen twice (event + re-scan) runs once. */
@@ -67,7 +67,7 @@ export class Pup {
     this.cfg = cfg;
     this.log = log;
     this.startModel = startModel;
-    this.queue = new WorkQueue<Grant>(cfg.grantQueue);
+    this.queue = new GrantQueue<Grant>(cfg.grantQueue);
     this.metrics = new PupMetrics({ instance: cfg.instance, role: cfg.role, mode: cfg.mode });
     const skipped = new Set<string>();
     this.bb = Blackboard.connect(

@@ -1,5 +1,6 @@
+import { FenceLostError } from '../../common/errors.ts';
 import type { ToolCall } from '../model/model.ts';
-import { Stale, type Tool, type TurnScope } from './scope.ts';
+import type { Tool, TurnScope } from './scope.ts';
 
 /** An asynchronous tool: its request out (after its wait row), the turn suspends until it answers. */
 export async function request(
@@ -8,9 +9,9 @@ export async function request(
   tool: Tool,
   args: Record<string, unknown>,
 ): Promise<void> {
-  const { d } = t;
+  const { deps } = t;
   const ctl = t.s.ctl;
-  if (!d.life)
+  if (!deps.life)
     return t.record(
       'tool',
       [t.toolMsg(call, `error: ${tool.name} is asynchronous; only a living agent's turns can wait for it`)],
@@ -18,9 +19,9 @@ export async function request(
       { tool: tool.name, outcome: 'refused' },
       [call.id],
     );
-  const sent = await d.life.request(call.id, tool, args);
-  if (!sent) throw new Stale('fence lost');
-  d.log.info({
+  const sent = await deps.life.request(call.id, tool, args);
+  if (!sent) throw new FenceLostError();
+  deps.log.info({
     event_type: 'tool_requested',
     tool: tool.name,
     tool_call_id: call.id,
@@ -45,19 +46,19 @@ export async function request(
  * some are still out, or undefined once a step was recorded.
  */
 export async function collect(t: TurnScope): Promise<number | undefined> {
-  const { d } = t;
+  const { deps } = t;
   const ctl = t.s.ctl;
-  const rows = new Map((await d.steps.toolWaits(d.fence.turnId)).map((r) => [r.toolCallId, r]));
+  const rows = new Map((await deps.steps.toolWaits(deps.fence.turnId)).map((r) => [r.toolCallId, r]));
   const now = Date.now();
   for (const w of ctl.toolWaits) {
     const r = rows.get(w.toolCallId);
     const got = r?.status === 'received';
     if (!got && now < w.deadlineMs) continue;
     const content = got
-      ? d.scrub.text(d.life ? d.life.showResult(w.tool, r.result) : JSON.stringify(r.result))
+      ? deps.scrub.text(deps.life ? deps.life.showResult(w.tool, r.result) : JSON.stringify(r.result))
       : `error: ${w.tool} gave no result within its deadline (${new Date(w.deadlineMs).toISOString()}): this is a timeout report, not an answer. Go on without it, or call ${w.tool} again.`;
-    if (!(await d.steps.settleTool(d.fence, w.toolCallId, got ? 'applied' : 'expired')))
-      throw new Stale('fence lost');
+    if (!(await deps.steps.settleTool(deps.fence, w.toolCallId, got ? 'applied' : 'expired')))
+      throw new FenceLostError();
     await t.record(
       'tool',
       [{ role: 'tool', tool_call_id: w.toolCallId, content }],

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { FenceLostError } from '../../common/errors.ts';
 import type { ToolCall } from '../model/model.ts';
 import { checkValues } from '../tools/args.ts';
 import {
@@ -21,7 +22,7 @@ import { resultProblem } from './contract.ts';
 import { mark } from './planning.ts';
 import { truncateBytes } from './prompt.ts';
 import { ask } from './questions.ts';
-import { Stale, type TurnScope } from './scope.ts';
+import type { TurnScope } from './scope.ts';
 import type { Ctl } from './state.ts';
 import { fileTool } from './tool-run.ts';
 
@@ -63,17 +64,17 @@ export const BUILTIN_HANDLERS: { readonly [K in CoreBuiltin]: (x: CallContext) =
   [WAIT]: async (x) => {
     const { t, reply } = x;
     const a = builtinArgs(WaitArgs, x.args);
-    if (!a.ok || !t.d.life) return x.bad(a.ok ? 'wait is for living agents only' : a.error);
-    const text = await t.d.life.wait(a.value);
-    if (text === undefined) throw new Stale('fence lost');
+    if (!a.ok || !t.deps.life) return x.bad(a.ok ? 'wait is for living agents only' : a.error);
+    const text = await t.deps.life.wait(a.value);
+    if (text === undefined) throw new FenceLostError();
     if (text.startsWith('error:')) return reply(text, t.s.ctl, { outcome: 'work_error' });
     return reply(text, { ...t.s.ctl, endedBy: { tool: WAIT, output: text } }, { outcome: 'ok' });
   },
   [MARK_SUBTASK_COMPLETE]: withArgs(MarkArgs, ({ t, call }, a) => mark(t, call, a.success, a.reason)),
   [UPDATE_MEMORY]: withArgs(MemoryArgs, async ({ t, reply }, a) => {
-    const { d } = t;
-    const content = truncateBytes(d.scrub.text(a.content), d.settings.workingMemoryBytes);
-    if (!(await d.memory.setMemory(d.fence, d.role, content))) throw new Stale('fence lost');
+    const { deps } = t;
+    const content = truncateBytes(deps.scrub.text(a.content), deps.settings.workingMemoryBytes);
+    if (!(await deps.memory.setMemory(deps.fence, deps.role, content))) throw new FenceLostError();
     return reply(`working memory saved (${Buffer.byteLength(content)} bytes)`, t.s.ctl, { outcome: 'ok' });
   }),
 };
@@ -83,16 +84,16 @@ export const isCoreBuiltin = (name: string): name is CoreBuiltin => Object.hasOw
 /** A work item tool (src/work), under the turn's fence. */
 export async function workCall(x: CallContext, name: WorkToolName): Promise<void> {
   const { t, call } = x;
-  const { d } = t;
+  const { deps } = t;
   const a = builtinArgs(WORK_TOOLS[name].schema, x.args);
   if (!a.ok) return x.bad(a.error);
-  if (!d.work) return x.bad('work items are not enabled for this agent');
+  if (!deps.work) return x.bad('work items are not enabled for this agent');
   // The text the model wrote with this call (a completion's report when it passes none).
   const spoken = t.s.messages.findLast(
     (m) => m.role === 'assistant' && m.tool_calls?.some((c) => c.id === call.id),
   );
-  const r = await runWorkTool(d.work, d.fence, d.role, name, a.value, spoken?.content ?? '');
-  if (r.stale) throw new Stale('fence lost');
+  const r = await runWorkTool(deps.work, deps.fence, deps.role, name, a.value, spoken?.content ?? '');
+  if (r.stale) throw new FenceLostError();
   return x.reply(r.text, t.s.ctl, { outcome: r.text.startsWith('error:') ? 'work_error' : 'ok' });
 }
 

@@ -20,7 +20,7 @@ import { runTool } from './tool-run.ts';
 
 /** One pending tool call → its result message (or an error the model is told), stored. */
 export async function handle(t: TurnScope, call: ToolCall): Promise<void> {
-  const { d } = t;
+  const { deps } = t;
   const name = call.function.name;
   const ctl = t.s.ctl;
   // An unusable call counts towards the bound on unusable outputs; a usable one resets it.
@@ -30,13 +30,13 @@ export async function handle(t: TurnScope, call: ToolCall): Promise<void> {
       : extra.outcome === 'blocked'
         ? next
         : { ...next, outputErrors: 0 };
-    return t.record('tool', [t.toolMsg(call, d.scrub.text(content))], counted, { tool: name, ...extra }, [
+    return t.record('tool', [t.toolMsg(call, deps.scrub.text(content))], counted, { tool: name, ...extra }, [
       call.id,
     ]);
   };
   const screened = screenCall(call, {
     llmSteps: ctl.llmSteps,
-    settings: d.settings,
+    settings: deps.settings,
     offered: t.tools.specs.map((s) => s.function.name),
   });
   if (!screened.ok) return reply(screened.content, ctl, { outcome: screened.outcome });
@@ -48,14 +48,14 @@ export async function handle(t: TurnScope, call: ToolCall): Promise<void> {
     );
   const x: CallContext = { t, call, args: screened.args, reply, bad };
   if (isCoreBuiltin(name)) return BUILTIN_HANDLERS[name](x);
-  if (isWorkTool(name) && d.work) return workCall(x, name);
+  if (isWorkTool(name) && deps.work) return workCall(x, name);
   if (isFileTool(name)) return fileCall(x, name);
   return declaredCall(x);
 }
 
 /** A tool the agent declared: its arguments checked and confined, the loop guard asked, then run. */
 async function declaredCall({ t, call, args, reply, bad }: CallContext): Promise<void> {
-  const { d } = t;
+  const { deps } = t;
   const ctl = t.s.ctl;
   const name = call.function.name;
   const tool = t.tools.declared.get(name)!;
@@ -64,12 +64,12 @@ async function declaredCall({ t, call, args, reply, bad }: CallContext): Promise
   if (fault) return bad(fault);
   const a = declaredArgs(tool, args);
   if (!a.ok) return bad(a.error);
-  const p = await resolvePaths(tool.parameters, a.value, d.workspace);
+  const p = await resolvePaths(tool.parameters, a.value, deps.workspace);
   if (!p.ok) return bad(p.error);
   const sig = signature(name, p.value);
   const v = checkAction(ctl.loop, sig);
   if (!v.ok) {
-    d.log.warn({ event_type: 'loop_blocked', tool: name, rule: v.rule, reason: v.reason });
+    deps.log.warn({ event_type: 'loop_blocked', tool: name, rule: v.rule, reason: v.reason });
     const block = { tool: name, rule: v.rule, reason: v.reason, llmStep: ctl.llmSteps };
     return reply(
       `BLOCKED by the loop guard: ${v.reason}. This call was not run. Try a different approach.`,

@@ -21,12 +21,14 @@ import type { Ctl } from './state.ts';
 
 /** Planning agents decompose the goal first (structured output); a bad plan falls back to one task. */
 export async function plan(t: TurnScope): Promise<void> {
-  const { d } = t;
-  d.events.step({ ...t.base(), phase: 'planning', claim_id: d.claim.id, role: d.role });
-  const goal = d.target.payload.slice(0, 500) || d.target.type;
+  const { deps } = t;
+  deps.events.step({ ...t.base(), phase: 'planning', claim_id: deps.claim.id, role: deps.role });
+  const goal = deps.target.payload.slice(0, 500) || deps.target.type;
   // A plan an earlier turn made for this goal, with work left in it, is carried on.
   const stored =
-    d.plans && t.s.ctl.goalId ? await d.plans.load(d.instance, d.role, t.s.ctl.goalId) : undefined;
+    deps.plans && t.s.ctl.goalId
+      ? await deps.plans.load(deps.instance, deps.role, t.s.ctl.goalId)
+      : undefined;
   if (stored && activeLeaf(stored)) {
     const note: ChatMessage = {
       role: 'user',
@@ -43,11 +45,11 @@ export async function plan(t: TurnScope): Promise<void> {
   let plan = trivialPlan(goal);
   const extra: Record<string, unknown> = {};
   try {
-    const r = await d.agent.call(
+    const r = await deps.agent.call(
       'plan',
-      d.fence.turnId,
+      deps.fence.turnId,
       { messages: planMessages(t.s.messages), json: true },
-      { signal: d.signal },
+      { signal: deps.signal },
     );
     const parsed = Decomposition.safeParse(extractJson(r.content));
     if (parsed.success) plan = planFrom(goal, parsed.data);
@@ -66,7 +68,7 @@ export async function plan(t: TurnScope): Promise<void> {
     }
     extra.plan_error = errorMessage(e);
   }
-  if (extra.plan_error) d.log.warn({ event_type: 'plan_fallback', reason: extra.plan_error });
+  if (extra.plan_error) deps.log.warn({ event_type: 'plan_fallback', reason: extra.plan_error });
   const note: ChatMessage = {
     role: 'user',
     content: `Your plan (work on the subtask marked →; call ${MARK_SUBTASK_COMPLETE} when it is done or has failed):\n${renderPlan(plan)}`,
@@ -81,7 +83,7 @@ export async function plan(t: TurnScope): Promise<void> {
 
 /** mark_subtask_complete: advance, retry, or escalate (decompose further, then give up). */
 export async function mark(t: TurnScope, call: ToolCall, success: boolean, reason: string): Promise<void> {
-  const { d } = t;
+  const { deps } = t;
   const ctl = t.s.ctl;
   const msg = (content: string, next: Ctl, extra: Record<string, unknown> = {}) =>
     t.record('subtask', [t.toolMsg(call, content)], next, { tool: MARK_SUBTASK_COMPLETE, ...extra }, [
@@ -120,14 +122,14 @@ export async function mark(t: TurnScope, call: ToolCall, success: boolean, reaso
       let subtasks: string[] | undefined;
       const extra: Record<string, unknown> = { effect: 'decompose' };
       try {
-        const r = await d.agent.call(
+        const r = await deps.agent.call(
           'plan',
-          d.fence.turnId,
+          deps.fence.turnId,
           {
             messages: subPlanMessages(t.s.messages.slice(0, 2), effect.node.description, effect.node.reasons),
             json: true,
           },
-          { signal: d.signal },
+          { signal: deps.signal },
         );
         extra.llm_usage = r.usage;
         extra.llm_response_cost = r.costUsd;

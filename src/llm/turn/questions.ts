@@ -10,19 +10,19 @@ type Waiting = { toolCallId: string; questionId: string; deadlineMs?: number };
 
 /** ask_question: the Question artefact first (idempotent id), then the waiting state; the turn suspends. */
 export async function ask(t: TurnScope, call: ToolCall, question: string, deadlineSeconds?: number) {
-  const { d } = t;
-  const id = uuidv5(`${d.fence.turnId}/${call.id}`, QUESTION_NS);
-  await d.bb.createArtefact({
+  const { deps } = t;
+  const id = uuidv5(`${deps.fence.turnId}/${call.id}`, QUESTION_NS);
+  await deps.bb.createArtefact({
     id,
     logical_id: id,
     version: 1,
     structural_type: 'Question',
     type: 'Question',
-    payload: d.scrub.text(question),
-    source_artefacts: [d.target.id],
-    produced_by_role: d.role,
+    payload: deps.scrub.text(question),
+    source_artefacts: [deps.target.id],
+    produced_by_role: deps.role,
   });
-  d.log.info({ event_type: 'question_asked', question_id: id });
+  deps.log.info({ event_type: 'question_asked', question_id: id });
   await t.record(
     'question',
     [],
@@ -41,17 +41,17 @@ export async function ask(t: TurnScope, call: ToolCall, question: string, deadli
 
 /** An Answer citing the question resumes the turn: it becomes ask_question's result. */
 export async function answer(t: TurnScope, w: Waiting): Promise<boolean> {
-  const { d } = t;
-  const kids = await d.bb.getArtefacts(await childrenOf(d.bb, w.questionId));
+  const { deps } = t;
+  const kids = await deps.bb.getArtefacts(await childrenOf(deps.bb, w.questionId));
   const a = kids
     .filter((x): x is Artefact => x?.structural_type === 'Answer')
     .sort((x, y) => x.created_at_ms - y.created_at_ms)[0];
   if (!a) return false;
-  d.log.info({ event_type: 'question_answered', question_id: w.questionId, answer_id: a.id });
+  deps.log.info({ event_type: 'question_answered', question_id: w.questionId, answer_id: a.id });
   const msg: ChatMessage = {
     role: 'tool',
     tool_call_id: w.toolCallId,
-    content: d.scrub.text(JSON.stringify({ answer: a.payload, answered_by: a.produced_by_role })),
+    content: deps.scrub.text(JSON.stringify({ answer: a.payload, answered_by: a.produced_by_role })),
   };
   await t.record('answer', [msg], { ...t.s.ctl, waiting: undefined }, { answer_id: a.id }, [w.toolCallId]);
   return true;
@@ -59,7 +59,7 @@ export async function answer(t: TurnScope, w: Waiting): Promise<boolean> {
 
 /** A question past its deadline: the model gets a timeout report and goes on (the Question stays). */
 export async function unanswered(t: TurnScope, w: Waiting): Promise<void> {
-  t.d.log.info({ event_type: 'question_timed_out', question_id: w.questionId });
+  t.deps.log.info({ event_type: 'question_timed_out', question_id: w.questionId });
   const msg: ChatMessage = {
     role: 'tool',
     tool_call_id: w.toolCallId,

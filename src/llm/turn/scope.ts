@@ -4,6 +4,7 @@ import type { Blackboard } from '../../blackboard/client.ts';
 import type { ErrorClass } from '../../blackboard/error-class.ts';
 import type { Artefact, Claim, ClaimType } from '../../blackboard/types.ts';
 import type { AgentEvents } from '../../bus/events.ts';
+import { FenceLostError } from '../../common/errors.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { Scrubber } from '../../common/secrets.ts';
 import type { Fence } from '../../inbox/schema.ts';
@@ -81,9 +82,6 @@ export interface TurnDeps {
   life?: LifeHooks;
 }
 
-/** The fence was lost: another process owns the turn now, so this one writes nothing more. */
-export class Stale extends Error {}
-
 export const QUESTION_NS = 'c1d0f5a4-3b2e-4f6a-9d8c-7e6b5a4f3c2d';
 
 /** Outcomes of a tool call that mean the model's output could not be used. */
@@ -96,29 +94,29 @@ export const OUTPUT_ERRORS = new Set(['invalid_args', 'unknown_tool', 'invalid_r
  * as functions of this scope.
  */
 export class TurnScope {
-  readonly d: TurnDeps;
+  readonly deps: TurnDeps;
   readonly tools: ToolSet;
   /** The fields its result must carry (none for a review, whose payload is a verdict). */
   readonly fields: ResultFields | undefined;
   s: TurnState = { messages: [], ctl: {} as Ctl, nextSeq: 0 };
   chunkSeq = 0;
-  constructor(d: TurnDeps) {
-    this.d = d;
-    const st = d.settings;
-    this.fields = d.claimType === 'review' ? undefined : st.resultFields;
+  constructor(deps: TurnDeps) {
+    this.deps = deps;
+    const st = deps.settings;
+    this.fields = deps.claimType === 'review' ? undefined : st.resultFields;
     this.tools = buildToolSet(st.tools, {
       allowed: st.allowedTools,
       planning: st.planning,
       memory: st.workingMemoryBytes > 0,
       files: st.fileTools,
-      work: st.workItems && d.work !== undefined,
-      life: d.life !== undefined,
+      work: st.workItems && deps.work !== undefined,
+      life: deps.life !== undefined,
       submit: mayEndWith(SUBMIT_RESULT, st.mustEndWith),
       resultFields: describeFields(this.fields),
     });
   }
   base() {
-    const f = this.d.fence;
+    const f = this.deps.fence;
     return { actor_id: f.actorId, turn_id: f.turnId, turn_epoch: f.epoch, at_ms: Date.now() };
   }
   async record(
@@ -128,8 +126,8 @@ export class TurnScope {
     extra: Record<string, unknown> = {},
     toolCallIds: string[] = [],
   ) {
-    const metadata = this.d.scrub.json({ messages, ctl, ...extra });
-    const ok = await this.d.steps.recordStep(this.d.fence, {
+    const metadata = this.deps.scrub.json({ messages, ctl, ...extra });
+    const ok = await this.deps.steps.recordStep(this.deps.fence, {
       seq: this.s.nextSeq,
       kind,
       status: extra.error ? 'failed' : 'completed',
@@ -137,13 +135,13 @@ export class TurnScope {
       metadata,
       error: typeof extra.error === 'string' ? extra.error : undefined,
     });
-    if (!ok) throw new Stale('fence lost');
+    if (!ok) throw new FenceLostError();
     // The plan outlives the turn: each change is saved for the goal, under the same fence.
     const plan = metadata.ctl.plan;
-    const { plans } = this.d;
+    const { plans } = this.deps;
     if (plans && plan && metadata.ctl.goalId && JSON.stringify(plan) !== JSON.stringify(this.s.ctl.plan))
-      if (!(await plans.save(this.d.fence, this.d.role, metadata.ctl.goalId, plan)))
-        throw new Stale('fence lost');
+      if (!(await plans.save(this.deps.fence, this.deps.role, metadata.ctl.goalId, plan)))
+        throw new FenceLostError();
     const compact = extra.compact as { head: number; from: number } | undefined;
     this.s = {
       messages: compact
@@ -164,7 +162,7 @@ export class TurnScope {
   /** One more unusable output in a row; at the bound the turn fails (class model_output). */
   outputError(ctl: Ctl, what: string): Ctl {
     const n = ctl.outputErrors + 1;
-    if (n < this.d.settings.maxOutputErrors) return { ...ctl, outputErrors: n };
+    if (n < this.deps.settings.maxOutputErrors) return { ...ctl, outputErrors: n };
     const reason = `the model's output was unusable ${n} times in a row (last: ${what.slice(0, 300)})`;
     return { ...ctl, outputErrors: n, failed: { reason, errorClass: 'model_output' } };
   }
@@ -182,14 +180,14 @@ export class TurnScope {
       stdout: string;
     },
   ): { note: string; endedBy?: { tool: string; output: string } } {
-    const { d } = this;
-    if (!mayEndWith(name, d.settings.mustEndWith))
+    const { deps } = this;
+    if (!mayEndWith(name, deps.settings.mustEndWith))
       return {
-        note: `[the turn goes on: it ends only with ${endingToolNames(d.settings.mustEndWith).join(' or ')}]`,
+        note: `[the turn goes on: it ends only with ${endingToolNames(deps.settings.mustEndWith).join(' or ')}]`,
       };
     if (run.exitCode !== 0 || run.timedOut || run.overflow || run.spawnError)
       return { note: `[the turn goes on: ${name} did not succeed, so it did not end the turn]` };
-    const output = d.scrub.text(run.stdout.trim());
+    const output = deps.scrub.text(run.stdout.trim());
     const problem = resultProblem(output, this.fields);
     if (problem) return { note: `[the turn goes on: this output cannot be the result: ${problem}]` };
     return { note: '[this output is the result; the turn ends]', endedBy: { tool: name, output } };

@@ -12,31 +12,31 @@ export async function runTool(
   args: Record<string, unknown>,
   sig: string,
 ): Promise<void> {
-  const { d } = t;
+  const { deps } = t;
   const ctl = t.s.ctl;
-  d.events.step({ ...t.base(), phase: 'executing', claim_id: d.claim.id, role: d.role });
-  const run = await d.runner.run(
+  deps.events.step({ ...t.base(), phase: 'executing', claim_id: deps.claim.id, role: deps.role });
+  const run = await deps.runner.run(
     {
       argv: renderArgv(tool.argv ?? [], args), // argv is required unless async: nats (handled above)
-      cwd: d.workspace,
+      cwd: deps.workspace,
       stdin: '',
       timeoutMs: tool.timeoutSeconds * 1000,
       maxBytes: 1024 * 1024,
       env: tool.env,
       // The same on a resumed turn's replay of this call.
-      callId: `${d.fence.turnId}:${call.id}`,
+      callId: `${deps.fence.turnId}:${call.id}`,
     },
-    d.signal,
+    deps.signal,
   );
-  if (d.signal.aborted) return; // not stored: the call runs again on resume
+  if (deps.signal.aborted) return; // not stored: the call runs again on resume
   const status = run.spawnError
     ? `failed to start: ${run.spawnError}`
     : run.timedOut
       ? `timed out after ${tool.timeoutSeconds}s`
       : `exit code ${run.exitCode ?? run.signal}`;
-  const limit = d.settings.toolResultChars;
+  const limit = deps.settings.toolResultChars;
   const cut = (s: string) => (s.length > limit ? `${s.slice(0, limit)}…[truncated]` : s);
-  let content = d.scrub.text(
+  let content = deps.scrub.text(
     `${status}\nstdout:\n${cut(run.stdout)}${run.stderr ? `\nstderr:\n${cut(run.stderr)}` : ''}`,
   );
   const end = tool.terminate ? t.termination(tool.name, run) : undefined;
@@ -64,7 +64,7 @@ export async function runTool(
     next.blocks = [...ctl.blocks, block];
     extra.block = block;
     content += `\n[loop guard] ${r.verdict.reason}; this call is blocked from now on. Use what you learned.`;
-    d.log.warn({
+    deps.log.warn({
       event_type: 'loop_blocked',
       tool: tool.name,
       rule: r.verdict.rule,
@@ -84,7 +84,7 @@ export async function fileTool(
   name: FileToolName,
   args: Record<string, unknown>,
 ): Promise<void> {
-  const { d } = t;
+  const { deps } = t;
   const ctl = t.s.ctl;
   const sig = signature(name, args);
   const v = checkAction(ctl.loop, sig);
@@ -103,10 +103,10 @@ export async function fileTool(
       [call.id],
     );
   }
-  const r = await d.runner.file(fileRequest(name, args, d.workspace, d.settings.fileToolsAllowGit));
-  const limit = d.settings.toolResultChars;
+  const r = await deps.runner.file(fileRequest(name, args, deps.workspace, deps.settings.fileToolsAllowGit));
+  const limit = deps.settings.toolResultChars;
   const text = r.ok ? r.output : `error: ${r.error}`;
-  const content = d.scrub.text(text.length > limit ? `${text.slice(0, limit)}…[truncated]` : text);
+  const content = deps.scrub.text(text.length > limit ? `${text.slice(0, limit)}…[truncated]` : text);
   const next: Ctl = {
     ...ctl,
     loop: recordAction(ctl.loop, sig, hashResult(content)).state,

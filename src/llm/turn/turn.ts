@@ -1,5 +1,5 @@
 import { isRework } from '../../blackboard/results.ts';
-import { errorMessage } from '../../common/errors.ts';
+import { errorMessage, FenceLostError } from '../../common/errors.ts';
 import type { LlmAgent } from '../model/agent.ts';
 import { classOf } from '../model/errors.ts';
 import type { ChatMessage, ToolCall } from '../model/model.ts';
@@ -14,10 +14,10 @@ import { plan } from './planning.ts';
 import { nextStep, onNoToolCalls, timeBoxExceeded } from './policy.ts';
 import { turnMessages } from './prompt.ts';
 import { answer, unanswered } from './questions.ts';
-import { Stale, type TurnEnd, TurnScope } from './scope.ts';
+import { type TurnEnd, TurnScope } from './scope.ts';
 import { type Ctl, foldSteps, pendingToolCalls, transcriptSummary } from './state.ts';
 
-export { type LifeHooks, Stale, type TurnDeps, type TurnEnd } from './scope.ts';
+export type { LifeHooks, TurnDeps, TurnEnd } from './scope.ts';
 
 /**
  * One turn of the agent loop: a state machine over the stored steps. Each pass looks at the folded
@@ -30,23 +30,23 @@ export class Turn extends TurnScope {
     try {
       return await this.loop();
     } catch (e) {
-      if (e instanceof Stale) return { kind: 'stale' };
+      if (e instanceof FenceLostError) return { kind: 'stale' };
       throw e;
     }
   }
   private async loop(): Promise<TurnEnd> {
-    const { d } = this;
-    this.s = foldSteps(await d.steps.steps(d.fence.turnId));
+    const { deps } = this;
+    this.s = foldSteps(await deps.steps.steps(deps.fence.turnId));
     if (this.s.nextSeq > 0)
-      d.log.info({ event_type: 'turn_resumed', from_seq: this.s.nextSeq, llm_steps: this.s.ctl.llmSteps });
+      deps.log.info({ event_type: 'turn_resumed', from_seq: this.s.nextSeq, llm_steps: this.s.ctl.llmSteps });
     else await this.start();
-    if (d.settings.planning && !this.s.ctl.planned) await plan(this);
+    if (deps.settings.planning && !this.s.ctl.planned) await plan(this);
     for (;;) {
-      if (d.signal.aborted) return { kind: 'aborted' };
+      if (deps.signal.aborted) return { kind: 'aborted' };
       const { ctl } = this.s;
       const ended = endOfStep(ctl, {
-        claimType: d.claimType,
-        resultType: d.settings.resultType,
+        claimType: deps.claimType,
+        resultType: deps.settings.resultType,
         transcript: () => transcriptSummary(this.s.messages),
       });
       if (ended) return ended;
@@ -70,20 +70,20 @@ export class Turn extends TurnScope {
       }
       const over = timeBoxExceeded(
         { turnMs: ctl.startedAtMs, goalMs: ctl.goalAtMs },
-        { turnMs: d.settings.turnTimeoutMs, goalMs: d.settings.goalTimeoutMs },
+        { turnMs: deps.settings.turnTimeoutMs, goalMs: deps.settings.goalTimeoutMs },
         Date.now(),
       );
       if (over) return this.failure(over, 'quota');
-      const from = compactionCut(this.s.messages, ctl.headLength, d.settings.historyKeep);
+      const from = compactionCut(this.s.messages, ctl.headLength, deps.settings.historyKeep);
       if (from !== undefined) {
         await this.compact(from);
         continue;
       }
-      const ending = finalTools(d.settings.mustEndWith);
-      const step = nextStep(ctl.llmSteps, d.settings.maxSteps, ending);
+      const ending = finalTools(deps.settings.mustEndWith);
+      const step = nextStep(ctl.llmSteps, deps.settings.maxSteps, ending);
       if (step.kind === 'exhausted')
         return this.failure(
-          `step budget exhausted: ${d.settings.maxSteps} steps without ${ending.join(' or ')}`,
+          `step budget exhausted: ${deps.settings.maxSteps} steps without ${ending.join(' or ')}`,
           'quota',
         );
       await this.think(step.step, step.final, step.warning);
@@ -91,9 +91,9 @@ export class Turn extends TurnScope {
   }
   /** Step 0: the prompt, built once (target, context oldest first, memory, failures). */
   private async start(): Promise<void> {
-    const { d } = this;
+    const { deps } = this;
     // A life turn opens with what woke the agent; a claim's turn with its target and context.
-    const o = d.life ? { ...(await d.life.opening()), extra: {} } : await this.claimOpening();
+    const o = deps.life ? { ...(await deps.life.opening()), extra: {} } : await this.claimOpening();
     await this.record(
       'init',
       o.messages,
@@ -107,7 +107,7 @@ export class Turn extends TurnScope {
       },
       o.extra,
     );
-    d.events.step({ ...this.base(), phase: 'started', claim_id: d.claim.id, role: d.role });
+    deps.events.step({ ...this.base(), phase: 'started', claim_id: deps.claim.id, role: deps.role });
   }
   /** A claim's prompt (target, context oldest first, memory, failures) and its workflow's goal. */
   private async claimOpening(): Promise<{
@@ -116,19 +116,19 @@ export class Turn extends TurnScope {
     goalAtMs: number;
     extra: Record<string, unknown>;
   }> {
-    const { d } = this;
-    const st = d.settings;
+    const { deps } = this;
+    const st = deps.settings;
     const [context, memory, failures] = await Promise.all([
-      d.context(),
-      st.workingMemoryBytes > 0 ? d.memory.memory(d.instance, d.role) : undefined,
-      d.store.recentFailures(d.instance, d.role),
+      deps.context(),
+      st.workingMemoryBytes > 0 ? deps.memory.memory(deps.instance, deps.role) : undefined,
+      deps.store.recentFailures(deps.instance, deps.role),
     ]);
     const messages = turnMessages({
-      role: d.role,
-      system: d.systemPrompt,
-      claimType: d.claimType,
-      rework: isRework(d.claim),
-      target: d.target,
+      role: deps.role,
+      system: deps.systemPrompt,
+      claimType: deps.claimType,
+      rework: isRework(deps.claim),
+      target: deps.target,
       context,
       memory,
       memoryBytes: st.workingMemoryBytes,
@@ -138,7 +138,7 @@ export class Turn extends TurnScope {
       maxSteps: st.maxSteps,
     });
     // The workflow's goal, as far as the turn sees: the oldest of its target and context.
-    const goal = [d.target, ...context].reduce((a, b) => (b.created_at_ms < a.created_at_ms ? b : a));
+    const goal = [deps.target, ...context].reduce((a, b) => (b.created_at_ms < a.created_at_ms ? b : a));
     return {
       messages,
       goalId: goal.id,
@@ -148,27 +148,27 @@ export class Turn extends TurnScope {
   }
   /** One model call (a ReAct step), stored with its usage and cost before anything acts on it. */
   private async think(step: number, final: boolean, warning?: string): Promise<void> {
-    const { d } = this;
-    const probe = d.settings.stateProbe ? await this.probe() : undefined;
+    const { deps } = this;
+    const probe = deps.settings.stateProbe ? await this.probe() : undefined;
     const pre: ChatMessage[] = [
       ...(probe ? [{ role: 'user' as const, content: probe }] : []),
       ...(warning ? [{ role: 'user' as const, content: warning }] : []),
     ];
-    const tools = final ? specsNamed(this.tools, finalTools(d.settings.mustEndWith)) : this.tools.specs;
+    const tools = final ? specsNamed(this.tools, finalTools(deps.settings.mustEndWith)) : this.tools.specs;
     let reply: Awaited<ReturnType<LlmAgent['call']>>;
     try {
-      reply = await d.agent.call(
+      reply = await deps.agent.call(
         'turn',
-        d.fence.turnId,
-        { messages: [...this.s.messages, ...pre], tools, stream: d.settings.stream },
+        deps.fence.turnId,
+        { messages: [...this.s.messages, ...pre], tools, stream: deps.settings.stream },
         {
-          signal: d.signal,
+          signal: deps.signal,
           onChunk: (text) =>
-            d.events.chunk({ ...this.base(), seq: this.chunkSeq++, text: d.scrub.text(text) }),
+            deps.events.chunk({ ...this.base(), seq: this.chunkSeq++, text: deps.scrub.text(text) }),
         },
       );
     } catch (e) {
-      if (d.signal.aborted) return;
+      if (deps.signal.aborted) return;
       const reason = errorMessage(e);
       const failed = { reason, errorClass: classOf(e) };
       await this.record(
@@ -189,7 +189,7 @@ export class Turn extends TurnScope {
     let ctl: Ctl = { ...this.s.ctl, llmSteps: this.s.ctl.llmSteps + 1 };
     const post: ChatMessage[] = [];
     if (!calls.length) {
-      const n = onNoToolCalls(d.settings.mustEndWith, reply.content, this.fields);
+      const n = onNoToolCalls(deps.settings.mustEndWith, reply.content, this.fields);
       if (n.kind === 'end') ctl.finalText = n.text;
       else {
         post.push({ role: 'user', content: n.message });
@@ -205,15 +205,15 @@ export class Turn extends TurnScope {
         llm_usage: reply.usage,
         llm_response_cost: reply.costUsd,
         finish_reason: reply.finishReason,
-        model: d.settings.model,
+        model: deps.settings.model,
       },
       calls.map((c) => c.id),
     );
-    d.events.step({
+    deps.events.step({
       ...this.base(),
       phase: 'replied',
-      claim_id: d.claim.id,
-      role: d.role,
+      claim_id: deps.claim.id,
+      role: deps.role,
       usage: { prompt_tokens: reply.usage.promptTokens, completion_tokens: reply.usage.completionTokens },
     });
   }
@@ -222,8 +222,8 @@ export class Turn extends TurnScope {
     const p = this.s.ctl.probe;
     if (!p.written.length && !p.commands.length && !p.errors.length) return undefined;
     const r = p.written.length
-      ? await this.d.runner
-          .file({ op: 'exists', root: this.d.workspace, paths: p.written })
+      ? await this.deps.runner
+          .file({ op: 'exists', root: this.deps.workspace, paths: p.written })
           .catch(() => undefined)
       : undefined;
     return probeMessage(p, r?.ok ? (r.exists ?? []) : []);
@@ -233,27 +233,27 @@ export class Turn extends TurnScope {
    * call fails, the turn's own account of them), stored as a step so a resume folds to the same messages.
    */
   private async compact(from: number): Promise<void> {
-    const { d } = this;
+    const { deps } = this;
     const head = this.s.ctl.headLength;
     const older = this.s.messages.slice(head, from);
     const extra: Record<string, unknown> = { compact: { head, from }, compacted_messages: older.length };
     let summary: string;
     try {
-      const r = await d.agent.call(
+      const r = await deps.agent.call(
         'turn',
-        d.fence.turnId,
+        deps.fence.turnId,
         { messages: summaryRequest(this.s.messages.slice(0, head), older) },
-        { signal: d.signal },
+        { signal: deps.signal },
       );
       summary = r.content;
       extra.llm_usage = r.usage;
       extra.llm_response_cost = r.costUsd;
     } catch (e) {
-      if (d.signal.aborted) return;
+      if (deps.signal.aborted) return;
       // Compaction is an economy, never a reason to fail the turn: the account is shorter than the steps.
       summary = transcriptSummary(older, 3000);
       extra.summary_error = errorMessage(e);
-      d.log.warn({ event_type: 'compaction_fallback', error: extra.summary_error });
+      deps.log.warn({ event_type: 'compaction_fallback', error: extra.summary_error });
     }
     await this.record('compact', [summaryMessage(summary)], this.s.ctl, extra);
   }

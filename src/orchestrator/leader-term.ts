@@ -46,7 +46,7 @@ function bidSubmitted(
   return { claimId: data.claim_id, role: data.agent_name, bidType };
 }
 
-export interface TermDeps {
+export interface LeaderTermDeps {
   bb: Blackboard;
   config: OrchestratorConfig;
   log: Logger;
@@ -62,8 +62,8 @@ export interface TermDeps {
  * One term of leadership: from taking the lease to losing it. Everything it knows is rebuilt from
  * Redis when it starts, so a new term (here or in another process) simply carries on.
  */
-export class Term {
-  private readonly d: TermDeps;
+export class LeaderTerm {
+  private readonly d: LeaderTermDeps;
   private readonly runner: ClaimRunner;
   private readonly stepper: ClaimStepper;
   private sub: Subscription | null = null;
@@ -91,7 +91,7 @@ export class Term {
   private readonly nextRedispatch = new Map<string, number>();
   private reconciling: Promise<void> | null = null;
 
-  constructor(deps: TermDeps) {
+  constructor(deps: LeaderTermDeps) {
     this.d = deps;
     this.stepper = new ClaimStepper({
       bb: deps.bb,

@@ -5,7 +5,7 @@
  * for the next re-scan, and the watcher stops bidding while the queue is full (`full`, `room`), so the
  * pup never wins more than it can run.
  */
-export class WorkQueue<T> {
+export class GrantQueue<T> {
   private readonly items: T[] = [];
   private waiter: ((v: T | undefined) => void) | undefined;
   private roomWaiters: (() => void)[] = [];
