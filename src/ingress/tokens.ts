@@ -3,16 +3,9 @@ import { dirname, join } from 'node:path';
 import { hashToken, type Mode, newToken, TokenEntry, TokenFile } from '../access/tokens.ts';
 
 /**
-<<<<<<< /tmp/ours.ts
- * The token file (src/access/tokens.ts has the token model): one JSON file of hashed tokens the
- * orchestrator reads, written by `holt token` on a laptop (the operator writes the same into a Secret on
- * a cluster).
-=======
- * Ingress capability tokens (a living agent's ingress: docs/runtime-model.md § Living agents). A token is shown once when made;
- * only its SHA-256 is kept, in one JSON file the orchestrator reads: `holt token` writes it on a laptop,
- * the operator writes it into a Secret on a cluster. Each token is for one agent, has a scope per
- * delivery mode, an origin (which sets the labels of what it lets in) and a rate limit.
->>>>>>> /tmp/theirs.ts
+ * The token file (src/access/tokens.ts has the token model; docs/runtime-model.md § Living agents):
+ * one JSON file of hashed tokens the orchestrator reads, written by `holt token` on a laptop (the
+ * operator writes the same into a Secret on a cluster).
  */
 
 export function readTokenFile(file: string): TokenFile {
