@@ -9,7 +9,8 @@ import { withClient } from '../common/pg.ts';
 
 const DIR = join(dirname(fileURLToPath(import.meta.url)), 'migrations');
 
-const IGNORE = /^(\..*|.*\.test\.ts)$/;
+// Files in migrations/ that are not migrations: dotfiles, tests, the README.
+const IGNORE = /^(\..*|.*\.test\.ts|.*\.md)$/;
 
 /** The migrations this build knows, by name (file name without extension), in order. */
 export function knownMigrations(): string[] {
