@@ -1,9 +1,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres } from '../../test/harness/postgres.ts';
-import { migrate } from '../inbox/migrate.ts';
-import { pruneFinished } from '../inbox/retention.ts';
-import { fenceOf } from '../inbox/schema.ts';
+import { migrate } from '../state/migrate.ts';
+import { pruneFinished } from '../state/retention.ts';
+import { fenceOf } from '../state/schema.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';

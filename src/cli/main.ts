@@ -4,7 +4,7 @@ import { withCredentials } from '../common/credentials.ts';
 import { errorMessage } from '../common/errors.ts';
 import { installFatalHandlers } from '../common/fatal.ts';
 import { VERSION } from '../common/version.ts';
-import { MIGRATE_PROGRAM } from '../inbox/migrate-program.ts';
+import { MIGRATE_PROGRAM } from '../state/migrate-program.ts';
 import { OPERATOR_PROGRAM } from '../operator/program.ts';
 import { ORCHESTRATOR_PROGRAM } from '../orchestrator/program.ts';
 import { PUP_PROGRAM } from '../pup/program.ts';
@@ -405,7 +405,7 @@ export function program(): Command {
     .allowExcessArguments()
     .helpOption(false)
     .action(async (_o, cmd: Command) => {
-      const m = await import('../inbox/migrate-main.ts');
+      const m = await import('../state/migrate-main.ts');
       process.exitCode = await m.main(cmd.args, withCredentials(process.env));
     });
   p.command('operator')

@@ -1,6 +1,6 @@
 import { Option } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { MIGRATE_SECRETS } from '../inbox/migrate-program.ts';
+import { MIGRATE_SECRETS } from '../state/migrate-program.ts';
 import { OPERATOR_PROGRAM } from '../operator/program.ts';
 import { EnvSchema } from '../orchestrator/config.ts';
 import { OrchestratorInboxEnv } from '../orchestrator/inbox.ts';

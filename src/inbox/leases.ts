@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { ms } from './sql.ts';
+import { ms } from '../state/sql.ts';
 
 /**
  * The lease that makes one process the only consumer of a `svc1_*` target. Acquire also renews:

@@ -1,5 +1,5 @@
 import { Gauge, type Registry } from 'prom-client';
-import type { QueueDepth } from './schema.ts';
+import type { QueueDepth } from '../state/schema.ts';
 
 /** Queue depth per worker target, for Prometheus and the operator's autoscaler. */
 export class InboxMetrics {

@@ -1,12 +1,12 @@
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
-import { actorIdOf, resultArtefactId, turnIdOf } from './ids.ts';
+import { actorIdOf, resultArtefactId, turnIdOf } from '../state/ids.ts';
 import { acquireTargetLease } from './leases.ts';
 import { InboxMetrics } from './metrics.ts';
-import { migrate } from './migrate.ts';
-import { fenceOf } from './schema.ts';
-import { StepStore } from './steps.ts';
+import { migrate } from '../state/migrate.ts';
+import { fenceOf } from '../state/schema.ts';
+import { StepStore } from '../state/steps.ts';
 import { InboxStore } from './store.ts';
 import { fakeClaim, ROLE } from './testkit.ts';
 import { sweep } from './watchdog.ts';

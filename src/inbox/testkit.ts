@@ -3,8 +3,8 @@
 import { randomUUID } from 'node:crypto';
 import { eventually } from '../../test/harness/wait.ts';
 import type { Blackboard } from '../blackboard/client.ts';
-import { resultArtefactId } from './ids.ts';
-import type { InboxRow } from './schema.ts';
+import { resultArtefactId } from '../state/ids.ts';
+import type { InboxRow } from '../state/schema.ts';
 
 export const ROLE = 'coder';
 

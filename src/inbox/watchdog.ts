@@ -4,7 +4,7 @@ import type { WorkerExit } from '../blackboard/worker-exits.ts';
 import type { RingFn } from '../bus/doorbell.ts';
 import type { Logger } from '../common/logger.ts';
 import { ringsFor } from './policy.ts';
-import { InboxRow, type QueueDepth } from './schema.ts';
+import { InboxRow, type QueueDepth } from '../state/schema.ts';
 import type { InboxStore } from './store.ts';
 
 // Expired leases: the worker is gone or partitioned. The epoch moves on (its fence dies) and the row

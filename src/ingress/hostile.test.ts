@@ -7,7 +7,7 @@ import { eventually } from '../../test/harness/wait.ts';
 import { hashToken, type TokenEntry } from '../access/tokens.ts';
 import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
-import { ensureSchema } from '../inbox/migrate.ts';
+import { ensureSchema } from '../state/migrate.ts';
 import { LifeStore } from '../life/store.ts';
 import { sourceOf } from './guard.ts';
 import { tooDeep } from './request.ts';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { tx } from '../inbox/sql.ts';
+import { tx } from '../state/sql.ts';
 import { type Labels, Labels as LabelsSchema } from './labels.ts';
 
 /**

@@ -3,8 +3,8 @@ import { lifeWakeSubject } from '../bus/subjects.ts';
 import { subscribeToolResults, type ToolAnswer } from '../bus/tools.ts';
 import type { Logger } from '../common/logger.ts';
 import { renewWhileRunning } from '../inbox/leases.ts';
-import type { Fence } from '../inbox/schema.ts';
-import type { StepStore } from '../inbox/steps.ts';
+import type { Fence } from '../state/schema.ts';
+import type { StepStore } from '../state/steps.ts';
 import type { Decision } from './scheduler.ts';
 import type { Delivery, LifeStore } from './store.ts';
 

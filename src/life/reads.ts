@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { lifeActorOf } from '../inbox/ids.ts';
+import { lifeActorOf } from '../state/ids.ts';
 import { Labels as LabelsSchema } from './labels.ts';
 
 const num = z.coerce.number();

@@ -5,7 +5,7 @@ import type { Artefact, Claim } from '../blackboard/types.ts';
 import { noAgentEvents } from '../bus/events.ts';
 import { REPLY_ID, toolRequestSubject } from '../bus/subjects.ts';
 import { newReplyId, publishToolRequest } from '../bus/tools.ts';
-import type { Fence } from '../inbox/schema.ts';
+import type { Fence } from '../state/schema.ts';
 import { labelsOf, wrapMessage } from '../life/labels.ts';
 import type { LifeTurnEnd } from '../life/loop.ts';
 import { lifeOpening } from '../life/opening.ts';

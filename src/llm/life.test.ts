@@ -10,7 +10,7 @@ import { LifeEvent } from '../bus/events.ts';
 import { agentEventSubject, lifeWakeSubject } from '../bus/subjects.ts';
 import { ToolRequest } from '../bus/tools.ts';
 import { llmAgentLines } from '../cli/commands/status.ts';
-import { lifeActorOf } from '../inbox/ids.ts';
+import { lifeActorOf } from '../state/ids.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
 import { waitFor } from '../pup/testkit.ts';

@@ -12,9 +12,9 @@ import { type AgentEvents, natsAgentEvents, noAgentEvents, publishLifeEvent } fr
 import type { Logger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { Scrubber } from '../common/secrets.ts';
-import { lifeActorOf } from '../inbox/ids.ts';
-import { ensureSchema } from '../inbox/migrate.ts';
-import { StepStore } from '../inbox/steps.ts';
+import { lifeActorOf } from '../state/ids.ts';
+import { ensureSchema } from '../state/migrate.ts';
+import { StepStore } from '../state/steps.ts';
 import { LifeLoop } from '../life/loop.ts';
 import { LifeStore } from '../life/store.ts';
 import { decideBid } from '../pup/bid.ts';

@@ -11,7 +11,7 @@ import { outputId } from '../blackboard/grants.ts';
 import { connectBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { silentLogger } from '../common/logger.ts';
-import { migrate } from '../inbox/migrate.ts';
+import { migrate } from '../state/migrate.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { sweep, Watchdog } from '../inbox/watchdog.ts';
 import { answeredQuestions, startOrchestratorInbox } from '../orchestrator/inbox.ts';

@@ -17,7 +17,7 @@ import { reportWorkerExit } from '../blackboard/worker-exits.ts';
 import { errorMessage } from '../common/errors.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
 import { componentEnvironment, LLM_KEY_VARS, Scrubber } from '../common/secrets.ts';
-import { migrate } from '../inbox/migrate.ts';
+import { migrate } from '../state/migrate.ts';
 import { type InstanceState, ingressTokensFile, instanceDir, writeState } from './instance.ts';
 import { startNats } from './nats.ts';
 import { freePort } from './ports.ts';

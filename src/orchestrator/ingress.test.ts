@@ -10,7 +10,7 @@ import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { silentLogger } from '../common/logger.ts';
 import { withClient } from '../common/pg.ts';
-import { ensureSchema } from '../inbox/migrate.ts';
+import { ensureSchema } from '../state/migrate.ts';
 import { createToken } from '../ingress/tokens.ts';
 import { type OrchestratorInbox, startOrchestratorInbox } from './inbox.ts';
 import { startOrchestratorIngress } from './ingress.ts';

@@ -7,7 +7,7 @@ import { startProbeServer } from '../common/http.ts';
 import { createLogger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
 import { InboxMetrics } from '../inbox/metrics.ts';
-import { pruneFinished } from '../inbox/retention.ts';
+import { pruneFinished } from '../state/retention.ts';
 import { loadConfig } from './config.ts';
 import { startOrchestratorInbox } from './inbox.ts';
 import { ingressKeysKeptMs, startOrchestratorIngress } from './ingress.ts';

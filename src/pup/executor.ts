@@ -1,7 +1,7 @@
 import type { NewArtefact } from '../blackboard/client.ts';
 import type { Grant } from '../blackboard/grants.ts';
 import type { Artefact } from '../blackboard/types.ts';
-import type { Fence } from '../inbox/schema.ts';
+import type { Fence } from '../state/schema.ts';
 import type { BidChoice } from './decide.ts';
 
 /**

@@ -4,7 +4,7 @@ import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import { silentLogger } from '../common/logger.ts';
-import { migrate } from '../inbox/migrate.ts';
+import { migrate } from '../state/migrate.ts';
 import { InboxStore } from '../inbox/store.ts';
 import type { Outcome } from './executor.ts';
 import { loadWorkerEnv, startInboxWorker } from './inbox-worker.ts';

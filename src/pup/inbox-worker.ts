@@ -5,7 +5,7 @@ import { Artefact } from '../blackboard/types.ts';
 import { busProblem, connectBus } from '../bus/connect.ts';
 import { natsAgentEvents } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
-import type { InboxRow } from '../inbox/schema.ts';
+import type { InboxRow } from '../state/schema.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { InboxWorker, type Outcome as RowOutcome } from '../inbox/worker.ts';
 import type { PupConfig } from './config.ts';

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
-import type { Fence } from '../inbox/schema.ts';
-import { holdsFence, tx } from '../inbox/sql.ts';
+import type { Fence } from '../state/schema.ts';
+import { holdsFence, tx } from '../state/sql.ts';
 import { Blocker, completionProblem, PLAN_STATUSES, Todo, WorkItem } from './items.ts';
 
 // A write of a turn is fenced like every other: the actor's head must still hold this epoch and turn

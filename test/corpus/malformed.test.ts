@@ -12,7 +12,7 @@ import { type Doorbell, subscribeDoorbell } from '../../src/bus/doorbell.ts';
 import { doorbellSubject } from '../../src/bus/subjects.ts';
 import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
-import { migrate } from '../../src/inbox/migrate.ts';
+import { migrate } from '../../src/state/migrate.ts';
 import { InboxStore } from '../../src/inbox/store.ts';
 import { startIngressServer } from '../../src/ingress/server.ts';
 import { LifeStore } from '../../src/life/store.ts';

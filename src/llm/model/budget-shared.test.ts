@@ -3,7 +3,7 @@ import { type LlmServer, startLlmServer, text } from '../../../test/harness/llm.
 import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
 import { silentLogger } from '../../common/logger.ts';
 import { createPool } from '../../common/pg.ts';
-import { migrate } from '../../inbox/migrate.ts';
+import { migrate } from '../../state/migrate.ts';
 import { loadLlmSettings } from '../config.ts';
 import { UsageStore } from '../stores/usage-store.ts';
 import { LlmAgent, PausedError } from './agent.ts';

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { Fence } from '../../inbox/schema.ts';
+import type { Fence } from '../../state/schema.ts';
 
 /** A role's working memory (holt.llm_memory): read by every turn, written under a turn's fence. */
 export class MemoryStore {

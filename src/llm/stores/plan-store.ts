@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { Fence } from '../../inbox/schema.ts';
+import type { Fence } from '../../state/schema.ts';
 import type { Plan } from '../turn/plan.ts';
 import { Ctl } from '../turn/state.ts';
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
 import { createPool } from '../../common/pg.ts';
-import { migrate } from '../../inbox/migrate.ts';
+import { migrate } from '../../state/migrate.ts';
 import { MemoryStore } from './memory-store.ts';
 import { INBOX_LIVE, TurnStore } from './turn-store.ts';
 

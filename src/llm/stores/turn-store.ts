@@ -2,9 +2,9 @@ import type pg from 'pg';
 import { targetOfRole } from '../../blackboard/targets.ts';
 import type { ClaimType } from '../../blackboard/types.ts';
 import { withTimeout } from '../../common/timeout.ts';
-import { actorIdOf, turnIdOf } from '../../inbox/ids.ts';
-import type { Fence } from '../../inbox/schema.ts';
-import { ms, tx } from '../../inbox/sql.ts';
+import { actorIdOf, turnIdOf } from '../../state/ids.ts';
+import type { Fence } from '../../state/schema.ts';
+import { ms, tx } from '../../state/sql.ts';
 import { boundLocks, PUBLISH_TIMEOUT_MS } from '../../inbox/store.ts';
 
 /** The grant's phase, as the inbox names turns (turnIdOf). */
@@ -30,7 +30,7 @@ export const INBOX_LIVE = `SELECT 1 FROM holt.agent_inbox WHERE turn_id = $1
 /**
  * The turn lease of LLM agents in the inbox's tables (holt.agent_state_head / agent_turns): a standard
  * pup leases the actor's head itself (epoch + 1, the fencing token), as the inbox's claim does for
- * workers; every step is written under that fence (StepStore, src/inbox/steps.ts). The budget ledger
+ * workers; every step is written under that fence (StepStore, src/state/steps.ts). The budget ledger
  * and the working memory have stores of their own (usage-store.ts, memory-store.ts).
  */
 export class TurnStore {

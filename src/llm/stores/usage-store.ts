@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { z } from 'zod';
-import { ms, tx } from '../../inbox/sql.ts';
+import { ms, tx } from '../../state/sql.ts';
 import type { BudgetVerdict, Ledger } from '../model/budget.ts';
 import type { Usage } from '../model/model.ts';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Fence } from '../../inbox/schema.ts';
+import type { Fence } from '../../state/schema.ts';
 import { readiness, Todo, type WorkItem } from '../../work/items.ts';
 import type { WorkStore, Written } from '../../work/store.ts';
 

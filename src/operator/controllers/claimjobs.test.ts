@@ -5,7 +5,7 @@ import { type NatsServer, startNats } from '../../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
 import { ringDoorbell } from '../../bus/doorbell.ts';
 import { silentLogger } from '../../common/logger.ts';
-import { migrate } from '../../inbox/migrate.ts';
+import { migrate } from '../../state/migrate.ts';
 import { InboxStore } from '../../inbox/store.ts';
 import { PostgresBacklogReader } from '../autoscale/backlog.ts';
 import { NatsWakeups } from '../autoscale/wakeup.ts';

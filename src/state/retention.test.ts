@@ -13,7 +13,7 @@ import { startRetention } from '../orchestrator/retention.ts';
 import { waitFor } from '../orchestrator/testkit.ts';
 import { migrate } from './migrate.ts';
 import { pruneFinished } from './retention.ts';
-import { InboxStore } from './store.ts';
+import { InboxStore } from '../inbox/store.ts';
 
 let pgs: PostgresServer;
 let redis: RedisServer;
