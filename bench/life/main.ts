@@ -6,7 +6,7 @@ import { parseArgs } from 'node:util';
 import { hashToken } from '../../src/access/tokens.ts';
 import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
-import { migrate } from '../../src/inbox/migrate.ts';
+import { migrate } from '../../src/state/migrate.ts';
 import { percentile } from '../../src/inbox/policy.ts';
 import { startIngressServer } from '../../src/ingress/server.ts';
 import { labelsOf } from '../../src/life/labels.ts';
