@@ -24,7 +24,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   agent: ['common', 'llm', 'pup'],
   graph: ['blackboard'],
   local: ['access', 'api', 'blackboard', 'common', 'state'],
-  operator: ['access', 'api', 'blackboard', 'bus', 'common'],
+  operator: ['access', 'api', 'blackboard', 'bus', 'common', 'inbox'],
   cli: [
     'access',
     'agent',

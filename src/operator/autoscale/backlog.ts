@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import { z } from 'zod';
 import { createPool } from '../../common/pg.ts';
+import { duePendingClaims, type PendingClaim, pendingClaimsOf, targetDepth } from '../../inbox/backlog.ts';
 import { endpointKey, endpointOf, type StoreEndpoint } from '../runtime/endpoint.ts';
 
 /** Which queue: a Holt (its own Postgres) and one worker target in it. */
@@ -24,15 +24,7 @@ export interface BacklogReader {
   close?(): Promise<void>;
 }
 
-/**
- * A pending inbox row of a fresh_per_call target. `epoch` is the row's turn epoch: every claim of
- * the row by a worker moves it on (and a reclaim or retry leaves the row pending with the new one),
- * so each attempt gets its own Job.
- */
-export interface PendingClaim {
-  claimId: string;
-  epoch: number;
-}
+export type { PendingClaim };
 
 /** Pending claims of a target (fresh_per_call agents get one Job per claim and attempt). */
 export interface ClaimSource {
@@ -44,35 +36,6 @@ export interface ClaimSource {
 /** Resolves a Holt's DATABASE_URL (from its `-app` Secret or the external one). */
 export type DatabaseUrlResolver = (t: { namespace: string; holt: string }) => Promise<StoreEndpoint>;
 
-const DepthRow = z.object({
-  pending: z.coerce.number(),
-  in_flight: z.coerce.number(),
-  oldest_ms: z.coerce.number(),
-  busy: z.array(z.string()).nullable(),
-});
-
-const PendingRow = z.object({ claim_id: z.string(), turn_epoch: z.coerce.number().int().min(0) });
-
-// The inbox engineer's table (src/inbox): holt.agent_inbox, one row per grant; `claimed` rows carry
-// the worker's lease_owner. Ready rows only (available_at <= now) count as pending.
-const DEPTH = `
-SELECT count(*) FILTER (WHERE status = 'pending' AND available_at <= now()) AS pending,
-       count(*) FILTER (WHERE status = 'claimed') AS in_flight,
-       COALESCE(EXTRACT(EPOCH FROM now() - min(available_at)
-         FILTER (WHERE status = 'pending' AND available_at <= now())) * 1000, 0) AS oldest_ms,
-       array_agg(DISTINCT lease_owner) FILTER (WHERE status = 'claimed' AND lease_owner IS NOT NULL) AS busy
-FROM holt.agent_inbox
-WHERE instance = $1 AND worker_target = $2 AND status IN ('pending', 'claimed')`;
-
-const PENDING = `
-SELECT DISTINCT ON (claim_id) claim_id, turn_epoch FROM holt.agent_inbox
-WHERE instance = $1 AND worker_target = $2 AND status = 'pending' AND available_at <= now()
-ORDER BY claim_id, available_at LIMIT $3`;
-
-const PENDING_OF = `
-SELECT DISTINCT claim_id, turn_epoch FROM holt.agent_inbox
-WHERE instance = $1 AND worker_target = $2 AND status = 'pending' AND claim_id = ANY($3::text[])`;
-
 /** Backlog from each Holt's Postgres inbox, one small pool per Holt. */
 export class PostgresBacklogReader implements BacklogReader, ClaimSource {
   readonly #resolve: DatabaseUrlResolver;
@@ -83,34 +46,15 @@ export class PostgresBacklogReader implements BacklogReader, ClaimSource {
   }
 
   async depth(t: BacklogTarget): Promise<Backlog> {
-    const pool = await this.#pool(t);
-    const r = await pool.query(DEPTH, [t.holt, t.target]);
-    const row = DepthRow.parse(r.rows[0]);
-    return {
-      pending: row.pending,
-      inFlight: row.in_flight,
-      oldestPendingAgeMs: Math.round(row.oldest_ms),
-      busyWorkers: row.busy ?? [],
-    };
+    return targetDepth(await this.#pool(t), t.holt, t.target);
   }
 
   async pendingClaims(t: BacklogTarget, limit: number): Promise<PendingClaim[]> {
-    const pool = await this.#pool(t);
-    const r = await pool.query(PENDING, [t.holt, t.target, limit]);
-    return r.rows.map((x) => {
-      const row = PendingRow.parse(x);
-      return { claimId: row.claim_id, epoch: row.turn_epoch };
-    });
+    return duePendingClaims(await this.#pool(t), t.holt, t.target, limit);
   }
 
   async pendingOf(t: BacklogTarget, claimIds: string[]): Promise<PendingClaim[]> {
-    if (!claimIds.length) return [];
-    const pool = await this.#pool(t);
-    const r = await pool.query(PENDING_OF, [t.holt, t.target, claimIds]);
-    return r.rows.map((x) => {
-      const row = PendingRow.parse(x);
-      return { claimId: row.claim_id, epoch: row.turn_epoch };
-    });
+    return pendingClaimsOf(await this.#pool(t), t.holt, t.target, claimIds);
   }
 
   async close(): Promise<void> {
