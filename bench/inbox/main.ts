@@ -6,14 +6,14 @@ import pg from 'pg';
 import { connectBus } from '../../src/bus/connect.ts';
 import { ringDoorbell } from '../../src/bus/doorbell.ts';
 import { silentLogger } from '../../src/common/logger.ts';
-import { migrate } from '../../src/state/migrate.ts';
 import { percentile } from '../../src/inbox/policy.ts';
-import { fenceOf } from '../../src/state/schema.ts';
 import { InboxStore } from '../../src/inbox/store.ts';
 import { fakeClaim, until } from '../../src/inbox/testkit.ts';
 import { InboxWorker } from '../../src/inbox/worker.ts';
 import { startNats } from '../../src/local/nats.ts';
 import { startPostgres } from '../../src/local/postgres.ts';
+import { migrate } from '../../src/state/migrate.ts';
+import { fenceOf } from '../../src/state/schema.ts';
 
 const { values } = parseArgs({
   options: {

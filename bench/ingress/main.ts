@@ -14,8 +14,8 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { hashToken } from '../../src/access/tokens.ts';
-import { migrate } from '../../src/state/migrate.ts';
 import { startPostgres } from '../../src/local/postgres.ts';
+import { migrate } from '../../src/state/migrate.ts';
 import { pct, round, rssMb } from '../lib/proc.ts';
 import { message } from './client.ts';
 

@@ -6,12 +6,12 @@ import { parseArgs } from 'node:util';
 import { hashToken } from '../../src/access/tokens.ts';
 import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
-import { migrate } from '../../src/state/migrate.ts';
 import { percentile } from '../../src/inbox/policy.ts';
 import { startIngressServer } from '../../src/ingress/server.ts';
 import { labelsOf } from '../../src/life/labels.ts';
 import { LifeStore } from '../../src/life/store.ts';
 import { startPostgres } from '../../src/local/postgres.ts';
+import { migrate } from '../../src/state/migrate.ts';
 
 const { values } = parseArgs({
   options: {
