@@ -1,14 +1,14 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres } from '../../test/harness/postgres.ts';
-import { migrate } from '../state/migrate.ts';
-import { pruneFinished } from '../state/retention.ts';
-import { fenceOf } from '../state/schema.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
 import { UsageStore } from '../llm/stores/usage-store.ts';
 import { PostgresBacklogReader } from '../operator/autoscale/backlog.ts';
+import { migrate } from '../state/migrate.ts';
+import { pruneFinished } from '../state/retention.ts';
+import { fenceOf } from '../state/schema.ts';
 import {
   ensureRoles,
   PG_COMPONENTS,

@@ -7,9 +7,9 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
-import { migrate } from '../state/migrate.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { grantedClaim, node, pupEnv } from '../pup/testkit.ts';
+import { migrate } from '../state/migrate.ts';
 
 /** `--execute-claim` with an inbox configured: never runs a grant outside its inbox row's fence. */
 

@@ -1,12 +1,12 @@
 import { Option } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { MIGRATE_SECRETS } from '../state/migrate-program.ts';
 import { OPERATOR_PROGRAM } from '../operator/program.ts';
 import { EnvSchema } from '../orchestrator/config.ts';
 import { OrchestratorInboxEnv } from '../orchestrator/inbox.ts';
 import { ORCHESTRATOR_PROGRAM, ORCHESTRATOR_SECRETS } from '../orchestrator/program.ts';
 import { PupEnvVars } from '../pup/config.ts';
 import { PUP_PROGRAM, PUP_SECRETS } from '../pup/program.ts';
+import { MIGRATE_SECRETS } from '../state/migrate-program.ts';
 import { type ProgramSpec, parseProgram } from './program.ts';
 import { VERSION } from './version.ts';
 

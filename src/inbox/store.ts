@@ -4,9 +4,17 @@ import type { Logger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { withTimeout } from '../common/timeout.ts';
 import { actorIdOf, turnIdOf } from '../state/ids.ts';
-import { afterFailure, type RetryPolicy } from './policy.ts';
-import { DepthRow, type Fence, GrantInput, HeadRow, InboxRow, type QueueDepth, TurnRow } from '../state/schema.ts';
+import {
+  DepthRow,
+  type Fence,
+  GrantInput,
+  HeadRow,
+  InboxRow,
+  type QueueDepth,
+  TurnRow,
+} from '../state/schema.ts';
 import { ms, tx } from '../state/sql.ts';
+import { afterFailure, type RetryPolicy } from './policy.ts';
 
 // A claimed row that does not parse (schema drift, a hand-edited row) fails for good, its actor freed:
 // the rest of the batch runs, and the watchdog reports it.

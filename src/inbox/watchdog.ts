@@ -3,8 +3,8 @@ import type pg from 'pg';
 import type { WorkerExit } from '../blackboard/worker-exits.ts';
 import type { RingFn } from '../bus/doorbell.ts';
 import type { Logger } from '../common/logger.ts';
-import { ringsFor } from './policy.ts';
 import { InboxRow, type QueueDepth } from '../state/schema.ts';
+import { ringsFor } from './policy.ts';
 import type { InboxStore } from './store.ts';
 
 // Expired leases: the worker is gone or partitioned. The epoch moves on (its fence dies) and the row

@@ -7,9 +7,9 @@ import { type AgentEvents, noAgentEvents, type TaskEvent } from '../bus/events.t
 import { assertWorkerTarget } from '../bus/subjects.ts';
 import type { Logger } from '../common/logger.ts';
 import { resultArtefactId } from '../state/ids.ts';
+import { type Fence, fenceOf, type InboxRow } from '../state/schema.ts';
 import { acquireTargetLease, releaseTargetLease } from './leases.ts';
 import { DEFAULT_RETRY, isSingleConsumer, type RetryPolicy } from './policy.ts';
-import { type Fence, fenceOf, type InboxRow } from '../state/schema.ts';
 import type { InboxStore } from './store.ts';
 
 export type Outcome = 'done' | 'stale' | 'retry' | 'failed' | 'released' | 'waiting';

@@ -7,9 +7,9 @@ import { type PostgresServer, startPostgres } from '../../test/harness/postgres.
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { createLogger, silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
+import { LifeStore } from '../life/store.ts';
 import { ensureSchema } from '../state/migrate.ts';
 import { pruneFinished } from '../state/retention.ts';
-import { LifeStore } from '../life/store.ts';
 import { take } from './rate-limit.ts';
 import { startIngressServer } from './server.ts';
 import { createToken, readTokenFile, revokeToken, tokenSource, writeTokenFile } from './tokens.ts';

@@ -10,10 +10,10 @@ import { LifeEvent } from '../bus/events.ts';
 import { agentEventSubject, lifeWakeSubject } from '../bus/subjects.ts';
 import { ToolRequest } from '../bus/tools.ts';
 import { llmAgentLines } from '../cli/commands/status.ts';
-import { lifeActorOf } from '../state/ids.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
 import { waitFor } from '../pup/testkit.ts';
+import { lifeActorOf } from '../state/ids.ts';
 import { WorkStore } from '../work/store.ts';
 
 // Living agents on real Redis, Postgres and NATS with the scripted model: messages with their labels,

@@ -12,14 +12,14 @@ import { type AgentEvents, natsAgentEvents, noAgentEvents, publishLifeEvent } fr
 import type { Logger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { Scrubber } from '../common/secrets.ts';
-import { lifeActorOf } from '../state/ids.ts';
-import { ensureSchema } from '../state/migrate.ts';
-import { StepStore } from '../state/steps.ts';
 import { LifeLoop } from '../life/loop.ts';
 import { LifeStore } from '../life/store.ts';
 import { decideBid } from '../pup/bid.ts';
 import type { PupConfig } from '../pup/config.ts';
 import type { ModelRuntime } from '../pup/executor.ts';
+import { lifeActorOf } from '../state/ids.ts';
+import { ensureSchema } from '../state/migrate.ts';
+import { StepStore } from '../state/steps.ts';
 import { countByReadiness } from '../work/items.ts';
 import { WorkStore } from '../work/store.ts';
 import { llmBid } from './bid.ts';

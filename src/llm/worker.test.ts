@@ -11,11 +11,11 @@ import { outputId } from '../blackboard/grants.ts';
 import { connectBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { silentLogger } from '../common/logger.ts';
-import { migrate } from '../state/migrate.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { sweep, Watchdog } from '../inbox/watchdog.ts';
 import { answeredQuestions, startOrchestratorInbox } from '../orchestrator/inbox.ts';
 import { artefact, grantedClaim, spawnPup, waitFor } from '../pup/testkit.ts';
+import { migrate } from '../state/migrate.ts';
 
 /** LLM agents of a scalable role: turns run on inbox workers (real processes) under the inbox's fence. */
 

@@ -12,10 +12,10 @@ import { lifeWakeSubject } from '../bus/subjects.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
 import { withTimeout } from '../common/timeout.ts';
-import { ensureSchema } from '../state/migrate.ts';
-import type { InboxRow, QueueDepth } from '../state/schema.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { Watchdog } from '../inbox/watchdog.ts';
+import { ensureSchema } from '../state/migrate.ts';
+import type { InboxRow, QueueDepth } from '../state/schema.ts';
 import type { Grant, GrantDispatcher } from './dispatch.ts';
 import { InboxDispatcher } from './inbox-dispatcher.ts';
 

@@ -7,13 +7,13 @@ import { Blackboard } from '../blackboard/client.ts';
 import { readRetentionReport } from '../blackboard/retention-report.ts';
 import type { Claim } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
+import { InboxStore } from '../inbox/store.ts';
 import { UsageStore } from '../llm/stores/usage-store.ts';
 import { InboxDispatcher } from '../orchestrator/inbox-dispatcher.ts';
 import { startRetention } from '../orchestrator/retention.ts';
 import { waitFor } from '../orchestrator/testkit.ts';
 import { migrate } from './migrate.ts';
 import { pruneFinished } from './retention.ts';
-import { InboxStore } from '../inbox/store.ts';
 
 let pgs: PostgresServer;
 let redis: RedisServer;

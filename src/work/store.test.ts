@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { createPool } from '../common/pg.ts';
+import { TurnStore } from '../llm/stores/turn-store.ts';
 import { migrate } from '../state/migrate.ts';
 import type { Fence } from '../state/schema.ts';
-import { TurnStore } from '../llm/stores/turn-store.ts';
 import { WorkStore } from './store.ts';
 
 let pg: PostgresServer;

@@ -12,7 +12,6 @@ import { type Doorbell, subscribeDoorbell } from '../../src/bus/doorbell.ts';
 import { doorbellSubject } from '../../src/bus/subjects.ts';
 import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
-import { migrate } from '../../src/state/migrate.ts';
 import { InboxStore } from '../../src/inbox/store.ts';
 import { startIngressServer } from '../../src/ingress/server.ts';
 import { LifeStore } from '../../src/life/store.ts';
@@ -29,6 +28,7 @@ import {
 } from '../../src/orchestrator/testkit.ts';
 import { parseToolStdout } from '../../src/pup/result.ts';
 import { claim as newClaim } from '../../src/pup/testkit.ts';
+import { migrate } from '../../src/state/migrate.ts';
 import { type NatsServer, startNats } from '../harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../harness/postgres.ts';
 import { type RedisServer, startRedis } from '../harness/redis.ts';

@@ -2,10 +2,10 @@ import type pg from 'pg';
 import { targetOfRole } from '../../blackboard/targets.ts';
 import type { ClaimType } from '../../blackboard/types.ts';
 import { withTimeout } from '../../common/timeout.ts';
+import { boundLocks, PUBLISH_TIMEOUT_MS } from '../../inbox/store.ts';
 import { actorIdOf, turnIdOf } from '../../state/ids.ts';
 import type { Fence } from '../../state/schema.ts';
 import { ms, tx } from '../../state/sql.ts';
-import { boundLocks, PUBLISH_TIMEOUT_MS } from '../../inbox/store.ts';
 
 /** The grant's phase, as the inbox names turns (turnIdOf). */
 export const phaseOf = (t: ClaimType) => (t === 'claim' ? 'parallel' : t);
