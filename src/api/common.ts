@@ -4,8 +4,9 @@ import { VERSION as RELEASE } from '../common/version.ts';
 
 /** API group and version of every holt.io resource. */
 export const GROUP = 'holt.io';
-export const VERSION = 'v1alpha1';
-export const API_VERSION = `${GROUP}/${VERSION}`;
+/** The version of the custom resources (not the release: that is src/common/version.ts). */
+export const CRD_VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${CRD_VERSION}`;
 
 /** The runtime image (orchestrator + pup; images/runtime.Dockerfile) the operator and the samples use. */
 export const DEFAULT_RUNTIME_IMAGE = `ghcr.io/holt-k8s/runtime:${RELEASE}`;

@@ -1,3 +1,4 @@
+import type { PupMode } from '../blackboard/pup-mode.ts';
 import type { AgentSpec } from './agent.ts';
 
 export interface PupContext {
@@ -5,7 +6,7 @@ export interface PupContext {
   role: string;
   workspace: string;
   healthPort: number;
-  mode?: 'standard' | 'controller' | 'worker';
+  mode?: PupMode;
   /** The Holt-wide LLM defaults (endpoint, model, the name of the API key's variable). */
   llm?: { baseUrl?: string; model?: string; apiKeyEnv?: string };
 }

@@ -12,6 +12,7 @@ import { type HoltFile, type HoltFileAgent, loadHoltFile } from '../api/holtfile
 import { pupEnvironment } from '../api/pupenv.ts';
 import { registrationOf } from '../api/registry.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import type { PupMode } from '../blackboard/pup-mode.ts';
 import { setAgents } from '../blackboard/registry.ts';
 import { reportWorkerExit } from '../blackboard/worker-exits.ts';
 import { errorMessage } from '../common/errors.ts';
@@ -80,11 +81,7 @@ export function postgresDir(name: string): string {
   return join('/var/lib/holt', `${name}-${createHash('sha256').update(own).digest('hex').slice(0, 12)}`);
 }
 
-type Make = (
-  name: string,
-  kind: ComponentSpec['kind'],
-  mode: 'standard' | 'controller' | 'worker',
-) => Promise<ComponentSpec[]>;
+type Make = (name: string, kind: ComponentSpec['kind'], mode: PupMode) => Promise<ComponentSpec[]>;
 
 /** What every agent component of an instance starts from: its store URLs and `holt up`'s environment. */
 interface InstanceBase {
@@ -122,7 +119,7 @@ async function pupComponent(
   base: InstanceBase,
   name: string,
   kind: ComponentSpec['kind'],
-  mode: 'standard' | 'controller' | 'worker',
+  mode: PupMode,
 ): Promise<ComponentSpec> {
   const healthPort = await freePort();
   const env = pupEnvironment(

@@ -1,12 +1,11 @@
 import { z } from 'zod';
 import { DEFAULT_MAX_PAYLOAD_BYTES } from '../blackboard/client.ts';
+import { PUP_MODES, type PupMode } from '../blackboard/pup-mode.ts';
 import { BID_TYPES } from '../blackboard/types.ts';
 import { ConfigError, formatIssues, jsonArgv } from '../common/config.ts';
 import { secretsFromEnv } from '../common/secrets.ts';
 import { LocalToolRunner, type ToolRunner, WorkspaceMappedRunner } from './runner/runner.ts';
 import { SocketToolRunner } from './runner/socket.ts';
-
-export type PupMode = 'standard' | 'controller' | 'worker';
 
 const blankAsUndefined = (v: unknown) => (v === '' ? undefined : v);
 /** An integer setting; unset or blank takes the default (coercing '' would give 0). */
@@ -30,9 +29,7 @@ export const PupEnvVars = z.object({
   HOLT_AGENT_BID_SCRIPT: z.preprocess(blankAsUndefined, jsonArgv.optional()),
   HOLT_MODE: z.preprocess(
     blankAsUndefined,
-    z
-      .enum(['standard', 'controller', 'worker'], { error: 'must be standard, controller or worker' })
-      .optional(),
+    z.enum(PUP_MODES, { error: 'must be standard, controller or worker' }).optional(),
   ),
   HOLT_PROMPT_CLAIM: z.string().optional(),
   HOLT_PROMPT_EXECUTION: z.string().optional(),

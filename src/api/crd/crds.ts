@@ -1,7 +1,7 @@
 import type { V1CustomResourceDefinition, V1CustomResourceDefinitionVersion } from '@kubernetes/client-node';
 import type { z } from 'zod';
 import { AgentResourceSpec } from '../agent.ts';
-import { GROUP, VERSION } from '../common.ts';
+import { CRD_VERSION, GROUP } from '../common.ts';
 import { HoltSpec } from '../holt.ts';
 import { AgentStatus, HoltStatus, WorkerPoolStatus } from '../status.ts';
 import { WorkerPoolSpec } from '../workerpool.ts';
@@ -105,7 +105,7 @@ function openAPISchema(k: Kind): JSONSchemaProps {
     properties: {
       apiVersion: {
         type: 'string',
-        description: `${GROUP}/${VERSION}: the versioned schema of this representation of an object.`,
+        description: `${GROUP}/${CRD_VERSION}: the versioned schema of this representation of an object.`,
       },
       kind: { type: 'string', description: `${k.kind}: the REST resource this object represents.` },
       // The API server owns metadata's schema and refuses a description here.
@@ -140,7 +140,7 @@ export function crdOf(k: Kind): V1CustomResourceDefinition {
       },
       versions: [
         {
-          name: VERSION,
+          name: CRD_VERSION,
           served: true,
           storage: true,
           schema: { openAPIV3Schema: openAPISchema(k) as never },

@@ -1,7 +1,7 @@
 import { newPassword } from '../../access/principals.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import { errorMessage } from '../../common/errors.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import { isConflict, type KubeObject } from '../runtime/kube.ts';
 import type { ReconcileResult } from '../runtime/queue.ts';
 import {
   type Condition,
@@ -99,7 +99,7 @@ async function ensureSecrets(ctx: ControllerContext, owner: Owner, spec: HoltSpe
         created.push(`Secret/${name}`);
       } catch (e) {
         // 409: created by an earlier run our cache has not seen yet; keep that one.
-        if (!(e instanceof Error && 'status' in e && e.status === 409)) throw e;
+        if (!isConflict(e)) throw e;
       }
     } else if (spec.stores[s].mode === 'bundled' && live) {
       // Made by an older operator: add the per-principal users' keys, keep every key it has.

@@ -1,15 +1,9 @@
+import type { Condition } from '../../api/status.ts';
 import { FIELD_MANAGER, isSubset } from './apply.ts';
 import { isNotFound, type KubeClient, type KubeObject } from './kube.ts';
 
-/** metav1.Condition. */
-export interface Condition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason: string;
-  message: string;
-  observedGeneration?: number;
-  lastTransitionTime: string;
-}
+// metav1.Condition: the one definition is the status schema's (src/api/status.ts).
+export type { Condition };
 
 export type ConditionInput = Omit<Condition, 'lastTransitionTime' | 'observedGeneration'>;
 

@@ -9,6 +9,7 @@ import type {
 import type { AgentSpec, AgentVolume } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import { pupEnvironment } from '../../api/pupenv.ts';
+import type { PupMode } from '../../blackboard/pup-mode.ts';
 import { CONTRACT_ENV, TOOL_ENV_NAMES } from '../../common/secrets.ts';
 import { DNS_LABEL, dnsDenied, EGRESS_LABEL, storeHostAliases } from './networkpolicy.ts';
 import { HOLT_BIN } from './orchestrator.ts';
@@ -31,8 +32,6 @@ import {
   workspaceAffinity,
   workspaceClaim,
 } from './workspace.ts';
-
-export type PupMode = 'standard' | 'controller' | 'worker';
 
 /** The socket the pup asks the agent container's runner to run tools on (an emptyDir both mount). */
 export const RUNNER_DIR = '/run/holt-runner';
