@@ -28,7 +28,7 @@ const GO = '/workspace/go';
  * time to the workspace (so a run repeated on another node is seen), then waits for the go file. `pinned`: the default ReadWriteOnce
  * `local-path` class (a directory of one node) and one agent.
  */
-function holtManifests(): string {
+export function holtManifests(): string {
   const result = JSON.stringify({
     artefact_type: 'Slept',
     artefact_payload: 'slept',
@@ -61,6 +61,7 @@ function holtManifests(): string {
         ],
         bidding: { strategy: 'exclusive' },
         workspace: { mode: 'rw' },
+        replicas: 2,
         workerPool: 'roam-sleeper-workers',
       },
     },
