@@ -10,8 +10,8 @@ import { acquireLock, lockHolder, releaseLock } from './instance-lease.ts';
 import { getAgents, setAgents } from './registry.ts';
 import { failurePayload } from './results.ts';
 import { subscribe } from './subscriber.ts';
-import { claimIdForArtefact, publishGrant, updateClaim } from './testkit.ts';
-import { Artefact, type Claim } from './types.ts';
+import { claimIdForArtefact, publishGrant, testClaim, testGoal, updateClaim } from './testkit.ts';
+import { Artefact } from './types.ts';
 
 let redis: RedisServer;
 let bb: Blackboard;
@@ -24,38 +24,12 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-function goal(): Artefact {
-  const id = randomUUID();
-  return {
-    id,
-    logical_id: id,
-    version: 1,
-    structural_type: 'Standard',
-    type: 'GoalDefined',
-    payload: 'build it',
-    source_artefacts: [],
-    produced_by_role: 'user',
-    created_at_ms: 1730000000000,
-  };
-}
-
-function newClaim(artefactId: string): Claim {
-  return {
-    id: randomUUID(),
-    artefact_id: artefactId,
-    status: 'pending_review',
-    granted_review_agents: [],
-    granted_parallel_agents: [],
-    granted_exclusive_agent: '',
-  };
-}
-
 describe('blackboard: Holt byte compatibility', () => {
   it('stores an artefact as Holt hash fields and publishes its JSON', async () => {
     const sub = new Redis(redis.url);
     const got = new Promise<string>((resolve) => sub.on('message', (_c, m) => resolve(m)));
     await sub.subscribe('holt:test:artefact_events');
-    const a = goal();
+    const a = testGoal();
     expect((await bb.createArtefact(a)).created).toBe(true);
     const h = await bb.redis.hgetall(`holt:test:artefact:${a.id}`);
     expect(h).toEqual({
@@ -120,9 +94,9 @@ describe('blackboard: Holt byte compatibility', () => {
   });
 
   it('artefacts are validated on write and write-once', async () => {
-    await expect(bb.createArtefact({ ...goal(), id: 'not-a-uuid' })).rejects.toThrow(/UUID/);
-    await expect(bb.createArtefact({ ...goal(), version: 0 })).rejects.toThrow(/version/);
-    const a = goal();
+    await expect(bb.createArtefact({ ...testGoal(), id: 'not-a-uuid' })).rejects.toThrow(/UUID/);
+    await expect(bb.createArtefact({ ...testGoal(), version: 0 })).rejects.toThrow(/version/);
+    const a = testGoal();
     await bb.createArtefact(a);
     const again = await bb.createArtefact({ ...a, payload: 'changed' });
     expect(again.created).toBe(false);
@@ -133,7 +107,7 @@ describe('blackboard: Holt byte compatibility', () => {
     const seen: BlackboardDataError[] = [];
     const own = new Blackboard(bb.redis, 'test', { onMalformed: (e) => seen.push(e) });
     const id = randomUUID();
-    const good = goal();
+    const good = testGoal();
     await own.createArtefact(good);
     await bb.redis.hset(`holt:test:artefact:${id}`, { id, version: 'x' });
     expect(await own.getArtefact(id)).toBeNull();
@@ -144,7 +118,7 @@ describe('blackboard: Holt byte compatibility', () => {
     ]);
     expect(seen[0]?.message).toMatch(new RegExp(`malformed artefact ${id} on the blackboard: .*version`));
     const cid = randomUUID();
-    const okClaim = newClaim(good.id);
+    const okClaim = testClaim(good.id);
     await own.createClaim(okClaim);
     await bb.redis.hset(`holt:test:claim:${cid}`, { id: cid, granted_review_agents: '{not json' });
     expect(await own.getClaim(cid)).toBeNull();
@@ -160,19 +134,23 @@ describe('blackboard: Holt byte compatibility', () => {
   });
 
   it('claim creation is idempotent per artefact; a feedback claim overwrites the index', async () => {
-    const a = goal();
-    const c1 = newClaim(a.id);
-    const c2 = newClaim(a.id);
+    const a = testGoal();
+    const c1 = testClaim(a.id);
+    const c2 = testClaim(a.id);
     expect(await bb.createClaim(c1)).toEqual({ created: true, id: c1.id });
     expect(await bb.createClaim(c2)).toEqual({ created: false, id: c1.id });
     expect(await bb.getClaim(c2.id)).toBeNull();
-    const fb = { ...newClaim(a.id), status: 'pending_assignment' as const, granted_exclusive_agent: 'coder' };
+    const fb = {
+      ...testClaim(a.id),
+      status: 'pending_assignment' as const,
+      granted_exclusive_agent: 'coder',
+    };
     expect((await bb.createClaim(fb, { overwriteIndex: true })).created).toBe(true);
     expect(await claimIdForArtefact(bb, a.id)).toBe(fb.id);
   });
 
   it('claim updates are compare-and-set: two writers cannot both move a claim', async () => {
-    const c = newClaim(goal().id);
+    const c = testClaim(testGoal().id);
     await bb.createClaim(c);
     const read = (await bb.getClaim(c.id))!;
     const a = updateClaim(bb, { ...read.claim, status: 'pending_parallel' }, read.rev);
@@ -249,7 +227,7 @@ describe('blackboard: Holt byte compatibility', () => {
     );
     await bb.redis.publish('holt:test:artefact_events', 'not json');
     await bb.redis.publish('holt:test:artefact_events', '{"id":"x"}');
-    const a = goal();
+    const a = testGoal();
     await bb.createArtefact(a);
     // Delivered in publish order: once the good one is in, both bad ones were handled before it.
     await waitFor(() => good.length >= 1, 'the valid message');

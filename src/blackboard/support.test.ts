@@ -22,8 +22,8 @@ import { artefactToHash } from './codec.ts';
 import { acquireExecution, releaseExecution } from './execution-lease.ts';
 import { bidView, contextLevel, hasBids } from './pup-reads.ts';
 import { subscribe } from './subscriber.ts';
-import { claimSnapshot, updateClaim } from './testkit.ts';
-import type { Artefact, Claim } from './types.ts';
+import { claimSnapshot, testClaim, testGoal, updateClaim } from './testkit.ts';
+import type { Claim } from './types.ts';
 
 let redis: RedisServer;
 let bb: Blackboard;
@@ -36,41 +36,20 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-function goal(): Artefact {
-  const id = randomUUID();
-  return {
-    id,
-    logical_id: id,
-    version: 1,
-    structural_type: 'Standard',
-    type: 'GoalDefined',
-    payload: 'build it',
-    source_artefacts: [],
-    produced_by_role: 'user',
-    created_at_ms: 1730000000000,
-  };
-}
-
-function newClaim(artefactId: string): Claim {
-  return {
-    id: randomUUID(),
-    artefact_id: artefactId,
-    status: 'pending_review',
-    granted_review_agents: [],
-    granted_parallel_agents: [],
-    granted_exclusive_agent: '',
-  };
-}
-
 describe('blackboard: orchestrator support', () => {
   it('indexes the children of each source inside the artefact write', async () => {
-    const g = goal();
+    const g = testGoal();
     await bb.createArtefact(g);
     const childId = randomUUID();
-    await bb.createArtefact({ ...goal(), id: childId, logical_id: childId, source_artefacts: [g.id, g.id] });
+    await bb.createArtefact({
+      ...testGoal(),
+      id: childId,
+      logical_id: childId,
+      source_artefacts: [g.id, g.id],
+    });
     expect(await childrenOf(bb, g.id)).toEqual([childId]);
     // An artefact written by Holt's own pup (plain HSET) joins the indexes through indexArtefacts.
-    const foreign = { ...goal(), id: randomUUID(), source_artefacts: [g.id], created_at_ms: 42 };
+    const foreign = { ...testGoal(), id: randomUUID(), source_artefacts: [g.id], created_at_ms: 42 };
     await indexArtefacts(bb, [foreign]);
     expect((await childrenOf(bb, g.id)).sort()).toEqual([childId, foreign.id].sort());
     expect(await artefactIdsSince(bb, 0)).toContainEqual({ id: foreign.id, ms: 42 });
@@ -78,7 +57,7 @@ describe('blackboard: orchestrator support', () => {
   });
 
   it('claim extension fields round-trip and are left alone by updates', async () => {
-    const c = { ...newClaim(goal().id), expected_bidders: ['a', 'b'], created_at_ms: 7 };
+    const c = { ...testClaim(testGoal().id), expected_bidders: ['a', 'b'], created_at_ms: 7 };
     await bb.createClaim(c);
     const read = (await bb.getClaim(c.id))!;
     expect(read.claim.expected_bidders).toEqual(['a', 'b']);
@@ -91,7 +70,7 @@ describe('blackboard: orchestrator support', () => {
   });
 
   it('several compare-and-sets in one call: each is applied or refused on its own, with its announcements', async () => {
-    const [a, b, c] = [newClaim(goal().id), newClaim(goal().id), newClaim(goal().id)];
+    const [a, b, c] = [testClaim(testGoal().id), testClaim(testGoal().id), testClaim(testGoal().id)];
     for (const x of [a, b, c]) await bb.createClaim(x);
     const heard: string[] = [];
     const sub = await subscribe(
@@ -124,9 +103,9 @@ describe('blackboard: orchestrator support', () => {
     expect(many).toEqual([null, one]);
     // A claim that cannot be read reads as missing and is reported; one that cannot be written fails
     // alone: the others in its batch go through.
-    const bad = newClaim(goal().id);
+    const bad = testClaim(testGoal().id);
     await bb.redis.set(bb.k.claim(bad.id), 'not a hash');
-    const broken = newClaim(goal().id);
+    const broken = testClaim(testGoal().id);
     await bb.createClaim(broken);
     await bb.redis.hset(bb.k.claim(broken.id), 'granted_review_agents', '[');
     const reads = await claimSnapshots(bb, [
@@ -149,7 +128,11 @@ describe('blackboard: orchestrator support', () => {
   });
 
   it('an update given the claim it replaces writes only the changed fields and reads back whole', async () => {
-    const c = { ...newClaim(goal().id), dormant_reason: 'no_bids_in_any_phase', expected_bidders: ['a'] };
+    const c = {
+      ...testClaim(testGoal().id),
+      dormant_reason: 'no_bids_in_any_phase',
+      expected_bidders: ['a'],
+    };
     await bb.createClaim(c);
     const next: Claim = {
       ...c,
@@ -185,7 +168,7 @@ describe('blackboard: orchestrator support', () => {
   });
 
   it('dormant claims leave the active set for the dormant set; final claims leave both', async () => {
-    const c = newClaim(goal().id);
+    const c = testClaim(testGoal().id);
     await bb.createClaim(c);
     expect(await bb.activeClaimIds()).toContain(c.id);
     const r1 = (await updateClaim(bb, { ...c, dormant_reason: 'no_bids_in_any_phase' }, 1)) as number;
@@ -199,12 +182,12 @@ describe('blackboard: orchestrator support', () => {
     expect(await bb.activeClaimIds()).not.toContain(c.id);
     expect(await bb.dormantClaimIds()).not.toContain(c.id);
     // Created dormant (a copy, say): straight into the dormant set.
-    const d = { ...newClaim(goal().id), dormant_reason: 'no_bids_in_any_phase' };
+    const d = { ...testClaim(testGoal().id), dormant_reason: 'no_bids_in_any_phase' };
     await bb.createClaim(d);
     expect(await bb.dormantClaimIds()).toContain(d.id);
     expect(await bb.activeClaimIds()).not.toContain(d.id);
     // Claims made dormant before the set existed are moved by the orchestrator's recovery.
-    const legacy = newClaim(goal().id);
+    const legacy = testClaim(testGoal().id);
     await bb.createClaim(legacy);
     await moveToDormant(bb, [legacy.id]);
     expect(await bb.dormantClaimIds()).toContain(legacy.id);
@@ -214,11 +197,11 @@ describe('blackboard: orchestrator support', () => {
   it('indexes artefacts written without the index (Holt tools) with one SCAN', async () => {
     const other = Blackboard.connect(redis.url, 'scan');
     try {
-      const ours = { ...goal(), created_at_ms: 10 };
+      const ours = { ...testGoal(), created_at_ms: 10 };
       await other.createArtefact(ours);
       await other.redis.zadd(other.k.artefactIndex, 'XX', 11, ours.id); // an existing score is kept
-      const foreign = Array.from({ length: 30 }, (_, i) => ({ ...goal(), created_at_ms: 100 + i }));
-      const child = { ...goal(), source_artefacts: [ours.id], created_at_ms: 200 };
+      const foreign = Array.from({ length: 30 }, (_, i) => ({ ...testGoal(), created_at_ms: 100 + i }));
+      const child = { ...testGoal(), source_artefacts: [ours.id], created_at_ms: 200 };
       for (const a of [...foreign, child]) await other.redis.hset(other.k.artefact(a.id), artefactToHash(a));
       const bad = randomUUID();
       await other.redis.hset(other.k.artefact(bad), { id: bad, version: 'x' });
@@ -255,21 +238,21 @@ describe('blackboard: orchestrator support', () => {
 
 describe('blackboard: pup support', () => {
   it('hasBids and artefactsExist answer per id in one pipeline', async () => {
-    const c1 = newClaim(goal().id);
-    const c2 = newClaim(goal().id);
+    const c1 = testClaim(testGoal().id);
+    const c2 = testClaim(testGoal().id);
     await bb.setBid(c1.id, 'coder', 'review');
     expect(await hasBids(bb, [c1.id, c2.id], 'coder')).toEqual([true, false]);
-    const a = goal();
+    const a = testGoal();
     await bb.createArtefact(a);
     expect(await bb.artefactsExist([a.id, randomUUID()])).toEqual([true, false]);
   });
 
   it("bidView reads claim, bid and target in one round trip, and never trusts the target's hint", async () => {
-    const a = goal();
-    const other = goal();
+    const a = testGoal();
+    const other = testGoal();
     await bb.createArtefact(a);
     await bb.createArtefact(other);
-    const c = newClaim(a.id);
+    const c = testClaim(a.id);
     await bb.createClaim(c);
     const right = await bidView(bb, c.id, 'coder', a.id);
     expect(right.claim?.claim.id).toBe(c.id);
@@ -283,16 +266,16 @@ describe('blackboard: pup support', () => {
     expect((await bidView(bb, c.id, 'coder', a.id)).hasBid).toBe(true);
     expect((await bidView(bb, randomUUID(), 'coder', a.id)).claim).toBeNull();
     // A target key of the wrong type: left to the caller, which reports it.
-    const odd = newClaim(randomUUID());
+    const odd = testClaim(randomUUID());
     await bb.createClaim(odd);
     await bb.redis.set(bb.k.artefact(odd.artefact_id), 'not a hash');
     expect((await bidView(bb, odd.id, 'coder', odd.artefact_id)).target).toBeUndefined();
   });
 
   it('contextLevel returns each artefact and its newer thread version in one round trip', async () => {
-    const v1 = goal();
-    const v2 = { ...goal(), logical_id: v1.logical_id, version: 2, source_artefacts: [v1.id] };
-    const solo = goal();
+    const v1 = testGoal();
+    const v2 = { ...testGoal(), logical_id: v1.logical_id, version: 2, source_artefacts: [v1.id] };
+    const solo = testGoal();
     for (const a of [v1, v2, solo]) await bb.createArtefact(a);
     const missing = randomUUID();
     const { found, malformed } = await contextLevel(bb, [v1.id, solo.id, missing, v2.id]);

@@ -1,6 +1,7 @@
+import { randomUUID } from 'node:crypto';
 import { type ClaimSnapshot, claimSnapshots, type SnapshotRequest, updateClaims } from './claim-engine.ts';
 import type { Blackboard, Publication } from './client.ts';
-import type { Claim, ClaimType } from './types.ts';
+import type { Artefact, Claim, ClaimType } from './types.ts';
 
 /**
  * One-item forms of the blackboard's batch calls, and reads only tests make (not part of the build).
@@ -44,4 +45,32 @@ export function publishGrant(
   claimType: ClaimType,
 ): Promise<void> {
   return bb.publish(bb.grantPublication(role, claimId, claimType));
+}
+
+/** A goal artefact with a fresh id (the blackboard's tests' usual target). */
+export function testGoal(): Artefact {
+  const id = randomUUID();
+  return {
+    id,
+    logical_id: id,
+    version: 1,
+    structural_type: 'Standard',
+    type: 'GoalDefined',
+    payload: 'build it',
+    source_artefacts: [],
+    produced_by_role: 'user',
+    created_at_ms: 1730000000000,
+  };
+}
+
+/** A new claim on an artefact, pending review, nothing granted. */
+export function testClaim(artefactId: string): Claim {
+  return {
+    id: randomUUID(),
+    artefact_id: artefactId,
+    status: 'pending_review',
+    granted_review_agents: [],
+    granted_parallel_agents: [],
+    granted_exclusive_agent: '',
+  };
 }

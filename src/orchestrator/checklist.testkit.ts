@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll } from 'vitest';
-import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { AgentRegistration, Artefact } from '../blackboard/types.ts';
 import type { Orchestrator } from './orchestrator.ts';
 import {
   type AgentScript,
   recordChannels,
+  redisPerFile,
   register,
   ScriptedAgent,
   startOrchestrator,
@@ -49,21 +48,7 @@ export async function claimStatuses(
 }
 
 export function checklistKit() {
-  let redis: RedisServer | undefined;
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
-  const cleanups: (() => Promise<void> | void)[] = [];
-  afterEach(async () => {
-    for (const c of cleanups.splice(0).reverse()) await c();
-  });
-  const url = () => {
-    if (!redis) throw new Error('the Redis of this file has not started');
-    return redis.url;
-  };
+  const { url, cleanups } = redisPerFile();
   async function world(
     scripts: AgentScript[],
     over: Parameters<typeof startOrchestrator>[2] = {},

@@ -1,11 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, expect } from 'vitest';
-import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { expect } from 'vitest';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import type { OrchestratorConfig } from './config.ts';
 import type { Orchestrator, OrchestratorOptions } from './orchestrator.ts';
-import { type AgentScript, recordChannels, register, ScriptedAgent, startOrchestrator } from './testkit.ts';
+import {
+  type AgentScript,
+  recordChannels,
+  redisPerFile,
+  register,
+  ScriptedAgent,
+  startOrchestrator,
+} from './testkit.ts';
 
 /** What the orchestrator's resilience tests share: one Redis per file, instances of scripted agents. */
 
@@ -38,21 +44,10 @@ export function assertNoDuplicateGrant(rec: Awaited<ReturnType<typeof recordChan
 
 /** A Redis for the calling test file (started before its tests) and `setup`, whose parts stop after each test. */
 export function resilienceKit() {
-  let server: RedisServer | undefined;
-  beforeAll(async () => {
-    server = await startRedis();
-  });
-  afterAll(async () => {
-    await server?.stop();
-  });
-  const cleanups: (() => Promise<void> | void)[] = [];
-  afterEach(async () => {
-    for (const c of cleanups.splice(0).reverse()) await c();
-  });
+  const { url, cleanups } = redisPerFile();
   const redis = {
     get url(): string {
-      if (!server) throw new Error('the Redis of this file has not started');
-      return server.url;
+      return url();
     },
   };
   async function setup(scripts: AgentScript[], extraRoles: string[] = []) {

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { z } from 'zod';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { setAgents } from '../blackboard/registry.ts';
@@ -302,4 +304,27 @@ export async function recordChannels(url: string, instance: string) {
         .map((m) => (m.msg as { data: Record<string, unknown> }).data),
     close: () => r.disconnect(),
   };
+}
+
+/**
+ * One Redis for the calling test file (started before its tests, stopped after them) and a list of
+ * cleanups run after each test, last first: what a file of orchestrator tests builds its worlds on.
+ */
+export function redisPerFile(): { url: () => string; cleanups: (() => Promise<void> | void)[] } {
+  let server: RedisServer | undefined;
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+  const cleanups: (() => Promise<void> | void)[] = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+  const url = () => {
+    if (!server) throw new Error('the Redis of this file has not started');
+    return server.url;
+  };
+  return { url, cleanups };
 }
