@@ -26,24 +26,40 @@ import { MONITORING_NS, prometheusManifests } from './prometheus.ts';
  * real kubelet, goals and trails through `holt --kube`. The project's own cluster (two nodes) unless
  * HOLT_E2E_KUBECONFIG names another (kind: e2e/kind/run.sh).
  *
- * The tests live in e2e/cluster/sections, one file a concern, and run in the order below (later
- * sections read Holts that earlier ones made: metrics and teardown). HOLT_E2E_ONLY=demo,llm runs
- * the named sections alone, for work on one of them; `make test` runs them all.
+ * The tests live in e2e/cluster/sections, one file a concern. They run in two lanes at once, each
+ * lane's sections one after another: the demo lane makes the Holts that metrics reads; the other
+ * lane's sections each bring their own Holt or namespace. Then, alone: teardown (which deletes what
+ * the lanes left) and the lost node. HOLT_E2E_ONLY=demo,llm runs the named sections alone, for work on
+ * one of them; `make test` runs them all.
  */
-const SECTIONS: [string, () => void][] = [
-  ['operator', operatorTests],
-  ['lifecycle', lifecycleTests],
-  ['demo', demoTests],
-  ['llm', llmTests],
-  ['cli', cliTests],
-  ['jobs', jobsTests],
-  ['external', externalTests],
-  ['metrics', metricsTests],
-  ['trust', trustTests],
-  ['tls', tlsTests],
+/** Sections by lane: the lanes run at once, a lane's sections in order; then the closing ones, alone. */
+const LANES: [string, [string, () => void][]][] = [
+  [
+    'the demo Holts',
+    [
+      ['operator', operatorTests],
+      ['demo', demoTests],
+      ['llm', llmTests],
+      ['cli', cliTests],
+      ['metrics', metricsTests],
+    ],
+  ],
+  [
+    'Holts of their own',
+    [
+      ['lifecycle', lifecycleTests],
+      ['trust', trustTests],
+      ['tls', tlsTests],
+      ['jobs', jobsTests],
+      ['external', externalTests],
+    ],
+  ],
+];
+const CLOSING: [string, () => void][] = [
   ['teardown', teardownTests],
   ['nodes', nodesTests],
 ];
+const SECTIONS = [...LANES.flatMap(([, s]) => s), ...CLOSING];
 const only = process.env.HOLT_E2E_ONLY?.split(',')
   .map((s) => s.trim())
   .filter(Boolean);
@@ -104,5 +120,14 @@ afterAll(async () => {
 }, 300_000);
 
 describe('Holt on a real cluster (real kubelet, containers from the built images)', () => {
-  for (const [name, tests] of SECTIONS) if (!only || only.includes(name)) tests();
+  const run = (sections: [string, () => void][]) => {
+    for (const [name, tests] of sections) if (!only || only.includes(name)) tests();
+  };
+  // A concurrent suite per lane runs beside the other; inside it, a suite that is not concurrent keeps
+  // the lane's tests in order (a section's own it.concurrent tests still run together).
+  for (const [lane, sections] of LANES)
+    describe.concurrent(lane, () => {
+      describe(`${lane}, in order`, { concurrent: false }, () => run(sections));
+    });
+  run(CLOSING);
 });
