@@ -17,7 +17,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   inbox: ['blackboard', 'bus', 'common', 'state'],
   orchestrator: ['blackboard', 'bus', 'common', 'inbox', 'ingress', 'life', 'state'],
   pup: ['blackboard', 'bus', 'common', 'inbox', 'state'],
-  work: ['state'],
+  work: ['common', 'state'],
   life: ['access', 'blackboard', 'bus', 'common', 'inbox', 'state', 'work'],
   ingress: ['access', 'common', 'life'],
   llm: ['api', 'blackboard', 'bus', 'common', 'inbox', 'life', 'pup', 'state', 'work'],

@@ -1,6 +1,7 @@
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { FenceLostError } from '../common/errors.ts';
 import { actorIdOf, resultArtefactId, turnIdOf } from '../state/ids.ts';
 import { migrate } from '../state/migrate.ts';
 import { fenceOf } from '../state/schema.ts';
@@ -65,27 +66,27 @@ describe('inbox store', () => {
     expect(b!.turn_epoch).toBeGreaterThan(a!.turn_epoch);
     const fa = fenceOf(a!);
     let sideEffects = 0;
-    expect(
-      await new StepStore(store.pool).recordStep(fa, {
+    await expect(
+      new StepStore(store.pool).recordStep(fa, {
         seq: 0,
         kind: 'llm',
         metadata: { llm_usage: { total_tokens: 1 } },
       }),
-    ).toBe(false);
-    expect(await new StepStore(store.pool).waitTool(fa, { toolCallId: 'c1', toolName: 'sh' })).toBe(false);
+    ).rejects.toThrow(FenceLostError);
+    await expect(
+      new StepStore(store.pool).waitTool(fa, { toolCallId: 'c1', toolName: 'sh' }),
+    ).rejects.toThrow(FenceLostError);
     expect(await store.complete(fa, { value: 'a' }, async () => void sideEffects++)).toBe(false);
     expect(await store.release(fa)).toBe(false);
     expect(await store.fail(fa, a!.attempts, 'x', true, retry)).toBe('stale');
     expect(sideEffects).toBe(0);
     const fb = fenceOf(b!);
-    expect(
-      await new StepStore(store.pool).recordStep(fb, {
-        seq: 0,
-        kind: 'llm',
-        toolCallIds: ['c1'],
-        metadata: { llm_response_cost: 0.01 },
-      }),
-    ).toBe(true);
+    await new StepStore(store.pool).recordStep(fb, {
+      seq: 0,
+      kind: 'llm',
+      toolCallIds: ['c1'],
+      metadata: { llm_response_cost: 0.01 },
+    });
     const aid = resultArtefactId(b!.claim_id, ROLE, b!.turn_id);
     expect(await store.complete(fb, { value: 'b', artefactId: aid }, async () => void sideEffects++)).toBe(
       true,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
 import { targetOfRole, workerTarget } from '../blackboard/targets.ts';
+import { FenceLostError } from '../common/errors.ts';
 import { lifeActorOf, lifeTurnIdOf } from '../state/ids.ts';
 import type { Fence } from '../state/schema.ts';
 import { holdsFence, ms, tx } from '../state/sql.ts';
@@ -290,16 +291,16 @@ export class LifeStore extends LifeReads {
 
   /**
    * The model's wait, under its turn's fence, in one transaction: the wait row and, when it is for an
-   * item, the item's blocker (cleared when the wait ends). Undefined when the fence is lost.
+   * item, the item's blocker (cleared when the wait ends). FenceLostError when the fence is lost.
    */
   async addWait(
     f: Fence,
     role: string,
     w: { kind: LifeWait['kind']; on: string; deadlineMs?: number; itemId?: string },
-  ): Promise<LifeWait | undefined> {
+  ): Promise<LifeWait> {
     const id = randomUUID();
-    return tx<LifeWait | undefined>(this.pool, async (c) => {
-      if (!(await holdsFence(c, f))) return { value: undefined };
+    return tx<LifeWait>(this.pool, async (c) => {
+      if (!(await holdsFence(c, f))) throw new FenceLostError();
       const r = await c.query(
         `INSERT INTO holt.agent_waits (id, instance, role, item_id, kind, on_what, deadline, set_by_turn)
          VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::double precision IS NULL THEN NULL

@@ -160,13 +160,12 @@ export class LifeTurns {
         const deadlineMs = a.seconds === undefined ? undefined : Date.now() + a.seconds * 1000;
         const on =
           a.on ?? (a.for === 'timer' ? `${a.seconds} s` : a.for === 'operator' ? 'an operator' : 'a message');
-        const w = await life.addWait(fence, role, {
+        await life.addWait(fence, role, {
           kind: a.for,
           on,
           ...(deadlineMs ? { deadlineMs } : {}),
           ...(itemId ? { itemId } : {}),
         });
-        if (!w) return undefined;
         const until = deadlineMs ? ` until ${new Date(deadlineMs).toISOString()}` : '';
         return `waiting for ${a.for === 'timer' ? 'the timer' : a.for === 'operator' ? 'an operator' : 'a message'} "${on}"${until}${itemId ? ` (work item ${itemId} waits too)` : ''}; the turn ends now`;
       },
@@ -174,13 +173,12 @@ export class LifeTurns {
         const via = tool.async === 'nats' ? 'nats' : 'command';
         const deadlineMs = Date.now() + tool.asyncTimeoutSeconds * 1000;
         const asked: AsyncRequest = { via, args, ...(via === 'nats' ? { reply: newReplyId() } : {}) };
-        const ok = await d.steps.waitTool(fence, {
+        await d.steps.waitTool(fence, {
           toolCallId: callId,
           toolName: tool.name,
           resumeDeadlineMs: tool.asyncTimeoutSeconds * 1000,
           request: asked,
         });
-        if (!ok) return undefined;
         // A resumed turn asking again keeps the first request (and its reply id): read what is stored.
         const row = (await d.steps.toolWaits(fence.turnId)).find((w) => w.toolCallId === callId);
         const stored = AsyncRequest.safeParse(row?.request);

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { z } from 'zod';
+import { FenceLostError } from '../common/errors.ts';
 import { stepIdOf } from './ids.ts';
 import { type Fence, StepInput } from './schema.ts';
 import { ms } from './sql.ts';
@@ -43,8 +44,8 @@ export class StepStore {
     return r.rows.map((x) => StepRow.parse(x));
   }
 
-  /** Records a step of the turn (LLM usage and cost in metadata, tool call ids); false when stale. */
-  async recordStep(f: Fence, input: StepInput): Promise<boolean> {
+  /** Records a step of the turn (LLM usage and cost in metadata, tool call ids); FenceLostError when stale. */
+  async recordStep(f: Fence, input: StepInput): Promise<void> {
     const s = StepInput.parse(input);
     const r = await this.pool.query(
       `INSERT INTO holt.agent_steps (step_id, instance, actor_id, turn_id, turn_epoch, seq, kind, status,
@@ -73,17 +74,17 @@ export class StepStore {
         f.epoch,
       ],
     );
-    return r.rowCount === 1;
+    if (r.rowCount !== 1) throw new FenceLostError('fence lost: step not recorded');
   }
 
   /**
    * Records that the turn waits for an asynchronous tool call's result until a deadline (what it asked
-   * kept in `request`); false when stale. Recording it twice is a no-op.
+   * kept in `request`); FenceLostError when stale. Recording it twice is a no-op.
    */
   async waitTool(
     f: Fence,
     w: { toolCallId: string; toolName: string; seq?: number; resumeDeadlineMs?: number; request?: unknown },
-  ): Promise<boolean> {
+  ): Promise<void> {
     const r = await this.pool.query(
       `INSERT INTO holt.turn_waiting_tools (instance, actor_id, turn_id, turn_epoch, tool_call_id, step_id,
          tool_name, resume_deadline, request)
@@ -106,7 +107,7 @@ export class StepStore {
         JSON.stringify(w.request ?? null),
       ],
     );
-    if (r.rowCount === 1) return true;
+    if (r.rowCount === 1) return;
     // Already recorded (a resumed turn asking again) counts, as long as the fence holds.
     const again = await this.pool.query(
       `SELECT 1 FROM holt.turn_waiting_tools t JOIN holt.agent_state_head h
@@ -114,7 +115,7 @@ export class StepStore {
        WHERE t.turn_id = $3 AND t.tool_call_id = $5`,
       [f.instance, f.actorId, f.turnId, f.epoch, w.toolCallId],
     );
-    return again.rowCount === 1;
+    if (again.rowCount !== 1) throw new FenceLostError('fence lost: tool wait not recorded');
   }
 
   /** The turn's asynchronous calls and where each stands (received ones carry their result). */
@@ -138,8 +139,8 @@ export class StepStore {
     });
   }
 
-  /** Marks a received result applied (or a waiting call expired) under the turn's fence; false when stale. */
-  async settleTool(f: Fence, toolCallId: string, status: 'applied' | 'expired'): Promise<boolean> {
+  /** Marks a received result applied (or a waiting call expired) under the turn's fence; FenceLostError when stale. */
+  async settleTool(f: Fence, toolCallId: string, status: 'applied' | 'expired'): Promise<void> {
     const r = await this.pool.query(
       `WITH h AS (SELECT 1 FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2 AND turn_epoch = $3
            AND active_turn_id = $4 AND status IN ('dispatched', 'running', 'suspended') FOR SHARE)
@@ -148,7 +149,7 @@ export class StepStore {
        FROM h WHERE turn_id = $4 AND tool_call_id = $5 RETURNING 1`,
       [f.instance, f.actorId, f.epoch, f.turnId, toolCallId, status],
     );
-    return r.rowCount === 1;
+    if (r.rowCount !== 1) throw new FenceLostError('fence lost: tool wait not settled');
   }
 
   /**

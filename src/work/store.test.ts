@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { FenceLostError } from '../common/errors.ts';
 import { createPool } from '../common/pg.ts';
 import { TurnStore } from '../llm/stores/turn-store.ts';
 import { migrate } from '../state/migrate.ts';
@@ -99,7 +100,7 @@ describe('WorkStore', () => {
       'UPDATE holt.agent_state_head SET turn_epoch = turn_epoch + 1 WHERE instance = $1 AND actor_id = $2',
       [I, stale.actorId],
     );
-    expect(await work.create(stale, 'Dev', 'from a dead turn')).toEqual({ ok: false, stale: true });
+    await expect(work.create(stale, 'Dev', 'from a dead turn')).rejects.toThrow(FenceLostError);
     expect((await work.list(I, 'Dev', { all: true })).some((i) => i.objective === 'from a dead turn')).toBe(
       false,
     );

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { z } from 'zod';
+import { FenceLostError } from '../common/errors.ts';
 import type { Fence } from '../state/schema.ts';
 import { holdsFence, tx } from '../state/sql.ts';
 import { Blocker, completionProblem, PLAN_STATUSES, Todo, WorkItem } from './items.ts';
@@ -56,11 +57,11 @@ export const ItemPatch = z.object({
 });
 export type ItemPatch = z.input<typeof ItemPatch>;
 
-export type Written<T> = { ok: true; value: T } | { ok: false; error: string } | { ok: false; stale: true };
+export type Written<T> = { ok: true; value: T } | { ok: false; error: string };
 
 /**
  * Work items in Postgres (holt.work_items, holt.work_current). Every write a turn makes is fenced; a
- * stale turn writes nothing (`stale`). Reads are for anyone (the turn, `holt work`, the operator).
+ * stale turn writes nothing (FenceLostError). Reads are for anyone (the turn, `holt work`, the operator).
  */
 export class WorkStore {
   readonly pool: pg.Pool;
@@ -79,7 +80,7 @@ export class WorkStore {
     const id = randomUUID();
     const max = this.#opts.maxOpen;
     return tx<Written<WorkItem>>(this.pool, async (c) => {
-      if (!(await holdsFence(c, f))) return { value: { ok: false, stale: true } };
+      if (!(await holdsFence(c, f))) throw new FenceLostError();
       if (max !== undefined) {
         // One creator of the role's items at a time, so two turns cannot both take the last place.
         await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`work:${f.instance}:${role}`]);
@@ -113,7 +114,7 @@ export class WorkStore {
   async update(f: Fence, role: string, id: string, patch: ItemPatch): Promise<Written<WorkItem>> {
     const p = ItemPatch.parse(patch);
     return tx<Written<WorkItem>>(this.pool, async (c) => {
-      if (!(await holdsFence(c, f))) return { value: { ok: false, stale: true } };
+      if (!(await holdsFence(c, f))) throw new FenceLostError();
       const r = await c.query(
         `UPDATE holt.work_items SET
            objective = coalesce($4, objective),
@@ -144,7 +145,7 @@ export class WorkStore {
   /** Makes an open item the role's current one (at most one, kept across turns). */
   async pick(f: Fence, role: string, id: string): Promise<Written<WorkItem>> {
     return tx<Written<WorkItem>>(this.pool, async (c) => {
-      if (!(await holdsFence(c, f))) return { value: { ok: false, stale: true } };
+      if (!(await holdsFence(c, f))) throw new FenceLostError();
       const r = await c.query(
         `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE id = $1 AND instance = $2 AND role = $3 AND state = 'open'`,
         [id, f.instance, role],
@@ -165,7 +166,7 @@ export class WorkStore {
    */
   async complete(f: Fence, role: string, id: string, report: string): Promise<Written<WorkItem>> {
     return tx<Written<WorkItem>>(this.pool, async (c) => {
-      if (!(await holdsFence(c, f))) return { value: { ok: false, stale: true } };
+      if (!(await holdsFence(c, f))) throw new FenceLostError();
       const cur = await c.query(
         `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE id = $1 AND instance = $2 AND role = $3 FOR UPDATE`,
         [id, f.instance, role],

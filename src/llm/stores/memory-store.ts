@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { FenceLostError } from '../../common/errors.ts';
 import type { Fence } from '../../state/schema.ts';
 
 /** A role's working memory (holt.llm_memory): read by every turn, written under a turn's fence. */
@@ -21,7 +22,7 @@ export class MemoryStore {
    * Saves the role's working memory under the turn's fence (one statement: the head must still hold
    * this epoch and turn), so a stale worker cannot overwrite it. False, with no write, when stale.
    */
-  async setMemory(f: Fence, role: string, content: string): Promise<boolean> {
+  async setMemory(f: Fence, role: string, content: string): Promise<void> {
     const r = await this.pool.query(
       `INSERT INTO holt.llm_memory (instance, role, content)
        SELECT h.instance, $5::text, $6::text FROM holt.agent_state_head h
@@ -31,6 +32,6 @@ export class MemoryStore {
        ON CONFLICT (instance, role) DO UPDATE SET content = EXCLUDED.content, updated_at = now()`,
       [f.instance, f.actorId, f.epoch, f.turnId, role, content],
     );
-    return r.rowCount === 1;
+    if (r.rowCount !== 1) throw new FenceLostError();
   }
 }

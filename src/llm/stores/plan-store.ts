@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { FenceLostError } from '../../common/errors.ts';
 import type { Fence } from '../../state/schema.ts';
 import type { Plan } from '../turn/plan.ts';
 import { Ctl } from '../turn/state.ts';
@@ -27,7 +28,7 @@ export class PlanStore {
   }
 
   /** Saves the plan under the turn's fence (one statement); false, with no write, when stale. */
-  async save(f: Fence, role: string, goalId: string, plan: Plan): Promise<boolean> {
+  async save(f: Fence, role: string, goalId: string, plan: Plan): Promise<void> {
     const r = await this.pool.query(
       `INSERT INTO holt.llm_plans (instance, role, goal_id, plan)
        SELECT h.instance, $5::text, $6::text, $7::jsonb FROM holt.agent_state_head h
@@ -37,6 +38,6 @@ export class PlanStore {
        ON CONFLICT (instance, role, goal_id) DO UPDATE SET plan = EXCLUDED.plan, updated_at = now()`,
       [f.instance, f.actorId, f.epoch, f.turnId, role, goalId, JSON.stringify(plan)],
     );
-    return r.rowCount === 1;
+    if (r.rowCount !== 1) throw new FenceLostError();
   }
 }

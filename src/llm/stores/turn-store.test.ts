@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
+import { FenceLostError } from '../../common/errors.ts';
 import { createPool } from '../../common/pg.ts';
 import { migrate } from '../../state/migrate.ts';
 import { MemoryStore } from './memory-store.ts';
@@ -29,15 +30,15 @@ describe('TurnStore', () => {
     const claimId = randomUUID();
     const a = await store.acquire(grant('pup-a', claimId));
     if (a.kind !== 'acquired') throw new Error(a.kind);
-    expect(await memory.setMemory(a.fence, 'writer', 'from a')).toBe(true);
+    await memory.setMemory(a.fence, 'writer', 'from a');
     // a's lease is given up and b takes the turn over (epoch + 1): a's fence is dead
     expect(await store.release(a.fence, 'dispatched')).toBe(true);
     const b = await store.acquire(grant('pup-b', claimId));
     if (b.kind !== 'acquired') throw new Error(b.kind);
     expect(b.fence.epoch).toBeGreaterThan(a.fence.epoch);
-    expect(await memory.setMemory(a.fence, 'writer', 'stale write')).toBe(false);
+    await expect(memory.setMemory(a.fence, 'writer', 'stale write')).rejects.toThrow(FenceLostError);
     expect(await memory.memory(I, 'writer')).toBe('from a');
-    expect(await memory.setMemory(b.fence, 'writer', 'from b')).toBe(true);
+    await memory.setMemory(b.fence, 'writer', 'from b');
     expect(await memory.memory(I, 'writer')).toBe('from b');
   });
 

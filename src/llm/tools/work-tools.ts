@@ -79,12 +79,12 @@ export function describeItem(
   ].join('\n');
 }
 
-const said = (w: Written<WorkItem>, ok: (i: WorkItem) => string): { text: string; stale?: true } =>
-  w.ok ? { text: ok(w.value) } : 'stale' in w ? { text: '', stale: true } : { text: `error: ${w.error}` };
+const said = (w: Written<WorkItem>, ok: (i: WorkItem) => string): { text: string } =>
+  w.ok ? { text: ok(w.value) } : { text: `error: ${w.error}` };
 
 /**
  * Runs one work tool for `role` under the turn's fence. `spoken` is the text the model wrote with the
- * call (a completion's report when it passes none). `stale`: the fence is lost, stop.
+ * call (a completion's report when it passes none). A lost fence throws FenceLostError.
  */
 export async function runWorkTool(
   store: WorkStore,
@@ -94,7 +94,7 @@ export async function runWorkTool(
   a: Record<string, unknown>,
   spoken: string,
   nowMs = Date.now(),
-): Promise<{ text: string; stale?: true }> {
+): Promise<{ text: string }> {
   let itemId = typeof a.id === 'string' ? a.id : '';
   if (!itemId && (name === WORK_UPDATE || name === WORK_COMPLETE)) {
     itemId = (await store.current(f.instance, role))?.id ?? '';

@@ -1,4 +1,3 @@
-import { FenceLostError } from '../../common/errors.ts';
 import type { ToolCall } from '../model/model.ts';
 import type { Tool, TurnScope } from './scope.ts';
 
@@ -20,7 +19,6 @@ export async function request(
       [call.id],
     );
   const sent = await deps.life.request(call.id, tool, args);
-  if (!sent) throw new FenceLostError();
   deps.log.info({
     event_type: 'tool_requested',
     tool: tool.name,
@@ -57,8 +55,7 @@ export async function collect(t: TurnScope): Promise<number | undefined> {
     const content = got
       ? deps.scrub.text(deps.life ? deps.life.showResult(w.tool, r.result) : JSON.stringify(r.result))
       : `error: ${w.tool} gave no result within its deadline (${new Date(w.deadlineMs).toISOString()}): this is a timeout report, not an answer. Go on without it, or call ${w.tool} again.`;
-    if (!(await deps.steps.settleTool(deps.fence, w.toolCallId, got ? 'applied' : 'expired')))
-      throw new FenceLostError();
+    await deps.steps.settleTool(deps.fence, w.toolCallId, got ? 'applied' : 'expired');
     await t.record(
       'tool',
       [{ role: 'tool', tool_call_id: w.toolCallId, content }],

@@ -1,5 +1,4 @@
 import type { z } from 'zod';
-import { FenceLostError } from '../../common/errors.ts';
 import type { ToolCall } from '../model/model.ts';
 import { checkValues } from '../tools/args.ts';
 import {
@@ -66,7 +65,6 @@ export const BUILTIN_HANDLERS: { readonly [K in CoreBuiltin]: (x: CallContext) =
     const a = builtinArgs(WaitArgs, x.args);
     if (!a.ok || !t.deps.life) return x.bad(a.ok ? 'wait is for living agents only' : a.error);
     const text = await t.deps.life.wait(a.value);
-    if (text === undefined) throw new FenceLostError();
     if (text.startsWith('error:')) return reply(text, t.s.ctl, { outcome: 'work_error' });
     return reply(text, { ...t.s.ctl, endedBy: { tool: WAIT, output: text } }, { outcome: 'ok' });
   },
@@ -74,7 +72,7 @@ export const BUILTIN_HANDLERS: { readonly [K in CoreBuiltin]: (x: CallContext) =
   [UPDATE_MEMORY]: withArgs(MemoryArgs, async ({ t, reply }, a) => {
     const { deps } = t;
     const content = truncateBytes(deps.scrub.text(a.content), deps.settings.workingMemoryBytes);
-    if (!(await deps.memory.setMemory(deps.fence, deps.role, content))) throw new FenceLostError();
+    await deps.memory.setMemory(deps.fence, deps.role, content);
     return reply(`working memory saved (${Buffer.byteLength(content)} bytes)`, t.s.ctl, { outcome: 'ok' });
   }),
 };
@@ -93,7 +91,6 @@ export async function workCall(x: CallContext, name: WorkToolName): Promise<void
     (m) => m.role === 'assistant' && m.tool_calls?.some((c) => c.id === call.id),
   );
   const r = await runWorkTool(deps.work, deps.fence, deps.role, name, a.value, spoken?.content ?? '');
-  if (r.stale) throw new FenceLostError();
   return x.reply(r.text, t.s.ctl, { outcome: r.text.startsWith('error:') ? 'work_error' : 'ok' });
 }
 

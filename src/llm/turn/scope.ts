@@ -4,7 +4,6 @@ import type { Blackboard } from '../../blackboard/client.ts';
 import type { ErrorClass } from '../../blackboard/error-class.ts';
 import type { Artefact, Claim, ClaimType } from '../../blackboard/types.ts';
 import type { AgentEvents } from '../../bus/events.ts';
-import { FenceLostError } from '../../common/errors.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { Scrubber } from '../../common/secrets.ts';
 import type { ToolRunner } from '../../pup/runner/runner.ts';
@@ -39,14 +38,10 @@ export type TurnEnd =
  */
 export interface LifeHooks {
   opening(): Promise<{ messages: ChatMessage[]; goalId: string; goalAtMs: number }>;
-  /** Stores the model's wait; undefined when the fence is lost. The turn ends after it. */
-  wait(a: WaitArgs): Promise<string | undefined>;
-  /** Sends an asynchronous tool's request (its wait row stored first); undefined when the fence is lost. */
-  request(
-    callId: string,
-    tool: Tool,
-    args: Record<string, unknown>,
-  ): Promise<{ deadlineMs: number } | undefined>;
+  /** Stores the model's wait (FenceLostError when the fence is lost). The turn ends after it. */
+  wait(a: WaitArgs): Promise<string>;
+  /** Sends an asynchronous tool's request (its wait row stored first; FenceLostError when the fence is lost). */
+  request(callId: string, tool: Tool, args: Record<string, unknown>): Promise<{ deadlineMs: number }>;
   /** How an asynchronous tool's result is shown to the model (wrapped in its labels). */
   showResult(tool: string, result: unknown): string;
 }
@@ -127,7 +122,8 @@ export class TurnScope {
     toolCallIds: string[] = [],
   ) {
     const metadata = this.deps.scrub.json({ messages, ctl, ...extra });
-    const ok = await this.deps.steps.recordStep(this.deps.fence, {
+    // A lost fence throws FenceLostError here (and in every fenced write): Turn.run ends the turn.
+    await this.deps.steps.recordStep(this.deps.fence, {
       seq: this.s.nextSeq,
       kind,
       status: extra.error ? 'failed' : 'completed',
@@ -135,13 +131,11 @@ export class TurnScope {
       metadata,
       error: typeof extra.error === 'string' ? extra.error : undefined,
     });
-    if (!ok) throw new FenceLostError();
     // The plan outlives the turn: each change is saved for the goal, under the same fence.
     const plan = metadata.ctl.plan;
     const { plans } = this.deps;
     if (plans && plan && metadata.ctl.goalId && JSON.stringify(plan) !== JSON.stringify(this.s.ctl.plan))
-      if (!(await plans.save(this.deps.fence, this.deps.role, metadata.ctl.goalId, plan)))
-        throw new FenceLostError();
+      await plans.save(this.deps.fence, this.deps.role, metadata.ctl.goalId, plan);
     const compact = extra.compact as { head: number; from: number } | undefined;
     this.s = {
       messages: compact
