@@ -6,11 +6,12 @@ import { FenceLostError } from '../common/errors.ts';
 import { lifeActorOf, lifeTurnIdOf } from '../state/ids.ts';
 import type { Fence } from '../state/schema.ts';
 import { holdsFence, ms, tx } from '../state/sql.ts';
+import { addBlocker, dropWaitBlocker, takeDueRecheck } from '../work/in-tx.ts';
 import type { Blocker } from '../work/items.ts';
-import { ITEM_COLUMNS, itemOf } from '../work/store.ts';
 import { type Enqueued, type EnqueueRequest, enqueueMessage, ensureLifeRow } from './enqueue.ts';
 import { LifeReads, type LifeWait, WAIT_COLS, WaitRow } from './reads.ts';
-import { type Decision, decide, type LifeSnapshot } from './scheduler.ts';
+import { type Decision, decide } from './scheduler.ts';
+import { readSnapshot } from './snapshot.ts';
 
 /** The life turn's claim id in holt.agent_turns (a life turn answers no claim). */
 export const LIFE_CLAIM = 'life';
@@ -28,6 +29,18 @@ export const Delivery = z.object({
 export type Delivery = z.infer<typeof Delivery>;
 
 export type Committed = { decision: Decision; fence?: Fence; delivery?: Delivery };
+
+/** Whose step it is: the agent, and who will run the turn it starts, for how long. */
+type StepAt = { instance: string; role: string; actor: string; owner: string; leaseMs: number };
+
+/** One audit row for a decision that acts. */
+const audit = (c: pg.PoolClient, at: StepAt, d: Decision, detail: Record<string, unknown>) =>
+  c.query('INSERT INTO holt.life_audit (instance, role, decision, detail) VALUES ($1, $2, $3, $4::jsonb)', [
+    at.instance,
+    at.role,
+    d.kind,
+    JSON.stringify({ why: d.why, ...detail }),
+  ]);
 
 /**
  * A living agent's state in Postgres (docs/runtime-model.md § Living agents): its life row (running or stopped, turn sequence), its
@@ -61,191 +74,111 @@ export class LifeStore extends LifeReads {
    * audit row for every decision that acts. Waiting and sleeping change nothing and store nothing.
    */
   async step(instance: string, role: string, owner: string, leaseMs: number): Promise<Committed> {
-    const actor = lifeActorOf(instance, role);
+    const at: StepAt = { instance, role, actor: lifeActorOf(instance, role), owner, leaseMs };
     return tx<Committed>(this.pool, async (c) => {
       await ensureLifeRow(c, instance, role);
-      const snap = await this.snapshot(c, instance, role, actor);
-      const decision = decide(snap);
-      const audit = (detail: Record<string, unknown>) =>
-        c.query(
-          'INSERT INTO holt.life_audit (instance, role, decision, detail) VALUES ($1, $2, $3, $4::jsonb)',
-          [instance, role, decision.kind, JSON.stringify({ why: decision.why, ...detail })],
-        );
-      if (decision.kind === 'resume') {
-        const h = await c.query<{ turn_epoch: string }>(
-          `UPDATE holt.agent_state_head SET status = 'running', turn_epoch = turn_epoch + 1, lease_owner = $4,
-             lease_expires_at = now() + $5::interval, updated_at = now()
-           WHERE instance = $1 AND actor_id = $2 AND active_turn_id = $3
-             AND (lease_owner IS NULL OR lease_expires_at < now() OR lease_owner = $4)
-           RETURNING turn_epoch`,
-          [instance, actor, decision.turnId, owner, ms(leaseMs)],
-        );
-        if (!h.rowCount)
-          return { value: { decision: { kind: 'wait', untilMs: null, why: 'lost the race to resume' } } };
-        await audit({ turn_id: decision.turnId });
-        const delivery = await this.delivery(c, decision.turnId);
-        return {
-          value: {
-            decision,
-            delivery,
-            fence: fenceOf(instance, actor, decision.turnId, Number(h.rows[0]!.turn_epoch), owner),
-          },
-        };
-      }
-      if (decision.kind !== 'start' && decision.kind !== 'tick') return { value: { decision } };
-      const seqRow = await c.query<{ turn_seq: number }>(
-        `UPDATE holt.agent_life SET turn_seq = turn_seq + 1, last_turn_at = now(), updated_at = now()
-         WHERE instance = $1 AND role = $2 RETURNING turn_seq`,
-        [instance, role],
-      );
-      const seq = seqRow.rows[0]!.turn_seq;
-      const turnId = lifeTurnIdOf(instance, role, seq);
-      const delivery: Delivery =
-        decision.kind === 'start'
-          ? { messageIds: decision.messageIds, waits: decision.waits, why: decision.why }
-          : {
-              messageIds: [],
-              waits: [],
-              tick: { itemId: decision.itemId, why: decision.why },
-              why: decision.why,
-            };
-      await c.query(
-        `INSERT INTO holt.agent_state_head (instance, actor_id, role, worker_target, claim_id)
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
-        [instance, actor, role, lifeTarget(role), LIFE_CLAIM],
-      );
-      await c.query(
-        `INSERT INTO holt.agent_turns (turn_id, instance, actor_id, claim_id, role, phase, claim_type, status, started_at)
-         VALUES ($1, $2, $3, $4, $5, 'life', 'life', 'running', now())`,
-        [turnId, instance, actor, LIFE_CLAIM, role],
-      );
-      await c.query(
-        'INSERT INTO holt.life_turns (turn_id, instance, role, seq, delivery) VALUES ($1, $2, $3, $4, $5::jsonb)',
-        [turnId, instance, role, seq, JSON.stringify(delivery)],
-      );
-      if (delivery.messageIds.length)
-        await c.query(
-          `UPDATE holt.agent_messages SET turn_id = $3, delivered_at = now(), deliveries = deliveries + 1
-           WHERE instance = $1 AND role = $2 AND id = ANY($4::bigint[]) AND turn_id IS NULL`,
-          [instance, role, turnId, delivery.messageIds],
-        );
-      for (const w of delivery.waits) {
-        const r = await c.query<{ item_id: string | null }>(
-          `UPDATE holt.agent_waits SET state = $2, ended_at = now(), turn_id = $3, deliveries = deliveries + 1
-           WHERE id = $1 AND state = 'waiting' RETURNING item_id`,
-          [w.id, w.outcome, turnId],
-        );
-        const item = r.rows[0]?.item_id;
-        if (item) await this.dropBlocker(c, item, w.id);
-      }
-      if (delivery.tick)
-        await c.query(`UPDATE holt.work_items SET recheck_at = NULL WHERE id = $1 AND recheck_at <= now()`, [
-          delivery.tick.itemId,
-        ]);
-      const h = await c.query<{ turn_epoch: string }>(
-        `UPDATE holt.agent_state_head SET status = 'running', active_turn_id = $3, turn_epoch = turn_epoch + 1,
-           lease_owner = $4, lease_expires_at = now() + $5::interval, updated_at = now()
-         WHERE instance = $1 AND actor_id = $2 AND active_turn_id IS NULL RETURNING turn_epoch`,
-        [instance, actor, turnId, owner, ms(leaseMs)],
-      );
-      if (!h.rowCount) throw new Error(`life head of ${role} is busy although the snapshot saw no turn`);
-      await audit({ turn_id: turnId, seq, delivery });
-      return {
-        value: {
-          decision,
-          delivery,
-          fence: fenceOf(instance, actor, turnId, Number(h.rows[0]!.turn_epoch), owner),
-        },
-      };
+      const decision = decide(await readSnapshot(c, instance, role, at.actor, this.turnBytes));
+      if (decision.kind === 'resume') return { value: await this.resume(c, at, decision) };
+      if (decision.kind === 'start' || decision.kind === 'tick')
+        return { value: await this.begin(c, at, decision) };
+      // Waiting and sleeping change nothing and store nothing.
+      return { value: { decision } };
     });
   }
 
-  private async snapshot(
+  /** A turn whose lease lapsed (or that waits on tool results now in) resumes under a new epoch. */
+  private async resume(
     c: pg.PoolClient,
-    instance: string,
-    role: string,
-    actor: string,
-  ): Promise<LifeSnapshot> {
-    const life = await c.query<{ state: 'running' | 'stopped'; last_ms: string | null; now_ms: string }>(
-      `SELECT state, (EXTRACT(EPOCH FROM last_turn_at) * 1000)::bigint AS last_ms,
-         (EXTRACT(EPOCH FROM now()) * 1000)::bigint AS now_ms
-       FROM holt.agent_life WHERE instance = $1 AND role = $2 FOR UPDATE`,
-      [instance, role],
+    at: StepAt,
+    decision: Extract<Decision, { kind: 'resume' }>,
+  ): Promise<Committed> {
+    const h = await c.query<{ turn_epoch: string }>(
+      `UPDATE holt.agent_state_head SET status = 'running', turn_epoch = turn_epoch + 1, lease_owner = $4,
+         lease_expires_at = now() + $5::interval, updated_at = now()
+       WHERE instance = $1 AND actor_id = $2 AND active_turn_id = $3
+         AND (lease_owner IS NULL OR lease_expires_at < now() OR lease_owner = $4)
+       RETURNING turn_epoch`,
+      [at.instance, at.actor, decision.turnId, at.owner, ms(at.leaseMs)],
     );
-    const l = life.rows[0]!;
-    const head = await c.query<{
-      status: string;
-      active_turn_id: string | null;
-      live: boolean;
-      exp_ms: string | null;
-    }>(
-      `SELECT status, active_turn_id, lease_expires_at > now() AS live,
-         (EXTRACT(EPOCH FROM lease_expires_at) * 1000)::bigint AS exp_ms
-       FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2`,
-      [instance, actor],
-    );
-    const h = head.rows[0];
-    let turn: LifeSnapshot['turn'] = null;
-    if (h?.active_turn_id) {
-      const tw = await c.query<{ tool_call_id: string; wait_status: string; deadline_ms: string | null }>(
-        `SELECT tool_call_id, wait_status, (EXTRACT(EPOCH FROM resume_deadline) * 1000)::bigint AS deadline_ms
-         FROM holt.turn_waiting_tools WHERE turn_id = $1 AND wait_status IN ('waiting', 'received')`,
-        [h.active_turn_id],
-      );
-      turn = {
-        id: h.active_turn_id,
-        status: h.status === 'idle' ? 'dispatched' : (h.status as 'dispatched' | 'running' | 'suspended'),
-        leaseLive: h.live === true,
-        leaseExpiresMs: h.exp_ms === null ? null : Number(h.exp_ms),
-        toolWaits: tw.rows.map((w) => ({
-          toolCallId: w.tool_call_id,
-          state: w.wait_status === 'received' ? 'received' : 'waiting',
-          deadlineMs: w.deadline_ms === null ? null : Number(w.deadline_ms),
-        })),
-      };
-    }
-    const msgs = await c.query<{ id: string; kind: 'message' | 'wake'; origin: string; bytes: number }>(
-      `SELECT id, kind, labels->>'origin' AS origin, octet_length(coalesce(body, '')) AS bytes
-       FROM holt.agent_messages
-       WHERE instance = $1 AND role = $2 AND turn_id IS NULL ORDER BY id LIMIT 100`,
-      [instance, role],
-    );
-    const waits = await c.query(
-      `SELECT ${WAIT_COLS} FROM holt.agent_waits WHERE instance = $1 AND role = $2 AND state = 'waiting'`,
-      [instance, role],
-    );
-    const items = await c.query(
-      `SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE instance = $1 AND role = $2 AND state = 'open'`,
-      [instance, role],
-    );
+    if (!h.rowCount) return { decision: { kind: 'wait', untilMs: null, why: 'lost the race to resume' } };
+    await audit(c, at, decision, { turn_id: decision.turnId });
+    const delivery = await this.delivery(c, decision.turnId);
     return {
-      nowMs: Number(l.now_ms),
-      state: l.state,
-      turn,
-      messages: msgs.rows.map((m) => ({
-        id: String(m.id),
-        kind: m.kind,
-        origin: m.origin,
-        bytes: Number(m.bytes),
-      })),
-      ...(this.turnBytes ? { turnBytes: this.turnBytes } : {}),
-      waits: waits.rows.map((r) => {
-        const w = WaitRow.parse(r);
-        return { id: w.id, kind: w.kind, itemId: w.item_id, deadlineMs: w.deadline_ms };
-      }),
-      items: items.rows.map(itemOf),
-      lastTurnMs: l.last_ms === null ? 0 : Number(l.last_ms),
+      decision,
+      delivery,
+      fence: fenceOf(at.instance, at.actor, decision.turnId, Number(h.rows[0]!.turn_epoch), at.owner),
     };
   }
 
-  private async dropBlocker(c: pg.PoolClient, itemId: string, waitId: string): Promise<void> {
-    const r = await c.query(`SELECT ${ITEM_COLUMNS} FROM holt.work_items WHERE id = $1 FOR UPDATE`, [itemId]);
-    if (!r.rowCount) return;
-    const left = itemOf(r.rows[0]).blockedBy.filter((b) => !(b.kind === 'wait' && b.waitId === waitId));
-    await c.query('UPDATE holt.work_items SET blocked_by = $2::jsonb, updated_at = now() WHERE id = $1', [
-      itemId,
-      JSON.stringify(left),
-    ]);
+  /**
+   * A new turn: what wakes it (messages and ended waits, or a work item's due tick) delivered to it, its
+   * rows made (head, turn, life turn), and the head leased to `owner` under a new epoch.
+   */
+  private async begin(
+    c: pg.PoolClient,
+    at: StepAt,
+    decision: Extract<Decision, { kind: 'start' | 'tick' }>,
+  ): Promise<Committed> {
+    const { instance, role, actor } = at;
+    const seqRow = await c.query<{ turn_seq: number }>(
+      `UPDATE holt.agent_life SET turn_seq = turn_seq + 1, last_turn_at = now(), updated_at = now()
+       WHERE instance = $1 AND role = $2 RETURNING turn_seq`,
+      [instance, role],
+    );
+    const seq = seqRow.rows[0]!.turn_seq;
+    const turnId = lifeTurnIdOf(instance, role, seq);
+    const delivery: Delivery =
+      decision.kind === 'start'
+        ? { messageIds: decision.messageIds, waits: decision.waits, why: decision.why }
+        : {
+            messageIds: [],
+            waits: [],
+            tick: { itemId: decision.itemId, why: decision.why },
+            why: decision.why,
+          };
+    await c.query(
+      `INSERT INTO holt.agent_state_head (instance, actor_id, role, worker_target, claim_id)
+       VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+      [instance, actor, role, lifeTarget(role), LIFE_CLAIM],
+    );
+    await c.query(
+      `INSERT INTO holt.agent_turns (turn_id, instance, actor_id, claim_id, role, phase, claim_type, status, started_at)
+       VALUES ($1, $2, $3, $4, $5, 'life', 'life', 'running', now())`,
+      [turnId, instance, actor, LIFE_CLAIM, role],
+    );
+    await c.query(
+      'INSERT INTO holt.life_turns (turn_id, instance, role, seq, delivery) VALUES ($1, $2, $3, $4, $5::jsonb)',
+      [turnId, instance, role, seq, JSON.stringify(delivery)],
+    );
+    if (delivery.messageIds.length)
+      await c.query(
+        `UPDATE holt.agent_messages SET turn_id = $3, delivered_at = now(), deliveries = deliveries + 1
+         WHERE instance = $1 AND role = $2 AND id = ANY($4::bigint[]) AND turn_id IS NULL`,
+        [instance, role, turnId, delivery.messageIds],
+      );
+    for (const w of delivery.waits) {
+      const r = await c.query<{ item_id: string | null }>(
+        `UPDATE holt.agent_waits SET state = $2, ended_at = now(), turn_id = $3, deliveries = deliveries + 1
+         WHERE id = $1 AND state = 'waiting' RETURNING item_id`,
+        [w.id, w.outcome, turnId],
+      );
+      const item = r.rows[0]?.item_id;
+      if (item) await dropWaitBlocker(c, item, w.id);
+    }
+    if (delivery.tick) await takeDueRecheck(c, delivery.tick.itemId);
+    const h = await c.query<{ turn_epoch: string }>(
+      `UPDATE holt.agent_state_head SET status = 'running', active_turn_id = $3, turn_epoch = turn_epoch + 1,
+         lease_owner = $4, lease_expires_at = now() + $5::interval, updated_at = now()
+       WHERE instance = $1 AND actor_id = $2 AND active_turn_id IS NULL RETURNING turn_epoch`,
+      [instance, actor, turnId, at.owner, ms(at.leaseMs)],
+    );
+    if (!h.rowCount) throw new Error(`life head of ${role} is busy although the snapshot saw no turn`);
+    await audit(c, at, decision, { turn_id: turnId, seq, delivery });
+    return {
+      decision,
+      delivery,
+      fence: fenceOf(instance, actor, turnId, Number(h.rows[0]!.turn_epoch), at.owner),
+    };
   }
 
   private async delivery(c: Pick<pg.Pool, 'query'>, turnId: string): Promise<Delivery | undefined> {
@@ -364,14 +297,6 @@ export class LifeStore extends LifeReads {
     }
   }
 }
-
-/** Adds one blocker to an open item (the wait's; `dropBlocker` takes it away when the wait ends). */
-const addBlocker = (c: pg.PoolClient, itemId: string, b: Blocker) =>
-  c.query(
-    `UPDATE holt.work_items SET blocked_by = blocked_by || $2::jsonb, updated_at = now()
-     WHERE id = $1 AND state = 'open'`,
-    [itemId, JSON.stringify([b])],
-  );
 
 /** How many turns may get one message or one ended wait (a failed turn gives them back). */
 export const MAX_DELIVERIES = 3;
