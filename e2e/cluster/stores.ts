@@ -27,6 +27,8 @@ export interface ExternalStores {
   holt: string;
   /** Redis's admin password (the test reads who is connected). */
   redisAdmin: string;
+  /** What the platform runs as the superuser once Postgres is up: the app user and database, the roles. */
+  rolesSql: string;
 }
 
 const hex = () => randomBytes(24).toString('hex');
@@ -165,11 +167,7 @@ export function externalStores(): ExternalStores {
   ].join('\n');
   const redisConf = ['port 6379', 'appendonly no', 'save ""', ...redisAclLines(EXT, redisPw)].join('\n');
   const natsConf = ['port: 4222', 'http_port: 8222', natsAuthorization(natsPw, { instance: EXT })].join('\n');
-  const cfg = secret('store-config', STORES_NS, {
-    'redis.conf': redisConf,
-    'nats.conf': natsConf,
-    'roles.sql': initSql,
-  });
+  const cfg = secret('store-config', STORES_NS, { 'redis.conf': redisConf, 'nats.conf': natsConf });
   const configVolume = (key: string) => [
     { name: 'config', secret: { secretName: 'store-config', items: [{ key, path: key }] } },
   ];
@@ -215,17 +213,13 @@ export function externalStores(): ExternalStores {
           { name: 'POSTGRES_PASSWORD', value: pgSuper },
           { name: 'PGDATA', value: '/var/lib/postgresql/data/pgdata' },
         ],
-        volumeMounts: [
-          { name: 'config', mountPath: '/docker-entrypoint-initdb.d', readOnly: true },
-          { name: 'data', mountPath: '/var/lib/postgresql/data' },
-        ],
-        // Ready once the init script ran: the entrypoint's temporary server listens on the socket only.
+        volumeMounts: [{ name: 'data', mountPath: '/var/lib/postgresql/data' }],
         readinessProbe: {
-          exec: { command: ['pg_isready', '-h', '127.0.0.1', '-U', 'app', '-d', 'app'] },
+          exec: { command: ['pg_isready', '-h', '127.0.0.1', '-U', 'postgres'] },
           periodSeconds: 2,
         },
       },
-      [...configVolume('roles.sql'), { name: 'data', emptyDir: {} }],
+      [{ name: 'data', emptyDir: {} }],
     ),
   ];
   const pgHost = host('postgres');
@@ -259,5 +253,5 @@ export function externalStores(): ExternalStores {
     ...demoOnExternal(),
   ];
   const yaml = (docs: unknown[]) => docs.map((d) => stringify(d)).join('---\n');
-  return { stores: yaml(stores), holt: yaml(holtSide), redisAdmin: redisPw.admin };
+  return { stores: yaml(stores), holt: yaml(holtSide), redisAdmin: redisPw.admin, rolesSql: initSql };
 }

@@ -18,7 +18,7 @@ import type { StoreEndpoint } from './runtime/endpoint.ts';
 import { KubeClient } from './runtime/kube.ts';
 import { LeaderElector } from './runtime/leader.ts';
 import { DEFAULT_CLUSTER_CIDRS } from './specs/networkpolicy.ts';
-import { pgUriKey, type StoreKind, storeSecretName, urlKey } from './specs/stores.ts';
+import { externalRoleUrl, pgUriKey, type StoreKind, storeSecretName, urlKey } from './specs/stores.ts';
 
 const bool = z.preprocess(
   (v) => (typeof v === 'string' ? !['false', '0', 'no', ''].includes(v.toLowerCase()) : v),
@@ -130,15 +130,14 @@ export function buildOperator(
         if (own?.secretName && s.secretName) {
           const app = (k: string) => secretValue(h.namespace, s.secretName ?? '', k);
           const role = (k: string) => secretValue(h.namespace, own.secretName ?? '', k);
-          const [user, password, host, port, db] = await Promise.all([
+          const [username, password, host, port, dbname] = await Promise.all([
             role('username'),
             role('password'),
             app('host'),
             app('port'),
             app('dbname'),
           ]);
-          const e = encodeURIComponent;
-          return `postgresql://${e(user)}:${e(password)}@${host}:${port}/${e(db)}`;
+          return externalRoleUrl({ username, password }, { host, port, dbname });
         }
         if (s.url) return s.url;
         if (s.urlSecretRef) return secretValue(h.namespace, s.urlSecretRef.name, s.urlSecretRef.key);

@@ -33,6 +33,27 @@ export function externalTests(): void {
         'pod/postgres',
         '--timeout=180s',
       ]);
+      // The platform's roles, made as the superuser on the local socket (CloudNativePG makes its
+      // managed roles once the cluster is up, the same way).
+      await c.kubectl(
+        [
+          '-n',
+          STORES_NS,
+          'exec',
+          '-i',
+          'postgres',
+          '--',
+          'psql',
+          '-v',
+          'ON_ERROR_STOP=1',
+          '-U',
+          'postgres',
+          '-d',
+          'postgres',
+          '-q',
+        ],
+        { input: ext.rolesSql },
+      );
       progress(`external: stores Ready in ${STORES_NS}`);
       await kubectl(['apply', '-f', '-'], ext.holt);
       await waitHoltReady(EXT, 5);
@@ -70,14 +91,16 @@ export function externalTests(): void {
       expect([...redisUsers].sort()).toEqual(['admin', 'operator', 'orchestrator', 'pup']);
       expect((await redis('ACL', 'LOG')).trim()).toBe('');
 
-      // NATS: the orchestrator and the pups on their own users; the server logged no violation.
+      // NATS: the orchestrator on its own user (and whoever else connects, on theirs); the server
+      // logged no violation. Its monitor port, read from a pod of the cluster (the store's image may
+      // have no HTTP client): the e2e's LLM server runs the runtime image.
       type Connz = { connections?: { authorized_user?: string }[] };
-      const natsUsers = await until('the orchestrator and the pups on their own NATS users', async () => {
-        const connz = JSON.parse(
-          await inStores(['exec', 'nats', '--', 'wget', '-qO-', 'http://127.0.0.1:8222/connz?auth=true']),
-        ) as Connz;
+      const natsIp = (await inStores(['get', 'pod', 'nats', '-o', 'jsonpath={.status.podIP}'])).trim();
+      const fetchJs = `fetch('http://${natsIp}:8222/connz?auth=true').then((r) => r.text()).then(console.log)`;
+      const natsUsers = await until('the orchestrator on its own NATS user', async () => {
+        const connz = JSON.parse(await kubectl(['exec', 'deploy/llm', '--', 'node', '-e', fetchJs])) as Connz;
         const users = new Set((connz.connections ?? []).map((x) => x.authorized_user));
-        return users.has('orchestrator') && users.has('pup') ? users : undefined;
+        return users.has('orchestrator') ? users : undefined;
       });
       expect([...natsUsers].every((u) => u && ['orchestrator', 'pup', 'operator'].includes(u))).toBe(true);
       expect(await inStores(['logs', 'nats'])).not.toMatch(/Permissions Violation|Authorization Violation/);
@@ -92,6 +115,32 @@ export function externalTests(): void {
       expect(pgUsers.has('holt_orchestrator')).toBe(true);
       expect([...pgUsers].filter((u) => u !== 'app' && !u?.startsWith('holt_'))).toEqual([]);
       expect(pgLog).not.toMatch(/permission denied|password authentication failed/);
+      // The pups' role, from a pup container's own environment (the demo's agents never touch the
+      // inbox): it logs in as holt_pup, reads the inbox, and may not enqueue a grant.
+      const [drafter] = await pods(`holt.io/instance=${EXT},holt.io/role=Drafter`);
+      const probe = [
+        "const pg = require('module').createRequire('/opt/holt/app/package.json')('pg');",
+        'const c = new pg.Client({ connectionString: process.env.DATABASE_URL });',
+        'c.connect()',
+        "  .then(() => c.query('SELECT current_user AS u, count(*)::int AS n FROM holt.agent_inbox'))",
+        '  .then((r) => { console.log(JSON.stringify(r.rows[0]));',
+        '    return c.query("INSERT INTO holt.agent_inbox (instance) VALUES (\'x\')"); })',
+        "  .then(() => console.log('INSERTED'), (e) => console.log('REFUSED ' + e.message))",
+        '  .finally(() => c.end());',
+      ].join('\n');
+      const asPup = await kubectl([
+        'exec',
+        drafter?.metadata.name ?? 'none',
+        '-c',
+        'pup',
+        '--',
+        'node',
+        '-e',
+        probe,
+      ]);
+      expect(asPup).toContain('{"u":"holt_pup","n":0}');
+      expect(asPup).toMatch(/REFUSED permission denied for table agent_inbox/);
+
       const job = await kubectl([
         'get',
         'jobs',

@@ -3,7 +3,7 @@ import { HoltSpec } from '../../api/holt.ts';
 import { secretNamesIn } from '../secrets.ts';
 import { bundledStore } from './bundled.ts';
 import { migrationJob } from './migration.ts';
-import { missingSecretKeys, storeEnv, storeTlsClient } from './stores.ts';
+import { externalRoleUrl, missingSecretKeys, storeEnv, storeTlsClient } from './stores.ts';
 
 const owner = { apiVersion: 'holt.io/v1alpha1', kind: 'Holt', name: 'demo', namespace: 'team', uid: 'u1' };
 type Pod = {
@@ -190,6 +190,17 @@ describe('external stores: a user per component', () => {
     const named = secretNamesIn(withOperator);
     for (const s of ['redis-op', 'nats-op', 'nats-pup', 'pg-op', 'pg-app'])
       expect(named.has(s), s).toBe(true);
+  });
+
+  it("the operator's own role: a URL whose user and password are escaped, at the -app Secret's server", () => {
+    const url = externalRoleUrl(
+      { username: 'holt_operator', password: 'p/w:@#?%' },
+      { host: 'pg-rw.db.svc', port: '5432', dbname: 'app' },
+    );
+    expect(url).toBe('postgresql://holt_operator:p%2Fw%3A%40%23%3F%25@pg-rw.db.svc:5432/app');
+    const u = new URL(url);
+    expect(decodeURIComponent(u.password)).toBe('p/w:@#?%');
+    expect(u.hostname).toBe('pg-rw.db.svc');
   });
 
   it("the migration runs as the -app Secret's user (the database's owner), which grants the roles", () => {

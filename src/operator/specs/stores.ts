@@ -221,6 +221,19 @@ function externalRoleEnv(appSecret: string, roleSecret: string): V1EnvVar[] {
   ];
 }
 
+/**
+ * The operator's own URL for an external Postgres with a role of its own (it connects from its
+ * process, not a pod): the role's name and password from its basic-auth Secret, escaped, at the host,
+ * port and dbname of the `-app` Secret.
+ */
+export function externalRoleUrl(
+  role: { username: string; password: string },
+  app: { host: string; port: string; dbname: string },
+): string {
+  const e = encodeURIComponent;
+  return `postgresql://${e(role.username)}:${e(role.password)}@${app.host}:${app.port}/${e(app.dbname)}`;
+}
+
 /** Why an external store is not usable as specified (the CRD's CEL rules say the same). */
 export function storeProblems(stores: HoltSpec['stores']): string[] {
   const out: string[] = [];
