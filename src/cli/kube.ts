@@ -17,10 +17,10 @@ import { reachStore } from './kube-external.ts';
 import { CliError, EXIT } from './output.ts';
 
 /**
- * `holt --kube NAMESPACE/NAME`: the commands that read or write a Holt's blackboard reach a Holt in a
- * cluster through the API server, as kubectl does: the kubeconfig and context kubectl would use, the
- * Holt's Redis behind a port-forward on the loopback (pod IPs are never assumed reachable), its
- * password from the Secret the operator generated. An external Redis is used at its own URL, through a
+ * `holt --kube NAMESPACE/NAME`: the commands reach a Holt in a cluster through the API server, as
+ * kubectl does, with the user's own rights: the kubeconfig and context kubectl would use; the Holt's
+ * Redis (blackboard commands) or Postgres (work, life) behind a port-forward on the loopback (pod IPs
+ * are never assumed reachable), its password from the Secret the operator generated. An external Redis is used at its own URL, through a
  * port-forward too when that URL names a Service of the cluster (kube-external.ts).
  */
 export interface KubeRef {
