@@ -125,7 +125,8 @@ describe('Holt on a real cluster (real kubelet, containers from the built images
   };
   // A concurrent suite per lane runs beside the other; inside it, a suite that is not concurrent keeps
   // the lane's tests in order (a section's own it.concurrent tests still run together).
-  for (const [lane, sections] of LANES)
+  const chosen = (sections: [string, () => void][]) => sections.some(([n]) => !only || only.includes(n));
+  for (const [lane, sections] of LANES.filter(([, s]) => chosen(s)))
     describe.concurrent(lane, () => {
       describe(`${lane}, in order`, { concurrent: false }, () => run(sections));
     });
