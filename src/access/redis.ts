@@ -75,8 +75,10 @@ export function redisAclTemplate(instance: string, variable: (who: Principal) =>
 function aclLines(instance: string, password: (who: Principal) => string): string[] {
   const rules = redisRules(instance);
   return [
-    // No password and off: a client that names no user, or `default`, is refused.
-    'user default reset off',
+    // No password and off: a client that names no user, or `default`, is refused. Its grants serve
+    // only the AOF replay on restart, which runs as `default` and re-checks each MULTI/EXEC's commands
+    // against it: without them every transaction in the AOF is dropped (redis/redis#14541).
+    'user default reset off ~* &* +@all',
     ...(Object.keys(REDIS_USER) as Principal[]).map(
       (who) => `user ${REDIS_USER[who]} reset on ${password(who)} ${rules[who]}`,
     ),

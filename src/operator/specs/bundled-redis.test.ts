@@ -38,11 +38,10 @@ let server: ServerProcess | undefined;
 
 // The bundled Redis's own start script (the StatefulSet's command), run here with a real server:
 // only its paths and port are moved into a scratch directory.
-beforeAll(async () => {
-  dir = makeTempDir('bundled-redis');
+async function startRedis(): Promise<ServerProcess> {
   const conf = join(dir, 'redis.conf');
   const script = container.command[2]!.replaceAll('/tmp/redis.conf', conf).replace('dir /data', `dir ${dir}`);
-  server = await retryOnPortClash(async () => {
+  return retryOnPortClash(async () => {
     port = await freePort();
     const proc = spawnServer({
       name: 'redis',
@@ -57,6 +56,11 @@ beforeAll(async () => {
     await waitReady(proc, async () => (await redisServerPid(port, pw.admin)) > 0);
     return proc;
   });
+}
+
+beforeAll(async () => {
+  dir = makeTempDir('bundled-redis');
+  server = await startRedis();
 });
 
 afterAll(async () => {
@@ -99,6 +103,30 @@ describe('the bundled Redis', () => {
       expect.arrayContaining(['off']),
     );
     admin.disconnect();
+  });
+
+  it('a restart from its AOF keeps what transactions wrote (a pod killed with its node, issue 29)', async () => {
+    // The AOF replay runs as `default` and re-checks each MULTI/EXEC at EXEC: a `default` with no
+    // grants dropped every transaction on restart (redis/redis#14541), the whole trail of a Holt.
+    const admin = new Redis(redisUrl('admin', pw.admin, '127.0.0.1', port), { maxRetriesPerRequest: 0 });
+    await admin.multi().set('holt:demo:tx', 'kept').sadd('holt:demo:set', 'a').exec();
+    await admin.set('holt:demo:plain', 'kept');
+    admin.disconnect();
+    const exited = new Promise((r) => server!.child.once('exit', r));
+    server!.child.kill('SIGKILL');
+    await exited;
+    server = await startRedis();
+    const again = new Redis(redisUrl('admin', pw.admin, '127.0.0.1', port), { maxRetriesPerRequest: 0 });
+    try {
+      expect(await again.get('holt:demo:tx')).toBe('kept');
+      expect(await again.smembers('holt:demo:set')).toEqual(['a']);
+      expect(await again.get('holt:demo:plain')).toBe('kept');
+      // Still no client can be `default`.
+      expect(await ask(['PING'])).toMatch(/^-NOAUTH/);
+      expect(await ask(['AUTH', 'default', '""'], ['PING'])).toMatch(/^-WRONGPASS/);
+    } finally {
+      again.disconnect();
+    }
   });
 
   it('its liveness probe (redis-cli as admin with the pod’s REDISCLI_AUTH) gets PONG', () => {
