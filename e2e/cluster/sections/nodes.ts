@@ -248,7 +248,10 @@ export function nodesTests(): void {
     // other node while the stores were gone, past its lease (store_failed). A run started once the
     // stores were back never runs twice.
     const runs = await until('the tool runs', async () => {
-      const w = (await workers()).find((p) => p.spec.nodeName === other);
+      // A worker, or the agent's own pod once the pool has scaled in: both mount the workspace.
+      const w = (await pods('holt.io/instance=roam,holt.io/role=Sleeper')).find(
+        (p) => p.spec.nodeName === other && p.status.phase === 'Running' && !p.metadata.deletionTimestamp,
+      );
       return w ? runsLog(w.metadata.name) : undefined;
     });
     const byCall = new Map<string, typeof runs>();
