@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { monitoringCrds } from '../../../test/harness/monitoring.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { getAgents } from '../../blackboard/registry.ts';
 import { eventually, fakeKubelet, writesOnResync } from '../testkit.ts';
@@ -435,43 +434,6 @@ describe('Holt and Agent reconcilers on a real API server', () => {
     } finally {
       await bb.close();
     }
-  });
-
-  it('spec.monitoring.podMonitor: without the Prometheus Operator a condition and a Warning (never Degraded); with its CRD a PodMonitor; off again, gone', async () => {
-    await admin.create(
-      holt('scraped', { monitoring: { podMonitor: true, labels: { release: 'prometheus' } } }),
-    );
-    const missing = await eventually('MonitoringReady=False', async () => {
-      const o = await get('Holt', 'scraped');
-      return cond(o, 'MonitoringReady')?.status === 'False' ? o : undefined;
-    });
-    expect(cond(missing, 'MonitoringReady')?.reason).toBe('PrometheusOperatorMissing');
-    expect(cond(missing, 'Degraded')?.status).toBe('False');
-    const warned = (await admin.list('Event', NS)).items.filter(
-      (e) =>
-        e.reason === 'PrometheusOperatorMissing' &&
-        (e as { regarding?: { name?: string } }).regarding?.name === 'scraped',
-    );
-    expect(warned.length).toBe(1);
-    // The Prometheus Operator arrives: its PodMonitor CRD, as its release ships it.
-    const crd = (await monitoringCrds()).find((f) => f.endsWith('podmonitors.yaml'));
-    await kube.kubectl(['apply', '--server-side', '-f', crd as string]);
-    const pm = await eventually('the PodMonitor', () => get('PodMonitor', 'scraped-pods'), 60_000);
-    expect(pm.metadata.labels?.release).toBe('prometheus');
-    expect(pm.metadata.ownerReferences?.[0]).toMatchObject({ kind: 'Holt', name: 'scraped' });
-    expect(pm.spec).toMatchObject({
-      selector: { matchLabels: { 'holt.io/instance': 'scraped' } },
-      podTargetLabels: ['holt.io/instance', 'holt.io/role'],
-      podMetricsEndpoints: [{ port: 'http', path: '/metrics', interval: '30s' }],
-    });
-    await eventually('MonitoringReady=True', async () =>
-      cond(await get('Holt', 'scraped'), 'MonitoringReady')?.status === 'True' ? true : undefined,
-    );
-    await admin.mergePatch('Holt', NS, 'scraped', { spec: { monitoring: { podMonitor: false } } });
-    await eventually('PodMonitor deleted', async () =>
-      (await get('PodMonitor', 'scraped-pods')) ? undefined : true,
-    );
-    await admin.delete('Holt', NS, 'scraped');
   });
 
   it('an Agent with the finalizer of an older operator loses it, and its deletion is not held', async () => {
