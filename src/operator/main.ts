@@ -10,13 +10,13 @@ import { createLogger, type Logger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
 import { PostgresBacklogReader } from './autoscale/backlog.ts';
 import { NatsWakeups } from './autoscale/wakeup.ts';
-import { RedisRuntimeReader } from './controllers/agentruntime.ts';
+import { RedisFiguresReader } from './controllers/agentfigures.ts';
 import { HoltBoards, RedisRegistryWriter } from './controllers/registry.ts';
+import type { StoreEndpoint } from './kube/endpoint.ts';
+import { KubeClient } from './kube/kube.ts';
+import { LeaderElector } from './kube/leader.ts';
 import { DEFAULT_RUNTIME_IMAGE, Operator, type OperatorOptions } from './operator.ts';
 import { OPERATOR_PROGRAM } from './program.ts';
-import type { StoreEndpoint } from './runtime/endpoint.ts';
-import { KubeClient } from './runtime/kube.ts';
-import { LeaderElector } from './runtime/leader.ts';
 import { DEFAULT_CLUSTER_CIDRS } from './specs/networkpolicy.ts';
 import { externalRoleUrl, pgUriKey, type StoreKind, storeSecretName, urlKey } from './specs/stores.ts';
 
@@ -161,7 +161,7 @@ export function buildOperator(
     runtimeImage: cfg.runtimeImage,
     identity: cfg.identity,
     registry: new RedisRegistryWriter(boards),
-    runtime: new RedisRuntimeReader(boards, { log }),
+    runtime: new RedisFiguresReader(boards, { log }),
     statusPollMs: cfg.statusPollMs,
     network: { operatorNamespace: cfg.operatorNamespace, clusterCidrs: cfg.clusterCidrs },
     backlog: inbox,

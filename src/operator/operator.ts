@@ -5,8 +5,8 @@ import type { BacklogReader, ClaimSource } from './autoscale/backlog.ts';
 import { Autoscaler } from './autoscale/loop.ts';
 import type { WakeupSource } from './autoscale/wakeup.ts';
 import { reconcileAgent } from './controllers/agent.ts';
+import type { HoltFiguresReader } from './controllers/agentfigures.ts';
 import { AgentImages } from './controllers/agentimages.ts';
-import type { HoltRuntimeReader } from './controllers/agentruntime.ts';
 import { ClaimBells } from './controllers/claimbells.ts';
 import type { ControllerContext } from './controllers/context.ts';
 import { reconcileHolt } from './controllers/holt.ts';
@@ -14,12 +14,12 @@ import { type HoltRef, RegistrySync, type RegistryWriter } from './controllers/r
 import { holtOf, keyOf } from './controllers/resources.ts';
 import { WorkerExitWatch } from './controllers/workerexits.ts';
 import { reconcileWorkerPool } from './controllers/workerpool.ts';
-import { Cache } from './runtime/cache.ts';
-import { EventRecorder } from './runtime/events.ts';
-import { Informer, type InformerEvent } from './runtime/informer.ts';
-import type { KubeClient, KubeObject } from './runtime/kube.ts';
-import { createMetrics, type OperatorMetrics } from './runtime/metrics.ts';
-import { type ReconcileResult, WorkQueue } from './runtime/queue.ts';
+import { Cache } from './kube/cache.ts';
+import { EventRecorder } from './kube/events.ts';
+import { Informer, type InformerEvent } from './kube/informer.ts';
+import type { KubeClient, KubeObject } from './kube/kube.ts';
+import { createMetrics, type OperatorMetrics } from './kube/metrics.ts';
+import { type ReconcileResult, WorkQueue } from './kube/queue.ts';
 import { secretRefusal } from './secrets.ts';
 import { MANAGED_SELECTOR } from './specs/meta.ts';
 import { DEFAULT_CLUSTER_CIDRS, type NetworkSettings } from './specs/networkpolicy.ts';
@@ -34,7 +34,7 @@ export interface OperatorOptions {
   backlog?: BacklogReader;
   claims?: ClaimSource;
   /** Claims in flight and budget use for Agent status (polled every `statusPollMs`). */
-  runtime?: HoltRuntimeReader;
+  runtime?: HoltFiguresReader;
   wakeups?: WakeupSource;
   /** Identity in Events and the Lease (the pod name). */
   identity?: string;

@@ -1,6 +1,6 @@
 import { parseAgent } from './controllers/resources.ts';
-import type { Cache } from './runtime/cache.ts';
-import type { KubeObject } from './runtime/kube.ts';
+import type { Cache } from './kube/cache.ts';
+import type { KubeObject } from './kube/kube.ts';
 import { agentTokens, ingressTokensSecretName } from './specs/ingress.ts';
 import { STORES, storeSecretName } from './specs/stores.ts';
 import { natsToolNames, toolSecretName } from './specs/tool-secrets.ts';

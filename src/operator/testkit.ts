@@ -4,8 +4,8 @@ import { parseAllDocuments } from 'yaml';
 import { type KubeCluster, type KubeOptions, startKube } from '../../test/harness/kube.ts';
 import { eventually as poll } from '../../test/harness/wait.ts';
 import { silentLogger } from '../common/logger.ts';
+import { KubeClient, type KubeObject, refOf } from './kube/kube.ts';
 import { Operator, type OperatorOptions } from './operator.ts';
-import { KubeClient, type KubeObject, refOf } from './runtime/kube.ts';
 
 /** Polls until `check` returns a value, else fails after `timeoutMs` (the shared test poller). */
 export function eventually<T>(

@@ -1,7 +1,7 @@
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { API_VERSION } from '../../api/common.ts';
 import { parseAgent } from '../../operator/controllers/resources.ts';
-import type { KubeObject } from '../../operator/runtime/kube.ts';
+import type { KubeObject } from '../../operator/kube/kube.ts';
 import { type AgentToken, agentTokens } from '../../operator/specs/ingress.ts';
 import { apiError, type KubeRefHolt } from '../kube.ts';
 import { CliError, EXIT, out, table } from '../output.ts';

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { createPool } from '../../common/pg.ts';
 import { duePendingClaims, type PendingClaim, pendingClaimsOf, targetDepth } from '../../inbox/backlog.ts';
-import { endpointKey, endpointOf, type StoreEndpoint } from '../runtime/endpoint.ts';
+import { endpointKey, endpointOf, type StoreEndpoint } from '../kube/endpoint.ts';
 
 /** Which queue: a Holt (its own Postgres) and one worker target in it. */
 export interface BacklogTarget {

@@ -1,11 +1,11 @@
 import type { Logger } from '../../common/logger.ts';
 import { keyOf, parsePool, splitKey } from '../controllers/resources.ts';
-import type { Cache } from '../runtime/cache.ts';
-import type { EventRecorder } from '../runtime/events.ts';
-import type { KubeClient, KubeObject } from '../runtime/kube.ts';
-import type { OperatorMetrics } from '../runtime/metrics.ts';
-import { type ReconcileResult, WorkQueue } from '../runtime/queue.ts';
-import { nowIso, writeStatus } from '../runtime/status.ts';
+import type { Cache } from '../kube/cache.ts';
+import type { EventRecorder } from '../kube/events.ts';
+import type { KubeClient, KubeObject } from '../kube/kube.ts';
+import type { OperatorMetrics } from '../kube/metrics.ts';
+import { type ReconcileResult, WorkQueue } from '../kube/queue.ts';
+import { nowIso, writeStatus } from '../kube/status.ts';
 import { poolSelector } from '../specs/workerpool.ts';
 import type { BacklogReader, BacklogTarget } from './backlog.ts';
 import { type BacklogRead, decide, initialState, persistedLastActive, type ScaleState } from './decide.ts';
@@ -190,7 +190,7 @@ export class Autoscaler {
     }
     await writeStatus(this.#o.client, pool, patch, AUTOSCALER_MANAGER);
     // The owning Agent's claimsInFlight is the Agent reconciler's (one definition for every mode,
-    // the open grants the orchestrator publishes: controllers/agentruntime.ts), not the inbox's rows.
+    // the open grants the orchestrator publishes: controllers/agentfigures.ts), not the inbox's rows.
     return { requeueAfterMs: this.#o.pollMs };
   }
 

@@ -3,7 +3,7 @@ import { connectBus } from '../../bus/connect.ts';
 import { Doorbell } from '../../bus/doorbell.ts';
 import { jsonOf } from '../../bus/message.ts';
 import { doorbellSubject } from '../../bus/subjects.ts';
-import { endpointOf, type StoreEndpoint } from '../runtime/endpoint.ts';
+import { endpointOf, type StoreEndpoint } from '../kube/endpoint.ts';
 import type { BacklogTarget } from './backlog.ts';
 
 /** Calls `onWake` when work for a target may have arrived (a doorbell), so scaling need not wait a poll. */

@@ -1,15 +1,15 @@
 import type { AgentSpec } from '../../api/agent.ts';
 import { errorMessage } from '../../common/errors.ts';
 import { withTimeout } from '../../common/timeout.ts';
-import { FIELD_MANAGER } from '../runtime/apply.ts';
-import { isForbidden, isNotFound, type KubeObject } from '../runtime/kube.ts';
-import type { ReconcileResult } from '../runtime/queue.ts';
-import type { Condition } from '../runtime/status.ts';
+import { FIELD_MANAGER } from '../kube/apply.ts';
+import { isForbidden, isNotFound, type KubeObject } from '../kube/kube.ts';
+import type { ReconcileResult } from '../kube/queue.ts';
+import type { Condition } from '../kube/status.ts';
 import { agentDeployment, agentPoolName, agentWorkerPool, shapeOf } from '../specs/agent.ts';
 import { agentTokens } from '../specs/ingress.ts';
 import { ownerOf } from '../specs/meta.ts';
 import { agentEgressPolicy } from '../specs/networkpolicy.ts';
-import type { AgentRuntime } from './agentruntime.ts';
+import type { AgentFigures } from './agentfigures.ts';
 import { claimJobs } from './claimjobs.ts';
 import {
   applyChildren,
@@ -65,7 +65,7 @@ async function runtimeStatus(
   ns: string,
   holt: string,
   role: string,
-  prev: { claimsInFlight?: number; budget?: AgentRuntime['budget']; life?: AgentRuntime['life'] },
+  prev: { claimsInFlight?: number; budget?: AgentFigures['budget']; life?: AgentFigures['life'] },
 ): Promise<{ fields: Record<string, unknown>; note: string }> {
   if (!ctx.runtime) return { fields: {}, note: '' };
   try {
@@ -113,8 +113,8 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   const prev = (agent.status ?? {}) as {
     conditions?: Condition[];
     claimsInFlight?: number;
-    budget?: AgentRuntime['budget'];
-    life?: AgentRuntime['life'];
+    budget?: AgentFigures['budget'];
+    life?: AgentFigures['life'];
   };
   // The Agent status has no phase field: phase here only names the Ready/Progressing/Degraded mix.
   const status = readinessReporter(ctx, agent);

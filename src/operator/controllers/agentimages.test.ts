@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { AgentImages, agentImageOf } from './agentimages.ts';
 
 const pod = (uid: string, component: string, imageID?: string) =>

@@ -1,5 +1,5 @@
-import type { InformerEvent } from '../runtime/informer.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { InformerEvent } from '../kube/informer.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import type { HoltRef } from './registry.ts';
 import { keyOf } from './resources.ts';
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
+import type { KubeClient, KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
-import type { KubeClient, KubeObject } from '../runtime/kube.ts';
 import { emptyHolt, eventually, fakeKubelet, startKubeWithCrds, startOperator } from '../testkit.ts';
 
 // A Deployment's selector is immutable: an Agent whose shape change moves its pup's selector

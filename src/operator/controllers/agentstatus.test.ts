@@ -15,16 +15,16 @@ import type { Claim, ClaimType } from '../../blackboard/types.ts';
 import { freePort } from '../../local/ports.ts';
 import { publishLoad } from '../../orchestrator/load.ts';
 import { claim as newClaim, phaseState as phase } from '../../pup/testkit.ts';
+import { KubeClient, type KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
-import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { eventually, installCrds, startOperator } from '../testkit.ts';
 import {
-  type AgentRuntime,
+  type AgentFigures,
   budgetOf,
-  type HoltRuntimeReader,
+  type HoltFiguresReader,
   LOAD_STALE_MS,
-  RedisRuntimeReader,
-} from './agentruntime.ts';
+  RedisFiguresReader,
+} from './agentfigures.ts';
 import { HoltBoards, type HoltRef, RedisRegistryWriter } from './registry.ts';
 
 // Agent status from the Holt's Redis: claims in flight for the role (as the leader publishes them)
@@ -126,9 +126,9 @@ beforeAll(async () => {
   bb = Blackboard.connect(redis.url, HOLT);
   const asOperator = redisUrl('operator', pw.operator, '127.0.0.1', redis.port);
   const boards = new HoltBoards(async () => (down ? deadUrl : asOperator));
-  const real = new RedisRuntimeReader(boards, { maxAgeMs: 0 });
-  const runtime: HoltRuntimeReader = {
-    read: async (h: HoltRef, role: string): Promise<AgentRuntime> => {
+  const real = new RedisFiguresReader(boards, { maxAgeMs: 0 });
+  const runtime: HoltFiguresReader = {
+    read: async (h: HoltRef, role: string): Promise<AgentFigures> => {
       const r = await real.read(h, role);
       reads++;
       return r;

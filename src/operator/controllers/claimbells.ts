@@ -1,7 +1,7 @@
 import { workerTargetOf } from '../../api/agent.ts';
 import type { BacklogTarget } from '../autoscale/backlog.ts';
 import type { WakeupSource } from '../autoscale/wakeup.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { shapeOf } from '../specs/agent.ts';
 import { parseAgent, splitKey } from './resources.ts';
 

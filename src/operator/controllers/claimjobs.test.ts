@@ -9,9 +9,9 @@ import { InboxStore } from '../../inbox/store.ts';
 import { migrate } from '../../state/migrate.ts';
 import { PostgresBacklogReader } from '../autoscale/backlog.ts';
 import { NatsWakeups } from '../autoscale/wakeup.ts';
+import { KubeClient, type KubeObject } from '../kube/kube.ts';
 import { buildOperator } from '../main.ts';
 import type { Operator } from '../operator.ts';
-import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { CLAIM_EPOCH_LABEL, CLAIM_LABEL } from '../specs/claimjob.ts';
 import {
   emptyHolt,

@@ -1,6 +1,6 @@
 import { workerTargetOf } from '../../api/agent.ts';
 import type { PendingClaim } from '../autoscale/backlog.ts';
-import { isConflict, type KubeObject } from '../runtime/kube.ts';
+import { isConflict, type KubeObject } from '../kube/kube.ts';
 import type { AgentResourceSpec } from '../specs/agent.ts';
 import { CLAIM_EPOCH_LABEL, claimJob, claimJobName } from '../specs/claimjob.ts';
 import type { Owner } from '../specs/meta.ts';

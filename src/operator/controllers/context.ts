@@ -1,19 +1,14 @@
 import { errorMessage } from '../../common/errors.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { BacklogReader, ClaimSource } from '../autoscale/backlog.ts';
-import { applyIfChanged } from '../runtime/apply.ts';
-import type { Cache } from '../runtime/cache.ts';
-import type { EventRecorder } from '../runtime/events.ts';
-import {
-  replaceReason,
-  type StorageChange,
-  storageChange,
-  withClaimTemplatesOf,
-} from '../runtime/immutable.ts';
-import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../runtime/kube.ts';
-import { type Condition, condition, setConditions, writeStatus } from '../runtime/status.ts';
+import { applyIfChanged } from '../kube/apply.ts';
+import type { Cache } from '../kube/cache.ts';
+import type { EventRecorder } from '../kube/events.ts';
+import { replaceReason, type StorageChange, storageChange, withClaimTemplatesOf } from '../kube/immutable.ts';
+import { isConflict, isNotFound, type KubeClient, type KubeObject } from '../kube/kube.ts';
+import { type Condition, condition, setConditions, writeStatus } from '../kube/status.ts';
 import type { NetworkSettings } from '../specs/networkpolicy.ts';
-import type { HoltRuntimeReader } from './agentruntime.ts';
+import type { HoltFiguresReader } from './agentfigures.ts';
 import type { RegistrySync } from './registry.ts';
 
 /** What every reconciler gets injected. */
@@ -30,7 +25,7 @@ export interface ControllerContext {
   /** Re-check interval for what the operator polls (claim Jobs past a lost doorbell, unreachable stores). */
   pollMs: number;
   /** Claims in flight and budget use of each Agent, from its Holt's Redis; without it neither is reported. */
-  runtime?: HoltRuntimeReader;
+  runtime?: HoltFiguresReader;
   /** How often an Agent's runtime values are re-read (they change without a Kubernetes event). */
   statusPollMs: number;
   /** The operator's namespace and the cluster's CIDRs, for the NetworkPolicies. */

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
+import { KubeClient, type KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
-import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { eventually, installCrds, startOperator } from '../testkit.ts';
 
 const NS = 'dns-test';

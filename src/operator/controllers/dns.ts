@@ -1,4 +1,4 @@
-import type { Cache } from '../runtime/cache.ts';
+import type { Cache } from '../kube/cache.ts';
 import type { StoreAddresses } from '../specs/pup.ts';
 import { STORES, type StoreKind, storeName } from '../specs/stores.ts';
 

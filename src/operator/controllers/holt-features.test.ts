@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { monitoringCrds } from '../../../test/harness/monitoring.ts';
 import { hashToken } from '../../access/tokens.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { eventually } from '../testkit.ts';
 import {
   admin,

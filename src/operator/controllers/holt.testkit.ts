@@ -3,8 +3,8 @@ import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
 import { createLogger, silentLogger } from '../../common/logger.ts';
 import { freePort } from '../../local/ports.ts';
+import { KubeClient, type KubeObject } from '../kube/kube.ts';
 import { Operator } from '../operator.ts';
-import { KubeClient, type KubeObject } from '../runtime/kube.ts';
 import { installCrds } from '../testkit.ts';
 import { RedisRegistryWriter } from './registry.ts';
 

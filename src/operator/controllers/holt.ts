@@ -1,15 +1,15 @@
 import { newPassword } from '../../access/principals.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import { errorMessage } from '../../common/errors.ts';
-import { isConflict, type KubeObject } from '../runtime/kube.ts';
-import type { ReconcileResult } from '../runtime/queue.ts';
+import { isConflict, type KubeObject } from '../kube/kube.ts';
+import type { ReconcileResult } from '../kube/queue.ts';
 import {
   type Condition,
   type ConditionInput,
   condition,
   setConditions,
   writeStatus,
-} from '../runtime/status.ts';
+} from '../kube/status.ts';
 import { bundledStore } from '../specs/bundled.ts';
 import { INGRESS_TOKENS_DIR, ingressNetworkPolicy, ingressTokensSecretName } from '../specs/ingress.ts';
 import { type Owner, ownerOf } from '../specs/meta.ts';

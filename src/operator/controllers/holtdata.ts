@@ -1,7 +1,7 @@
 import type { HoltStatus } from '../../api/status.ts';
 import { withTimeout } from '../../common/timeout.ts';
-import { nowIso } from '../runtime/status.ts';
-import type { HoltData } from './agentruntime.ts';
+import { nowIso } from '../kube/status.ts';
+import type { HoltData } from './agentfigures.ts';
 import type { ControllerContext } from './context.ts';
 
 export type HoltDataStatus = NonNullable<HoltStatus['data']>;

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
+import { type KubeClient, type KubeObject, refOf } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
-import { type KubeClient, type KubeObject, refOf } from '../runtime/kube.ts';
 import { storeName } from '../specs/stores.ts';
 import { eventually, startKubeWithCrds, startOperator } from '../testkit.ts';
 

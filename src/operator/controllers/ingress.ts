@@ -1,8 +1,8 @@
 import { newToken } from '../../access/tokens.ts';
 import type { HoltSpec } from '../../api/holt.ts';
-import { applyIfChanged } from '../runtime/apply.ts';
-import { isConflict, isNotFound, type KubeObject } from '../runtime/kube.ts';
-import { type ConditionInput, condition } from '../runtime/status.ts';
+import { applyIfChanged } from '../kube/apply.ts';
+import { isConflict, isNotFound, type KubeObject } from '../kube/kube.ts';
+import { type ConditionInput, condition } from '../kube/status.ts';
 import {
   type AgentToken,
   agentTokenSecret,

@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { HoltSpec } from '../../api/holt.ts';
 import { silentLogger } from '../../common/logger.ts';
-import { Cache } from '../runtime/cache.ts';
-import { Informer } from '../runtime/informer.ts';
-import { KubeClient, type KubeObject } from '../runtime/kube.ts';
+import { Cache } from '../kube/cache.ts';
+import { Informer } from '../kube/informer.ts';
+import { KubeClient, type KubeObject } from '../kube/kube.ts';
 import type { ControllerContext } from './context.ts';
 import {
   holtClaims,

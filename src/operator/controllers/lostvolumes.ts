@@ -1,5 +1,5 @@
 import type { HoltSpec } from '../../api/holt.ts';
-import { isForbidden, type KubeObject } from '../runtime/kube.ts';
+import { isForbidden, type KubeObject } from '../kube/kube.ts';
 import { STORES, storeName } from '../specs/stores.ts';
 import { workspaceClaim } from '../specs/workspace.ts';
 import type { ControllerContext } from './context.ts';

@@ -1,7 +1,7 @@
 import type { HoltSpec } from '../../api/holt.ts';
-import { applyIfChanged } from '../runtime/apply.ts';
-import { isNotFound, type KubeObject } from '../runtime/kube.ts';
-import { type ConditionInput, condition } from '../runtime/status.ts';
+import { applyIfChanged } from '../kube/apply.ts';
+import { isNotFound, type KubeObject } from '../kube/kube.ts';
+import { type ConditionInput, condition } from '../kube/status.ts';
 import type { Owner } from '../specs/meta.ts';
 import { podMonitor, podMonitorName } from '../specs/monitoring.ts';
 import type { ControllerContext } from './context.ts';

@@ -3,9 +3,9 @@ import { Blackboard } from '../../blackboard/client.ts';
 import { getAgents, setAgents } from '../../blackboard/registry.ts';
 import type { AgentRegistration } from '../../blackboard/types.ts';
 import type { Logger } from '../../common/logger.ts';
-import { canonical } from '../runtime/apply.ts';
-import type { Cache } from '../runtime/cache.ts';
-import { endpointKey, endpointOf, type StoreEndpoint } from '../runtime/endpoint.ts';
+import { canonical } from '../kube/apply.ts';
+import type { Cache } from '../kube/cache.ts';
+import { endpointKey, endpointOf, type StoreEndpoint } from '../kube/endpoint.ts';
 import type { AgentImages } from './agentimages.ts';
 import { holtOf, keyOf, parseAgent } from './resources.ts';
 

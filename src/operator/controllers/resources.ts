@@ -3,7 +3,7 @@ import { AgentResourceSpec as AgentResourceSchema } from '../../api/agent.ts';
 import { HoltSpec } from '../../api/holt.ts';
 import { WorkerPoolSpec } from '../../api/workerpool.ts';
 import { formatIssues } from '../../common/config.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import type { AgentResourceSpec } from '../specs/agent.ts';
 
 export type Parsed<T> = { ok: true; spec: T } | { ok: false; error: string };

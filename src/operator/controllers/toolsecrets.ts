@@ -1,5 +1,5 @@
 import type { HoltSpec } from '../../api/holt.ts';
-import { isConflict, type KubeObject } from '../runtime/kube.ts';
+import { isConflict, type KubeObject } from '../kube/kube.ts';
 import type { Owner } from '../specs/meta.ts';
 import { passwordKey, storeName, storeSecretName, storesTls } from '../specs/stores.ts';
 import { natsToolNames, toolSecret, toolSecretName, toolSecretsOf } from '../specs/tool-secrets.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { podDeaths, scrubLog } from './workerexits.ts';
 
 const pod = (containerStatuses: unknown[], labels = { 'holt.io/instance': 'dev', 'holt.io/role': 'Coder' }) =>

@@ -2,8 +2,8 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import type { WorkerExit } from '../../blackboard/worker-exits.ts';
 import { errorMessage } from '../../common/errors.ts';
 import type { Logger } from '../../common/logger.ts';
-import type { InformerEvent } from '../runtime/informer.ts';
-import type { KubeClient, KubeObject } from '../runtime/kube.ts';
+import type { InformerEvent } from '../kube/informer.ts';
+import type { KubeClient, KubeObject } from '../kube/kube.ts';
 import type { HoltRef } from './registry.ts';
 
 /** The container whose death loses the claim (the pup holds the lease; the tools only its runs). */

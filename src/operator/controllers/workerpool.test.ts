@@ -11,10 +11,10 @@ import { migrate } from '../../state/migrate.ts';
 import { PostgresBacklogReader } from '../autoscale/backlog.ts';
 import { DELETION_COST } from '../autoscale/loop.ts';
 import { NatsWakeups } from '../autoscale/wakeup.ts';
+import { KubeClient, type KubeObject, type ObjectRef, refOf, type Verb } from '../kube/kube.ts';
+import { LeaderElector } from '../kube/leader.ts';
+import type { CallContext } from '../kube/object-api.ts';
 import type { Operator } from '../operator.ts';
-import { KubeClient, type KubeObject, type ObjectRef, refOf, type Verb } from '../runtime/kube.ts';
-import { LeaderElector } from '../runtime/leader.ts';
-import type { CallContext } from '../runtime/object-api.ts';
 import {
   emptyHolt,
   eventually,

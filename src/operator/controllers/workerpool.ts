@@ -1,5 +1,5 @@
-import type { ReconcileResult } from '../runtime/queue.ts';
-import type { Condition } from '../runtime/status.ts';
+import type { ReconcileResult } from '../kube/queue.ts';
+import type { Condition } from '../kube/status.ts';
 import { ownerOf } from '../specs/meta.ts';
 import { poolSelector, workerDeployment } from '../specs/workerpool.ts';
 import { applyChildren, type ControllerContext, readinessReporter, workloadReady } from './context.ts';

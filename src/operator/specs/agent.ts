@@ -1,7 +1,7 @@
 import type { AgentResourceSpec as AgentResource } from '../../api/agent.ts';
 import { workerTargetOf } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner, selectorLabels } from './meta.ts';
 import { pupPodTemplate, type StoreAddresses } from './pup.ts';
 

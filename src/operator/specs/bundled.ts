@@ -3,7 +3,7 @@ import { natsAuthorization } from '../../access/nats.ts';
 import { type Passwords, PRINCIPALS, type Principal } from '../../access/principals.ts';
 import { REDIS_USER, redisAclTemplate } from '../../access/redis.ts';
 import type { HoltSpec } from '../../api/holt.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { labels, meta, type Owner, selectorLabels } from './meta.ts';
 import { containerSecurity, execProbe, httpProbe, podSecurity, resourcesOf } from './pod.ts';
 import {

@@ -1,5 +1,5 @@
 import type { HoltSpec } from '../../api/holt.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import type { AgentResourceSpec } from './agent.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { pupPodTemplate, type StoreAddresses } from './pup.ts';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { HoltSpec } from '../../api/holt.ts';
 import { program } from '../../cli/main.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { ownerOf } from './meta.ts';
 import { migrationJob } from './migration.ts';
 import { HOLT_BIN, orchestratorDeployment } from './orchestrator.ts';

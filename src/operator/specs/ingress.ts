@@ -1,7 +1,7 @@
 import { hashToken, type TokenEntry } from '../../access/tokens.ts';
 import type { AgentSpec } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { orchestratorName } from './orchestrator.ts';
 import { INGRESS_PORT } from './pod.ts';

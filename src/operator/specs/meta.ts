@@ -1,4 +1,4 @@
-import type { KubeObject, ObjectMeta, OwnerReference } from '../runtime/kube.ts';
+import type { KubeObject, ObjectMeta, OwnerReference } from '../kube/kube.ts';
 
 export const MANAGED_BY = 'holt-operator';
 /** Selects every object the operator manages (informers of owned kinds watch only these). */

@@ -1,8 +1,8 @@
 import type { V1EnvVar } from '@kubernetes/client-node';
 import { PG_COMPONENTS, PG_ROLE, pgPasswordEnv } from '../../access/pg-roles.ts';
 import type { HoltSpec } from '../../api/holt.ts';
-import { hashOf } from '../runtime/apply.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import { hashOf } from '../kube/apply.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { containerSecurity, podSecurity, RUNTIME_UID } from './pod.ts';
 import { orchestratorAccount } from './serviceaccount.ts';

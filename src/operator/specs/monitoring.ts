@@ -1,5 +1,5 @@
 import type { HoltSpec } from '../../api/holt.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 
 export const podMonitorName = (holt: string) => childName(holt, 'pods');

@@ -1,7 +1,7 @@
 import type { V1HostAlias, V1NetworkPolicyPeer, V1NetworkPolicyPort } from '@kubernetes/client-node';
 import type { HoltSpec } from '../../api/holt.ts';
 import { cidrWithin, METADATA_CIDRS } from '../../common/cidr.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { HEALTH_PORT } from './pod.ts';
 import { NATS_MONITOR_PORT, STORE_PORTS, STORES, type StoreKind, storeName } from './stores.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HoltSpec } from '../../api/holt.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { ownerOf } from './meta.ts';
 import { orchestratorDeployment } from './orchestrator.ts';
 

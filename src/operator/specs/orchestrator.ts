@@ -1,6 +1,6 @@
 import type { V1DeploymentSpec } from '@kubernetes/client-node';
 import type { HoltSpec } from '../../api/holt.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner, selectorLabels } from './meta.ts';
 import {
   containerSecurity,

@@ -1,4 +1,4 @@
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 
 export const orchestratorAccount = (holt: string) => childName(holt, 'orchestrator');

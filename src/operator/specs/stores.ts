@@ -5,7 +5,7 @@ import { PRINCIPALS, type Principal } from '../../access/principals.ts';
 import { redisUrl } from '../../access/redis.ts';
 import { STORE_URL_ENV } from '../../api/common.ts';
 import type { HoltSpec } from '../../api/holt.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 
 export type StoreKind = 'redis' | 'nats' | 'postgres';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { V1EnvVar } from '@kubernetes/client-node';
 import { type ToolUser, toolPermissions, toolUserName, toolUsers } from '../../access/nats.ts';
 import type { AgentResourceSpec } from '../../api/agent.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { STORE_PORTS, storeName } from './stores.ts';
 

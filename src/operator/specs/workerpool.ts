@@ -1,7 +1,7 @@
 import type { AgentSpec, AgentVolume } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { WorkerPoolSpec } from '../../api/workerpool.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { labels, meta, type Owner, selectorLabels } from './meta.ts';
 import { pupPodTemplate, type StoreAddresses } from './pup.ts';
 

@@ -1,7 +1,7 @@
 import type { V1Affinity, V1Container } from '@kubernetes/client-node';
 import type { HoltSpec } from '../../api/holt.ts';
-import { hashOf } from '../runtime/apply.ts';
-import type { KubeObject } from '../runtime/kube.ts';
+import { hashOf } from '../kube/apply.ts';
+import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { EGRESS_LABEL } from './networkpolicy.ts';
 import { containerSecurity, podSecurity, RUNTIME_UID } from './pod.ts';

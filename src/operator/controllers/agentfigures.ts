@@ -4,7 +4,7 @@ import type { Blackboard } from '../../blackboard/client.ts';
 import { BlackboardDataError } from '../../blackboard/codec.ts';
 import { type RetentionReport, readRetentionReport } from '../../blackboard/retention-report.ts';
 import type { Logger } from '../../common/logger.ts';
-import { nowIso } from '../runtime/status.ts';
+import { nowIso } from '../kube/status.ts';
 import type { HoltBoards, HoltRef } from './registry.ts';
 import { keyOf } from './resources.ts';
 
@@ -43,7 +43,7 @@ export function lifeOf(s: LlmAgentStatus): AgentLife | undefined {
 }
 
 /** What an Agent's status reports from its Holt's Redis (values that change without a Kubernetes event). */
-export interface AgentRuntime {
+export interface AgentFigures {
   /** The role's open grants lacking output, as the Holt's leader last published them. */
   claimsInFlight: number;
   /** No leader has published the count for LOAD_STALE_MS: it may be out of date. */
@@ -62,8 +62,8 @@ export interface HoltData {
 }
 
 /** Reads runtime values from a Holt's stores. Throws when the store is unreachable. */
-export interface HoltRuntimeReader {
-  read(holt: HoltRef, role: string): Promise<AgentRuntime>;
+export interface HoltFiguresReader {
+  read(holt: HoltRef, role: string): Promise<AgentFigures>;
   /** The Holt's own values; without it the Holt status carries none. */
   readHolt?(holt: HoltRef): Promise<HoltData>;
   close?(): Promise<void>;
@@ -93,7 +93,7 @@ export const LOAD_STALE_MS = 60_000;
  * per `maxAgeMs` and shared by the Holt's agents) and the role's `agent_status` hash; for the Holt,
  * the quarantine's size and the retention report. Never a claim or an artefact.
  */
-export class RedisRuntimeReader implements HoltRuntimeReader {
+export class RedisFiguresReader implements HoltFiguresReader {
   readonly #boards: HoltBoards;
   readonly #maxAgeMs: number;
   readonly #snapshots = new Map<string, { at: number; load: Promise<AgentLoad | null> }>();
@@ -105,7 +105,7 @@ export class RedisRuntimeReader implements HoltRuntimeReader {
     this.#log = opts.log;
   }
 
-  async read(holt: HoltRef, role: string): Promise<AgentRuntime> {
+  async read(holt: HoltRef, role: string): Promise<AgentFigures> {
     const bb = await this.#boards.board(holt);
     const [load, statuses] = await Promise.all([
       this.#load(holt, bb),
