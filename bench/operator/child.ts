@@ -8,8 +8,8 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { silentLogger } from '../../src/common/logger.ts';
 import type { RegistryWriter } from '../../src/operator/controllers/registry.ts';
+import { KubeClient } from '../../src/operator/kube/kube.ts';
 import { Operator } from '../../src/operator/operator.ts';
-import { KubeClient } from '../../src/operator/runtime/kube.ts';
 
 export type ChildRequest = { type: 'settle' } | { type: 'stats' } | { type: 'stop' };
 export type ChildReply =

@@ -14,7 +14,7 @@
  */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { KubeClient, type KubeObject, refOf } from '../../src/operator/runtime/kube.ts';
+import { KubeClient, type KubeObject, refOf } from '../../src/operator/kube/kube.ts';
 import { installCrds } from '../../src/operator/testkit.ts';
 import { startKube } from '../../test/harness/kube.ts';
 import type { ChildReply, ChildRequest } from './child.ts';
