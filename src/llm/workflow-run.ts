@@ -1,10 +1,11 @@
 import type { ErrorClass } from '../blackboard/error-class.ts';
-import { errorMessage, FenceLostError } from '../common/errors.ts';
+import { errorMessage } from '../common/errors.ts';
 import { classOf } from './model/errors.ts';
 import type { ChatMessage } from './model/model.ts';
 import { renderArgv } from './tools/tools.ts';
 import { describeFields, type ResultFields, resultProblem } from './turn/contract.ts';
 import { DEFAULT_EXECUTION_PROMPT } from './turn/prompt.ts';
+import { fenced } from './turn/scope.ts';
 import type { TurnDeps, TurnEnd } from './turn/turn.ts';
 import { jsonIn, nextIndex, type Outputs, render, type Step, stepOutput, WorkflowState } from './workflow.ts';
 
@@ -26,13 +27,8 @@ export class WorkflowRun {
     this.d = d;
   }
 
-  async run(): Promise<TurnEnd> {
-    try {
-      return await this.loop();
-    } catch (e) {
-      if (e instanceof FenceLostError) return { kind: 'stale' };
-      throw e;
-    }
+  run(): Promise<TurnEnd> {
+    return fenced(() => this.loop());
   }
 
   private async loop(): Promise<TurnEnd> {

@@ -4,6 +4,7 @@ import type { Blackboard } from '../../blackboard/client.ts';
 import type { ErrorClass } from '../../blackboard/error-class.ts';
 import type { Artefact, Claim, ClaimType } from '../../blackboard/types.ts';
 import type { AgentEvents } from '../../bus/events.ts';
+import { FenceLostError } from '../../common/errors.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { Scrubber } from '../../common/secrets.ts';
 import type { ToolRunner } from '../../pup/runner/runner.ts';
@@ -75,6 +76,19 @@ export interface TurnDeps {
   signal: AbortSignal;
   /** A life turn's hooks; absent for a claim's turn. */
   life?: LifeHooks;
+}
+
+/**
+ * Runs a turn's loop, the one place a lost fence is caught: every fenced write throws FenceLostError,
+ * and the turn then ends as `stale` (another process owns it now) having written nothing more.
+ */
+export async function fenced(loop: () => Promise<TurnEnd>): Promise<TurnEnd> {
+  try {
+    return await loop();
+  } catch (e) {
+    if (e instanceof FenceLostError) return { kind: 'stale' };
+    throw e;
+  }
 }
 
 export const QUESTION_NS = 'c1d0f5a4-3b2e-4f6a-9d8c-7e6b5a4f3c2d';

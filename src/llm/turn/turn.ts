@@ -1,5 +1,5 @@
 import { isRework } from '../../blackboard/results.ts';
-import { errorMessage, FenceLostError } from '../../common/errors.ts';
+import { errorMessage } from '../../common/errors.ts';
 import type { LlmAgent } from '../model/agent.ts';
 import { classOf } from '../model/errors.ts';
 import type { ChatMessage, ToolCall } from '../model/model.ts';
@@ -14,7 +14,7 @@ import { plan } from './planning.ts';
 import { nextStep, onNoToolCalls, timeBoxExceeded } from './policy.ts';
 import { turnMessages } from './prompt.ts';
 import { answer, unanswered } from './questions.ts';
-import { type TurnEnd, TurnScope } from './scope.ts';
+import { fenced, type TurnEnd, TurnScope } from './scope.ts';
 import { type Ctl, foldSteps, pendingToolCalls, transcriptSummary } from './state.ts';
 
 export type { LifeHooks, TurnDeps, TurnEnd } from './scope.ts';
@@ -26,13 +26,8 @@ export type { LifeHooks, TurnDeps, TurnEnd } from './scope.ts';
  * call whose result is stored.
  */
 export class Turn extends TurnScope {
-  async run(): Promise<TurnEnd> {
-    try {
-      return await this.loop();
-    } catch (e) {
-      if (e instanceof FenceLostError) return { kind: 'stale' };
-      throw e;
-    }
+  run(): Promise<TurnEnd> {
+    return fenced(() => this.loop());
   }
   private async loop(): Promise<TurnEnd> {
     const { deps } = this;
