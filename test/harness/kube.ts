@@ -1,12 +1,12 @@
 import { execFile } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { kubeBinary } from './bins.ts';
-import { freePort } from './ports.ts';
+import { freePort, retryOnPortClash } from './ports.ts';
 import { type ServerProcess, spawnServer, waitReady } from './proc.ts';
 import { makeTempDir, removeDir } from './tmp.ts';
 
@@ -190,6 +190,7 @@ async function startEtcd(
   dir: string,
   spawn: typeof spawnServer,
 ): Promise<{ proc: ServerProcess; url: string }> {
+  rmSync(join(dir, 'etcd'), { recursive: true, force: true }); // what a try that lost its port left
   const client = await freePort();
   const peer = await freePort();
   const url = `http://127.0.0.1:${client}`;
@@ -288,7 +289,8 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
       { mode: 0o600 },
     );
 
-    const etcd = await startEtcd(dir, spawn);
+    // A port picked free may be taken before etcd binds it (other tests start servers at once): new ports.
+    const etcd = await retryOnPortClash(() => startEtcd(dir, spawn));
     procs.push(etcd.proc);
 
     const port = await freePort();

@@ -56,26 +56,49 @@ type HoltObj = {
 
 /**
  * Every status the Holt takes, as `phase|Ready reason|Ready message`: a watch from the resourceVersion
- * of a list taken before the Holt exists, so no write escapes it.
+ * of a list taken before the Holt exists, so no write escapes it. A watch the client or the server ends
+ * (client-node's request timeout, a loaded API server) is opened again from the last version seen.
  */
 async function watchHolt(): Promise<{ lines: string[]; error: () => string | undefined; stop: () => void }> {
   const kc = new KubeConfig();
   kc.loadFromFile(c.kubeconfigPath);
-  const rv = await c.kubectl(['-n', NS, 'get', 'holts', '-o', 'jsonpath={.metadata.resourceVersion}']);
+  let rv = (await c.kubectl(['-n', NS, 'get', 'holts', '-o', 'jsonpath={.metadata.resourceVersion}'])).trim();
   const lines: string[] = [];
   let error: string | undefined;
-  const abort = await new Watch(kc).watch(
-    `/apis/holt.io/v1alpha1/namespaces/${NS}/holts`,
-    { fieldSelector: `metadata.name=${HOLT}`, resourceVersion: rv.trim() },
-    (_type, obj: HoltObj) => {
-      const r = obj.status?.conditions?.find((k) => k.type === 'Ready');
-      lines.push(`${obj.status?.phase ?? ''}|${r?.reason ?? ''}|${r?.message ?? ''}`);
+  let stopped = false;
+  let current: AbortController | undefined;
+  let reopened = 0;
+  const open = async (): Promise<void> => {
+    current = await new Watch(kc).watch(
+      `/apis/holt.io/v1alpha1/namespaces/${NS}/holts`,
+      { fieldSelector: `metadata.name=${HOLT}`, resourceVersion: rv },
+      (_type, obj: HoltObj & { metadata?: { resourceVersion?: string } }) => {
+        if (obj.metadata?.resourceVersion) rv = obj.metadata.resourceVersion;
+        const r = obj.status?.conditions?.find((k) => k.type === 'Ready');
+        lines.push(`${obj.status?.phase ?? ''}|${r?.reason ?? ''}|${r?.message ?? ''}`);
+      },
+      (e: unknown) => {
+        if (stopped) return;
+        // Ended, with or without an error: open it again from where it was, a bounded number of times.
+        if (++reopened > 20) {
+          error = `the watch ended ${reopened} times, last: ${e instanceof Error ? e.message : String(e)}`;
+          return;
+        }
+        open().catch((x: unknown) => {
+          error = `the watch could not be opened again: ${x instanceof Error ? x.message : String(x)}`;
+        });
+      },
+    );
+  };
+  await open();
+  return {
+    lines,
+    error: () => error,
+    stop: () => {
+      stopped = true;
+      current?.abort();
     },
-    (e: unknown) => {
-      error = `the watch ended: ${e instanceof Error ? e.message : String(e)}`;
-    },
-  );
-  return { lines, error: () => error, stop: () => abort.abort() };
+  };
 }
 
 const psql = (sql: string) =>

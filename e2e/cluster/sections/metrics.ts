@@ -8,7 +8,8 @@ import { notApplicable } from '../not-applicable.ts';
 
 /** The real cluster: metrics scraped by a real Prometheus. */
 export function metricsTests(): void {
-  it('metrics, for real: an in-cluster Prometheus scrapes the Holts and the operator by their scrape hints; every dashboard panel has data, every alert evaluates', async (ctx) => {
+  // Concurrent: it runs beside the cli section's tests, which read the same Holts and change nothing it checks.
+  it.concurrent('metrics, for real: an in-cluster Prometheus scrapes the Holts and the operator by their scrape hints; every dashboard panel has data, every alert evaluates', async (ctx) => {
     if (!c.local)
       return notApplicable(
         ctx,
