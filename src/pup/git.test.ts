@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
@@ -69,6 +69,10 @@ describe('git in a planted workspace runs nothing the workspace planted', () => 
     naive(['cat-file', '-e', '1'.repeat(40)]);
     expect(readFileSync(dump, 'utf8')).toMatch(/planted ran: .*plant\.sh/);
     rmSync(dump);
+    // git reads a file (through the clean filter) only when its stat no longer matches the index: a later
+    // mtime makes sure of it, whatever the clock did since the plant (see git-plant.mjs).
+    const later = new Date(Date.now() + 3_600_000);
+    utimesSync(join(ws, 'README'), later, later);
     naive(['-c', 'core.fsmonitor=false', 'status', '--porcelain']);
     expect(readFileSync(dump, 'utf8')).toContain(SECRET);
   });
