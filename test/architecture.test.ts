@@ -23,6 +23,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   llm: ['api', 'blackboard', 'bus', 'common', 'inbox', 'life', 'pup', 'state', 'work'],
   agent: ['common', 'llm', 'pup'],
   graph: ['blackboard'],
+  'mcp-server': ['blackboard'],
   local: ['access', 'api', 'blackboard', 'common', 'state'],
   operator: ['access', 'api', 'blackboard', 'bus', 'common', 'inbox'],
   cli: [
@@ -35,6 +36,7 @@ const MAY_IMPORT: Record<string, string[]> = {
     'ingress',
     'life',
     'local',
+    'mcp-server',
     'operator',
     'orchestrator',
     'pup',

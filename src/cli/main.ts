@@ -29,6 +29,7 @@ const cmd = {
   init: () => import('./commands/init.ts'),
   list: () => import('./commands/list.ts'),
   logs: () => import('./commands/logs.ts'),
+  mcp: () => import('./commands/mcp.ts'),
   questions: () => import('./commands/questions.ts'),
   scale: () => import('./commands/scale.ts'),
   status: () => import('./commands/status.ts'),
@@ -49,6 +50,7 @@ const KUBE_COMMANDS: Record<string, 'redis' | 'postgres' | 'api'> = {
   questions: 'redis',
   answer: 'redis',
   status: 'redis',
+  mcp: 'redis',
   logs: 'api',
   send: 'api',
   wake: 'api',
@@ -95,7 +97,7 @@ export function program(): Command {
     .addHelpText('after', EXIT_HELP)
     .option(
       '--kube <namespace/name>',
-      "a Holt in a Kubernetes cluster instead of a local instance (env HOLT_KUBE): forage, watch, hoard, graph, questions, answer, status, logs, send, wake, work, life and token list|show reach it through the API server, with your kubeconfig's rights",
+      "a Holt in a Kubernetes cluster instead of a local instance (env HOLT_KUBE): forage, watch, hoard, graph, questions, answer, status, mcp, logs, send, wake, work, life and token list|show reach it through the API server, with your kubeconfig's rights",
     )
     .option(
       '--context <context>',
@@ -215,6 +217,16 @@ export function program(): Command {
     .addOption(outOpt())
     .option('--wait', 'block until a question appears')
     .action(async (o) => (await cmd.questions()).questions(o));
+  p.command('mcp')
+    .description(
+      'serve this Holt to an MCP client (an IDE assistant) on standard input and output: goals, status, artefacts, questions, messages, graphs',
+    )
+    .addOption(nameOpt())
+    .addHelpText(
+      'after',
+      '\nIn the client\'s configuration: {"command": "holt", "args": ["mcp"], "cwd": "<workspace>"}',
+    )
+    .action(async (o) => (await cmd.mcp()).mcp(o, kubeHolt));
   p.command('answer')
     .description('answer a question; the asking agent resumes')
     .argument('<question-id>', 'question id or prefix')
@@ -306,7 +318,7 @@ export function program(): Command {
     .option('--key <key>', 'idempotency key (default: a new one; repeat it to make a retry a no-op)')
     .action(async (role, text, o) =>
       kubeRef
-        ? (await cmd.cluster()).kubeSend(kubeRef, 'messages', role, text, o)
+        ? (await cmd.ingress()).sendKube(kubeRef, 'messages', role, text, o)
         : (await cmd.ingress()).sendLocal('messages', role, text, o),
     );
   p.command('wake')
@@ -317,7 +329,7 @@ export function program(): Command {
     .option('--key <key>', 'idempotency key')
     .action(async (role, o) =>
       kubeRef
-        ? (await cmd.cluster()).kubeSend(kubeRef, 'wake', role, undefined, o)
+        ? (await cmd.ingress()).sendKube(kubeRef, 'wake', role, undefined, o)
         : (await cmd.ingress()).sendLocal('wake', role, undefined, o),
     );
   p.command('tool-url')

@@ -1,82 +1,16 @@
-import { CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
-import { API_VERSION } from '../../api/common.ts';
-import { Blackboard } from '../../blackboard/client.ts';
-import { CLAIM_STATUSES, type Claim } from '../../blackboard/types.ts';
-import { INGRESS_PORT } from '../../operator/specs/pod.ts';
-import { apiError, componentPods, forward, type KubeHolt, type KubeRefHolt, podLog } from '../kube.ts';
+import type { V1Pod } from '@kubernetes/client-node';
+import { CLAIM_STATUSES } from '../../blackboard/types.ts';
+import { componentPods, type KubeHolt, type KubeRefHolt, podLog } from '../kube.ts';
 import { CliError, EXIT, out, paint, table } from '../output.ts';
 import { positiveInt } from '../resolve.ts';
+import { kubeStatusJson, kubeStatusReport } from '../status-report.ts';
 import { dormantLines } from './status.ts';
 
 /** `holt --kube ns/name status`: the Holt's phase and conditions, its pods, its claims by status. */
 export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise<void> {
-  const [group, version] = API_VERSION.split('/') as [string, string];
-  type Holt = {
-    status?: {
-      phase?: string;
-      observedGeneration?: number;
-      agents?: { total?: number; ready?: number };
-      conditions?: { type: string; status: string; reason?: string; message?: string }[];
-    };
-  };
-  let holt: Holt;
-  let pods: Awaited<ReturnType<CoreV1Api['listNamespacedPod']>>['items'];
-  try {
-    holt = (await k.kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({
-      group,
-      version,
-      namespace: k.namespace,
-      plural: 'holts',
-      name: k.name,
-    })) as Holt;
-    pods = (
-      await k.kc
-        .makeApiClient(CoreV1Api)
-        .listNamespacedPod({ namespace: k.namespace, labelSelector: `holt.io/instance=${k.name}` })
-    ).items;
-  } catch (e) {
-    throw apiError(e, `Holt ${k.namespace}/${k.name}`);
-  }
-  const claims: Record<string, number> = {};
-  const dormant: Claim[] = [];
-  const bb = Blackboard.connect(k.redisUrl, k.name, { ...k.redisOptions, maxRetriesPerRequest: 1 });
-  try {
-    for (const c of await bb.getClaims(await bb.listClaimIds())) {
-      if (c) claims[c.claim.status] = (claims[c.claim.status] ?? 0) + 1;
-      if (c?.claim.dormant_reason) dormant.push(c.claim);
-    }
-  } finally {
-    await bb.close();
-  }
-  const podRows = pods.map((p) => {
-    const cs = p.status?.containerStatuses ?? [];
-    return [
-      p.metadata?.name ?? '',
-      `${cs.filter((c) => c.ready).length}/${cs.length}`,
-      p.metadata?.deletionTimestamp ? 'Terminating' : (p.status?.phase ?? ''),
-      String(cs.reduce((n, c) => n + c.restartCount, 0)),
-      p.spec?.nodeName ?? '',
-    ];
-  });
-  if (opts.json)
-    return out(
-      JSON.stringify(
-        {
-          namespace: k.namespace,
-          name: k.name,
-          status: holt.status ?? {},
-          pods: podRows,
-          claims,
-          dormant: dormant.map((c) => ({
-            claim_id: c.id,
-            reason: c.dormant_reason,
-            silent_agents: c.silent_agents ?? [],
-          })),
-        },
-        null,
-        2,
-      ),
-    );
+  const r = await kubeStatusReport(k);
+  if (opts.json) return out(JSON.stringify(kubeStatusJson(k, r), null, 2));
+  const { holt, pods: podRows, claims, dormant } = r;
   const phase = holt.status?.phase ?? 'Unknown';
   const colour = phase === 'Ready' ? 'green' : phase === 'Degraded' ? 'red' : 'yellow';
   out(
@@ -133,36 +67,5 @@ export async function kubeLogs(
       follow: Boolean(opts.follow),
       tailLines,
     });
-  }
-}
-
-/**
- * `holt --kube ns/name send|wake ROLE`: through the orchestrator's ingress port, port-forwarded by the
- * API server, with a token of the agent (the ones its Agent's spec.ingress names): --token, else its
- * first operator token, read from its Secret with the user's rights.
- */
-export async function kubeSend(
-  k: KubeRefHolt,
-  mode: 'messages' | 'wake',
-  role: string,
-  text: string | undefined,
-  o: { token?: string; key?: string },
-): Promise<void> {
-  const token =
-    o.token ??
-    process.env.HOLT_TOKEN ??
-    (await (
-      await import('./cluster-tokens.ts')
-    ).operatorToken(k, role, mode === 'messages' ? 'enqueue_message' : 'wake_hint'));
-  const pod = (await componentPods(k.kc, k.namespace, k.name, 'orchestrator')).find(
-    (p) => p.metadata?.name && !p.metadata.deletionTimestamp && p.status?.phase === 'Running',
-  );
-  if (!pod) throw new CliError(`no running orchestrator in Holt ${k.namespace}/${k.name}`, EXIT.notFound);
-  const fwd = await forward(k.kc, k.namespace, pod.metadata!.name!, INGRESS_PORT);
-  try {
-    const { sendThrough } = await import('./ingress.ts');
-    await sendThrough(`http://127.0.0.1:${fwd.port}`, mode, role, text, token, o.key);
-  } finally {
-    await new Promise<void>((resolve) => fwd.server.close(() => resolve()));
   }
 }

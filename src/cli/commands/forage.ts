@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Blackboard } from '../../blackboard/client.ts';
 import { gitSync } from '../../pup/git.ts';
+import { createGoal as writeGoal } from '../board.ts';
 import { CliError, EXIT, out } from '../output.ts';
 import { resolveTarget } from '../resolve.ts';
 import { watch } from './watch.ts';
@@ -42,16 +43,7 @@ export async function forage(opts: {
   const createGoal = async () => {
     const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
     try {
-      await bb.createArtefact({
-        id,
-        logical_id: id,
-        version: 1,
-        structural_type: 'Standard',
-        type: 'GoalDefined',
-        payload: opts.goal,
-        source_artefacts: [],
-        produced_by_role: 'user',
-      });
+      await writeGoal(bb, opts.goal, id);
     } finally {
       await bb.close();
     }

@@ -1,16 +1,14 @@
 import { writeFileSync } from 'node:fs';
-import { claimIdsForArtefacts } from '../../blackboard/claim-engine.ts';
 import { Blackboard } from '../../blackboard/client.ts';
-import type { Artefact, Claim } from '../../blackboard/types.ts';
-import { type ArtefactGraph, artefactGraph, workflowOf } from '../../graph/model.ts';
+import type { ArtefactGraph } from '../../graph/model.ts';
 import { graphPage } from '../../graph/page.ts';
 import { toDot, toMermaid } from '../../graph/render.ts';
 import { dotToSvg } from '../../graph/svg.ts';
+import { drawBoard } from '../board.ts';
 import { CliError, EXIT, err } from '../output.ts';
 import { resolveTarget } from '../resolve.ts';
 import { GRAPH_FORMATS } from './graph-formats.ts';
 import { serveGraph } from './graph-serve.ts';
-import { resolveShortId } from './hoard.ts';
 
 export interface GraphOptions {
   name?: string;
@@ -19,35 +17,6 @@ export interface GraphOptions {
   file?: string;
   serve?: boolean;
   port?: string;
-}
-
-/** The artefacts on the blackboard and the claim of each (one read of each kind). */
-async function readBoard(bb: Blackboard): Promise<{ artefacts: Artefact[]; claims: Map<string, Claim> }> {
-  const ids = await bb.listArtefactIds();
-  const artefacts = (await bb.getArtefacts(ids)).filter((a): a is Artefact => a !== null);
-  const claimIds = await claimIdsForArtefacts(
-    bb,
-    artefacts.map((a) => a.id),
-  );
-  const wanted = claimIds.filter((c): c is string => c !== null);
-  const claims = new Map<string, Claim>();
-  for (const vc of await bb.getClaims(wanted)) if (vc) claims.set(vc.claim.artefact_id, vc.claim);
-  return { artefacts, claims };
-}
-
-/** The graph now: of one workflow when `goal` (an id or a prefix) is given, else of all. */
-export async function drawBoard(bb: Blackboard, goal?: string): Promise<ArtefactGraph> {
-  const board = await readBoard(bb);
-  let artefacts = board.artefacts;
-  if (goal)
-    artefacts = workflowOf(
-      artefacts,
-      resolveShortId(
-        artefacts.map((a) => a.id),
-        goal,
-      ),
-    );
-  return artefactGraph(artefacts, board.claims);
 }
 
 /** `holt graph`: the artefact graph of one workflow (--goal) or of all, as Mermaid, DOT, SVG or a page. */

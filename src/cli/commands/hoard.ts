@@ -1,6 +1,6 @@
 import { Blackboard } from '../../blackboard/client.ts';
-import type { Artefact } from '../../blackboard/types.ts';
-import { abbreviateType, globMatch, payloadPreview } from '../format.ts';
+import { findArtefact, listArtefacts } from '../board.ts';
+import { abbreviateType, payloadPreview } from '../format.ts';
 import { age, CliError, EXIT, err, out, table } from '../output.ts';
 import { parseTime, resolveTarget } from '../resolve.ts';
 import { remoteTarget } from '../target.ts';
@@ -16,20 +16,6 @@ export interface HoardOptions {
   messages?: boolean;
 }
 
-/** A full id, or a prefix of at least 6 characters that names exactly one artefact. */
-export function resolveShortId(all: string[], wanted: string): string {
-  if (wanted.length < 6)
-    throw new CliError(`artefact id "${wanted}" is too short: give at least 6 characters`, EXIT.usage);
-  const hits = all.filter((id) => id.startsWith(wanted));
-  if (hits.length === 0) throw new CliError(`no artefacts found matching "${wanted}"`, EXIT.notFound);
-  if (hits.length > 1) {
-    const shown = hits.slice(0, 10).map((h) => `  ${h}`);
-    if (hits.length > 10) shown.push(`  ...and ${hits.length - 10} more`);
-    throw new CliError(`"${wanted}" is ambiguous; it matches:\n${shown.join('\n')}`, EXIT.usage);
-  }
-  return hits[0]!;
-}
-
 export async function hoard(id: string | undefined, opts: HoardOptions): Promise<void> {
   if (!['default', 'jsonl'].includes(opts.output))
     throw new CliError(`-o: unknown format "${opts.output}"`, EXIT.usage);
@@ -38,20 +24,15 @@ export async function hoard(id: string | undefined, opts: HoardOptions): Promise
   const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
   try {
     if (id) {
-      const full = resolveShortId(await bb.listArtefactIds(), id);
-      const a = await bb.getArtefact(full);
-      out(JSON.stringify(a, null, 2));
+      out(JSON.stringify(await findArtefact(bb, id), null, 2));
       return;
     }
-    const since = opts.since ? parseTime('--since', opts.since) : undefined;
-    const until = opts.until ? parseTime('--until', opts.until) : undefined;
-    const ids = await bb.listArtefactIds({ sinceMs: since, untilMs: until });
-    const list = (await bb.getArtefacts(ids))
-      .filter((a): a is Artefact => a !== null)
-      .filter(
-        (a) =>
-          (!opts.type || globMatch(opts.type, a.type)) && (!opts.agent || a.produced_by_role === opts.agent),
-      );
+    const list = await listArtefacts(bb, {
+      sinceMs: opts.since ? parseTime('--since', opts.since) : undefined,
+      untilMs: opts.until ? parseTime('--until', opts.until) : undefined,
+      type: opts.type,
+      agent: opts.agent,
+    });
     if (opts.output === 'jsonl') {
       for (const a of list) out(JSON.stringify(a));
       return;

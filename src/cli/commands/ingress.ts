@@ -1,15 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { z } from 'zod';
 import { MODES, type Mode, TokenEntry } from '../../access/tokens.ts';
 import { loadHoltFile } from '../../api/holtfile.ts';
 import { createToken, readTokenFile, revokeToken } from '../../ingress/tokens.ts';
 import { TOKEN_ORIGINS } from '../../life/labels.ts';
-import { ingressTokensFile, instanceDir } from '../../local/instance.ts';
+import { ingressTokensFile } from '../../local/instance.ts';
 import { instanceSecrets, toolServiceUser } from '../../local/secrets.ts';
+import type { KubeRefHolt } from '../kube.ts';
 import { age, CliError, EXIT, out, table } from '../output.ts';
 import { resolveInstance } from '../resolve.ts';
+import { type Queued, queueKube, queueLocal } from '../send.ts';
 
 /** `--mode a,b` → the modes, checked. */
 function modesOf(v: string | undefined): Mode[] {
@@ -124,92 +124,8 @@ export async function tokenRevoke(role: string, name: string, o: { name?: string
   out(`revoked ${name} (${role})`);
 }
 
-/**
- * The CLI's own operator token for a role on a local instance, made on first use and kept (0600) in the
- * instance's directory beside the admin URLs it already keeps there.
- */
-function cliToken(instance: string, role: string): string {
-  const file = join(instanceDir(instance), 'cli-tokens.json');
-  const kept = existsSync(file)
-    ? z
-        .record(z.string(), z.string())
-        .catch({})
-        .parse(JSON.parse(readFileSync(file, 'utf8')))
-    : {};
-  const have = kept[role];
-  const listed = readTokenFile(ingressTokensFile(instance)).tokens.some(
-    (t) => t.role === role && t.name === 'cli-operator',
-  );
-  if (have && listed) return have;
-  if (listed) revokeToken(ingressTokensFile(instance), role, 'cli-operator');
-  const { token } = createToken(ingressTokensFile(instance), {
-    name: 'cli-operator',
-    role,
-    modes: [...MODES],
-    origin: 'operator',
-    ratePerMinute: 600,
-  });
-  writeFileSync(file, `${JSON.stringify({ ...kept, [role]: token }, null, 2)}\n`, { mode: 0o600 });
-  return token;
-}
-
-const Reply = z.object({
-  status: z.string().optional(),
-  id: z.string().optional(),
-  error: z.string().optional(),
-});
-
-/** POSTs to the ingress as any client would; the reply's error becomes the CLI's. */
-export async function postIngress(
-  url: string,
-  role: string,
-  mode: 'messages' | 'wake',
-  token: string,
-  body: unknown,
-  key: string,
-): Promise<{ status: string; id: string }> {
-  let r: Response;
-  try {
-    r = await fetch(`${url}/v1/agents/${encodeURIComponent(role)}/${mode}`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${token}`,
-        'idempotency-key': key,
-        'content-type': 'application/json',
-      },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(15_000),
-    });
-  } catch (e) {
-    throw new CliError(`cannot reach the ingress at ${url}: ${(e as Error).message}`, EXIT.error);
-  }
-  const reply = Reply.safeParse(await r.json().catch(() => ({})));
-  const said = reply.success ? reply.data : {};
-  if (!r.ok)
-    throw new CliError(
-      `the ingress answered ${r.status}: ${said.error ?? r.statusText}`,
-      r.status === 404 ? EXIT.notFound : EXIT.error,
-    );
-  return { status: said.status ?? 'queued', id: said.id ?? '' };
-}
-
-/** Sends a message (or a wake) through an ingress at `url`, and says what became of it. */
-export async function sendThrough(
-  url: string,
-  mode: 'messages' | 'wake',
-  role: string,
-  text: string | undefined,
-  token: string,
-  key: string | undefined,
-): Promise<void> {
-  const r = await postIngress(
-    url,
-    role,
-    mode,
-    token,
-    mode === 'messages' ? { text } : {},
-    key ?? randomUUID(),
-  );
+/** What became of a message (or a wake) the ingress took. */
+function said(mode: 'messages' | 'wake', role: string, r: Queued): void {
   out(
     `${r.status === 'duplicate' ? 'already queued' : 'queued'}: ${mode === 'messages' ? 'message' : 'wake'} ${r.id} for ${role}`,
   );
@@ -222,14 +138,18 @@ export async function sendLocal(
   text: string | undefined,
   o: { name?: string; token?: string; key?: string },
 ): Promise<void> {
-  const s = resolveInstance(o.name);
-  if (!s.ingressUrl)
-    throw new CliError(
-      `instance '${s.name}' has no ingress: no agent of it lives (give one llm.life: true)`,
-      EXIT.notFound,
-    );
-  const token = o.token ?? process.env.HOLT_TOKEN ?? cliToken(s.name, role);
-  await sendThrough(s.ingressUrl, mode, role, text, token, o.key);
+  said(mode, role, await queueLocal(mode, role, text, o));
+}
+
+/** `holt --kube … send|wake ROLE`. */
+export async function sendKube(
+  k: KubeRefHolt,
+  mode: 'messages' | 'wake',
+  role: string,
+  text: string | undefined,
+  o: { token?: string; key?: string },
+): Promise<void> {
+  said(mode, role, await queueKube(k, mode, role, text, o));
 }
 
 /**

@@ -1,59 +1,13 @@
-import { type AgentStatus, readAgentStatuses } from '../../blackboard/agent-status.ts';
-import { Blackboard } from '../../blackboard/client.ts';
-import { readQuarantine } from '../../blackboard/quarantine.ts';
-import { getAgents } from '../../blackboard/registry.ts';
-import { type RetentionReport, readRetentionReport } from '../../blackboard/retention-report.ts';
-import { CLAIM_STATUSES, type Claim, type Quarantined } from '../../blackboard/types.ts';
-import { redactUrl } from '../../common/logger.ts';
-import { effectiveStatus } from '../../local/instance.ts';
+import type { AgentStatus } from '../../blackboard/agent-status.ts';
+import type { RetentionReport } from '../../blackboard/retention-report.ts';
+import { CLAIM_STATUSES, type Claim } from '../../blackboard/types.ts';
 import { out, paint, table, uptime } from '../output.ts';
-import { resolveInstance } from '../resolve.ts';
+import { localStatus, localStatusJson } from '../status-report.ts';
 
 export async function status(opts: { name?: string; json?: boolean }): Promise<void> {
-  const s = resolveInstance(opts.name, { mustRun: false });
-  const st = effectiveStatus(s);
-  const claims: Record<string, number> = {};
-  let llm = new Map<string, AgentStatus>();
-  let quarantined: Quarantined[] = [];
-  let retention: RetentionReport | null = null;
-  const dormant: Claim[] = [];
-  if (st === 'running' || st === 'degraded') {
-    const bb = Blackboard.connect(s.redisUrl!, s.name, { maxRetriesPerRequest: 1 });
-    try {
-      for (const c of await bb.getClaims(await bb.listClaimIds())) {
-        if (c) claims[c.claim.status] = (claims[c.claim.status] ?? 0) + 1;
-        if (c?.claim.dormant_reason) dormant.push(c.claim);
-      }
-      const roles = (await getAgents(bb)).agents.map((a) => a.role);
-      llm = await readAgentStatuses(bb.redis, s.name, roles);
-      quarantined = await readQuarantine(bb);
-      // A malformed report is shown as missing: status must never fail on it.
-      retention = await readRetentionReport(bb.redis, bb.k.retention).catch(() => null);
-    } finally {
-      await bb.close();
-    }
-  }
-  if (opts.json) {
-    // State holds the stores' admin URLs: their passwords never go to a terminal or a pipe.
-    const urls = { redisUrl: s.redisUrl, natsUrl: s.natsUrl, postgresUrl: s.postgresUrl };
-    const redacted = Object.fromEntries(Object.entries(urls).map(([k, v]) => [k, v && redactUrl(v)]));
-    return out(
-      JSON.stringify(
-        {
-          ...s,
-          ...redacted,
-          status: st,
-          claims,
-          dormant: dormant.map(dormantView),
-          llm_agents: Object.fromEntries(llm),
-          quarantined,
-          retention,
-        },
-        null,
-        2,
-      ),
-    );
-  }
+  const r = await localStatus(opts.name);
+  if (opts.json) return out(JSON.stringify(localStatusJson(r), null, 2));
+  const { state: s, status: st, claims, dormant, llm, quarantined, retention } = r;
   const colour = st === 'running' ? 'green' : st === 'failed' ? 'red' : 'yellow';
   out(
     `Instance ${s.name}: ${paint(colour, st)}${st === 'running' ? ` (up ${uptime(Date.now() - s.startedAt)})` : ''}`,
@@ -87,13 +41,6 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
   out('');
   for (const l of llmAgentLines(llm)) out(l);
 }
-
-const dormantView = (c: Claim) => ({
-  claim_id: c.id,
-  artefact_id: c.artefact_id,
-  reason: c.dormant_reason ?? '',
-  silent_agents: c.silent_agents ?? [],
-});
 
 /**
  * Dormant claims (counted under their pending_* status): why each is, and for one closed while some
