@@ -114,7 +114,7 @@ export function holtMcpServer(access: HoltAccess, version: string): McpServer {
     'wait_for_workflow',
     {
       title: 'Wait for a workflow',
-      description: `Follow a workflow until it completes (a Terminal artefact), fails (the orchestrator's Failure), asks a question nobody answered yet, or timeout_seconds pass (default 50, at most ${MAX_WAIT_S}; call again to wait longer). Sends a progress notification per new artefact when the request has a progressToken. Returns the state and the workflow's artefacts.`,
+      description: `Follow a workflow until it completes (a Terminal artefact), fails (the orchestrator's Failure), asks a question nobody answered yet, or timeout_seconds pass (default 50, at most ${MAX_WAIT_S}; call again to wait longer). While it waits, sends a progress notification per new artefact when the request has a progressToken. Returns the state and the workflow's artefacts.`,
       inputSchema: {
         goal: ID,
         timeout_seconds: z.number().int().min(1).max(MAX_WAIT_S).default(50),
@@ -127,6 +127,17 @@ export function holtMcpServer(access: HoltAccess, version: string): McpServer {
       let seen = 0;
       for (;;) {
         const artefacts = await access.artefacts({ goal });
+        const st = workflowState(artefacts);
+        const timedOut = Date.now() >= deadline;
+        if (st.state !== 'running' || timedOut || extra.signal.aborted)
+          return text({
+            goal: artefacts[0]?.id ?? goal,
+            ...st,
+            ...(st.state === 'running' ? { timed_out: timedOut } : {}),
+            artefacts: artefacts.map((a) => summary(a)),
+          });
+        // Not with the result: the SDK's client drops a progress that arrives in the same read as the
+        // result (it forgets the token first), and the result lists every artefact anyway.
         if (token !== undefined && artefacts.length > seen) {
           const last = artefacts.at(-1) as Artefact;
           seen = artefacts.length;
@@ -139,15 +150,6 @@ export function holtMcpServer(access: HoltAccess, version: string): McpServer {
             },
           });
         }
-        const st = workflowState(artefacts);
-        const timedOut = Date.now() >= deadline;
-        if (st.state !== 'running' || timedOut || extra.signal.aborted)
-          return text({
-            goal: artefacts[0]?.id ?? goal,
-            ...st,
-            ...(st.state === 'running' ? { timed_out: timedOut } : {}),
-            artefacts: artefacts.map((a) => summary(a)),
-          });
         await sleep(Math.min(POLL_MS, Math.max(0, deadline - Date.now())), undefined, {
           signal: extra.signal,
         }).catch(() => undefined);
