@@ -5,8 +5,7 @@ import { z } from 'zod';
 import { MODES } from '../access/tokens.ts';
 import { createToken, readTokenFile, revokeToken } from '../ingress/tokens.ts';
 import { ingressTokensFile, instanceDir } from '../local/instance.ts';
-import { INGRESS_PORT } from '../operator/specs/pod.ts';
-import { componentPods, forward, type KubeRefHolt } from './kube.ts';
+import type { KubeRefHolt } from './kube.ts';
 import { CliError, EXIT } from './output.ts';
 import { resolveInstance } from './resolve.ts';
 
@@ -123,6 +122,8 @@ export async function queueKube(
     (await (
       await import('./commands/cluster-tokens.ts')
     ).operatorToken(k, role, mode === 'messages' ? 'enqueue_message' : 'wake_hint'));
+  const { componentPods, forward } = await import('./kube.ts');
+  const { INGRESS_PORT } = await import('../operator/specs/pod.ts');
   const pod = (await componentPods(k.kc, k.namespace, k.name, 'orchestrator')).find(
     (p) => p.metadata?.name && !p.metadata.deletionTimestamp && p.status?.phase === 'Running',
   );

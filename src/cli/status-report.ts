@@ -1,4 +1,4 @@
-import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import type { CoreV1Api } from '@kubernetes/client-node';
 import { API_VERSION } from '../api/common.ts';
 import { type AgentStatus, readAgentStatuses } from '../blackboard/agent-status.ts';
 import { Blackboard } from '../blackboard/client.ts';
@@ -8,7 +8,7 @@ import { type RetentionReport, readRetentionReport } from '../blackboard/retenti
 import type { Claim, Quarantined } from '../blackboard/types.ts';
 import { redactUrl } from '../common/logger.ts';
 import { effectiveStatus, type InstanceState } from '../local/instance.ts';
-import { apiError, type KubeHolt } from './kube.ts';
+import type { KubeHolt } from './kube.ts';
 import { resolveInstance } from './resolve.ts';
 
 // What `holt status` knows of a Holt, without printing: the command prints it for a person (or as
@@ -100,6 +100,9 @@ export interface KubeStatus {
 }
 
 export async function kubeStatusReport(k: KubeHolt): Promise<KubeStatus> {
+  // Loaded here: a local `holt mcp` (started by an IDE) should not wait for the Kubernetes client.
+  const { CoreV1Api, CustomObjectsApi } = await import('@kubernetes/client-node');
+  const { apiError } = await import('./kube.ts');
   const [group, version] = API_VERSION.split('/') as [string, string];
   let holt: KubeStatus['holt'];
   let pods: Awaited<ReturnType<CoreV1Api['listNamespacedPod']>>['items'];

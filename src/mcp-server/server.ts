@@ -204,12 +204,20 @@ export function holtMcpServer(access: HoltAccess, version: string): McpServer {
   return server;
 }
 
+/**
+ * The artefacts for a resource list: none when the Holt cannot be read (not started, stopped). A list is
+ * a catalogue a client browses; the tools and a resource's read say what is wrong.
+ */
+async function listed(access: HoltAccess, filter: { type?: string }): Promise<Artefact[]> {
+  return (await access.artefacts(filter).catch(() => [])).slice(-MAX_RESOURCES);
+}
+
 function registerResources(server: McpServer, access: HoltAccess): void {
   server.registerResource(
     'artefact',
     new ResourceTemplate('holt://artefact/{id}', {
       list: async () => ({
-        resources: (await access.artefacts({})).slice(-MAX_RESOURCES).map((a) => ({
+        resources: (await listed(access, {})).map((a) => ({
           uri: `holt://artefact/${a.id}`,
           name: `${a.type} ${a.id.slice(0, 8)}`,
           description: `${a.structural_type} by ${a.produced_by_role}`,
@@ -229,7 +237,7 @@ function registerResources(server: McpServer, access: HoltAccess): void {
     'workflow-graph',
     new ResourceTemplate('holt://workflow/{goal}/graph', {
       list: async () => ({
-        resources: (await access.artefacts({ type: 'GoalDefined' })).slice(-MAX_RESOURCES).map((g) => ({
+        resources: (await listed(access, { type: 'GoalDefined' })).map((g) => ({
           uri: `holt://workflow/${g.id}/graph`,
           name: `workflow ${g.id.slice(0, 8)}: ${g.payload.slice(0, 60)}`,
           mimeType: 'text/vnd.mermaid',
