@@ -25,5 +25,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     globalSetup: ['test/harness/global-setup.ts'],
     sequence: { sequencer: LongestFirst },
+    // The digest comes last: CI shows the tail of the output, and the digest names each failure there.
+    reporters: ['default', './test/harness/failure-digest.ts'],
   },
 });

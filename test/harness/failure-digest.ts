@@ -1,0 +1,28 @@
+import type { Reporter, SerializedError, TestModule } from 'vitest/node';
+
+/** The first lines of an error, without colour codes: enough to know what broke. */
+function gist(e: SerializedError | undefined): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: strips ANSI colour codes
+  const text = String(e?.message ?? e ?? '').replace(/\x1b\[[0-9;]*m/g, '');
+  return text.split('\n').slice(0, 6).join('\n    ').slice(0, 1500);
+}
+
+/**
+ * After vitest's own summary, one line per failed test with the start of its error. CI keeps only the
+ * tail of a run's output, where the default reporter's summary names no test; this digest puts every
+ * failure there, so a failed run says what failed without its whole log.
+ */
+export default class FailureDigest implements Reporter {
+  onTestRunEnd(modules: ReadonlyArray<TestModule>, unhandled: ReadonlyArray<SerializedError>): void {
+    const lines: string[] = [];
+    for (const m of modules) {
+      for (const e of m.errors()) lines.push(`${m.relativeModuleId} (the file): ${gist(e)}`);
+      for (const t of m.children.allTests('failed')) {
+        lines.push(`${m.relativeModuleId} > ${t.fullName}: ${gist(t.result().errors?.[0])}`);
+      }
+    }
+    for (const e of unhandled) lines.push(`unhandled: ${gist(e)}`);
+    if (lines.length === 0) return;
+    process.stdout.write(`\nFailed (${lines.length}):\n${lines.map((l) => `  - ${l}`).join('\n')}\n`);
+  }
+}
