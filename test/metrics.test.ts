@@ -16,11 +16,12 @@ import { OpenAiModel } from '../src/llm/model/model.ts';
 import { KubeClient } from '../src/operator/kube/kube.ts';
 import { createMetrics } from '../src/operator/kube/metrics.ts';
 import { startRetention } from '../src/orchestrator/retention.ts';
-import { newGoal, register, ScriptedAgent, startOrchestrator, waitFor } from '../src/orchestrator/testkit.ts';
+import { newGoal, register, ScriptedAgent, startOrchestrator } from '../src/orchestrator/testkit.ts';
 import { PupMetrics } from '../src/pup/metrics.ts';
 import { startLlmServer, text } from './harness/llm.ts';
 import { promlint } from './harness/promlint.ts';
 import { type RedisServer, startRedis } from './harness/redis.ts';
+import { eventually } from './harness/wait.ts';
 
 // Every metric a Holt program exposes, as it exposes it (with samples), checked by Prometheus's own
 // linter and by the label rule promlint does not know: `instance` and `job` belong to Prometheus.
@@ -97,9 +98,9 @@ describe('metrics follow Prometheus conventions (promlint, real samples)', () =>
         { worker_target: 'coder', pending: 2, in_flight: 1, oldest_pending_seconds: 3 },
       ]);
       await bb.createArtefact(newGoal());
-      await waitFor(
-        async () => (await orch.metrics.finished.get()).values.length > 0,
+      await eventually(
         'a claim finished (its metrics have samples)',
+        async () => (await orch.metrics.finished.get()).values.length > 0,
       );
       await retention.pass();
       const text = await expectClean(orch.metrics.registry);

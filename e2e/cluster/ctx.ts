@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'vitest';
 import type { Artefact } from '../../src/blackboard/types.ts';
-import { eventually } from '../../test/harness/wait.ts';
+import { type EventuallyOptions, eventually } from '../../test/harness/wait.ts';
 import type { E2eTarget } from './target.ts';
 
 /**
@@ -45,9 +45,9 @@ export async function describeNs(): Promise<string> {
   return `${all.stdout}${all.stderr}\nevents:\n${events.stdout.split('\n').slice(-25).join('\n')}\noperator:\n${op.stdout}`;
 }
 
-export function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 240_000): Promise<T> {
-  return eventually(what, check, { timeoutMs, intervalMs: 1000, describe: describeNs });
-}
+/** How the e2e waits on the cluster (`eventually(what, check, CLUSTER_WAIT)`): slow steps (pulls, node
+ * starts) get minutes, polled each second, and a timeout prints what the namespace looked like. */
+export const CLUSTER_WAIT: EventuallyOptions = { timeoutMs: 240_000, intervalMs: 1000, describe: describeNs };
 
 /** `holt --kube <ns>/<holt> ...` as a user runs it, with the e2e kubeconfig. */
 export async function holt(holtName: string, args: string[]): Promise<string> {
@@ -85,7 +85,7 @@ export const pods = async (selector: string) =>
 
 export async function waitHoltReady(name: string, agents: number): Promise<void> {
   type Holt = { status?: { phase?: string; agents?: { total?: number; ready?: number } } };
-  await until(
+  await eventually(
     `Holt ${name} Ready with ${agents} agents`,
     async () => {
       const h = await getJson<Holt>(['holt', name]);
@@ -95,7 +95,7 @@ export async function waitHoltReady(name: string, agents: number): Promise<void>
         ? true
         : undefined;
     },
-    420_000,
+    { ...CLUSTER_WAIT, timeoutMs: 420_000 },
   );
 }
 

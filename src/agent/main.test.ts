@@ -3,10 +3,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { executionLeaseKey } from '../blackboard/execution-lease.ts';
 import { outputId } from '../blackboard/grants.ts';
-import { grantedClaim, node, pupEnv, sh, waitFor } from '../pup/testkit.ts';
+import { grantedClaim, node, pupEnv, sh } from '../pup/testkit.ts';
 
 /** The pup as a real process: `node src/agent/main.ts`, signals and exit codes. */
 
@@ -72,7 +73,7 @@ describe('pup process', () => {
     const hook = join(import.meta.dirname, '../../test/fixtures/hooks/packages.mjs');
     // Through the CLI, as holt up and the runtime image start every pup.
     const { child, exited, log } = runPup({}, [], ['--import', hook], ['../cli/main.ts', 'pup']);
-    await waitFor(async () => log().includes('"pup_started"'), 'the pup to start');
+    await eventually('the pup to start', async () => log().includes('"pup_started"'));
     child.kill('SIGTERM');
     const r = await exited;
     expect(r.code).toBe(0);
@@ -94,7 +95,10 @@ describe('pup process', () => {
     const { claim } = await grantedClaim(bb, grantExclusive);
     const p = runPup({ HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '2')) });
     const out = outputId('proc', claim.id, 'coder', 'exclusive');
-    await waitFor(() => bb.redis.exists(executionLeaseKey(bb, out)), 'the tool to start');
+    await eventually(
+      'the tool to start',
+      async () => (await bb.redis.exists(executionLeaseKey(bb, out))) > 0,
+    );
     p.child.kill('SIGTERM');
     const late = await grantedClaim(bb, {});
     const r = await p.exited;
@@ -118,7 +122,10 @@ describe('pup process', () => {
       HOLT_SHUTDOWN_GRACE_MS: '200',
     });
     const out = outputId('proc', claim.id, 'coder', 'exclusive');
-    await waitFor(() => bb.redis.exists(executionLeaseKey(bb, out)), 'the tool to start');
+    await eventually(
+      'the tool to start',
+      async () => (await bb.redis.exists(executionLeaseKey(bb, out))) > 0,
+    );
     p.child.kill('SIGTERM');
     expect((await p.exited).code).toBe(0);
     expect(await bb.getArtefact(out)).toBeNull();

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
-import { waitFor } from '../orchestrator/testkit.ts';
+import { eventually } from '../../test/harness/wait.ts';
+
 import { Blackboard } from './client.ts';
 import type { BlackboardDataError } from './codec.ts';
 import { goMapJson } from './go-json.ts';
@@ -172,7 +173,7 @@ describe('blackboard: Holt byte compatibility', () => {
     const cid = randomUUID();
     await bb.setBid(cid, 'coder', 'exclusive');
     await publishGrant(bb, 'coder', cid, 'exclusive');
-    await waitFor(() => msgs.length >= 2, 'both messages');
+    await eventually('both messages', () => msgs.length >= 2);
     expect(await bb.getBids(cid)).toEqual({ coder: 'exclusive' });
     expect(msgs.map(([c, m]) => [c, JSON.parse(m)])).toEqual([
       [
@@ -195,7 +196,7 @@ describe('blackboard: Holt byte compatibility', () => {
     expect(await acquireLock(bb, 'a', 200)).toBe(true);
     expect(await bb.redis.get('holt:test:lock')).toMatch(/^orchestrator:\d+$/);
     // b gets it once a's lease expires (a stopped renewing).
-    await waitFor(() => acquireLock(bb, 'b', 200), 'the lease to expire');
+    await eventually('the lease to expire', () => acquireLock(bb, 'b', 200));
     await releaseLock(bb, 'a');
     expect(await lockHolder(bb)).toBe('b');
     await releaseLock(bb, 'b');
@@ -230,7 +231,7 @@ describe('blackboard: Holt byte compatibility', () => {
     const a = testGoal();
     await bb.createArtefact(a);
     // Delivered in publish order: once the good one is in, both bad ones were handled before it.
-    await waitFor(() => good.length >= 1, 'the valid message');
+    await eventually('the valid message', () => good.length >= 1);
     expect(bad).toEqual(['not json', '{"id":"x"}']);
     expect(good).toEqual([a]);
     await s.close();
@@ -251,7 +252,7 @@ describe("Holt's channel carries only Holt's events", () => {
       event: 'review_approved',
       data: { original_artefact_id: randomUUID(), reviewer_role: 'r' },
     });
-    await waitFor(() => got.length >= 2, 'both events');
+    await eventually('both events', () => got.length >= 2);
     expect(got).toEqual([
       ['holt:test:workflow_events_ext', 'bid_timeout'],
       ['holt:test:workflow_events', 'review_approved'],

@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { type Monitored, monitorCommands } from '../../test/harness/redis-monitor.ts';
-import { waitFor } from '../orchestrator/testkit.ts';
+import { eventually } from '../../test/harness/wait.ts';
+
 import {
   artefactIdsSince,
   childrenOf,
@@ -91,7 +92,7 @@ describe('blackboard: orchestrator support', () => {
     expect((await bb.getClaim(b.id))?.claim.status).toBe('pending_review');
     expect((await bb.getClaim(c.id))?.claim.status).toBe('complete');
     expect(await bb.activeClaimIds()).not.toContain(c.id);
-    await waitFor(() => heard.length >= 2, 'the announcements');
+    await eventually('the announcements', () => heard.length >= 2);
     expect(heard.sort()).toEqual(['a', 'c']);
     await sub.close();
     // Snapshots in one call match one at a time.
@@ -146,9 +147,8 @@ describe('blackboard: orchestrator support', () => {
     const monitor = await monitorCommands(bb.redis, seen);
     const rev = await updateClaim(bb, next, 1, [], c);
     expect(rev).toBe(2);
-    const hset = await waitFor(
-      () => seen.map((m) => m.args).find((a) => a[0]?.toLowerCase() === 'hset' && a[1] === bb.k.claim(c.id)),
-      'the HSET in the monitor stream',
+    const hset = await eventually('the HSET in the monitor stream', () =>
+      seen.map((m) => m.args).find((a) => a[0]?.toLowerCase() === 'hset' && a[1] === bb.k.claim(c.id)),
     );
     monitor.disconnect();
     const written = hset.slice(2).filter((_, i) => i % 2 === 0);

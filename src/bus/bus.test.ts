@@ -1,7 +1,8 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
-import { until } from '../inbox/testkit.ts';
+import { eventually } from '../../test/harness/wait.ts';
+
 import { busProblem, connectBus, natsServer } from './connect.ts';
 import { type Doorbell, ringDoorbell, subscribeDoorbell } from './doorbell.ts';
 import { natsAgentEvents, TaskEvent } from './events.ts';
@@ -57,7 +58,7 @@ describe('doorbells', () => {
     other.publish(doorbellSubject('pool'), JSON.stringify({ instance: 'inst', target: 'pool' }));
     ringDoorbell(other, 'another-instance', 'pool', 'enqueue');
     ringDoorbell(other, 'inst', 'pool', 'manual'); // the last one: once it is in, all before it are
-    await until(() => got.some(([, b]) => b.reason === 'manual'), 'the last bell');
+    await eventually('the last bell', () => got.some(([, b]) => b.reason === 'manual'));
     await other.drain();
     for (const s of subs) s.unsubscribe();
     expect(got).toHaveLength(31);
@@ -87,7 +88,7 @@ describe('doorbells', () => {
     ev.task(e);
     ev.task({ ...e, turn_epoch: 1.5 }); // invalid: dropped, never sent
     expect(dropped).toEqual(['task']);
-    await until(() => seen.length > 0, 'the task event');
+    await eventually('the task event', () => seen.length > 0);
     sub.unsubscribe();
     expect(seen.map((x) => TaskEvent.parse(x))).toEqual([e]);
   });

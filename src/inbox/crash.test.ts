@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { connectBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
@@ -13,7 +14,7 @@ import { silentLogger } from '../common/logger.ts';
 import { resultArtefactId } from '../state/ids.ts';
 import { migrate } from '../state/migrate.ts';
 import { InboxStore } from './store.ts';
-import { fakeClaim, ROLE, until, writeResult } from './testkit.ts';
+import { fakeClaim, ROLE, writeResult } from './testkit.ts';
 import { Watchdog } from './watchdog.ts';
 import { InboxWorker, type Outcome } from './worker.ts';
 
@@ -59,7 +60,7 @@ function spawnWorker(target: string, leaseMs: number, holdMs: number) {
   children.push(child);
   const lines: string[] = [];
   createInterface({ input: child.stdout! }).on('line', (l) => lines.push(l));
-  return { child, lines, saw: (l: string) => until(() => lines.includes(l), l) };
+  return { child, lines, saw: (l: string) => eventually(l, () => lines.includes(l)) };
 }
 
 /** The survivor: an in-process worker plus the watchdog that notices the lost lease. */
@@ -103,7 +104,7 @@ describe('worker crash and partition', () => {
     const s = survivor(target);
     await s.worker.start();
     s.dog.start();
-    await until(async () => (await store.row(row.id))?.status === 'done', 'the claim to be re-run');
+    await eventually('the claim to be re-run', async () => (await store.row(row.id))?.status === 'done');
     await s.dog.stop();
     await s.worker.stop();
     expect(s.runs).toEqual([claim.id]);
@@ -132,7 +133,7 @@ describe('worker crash and partition', () => {
     const s = survivor(target);
     await s.worker.start();
     s.dog.start();
-    await until(async () => (await store.row(row.id))?.status === 'done', 'the claim to be taken over');
+    await eventually('the claim to be taken over', async () => (await store.row(row.id))?.status === 'done');
     await s.dog.stop();
     w.child.kill('SIGCONT');
     await w.saw(`OUTCOME ${claim.id} stale`);

@@ -6,20 +6,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { setAgents } from '../blackboard/registry.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
 import { type OrchestratorInbox, startOrchestratorInbox } from '../orchestrator/inbox.ts';
 import type { Orchestrator } from '../orchestrator/orchestrator.ts';
-import {
-  claimFor,
-  newGoal,
-  recordChannels,
-  startOrchestrator,
-  waitClaim,
-  waitFor,
-} from '../orchestrator/testkit.ts';
+import { claimFor, newGoal, recordChannels, startOrchestrator, waitClaim } from '../orchestrator/testkit.ts';
 import { loadWorkerEnv } from '../pup/inbox-worker.ts';
 import { Pup } from '../pup/pup.ts';
 import { AGENTS, config } from '../pup/testkit.ts';
@@ -108,12 +102,12 @@ describe('scalable roles run on inbox workers', () => {
     const v1 = (await bb.getArtefact(goalClaim.phase_state?.received.Writer as string)) as Artefact;
     expect(v1.payload).toBe('first draft, reject me');
     // Review of v1 (on a Reviewer worker) rejects it: a feedback claim for the Writer, reworked on a worker.
-    const fb = await waitFor(() => rec.events('feedback_claim_created')[0], 'feedback claim');
+    const fb = await eventually('feedback claim', () => rec.events('feedback_claim_created')[0]);
     await waitClaim(bb, fb.feedback_claim_id as string, (c) => c.status === 'complete', 'rework done');
-    const v2 = await waitFor(async () => {
+    const v2 = await eventually('v2', async () => {
       const l = (await bb.latestInThreads([v1.logical_id])).get(v1.logical_id);
       return l && l.version === 2 ? bb.getArtefact(l.id) : null;
-    }, 'v2');
+    });
     expect(v2).toMatchObject({ payload: 'fixed draft', type: 'Draft', produced_by_role: 'Writer' });
     const v2Claim = await waitClaim(
       bb,
@@ -124,7 +118,7 @@ describe('scalable roles run on inbox workers', () => {
 
     // Every one of those grants went through an inbox row, done by a worker on its first attempt. (A
     // worker commits its row just after publishing the output: the claim may move first.)
-    const rows = await waitFor(async () => {
+    const rows = await eventually('every row settled', async () => {
       const r = await inbox.store!.pool.query<{
         claim_id: string;
         role: string;
@@ -136,7 +130,7 @@ describe('scalable roles run on inbox workers', () => {
         [instance],
       );
       return r.rows.every((x) => x.status !== 'claimed') ? r : null;
-    }, 'every row settled');
+    });
     expect(rows.rows).toEqual([
       { claim_id: goalClaim.id, role: 'Writer', phase: 'exclusive', status: 'done', attempts: 1 },
       { claim_id: expect.any(String), role: 'Reviewer', phase: 'review', status: 'done', attempts: 1 },
@@ -147,9 +141,8 @@ describe('scalable roles run on inbox workers', () => {
     const v1Review = await bb.getClaim(rows.rows[1]!.claim_id);
     expect(v1Review?.claim).toMatchObject({ artefact_id: v1.id, granted_review_agents: ['Reviewer'] });
     // (events arrive over pub/sub, after the writes the waits above saw)
-    const approved = await waitFor(
-      () => rec.events('review_approved').find((e) => e.original_artefact_id === v2.id),
-      'the approval of v2',
+    const approved = await eventually('the approval of v2', () =>
+      rec.events('review_approved').find((e) => e.original_artefact_id === v2.id),
     );
     expect(approved).toEqual({ original_artefact_id: v2.id, reviewer_role: 'Reviewer' });
   });

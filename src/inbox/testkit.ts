@@ -1,7 +1,6 @@
 // Shared set-up of the inbox tests and the benchmark: real servers, migrated schema.
 
 import { randomUUID } from 'node:crypto';
-import { eventually } from '../../test/harness/wait.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import { resultArtefactId } from '../state/ids.ts';
 import type { InboxRow } from '../state/schema.ts';
@@ -27,13 +26,4 @@ export async function writeResult(bb: Blackboard, row: InboxRow, by: string): Pr
     produced_by_role: row.role,
   });
   return r.created;
-}
-
-/** Waits until `check` holds, polling (tests wait on conditions, never assert on timings). */
-export async function until(
-  check: () => Promise<boolean> | boolean,
-  what: string,
-  timeoutMs = 30_000,
-): Promise<void> {
-  await eventually(what, async () => (await check()) || undefined, { timeoutMs, intervalMs: 20 });
 }

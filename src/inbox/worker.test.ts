@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import type { Claim } from '../blackboard/types.ts';
@@ -16,7 +17,7 @@ import { InboxDispatcher } from '../orchestrator/inbox-dispatcher.ts';
 import { migrate } from '../state/migrate.ts';
 import type { InboxRow } from '../state/schema.ts';
 import { InboxStore } from './store.ts';
-import { fakeClaim, ROLE, until, writeResult } from './testkit.ts';
+import { fakeClaim, ROLE, writeResult } from './testkit.ts';
 import { sweep, Watchdog } from './watchdog.ts';
 import { InboxWorker } from './worker.ts';
 
@@ -125,7 +126,9 @@ describe('inbox workers', () => {
     );
     const dog = new Watchdog(store, { instance: I, maxAttempts: 3, ring: ringer(nc, I), intervalMs: 500 });
     dog.start(); // as in production; a doorbell lost to a busy worker is re-rung
-    await until(async () => (await doneCount(target)) === 1000, '1000 claims done', 120_000);
+    await eventually('1000 claims done', async () => (await doneCount(target)) === 1000, {
+      timeoutMs: 120_000,
+    });
     await dog.stop();
     await p.stop();
     expect(p.runs.size).toBe(1000);
@@ -151,7 +154,7 @@ describe('inbox workers', () => {
     expect(await doneCount(target)).toBe(0); // nobody was told
     const dog = new Watchdog(store, { instance: I, maxAttempts: 3, ring: ringer(nc, I), intervalMs: 300 });
     dog.start();
-    await until(async () => (await doneCount(target)) === 30, '30 claims done');
+    await eventually('30 claims done', async () => (await doneCount(target)) === 30);
     await dog.stop();
     await p.stop();
     spy.unsubscribe();
@@ -168,13 +171,13 @@ describe('inbox workers', () => {
     await second.start();
     const d = dispatcherTo(target, ringer(nc, I));
     for (let i = 0; i < 20; i++) await grant(d, claimOf());
-    await until(async () => (await doneCount(target)) === 20, 'svc1 claims done');
+    await eventually('svc1 claims done', async () => (await doneCount(target)) === 20);
     expect(first.runs.size).toBe(20);
     expect(second.runs.size).toBe(0);
     expect(second.workers[0]!.activeTargets).toEqual([]);
     await first.stop(); // releases the target lease; the standby picks it up
     for (let i = 0; i < 5; i++) await grant(d, claimOf());
-    await until(async () => (await doneCount(target)) === 25, 'standby takes over');
+    await eventually('standby takes over', async () => (await doneCount(target)) === 25);
     await second.stop();
     expect(second.runs.size).toBe(5);
   });
@@ -201,12 +204,12 @@ describe('inbox workers', () => {
     await slow.start();
     const d = dispatcherTo(target, ringer(nc, I));
     await grant(d, claimOf());
-    await until(() => slow.runs.size === 1, 'the slow worker to start');
+    await eventually('the slow worker to start', () => slow.runs.size === 1);
     await slow.stop(); // grace 200 ms, then release
     unblock();
     const fresh = pool(target, 1);
     await fresh.start();
-    await until(async () => (await doneCount(target)) === 1, 'the released claim to be re-run');
+    await eventually('the released claim to be re-run', async () => (await doneCount(target)) === 1);
     await fresh.stop();
     expect(fresh.runs.size).toBe(1);
   });
@@ -254,7 +257,7 @@ describe('inbox worker shutdown and bad input', () => {
     await grant(d, c);
     const { worker, runs } = holdingWorker(target);
     const outcome = worker.runGrant(c.id, ROLE);
-    await until(() => runs.length === 1, 'the grant to start');
+    await eventually('the grant to start', () => runs.length === 1);
     await worker.stop();
     // stop() returned: the running claim was released (not left claimed under a closing pool)
     const row = await rowOf(c.id);
@@ -285,7 +288,7 @@ describe('inbox worker shutdown and bad input', () => {
     const d = dispatcherTo(target);
     await grant(d, c);
     const started = worker.start();
-    await until(() => inFlight, 'the claim query to be in flight');
+    await eventually('the claim query to be in flight', () => inFlight);
     const stopped = worker.stop();
     open();
     await stopped;
@@ -322,7 +325,7 @@ describe('inbox worker shutdown and bad input', () => {
     await grant(d, c);
     const dog = new Watchdog(store, { instance: I, maxAttempts: 3, ring: ringer(nc, I), intervalMs: 100 });
     dog.start(); // rings the row again once its backoff is over
-    await until(async () => (await rowOf(c.id))?.status === 'done', 'the retried completion');
+    await eventually('the retried completion', async () => (await rowOf(c.id))?.status === 'done');
     await dog.stop();
     await worker.stop();
     const row = await rowOf(c.id);

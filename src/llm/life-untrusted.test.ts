@@ -4,11 +4,11 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { call, text } from '../../test/harness/llm.ts';
 import { llmPupEnv, startPupRuntime, useRuntimeStores } from '../../test/harness/llm-runtime.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { lifeWakeSubject } from '../bus/subjects.ts';
 import { ToolRequest } from '../bus/tools.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
-import { waitFor } from '../pup/testkit.ts';
 
 // Untrusted tool services and callers (issue 28) on real Redis, Postgres and NATS with the scripted
 // model: an answer counts only for the call it is bound to; a body cannot forge its labels; what one
@@ -83,10 +83,10 @@ describe('asynchronous tool answers are bound to their calls', () => {
     await send(instance, 'look x up, then deploy');
     const body = (req: ToolRequest, output: string, extra: Record<string, unknown> = {}) =>
       JSON.stringify({ turn_id: req.turn_id, tool_call_id: req.tool_call_id, output, ...extra });
-    await waitFor(async () => lookups.length === 1, 'the lookup request');
+    await eventually('the lookup request', async () => lookups.length === 1);
     const lk = lookups[0]!;
     lk.msg.respond(body(lk.req, 'lookup: x is 42', { tool: 'lookup' }));
-    await waitFor(async () => deploys.length === 1, 'the deploy request');
+    await eventually('the deploy request', async () => deploys.length === 1);
     const dp = deploys[0]!;
     // Unguessable per-call reply subjects: the agent, the tool and 128 random bits.
     expect(lk.msg.reply).toMatch(new RegExp(`^evt\\.tool\\.${instance}\\.coder\\.lookup\\.[0-9a-f]{32}$`));
@@ -105,8 +105,8 @@ describe('asynchronous tool answers are bound to their calls', () => {
       dp.msg.reply!.replace(`.${instance}.`, `.${elsewhere}.`),
       body(dp.req, 'forged: elsewhere'),
     );
-    await waitFor(async () => (await a.answers('ignored')) === 3, 'three forged answers ignored here');
-    await waitFor(async () => (await b.answers('ignored')) === 1, 'one ignored by the other instance');
+    await eventually('three forged answers ignored here', async () => (await a.answers('ignored')) === 3);
+    await eventually('one ignored by the other instance', async () => (await b.answers('ignored')) === 1);
     const rows = await stores.pool.query(
       `SELECT tool_name, wait_status FROM holt.turn_waiting_tools WHERE instance = $1 AND tool_name = 'deploy'`,
       [instance],
@@ -128,10 +128,10 @@ describe('asynchronous tool answers are bound to their calls', () => {
     stores.llm.reset([call('lookup', { q: 'again' }), text('answered after the restart')]);
     await pup(instance);
     await send(instance, 'look it up');
-    await waitFor(async () => lookups.length === 1, 'the request');
+    await eventually('the request', async () => lookups.length === 1);
     await stores.cleanup.pop()!(); // this pup stops
     await pup(instance);
-    await waitFor(async () => lookups.length >= 2, 'the request sent again');
+    await eventually('the request sent again', async () => lookups.length >= 2);
     const again = lookups.at(-1)!;
     expect(again.msg.reply).toBe(lookups[0]!.msg.reply);
     expect(again.req.tool_call_id).toBe(lookups[0]!.req.tool_call_id);

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { call, text } from '../../test/harness/llm.ts';
 import { llmPupEnv, startPupRuntime, useRuntimeStores } from '../../test/harness/llm-runtime.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { readAgentStatuses } from '../blackboard/agent-status.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { LifeEvent } from '../bus/events.ts';
@@ -12,7 +13,6 @@ import { ToolRequest } from '../bus/tools.ts';
 import { llmAgentLines } from '../cli/commands/status.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
-import { waitFor } from '../pup/testkit.ts';
 import { lifeActorOf } from '../state/ids.ts';
 import { WorkStore } from '../work/store.ts';
 
@@ -141,15 +141,15 @@ describe('a living agent', () => {
     );
     expect(lastToolText(3)).toContain('the answer to life is 42');
     expect(requests).toHaveLength(1);
-    const [item] = await waitFor(async () => {
+    const [item] = await eventually('the item completed', async () => {
       const items = await work().list(instance, 'coder', { all: true });
       return items[0]?.state === 'completed' ? items : undefined;
-    }, 'the item completed');
+    });
     expect(item!.report).toBe('The answer is 42, from the lookup service.');
-    const ts = await waitFor(async () => {
+    const ts = await eventually('both life turns done', async () => {
       const t = await turns(instance);
       return t.length === 2 && t.every((x) => x.status === 'done') ? t : undefined;
-    }, 'both life turns done');
+    });
     expect(ts[1]!.result?.payload).toBe('done for now');
     // The scheduler's audit trail: a start for the message, a start for the timer, and a resume for the
     // tool's answer unless it came back before the turn had suspended (then the turn went straight on).
@@ -157,7 +157,7 @@ describe('a living agent', () => {
     expect(audit.slice(0, 2)).toEqual(['start', 'start']);
     expect(audit.slice(2)).toEqual(audit.length === 3 ? ['resume'] : []);
     // The same decisions as events, with the labels of what each delivered.
-    await waitFor(async () => events.length === audit.length, 'a life event per decision');
+    await eventually('a life event per decision', async () => events.length === audit.length);
     expect(events.map((e) => e.decision)).toEqual(audit);
     expect(events[0]!.delivered).toEqual([
       expect.objectContaining({ kind: 'message', origin: 'webhook', authority: 'external_evidence' }),
@@ -166,10 +166,10 @@ describe('a living agent', () => {
     // Its status (the operator's Agent status, `holt status`): counts by readiness, the last message's time.
     const bb = Blackboard.connect(stores.redis.url, instance);
     stores.cleanup.push(() => bb.close());
-    const st = await waitFor(async () => {
+    const st = await eventually('the life status', async () => {
       const s = (await readAgentStatuses(bb.redis, instance, ['coder'])).get('coder');
       return s?.items_completed === 1 ? s : undefined;
-    }, 'the life status');
+    });
     expect(st).toMatchObject({ life_state: 'running', items_runnable: 0, items_waiting: 0 });
     expect(st.last_message_at_ms).toBeGreaterThan(0);
     expect(llmAgentLines(new Map([['coder', st]])).join('\n')).toMatch(
@@ -186,7 +186,7 @@ describe('a living agent', () => {
     const a = await pup(instance);
     await send(instance, 'start something');
     await stores.llm.waitForRequests(2);
-    await waitFor(async () => (await turns(instance))[0]?.status === 'done', 'turn 1 ended on its wait');
+    await eventually('turn 1 ended on its wait', async () => (await turns(instance))[0]?.status === 'done');
     await a.stop();
     await send(instance, 'and this came in while the agent was down', 'operator');
     stores.llm.reset([text('woken after the restart')]);
@@ -218,10 +218,10 @@ describe('a living agent', () => {
     expect(userText(0)).toContain('first');
     expect(userText(0)).not.toContain('second');
     expect(userText(1)).toContain('second');
-    const ts = await waitFor(async () => {
+    const ts = await eventually('both turns done', async () => {
       const t = await turns(instance);
       return t.length === 2 && t.every((x) => x.status === 'done') ? t : undefined;
-    }, 'both turns done');
+    });
     expect(ts.map((t) => t.result?.payload)).toEqual(['finished the first', 'and the second']);
   });
 
@@ -233,7 +233,7 @@ describe('a living agent', () => {
       HOLT_LLM_TOOLS: JSON.stringify([{ ...lookup, asyncTimeoutSeconds: 1 }]),
     });
     await send(instance, 'ask the silent service');
-    await waitFor(async () => asked.length === 1, 'the request went out');
+    await eventually('the request went out', async () => asked.length === 1);
     // A forged answer for a call that does not wait is dropped; so is one that does not parse.
     const forgedReply = `evt.tool.${instance}.coder.lookup.${'0'.repeat(32)}`;
     stores.nc.publish(
@@ -244,14 +244,14 @@ describe('a living agent', () => {
     // Another living agent of the instance hears an answer that names this agent's waiting call: refused.
     await pup(instance, { HOLT_AGENT_NAME: 'other', HOLT_LLM_TOOLS: '[]' });
     // Its loop's first step makes its life row, after its subscriptions are confirmed.
-    await waitFor(
+    await eventually(
+      'the other agent listening',
       async () =>
         (
           await stores.pool.query(`SELECT 1 FROM holt.agent_life WHERE instance = $1 AND role = 'other'`, [
             instance,
           ])
         ).rowCount === 1,
-      'the other agent listening',
     );
     const waiting = await stores.pool.query(
       `SELECT turn_id, tool_call_id FROM holt.turn_waiting_tools WHERE instance = $1`,
@@ -282,7 +282,7 @@ describe('a living agent', () => {
     stores.llm.reset([call('lookup', { q: 'restart' })]);
     const a = await pup(instance);
     await send(instance, 'look it up');
-    await waitFor(async () => asked.length === 1, 'the first request');
+    await eventually('the first request', async () => asked.length === 1);
     await a.stop();
     answer = true;
     stores.llm.reset([text('got it after the restart')]);
@@ -309,7 +309,7 @@ describe('a living agent', () => {
     stores.llm.reset([call('build')]);
     const b = await pup(inst2, { HOLT_LLM_TOOLS: JSON.stringify([bg]) });
     await send(inst2, 'build it');
-    await waitFor(async () => existsSync(marker), 'the build started');
+    await eventually('the build started', async () => existsSync(marker));
     await b.stop();
     stores.llm.reset([text('the build is done')]);
     await pup(inst2, { HOLT_LLM_TOOLS: JSON.stringify([bg]) });
@@ -327,7 +327,7 @@ describe('a living agent', () => {
     const a = await pup(instance);
     await send(instance, 'wait for the reviewer');
     await stores.llm.waitForRequests(1);
-    await waitFor(async () => (await turns(instance))[0]?.status === 'done', 'turn 1 ended on its wait');
+    await eventually('turn 1 ended on its wait', async () => (await turns(instance))[0]?.status === 'done');
     await a.stop();
     await send(instance, 'LGTM', 'callback');
     stores.llm.reset([text('reviewed')]);
@@ -395,19 +395,19 @@ describe('a living agent', () => {
     await send(instance, 'do not lose me');
     await stores.llm.waitForRequests(2);
     expect(userText(1)).toContain('do not lose me');
-    const once = await waitFor(async () => {
+    const once = await eventually('the second turn done', async () => {
       const t = await turns(instance);
       return t.length === 2 && t[1]?.status === 'done' ? t : undefined;
-    }, 'the second turn done');
+    });
     expect(once[0]!.status).toBe('failed');
     // Three failures in a row: then it stays with the last turn that got it, and nothing loops.
     const inst2 = `life${++n}`;
     stores.llm.reset([refused, refused, refused, text('never')]);
     await pup(inst2, { HOLT_BUDGET_ERROR_PAUSE_MS: '200' });
     await send(inst2, 'fails thrice');
-    await waitFor(
-      async () => (await turns(inst2)).filter((t) => t.status === 'failed').length === 3,
+    await eventually(
       'three failed turns',
+      async () => (await turns(inst2)).filter((t) => t.status === 'failed').length === 3,
     );
     const m = await stores.pool.query(
       'SELECT deliveries, turn_id FROM holt.agent_messages WHERE instance = $1',

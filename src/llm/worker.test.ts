@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, submit } from '../../test/harness/llm.ts';
 import { type Servers, startServers } from '../../test/harness/llm-runtime.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import { connectBus } from '../bus/connect.ts';
@@ -14,7 +15,7 @@ import { silentLogger } from '../common/logger.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { sweep, Watchdog } from '../inbox/watchdog.ts';
 import { answeredQuestions, startOrchestratorInbox } from '../orchestrator/inbox.ts';
-import { artefact, grantedClaim, spawnPup, waitFor } from '../pup/testkit.ts';
+import { artefact, grantedClaim, spawnPup } from '../pup/testkit.ts';
 import { migrate } from '../state/migrate.ts';
 
 /** LLM agents of a scalable role: turns run on inbox workers (real processes) under the inbox's fence. */
@@ -116,17 +117,19 @@ describe('LLM turns on inbox workers', () => {
     dog.start();
     cleanup.push(() => dog.stop());
     const id = outputId(I, claim.id, 'coder', 'exclusive');
-    const out = await waitFor(() => bb.getArtefact(id), 'the result from the second worker', 30_000);
+    const out = await eventually('the result from the second worker', () => bb.getArtefact(id), {
+      timeoutMs: 30_000,
+    });
     expect(out.payload).toBe('from the second worker');
-    await waitFor(async () => (await store.row(row.id))?.status === 'done', 'the row committed');
+    await eventually('the row committed', async () => (await store.row(row.id))?.status === 'done');
 
     // The frozen worker wakes up with its step 2 answered: it can neither record nor commit anything.
     openGate();
     first.child.kill('SIGCONT');
-    await waitFor(
-      async () => first.output().includes('"event_type":"inbox_claim_finished"'),
+    await eventually(
       'the first worker to finish its run',
-      30_000,
+      async () => first.output().includes('"event_type":"inbox_claim_finished"'),
+      { timeoutMs: 30_000 },
     );
     expect(first.output()).toMatch(/"event_type":"inbox_claim_finished"[^\n]*"outcome":"stale"/);
     await dog.stop();
@@ -163,13 +166,13 @@ describe('LLM turns on inbox workers', () => {
     servers.llm.reset([call('ask_question', { question: 'Which colour?' }), submit('blue it is')]);
     const { claim, row } = await grantOnInbox(bb, I);
     const w = spawnWorker(I);
-    const parked = await waitFor(
+    const parked = await eventually(
+      'the row parked on the question',
       async () => {
         const r = await store.row(row.id);
         return r?.status === 'waiting' ? r : undefined;
       },
-      'the row parked on the question',
-      30_000,
+      { timeoutMs: 30_000 },
     );
     const question = await bb.getArtefact(parked.waiting_on ?? '');
     expect(question).toMatchObject({ structural_type: 'Question', payload: 'Which colour?' });
@@ -205,9 +208,11 @@ describe('LLM turns on inbox workers', () => {
     });
     cleanup.push(() => orch!.close());
     const id = outputId(I, claim.id, 'coder', 'exclusive');
-    const out = await waitFor(() => bb.getArtefact(id), 'the result after the answer', 30_000);
+    const out = await eventually('the result after the answer', () => bb.getArtefact(id), {
+      timeoutMs: 30_000,
+    });
     expect(out.payload).toBe('blue it is');
-    await waitFor(async () => (await store.row(row.id))?.status === 'done', 'the row committed');
+    await eventually('the row committed', async () => (await store.row(row.id))?.status === 'done');
     await orch!.close();
     w.child.kill('SIGTERM');
     await w.exited;

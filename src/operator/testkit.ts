@@ -2,19 +2,10 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { type KubeCluster, type KubeOptions, startKube } from '../../test/harness/kube.ts';
-import { eventually as poll } from '../../test/harness/wait.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { silentLogger } from '../common/logger.ts';
 import { KubeClient, type KubeObject, refOf } from './kube/kube.ts';
 import { Operator, type OperatorOptions } from './operator.ts';
-
-/** Polls until `check` returns a value, else fails after `timeoutMs` (the shared test poller). */
-export function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 30_000,
-): Promise<T> {
-  return poll(what, check, { timeoutMs, intervalMs: 100 });
-}
 
 const loose = { type: 'object', 'x-kubernetes-preserve-unknown-fields': true };
 

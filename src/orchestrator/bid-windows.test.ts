@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { afterLate, afterOnTime, BidWindows, windowFor } from './bid-windows.ts';
@@ -13,7 +14,6 @@ import {
   ScriptedAgent,
   startOrchestrator,
   waitClaim,
-  waitFor,
 } from './testkit.ts';
 
 const B = { baseMs: 300, maxMs: 1200 };
@@ -155,9 +155,8 @@ describe('a slow but alive bidder (issue 29 item 8, real Redis)', () => {
         continue;
       }
       expect(c.phase_state?.all_bids).toEqual({ Coder: 'exclusive', Slow: 'ignore' });
-      await waitFor(
-        () => rec.events('bid_late').find((e) => e.claim_id === c.id && e.agent_name === 'Slow'),
-        `the bid_late of goal ${i}`,
+      await eventually(`the bid_late of goal ${i}`, () =>
+        rec.events('bid_late').find((e) => e.claim_id === c.id && e.agent_name === 'Slow'),
       );
       if (lateAt < 0) lateAt = i;
     }

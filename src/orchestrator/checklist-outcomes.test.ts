@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { eventually } from '../../test/harness/wait.ts';
 import { childrenOf } from '../blackboard/claim-engine.ts';
 import { readQuarantine } from '../blackboard/quarantine.ts';
 import { claimIdForArtefact } from '../blackboard/testkit.ts';
 import { type Artefact, WorkflowEvent } from '../blackboard/types.ts';
 import { approve, checklistKit, isGoal, onGoal, produce } from './checklist.testkit.ts';
-import { claimFor, newGoal, waitClaim, waitFor } from './testkit.ts';
+import { claimFor, newGoal, waitClaim } from './testkit.ts';
 
 // Holt's checklist, one test per row of docs/protocol.md § The protocol table, against a real Redis.
 const { world } = checklistKit();
@@ -31,14 +32,14 @@ describe('Holt checklist: reviews, rework, failures and events (rows 14–49)', 
     await bb.createArtefact(g);
     const goalClaim = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
     const draftId = goalClaim.phase_state?.received.Writer as string;
-    const draftClaimId = (await waitFor(async () => {
+    const draftClaimId = (await eventually('the draft claim terminated', async () => {
       const ids = await bb.listClaimIds();
       for (const id of ids) {
         const vc = await bb.getClaim(id);
         if (vc?.claim.artefact_id === draftId && vc.claim.status === 'terminated') return id;
       }
       return null;
-    }, 'the draft claim terminated')) as string;
+    })) as string;
     const terminated = (await bb.getClaim(draftClaimId))?.claim;
     const received = terminated?.phase_state?.received ?? {};
     const rejecting = [received.R1, received.R3].sort();
@@ -139,7 +140,7 @@ describe('Holt checklist: reviews, rework, failures and events (rows 14–49)', 
     const goalClaim = await waitClaim(bb, (await claimFor(bb, g.id)).id, (x) => x.status === 'complete');
     const v1Id = goalClaim.phase_state?.received.Writer as string;
     const v1 = (await bb.getArtefact(v1Id)) as Artefact;
-    const fbEvent = await waitFor(() => rec.events('feedback_claim_created')[0], 'feedback_claim_created');
+    const fbEvent = await eventually('feedback_claim_created', () => rec.events('feedback_claim_created')[0]);
     expect(fbEvent.target_agent_role).toBe('Writer');
     expect(fbEvent.iteration).toBe(1);
     const fb = await waitClaim(
@@ -149,10 +150,10 @@ describe('Holt checklist: reviews, rework, failures and events (rows 14–49)', 
       'rework done',
     );
     expect(fb.status).toBe('complete');
-    const latest = await waitFor(async () => {
+    const latest = await eventually('v2', async () => {
       const l = (await bb.latestInThreads([v1.logical_id])).get(v1.logical_id);
       return l && l.version === 2 ? l : null;
-    }, 'v2');
+    });
     const v2 = (await bb.getArtefact(latest.id)) as Artefact;
     expect(v2).toMatchObject({ logical_id: v1.logical_id, type: 'Draft', produced_by_role: 'Writer' });
     expect(v2.source_artefacts[0]).toBe(v1.id);
@@ -162,9 +163,8 @@ describe('Holt checklist: reviews, rework, failures and events (rows 14–49)', 
     expect(c2.granted_review_agents).toEqual(['Reviewer']);
     expect(c2.dormant_reason).toBe('no_grants_remaining_after_review');
     // Events arrive over pub/sub, after the claim write the wait above saw.
-    const approved = await waitFor(
-      () => rec.events('review_approved').find((e) => e.original_artefact_id === v2.id),
-      'the approval of v2',
+    const approved = await eventually('the approval of v2', () =>
+      rec.events('review_approved').find((e) => e.original_artefact_id === v2.id),
     );
     expect(approved).toEqual({ original_artefact_id: v2.id, reviewer_role: 'Reviewer' });
     expect(await readQuarantine(bb)).toEqual([]);
@@ -183,13 +183,13 @@ describe('Holt checklist: reviews, rework, failures and events (rows 14–49)', 
       { maxReviewIterations: 2 },
     );
     await bb.createArtefact(newGoal());
-    const failure = await waitFor(async () => {
+    const failure = await eventually('MaxIterationsExceeded', async () => {
       for (const id of await bb.listArtefactIds()) {
         const a = await bb.getArtefact(id);
         if (a?.type === 'MaxIterationsExceeded') return a;
       }
       return null;
-    }, 'MaxIterationsExceeded');
+    });
     expect(failure.structural_type).toBe('Failure');
     expect(failure.produced_by_role).toBe('orchestrator');
     const v3 = (await bb.getArtefact(failure.source_artefacts[0] as string)) as Artefact;
@@ -266,7 +266,7 @@ describe('Holt checklist: reviews, rework, failures and events (rows 14–49)', 
       },
     ]);
     await bb.createArtefact(newGoal());
-    await waitFor(() => rec.events('review_approved').length > 0, 'the approval of v2');
+    await eventually('the approval of v2', () => rec.events('review_approved').length > 0);
     const keysOf: Record<string, string[]> = {
       bid_submitted: ['agent_name', 'bid_type', 'claim_id'],
       claim_granted: ['agent_image_id', 'agent_name', 'claim_id', 'grant_type'],
@@ -315,7 +315,7 @@ describe('Holt checklist: reviews, rework, failures and events (rows 14–49)', 
     };
     await lateBid();
     await lateBid();
-    const late = await waitFor(() => rec.events('bid_late')[0], 'bid_late');
+    const late = await eventually('bid_late', () => rec.events('bid_late')[0]);
     expect(late).toMatchObject({ claim_id: c.id, agent_name: 'Hung', bid_type: 'exclusive' });
     expect(late.late_by_ms).toBeGreaterThan(0);
     await new Promise((r) => setTimeout(r, 200));
@@ -331,9 +331,8 @@ describe('Holt checklist: reviews, rework, failures and events (rows 14–49)', 
     await bb.createArtefact(g2);
     const c2 = await waitClaim(bb, (await claimFor(bb, g2.id)).id, (x) => x.status === 'complete');
     expect(c2.phase_state?.all_bids).toEqual({ Coder: 'exclusive', Hung: 'ignore' });
-    const timeout2 = await waitFor(
-      () => rec.events('bid_timeout').find((e) => e.claim_id === c2.id),
-      'the second bid_timeout',
+    const timeout2 = await eventually('the second bid_timeout', () =>
+      rec.events('bid_timeout').find((e) => e.claim_id === c2.id),
     );
     expect(timeout2.silent_agents).toEqual(['Hung']);
     expect(timeout2.timeout_ms).toBeGreaterThan(300);
@@ -357,7 +356,7 @@ describe('Holt checklist: reviews, rework, failures and events (rows 14–49)', 
       produced_by_role: 'Mallory',
     });
     await bb.createArtefact(forged);
-    await waitFor(async () => (await readQuarantine(bb)).length > 0, 'quarantined');
+    await eventually('quarantined', async () => (await readQuarantine(bb)).length > 0);
     expect(await readQuarantine(bb)).toEqual([
       expect.objectContaining({
         kind: 'artefact',
@@ -367,7 +366,7 @@ describe('Holt checklist: reviews, rework, failures and events (rows 14–49)', 
         reason: 'author_not_granted',
       }),
     ]);
-    await waitFor(async () => rec.events('quarantined').length > 0, 'quarantined event');
+    await eventually('quarantined event', async () => rec.events('quarantined').length > 0);
     expect(rec.events('quarantined')).toEqual([
       {
         kind: 'artefact',

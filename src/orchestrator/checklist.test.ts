@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { eventually } from '../../test/harness/wait.ts';
 import { claimIdForArtefact } from '../blackboard/testkit.ts';
 import { approve, checklistKit, claimStatuses, onGoal, produce } from './checklist.testkit.ts';
-import { captureLogs, claimFor, newGoal, waitClaim, waitFor } from './testkit.ts';
+import { captureLogs, claimFor, newGoal, waitClaim } from './testkit.ts';
 
 // Holt's checklist, one test per row of docs/protocol.md § The protocol table, against a real Redis.
 const { world } = checklistKit();
@@ -54,7 +55,7 @@ describe('Holt checklist: claims, bids and phases (rows 1–12)', () => {
     const g = newGoal();
     expect((await bb.createArtefact(g)).created).toBe(true);
     expect((await bb.createArtefact({ ...g, payload: 'other' })).created).toBe(false);
-    await waitFor(() => rec.messages.some((m) => m.channel === 'artefact_events'), 'artefact event');
+    await eventually('artefact event', () => rec.messages.some((m) => m.channel === 'artefact_events'));
     expect(rec.messages.filter((m) => m.channel === 'artefact_events').map((m) => m.msg)).toEqual([g]);
     expect((await bb.getArtefact(g.id))?.payload).toBe('build it');
   });
@@ -127,15 +128,13 @@ describe('Holt checklist: claims, bids and phases (rows 1–12)', () => {
     await bb.createArtefact(g);
     const c = await claimFor(bb, g.id);
     // The orchestrator has decided with the first bid in and one role missing: it chose to wait.
-    await waitFor(
-      () =>
-        logs.lines.some(
-          (l) =>
-            l.event_type === 'bid_received' &&
-            l.claim_id === c.id &&
-            JSON.stringify(l.waiting_for) === '["Late"]',
-        ),
-      'a decision that saw the first bid',
+    await eventually('a decision that saw the first bid', () =>
+      logs.lines.some(
+        (l) =>
+          l.event_type === 'bid_received' &&
+          l.claim_id === c.id &&
+          JSON.stringify(l.waiting_for) === '["Late"]',
+      ),
     );
     const pending = (await bb.getClaim(c.id))?.claim;
     expect(pending?.phase_state ?? null).toBeNull();

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { AgentRegistration, Artefact } from '../blackboard/types.ts';
 import type { Orchestrator } from './orchestrator.ts';
@@ -9,7 +10,6 @@ import {
   register,
   ScriptedAgent,
   startOrchestrator,
-  waitFor,
 } from './testkit.ts';
 
 /**
@@ -43,7 +43,7 @@ export async function claimStatuses(
     rec.messages
       .filter((m) => m.channel === 'claim_updates' && (m.msg as { id: string }).id === id)
       .map((m) => (m.msg as { status: string }).status);
-  await waitFor(() => updates().includes('complete'), `the complete update of claim ${id}`);
+  await eventually(`the complete update of claim ${id}`, () => updates().includes('complete'));
   return updates();
 }
 

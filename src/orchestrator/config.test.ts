@@ -7,9 +7,9 @@ import { startNats } from '../../test/harness/nats.ts';
 import { freePort } from '../../test/harness/ports.ts';
 import { startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { ConfigError } from '../common/config.ts';
 import { DEFAULTS, loadConfig } from './config.ts';
-import { waitFor } from './testkit.ts';
 
 const base = { HOLT_INSTANCE_NAME: 'demo', REDIS_URL: 'redis://127.0.0.1:6379' };
 
@@ -131,16 +131,14 @@ describe('holt orchestrator process', () => {
     p.stdout.on('data', (d) => {
       out += String(d);
     });
-    const health = await waitFor(
-      () =>
-        fetch(`http://127.0.0.1:${port}/healthz`).then(
-          (r) => r.status === 200 && r.json(),
-          () => null,
-        ),
-      '/healthz',
+    const health = await eventually('/healthz', () =>
+      fetch(`http://127.0.0.1:${port}/healthz`).then(
+        (r) => r.status === 200 && r.json(),
+        () => null,
+      ),
     );
     expect(health).toEqual({ status: 'healthy', redis: 'connected' });
-    await waitFor(() => out.includes('"event_type":"recovery_complete"'), 'recovery_complete log');
+    await eventually('recovery_complete log', () => out.includes('"event_type":"recovery_complete"'));
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     expect(metrics).toContain('holt_orchestrator_claims{status="pending_review"}');
     expect(metrics).toContain('holt_orchestrator_leader 1');
@@ -179,14 +177,14 @@ describe('holt orchestrator process', () => {
         () => null,
       );
     try {
-      await waitFor(async () => (await healthz())?.status === 200, 'healthy with NATS');
+      await eventually('healthy with NATS', async () => (await healthz())?.status === 200);
       // The server comes back with another password: nats.js gives up after the same auth error twice.
       await nats.stop();
       nats = await startNats({ port: natsPort, auth: { user: 'holt', pass: 'second' } });
-      const down = await waitFor(async () => {
+      const down = await eventually('/healthz 503', async () => {
         const h = await healthz();
         return h?.status === 503 ? h : null;
-      }, '/healthz 503');
+      });
       expect(down.body).toMatchObject({ status: 'unhealthy', nats: 'closed', redis: 'connected' });
     } finally {
       p.kill('SIGTERM');
@@ -207,13 +205,11 @@ describe('holt orchestrator process', () => {
       },
       stdio: 'ignore',
     });
-    const res = await waitFor(
-      () =>
-        fetch(`http://127.0.0.1:${port}/healthz`).then(
-          (r) => r,
-          () => null,
-        ),
-      '/healthz',
+    const res = await eventually('/healthz', () =>
+      fetch(`http://127.0.0.1:${port}/healthz`).then(
+        (r) => r,
+        () => null,
+      ),
     );
     expect(res.status).toBe(503);
     expect(await res.json()).toMatchObject({ status: 'unhealthy', redis: 'disconnected' });

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { type Monitored, monitorCommands } from '../../test/harness/redis-monitor.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { readAgentLoad } from '../blackboard/agent-load.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { readQuarantine } from '../blackboard/quarantine.ts';
@@ -18,7 +19,6 @@ import {
   ScriptedAgent,
   startOrchestrator,
   waitClaim,
-  waitFor,
 } from './testkit.ts';
 
 const { redis, setup, cleanups } = resilienceKit();
@@ -47,7 +47,7 @@ describe('orchestrator resilience: restarts, crashes, bad data, load', () => {
 
     // While it is down: Par2's output arrives, a new goal arrives, and a Holt-style paused grant exists.
     await par2.release();
-    await waitFor(() => par2.outputs.length === 1, 'Par2 output');
+    await eventually('Par2 output', () => par2.outputs.length === 1);
     const g2 = newGoal();
     await bb.createArtefact(g2);
     const queuedGoal = newGoal('queued');
@@ -121,13 +121,13 @@ describe('orchestrator resilience: restarts, crashes, bad data, load', () => {
       (await claimFor(bb, g.id)).id,
       (x) => x.granted_exclusive_agent === 'Coder',
     );
-    await waitFor(() => coder.grants.length === 1, 'the first notification');
+    await eventually('the first notification', () => coder.grants.length === 1);
     o1.halt();
     // The agent lost its queued work (say it restarted): only the re-announcement can bring it back.
     coder.drop();
     const o2 = start();
     await o2.whenLeader();
-    await waitFor(() => coder.grants.length >= 2, 'the re-announcement');
+    await eventually('the re-announcement', () => coder.grants.length >= 2);
     await waitClaim(bb, c.id, (x) => x.status === 'complete');
     expect(rec.events('claim_granted').filter((d) => d.claim_id === c.id)).toHaveLength(1);
     // Dormant claims are reported, not terminated, by recovery (Holt terminated them).
@@ -172,7 +172,7 @@ describe('orchestrator resilience: restarts, crashes, bad data, load', () => {
       await victim.whenLeader();
       const g = newGoal();
       await bb.createArtefact(g);
-      await waitFor(() => crashed, `crash ${k}`);
+      await eventually(`crash ${k}`, () => crashed);
       const heir = start({ leaseTtlMs: 300 });
       await heir.whenLeader();
       const c = await waitClaim(
@@ -209,17 +209,17 @@ describe('orchestrator resilience: restarts, crashes, bad data, load', () => {
       { role: 'Aaa', kind: 'standard' },
     ]);
     const g2 = newGoal();
-    await waitFor(async () => {
+    await eventually('the new registry', async () => {
       // The change notification is asynchronous; a claim made before it still uses the old snapshot.
       const probe = newGoal();
       await bb.createArtefact(probe);
       return (await claimFor(bb, probe.id)).expected_bidders?.includes('Aaa');
-    }, 'the new registry');
+    });
     await bb.createArtefact(g2);
     const c2 = await claimFor(bb, g2.id);
     expect(c2.expected_bidders).toEqual(['Aaa', 'Coder', 'Extra']);
     // Aaa never bids: the claim waits (consensus is on the snapshot), and a bid releases it.
-    await waitFor(async () => Object.keys(await bb.getBids(c2.id)).length === 2, 'two bids');
+    await eventually('two bids', async () => Object.keys(await bb.getBids(c2.id)).length === 2);
     expect((await bb.getClaim(c2.id))?.claim.phase_state ?? null).toBeNull();
     await bb.setBid(c2.id, 'Aaa', 'ignore');
     const done = await waitClaim(bb, c2.id, (x) => x.status === 'complete');
@@ -267,11 +267,11 @@ describe('orchestrator resilience: restarts, crashes, bad data, load', () => {
       `claim:${late}`,
       `claim:${poison}`,
     ];
-    const listed = await waitFor(async () => {
+    const listed = await eventually('every bad item quarantined', async () => {
       const q = await readQuarantine(bb);
       const keys = q.map((x) => `${x.kind}:${x.id}`).sort();
       return want.every((w) => keys.includes(w)) ? q : null;
-    }, 'every bad item quarantined');
+    });
     expect(listed.every((q) => q.reason === 'malformed' && (q.detail ?? '').length > 0)).toBe(true);
     expect(await bb.redis.smembers(k.activeClaims)).not.toContain(poison);
     expect(await bb.redis.sismember(k.activeClaims, late)).toBe(0);
@@ -282,7 +282,7 @@ describe('orchestrator resilience: restarts, crashes, bad data, load', () => {
     const next = start();
     await next.whenLeader();
     await next.quarantine.settled();
-    await waitFor(async () => rec.events('quarantined').length >= want.length, 'the events');
+    await eventually('the events', async () => rec.events('quarantined').length >= want.length);
     const reported = rec.events('quarantined').map((d) => `${d.kind}:${d.id}`);
     expect(reported.sort()).toEqual([...want].sort());
     const counted = (await o.metrics.quarantined.get()).values.filter((v) => v.labels.reason === 'malformed');
@@ -299,20 +299,23 @@ describe('orchestrator resilience: restarts, crashes, bad data, load', () => {
     const goals = [newGoal('a'), newGoal('b')];
     for (const g of goals) await bb.createArtefact(g);
     const load = () => readAgentLoad(bb.redis, bb.k.agentLoad);
-    await waitFor(async () => (await load())?.in_flight.Par === 2, 'Par holds two open grants');
+    await eventually('Par holds two open grants', async () => (await load())?.in_flight.Par === 2);
     expect((await load())?.in_flight).toEqual({ Par: 2 });
     await par.release();
-    await waitFor(async () => {
+    await eventually('no open grant', async () => {
       const l = await load();
       return l && Object.keys(l.in_flight).length === 0;
-    }, 'no open grant');
+    });
     for (const g of goals) await waitClaim(bb, (await claimFor(bb, g.id)).id, (c) => c.status === 'complete');
     await o.stop();
     const last = (await load())?.updated_at_ms;
     await bb.redis.del(bb.k.agentLoad);
     const other = start({ loadIntervalMs: 50 });
     await other.whenLeader();
-    await waitFor(async () => ((await load())?.updated_at_ms ?? 0) > (last ?? 0), 'the new leader publishes');
+    await eventually(
+      'the new leader publishes',
+      async () => ((await load())?.updated_at_ms ?? 0) > (last ?? 0),
+    );
   });
 
   it('grants to scalable roles go to the injected dispatcher', async () => {
@@ -326,7 +329,7 @@ describe('orchestrator resilience: restarts, crashes, bad data, load', () => {
     await setAgents(bb, [{ role: 'Coder', kind: 'scalable', worker_target: 'coder' }]);
     const o = start({}, { scalableDispatcher: pool });
     await o.whenLeader();
-    await waitFor(async () => {
+    await eventually('a scalable grant', async () => {
       const g = newGoal();
       await bb.createArtefact(g);
       const c = await claimFor(bb, g.id);
@@ -334,7 +337,7 @@ describe('orchestrator resilience: restarts, crashes, bad data, load', () => {
         'Coder'
         ? handed.length > 0
         : false;
-    }, 'a scalable grant');
+    });
     expect(handed[0]).toMatchObject({
       role: 'Coder',
       claimType: 'exclusive',
@@ -374,7 +377,7 @@ describe('orchestrator resilience: restarts, crashes, bad data, load', () => {
       const calls = (sha: string) =>
         commands().filter((a) => a[0]?.toLowerCase() === 'evalsha' && a[1] === sha && a[3] === claimKey);
       // The monitor stream is in order: once it shows the completing write, every read before it is in.
-      await waitFor(() => calls(updateClaimsScript.sha).length >= 2, 'the grant and the completion');
+      await eventually('the grant and the completion', () => calls(updateClaimsScript.sha).length >= 2);
       const snapshots = () => calls(claimSnapshotScript.sha);
       // The first step decides on the claim as created (no read); one read before the grant (after
       // the last bid); the completion decides on what the output's own script read (its claim's rev

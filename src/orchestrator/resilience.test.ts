@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { eventually } from '../../test/harness/wait.ts';
 import { claimIdsForArtefacts, indexArtefacts } from '../blackboard/claim-engine.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { artefactToHash } from '../blackboard/codec.ts';
@@ -12,7 +13,7 @@ import { LeaderTerm } from './leader-term.ts';
 import { OrchestratorMetrics } from './metrics.ts';
 import { Quarantine } from './quarantine.ts';
 import { assertNoDuplicateGrant, onGoal, resilienceKit } from './resilience.testkit.ts';
-import { claimFor, newGoal, testConfig, waitClaim, waitFor } from './testkit.ts';
+import { claimFor, newGoal, testConfig, waitClaim } from './testkit.ts';
 
 const { redis, setup, cleanups } = resilienceKit();
 
@@ -31,7 +32,7 @@ describe('orchestrator resilience: events missed, writes failed, leases lost', (
     await orch.whenLeader();
     const goals = Array.from({ length: 100 }, (_, i) => newGoal(`g${i}`));
     await Promise.all(goals.map((g) => bb.createArtefact(g)));
-    const ids = await waitFor(async () => {
+    const ids = await eventually('all 100 claims with the Coder bid', async () => {
       const found = await claimIdsForArtefacts(
         bb,
         goals.map((g) => g.id),
@@ -39,7 +40,7 @@ describe('orchestrator resilience: events missed, writes failed, leases lost', (
       if (found.some((id) => !id)) return null;
       const coder = await hasBids(bb, found as string[], 'Coder');
       return coder.every(Boolean) ? (found as string[]) : null;
-    }, 'all 100 claims with the Coder bid');
+    });
     // Only the last claim gets its missing bid: it completes while the 99 before it still wait.
     // A serial engine (Holt's) would be stuck on the first claim and never reach the last.
     const last = ids[99] as string;
@@ -65,7 +66,7 @@ describe('orchestrator resilience: events missed, writes failed, leases lost', (
     const g = newGoal();
     await bb.createArtefact(g);
     const c = await claimFor(bb, g.id);
-    await waitFor(async () => (await hasBids(bb, [c.id], 'Coder'))[0], 'the Coder bid');
+    await eventually('the Coder bid', async () => (await hasBids(bb, [c.id], 'Coder'))[0]);
     // The last bid lands with no event (as if published while the connection was down), then the
     // orchestrator's event connection drops and comes back.
     await bb.redis.hset(bb.k.bids(c.id), 'Silent', 'ignore');
@@ -97,7 +98,7 @@ describe('orchestrator resilience: events missed, writes failed, leases lost', (
     const g = newGoal();
     await bb.redis.hset(bb.k.artefact(g.id), artefactToHash(g));
     await bb.redis.publish(bb.k.channels.artefactEvents, JSON.stringify(g));
-    await waitFor(() => attempts > 0, 'the failed claim creation');
+    await eventually('the failed claim creation', () => attempts > 0);
     // Now indexed (no second event): the reconcile loop must still create the claim.
     await indexArtefacts(bb, [g]);
     await claimFor(bb, g.id);
@@ -180,7 +181,7 @@ describe('orchestrator resilience: events missed, writes failed, leases lost', (
     await expect(started).rejects.toThrow(/lease/);
     const subscribers = async () =>
       ((await bb.redis.pubsub('NUMSUB', bb.k.channels.artefactEvents)) as [string, number])[1];
-    await waitFor(async () => (await subscribers()) === 0, 'the subscription to close');
+    await eventually('the subscription to close', async () => (await subscribers()) === 0);
   });
 
   it('docs/protocol.md row 36: single-orchestrator lock/heartbeat — one works, one waits, the standby takes over', async () => {
@@ -216,16 +217,15 @@ describe('orchestrator resilience: events missed, writes failed, leases lost', (
     // Someone else takes the lease (an operator's fencing, or a clock jump): `a` must stand down.
     await bb.redis.set(`${bb.k.lock}:holder`, 'intruder', 'PX', 60_000);
     await bb.redis.set(bb.k.lock, 'orchestrator:1', 'PX', 60_000);
-    await waitFor(() => !a.isLeader(), 'a to stand down');
+    await eventually('a to stand down', () => !a.isLeader());
     // Its subscription is gone: nobody but the recorder hears of new artefacts.
     const numsub = async () =>
       ((await bb.redis.pubsub('NUMSUB', bb.k.channels.artefactEvents)) as [string, number])[1];
-    await waitFor(async () => (await numsub()) === 0, 'the old term to unsubscribe');
+    await eventually('the old term to unsubscribe', async () => (await numsub()) === 0);
     const g = newGoal();
     await bb.createArtefact(g);
-    await waitFor(
-      () => rec.messages.some((m) => m.channel === 'artefact_events' && (m.msg as Artefact).id === g.id),
-      'the artefact event to be delivered',
+    await eventually('the artefact event to be delivered', () =>
+      rec.messages.some((m) => m.channel === 'artefact_events' && (m.msg as Artefact).id === g.id),
     );
     const returned = Date.now();
     await bb.redis.del(`${bb.k.lock}:holder`, bb.k.lock);

@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { readRetentionReport } from '../blackboard/retention-report.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { silentLogger } from '../common/logger.ts';
 import type { Orchestrator } from './orchestrator.ts';
 import { startRetention } from './retention.ts';
-import { newGoal, register, ScriptedAgent, startOrchestrator, waitFor } from './testkit.ts';
+import { newGoal, register, ScriptedAgent, startOrchestrator } from './testkit.ts';
 
 const DAY = 86_400_000;
 
@@ -58,13 +59,13 @@ describe('retention on a running orchestrator (real Redis, real workflows)', () 
       now: () => clock,
     });
     try {
-      await waitFor(async () => orch.isLeader(), 'the orchestrator leads');
+      await eventually('the orchestrator leads', async () => orch.isLeader());
       for (const p of ['one', 'two', 'hang']) await bb.createArtefact(newGoal(p));
-      await waitFor(async () => (await terminals()).length === 2, 'two workflows finished');
-      const hung = await waitFor(
+      await eventually('two workflows finished', async () => (await terminals()).length === 2);
+      const hung = await eventually(
+        'the hung goal',
         async () =>
           (await bb.getArtefacts(await allArtefacts(bb))).find((a) => a?.payload === 'hang') ?? null,
-        'the hung goal',
       );
       expect((await allArtefacts(bb)).length).toBe(7); // 2 × (goal, code, terminal) + the hung goal
 
@@ -89,7 +90,7 @@ describe('retention on a running orchestrator (real Redis, real workflows)', () 
 
       // The orchestrator carries on: a new goal runs to its end, and totals add up across passes.
       await bb.createArtefact(newGoal('three'));
-      await waitFor(async () => (await terminals()).length === 1, 'a new workflow finished after pruning');
+      await eventually('a new workflow finished after pruning', async () => (await terminals()).length === 1);
       clock += 8 * DAY;
       const again = await retention.pass();
       expect(again?.last.workflows).toBe(1);

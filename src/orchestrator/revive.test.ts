@@ -2,20 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import { Pup } from '../pup/pup.ts';
 import { config, node } from '../pup/testkit.ts';
 import type { Orchestrator } from './orchestrator.ts';
-import {
-  claimFor,
-  newGoal,
-  recordChannels,
-  register,
-  startOrchestrator,
-  waitClaim,
-  waitFor,
-} from './testkit.ts';
+import { claimFor, newGoal, recordChannels, register, startOrchestrator, waitClaim } from './testkit.ts';
 
 // Issue 29: the first goal of a new Holt was lost. Its claim was made while two agents' pups were
 // still starting; the bid timeout closed consensus without them (no_bids_in_any_phase) and nothing
@@ -80,9 +73,9 @@ describe('a claim made while an agent is down', () => {
     const done = await waitClaim(bb, claim.id, (c) => c.status === 'complete', 'the claim complete');
     expect(done.granted_exclusive_agent).toBe('Coder');
     expect(await bb.getArtefact(outputId(instance, claim.id, 'Coder', 'exclusive'))).not.toBeNull();
-    await waitFor(
-      async () => rec.events('bidding_reopened').length > 0 || undefined,
+    await eventually(
       'the bidding_reopened event',
+      async () => rec.events('bidding_reopened').length > 0 || undefined,
     );
     expect(rec.events('bidding_reopened')[0]).toEqual({ claim_id: claim.id, late_bidders: ['Coder'] });
   });
@@ -95,7 +88,7 @@ describe('a claim made while an agent is down', () => {
     // The pup bids while no orchestrator leads: its event is heard by nobody.
     const pup = pupFor(instance, 'Coder');
     await pup.start();
-    await waitFor(async () => (await bb.getBids(claim.id)).Coder, 'the late bid');
+    await eventually('the late bid', async () => (await bb.getBids(claim.id)).Coder);
     const second = startOrchestrator(redis.url, instance, { bidTimeoutMs: 300 });
     cleanups.push(() => second.stop());
     const done = await waitClaim(bb, claim.id, (c) => c.status === 'complete', 'the claim complete');

@@ -182,15 +182,6 @@ export class ScriptedAgent {
   }
 }
 
-/** Polls `cond` until it holds; the limit only stops a broken test from hanging (not a speed check). */
-export function waitFor<T>(
-  cond: () => Promise<T | undefined | null | false> | T | undefined | null | false,
-  what = 'condition',
-  limitMs = 30_000,
-): Promise<T> {
-  return eventually(what, async () => (await cond()) || undefined, { timeoutMs: limitMs, intervalMs: 20 });
-}
-
 export interface LogLine {
   event_type?: string;
   [key: string]: unknown;
@@ -261,7 +252,7 @@ export async function register(bb: Blackboard, roles: (string | AgentRegistratio
 
 /** The claim made for an artefact, once it exists. */
 export async function claimFor(bb: Blackboard, artefactId: string): Promise<Claim> {
-  const id = await waitFor(() => claimIdForArtefact(bb, artefactId), `a claim for ${artefactId}`);
+  const id = await eventually(`a claim for ${artefactId}`, () => claimIdForArtefact(bb, artefactId));
   const vc = await bb.getClaim(id);
   if (!vc) throw new Error(`claim ${id} vanished`);
   return vc.claim;
@@ -273,10 +264,10 @@ export async function waitClaim(
   pred: (c: Claim) => boolean,
   what = 'claim state',
 ): Promise<Claim> {
-  return waitFor(async () => {
+  return eventually(what, async () => {
     const vc = await bb.getClaim(claimId);
     return vc && pred(vc.claim) ? vc.claim : null;
-  }, what);
+  });
 }
 
 export interface Recorded {

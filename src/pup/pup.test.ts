@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { claimToHash, claimToJson } from '../blackboard/codec.ts';
 import { executionLeaseKey } from '../blackboard/execution-lease.ts';
@@ -14,7 +15,7 @@ import { freePort } from '../local/ports.ts';
 import { Pup } from './pup.ts';
 import { questionId } from './questions.ts';
 import { startRunnerServer } from './runner/socket.ts';
-import { artefact, claim, config, grantedClaim, node, sh, waitFor } from './testkit.ts';
+import { artefact, claim, config, grantedClaim, node, sh } from './testkit.ts';
 
 let redis: RedisServer;
 let ws: string;
@@ -48,9 +49,9 @@ function board(instance: string) {
 }
 
 const bidOf = (bb: Blackboard, c: Claim) =>
-  waitFor(async () => (await bb.getBids(c.id)).coder, `bid on ${c.id}`);
+  eventually(`bid on ${c.id}`, async () => (await bb.getBids(c.id)).coder);
 const outputOf = (bb: Blackboard, c: Claim, t: 'review' | 'claim' | 'exclusive' = 'exclusive') =>
-  waitFor(() => bb.getArtefact(outputId(bb.instance, c.id, 'coder', t)), `output of ${c.id}`);
+  eventually(`output of ${c.id}`, () => bb.getArtefact(outputId(bb.instance, c.id, 'coder', t)));
 
 async function grant(bb: Blackboard, c: Claim, over: Partial<Claim>, announce: boolean) {
   const vc = await bb.getClaim(c.id);
@@ -75,14 +76,14 @@ async function fillQueueOfOne(bb: Blackboard, pup: Pup): Promise<[Claim, Claim]>
   await bidOf(bb, a);
   await bidOf(bb, b);
   await grant(bb, a, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
-  await waitFor(
-    () => bb.redis.exists(executionLeaseKey(bb, outputId(bb.instance, a.id, 'coder', 'exclusive'))),
+  await eventually(
     'a to run',
+    async () =>
+      (await bb.redis.exists(executionLeaseKey(bb, outputId(bb.instance, a.id, 'coder', 'exclusive')))) > 0,
   );
   await grant(bb, b, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
-  await waitFor(
-    async () => (await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).includes('} 2'),
-    'b queued',
+  await eventually('b queued', async () =>
+    (await pup.metrics.registry.getSingleMetricAsString('holt_pup_grants_total')).includes('} 2'),
   );
   return [a, b];
 }
@@ -107,7 +108,10 @@ describe('standard mode', () => {
 
     await grant(bb, b.claim, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
     const out = outputId('std', b.claim.id, 'coder', 'exclusive');
-    await waitFor(() => bb.redis.exists(executionLeaseKey(bb, out)), 'the tool to start');
+    await eventually(
+      'the tool to start',
+      async () => (await bb.redis.exists(executionLeaseKey(bb, out))) > 0,
+    );
     const c = await grantedClaim(bb, {});
     expect(await bidOf(bb, c.claim)).toBe('exclusive');
     // the bid landed while the slow tool was still running
@@ -116,10 +120,10 @@ describe('standard mode', () => {
     expect((await outputOf(bb, b.claim)).type).toBe('SlowResult');
 
     // the artefact is written before the run is counted: wait for the count
-    const metrics = await waitFor(async () => {
+    const metrics = await eventually('the tool run in /metrics', async () => {
       const m = (await http(pup, '/metrics')).body;
       return /holt_pup_tool_duration_seconds_count\{[^}]*outcome="success"[^}]*\} 1/.test(m) && m;
-    }, 'the tool run in /metrics');
+    });
     expect(metrics).toMatch(/holt_pup_bids_total\{[^}]*bid_type="exclusive",source="strategy"[^}]*\} 3/);
     expect(metrics).toMatch(/holt_pup_grants_total\{[^}]*claim_type="exclusive",via="event"[^}]*\} 1/);
     expect((await http(pup, '/readyz')).status).toBe(200);
@@ -196,7 +200,7 @@ describe('standard mode', () => {
       ...env,
       HOLT_AGENT_COMMAND: JSON.stringify(sh('slow.sh', '0')),
     });
-    await waitFor(async () => (await bb.redis.zcard(bb.k.pupClaims('coder'))) === 0 || null, 'pruned');
+    await eventually('pruned', async () => (await bb.redis.zcard(bb.k.pupClaims('coder'))) === 0 || null);
     await probe.stop(5_000);
   });
 
@@ -297,7 +301,7 @@ describe('a command tool that asks a Question', () => {
     await bidOf(bb, c);
     await grant(bb, c, { status: 'pending_exclusive', granted_exclusive_agent: 'coder' }, true);
     const qid = questionId(outputId('ask', c.id, 'coder', 'exclusive'), 0);
-    const q = await waitFor(() => bb.getArtefact(qid), 'the Question');
+    const q = await eventually('the Question', () => bb.getArtefact(qid));
     expect(q.structural_type).toBe('Question');
     expect(await bb.getArtefact(outputId('ask', c.id, 'coder', 'exclusive'))).toBeNull();
     await bb.createArtefact(
@@ -358,12 +362,10 @@ describe('health', () => {
     );
     pups.push(pup);
     const started = pup.start();
-    const waiting = await waitFor(
-      async () =>
-        pup.port === undefined || lines.filter((l) => l.event_type === 'stores_unavailable').length < 3
-          ? undefined
-          : await http(pup, '/readyz'),
-      'three tries and the probes up',
+    const waiting = await eventually('three tries and the probes up', async () =>
+      pup.port === undefined || lines.filter((l) => l.event_type === 'stores_unavailable').length < 3
+        ? undefined
+        : await http(pup, '/readyz'),
     );
     expect(waiting.status).toBe(503);
     expect(waiting.body).toContain('waiting for redis');
@@ -407,7 +409,7 @@ describe('health', () => {
     expect(before.body).toContain('health check not run yet');
     const { writeFileSync } = await import('node:fs');
     writeFileSync(release, '');
-    await waitFor(async () => (await http(pup, '/readyz')).status === 200, 'ready once the check passed');
+    await eventually('ready once the check passed', async () => (await http(pup, '/readyz')).status === 200);
   });
 
   it('/healthz follows the custom check, and flips to 503 when Redis stops and back when it returns', async () => {
@@ -419,26 +421,26 @@ describe('health', () => {
     expect(await http(pup, '/healthz')).toMatchObject({ status: 200 });
     const { writeFileSync, rmSync } = await import('node:fs');
     writeFileSync(flag, '');
-    const bad = await waitFor(async () => {
+    const bad = await eventually('health check failure', async () => {
       const r = await http(pup, '/healthz');
       return r.status === 503 && r;
-    }, 'health check failure');
+    });
     expect(JSON.parse(bad.body)).toMatchObject({
       status: 'unhealthy',
       error: expect.stringMatching(/unhealthy: .* exists/),
     });
     rmSync(flag);
-    await waitFor(async () => (await http(pup, '/healthz')).status === 200, 'health check recovery');
+    await eventually('health check recovery', async () => (await http(pup, '/healthz')).status === 200);
 
     await redis.proc.stop();
-    const down = await waitFor(async () => {
+    const down = await eventually('503 with Redis down', async () => {
       const r = await http(pup, '/healthz');
       return r.status === 503 && r;
-    }, '503 with Redis down');
+    });
     expect(JSON.parse(down.body)).toMatchObject({ status: 'unhealthy', redis: 'disconnected' });
     expect((await http(pup, '/readyz')).status).toBe(503);
     await redis.restart();
-    await waitFor(async () => (await http(pup, '/healthz')).status === 200, '200 after Redis returns');
+    await eventually('200 after Redis returns', async () => (await http(pup, '/healthz')).status === 200);
     // and it works again after the reconnect
     const bb = board('health');
     const { claim: c } = await grantedClaim(bb, {});
@@ -473,7 +475,7 @@ describe('after a run ends in error the pup backs off', () => {
     });
     await publishGrant(bb, 'coder', c.id, 'exclusive');
     const events = (t: string) => lines.filter((l) => l.event_type === t);
-    await waitFor(async () => events('execution_backoff').length >= 3, 'three pauses');
+    await eventually('three pauses', async () => events('execution_backoff').length >= 3);
     const pauses = events('execution_backoff').slice(0, 3);
     expect(pauses.map((p) => p.errors_in_row)).toEqual([1, 2, 3]);
     // Each pause is at least half its nominal length (200, 400, 800 ms): never close to zero.

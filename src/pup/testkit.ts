@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { eventually } from '../../test/harness/wait.ts';
 import { type AgentConfig, loadAgentConfig } from '../agent/config.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
@@ -93,13 +92,4 @@ export async function grantedClaim(bb: Blackboard, over: Partial<Claim>, target 
   const c = claim(target.id, over);
   await bb.createClaim(c);
   return { target, claim: c };
-}
-
-/** Polls until `fn` returns a value (not a timed assertion: the limit only stops a hung test). */
-export function waitFor<T>(
-  fn: () => Promise<T | undefined | null | false>,
-  what: string,
-  limitMs = 20_000,
-): Promise<T> {
-  return eventually(what, async () => (await fn()) || undefined, { timeoutMs: limitMs });
 }

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { readRetentionReport } from '../blackboard/retention-report.ts';
 import type { Claim } from '../blackboard/types.ts';
@@ -11,7 +12,6 @@ import { InboxStore } from '../inbox/store.ts';
 import { UsageStore } from '../llm/stores/usage-store.ts';
 import { InboxDispatcher } from '../orchestrator/inbox-dispatcher.ts';
 import { startRetention } from '../orchestrator/retention.ts';
-import { waitFor } from '../orchestrator/testkit.ts';
 import { migrate } from './migrate.ts';
 import { pruneFinished } from './retention.ts';
 
@@ -179,8 +179,8 @@ describe('retention (real Postgres)', () => {
       await new Promise((r) => setTimeout(r, 300)); // six sweep intervals; nothing to wait for instead
       expect(await rows()).toBe(1);
       leader = true;
-      await waitFor(async () => (await rows()) === 0, 'the leader pruned the old row');
-      const report = await waitFor(() => readRetentionReport(bb.redis, bb.k.retention), 'the report');
+      await eventually('the leader pruned the old row', async () => (await rows()) === 0);
+      const report = await eventually('the report', () => readRetentionReport(bb.redis, bb.k.retention));
       expect(report.total).toMatchObject({ turns: 1, inbox_rows: 1 });
     } finally {
       retention.stop();

@@ -24,7 +24,6 @@ import {
   ScriptedAgent,
   startOrchestrator,
   waitClaim,
-  waitFor,
 } from '../../src/orchestrator/testkit.ts';
 import { parseToolStdout } from '../../src/pup/result.ts';
 import { claim as newClaim } from '../../src/pup/testkit.ts';
@@ -32,6 +31,7 @@ import { migrate } from '../../src/state/migrate.ts';
 import { type NatsServer, startNats } from '../harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../harness/postgres.ts';
 import { type RedisServer, startRedis } from '../harness/redis.ts';
+import { eventually } from '../harness/wait.ts';
 
 // The malformed-input corpus: generated inputs (fast-check, fixed seeds so a failure replays) of every
 // kind a Holt reads from outside or from its stores. Each gives its clear error or its quarantine:
@@ -161,11 +161,11 @@ describe('stored items the orchestrator reads (real Redis, a real orchestrator)'
         'a good workflow',
       );
       let missing: string[] = [];
-      const got = await waitFor(async () => {
+      const got = await eventually('every malformed item quarantined', async () => {
         const q = new Set((await readQuarantine(bb)).map((x) => `${x.kind}:${x.id}`));
         missing = [...expected].filter((e) => !q.has(e));
         return missing.length ? null : q;
-      }, 'every malformed item quarantined').catch((e: unknown) => {
+      }).catch((e: unknown) => {
         throw new Error(
           `${(e as Error).message}; not quarantined: ${missing.slice(0, 5).join(', ')} (${missing.length})`,
         );
@@ -260,7 +260,7 @@ describe('inbox rows and doorbells (real Postgres, real NATS)', () => {
       for (const j of junk) nc.publish(doorbellSubject('corpus'), j);
       const bell: Doorbell = { instance: 'corpus', target: 'corpus', reason: 'manual', at_ms: 1 };
       nc.publish(doorbellSubject('corpus'), JSON.stringify(bell));
-      await waitFor(() => heard.some((b) => b.reason === 'manual'), 'the real bell');
+      await eventually('the real bell', () => heard.some((b) => b.reason === 'manual'));
       expect(heard.every((b) => b.instance === 'corpus' && b.target === 'corpus')).toBe(true);
       count('doorbells', junk.length);
     } finally {

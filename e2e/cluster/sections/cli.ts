@@ -4,7 +4,9 @@ import { expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { Artefact } from '../../../src/blackboard/types.ts';
 import { kubeBinary } from '../../../test/harness/bins.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import {
+  CLUSTER_WAIT,
   c,
   holt,
   holtIn,
@@ -15,7 +17,6 @@ import {
   ROOT,
   run,
   trailOf,
-  until,
   waitHoltReady,
 } from '../ctx.ts';
 
@@ -172,26 +173,33 @@ export function cliTests(): void {
     await holt('scale', ['forage', '--goal', 'cli: log me']);
     const goal = (await trailOf('scale')).find((a) => !before.has(a.id) && a.type === 'GoalDefined')!;
     expect(goal.payload).toBe('cli: log me');
-    const claim = await until('the goal to be claimed', () => claimOf('scale', goal.id));
+    const claim = await eventually('the goal to be claimed', () => claimOf('scale', goal.id), CLUSTER_WAIT);
     // Read while the worker runs: its section of `holt logs Sleeper`, beside the controller's.
-    const { worker, section } = await until('a worker pod with its log in `holt logs Sleeper`', async () => {
-      const workers = (await pods('holt.io/instance=scale,app.kubernetes.io/component=worker')).map(
-        (p) => p.metadata.name,
-      );
-      const sections = logSections(await holt('scale', ['logs', 'Sleeper', '--lines', '500']));
-      for (const w of workers) {
-        const s = sections.get(w);
-        if (s?.includes('"event_type":"inbox_claim_finished"') && s.includes(`"claim_id":"${claim}"`))
-          return { worker: w, section: s };
-      }
-      return undefined;
-    });
+    const { worker, section } = await eventually(
+      'a worker pod with its log in `holt logs Sleeper`',
+      async () => {
+        const workers = (await pods('holt.io/instance=scale,app.kubernetes.io/component=worker')).map(
+          (p) => p.metadata.name,
+        );
+        const sections = logSections(await holt('scale', ['logs', 'Sleeper', '--lines', '500']));
+        for (const w of workers) {
+          const s = sections.get(w);
+          if (s?.includes('"event_type":"inbox_claim_finished"') && s.includes(`"claim_id":"${claim}"`))
+            return { worker: w, section: s };
+        }
+        return undefined;
+      },
+      CLUSTER_WAIT,
+    );
     expect(section).toContain('"mode":"worker"');
     progress(`cli: the log of worker ${worker} in ${Math.round((Date.now() - t0) / 1000)} s`);
-    const done = await until('the goal to finish', async () =>
-      (await trailOf('scale')).find(
-        (a) => a.structural_type === 'Terminal' && a.source_artefacts.includes(goal.id),
-      ),
+    const done = await eventually(
+      'the goal to finish',
+      async () =>
+        (await trailOf('scale')).find(
+          (a) => a.structural_type === 'Terminal' && a.source_artefacts.includes(goal.id),
+        ),
+      CLUSTER_WAIT,
     );
     expect(done.type).toBe('Slept');
   }, 300_000);
@@ -302,7 +310,11 @@ export function cliTests(): void {
         '--timeout',
         '300',
       ]);
-      await until('the watch to subscribe', async () => ((await subscribers()) > base ? true : undefined));
+      await eventually(
+        'the watch to subscribe',
+        async () => ((await subscribers()) > base ? true : undefined),
+        CLUSTER_WAIT,
+      );
       expect(await holt('ask', ['answer', q.id.slice(0, 8), 'green'])).toContain(`(answers ${q.id})`);
       const watched = await watching;
       expect(watched.code, watched.stderr).toBe(0);
@@ -334,19 +346,23 @@ export function cliTests(): void {
         '--timeout=180s',
       ]);
       // Nothing of it left for the teardown section to wait on (its volumes included).
-      await until('every object of ask to be gone', async () => {
-        const left = await c.kubectl([
-          '-n',
-          NS,
-          'get',
-          'all,pvc,secrets',
-          '-l',
-          'holt.io/instance=ask',
-          '-o',
-          'name',
-        ]);
-        return left.trim() === '' ? true : undefined;
-      });
+      await eventually(
+        'every object of ask to be gone',
+        async () => {
+          const left = await c.kubectl([
+            '-n',
+            NS,
+            'get',
+            'all,pvc,secrets',
+            '-l',
+            'holt.io/instance=ask',
+            '-o',
+            'name',
+          ]);
+          return left.trim() === '' ? true : undefined;
+        },
+        CLUSTER_WAIT,
+      );
       progress(`cli: questions, answer, graph and ask deleted in ${Math.round((Date.now() - t0) / 1000)} s`);
     }
   }, 600_000);

@@ -1,6 +1,8 @@
 import { expect, it } from 'vitest';
+import { eventually } from '../../../test/harness/wait.ts';
 import { expectDemoTrail } from '../../demo-trail.ts';
 import {
+  CLUSTER_WAIT,
   c,
   freezePup,
   getJson,
@@ -10,7 +12,6 @@ import {
   pods,
   progress,
   trailOf,
-  until,
   waitHoltReady,
 } from '../ctx.ts';
 import { demoManifests, scaleManifests } from '../manifests.ts';
@@ -68,41 +69,57 @@ export function demoTests(): void {
     const agentSt = () => getJson<AgentSt>(['agent', 'scale-sleeper']);
     // The Agent's claimsInFlight: counted by the orchestrator, read by the operator as its own Redis
     // user (which may read no claim): the backlog shows there while the workers run.
-    await until('the Agent to show claims in flight', async () =>
-      ((await agentSt())?.status?.claimsInFlight ?? 0) > 0 ? true : undefined,
+    await eventually(
+      'the Agent to show claims in flight',
+      async () => (((await agentSt())?.status?.claimsInFlight ?? 0) > 0 ? true : undefined),
+      CLUSTER_WAIT,
     );
     let peak = 0;
     const workerNodes = new Set<string>();
     // A ReadWriteMany workspace: the workers' preferred anti-affinity puts them on different nodes. A
     // preference, so the first two may share one; the pool keeps growing on backlog and spreads.
     const spread = rwx && nodeCount > 1;
-    await until(`more than one worker pod running${spread ? ', on more than one node' : ''}`, async () => {
-      const running = (await pods('holt.io/instance=scale,app.kubernetes.io/component=worker')).filter(
-        (p) => p.status.phase === 'Running' && !p.metadata.deletionTimestamp,
-      );
-      peak = Math.max(peak, running.length);
-      for (const p of running) if (p.spec.nodeName) workerNodes.add(p.spec.nodeName);
-      return peak > 1 && (!spread || workerNodes.size > 1) ? true : undefined;
-    });
+    await eventually(
+      `more than one worker pod running${spread ? ', on more than one node' : ''}`,
+      async () => {
+        const running = (await pods('holt.io/instance=scale,app.kubernetes.io/component=worker')).filter(
+          (p) => p.status.phase === 'Running' && !p.metadata.deletionTimestamp,
+        );
+        peak = Math.max(peak, running.length);
+        for (const p of running) if (p.spec.nodeName) workerNodes.add(p.spec.nodeName);
+        return peak > 1 && (!spread || workerNodes.size > 1) ? true : undefined;
+      },
+      CLUSTER_WAIT,
+    );
     if (spread) expect(workerNodes.size).toBeGreaterThan(1);
-    await until(
+    await eventually(
       `the ${goals} workflows of scale to finish`,
       async () => {
         const done = (await trailOf('scale')).filter((a) => a.structural_type === 'Terminal').length;
         return done === goals ? true : undefined;
       },
-      600_000,
+      { ...CLUSTER_WAIT, timeoutMs: 600_000 },
     );
-    await until('the pool to scale back to zero', async () => {
-      const pool = await getJson<Pool>(['workerpool', 'scale-sleeper-workers']);
-      const left = await pods('holt.io/instance=scale,app.kubernetes.io/component=worker');
-      return pool?.status?.replicas === 0 && left.length === 0 ? true : undefined;
-    });
-    await until('the Agent to show no claim in flight, refreshed', async () => {
-      const st = (await agentSt())?.status;
-      const ready = st?.conditions?.find((k) => k.type === 'Ready');
-      return st?.claimsInFlight === 0 && ready && !ready.message.includes('not refreshed') ? true : undefined;
-    });
+    await eventually(
+      'the pool to scale back to zero',
+      async () => {
+        const pool = await getJson<Pool>(['workerpool', 'scale-sleeper-workers']);
+        const left = await pods('holt.io/instance=scale,app.kubernetes.io/component=worker');
+        return pool?.status?.replicas === 0 && left.length === 0 ? true : undefined;
+      },
+      CLUSTER_WAIT,
+    );
+    await eventually(
+      'the Agent to show no claim in flight, refreshed',
+      async () => {
+        const st = (await agentSt())?.status;
+        const ready = st?.conditions?.find((k) => k.type === 'Ready');
+        return st?.claimsInFlight === 0 && ready && !ready.message.includes('not refreshed')
+          ? true
+          : undefined;
+      },
+      CLUSTER_WAIT,
+    );
     // Every claim ran once, in one attempt: no worker was stopped while it held a row.
     const rows = await kubectl([
       'exec',
@@ -134,14 +151,18 @@ export function demoTests(): void {
     // (the previous test's scale-down), while the next worker pod is still starting.
     const running = (sel: string) =>
       pods(sel).then((ps) => ps.filter((p) => p.status.phase === 'Running' && !p.metadata.deletionTimestamp));
-    const { orch, worker } = await until('a running worker pod, and a worker running a claim', async () => {
-      const claimed = (
-        await psql("SELECT count(*) FROM holt.agent_inbox WHERE instance = 'scale' AND status = 'claimed'")
-      ).trim();
-      const [o] = await running('holt.io/instance=scale,app.kubernetes.io/component=orchestrator');
-      const [w] = await running('holt.io/instance=scale,app.kubernetes.io/component=worker');
-      return claimed !== '0' && o && w ? { orch: o, worker: w } : undefined;
-    });
+    const { orch, worker } = await eventually(
+      'a running worker pod, and a worker running a claim',
+      async () => {
+        const claimed = (
+          await psql("SELECT count(*) FROM holt.agent_inbox WHERE instance = 'scale' AND status = 'claimed'")
+        ).trim();
+        const [o] = await running('holt.io/instance=scale,app.kubernetes.io/component=orchestrator');
+        const [w] = await running('holt.io/instance=scale,app.kubernetes.io/component=worker');
+        return claimed !== '0' && o && w ? { orch: o, worker: w } : undefined;
+      },
+      CLUSTER_WAIT,
+    );
     const t0 = Date.now();
     await kubectl([
       'delete',
@@ -153,13 +174,13 @@ export function demoTests(): void {
       '--wait=false',
     ]);
     progress(`R5: killed ${orch.metadata.name} and ${worker.metadata.name}`);
-    await until(
+    await eventually(
       `the ${goals} drill workflows to finish`,
       async () => {
         const done = (await trailOf('scale')).filter((a) => a.structural_type === 'Terminal').length;
         return done >= before + goals ? true : undefined;
       },
-      600_000,
+      { ...CLUSTER_WAIT, timeoutMs: 600_000 },
     );
     progress(`R5: all finished ${Math.round((Date.now() - t0) / 1000)} s after the kills`);
     const trail = await trailOf('scale');
@@ -180,27 +201,31 @@ export function demoTests(): void {
     const psql = (sql: string) =>
       kubectl(['exec', 'scale-postgres-0', '--', 'psql', '-U', 'holt', '-d', 'holt', '-At', '-c', sql]);
     await holt('scale', ['forage', '--goal', 'die once']);
-    const held = await until('a worker holding the claim', async () => {
-      const r = (
-        await psql(
-          "SELECT id || ' ' || lease_owner FROM holt.agent_inbox WHERE instance = 'scale' AND status = 'claimed' LIMIT 1",
-        )
-      ).trim();
-      return r || undefined;
-    });
+    const held = await eventually(
+      'a worker holding the claim',
+      async () => {
+        const r = (
+          await psql(
+            "SELECT id || ' ' || lease_owner FROM holt.agent_inbox WHERE instance = 'scale' AND status = 'claimed' LIMIT 1",
+          )
+        ).trim();
+        return r || undefined;
+      },
+      CLUSTER_WAIT,
+    );
     const [rowId, owner] = held.split(' ') as [string, string];
     // As an out-of-memory kill would: the pup (not the tools) dies at once, holding the row.
     await c.kubectlResult(['-n', NS, 'exec', owner, '-c', 'pup', '--', 'sh', '-c', 'kill -9 -1'], {
       allowFail: true,
     });
     progress(`worker exit: killed the pup of ${owner} holding inbox row ${rowId}`);
-    await until(
+    await eventually(
       'the claim to finish on its second try',
       async () =>
         (await psql(`SELECT status FROM holt.agent_inbox WHERE id = ${rowId}`)).trim() === 'done'
           ? true
           : undefined,
-      300_000,
+      { ...CLUSTER_WAIT, timeoutMs: 300_000 },
     );
     const row = (
       await psql(

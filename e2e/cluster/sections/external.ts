@@ -1,6 +1,7 @@
 import { it } from 'vitest';
+import { eventually } from '../../../test/harness/wait.ts';
 import { expectDemoTrail } from '../../demo-trail.ts';
-import { c, holt, kubectl, pods, progress, trailOf, until, waitHoltReady } from '../ctx.ts';
+import { CLUSTER_WAIT, c, holt, kubectl, pods, progress, trailOf, waitHoltReady } from '../ctx.ts';
 import { EXT, externalStores, STORES_NS } from '../stores.ts';
 
 /**
@@ -84,10 +85,16 @@ export function externalTests(): void {
           '--no-auth-warning',
           ...args,
         ]);
-      const redisUsers = await until('every component on its own Redis user', async () => {
-        const users = new Set([...(await redis('CLIENT', 'LIST')).matchAll(/ user=(\S+)/g)].map((m) => m[1]));
-        return ['orchestrator', 'pup', 'operator'].every((u) => users.has(u)) ? users : undefined;
-      });
+      const redisUsers = await eventually(
+        'every component on its own Redis user',
+        async () => {
+          const users = new Set(
+            [...(await redis('CLIENT', 'LIST')).matchAll(/ user=(\S+)/g)].map((m) => m[1]),
+          );
+          return ['orchestrator', 'pup', 'operator'].every((u) => users.has(u)) ? users : undefined;
+        },
+        CLUSTER_WAIT,
+      );
       expect([...redisUsers].sort()).toEqual(['admin', 'operator', 'orchestrator', 'pup']);
       expect((await redis('ACL', 'LOG')).trim()).toBe('');
 
@@ -97,11 +104,17 @@ export function externalTests(): void {
       type Connz = { connections?: { authorized_user?: string }[] };
       const natsIp = (await inStores(['get', 'pod', 'nats', '-o', 'jsonpath={.status.podIP}'])).trim();
       const fetchJs = `fetch('http://${natsIp}:8222/connz?auth=true').then((r) => r.text()).then(console.log)`;
-      const natsUsers = await until('the orchestrator on its own NATS user', async () => {
-        const connz = JSON.parse(await kubectl(['exec', 'deploy/llm', '--', 'node', '-e', fetchJs])) as Connz;
-        const users = new Set((connz.connections ?? []).map((x) => x.authorized_user));
-        return users.has('orchestrator') ? users : undefined;
-      });
+      const natsUsers = await eventually(
+        'the orchestrator on its own NATS user',
+        async () => {
+          const connz = JSON.parse(
+            await kubectl(['exec', 'deploy/llm', '--', 'node', '-e', fetchJs]),
+          ) as Connz;
+          const users = new Set((connz.connections ?? []).map((x) => x.authorized_user));
+          return users.has('orchestrator') ? users : undefined;
+        },
+        CLUSTER_WAIT,
+      );
       expect([...natsUsers].every((u) => u && ['orchestrator', 'pup', 'operator'].includes(u))).toBe(true);
       expect(await inStores(['logs', 'nats'])).not.toMatch(/Permissions Violation|Authorization Violation/);
 
@@ -161,11 +174,15 @@ export function externalTests(): void {
       progress(`external: demo on external stores finished in ${Math.round((Date.now() - t0) / 1000)} s`);
       await cleanUp();
       // Everything went: the Holt's pods and the stores' namespace.
-      await until('the Holt ext and its pods gone, and the stores namespace', async () => {
-        const left = await pods(`holt.io/instance=${EXT}`);
-        const ns = await c.kubectlResult(['get', 'namespace', STORES_NS], { allowFail: true });
-        return left.length === 0 && ns.code !== 0 ? true : undefined;
-      });
+      await eventually(
+        'the Holt ext and its pods gone, and the stores namespace',
+        async () => {
+          const left = await pods(`holt.io/instance=${EXT}`);
+          const ns = await c.kubectlResult(['get', 'namespace', STORES_NS], { allowFail: true });
+          return left.length === 0 && ns.code !== 0 ? true : undefined;
+        },
+        CLUSTER_WAIT,
+      );
       cleaned = true;
     } finally {
       if (!cleaned) await cleanUp().catch(() => undefined);

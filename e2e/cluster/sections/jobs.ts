@@ -1,7 +1,8 @@
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { c, getJson, holt, kubectl, NS, type Pod, pods, progress, trailOf, until } from '../ctx.ts';
+import { eventually } from '../../../test/harness/wait.ts';
+import { CLUSTER_WAIT, c, getJson, holt, kubectl, NS, type Pod, pods, progress, trailOf } from '../ctx.ts';
 
 const HOLT = 'jobs';
 const AGENT = 'jobs-runner';
@@ -127,14 +128,14 @@ export function jobsTests(): void {
     const watch = await watchHolt();
     try {
       await kubectl(['apply', '-f', '-'], jobsManifests());
-      await until(
+      await eventually(
         `Holt ${HOLT} Ready`,
         async () => {
           const e = watch.error();
           if (e) throw new Error(`${e}; seen: ${watch.lines.join(' / ')}`);
           return watch.lines.some((l) => l.startsWith('Ready|')) ? true : undefined;
         },
-        420_000,
+        { ...CLUSTER_WAIT, timeoutMs: 420_000 },
       );
     } finally {
       watch.stop();
@@ -168,31 +169,35 @@ export function jobsTests(): void {
       const id = await redis('GET', `holt:${HOLT}:claim_by_artefact:${goalIds.get(goal)}`);
       return id || undefined;
     };
-    const killClaim = await until('the claim of "kill me"', () => claimOf('kill me'));
-    const victim = await until('a Job pod running "kill me", its tool started', async () => {
-      const owner = await psql(
-        `SELECT lease_owner FROM holt.agent_inbox WHERE instance = '${HOLT}' AND claim_id = '${killClaim}' AND status = 'claimed'`,
-      );
-      if (!owner) return undefined;
-      const tried = await c.kubectlResult(
-        ['-n', NS, 'exec', owner, '-c', 'pup', '--', 'sh', '-c', 'test -e /workspace/.e2e-tried'],
-        {
-          allowFail: true,
-        },
-      );
-      return tried.code === 0 ? owner : undefined;
-    });
+    const killClaim = await eventually('the claim of "kill me"', () => claimOf('kill me'), CLUSTER_WAIT);
+    const victim = await eventually(
+      'a Job pod running "kill me", its tool started',
+      async () => {
+        const owner = await psql(
+          `SELECT lease_owner FROM holt.agent_inbox WHERE instance = '${HOLT}' AND claim_id = '${killClaim}' AND status = 'claimed'`,
+        );
+        if (!owner) return undefined;
+        const tried = await c.kubectlResult(
+          ['-n', NS, 'exec', owner, '-c', 'pup', '--', 'sh', '-c', 'test -e /workspace/.e2e-tried'],
+          {
+            allowFail: true,
+          },
+        );
+        return tried.code === 0 ? owner : undefined;
+      },
+      CLUSTER_WAIT,
+    );
     await kubectl(['delete', 'pod', victim, '--grace-period=0', '--force', '--wait=false']);
     progress(`${HOLT}: killed Job pod ${victim} mid-claim`);
 
-    const trail = await until(
+    const trail = await eventually(
       `the ${goals.length} claims of ${HOLT} to finish`,
       async () => {
         const trail = await trailOf(HOLT);
         const t = trail.filter((a) => a.structural_type === 'Terminal');
         return t.length >= goals.length ? trail : undefined;
       },
-      300_000,
+      { ...CLUSTER_WAIT, timeoutMs: 300_000 },
     );
     expect(trail.filter((a) => a.structural_type === 'Failure')).toEqual([]);
     const ranIn = new Map<string, string>();
@@ -233,27 +238,35 @@ export function jobsTests(): void {
     );
 
     // Cleaned up: every claim's Job, and its pods, deleted once its claim finished.
-    await until('the claim Jobs and their pods deleted', async () => {
-      const jobs = await getJson<{ items: unknown[] }>(['jobs', '-l', JOB_SELECTOR]);
-      const left = await pods(JOB_SELECTOR);
-      return jobs?.items.length === 0 && left.length === 0 ? true : undefined;
-    });
+    await eventually(
+      'the claim Jobs and their pods deleted',
+      async () => {
+        const jobs = await getJson<{ items: unknown[] }>(['jobs', '-l', JOB_SELECTOR]);
+        const left = await pods(JOB_SELECTOR);
+        return jobs?.items.length === 0 && left.length === 0 ? true : undefined;
+      },
+      CLUSTER_WAIT,
+    );
 
     await kubectl(['delete', 'holt', HOLT, '--wait=true', '--timeout=180s']);
     await kubectl(['delete', 'agents', '-l', `e2e.holt.io/holt=${HOLT}`, '--wait=true', '--timeout=180s']);
-    await until(`every pod and volume of ${HOLT} gone`, async () => {
-      const left = await c.kubectl([
-        '-n',
-        NS,
-        'get',
-        'pods,pvc,jobs',
-        '-l',
-        `holt.io/instance=${HOLT}`,
-        '-o',
-        'name',
-      ]);
-      return left.trim() === '' ? true : undefined;
-    });
+    await eventually(
+      `every pod and volume of ${HOLT} gone`,
+      async () => {
+        const left = await c.kubectl([
+          '-n',
+          NS,
+          'get',
+          'pods,pvc,jobs',
+          '-l',
+          `holt.io/instance=${HOLT}`,
+          '-o',
+          'name',
+        ]);
+        return left.trim() === '' ? true : undefined;
+      },
+      CLUSTER_WAIT,
+    );
     progress(`${HOLT}: section done in ${Math.round((Date.now() - t0) / 1000)} s`);
   }, 900_000);
 }

@@ -1,7 +1,7 @@
 import { expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { eventually } from '../../../test/harness/wait.ts';
-import { c, holtIn, LIFE_NS, type Pod, progress, until } from '../ctx.ts';
+import { CLUSTER_WAIT, c, holtIn, LIFE_NS, type Pod, progress } from '../ctx.ts';
 import { lifeManifests } from '../manifests.ts';
 
 /** The real cluster: issue 29's lifecycle: Ready means bidding, goals never lost, namespaces that delete. */
@@ -10,7 +10,7 @@ export function lifecycleTests(): void {
     await c.kubectl(['-n', LIFE_NS, 'apply', '-f', '-'], { input: lifeManifests() });
     // Ready means every Agent's pup is up and bidding: a goal posted now is never closed unheard.
     // kubectl's own timeout stays under the harness's 2 min per command: it is asked again until it returns.
-    await until(
+    await eventually(
       'kubectl wait --for=condition=Ready holt/life',
       async () =>
         (
@@ -21,7 +21,7 @@ export function lifecycleTests(): void {
             },
           )
         ).code === 0 || undefined,
-      420_000,
+      { ...CLUSTER_WAIT, timeoutMs: 420_000 },
     );
     progress('life Ready; posting the goal at once');
     const r = await holtIn(LIFE_NS, 'life', ['forage', '--goal', 'write it', '--watch']);
@@ -76,14 +76,14 @@ export function lifecycleTests(): void {
 
   it('issue 29: deleting the namespace of a Holt with a workflow running: it is gone within a minute', async () => {
     await holtIn(LIFE_NS, 'life', ['forage', '--goal', 'slow work']);
-    await until(
+    await eventually(
       'the slow goal granted to the Writer',
       async () => {
         const st = await holtIn(LIFE_NS, 'life', ['status', '--json']);
         const claims = (JSON.parse(st.stdout || '{}') as { claims?: Record<string, number> }).claims ?? {};
         return (claims.pending_exclusive ?? 0) > 0 ? true : undefined;
       },
-      180_000,
+      { ...CLUSTER_WAIT, timeoutMs: 180_000 },
     );
     progress(`deleting namespace ${LIFE_NS}`);
     await c.kubectl(['delete', 'namespace', LIFE_NS, '--wait=false']);

@@ -1,6 +1,19 @@
 import { expect, it } from 'vitest';
+import { eventually } from '../../../test/harness/wait.ts';
 import { DEMO_LLM_PLAN } from '../../demo-llm-script.ts';
-import { c, getJson, holt, kubectl, NS, type Pod, pods, run, trailOf, until, waitHoltReady } from '../ctx.ts';
+import {
+  CLUSTER_WAIT,
+  c,
+  getJson,
+  holt,
+  kubectl,
+  NS,
+  type Pod,
+  pods,
+  run,
+  trailOf,
+  waitHoltReady,
+} from '../ctx.ts';
 import { llmServer, toolService } from '../fixtures.ts';
 import { LIVING_SCRIPT, livingManifests, llmManifests } from '../manifests.ts';
 
@@ -35,9 +48,10 @@ export function llmTests(): void {
       const d = await getJson<{ data: Record<string, string> }>(['secret', name]);
       return Buffer.from(d?.data.token ?? '', 'base64').toString('utf8');
     };
-    const ci = await until(
+    const ci = await eventually(
       'the ci token',
       async () => (await secret('living-watcher-ingress-ci')) || undefined,
+      CLUSTER_WAIT,
     );
     const ops = await secret('living-watcher-ingress-ops');
     const send = async (key: string, body: string, token = ci): Promise<number> => {
@@ -74,10 +88,13 @@ export function llmTests(): void {
       return Number(stdout);
     };
     // The orchestrator may have started before its token file existed: the kubelet brings it (≤ a minute).
-    await until('the message queued (202)', async () =>
-      (await send('build-7', JSON.stringify({ text: 'Build 7 started; tell us how it ends.' }))) === 202
-        ? true
-        : undefined,
+    await eventually(
+      'the message queued (202)',
+      async () =>
+        (await send('build-7', JSON.stringify({ text: 'Build 7 started; tell us how it ends.' }))) === 202
+          ? true
+          : undefined,
+      CLUSTER_WAIT,
     );
     if (c.local) expect(await send('build-7', JSON.stringify({ text: 'again' }))).toBe(200);
     type AgentSt = {
@@ -88,18 +105,20 @@ export function llmTests(): void {
     };
     const watcher = () => getJson<AgentSt>(['agent', 'living-watcher']);
     // Asleep on its timer: its pod is killed (no grace), and a new one takes over the wait.
-    await until('the item waits on its timer', async () =>
-      ((await watcher())?.status?.life?.items.waiting ?? 0) === 1 ? true : undefined,
+    await eventually(
+      'the item waits on its timer',
+      async () => (((await watcher())?.status?.life?.items.waiting ?? 0) === 1 ? true : undefined),
+      CLUSTER_WAIT,
     );
     const [first] = await pods('holt.io/instance=living,holt.io/role=Watcher');
     await kubectl(['delete', 'pod', first!.metadata.name, '--grace-period=0', '--force']);
-    const done = await until(
+    const done = await eventually(
       'the item completed',
       async () => {
         const w = await watcher();
         return (w?.status?.life?.items.completed ?? 0) === 1 ? w : undefined;
       },
-      420_000,
+      { ...CLUSTER_WAIT, timeoutMs: 420_000 },
     );
     expect(done.status?.life?.state).toBe('running');
     expect(done.status?.life?.lastMessageTime).toBeTruthy();
@@ -112,13 +131,17 @@ export function llmTests(): void {
     // The operator's token: an instruction, through the CLI's way in.
     await holt('living', ['send', 'Watcher', 'Stand down for today.', '--token', ops]);
     // What the model was shown, in order (the scripted server logs each request).
-    const shown = await until('six model calls', async () => {
-      const lines = (await kubectl(['logs', 'deploy/llm-life']))
-        .split('\n')
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l) as { user: string; last: string });
-      return lines.length >= 6 ? lines : undefined;
-    });
+    const shown = await eventually(
+      'six model calls',
+      async () => {
+        const lines = (await kubectl(['logs', 'deploy/llm-life']))
+          .split('\n')
+          .filter((l) => l.startsWith('{'))
+          .map((l) => JSON.parse(l) as { user: string; last: string });
+        return lines.length >= 6 ? lines : undefined;
+      },
+      CLUSTER_WAIT,
+    );
     expect(shown[0]!.user).toContain(
       '<message origin="webhook" surface="POST /v1/agents/Watcher/messages" admission="token ci" authority="external_evidence"',
     );

@@ -2,8 +2,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { eventually } from '../../../test/harness/wait.ts';
 import { MONITORING_NS, type PromVector, prometheusApi } from '../../prometheus.ts';
-import { c, holt, progress, ROOT, run, until } from '../ctx.ts';
+import { CLUSTER_WAIT, c, holt, progress, ROOT, run } from '../ctx.ts';
 import { notApplicable } from '../not-applicable.ts';
 
 /** The real cluster: metrics scraped by a real Prometheus. */
@@ -36,13 +37,17 @@ export function metricsTests(): void {
       return r.data.result;
     };
     // The Holts' orchestrators and pups, and the operator, found and scraped through their annotations.
-    const holts = await until('the Holts and the operator scraped', async () => {
-      const up = await query('count by (holt_io_instance, namespace) (up == 1)');
-      const found = up.map((r) => r.metric.holt_io_instance ?? `ns:${r.metric.namespace}`);
-      return ['demo', 'scale', 'demo-llm', 'ns:holt-system'].every((h) => found.includes(h))
-        ? found
-        : undefined;
-    });
+    const holts = await eventually(
+      'the Holts and the operator scraped',
+      async () => {
+        const up = await query('count by (holt_io_instance, namespace) (up == 1)');
+        const found = up.map((r) => r.metric.holt_io_instance ?? `ns:${r.metric.namespace}`);
+        return ['demo', 'scale', 'demo-llm', 'ns:holt-system'].every((h) => found.includes(h))
+          ? found
+          : undefined;
+      },
+      CLUSTER_WAIT,
+    );
     progress(`scraped: ${holts.join(', ')}`);
     const roles = (await query('count by (holt_io_role) (holt_pup_bids_total)')).map(
       (r) => r.metric.holt_io_role,
@@ -55,7 +60,7 @@ export function metricsTests(): void {
     const ns = (expr: string) => expr.replaceAll('$namespace', '.+');
     // Rates need two scrapes after the work: asked again until every panel has data.
     let empty: string[] = [];
-    await until(
+    await eventually(
       'every dashboard panel to have data',
       async () => {
         empty = [];
@@ -65,7 +70,7 @@ export function metricsTests(): void {
         }
         return empty.length ? undefined : true;
       },
-      120_000,
+      { ...CLUSTER_WAIT, timeoutMs: 120_000 },
     ).catch(async (e: unknown) => {
       const seen = await query('count by (pod, __name__) ({__name__=~"holt_llm.*"})');
       progress(`empty panels: ${empty.join(', ')}; LLM series: ${JSON.stringify(seen.map((r) => r.metric))}`);

@@ -1,7 +1,9 @@
 import { expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { Artefact } from '../../../src/blackboard/types.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import {
+  CLUSTER_WAIT,
   c,
   getJson,
   holt,
@@ -10,7 +12,6 @@ import {
   pods,
   progress,
   trailOf,
-  until,
   waitHoltReady,
 } from '../ctx.ts';
 import { notApplicable } from '../not-applicable.ts';
@@ -152,7 +153,7 @@ export function nodesTests(): void {
         .map((l) => l.split(' '))
         .map(([call, by, at]) => ({ call: call!, by: by!, at: Number(at) * 1000 }));
     // Workflows in flight on both nodes: tool runs started (and held) on workers of each.
-    const lostWorkers = await until(
+    const lostWorkers = await eventually(
       `tool runs in flight on workers of both ${lost} and ${other}`,
       async () => {
         const ws = await workers();
@@ -164,30 +165,43 @@ export function nodesTests(): void {
           ? new Set(ws.filter((p) => p.spec.nodeName === lost).map((p) => p.metadata.name))
           : undefined;
       },
+      CLUSTER_WAIT,
     );
     progress(`stopping ${lost} (the operator, both Holts' stores, workers ${[...lostWorkers].join(' ')})`);
     const stopAt = Date.now();
     await local.stopNode(lost);
     // The runs held on the surviving node go on; those of the lost node died with it.
-    await until('the go file, written on the other node', async () => {
-      const w = (await workers()).find((p) => p.spec.nodeName === other);
-      return w
-        ? kubectl(['exec', w.metadata.name, '-c', 'agent', '--', 'touch', GO]).then(() => true)
-        : undefined;
-    });
+    await eventually(
+      'the go file, written on the other node',
+      async () => {
+        const w = (await workers()).find((p) => p.spec.nodeName === other);
+        return w
+          ? kubectl(['exec', w.metadata.name, '-c', 'agent', '--', 'touch', GO]).then(() => true)
+          : undefined;
+      },
+      CLUSTER_WAIT,
+    );
 
     type NodeJson = { status: { conditions: Cond[] } };
     const nodeReady = async (n: string) =>
       (JSON.parse(await c.kubectl(['get', 'node', n, '-o', 'json'])) as NodeJson).status.conditions.find(
         (k) => k.type === 'Ready',
       )?.status;
-    await until(`${lost} NotReady`, async () => ((await nodeReady(lost)) !== 'True' ? true : undefined));
+    await eventually(
+      `${lost} NotReady`,
+      async () => ((await nodeReady(lost)) !== 'True' ? true : undefined),
+      CLUSTER_WAIT,
+    );
 
     // The local volume: named lost, with its node, while the node is down.
-    const named = await until('pinned Degraded, naming its lost volume and node', async () => {
-      const d = await degradedOf('pinned');
-      return d?.status === 'True' && d.reason === 'VolumeNodeLost' ? d : undefined;
-    });
+    const named = await eventually(
+      'pinned Degraded, naming its lost volume and node',
+      async () => {
+        const d = await degradedOf('pinned');
+        return d?.status === 'True' && d.reason === 'VolumeNodeLost' ? d : undefined;
+      },
+      CLUSTER_WAIT,
+    );
     expect(named.message).toContain(`PVC data-pinned-redis-0 on node ${lost}`);
     expect(named.message).toContain(`PVC pinned-workspace on node ${lost}`);
     expect((await holtStatus('pinned'))?.phase).toBe('Degraded');
@@ -202,18 +216,22 @@ export function nodesTests(): void {
       `${lost} tainted ${OUT_OF_SERVICE} (${Math.round((Date.now() - stopAt) / 1000)} s after the stop)`,
     );
     const ready = (p: Pod) => p.status.containerStatuses?.every((k) => k.ready) === true;
-    await until("roam's stores Ready on the other node", async () => {
-      const st = (
-        await pods('holt.io/instance=roam,app.kubernetes.io/component in (redis,nats,postgres)')
-      ).filter((p) => p.spec.nodeName === other && !p.metadata.deletionTimestamp && ready(p));
-      return st.length === 3 ? true : undefined;
-    });
+    await eventually(
+      "roam's stores Ready on the other node",
+      async () => {
+        const st = (
+          await pods('holt.io/instance=roam,app.kubernetes.io/component in (redis,nats,postgres)')
+        ).filter((p) => p.spec.nodeName === other && !p.metadata.deletionTimestamp && ready(p));
+        return st.length === 3 ? true : undefined;
+      },
+      CLUSTER_WAIT,
+    );
     const storesBack = Date.now();
     progress(
       `roam's stores Ready on ${other} (${Math.round((storesBack - stopAt) / 1000)} s after the stop)`,
     );
 
-    await until(
+    await eventually(
       'the operator to run Ready on the other node',
       async () => {
         const moved = (await opPods()).find(
@@ -224,16 +242,16 @@ export function nodesTests(): void {
         );
         return moved ? true : undefined;
       },
-      300_000,
+      { ...CLUSTER_WAIT, timeoutMs: 300_000 },
     );
     let trail: Artefact[] = [];
-    await until(
+    await eventually(
       `the ${GOALS} workflows of roam to finish on ${other}`,
       async () => {
         trail = await trailOf('roam');
         return trail.filter((a) => a.structural_type === 'Terminal').length >= GOALS ? true : undefined;
       },
-      420_000,
+      { ...CLUSTER_WAIT, timeoutMs: 420_000 },
     );
     progress(`roam finished (${Math.round((Date.now() - stopAt) / 1000)} s after the stop)`);
     // Exactly one result per goal: none lost, none twice.
@@ -247,13 +265,17 @@ export function nodesTests(): void {
     // run was in flight at the stop: on a worker of the lost node (killed_before_stored), or on the
     // other node while the stores were gone, past its lease (store_failed). A run started once the
     // stores were back never runs twice.
-    const runs = await until('the tool runs', async () => {
-      // A worker, or the agent's own pod once the pool has scaled in: both mount the workspace.
-      const w = (await pods('holt.io/instance=roam,holt.io/role=Sleeper')).find(
-        (p) => p.spec.nodeName === other && p.status.phase === 'Running' && !p.metadata.deletionTimestamp,
-      );
-      return w ? runsLog(w.metadata.name) : undefined;
-    });
+    const runs = await eventually(
+      'the tool runs',
+      async () => {
+        // A worker, or the agent's own pod once the pool has scaled in: both mount the workspace.
+        const w = (await pods('holt.io/instance=roam,holt.io/role=Sleeper')).find(
+          (p) => p.spec.nodeName === other && p.status.phase === 'Running' && !p.metadata.deletionTimestamp,
+        );
+        return w ? runsLog(w.metadata.name) : undefined;
+      },
+      CLUSTER_WAIT,
+    );
     const byCall = new Map<string, typeof runs>();
     for (const r of runs) byCall.set(r.call, [...(byCall.get(r.call) ?? []), r]);
     expect(byCall.size).toBe(GOALS);
@@ -275,7 +297,11 @@ export function nodesTests(): void {
     // The node returns; the admin lifts the taint; the local volume's pods start there again.
     const startAt = Date.now();
     await local.startNode(lost);
-    await until(`${lost} Ready again`, async () => ((await nodeReady(lost)) === 'True' ? true : undefined));
+    await eventually(
+      `${lost} Ready again`,
+      async () => ((await nodeReady(lost)) === 'True' ? true : undefined),
+      CLUSTER_WAIT,
+    );
     await c.kubectl(['taint', 'node', lost, `${OUT_OF_SERVICE}-`]);
     await waitHoltReady('pinned', 1);
     expect((await degradedOf('pinned'))?.status).toBe('False');

@@ -1,5 +1,6 @@
 import { it } from 'vitest';
-import { c, kubectl, NS, progress, until } from '../ctx.ts';
+import { eventually } from '../../../test/harness/wait.ts';
+import { CLUSTER_WAIT, c, kubectl, NS, progress } from '../ctx.ts';
 
 /** The real cluster: deleting Holts leaves nothing behind. */
 export function teardownTests(): void {
@@ -18,20 +19,24 @@ export function teardownTests(): void {
       ]);
     }
     // The Holts' own objects (the chart's Role in this namespace is the operator's, not a Holt's).
-    await until('every object of the Holts to be gone', async () => {
-      const left = await c.kubectl([
-        '-n',
-        NS,
-        'get',
-        'all,pvc,secrets,configmaps,serviceaccounts,networkpolicies,pdb,roles,rolebindings',
-        '-l',
-        'holt.io/instance in (demo,scale,demo-llm,trust,tls,living)',
-        '-o',
-        'name',
-      ]);
-      const pvs = await c.kubectl(['get', 'pv', '-o', 'name']);
-      if (left.trim() || pvs.trim()) progress(`left: ${left.trim().split('\n').join(' ')} ${pvs.trim()}`);
-      return left.trim() === '' && pvs.trim() === '' ? true : undefined;
-    });
+    await eventually(
+      'every object of the Holts to be gone',
+      async () => {
+        const left = await c.kubectl([
+          '-n',
+          NS,
+          'get',
+          'all,pvc,secrets,configmaps,serviceaccounts,networkpolicies,pdb,roles,rolebindings',
+          '-l',
+          'holt.io/instance in (demo,scale,demo-llm,trust,tls,living)',
+          '-o',
+          'name',
+        ]);
+        const pvs = await c.kubectl(['get', 'pv', '-o', 'name']);
+        if (left.trim() || pvs.trim()) progress(`left: ${left.trim().split('\n').join(' ')} ${pvs.trim()}`);
+        return left.trim() === '' && pvs.trim() === '' ? true : undefined;
+      },
+      CLUSTER_WAIT,
+    );
   }, 600_000);
 }

@@ -4,7 +4,19 @@ import { expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { spawnServer } from '../../../test/harness/proc.ts';
 import { eventually } from '../../../test/harness/wait.ts';
-import { c, getJson, holt, kubectl, NS, progress, ROOT, run, trailOf, until, waitHoltReady } from '../ctx.ts';
+import {
+  CLUSTER_WAIT,
+  c,
+  getJson,
+  holt,
+  kubectl,
+  NS,
+  progress,
+  ROOT,
+  run,
+  trailOf,
+  waitHoltReady,
+} from '../ctx.ts';
 import { tcpTarget } from '../fixtures.ts';
 import { trustManifests } from '../manifests.ts';
 
@@ -81,11 +93,17 @@ export function trustTests(): void {
       /** The Planter's artefact made of the goal `mode` (the fixture takes its mode from the goal). */
       const made = async (mode: string) => {
         await holt('trust', ['forage', '--goal', mode]);
-        return until(`the Planter's artefact for ${mode}`, async () => {
-          const all = await trailOf('trust');
-          const g = all.find((a) => a.type === 'GoalDefined' && a.payload === mode);
-          return g && all.find((a) => a.source_artefacts.includes(g.id) && a.produced_by_role === 'Planter');
-        });
+        return eventually(
+          `the Planter's artefact for ${mode}`,
+          async () => {
+            const all = await trailOf('trust');
+            const g = all.find((a) => a.type === 'GoalDefined' && a.payload === mode);
+            return (
+              g && all.find((a) => a.source_artefacts.includes(g.id) && a.produced_by_role === 'Planter')
+            );
+          },
+          CLUSTER_WAIT,
+        );
       };
       const good = await made('head');
       expect(good).toMatchObject({ type: 'CodeCommit', payload: expect.stringMatching(/^[0-9a-f]{40}$/) });

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { call, submit, text } from '../../../test/harness/llm.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import { agentStatusKey } from '../../blackboard/agent-status.ts';
-import { artefact, waitFor } from '../../pup/testkit.ts';
+import { artefact } from '../../pup/testkit.ts';
 import { constant, llmKit } from '../llm.testkit.ts';
 
 const { stores, setup, grantAndRun } = llmKit('llm-budget');
@@ -58,7 +59,7 @@ describe('budgets and model failures', () => {
     const bad2 = await grantAndRun(s);
     expect(JSON.parse(bad2.out!.payload).reason).toMatch(/model call failed|agent paused/);
     const state = () => s.bb.redis.hget(agentStatusKey(s.instance, 'coder'), 'state');
-    await waitFor(async () => (await state()) === 'paused', 'the agent status to say paused');
+    await eventually('the agent status to say paused', async () => (await state()) === 'paused');
     expect(await state()).toBe('paused');
   });
 

@@ -6,10 +6,11 @@ import { call, type LlmServer, startLlmServer, submit } from '../../../test/harn
 import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../../test/harness/tmp.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { outputId } from '../../blackboard/grants.ts';
 import { createPool } from '../../common/pg.ts';
-import { grantedClaim, spawnPup, waitFor } from '../../pup/testkit.ts';
+import { grantedClaim, spawnPup } from '../../pup/testkit.ts';
 
 /** The pup as a real process, killed with SIGKILL in the middle of a turn, and its secrets. */
 
@@ -77,10 +78,10 @@ describe('resume after SIGKILL', () => {
 
     llm.push(submit('finished after the restart'));
     const second = runPup(env);
-    const out = await waitFor(
-      () => bb.getArtefact(outputId('kill', claim.id, 'coder', 'exclusive')),
+    const out = await eventually(
       'the result',
-      30_000,
+      () => bb.getArtefact(outputId('kill', claim.id, 'coder', 'exclusive')),
+      { timeoutMs: 30_000 },
     );
     second.child.kill('SIGTERM');
     await second.exited;

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import type { KubeClient, KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
-import { emptyHolt, eventually, fakeKubelet, startKubeWithCrds, startOperator } from '../testkit.ts';
+import { emptyHolt, fakeKubelet, startKubeWithCrds, startOperator } from '../testkit.ts';
 
 // A Deployment's selector is immutable: an Agent whose shape change moves its pup's selector
 // (standard "agent" pup ↔ "controller" pup) gets its Deployment replaced, not a 422 forever.
@@ -39,7 +40,7 @@ async function converged(want: string, oldUid?: string): Promise<KubeObject> {
       const d = await admin.get('Deployment', NS, 'flip');
       return component(d) === want && d?.metadata.uid !== oldUid ? d : undefined;
     },
-    40_000,
+    { timeoutMs: 40_000 },
   ).catch(async (e) => {
     console.log(JSON.stringify((await admin.get('Agent', NS, 'flip'))?.status));
     throw e;
@@ -51,7 +52,7 @@ async function converged(want: string, oldUid?: string): Promise<KubeObject> {
       const a = await admin.get('Agent', NS, 'flip');
       return cond(a, 'Ready')?.status === 'True' ? a : undefined;
     },
-    40_000,
+    { timeoutMs: 40_000 },
   );
   expect(cond(agent, 'Degraded')?.status).toBe('False');
   return dep;

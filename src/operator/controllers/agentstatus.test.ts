@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import { newPasswords } from '../../access/principals.ts';
 import { redisAclLines, redisUrl } from '../../access/redis.ts';
 import { writeAgentLoad } from '../../blackboard/agent-load.ts';
@@ -17,7 +18,7 @@ import { publishLoad } from '../../orchestrator/load.ts';
 import { claim as newClaim, phaseState as phase } from '../../pup/testkit.ts';
 import { KubeClient, type KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
-import { eventually, installCrds, startOperator } from '../testkit.ts';
+import { installCrds, startOperator } from '../testkit.ts';
 import {
   type AgentFigures,
   budgetOf,

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
 import { type NatsServer, startNats } from '../../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import { ringDoorbell } from '../../bus/doorbell.ts';
 import { silentLogger } from '../../common/logger.ts';
 import { InboxStore } from '../../inbox/store.ts';
@@ -15,7 +16,6 @@ import type { Operator } from '../operator.ts';
 import { CLAIM_EPOCH_LABEL, CLAIM_LABEL } from '../specs/claimjob.ts';
 import {
   emptyHolt,
-  eventually,
   fakeKubelet,
   NO_REGISTRY,
   startKubeWithCrds,
@@ -202,11 +202,9 @@ describe('fresh_per_call agents: one Job per pending claim', () => {
 
   it('cleanup: the Agent deleted → its claim Jobs go with it (owner references, GC)', async () => {
     await admin.delete('Agent', NS, 'fresh');
-    await eventually(
-      'claim jobs collected',
-      async () => ((await jobs()).length === 0 ? true : undefined),
-      60_000,
-    );
+    await eventually('claim jobs collected', async () => ((await jobs()).length === 0 ? true : undefined), {
+      timeoutMs: 60_000,
+    });
     await eventually('agent gone (finalizer released)', async () =>
       (await admin.get('Agent', NS, 'fresh')) ? undefined : true,
     );

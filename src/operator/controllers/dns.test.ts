@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import { KubeClient, type KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
-import { eventually, installCrds, startOperator } from '../testkit.ts';
+import { installCrds, startOperator } from '../testkit.ts';
 
 const NS = 'dns-test';
 let kube: KubeCluster;

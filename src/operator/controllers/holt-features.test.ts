@@ -1,9 +1,9 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { monitoringCrds } from '../../../test/harness/monitoring.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import { hashToken } from '../../access/tokens.ts';
 import type { KubeObject } from '../kube/kube.ts';
-import { eventually } from '../testkit.ts';
 import {
   admin,
   agent,
@@ -322,7 +322,9 @@ describe("Holt reconciler: living agents' ingress and asynchronous NATS tools, o
     // The Prometheus Operator arrives: its PodMonitor CRD, as its release ships it.
     const crd = (await monitoringCrds()).find((f) => f.endsWith('podmonitors.yaml'));
     await kube.kubectl(['apply', '--server-side', '-f', crd as string]);
-    const pm = await eventually('the PodMonitor', () => get('PodMonitor', 'scraped-pods'), 60_000);
+    const pm = await eventually('the PodMonitor', () => get('PodMonitor', 'scraped-pods'), {
+      timeoutMs: 60_000,
+    });
     expect(pm.metadata.labels?.release).toBe('prometheus');
     expect(pm.metadata.ownerReferences?.[0]).toMatchObject({ kind: 'Holt', name: 'scraped' });
     expect(pm.spec).toMatchObject({

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { eventually } from '../../../test/harness/wait.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { getAgents } from '../../blackboard/registry.ts';
-import { eventually, fakeKubelet, writesOnResync } from '../testkit.ts';
+import { fakeKubelet, writesOnResync } from '../testkit.ts';
 import { REGISTRY_FINALIZER } from './agent.ts';
 import {
   admin,
@@ -269,7 +270,7 @@ describe('Holt and Agent reconcilers on a real API server', () => {
           ? o
           : undefined;
       },
-      50_000,
+      { timeoutMs: 50_000 },
     ).catch(async (e) => {
       console.log(
         JSON.stringify((await get('Holt', 'demo'))?.status, null, 1),
@@ -424,7 +425,7 @@ describe('Holt and Agent reconcilers on a real API server', () => {
         const o = await get('Holt', 'lonely');
         return cond(o, 'RegistrySynced')?.status === 'True' ? true : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000 },
     );
     const bb = Blackboard.connect(redis.url, 'lonely');
     try {
@@ -473,7 +474,7 @@ describe('Holt and Agent reconcilers on a real API server', () => {
         ]);
         return left.every((o) => !o) ? true : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000 },
     );
   });
 });

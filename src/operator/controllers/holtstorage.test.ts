@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import { type KubeClient, type KubeObject, refOf } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
 import { storeName } from '../specs/stores.ts';
-import { eventually, startKubeWithCrds, startOperator } from '../testkit.ts';
+import { startKubeWithCrds, startOperator } from '../testkit.ts';
 
 // A StatefulSet's claim templates are immutable: a bundled store's bigger `storage` is carried out by
 // resizing its PVC and re-creating the StatefulSet around the running pod, not a 422 forever; a
@@ -101,7 +102,9 @@ describe('a bundled store whose storage changes (real API server + controller-ma
   let podUid: string | undefined;
 
   it('the Redis PVC is made from the StatefulSet, at 1Gi', async () => {
-    const pvc = await eventually('the PVC', () => admin.get('PersistentVolumeClaim', NS, PVC), 60_000);
+    const pvc = await eventually('the PVC', () => admin.get('PersistentVolumeClaim', NS, PVC), {
+      timeoutMs: 60_000,
+    });
     expect(storageOf(pvc)).toBe('1Gi');
     await fakeBind(pvc, 'pv-redis');
     stsUid = (await admin.get('StatefulSet', NS, STS))?.metadata.uid;
@@ -153,7 +156,7 @@ describe('a bundled store whose storage changes (real API server + controller-ma
         const s = await admin.get('StatefulSet', NS, STS);
         return s && s.metadata.uid !== stsUid && templateStorage(s) === '2Gi' ? s : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000 },
     );
     // The pod was orphaned and adopted, not deleted: same uid, now owned by the new StatefulSet.
     const pod = await eventually(
@@ -162,7 +165,7 @@ describe('a bundled store whose storage changes (real API server + controller-ma
         const p = await admin.get('Pod', NS, `${STS}-0`);
         return p?.metadata.ownerReferences?.some((r) => r.uid === sts.metadata.uid) ? p : undefined;
       },
-      60_000,
+      { timeoutMs: 60_000 },
     );
     expect(pod.metadata.uid).toBe(podUid);
     const [e] = await eventually('a StorageGrown event', async () => {

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
 import { type NatsServer, startNats } from '../../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import { ringDoorbell } from '../../bus/doorbell.ts';
 import { silentLogger } from '../../common/logger.ts';
 import { InboxStore } from '../../inbox/store.ts';
@@ -17,7 +18,6 @@ import type { CallContext } from '../kube/object-api.ts';
 import type { Operator } from '../operator.ts';
 import {
   emptyHolt,
-  eventually,
   startKubeWithCrds,
   startOperator as startOperatorOn,
   writesOnResync,
@@ -163,7 +163,7 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
         const st = o?.status as { desiredReplicas?: number } | undefined;
         return replicasOf(o) === 3 && st?.desiredReplicas === 3 ? o : undefined;
       },
-      20_000,
+      { timeoutMs: 20_000 },
     );
     await nc.close();
     console.log(`autoscale: backlog -> replicas 3 in ${Date.now() - t0} ms`);
@@ -196,7 +196,7 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
     await eventually(
       'replicas 1',
       async () => (replicasOf(await get('WorkerPool', 'coders')) === 1 ? true : undefined),
-      20_000,
+      { timeoutMs: 20_000 },
     );
     const after = await admin.list('Pod', NS, { labelSelector: 'app.kubernetes.io/instance=coders' });
     const costs = Object.fromEntries(
@@ -227,7 +227,7 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
           ? true
           : undefined;
       },
-      20_000,
+      { timeoutMs: 20_000 },
     );
     // Every reconciler (and, for pools, an autoscaler tick) runs again: nothing is written.
     expect(await writesOnResync(op)).toBe(0);
@@ -329,7 +329,7 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
     await eventually(
       'deployment collected',
       async () => ((await get('Deployment', 'hpa')) ? undefined : true),
-      60_000,
+      { timeoutMs: 60_000 },
     );
   });
 
@@ -353,7 +353,7 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
     await new Promise((r) => setTimeout(r, 1000));
     expect(b.isLeader).toBe(false);
     await a.stop();
-    await eventually('b leads', () => (b.isLeader ? true : undefined), 10_000);
+    await eventually('b leads', () => (b.isLeader ? true : undefined), { timeoutMs: 10_000 });
     await b.stop();
     expect(led).toEqual(['a', 'b']);
     const lease = await get('Lease', 'holt-operator');
@@ -391,7 +391,7 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
     const b = new LeaderElector(new KubeClient(kube.kubeconfig), opts('b'), silentLogger());
     const led = await leaderThenStandby(a, b);
     stalling.stalled = true;
-    await eventually('b leads', () => (b.isLeader ? true : undefined), 20_000);
+    await eventually('b leads', () => (b.isLeader ? true : undefined), { timeoutMs: 20_000 });
     // Order, not timing: the stalled leader had already stepped down when the standby took over.
     expect(led).toEqual(['a', 'a-lost', 'b']);
     expect(a.isLeader).toBe(false);
