@@ -130,7 +130,7 @@ describe('Postgres roles', () => {
     expect(row?.payload).toEqual({ task: 'write' });
     const f = fenceOf(row!);
     expect([...(await pup.renew('pod-1', [f], 60_000))]).toEqual([row!.id]);
-    expect(await pup.complete(f, { value: 'ok' })).toBe(true);
+    await pup.complete(f, { value: 'ok' });
     expect((await orch.turn(f.turnId))?.status).toBe('done');
     expect(await orch.queueDepth(P)).toEqual([]);
     expect(await orch.wake(P, ['q1'])).toEqual([]);
@@ -150,7 +150,7 @@ describe('Postgres roles', () => {
     const step = await life.step(P, 'Writer', 'pod-1', 60_000);
     expect(step.decision.kind).toBe('start');
     expect(step.delivery?.messageIds).toHaveLength(1);
-    expect(await life.finish(step.fence!, { status: 'done' })).toBe(true);
+    await life.finish(step.fence!, { status: 'done' });
 
     // The pup books, settles and cancels its calls.
     const usage = new UsageStore(as('pup'));
@@ -172,7 +172,7 @@ describe('Postgres roles', () => {
     const { row } = await orch.enqueue({ ...grant, claimId: 'c2', payload: {} });
     const [done] = await new InboxStore(as('pup')).claim(P, ['writer'], 'pod-2', 1, 60_000);
     expect(done?.id).toBe(row.id);
-    expect(await new InboxStore(as('pup')).complete(fenceOf(done!), { value: 'ok' })).toBe(true);
+    await new InboxStore(as('pup')).complete(fenceOf(done!), { value: 'ok' });
     const operatorLabels = JSON.stringify(labelsOf('operator', 'message', 'forged', 'forged'));
 
     // Messages: only the ingress queues them; the pup marks deliveries and nothing else.

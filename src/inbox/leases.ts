@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { FenceLostError } from '../common/errors.ts';
 import { ms } from '../state/sql.ts';
 
 /**
@@ -38,20 +39,18 @@ export async function releaseTargetLease(
 
 /**
  * Keeps a turn's lease while it runs: renewed every third of its length; `onLost` when a renewal finds
- * it gone (someone else runs the turn now), `onError` when one fails (the next one tries again).
- * Returns the function that stops it.
+ * it gone (FenceLostError: someone else runs the turn now), `onError` when one fails otherwise (the
+ * next one tries again). Returns the function that stops it.
  */
 export function renewWhileRunning(
   leaseMs: number,
-  renew: () => Promise<boolean>,
+  renew: () => Promise<void>,
   onLost: () => void,
   onError: (e: unknown) => void,
 ): () => void {
   const t = setInterval(
     () => {
-      renew().then((ok) => {
-        if (!ok) onLost();
-      }, onError);
+      renew().catch((e: unknown) => (e instanceof FenceLostError ? onLost() : onError(e)));
     },
     Math.max(100, Math.floor(leaseMs / 3)),
   );

@@ -76,9 +76,13 @@ describe('inbox store', () => {
     await expect(
       new StepStore(store.pool).waitTool(fa, { toolCallId: 'c1', toolName: 'sh' }),
     ).rejects.toThrow(FenceLostError);
-    expect(await store.complete(fa, { value: 'a' }, async () => void sideEffects++)).toBe(false);
-    expect(await store.release(fa)).toBe(false);
-    expect(await store.fail(fa, a!.attempts, 'x', true, retry)).toBe('stale');
+    await expect(store.complete(fa, { value: 'a' }, async () => void sideEffects++)).rejects.toThrow(
+      FenceLostError,
+    );
+    await expect(store.complete(fa, { value: 'a' })).rejects.toThrow(FenceLostError);
+    await expect(store.release(fa)).rejects.toThrow(FenceLostError);
+    await expect(store.fail(fa, a!.attempts, 'x', true, retry)).rejects.toThrow(FenceLostError);
+    await expect(store.park(fa, 'q')).rejects.toThrow(FenceLostError);
     expect(sideEffects).toBe(0);
     const fb = fenceOf(b!);
     await new StepStore(store.pool).recordStep(fb, {
@@ -88,9 +92,7 @@ describe('inbox store', () => {
       metadata: { llm_response_cost: 0.01 },
     });
     const aid = resultArtefactId(b!.claim_id, ROLE, b!.turn_id);
-    expect(await store.complete(fb, { value: 'b', artefactId: aid }, async () => void sideEffects++)).toBe(
-      true,
-    );
+    await store.complete(fb, { value: 'b', artefactId: aid }, async () => void sideEffects++);
     expect(sideEffects).toBe(1);
     expect(await store.turn(b!.turn_id)).toMatchObject({
       status: 'done',
@@ -99,7 +101,7 @@ describe('inbox store', () => {
     });
     expect(await store.head(I, b!.actor_id)).toMatchObject({ status: 'idle', active_turn_id: null });
     // Completing twice is refused too: the fence is spent.
-    expect(await store.complete(fb, { value: 'b2' })).toBe(false);
+    await expect(store.complete(fb, { value: 'b2' })).rejects.toThrow(FenceLostError);
   });
 
   it("a claim and its renewals write the row alone; the actor's turns run one at a time, each under the head's epoch", async () => {
@@ -122,7 +124,7 @@ describe('inbox store', () => {
     expect(await store.renew('w', [fenceOf(first[0]!)], 60_000)).toEqual(new Set([first[0]!.id]));
     expect(await headVersion()).toEqual(before); // not a write to the head
     expect(await store.claim(I, ['turns'], 'w2', 5, 60_000)).toEqual([]);
-    expect(await store.complete(fenceOf(first[0]!), { value: 1 })).toBe(true);
+    await store.complete(fenceOf(first[0]!), { value: 1 });
     // The first turn's end is a boundary: the second turn starts under the head, at its epoch.
     const second = await store.claim(I, ['turns'], 'w2', 5, 60_000);
     expect(second.map((r) => r.phase)).toEqual(['review']);
@@ -135,8 +137,8 @@ describe('inbox store', () => {
     await sweep(store, { instance: I, maxAttempts: 5, ring: () => undefined });
     const again = await store.claim(I, ['turns'], 'w3', 5, 60_000);
     expect(again[0]?.turn_epoch).toBe(second[0]!.turn_epoch + 1);
-    expect(await store.complete(fenceOf(second[0]!), { value: 'stale' })).toBe(false);
-    expect(await store.complete(fenceOf(again[0]!), { value: 'ok' })).toBe(true);
+    await expect(store.complete(fenceOf(second[0]!), { value: 'stale' })).rejects.toThrow(FenceLostError);
+    await store.complete(fenceOf(again[0]!), { value: 'ok' });
   });
 
   it('a failing side effect rolls the completion back; the fence stays usable', async () => {
@@ -147,7 +149,7 @@ describe('inbox store', () => {
       store.complete(f, { value: 1 }, async () => Promise.reject(new Error('redis down'))),
     ).rejects.toThrow('redis down');
     expect((await store.row(r!.id))?.status).toBe('claimed');
-    expect(await store.complete(f, { value: 1 })).toBe(true);
+    await store.complete(f, { value: 1 });
   });
 
   it('a worker reported dead loses at once the leases it held then, and only those; the report stays with the row', async () => {
@@ -208,7 +210,7 @@ describe('inbox store', () => {
   it('release gives the row back without counting the attempt', async () => {
     await store.enqueue(grant('drain'));
     const [r] = await store.claim(I, ['drain'], 'w', 1, 60_000);
-    expect(await store.release(fenceOf(r!))).toBe(true);
+    await store.release(fenceOf(r!));
     const [again] = await store.claim(I, ['drain'], 'w2', 1, 60_000);
     expect(again).toMatchObject({ id: r!.id, attempts: 1 });
   });

@@ -3,6 +3,18 @@ import { Phase } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { withTimeout } from '../common/timeout.ts';
+import { ensureHead, ensureTurn, pointIdleHeadAt } from '../state/head.ts';
+import {
+  claimGrantRow,
+  claimRows,
+  completeInboxTurn,
+  failUnreadable,
+  giveBackInboxTurn,
+  lockInboxFence,
+  parkInboxTurn,
+  reopenInboxTurn,
+  wakeInboxTurns,
+} from '../state/head-inbox.ts';
 import { actorIdOf, turnIdOf } from '../state/ids.ts';
 import {
   DepthRow,
@@ -15,19 +27,6 @@ import {
 } from '../state/schema.ts';
 import { ms, tx } from '../state/sql.ts';
 import { afterFailure, type RetryPolicy } from './policy.ts';
-
-// A claimed row that does not parse (schema drift, a hand-edited row) fails for good, its actor freed:
-// the rest of the batch runs, and the watchdog reports it.
-const FAIL_BAD = `
-WITH i AS (
-  UPDATE holt.agent_inbox SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
-         last_error = $2, updated_at = now()
-  WHERE id = $1 AND status = 'claimed' AND lease_owner = $3
-  RETURNING instance, actor_id, turn_id
-)
-UPDATE holt.agent_state_head h SET status = 'idle', active_turn_id = NULL, lease_owner = NULL,
-       lease_expires_at = NULL, turn_epoch = h.turn_epoch + 1, updated_at = now()
-FROM i WHERE h.instance = i.instance AND h.actor_id = i.actor_id AND h.active_turn_id = i.turn_id`;
 
 /** How long the blackboard write of a completion may take while the row is locked (default). */
 export const PUBLISH_TIMEOUT_MS = 15_000;
@@ -44,140 +43,18 @@ export async function boundLocks(c: pg.PoolClient, publishTimeoutMs: number): Pr
   );
 }
 
-// Claim: due rows of our targets, skipping rows others hold. Only the row is written: the fencing token
-// is the actor's epoch as the head holds it, copied onto the row. A claim needs no new epoch, since every
-// way back from claimed to pending (give-back, reclaim, park and wake, reopen) moves the head's epoch on.
-// The head is written only where a turn starts whose enqueue found another turn of the actor active
-// (minted); otherwise it already names this turn. svc1_* rows only go to the holder of the target lease.
-// (In one statement the final UPDATE reads the head as it was before `minted`: hence the join on both.)
-const CLAIM = `
-WITH picked AS (
-  SELECT i.id, i.actor_id, i.turn_id FROM holt.agent_inbox i
-  WHERE i.instance = $1 AND i.worker_target = $2 AND i.status = 'pending'
-    AND i.available_at <= now()
-    -- a scalar subquery (not NOT EXISTS): stays a per-row filter on the ordered index scan
-    AND COALESCE((SELECT b.active_turn_id FROM holt.agent_state_head b WHERE b.instance = i.instance
-                  AND b.actor_id = i.actor_id), i.turn_id) = i.turn_id
-    AND (i.worker_target NOT LIKE 'svc1\\_%' OR EXISTS (
-          SELECT 1 FROM holt.target_leases l WHERE l.instance = i.instance
-          AND l.worker_target = i.worker_target AND l.owner = $3 AND l.expires_at > now()))
-  ORDER BY i.available_at, i.id
-  LIMIT $4
-  FOR UPDATE OF i SKIP LOCKED
-), minted AS (
-  UPDATE holt.agent_state_head h
-  SET status = 'dispatched', active_turn_id = p.turn_id, updated_at = now()
-  FROM picked p
-  WHERE h.instance = $1 AND h.actor_id = p.actor_id AND h.active_turn_id IS NULL
-  RETURNING h.turn_epoch, p.id AS inbox_id
-)
-UPDATE holt.agent_inbox i
-SET status = 'claimed', attempts = i.attempts + 1, lease_owner = $3,
-    lease_expires_at = now() + $5::interval, turn_epoch = COALESCE(m.turn_epoch, h.turn_epoch),
-    updated_at = now()
-FROM picked p
-JOIN holt.agent_state_head h ON h.instance = $1 AND h.actor_id = p.actor_id
-LEFT JOIN minted m ON m.inbox_id = p.id
-WHERE i.id = p.id AND (h.active_turn_id = p.turn_id OR m.inbox_id IS NOT NULL)
-RETURNING i.*`;
-
-// `--execute-claim`: the one row of (claim, role), whatever its target (for fresh_per_call Jobs).
-const CLAIM_ONE = CLAIM.replace(
-  'i.worker_target = $2 AND',
-  "i.claim_id = split_part($2, '/', 1) AND i.role = split_part($2, '/', 2) AND",
-);
-
-// The fence check shared by every write of an execution: our lease on the row, our epoch on the head.
-// The row is locked first (the watchdog skips locked rows), then the head.
-// Parameters of every fenced statement: $1 row id, $2 lease owner, $3 epoch, $4 instance, $5 actor, $6 turn.
-const fenceParams = (f: Fence) => [f.inboxId, f.owner, f.epoch, f.instance, f.actorId, f.turnId];
-const fencedRow = (cols: string) => `SELECT ${cols} FROM holt.agent_inbox WHERE id = $1 AND status = 'claimed'
-  AND lease_owner = $2 AND turn_epoch = $3 FOR UPDATE`;
-const HEAD_FENCE = 'h.instance = $4 AND h.actor_id = $5 AND h.turn_epoch = $3 AND h.active_turn_id = $6';
-const LOCK_ROW = fencedRow('1');
-const LOCK_HEAD = `SELECT 1 FROM holt.agent_state_head WHERE instance = $1 AND actor_id = $2
-  AND turn_epoch = $3 AND active_turn_id = $4 AND status IN ('dispatched', 'running', 'suspended') FOR UPDATE`;
-
-// Completion: one statement, so the gate and the writes are atomic. Zero rows = stale fence.
-const COMPLETE = `
-WITH i AS (
-  ${fencedRow('id, updated_at')}
-), h AS (
-  UPDATE holt.agent_state_head h SET status = 'idle', active_turn_id = NULL, lease_owner = NULL,
-         lease_expires_at = NULL, updated_at = now()
-  FROM i WHERE ${HEAD_FENCE}
-    AND h.status IN ('dispatched', 'running', 'suspended')
-  RETURNING h.actor_id
-), t AS (
-  UPDATE holt.agent_turns t SET status = CASE WHEN $9::text IS NULL THEN 'done' ELSE 'failed' END,
-         result = $7::jsonb, result_artefact_id = $8, error = $9::text, turn_epoch = $3, started_at = COALESCE(t.started_at, (SELECT updated_at FROM i)), ended_at = now()
-  FROM h WHERE t.turn_id = $6
-)
-UPDATE holt.agent_inbox x SET status = 'done', lease_owner = NULL, lease_expires_at = NULL,
-       updated_at = now()
-FROM h, i WHERE x.id = i.id
-RETURNING x.id`;
-
-// Giving a row back (drain, lost run, failure): the epoch moves on so the old fence dies.
-const GIVE_BACK = `
-WITH i AS (
-  ${fencedRow('id')}
-), h AS (
-  UPDATE holt.agent_state_head h
-  SET turn_epoch = h.turn_epoch + 1, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-      status = CASE WHEN $7::text = 'failed' THEN 'idle' ELSE 'dispatched' END,
-      active_turn_id = CASE WHEN $7::text = 'failed' THEN NULL ELSE h.active_turn_id END
-  FROM i WHERE ${HEAD_FENCE}
-  RETURNING h.actor_id
-), t AS (
-  UPDATE holt.agent_turns t SET status = CASE WHEN $7::text = 'failed' THEN 'failed' ELSE 'queued' END,
-         error = COALESCE($9::text, t.error), ended_at = CASE WHEN $7::text = 'failed' THEN now() END
-  FROM h WHERE t.turn_id = $6
-)
-UPDATE holt.agent_inbox x
-SET status = $7::text, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-    available_at = now() + $8::interval, last_error = COALESCE($9::text, x.last_error),
-    attempts = x.attempts + $10::int
-FROM h, i WHERE x.id = i.id
-RETURNING x.id`;
-
-// Parking a turn on a question: no lease, the fence dead (epoch+1), the attempt not counted; the row
-// waits for the Answer (wake) instead of being retried.
-const PARK = `
-WITH i AS (
-  ${fencedRow('id')}
-), h AS (
-  UPDATE holt.agent_state_head h
-  SET turn_epoch = h.turn_epoch + 1, status = 'suspended', lease_owner = NULL, lease_expires_at = NULL,
-      updated_at = now()
-  FROM i WHERE ${HEAD_FENCE}
-  RETURNING h.actor_id
-)
-UPDATE holt.agent_inbox x
-SET status = 'waiting', waiting_on = $7, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-    attempts = GREATEST(x.attempts - 1, 0)
-FROM h, i WHERE x.id = i.id
-RETURNING x.id`;
-
-// An Answer exists: the waiting rows on those questions are due again (the caller rings their targets).
-const WAKE = `
-WITH w AS (
-  UPDATE holt.agent_inbox x SET status = 'pending', waiting_on = NULL, available_at = now(), updated_at = now()
-  WHERE x.instance = $1 AND x.status = 'waiting' AND x.waiting_on = ANY($2::text[])
-  RETURNING x.actor_id, x.turn_id, x.worker_target
-), h AS (
-  UPDATE holt.agent_state_head h SET status = 'dispatched', updated_at = now()
-  FROM w WHERE h.instance = $1 AND h.actor_id = w.actor_id AND h.active_turn_id = w.turn_id
-)
-SELECT worker_target FROM w`;
-
 export interface InboxStoreOptions {
   /** Connections in the pool (a worker needs about its concurrency + 2). */
   max?: number;
   log?: Logger;
 }
 
-/** The inbox and the turn state in Postgres: every write of an execution is gated by its fence. */
+/**
+ * The inbox and the turn state in Postgres: every write of an execution is gated by its fence. The
+ * statements that move the actor's head and turn live in src/state/head.ts and head-inbox.ts (their one
+ * owner); this store keeps the transactions and the rows of the inbox alone. A lost fence throws
+ * FenceLostError (caught once, where the worker runs the row).
+ */
 export class InboxStore {
   readonly pool: pg.Pool;
   private rotation = 0;
@@ -205,17 +82,23 @@ export class InboxStore {
     const actor = actorIdOf(g.instance, g.claimId, g.role);
     const turn = turnIdOf(g.instance, g.claimId, g.role, g.phase);
     return tx<{ created: boolean; row: InboxRow }>(this.pool, async (c) => {
-      await c.query(
-        `INSERT INTO holt.agent_state_head (instance, actor_id, role, worker_target, claim_id)
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
-        [g.instance, actor, g.role, g.workerTarget, g.claimId],
-      );
-      const t = await c.query(
-        `INSERT INTO holt.agent_turns (turn_id, instance, actor_id, claim_id, role, phase, claim_type)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING turn_id`,
-        [turn, g.instance, actor, g.claimId, g.role, g.phase, g.claimType],
-      );
-      if (!t.rowCount) {
+      await ensureHead(c, {
+        instance: g.instance,
+        actorId: actor,
+        role: g.role,
+        workerTarget: g.workerTarget,
+        claimId: g.claimId,
+      });
+      const minted = await ensureTurn(c, {
+        turnId: turn,
+        instance: g.instance,
+        actorId: actor,
+        claimId: g.claimId,
+        role: g.role,
+        phase: g.phase,
+        claimType: g.claimType,
+      });
+      if (!minted) {
         const old = await c.query('SELECT * FROM holt.agent_inbox WHERE turn_id = $1', [turn]);
         return { value: { created: false, row: InboxRow.parse(old.rows[0]) } };
       }
@@ -224,12 +107,7 @@ export class InboxStore {
            claim_type, phase, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING *`,
         [g.instance, g.workerTarget, actor, turn, g.claimId, g.role, g.claimType, g.phase, g.payload],
       );
-      // The enqueue mints the turn, never a worker (docs/agent-worker.md § The inbox): the head points at it unless another turn of the actor is active.
-      await c.query(
-        `UPDATE holt.agent_state_head SET status = 'dispatched', active_turn_id = $3, updated_at = now()
-         WHERE instance = $1 AND actor_id = $2 AND active_turn_id IS NULL`,
-        [g.instance, actor, turn],
-      );
+      await pointIdleHeadAt(c, { instance: g.instance, actorId: actor, turnId: turn });
       return { value: { created: true, row: InboxRow.parse(r.rows[0]) } };
     });
   }
@@ -250,16 +128,10 @@ export class InboxStore {
       );
       if (!r.rowCount) return { value: null };
       const row = InboxRow.parse(r.rows[0]);
-      await c.query(
-        `UPDATE holt.agent_turns SET status = 'queued', ended_at = NULL, result_artefact_id = NULL, error = $2
-         WHERE turn_id = $1`,
-        [row.turn_id, reason],
-      );
-      await c.query(
-        `UPDATE holt.agent_state_head SET turn_epoch = turn_epoch + 1, status = 'dispatched',
-           active_turn_id = $3, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-         WHERE instance = $1 AND actor_id = $2 AND (active_turn_id IS NULL OR active_turn_id = $3)`,
-        [row.instance, row.actor_id, row.turn_id],
+      await reopenInboxTurn(
+        c,
+        { instance: row.instance, actorId: row.actor_id, turnId: row.turn_id },
+        reason,
       );
       return { value: row };
     });
@@ -276,12 +148,14 @@ export class InboxStore {
     this.rotation++;
     for (let k = 0; k < targets.length && got.length < limit; k++) {
       const t = targets[(start + k) % targets.length]!;
-      const r = await this.pool.query({
-        name: 'holt_inbox_claim',
-        text: CLAIM,
-        values: [instance, t, owner, limit - got.length, ms(leaseMs)],
+      const rows = await claimRows(this.pool, {
+        instance,
+        target: t,
+        owner,
+        limit: limit - got.length,
+        leaseMs,
       });
-      got.push(...(await this.parseClaimed(r.rows, owner)));
+      got.push(...(await this.parseClaimed(rows, owner)));
     }
     return got;
   }
@@ -301,16 +175,15 @@ export class InboxStore {
         { event_type: 'inbox_row_invalid', inbox_id: String(x.id), error },
         'bad inbox row failed',
       );
-      await this.pool.query(FAIL_BAD, [x.id, error, owner]);
+      await failUnreadable(this.pool, x.id, error, owner);
     }
     return good;
   }
 
   /** Claims the due row of one grant (claim, role), for a process started for that claim alone. */
   async claimGrant(instance: string, claimId: string, role: string, owner: string, leaseMs: number) {
-    const key = `${claimId}/${role}`;
-    const r = await this.pool.query(CLAIM_ONE, [instance, key, owner, 1, ms(leaseMs)]);
-    return (await this.parseClaimed(r.rows, owner))[0];
+    const rows = await claimGrantRow(this.pool, { instance, claimId, role, owner, leaseMs });
+    return (await this.parseClaimed(rows, owner))[0];
   }
 
   /**
@@ -348,41 +221,33 @@ export class InboxStore {
   /**
    * Commits the turn under the fence. `publish` (the blackboard write) runs while the fence is held
    * and locked, so nobody can take the claim over in between; a stale fence never reaches it.
-   * Returns false, with no side effect, when the fence is stale.
+   * FenceLostError, with no side effect, when the fence is stale.
    */
   async complete(
     f: Fence,
     result: { value?: unknown; artefactId?: string; error?: string },
     publish?: () => Promise<void>,
     publishTimeoutMs = PUBLISH_TIMEOUT_MS,
-  ): Promise<boolean> {
-    const args = [
-      ...fenceParams(f),
-      JSON.stringify(result.value ?? null),
-      result.artefactId ?? null,
-      result.error ?? null,
-    ];
-    // Named: prepared once per connection, this is the hot path.
-    const q = { name: 'holt_inbox_complete', text: COMPLETE, values: args };
-    if (!publish) return (await this.pool.query(q)).rowCount === 1;
+  ): Promise<void> {
+    if (!publish) return completeInboxTurn(this.pool, f, result);
     // The row and the head stay locked while the blackboard is written: bounded, so a hung Redis cannot
-    // pin them (the watchdog skips locked rows). A timeout throws: rolled back, the row stays claimed.
-    return tx(this.pool, async (c) => {
+    // pin them (the watchdog skips locked rows). A throw (a timeout, a lost fence) rolls back: the row
+    // stays claimed.
+    await tx(this.pool, async (c) => {
       await boundLocks(c, publishTimeoutMs);
-      if (!(await this.locked(c, f))) return { value: false, rollback: true };
+      await lockInboxFence(c, f);
       await withTimeout(publish(), publishTimeoutMs, 'blackboard publish');
-      const done = (await c.query(q)).rowCount === 1;
-      return { value: done, rollback: !done };
+      await completeInboxTurn(c, f, result);
+      return { value: undefined };
     });
   }
 
   /**
    * Parks the row on a question (an LLM turn's ask_question): it waits, leaseless and not retried,
-   * until `wake` sees an Answer. The fence dies. False when stale.
+   * until `wake` sees an Answer. The fence dies. FenceLostError when stale.
    */
-  async park(f: Fence, questionId: string): Promise<boolean> {
-    const r = await this.pool.query(PARK, [...fenceParams(f), questionId]);
-    return r.rowCount === 1;
+  park(f: Fence, questionId: string): Promise<void> {
+    return parkInboxTurn(this.pool, f, questionId);
   }
 
   /** The questions of the waiting rows after `afterId`, a page of `limit` rows (oldest first). */
@@ -405,48 +270,32 @@ export class InboxStore {
   /** Makes the rows waiting on these questions due again; returns the worker target of each woken row. */
   async wake(instance: string, questionIds: string[]): Promise<string[]> {
     if (!questionIds.length) return [];
-    const r = await this.pool.query<{ worker_target: string }>(WAKE, [instance, questionIds]);
-    return r.rows.map((x) => x.worker_target);
+    return wakeInboxTurns(this.pool, instance, questionIds);
   }
 
-  /** Hands a row back untouched (drain): pending again, the attempt not counted, the fence dead. */
-  async release(f: Fence): Promise<boolean> {
-    return this.giveBack(f, 'pending', 0, null, -1);
+  /**
+   * Hands a row back untouched (drain): pending again, the attempt not counted, the fence dead.
+   * FenceLostError when stale.
+   */
+  release(f: Fence): Promise<void> {
+    return giveBackInboxTurn(this.pool, f, { status: 'pending', delayMs: 0, error: null, attemptsDelta: -1 });
   }
 
-  /** A failed attempt: retried after a backoff, or failed for good (the watchdog reports it). */
+  /**
+   * A failed attempt: retried after a backoff, or failed for good (the watchdog reports it).
+   * FenceLostError when stale.
+   */
   async fail(
     f: Fence,
     attempts: number,
     error: string,
     retryable: boolean,
     policy: RetryPolicy,
-  ): Promise<'pending' | 'failed' | 'stale'> {
+  ): Promise<'pending' | 'failed'> {
     const d = afterFailure(attempts, retryable, policy);
-    const ok = await this.giveBack(f, d.status, d.status === 'pending' ? d.delayMs : 0, error, 0);
-    return ok ? d.status : 'stale';
-  }
-
-  private async giveBack(
-    f: Fence,
-    status: 'pending' | 'failed',
-    delayMs: number,
-    error: string | null,
-    attemptsDelta: number,
-  ): Promise<boolean> {
-    const r = await this.pool.query(GIVE_BACK, [
-      ...fenceParams(f),
-      status,
-      ms(delayMs),
-      error,
-      attemptsDelta,
-    ]);
-    return r.rowCount === 1;
-  }
-
-  private async locked(c: pg.PoolClient, f: Fence): Promise<boolean> {
-    if (!(await c.query(LOCK_ROW, [f.inboxId, f.owner, f.epoch])).rowCount) return false;
-    return (await c.query(LOCK_HEAD, [f.instance, f.actorId, f.epoch, f.turnId])).rowCount === 1;
+    const delayMs = d.status === 'pending' ? d.delayMs : 0;
+    await giveBackInboxTurn(this.pool, f, { status: d.status, delayMs, error, attemptsDelta: 0 });
+    return d.status;
   }
 
   /** Pending, in flight and the age of the oldest due pending row, per worker target. */

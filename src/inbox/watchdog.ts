@@ -3,39 +3,10 @@ import type pg from 'pg';
 import type { WorkerExit } from '../blackboard/worker-exits.ts';
 import type { RingFn } from '../bus/doorbell.ts';
 import type { Logger } from '../common/logger.ts';
+import { reclaimExpired } from '../state/head-inbox.ts';
 import { InboxRow, type QueueDepth } from '../state/schema.ts';
 import { ringsFor } from './policy.ts';
 import type { InboxStore } from './store.ts';
-
-// Expired leases: the worker is gone or partitioned. The epoch moves on (its fence dies) and the row
-// goes back to pending, or to failed once it has been tried too often (a row that kills its workers).
-const RECLAIM = `
-WITH x AS (
-  SELECT id, actor_id, turn_id, lease_owner AS owner, attempts >= $2 AS exhausted FROM holt.agent_inbox
-  WHERE instance = $1 AND status = 'claimed' AND lease_expires_at < now()
-  ORDER BY lease_expires_at LIMIT $3 FOR UPDATE SKIP LOCKED
-), h AS (
-  UPDATE holt.agent_state_head h
-  SET turn_epoch = h.turn_epoch + 1, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-      status = CASE WHEN x.exhausted THEN 'idle' ELSE 'dispatched' END,
-      active_turn_id = CASE WHEN x.exhausted THEN NULL ELSE h.active_turn_id END
-  FROM x WHERE h.instance = $1 AND h.actor_id = x.actor_id AND h.active_turn_id = x.turn_id
-), t AS (
-  UPDATE holt.agent_turns t
-  SET status = CASE WHEN x.exhausted THEN 'failed' ELSE 'queued' END,
-      error = CASE WHEN x.exhausted THEN 'lease expired too often' ELSE t.error END,
-      ended_at = CASE WHEN x.exhausted THEN now() END
-  FROM x WHERE t.turn_id = x.turn_id
-)
-UPDATE holt.agent_inbox i
-SET status = CASE WHEN x.exhausted THEN 'failed' ELSE 'pending' END, lease_owner = NULL,
-    lease_expires_at = NULL, available_at = now(), updated_at = now(),
-    last_error = CASE WHEN i.worker_exit->>'owner' = x.owner
-      THEN 'worker exited with code ' || (i.worker_exit->>'exit_code') ELSE 'lease expired: worker lost' END,
-    -- The report stays with the row only when it is about the worker that just lost it.
-    worker_exit = CASE WHEN i.worker_exit->>'owner' = x.owner THEN i.worker_exit END
-FROM x WHERE i.id = x.id
-RETURNING i.*`;
 
 // A worker its launcher saw die: the leases it held then end now (a lease taken or renewed after its
 // death, by a restarted container of the same pod, is left alone), carrying the report.
@@ -128,17 +99,20 @@ async function endExitedLeases(pool: pg.Pool, o: SweepOptions): Promise<number> 
   return n;
 }
 
-/** Every expired lease, a batch per statement. */
+/**
+ * Every expired lease, a batch per statement: the epoch moves on (the worker's fence dies) and the row
+ * goes back to pending, or to failed once tried too often (src/state/head-inbox.ts owns the statement).
+ */
 async function reclaim(pool: pg.Pool, o: SweepOptions, batch: number): Promise<InboxRow[]> {
   const out: InboxRow[] = [];
   for (;;) {
-    const r = await pool.query(RECLAIM, [o.instance, o.maxAttempts, batch]);
+    const rows = await reclaimExpired(pool, o.instance, o.maxAttempts, batch);
     // Reclaimed already (committed): a row that does not parse is only left out of the result.
-    for (const x of r.rows) {
+    for (const x of rows) {
       const p = InboxRow.safeParse(x);
       if (p.success) out.push(p.data);
     }
-    if (r.rows.length < batch) return out;
+    if (rows.length < batch) return out;
   }
 }
 

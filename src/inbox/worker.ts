@@ -5,6 +5,7 @@ import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { subscribeDoorbell } from '../bus/doorbell.ts';
 import { type AgentEvents, noAgentEvents, type TaskEvent } from '../bus/events.ts';
 import { assertWorkerTarget } from '../bus/subjects.ts';
+import { FenceLostError } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import { resultArtefactId } from '../state/ids.ts';
 import { type Fence, fenceOf, type InboxRow } from '../state/schema.ts';
@@ -67,7 +68,7 @@ interface Running {
  * each under its fence. Independent of what a claim execution is (the pup plugs in `execute`).
  */
 export class InboxWorker<R> {
-  readonly o: WorkerOptions<R>;
+  readonly opts: WorkerOptions<R>;
   readonly owner: string;
   private readonly leaseMs: number;
   private readonly running = new Map<string, Running>();
@@ -82,11 +83,11 @@ export class InboxWorker<R> {
   private again = false;
   private timers: NodeJS.Timeout[] = [];
 
-  constructor(o: WorkerOptions<R>) {
-    for (const t of o.targets) assertWorkerTarget(t);
-    this.o = o;
-    this.owner = o.owner ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
-    this.leaseMs = o.leaseMs ?? 30_000;
+  constructor(opts: WorkerOptions<R>) {
+    for (const t of opts.targets) assertWorkerTarget(t);
+    this.opts = opts;
+    this.owner = opts.owner ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+    this.leaseMs = opts.leaseMs ?? 30_000;
   }
 
   get inFlight(): number {
@@ -99,14 +100,14 @@ export class InboxWorker<R> {
   }
 
   async start(): Promise<void> {
-    for (const t of this.o.targets) if (!isSingleConsumer(t)) this.listen(t);
-    const single = this.o.targets.filter(isSingleConsumer);
+    for (const t of this.opts.targets) if (!isSingleConsumer(t)) this.listen(t);
+    const single = this.opts.targets.filter(isSingleConsumer);
     if (single.length) {
       await this.holdTargets(single);
       this.timers.push(setInterval(() => void this.holdTargets(single), Math.max(50, this.leaseMs / 3)));
     }
     this.timers.push(
-      setInterval(() => void this.renew(), this.o.renewEveryMs ?? Math.max(50, this.leaseMs / 3)),
+      setInterval(() => void this.renew(), this.opts.renewEveryMs ?? Math.max(50, this.leaseMs / 3)),
     );
     // Work may be waiting from before we started; after that, doorbells (and the watchdog) wake us.
     await this.fill();
@@ -117,15 +118,18 @@ export class InboxWorker<R> {
    * Resolves with the outcome, or `no_row` when nothing is due for it (done, or held elsewhere).
    */
   async runGrant(claimId: string, role: string): Promise<Outcome | 'no_row'> {
-    const row = await this.o.store.claimGrant(this.o.instance, claimId, role, this.owner, this.leaseMs);
+    const row = await this.opts.store.claimGrant(this.opts.instance, claimId, role, this.owner, this.leaseMs);
     if (!row) return 'no_row';
     this.claimingStopped = true; // one claim only: nothing is claimed after it (stop() still drains it)
-    const renew = setInterval(() => void this.renew(), this.o.renewEveryMs ?? Math.max(50, this.leaseMs / 3));
+    const renew = setInterval(
+      () => void this.renew(),
+      this.opts.renewEveryMs ?? Math.max(50, this.leaseMs / 3),
+    );
     try {
       let outcome: Outcome = 'stale';
       this.run(row, (o) => {
         outcome = o;
-        this.o.onOutcome?.(row, o);
+        this.opts.onOutcome?.(row, o);
       });
       await this.running.get(row.id)?.done;
       return outcome;
@@ -138,7 +142,7 @@ export class InboxWorker<R> {
     if (this.subs.has(target) || this.claimingStopped) return;
     this.subs.set(
       target,
-      subscribeDoorbell(this.o.nc, this.o.instance, target, () => void this.fill(), this.o.log),
+      subscribeDoorbell(this.opts.nc, this.opts.instance, target, () => void this.fill(), this.opts.log),
     );
   }
 
@@ -147,14 +151,14 @@ export class InboxWorker<R> {
     if (this.claimingStopped) return;
     for (const t of targets) {
       const held = await acquireTargetLease(
-        this.o.store.pool,
-        this.o.instance,
+        this.opts.store.pool,
+        this.opts.instance,
         t,
         this.owner,
         this.leaseMs,
       ).catch(() => false);
       if (held && !this.subs.has(t)) {
-        this.o.log?.info(
+        this.opts.log?.info(
           { event_type: 'target_lease_acquired', worker_target: t },
           'single-consumer target held',
         );
@@ -183,10 +187,16 @@ export class InboxWorker<R> {
       do {
         this.again = false;
         while (!this.claimingStopped) {
-          const room = this.o.concurrency - this.running.size;
+          const room = this.opts.concurrency - this.running.size;
           const targets = this.activeTargets;
           if (room <= 0 || !targets.length) break;
-          const rows = await this.o.store.claim(this.o.instance, targets, this.owner, room, this.leaseMs);
+          const rows = await this.opts.store.claim(
+            this.opts.instance,
+            targets,
+            this.owner,
+            room,
+            this.leaseMs,
+          );
           if (this.claimingStopped) {
             // stop() came while the claim query was in flight: hand the rows back untouched.
             await this.giveBackLate(rows);
@@ -197,7 +207,7 @@ export class InboxWorker<R> {
         }
       } while (this.again && !this.claimingStopped);
     } catch (e) {
-      this.o.log?.warn(
+      this.opts.log?.warn(
         { event_type: 'claim_error', error: String(e) },
         'claiming failed; waiting for the next bell',
       );
@@ -206,7 +216,7 @@ export class InboxWorker<R> {
     }
   }
 
-  private run(row: InboxRow, report: (o: Outcome) => void = (o) => this.o.onOutcome?.(row, o)): void {
+  private run(row: InboxRow, report: (o: Outcome) => void = (o) => this.opts.onOutcome?.(row, o)): void {
     const fence = fenceOf(row);
     const r: Running = {
       fence,
@@ -216,11 +226,11 @@ export class InboxWorker<R> {
       done: Promise.resolve(),
     };
     this.running.set(row.id, r);
-    r.done = this.execute(row, r)
+    r.done = this.fenced(row, r)
       .then(
         (outcome) => report(outcome),
         (e: unknown) =>
-          this.o.log?.error(
+          this.opts.log?.error(
             { event_type: 'worker_error', inbox_id: row.id, error: String(e) },
             'claim run failed',
           ),
@@ -229,6 +239,24 @@ export class InboxWorker<R> {
         this.running.delete(row.id);
         if (!this.claimingStopped) void this.fill();
       });
+  }
+
+  /**
+   * Runs the row, the one place a lost fence is caught: every fenced write of the store throws
+   * FenceLostError, and the run then ends `stale` (another worker owns the row now), having written
+   * nothing more.
+   */
+  private async fenced(row: InboxRow, r: Running): Promise<Outcome> {
+    try {
+      return await this.execute(row, r);
+    } catch (e) {
+      if (!(e instanceof FenceLostError)) throw e;
+      this.opts.log?.warn(
+        { event_type: 'stale_fence', inbox_id: row.id, epoch: r.fence.epoch },
+        'lease taken over; result dropped',
+      );
+      return 'stale';
+    }
   }
 
   /**
@@ -244,15 +272,21 @@ export class InboxWorker<R> {
     retryable: boolean,
     [event_type, message]: [string, string],
   ): Promise<Outcome> {
-    const s = await this.o.store.fail(fence, row.attempts, stored, retryable, this.o.retry ?? DEFAULT_RETRY);
-    this.o.log?.warn({ event_type, inbox_id: row.id, next: s, error: String(e) }, message);
+    const s = await this.opts.store.fail(
+      fence,
+      row.attempts,
+      stored,
+      retryable,
+      this.opts.retry ?? DEFAULT_RETRY,
+    );
+    this.opts.log?.warn({ event_type, inbox_id: row.id, next: s, error: String(e) }, message);
     if (s === 'failed') onFailed();
     return s === 'pending' ? 'retry' : s;
   }
 
   private async execute(row: InboxRow, r: Running): Promise<Outcome> {
     const { fence } = r;
-    const ev = this.o.events ?? noAgentEvents;
+    const ev = this.opts.events ?? noAgentEvents;
     const base = {
       actor_id: row.actor_id,
       turn_id: row.turn_id,
@@ -261,15 +295,18 @@ export class InboxWorker<R> {
       role: row.role,
     };
     ev.step({ ...base, phase: 'started', at_ms: Date.now() });
-    const artefactId = this.o.artefactIdOf?.(row) ?? resultArtefactId(row.claim_id, row.role, row.turn_id);
+    const artefactId = this.opts.artefactIdOf?.(row) ?? resultArtefactId(row.claim_id, row.role, row.turn_id);
     let result: R;
     try {
-      result = await this.o.execute(row, fence, r.abort.signal);
+      result = await this.opts.execute(row, fence, r.abort.signal);
     } catch (e) {
       if (r.lost) return 'stale';
       if (r.released) return 'released';
-      if (r.abort.signal.aborted) return (await this.o.store.release(fence)) ? 'released' : 'stale';
-      const permanent = this.o.isPermanent?.(e) ?? false;
+      if (r.abort.signal.aborted) {
+        await this.opts.store.release(fence);
+        return 'released';
+      }
+      const permanent = this.opts.isPermanent?.(e) ?? false;
       return this.attemptFailed(row, fence, () => ev.task(failedTask(base, e)), e, String(e), !permanent, [
         'claim_attempt_failed',
         'claim failed',
@@ -277,26 +314,26 @@ export class InboxWorker<R> {
     }
     if (r.lost) return 'stale';
     if (r.released) return 'released';
-    const question = this.o.waitingOn?.(result);
+    const question = this.opts.waitingOn?.(result);
     if (question) {
-      if (!(await this.o.store.park(fence, question))) return 'stale';
-      this.o.log?.info(
+      await this.opts.store.park(fence, question);
+      this.opts.log?.info(
         { event_type: 'claim_waiting', inbox_id: row.id, waiting_on: question },
         'parked until the question is answered',
       );
       ev.step({ ...base, phase: 'released', at_ms: Date.now() });
       return 'waiting';
     }
-    const publish = this.o.publish;
-    let ok: boolean;
+    const publish = this.opts.publish;
     try {
-      ok = await this.o.store.complete(
+      await this.opts.store.complete(
         fence,
-        { value: result, artefactId, error: this.o.errorOf?.(result) },
+        { value: result, artefactId, error: this.opts.errorOf?.(result) },
         publish ? () => publish(row, result, artefactId) : undefined,
-        this.o.publishTimeoutMs,
+        this.opts.publishTimeoutMs,
       );
     } catch (e) {
+      if (e instanceof FenceLostError) throw e;
       // The commit was rolled back (a hung or failing blackboard write, a lock timeout): retry the row.
       if (r.lost || r.released) return r.lost ? 'stale' : 'released';
       return this.attemptFailed(
@@ -309,13 +346,6 @@ export class InboxWorker<R> {
         ['complete_failed', 'completion failed; rolled back'],
       );
     }
-    if (!ok) {
-      this.o.log?.warn(
-        { event_type: 'stale_fence', inbox_id: row.id, epoch: fence.epoch },
-        'lease taken over; result dropped',
-      );
-      return 'stale';
-    }
     ev.step({ ...base, phase: 'completed', at_ms: Date.now() });
     ev.task({ ...base, status: 'success', deliverable_id: artefactId, at_ms: Date.now() });
     return 'done';
@@ -326,7 +356,7 @@ export class InboxWorker<R> {
     const all = [...this.running.values()];
     if (!all.length) return;
     try {
-      const held = await this.o.store.renew(
+      const held = await this.opts.store.renew(
         this.owner,
         all.map((r) => r.fence),
         this.leaseMs,
@@ -337,14 +367,17 @@ export class InboxWorker<R> {
           r.abort.abort(new Error('lease lost'));
         }
     } catch (e) {
-      this.o.log?.warn({ event_type: 'renew_error', error: String(e) }, 'lease renewal failed');
+      this.opts.log?.warn({ event_type: 'renew_error', error: String(e) }, 'lease renewal failed');
     }
   }
 
   private async giveBackLate(rows: InboxRow[]): Promise<void> {
     for (const row of rows) {
-      const released = await this.o.store.release(fenceOf(row)).catch(() => false);
-      this.o.log?.info(
+      const released = await this.opts.store.release(fenceOf(row)).then(
+        () => true,
+        () => false,
+      );
+      this.opts.log?.info(
         { event_type: 'claim_released_on_stop', inbox_id: row.id, released },
         'claimed while stopping; handed back',
       );
@@ -362,19 +395,21 @@ export class InboxWorker<R> {
     // A claim query in flight now returns rows after this point: the fill releases them; wait for it.
     await this.filled;
     const drained = Promise.allSettled([...this.running.values()].map((r) => r.done));
-    const grace = this.o.graceMs ?? 30_000;
+    const grace = this.opts.graceMs ?? 30_000;
     const timedOut = !(await within(drained, grace));
     if (timedOut) {
       const left = [...this.running.values()];
       // Release first (the fence dies), then abort: a run that ignores the signal can commit nothing.
       for (const r of left) r.released = true;
-      await Promise.allSettled(left.map((r) => this.o.store.release(r.fence)));
+      await Promise.allSettled(left.map((r) => this.opts.store.release(r.fence)));
       for (const r of left) r.abort.abort(new Error('worker stopping'));
       await within(Promise.allSettled(left.map((r) => r.done)), 1000);
     }
     for (const t of this.timers) clearInterval(t);
     for (const t of held)
-      await releaseTargetLease(this.o.store.pool, this.o.instance, t, this.owner).catch(() => undefined);
+      await releaseTargetLease(this.opts.store.pool, this.opts.instance, t, this.owner).catch(
+        () => undefined,
+      );
   }
 }
 

@@ -1,6 +1,7 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { lifeWakeSubject } from '../bus/subjects.ts';
 import { subscribeToolResults, type ToolAnswer } from '../bus/tools.ts';
+import { FenceLostError } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import { renewWhileRunning } from '../inbox/leases.ts';
 import type { Fence } from '../state/schema.ts';
@@ -23,9 +24,9 @@ export interface LifeLoopDeps {
   steps: StepStore;
   /** Runs (or resumes) one life turn under its fence. */
   runTurn: (fence: Fence, delivery: Delivery | undefined, signal: AbortSignal) => Promise<LifeTurnEnd>;
-  /** Renews and releases the turn lease (the LLM path's TurnStore). */
-  renew: (f: Fence) => Promise<boolean>;
-  release: (f: Fence, status: 'suspended' | 'dispatched') => Promise<boolean>;
+  /** Renews and releases the turn lease (the LLM path's TurnStore); FenceLostError when it is lost. */
+  renew: (f: Fence) => Promise<void>;
+  release: (f: Fence, status: 'suspended' | 'dispatched') => Promise<void>;
   /** Why no turn may start now (the agent is paused), or null. */
   paused?: () => string | null;
   /** After each pass (the status the operator and `holt status` show). */
@@ -198,22 +199,19 @@ export class LifeLoop {
       },
       (e) => d.log.warn({ event_type: 'turn_lease_renew_failed', turn_id: fence.turnId, error: String(e) }),
     );
+    const l = d.log.child({ turn_id: fence.turnId });
     try {
       const end = await d.runTurn(fence, delivery, ac.signal);
-      const l = d.log.child({ turn_id: fence.turnId });
       switch (end.kind) {
         case 'done':
         case 'failed': {
-          const ok = await d.store.finish(
+          await d.store.finish(
             fence,
             end.kind === 'done'
               ? { status: 'done', result: end.result }
               : { status: 'failed', error: end.error },
           );
-          l.info(
-            { event_type: ok ? 'life_turn_ended' : 'turn_stale', status: end.kind },
-            `life turn ${end.kind}`,
-          );
+          l.info({ event_type: 'life_turn_ended', status: end.kind }, `life turn ${end.kind}`);
           return;
         }
         case 'suspended':
@@ -227,6 +225,10 @@ export class LifeLoop {
           l.warn({ event_type: 'turn_stale' }, 'life turn taken over; nothing written');
           return;
       }
+    } catch (e) {
+      // The one place a lost fence of the life turn's lease is caught (finish, release).
+      if (!(e instanceof FenceLostError)) throw e;
+      l.warn({ event_type: 'turn_stale' }, 'life turn taken over; nothing written');
     } finally {
       stopRenewing();
       this.ac.signal.removeEventListener('abort', onStop);

@@ -3,9 +3,10 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { targetOfRole, workerTarget } from '../blackboard/targets.ts';
 import { FenceLostError } from '../common/errors.ts';
+import { beginLease, endLease, ensureHead, insertLifeTurn, resumeLease } from '../state/head.ts';
 import { lifeActorOf, lifeTurnIdOf } from '../state/ids.ts';
 import type { Fence } from '../state/schema.ts';
-import { holdsFence, ms, tx } from '../state/sql.ts';
+import { holdsFence, tx } from '../state/sql.ts';
 import { addBlocker, dropWaitBlocker, takeDueRecheck } from '../work/in-tx.ts';
 import type { Blocker } from '../work/items.ts';
 import { type Enqueued, type EnqueueRequest, enqueueMessage, ensureLifeRow } from './enqueue.ts';
@@ -92,21 +93,14 @@ export class LifeStore extends LifeReads {
     at: StepAt,
     decision: Extract<Decision, { kind: 'resume' }>,
   ): Promise<Committed> {
-    const h = await c.query<{ turn_epoch: string }>(
-      `UPDATE holt.agent_state_head SET status = 'running', turn_epoch = turn_epoch + 1, lease_owner = $4,
-         lease_expires_at = now() + $5::interval, updated_at = now()
-       WHERE instance = $1 AND actor_id = $2 AND active_turn_id = $3
-         AND (lease_owner IS NULL OR lease_expires_at < now() OR lease_owner = $4)
-       RETURNING turn_epoch`,
-      [at.instance, at.actor, decision.turnId, at.owner, ms(at.leaseMs)],
-    );
-    if (!h.rowCount) return { decision: { kind: 'wait', untilMs: null, why: 'lost the race to resume' } };
+    const epoch = await resumeLease(c, leaseOf(at, decision.turnId));
+    if (epoch === null) return { decision: { kind: 'wait', untilMs: null, why: 'lost the race to resume' } };
     await audit(c, at, decision, { turn_id: decision.turnId });
     const delivery = await this.delivery(c, decision.turnId);
     return {
       decision,
       delivery,
-      fence: fenceOf(at.instance, at.actor, decision.turnId, Number(h.rows[0]!.turn_epoch), at.owner),
+      fence: fenceOf(at.instance, at.actor, decision.turnId, epoch, at.owner),
     };
   }
 
@@ -136,16 +130,14 @@ export class LifeStore extends LifeReads {
             tick: { itemId: decision.itemId, why: decision.why },
             why: decision.why,
           };
-    await c.query(
-      `INSERT INTO holt.agent_state_head (instance, actor_id, role, worker_target, claim_id)
-       VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
-      [instance, actor, role, lifeTarget(role), LIFE_CLAIM],
-    );
-    await c.query(
-      `INSERT INTO holt.agent_turns (turn_id, instance, actor_id, claim_id, role, phase, claim_type, status, started_at)
-       VALUES ($1, $2, $3, $4, $5, 'life', 'life', 'running', now())`,
-      [turnId, instance, actor, LIFE_CLAIM, role],
-    );
+    await ensureHead(c, {
+      instance,
+      actorId: actor,
+      role,
+      workerTarget: lifeTarget(role),
+      claimId: LIFE_CLAIM,
+    });
+    await insertLifeTurn(c, { turnId, instance, actorId: actor, claimId: LIFE_CLAIM, role });
     await c.query(
       'INSERT INTO holt.life_turns (turn_id, instance, role, seq, delivery) VALUES ($1, $2, $3, $4, $5::jsonb)',
       [turnId, instance, role, seq, JSON.stringify(delivery)],
@@ -166,18 +158,13 @@ export class LifeStore extends LifeReads {
       if (item) await dropWaitBlocker(c, item, w.id);
     }
     if (delivery.tick) await takeDueRecheck(c, delivery.tick.itemId);
-    const h = await c.query<{ turn_epoch: string }>(
-      `UPDATE holt.agent_state_head SET status = 'running', active_turn_id = $3, turn_epoch = turn_epoch + 1,
-         lease_owner = $4, lease_expires_at = now() + $5::interval, updated_at = now()
-       WHERE instance = $1 AND actor_id = $2 AND active_turn_id IS NULL RETURNING turn_epoch`,
-      [instance, actor, turnId, at.owner, ms(at.leaseMs)],
-    );
-    if (!h.rowCount) throw new Error(`life head of ${role} is busy although the snapshot saw no turn`);
+    const epoch = await beginLease(c, leaseOf(at, turnId));
+    if (epoch === null) throw new Error(`life head of ${role} is busy although the snapshot saw no turn`);
     await audit(c, at, decision, { turn_id: turnId, seq, delivery });
     return {
       decision,
       delivery,
-      fence: fenceOf(instance, actor, turnId, Number(h.rows[0]!.turn_epoch), at.owner),
+      fence: fenceOf(instance, actor, turnId, epoch, at.owner),
     };
   }
 
@@ -250,31 +237,20 @@ export class LifeStore extends LifeReads {
    * Ends a life turn under its fence: the head idle, the turn done or failed with its result. A failed
    * turn gives back what it was delivered (its messages, and its ended waits as waiting again), so the
    * next turn gets them, up to MAX_DELIVERIES times each: a failure loses nothing, and cannot loop.
+   * FenceLostError, with nothing written, when the fence is lost.
    */
   async finish(
     f: Fence,
     end: { status: 'done' | 'failed'; result?: unknown; error?: string },
-  ): Promise<boolean> {
-    return tx(this.pool, async (c) => {
-      const h = await c.query(
-        `UPDATE holt.agent_state_head SET status = 'idle', active_turn_id = NULL, lease_owner = NULL,
-           lease_expires_at = NULL, updated_at = now()
-         WHERE instance = $1 AND actor_id = $2 AND turn_epoch = $3 AND active_turn_id = $4 AND lease_owner = $5
-         RETURNING 1`,
-        [f.instance, f.actorId, f.epoch, f.turnId, f.owner],
-      );
-      if (!h.rowCount) return { value: false, rollback: true };
-      await c.query(
-        `UPDATE holt.agent_turns SET status = $2, result = $3::jsonb, error = $4, turn_epoch = $5, ended_at = now()
-         WHERE turn_id = $1`,
-        [f.turnId, end.status, JSON.stringify(end.result ?? null), end.error ?? null, f.epoch],
-      );
+  ): Promise<void> {
+    await tx(this.pool, async (c) => {
+      await endLease(c, f, end);
       await c.query(
         `UPDATE holt.turn_waiting_tools SET wait_status = 'dropped' WHERE turn_id = $1 AND wait_status IN ('waiting', 'received')`,
         [f.turnId],
       );
       if (end.status === 'failed') await this.giveBack(c, f.turnId);
-      return { value: true };
+      return { value: undefined };
     });
   }
 
@@ -312,6 +288,14 @@ const blockerOf = (id: string, kind: LifeWait['kind'], on: string, deadlineMs?: 
 
 /** The life actor's target name in the head row (never rung: life turns are not inbox rows). */
 const lifeTarget = (role: string) => workerTarget.parse(`life-${targetOfRole(role)}`.slice(0, 60));
+
+const leaseOf = (at: StepAt, turnId: string) => ({
+  instance: at.instance,
+  actorId: at.actor,
+  turnId,
+  owner: at.owner,
+  leaseMs: at.leaseMs,
+});
 
 const fenceOf = (instance: string, actorId: string, turnId: string, epoch: number, owner: string): Fence => ({
   instance,

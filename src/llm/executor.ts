@@ -7,7 +7,7 @@ import { failureArtefact, resultArtefact } from '../blackboard/results.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { StructuralType } from '../blackboard/types.ts';
 import { type AgentEvents, noAgentEvents } from '../bus/events.ts';
-import { errorMessage } from '../common/errors.ts';
+import { errorMessage, FenceLostError } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import type { Scrubber } from '../common/secrets.ts';
 import { renewWhileRunning } from '../inbox/leases.ts';
@@ -128,6 +128,11 @@ export class LlmExecutor {
       if (got.kind === 'finished') return 'already_done';
       return await this.leased(vc.claim, grant, id, got.fence, l, signal);
     } catch (e) {
+      // The one place a lost fence of the turn's lease is caught (its steps' are caught in the turn).
+      if (e instanceof FenceLostError) {
+        l.warn({ event_type: 'turn_stale', reason: 'the turn was taken over; nothing written' });
+        return 'leased_elsewhere';
+      }
       l.error({
         event_type: 'execution_error',
         error: this.d.scrub.text(errorMessage(e)),
@@ -292,14 +297,14 @@ export class LlmExecutor {
           });
           return 'success';
         }
-        const ok = await store.finish(
+        // A lost lease throws FenceLostError (nothing published): execute() ends it leased_elsewhere.
+        await store.finish(
           fence,
           { status: 'done', artefactId: id, result: { summary: scrub.text(end.result.summary) } },
           async () => {
             await bb.createArtefact(art);
           },
         );
-        if (!ok) return 'leased_elsewhere';
         l.info({
           event_type: 'artefact_created',
           artefact_type: art.type,
@@ -339,14 +344,9 @@ export class LlmExecutor {
           l.warn({ event_type: 'tool_failed', reason, error_class });
           return 'failure';
         }
-        const ok = await store.finish(
-          fence,
-          { status: 'failed', artefactId: id, error: reason },
-          async () => {
-            await bb.createArtefact(art);
-          },
-        );
-        if (!ok) return 'leased_elsewhere';
+        await store.finish(fence, { status: 'failed', artefactId: id, error: reason }, async () => {
+          await bb.createArtefact(art);
+        });
         l.warn({ event_type: 'tool_failed', reason, error_class });
         ev.step({ ...base, phase: 'failed', at_ms: Date.now() });
         ev.task({

@@ -340,7 +340,7 @@ export class Pup {
 
   /** The state of the grant's inbox rows (why `runInboxClaim` found none due). */
   async grantRows(claimId: string): Promise<string[]> {
-    return (await this.inbox?.worker.o.store.grantRows(this.cfg.instance, claimId, this.cfg.role)) ?? [];
+    return (await this.inbox?.worker.opts.store.grantRows(this.cfg.instance, claimId, this.cfg.role)) ?? [];
   }
 
   /** Worker mode: one claim, in the phase the claim is in; exit code semantics as Holt (tool failure is 0). */

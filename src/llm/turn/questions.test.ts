@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { call, submit } from '../../../test/harness/llm.ts';
 import { outputId } from '../../blackboard/grants.ts';
+import { FenceLostError } from '../../common/errors.ts';
 import { createPool } from '../../common/pg.ts';
 import { artefact, grantedClaim } from '../../pup/testkit.ts';
 import { llmKit } from '../llm.testkit.ts';
@@ -93,9 +94,9 @@ describe('questions and memory', () => {
     expect(head.rows).toEqual([{ status: 'idle', active_turn_id: null, lease_owner: null }]);
     // The dead pup's fence is dead: it can no longer finish the turn.
     if (got.kind !== 'acquired') throw new Error('acquired expected');
-    expect(await store.finish(got.fence, { status: 'done', artefactId: id }, async () => undefined)).toBe(
-      false,
-    );
+    await expect(
+      store.finish(got.fence, { status: 'done', artefactId: id }, async () => undefined),
+    ).rejects.toThrow(FenceLostError);
   });
 
   it('Redis lost the output of a finished turn: the re-announced grant reopens the turn and delivers again', async () => {
