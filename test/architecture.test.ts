@@ -179,8 +179,47 @@ describe('architecture: which folder may import which', () => {
   });
 
   it('reads the imports it judges (a sanity check on the parser)', () => {
-    const fromAgent = edges.filter((e) => e.from === 'src/agent/pup.ts').map((e) => e.to);
+    const fromAgent = edges.filter((e) => e.from === 'src/agent/wiring.ts').map((e) => e.to);
     expect(fromAgent).toContain('src/llm/runtime.ts'); // the dynamic import
     expect(fromAgent).toContain('src/pup/pup.ts');
+  });
+});
+
+/**
+ * The actor's head and its turns (the fence every turn's write is checked against) have one owner:
+ * only src/state/head.ts and head-inbox.ts write them; retention alone deletes finished ones. A store
+ * that needs a head write asks them, so the fence's rules live in one place (src/state/README.md).
+ */
+const HEAD_WRITERS = ['src/state/head.ts', 'src/state/head-inbox.ts'];
+const HEAD_PRUNERS = ['src/state/retention.ts'];
+const HEAD_WRITE = /\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+holt\.(agent_state_head|agent_turns)\b/gi;
+
+function headWrites(file: string): { verb: string; table: string }[] {
+  return [...withoutComments(readFileSync(join(ROOT, file), 'utf8')).matchAll(HEAD_WRITE)].map((m) => ({
+    verb: (m[1] as string).split(/\s+/)[0]!.toUpperCase(),
+    table: m[2] as string,
+  }));
+}
+
+describe('architecture: one owner for the fence head', () => {
+  it('writes holt.agent_state_head and holt.agent_turns only in src/state/head*.ts (deletes: retention)', () => {
+    const bad = shipped.flatMap((f) =>
+      headWrites(f)
+        .filter((w) => !HEAD_WRITERS.includes(f) && !(w.verb === 'DELETE' && HEAD_PRUNERS.includes(f)))
+        .map((w) => `${f}: ${w.verb} holt.${w.table}`),
+    );
+    expect(bad).toEqual([]);
+  });
+
+  it('finds the writes it judges (a sanity check on the scan)', () => {
+    const seen = (f: string) => new Set(headWrites(f).map((w) => `${w.verb} ${w.table}`));
+    expect([...seen('src/state/head.ts')].sort()).toEqual([
+      'INSERT agent_state_head',
+      'INSERT agent_turns',
+      'UPDATE agent_state_head',
+      'UPDATE agent_turns',
+    ]);
+    expect(seen('src/state/head-inbox.ts').has('UPDATE agent_state_head')).toBe(true);
+    expect(seen('src/state/retention.ts').has('DELETE agent_turns')).toBe(true);
   });
 });
