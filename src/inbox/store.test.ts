@@ -1,12 +1,13 @@
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { eventually } from '../../test/harness/wait.ts';
 import { FenceLostError } from '../common/errors.ts';
 import { actorIdOf, resultArtefactId, turnIdOf } from '../state/ids.ts';
 import { migrate } from '../state/migrate.ts';
 import { fenceOf } from '../state/schema.ts';
 import { StepStore } from '../state/steps.ts';
-import { acquireTargetLease } from './leases.ts';
+import { acquireTargetLease, renewWhileRunning } from './leases.ts';
 import { InboxMetrics } from './metrics.ts';
 import { InboxStore } from './store.ts';
 import { fakeClaim, ROLE } from './testkit.ts';
@@ -228,6 +229,27 @@ describe('inbox store', () => {
     const text = await registry.metrics();
     expect(text).toContain('holt_inbox_depth{worker_target="depth",state="pending"} 0');
     expect(text).toContain('holt_inbox_oldest_pending_seconds{worker_target="depth"} 0');
+  });
+
+  it('a turn lease kept while running: a lost fence (FenceLostError) is lost, any other error is retried', async () => {
+    const seen: string[] = [];
+    let n = 0;
+    const stop = renewWhileRunning(
+      1,
+      async () => {
+        n++;
+        if (n === 1) throw new Error('connection reset');
+        if (n === 2) throw new FenceLostError();
+      },
+      () => seen.push('lost'),
+      (e) => seen.push(`error: ${(e as Error).message}`),
+    );
+    try {
+      await eventually('both renewals reported', () => seen.length >= 2);
+      expect(seen.slice(0, 2)).toEqual(['error: connection reset', 'lost']);
+    } finally {
+      stop();
+    }
   });
 
   it('svc1_ rows go only to the holder of the target lease', async () => {
