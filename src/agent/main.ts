@@ -6,13 +6,13 @@ import { parseProgram } from '../common/program.ts';
 import { PUP_PROGRAM } from '../pup/program.ts';
 import { loadWorkerEnv } from '../pup/worker-env.ts';
 import { type AgentConfig, loadAgentConfig } from './config.ts';
-import { agentPup } from './pup.ts';
+import { agentPup } from './wiring.ts';
 
 const CONFIG_ERROR = 'holt pup: invalid configuration';
 
 /**
  * The agent's composition root (`holt pup` / `node src/agent/main.ts`): the pup core with the command
- * executor and, for an agent with a model, the LLM runtime wired in. Returns the exit code: 78 for bad
+ * executor and, for an agent with a model, the LLM plugin wired in. Returns the exit code: 78 for bad
  * configuration (one line naming the variable), 2 for bad usage, 1 for an unreachable Redis at start,
  * 0 after a signal or --help/--version (nothing started).
  */

@@ -34,7 +34,7 @@ export const AgentStatus = z.object({
 });
 export type AgentStatus = z.infer<typeof AgentStatus>;
 
-/** The life fields of the status hash (its other fields are the model runtime's). */
+/** The life fields of the status hash (its other fields are the model plugin's). */
 export type LifeStatus = Pick<
   AgentStatus,
   | 'life_state'
@@ -61,7 +61,7 @@ export async function writeAgentStatus(
   redis: Redis,
   instance: string,
   role: string,
-  /** The model runtime's fields: the life loop writes the others. */
+  /** The model plugin's fields: the life loop writes the others. */
   s: Omit<AgentStatus, keyof LifeStatus>,
 ): Promise<void> {
   await redis.hset(

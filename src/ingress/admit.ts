@@ -80,11 +80,11 @@ const retryAfter = (ms: number) => ({ 'retry-after': String(Math.max(1, Math.cei
 
 /** Decides and acts on requests; never throws for a bad request (only a store failure throws). */
 export class Ingress {
-  private readonly d: IngressDeps;
+  private readonly deps: IngressDeps;
   private readonly buckets = new Map<string, Bucket>();
   private readonly failures: FailureLimiter;
   constructor(d: IngressDeps) {
-    this.d = d;
+    this.deps = d;
     this.failures = new FailureLimiter(d.limits);
   }
 
@@ -93,13 +93,13 @@ export class Ingress {
    * Decided from the address alone, so the server can answer it without parsing the request.
    */
   early(source: string): Reply | undefined {
-    if (this.d.serving && !this.d.serving()) {
-      this.d.metrics.refuse('standby');
+    if (this.deps.serving && !this.deps.serving()) {
+      this.deps.metrics.refuse('standby');
       return fail(503, 'this orchestrator is a standby; retry (the leader serves)', retryAfter(1000));
     }
-    const blocked = this.failures.blockedFor(source, (this.d.now ?? Date.now)());
+    const blocked = this.failures.blockedFor(source, (this.deps.now ?? Date.now)());
     if (blocked) {
-      this.d.metrics.refuse('auth_limited');
+      this.deps.metrics.refuse('auth_limited');
       return fail(429, `too many failed authentications from ${source}; retry later`, retryAfter(blocked));
     }
     return undefined;
@@ -116,9 +116,9 @@ export class Ingress {
         ...(route.status === 405 ? { headers: { allow: 'POST' } } : {}),
       };
     const { role, mode } = route.value;
-    const now = (this.d.now ?? Date.now)();
+    const now = (this.deps.now ?? Date.now)();
     const bearer = /^Bearer\s+(\S+)$/i.exec(h.authorization ?? '')?.[1];
-    const token = bearer ? findToken(this.d.tokens(), bearer) : undefined;
+    const token = bearer ? findToken(this.deps.tokens(), bearer) : undefined;
     if (!token) {
       this.failures.fail(h.source, now);
       return fail(401, 'unknown or missing token (Authorization: Bearer <token>)', {
@@ -171,29 +171,29 @@ export class Ingress {
       message = 'text' in b.data ? b.data.text : JSON.stringify(b.data.data);
       if (!storable(message)) return fail(400, 'the text holds a NUL character or a lone surrogate');
     }
-    if (!(await this.d.knows(role))) return fail(404, `no agent ${role}`);
+    if (!(await this.deps.knows(role))) return fail(404, `no agent ${role}`);
     const kind = mode === 'enqueue_message' ? 'message' : 'wake';
     const route = mode === 'enqueue_message' ? 'messages' : 'wake';
-    const q: Enqueued = await this.d.life.enqueue({
-      instance: this.d.instance,
+    const q: Enqueued = await this.deps.life.enqueue({
+      instance: this.deps.instance,
       role,
       key: a.key,
       scope: tokenId(token),
-      maxUndelivered: this.d.maxUndelivered,
+      maxUndelivered: this.deps.maxUndelivered,
       kind,
       ...(message !== undefined ? { body: message } : {}),
       labels: labelsOf(token.origin, kind, `POST /v1/agents/${role}/${route}`, `token ${token.name}`),
     });
     if (q.kind === 'stopped') return fail(409, `agent ${role} is stopped: nothing was queued`);
     if (q.kind === 'full') {
-      this.d.metrics.refuse('backlog_full');
+      this.deps.metrics.refuse('backlog_full');
       return fail(
         429,
         `agent ${role} already has ${q.undelivered} undelivered messages (the cap); retry later`,
         retryAfter(30_000),
       );
     }
-    if (q.kind === 'queued') this.d.ring(role);
+    if (q.kind === 'queued') this.deps.ring(role);
     return { status: q.kind === 'queued' ? 202 : 200, body: { status: q.kind, id: q.id } };
   }
 }

@@ -56,7 +56,7 @@ export interface LifeCounters {
  * delivered.
  */
 export class LifeLoop {
-  private readonly d: LifeLoopDeps;
+  private readonly deps: LifeLoopDeps;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private again = false;
@@ -66,12 +66,12 @@ export class LifeLoop {
   private lastIdle = '';
 
   constructor(d: LifeLoopDeps) {
-    this.d = d;
+    this.deps = d;
   }
 
   /** Subscribes (confirmed by the server, so no answer to a request sent after this is missed), then passes. */
   async start(): Promise<void> {
-    const { d } = this;
+    const d = this.deps;
     if (d.nc) {
       this.subs.push(
         d.nc.subscribe(lifeWakeSubject(d.instance, d.role), { callback: () => this.poke() }),
@@ -99,14 +99,17 @@ export class LifeLoop {
     clearTimeout(this.timer);
     this.running = this.pass()
       .catch((e: unknown) => {
-        this.d.log.error({ event_type: 'life_pass_failed', error: String(e) }, 'life pass failed; retrying');
-        return this.d.pollMs;
+        this.deps.log.error(
+          { event_type: 'life_pass_failed', error: String(e) },
+          'life pass failed; retrying',
+        );
+        return this.deps.pollMs;
       })
       .then(async (sleepMs) => {
-        await this.d
+        await this.deps
           .onPass?.()
           .catch((e: unknown) =>
-            this.d.log.warn(
+            this.deps.log.warn(
               { event_type: 'life_status_failed', error: String(e) },
               'life status not written',
             ),
@@ -126,7 +129,7 @@ export class LifeLoop {
    * turn. Anything else (another call's, another tool's or another agent's answer) is ignored and counted.
    */
   async received(r: ToolAnswer): Promise<boolean> {
-    const { d } = this;
+    const d = this.deps;
     const ok =
       (r.tool === undefined || r.tool === r.replyTool) &&
       (await d.store
@@ -152,7 +155,7 @@ export class LifeLoop {
 
   /** Runs decisions until one says to wait or sleep; returns how long to sleep. */
   private async pass(): Promise<number> {
-    const { d } = this;
+    const d = this.deps;
     for (;;) {
       if (this.stopped) return d.pollMs;
       const paused = d.paused?.();
@@ -182,11 +185,11 @@ export class LifeLoop {
   private idle(what: string): void {
     if (what === this.lastIdle) return;
     this.lastIdle = what;
-    this.d.log.debug({ event_type: 'life_idle', what }, `life: ${what}`);
+    this.deps.log.debug({ event_type: 'life_idle', what }, `life: ${what}`);
   }
 
   private async run(fence: Fence, delivery: Delivery | undefined): Promise<void> {
-    const { d } = this;
+    const d = this.deps;
     const ac = new AbortController();
     const onStop = () => ac.abort();
     this.ac.signal.addEventListener('abort', onStop);

@@ -31,7 +31,7 @@ export async function llmBid(
 ): Promise<BidChoice> {
   try {
     const reply = await agent.call('bid', null, {
-      messages: bidMessages(claimPrompt, agent.d.role, target),
+      messages: bidMessages(claimPrompt, agent.deps.role, target),
       json: true,
     });
     const p = parseBid(reply.content);

@@ -58,13 +58,13 @@ interface Inbox {
  * writes it inside the worker's fenced commit (a stale worker writes nothing).
  */
 export class LlmExecutor {
-  private readonly d: LlmExecutorDeps;
+  private readonly deps: LlmExecutorDeps;
   constructor(d: LlmExecutorDeps) {
-    this.d = d;
+    this.deps = d;
   }
 
   async execute(grant: Grant, signal?: AbortSignal, opts: ExecuteOptions = {}): Promise<Outcome> {
-    const { bb, cfg, log } = this.d;
+    const { bb, cfg, log } = this.deps;
     const id = outputId(cfg.instance, grant.claimId, cfg.role, grant.claimType);
     const l = log.child({ claim_id: grant.claimId, claim_type: grant.claimType, output_id: id });
     try {
@@ -81,7 +81,7 @@ export class LlmExecutor {
           role: cfg.role,
           claimType: grant.claimType,
         };
-        if (!opts.fence && (await this.d.store.closeDelivered(g, id)))
+        if (!opts.fence && (await this.deps.store.closeDelivered(g, id)))
           l.warn({
             event_type: 'turn_closed_on_resume',
             reason: 'its artefact was published before the turn committed',
@@ -96,13 +96,13 @@ export class LlmExecutor {
         return await this.leased(vc.claim, grant, id, opts.fence, l, signal, inbox);
       }
       const acquire = () =>
-        this.d.store.acquire({
+        this.deps.store.acquire({
           instance: cfg.instance,
           claimId: grant.claimId,
           role: cfg.role,
           claimType: grant.claimType,
-          owner: this.d.owner,
-          leaseMs: this.d.settings.turnLeaseMs,
+          owner: this.deps.owner,
+          leaseMs: this.deps.settings.turnLeaseMs,
         });
       let got = await acquire();
       if (got.kind === 'finished') {
@@ -114,7 +114,7 @@ export class LlmExecutor {
           claimType: grant.claimType,
         };
         const reason = `reopened: the turn was ${got.status} but its output artefact is missing from the blackboard`;
-        if (!(await this.d.store.reopenFinished(g, reason))) return 'already_done';
+        if (!(await this.deps.store.reopenFinished(g, reason))) return 'already_done';
         l.warn({ event_type: 'grant_reopened', reason });
         await bb
           .publishWorkflowEvent({
@@ -135,7 +135,7 @@ export class LlmExecutor {
       }
       l.error({
         event_type: 'execution_error',
-        error: this.d.scrub.text(errorMessage(e)),
+        error: this.deps.scrub.text(errorMessage(e)),
       });
       return 'error';
     }
@@ -150,8 +150,8 @@ export class LlmExecutor {
     signal?: AbortSignal,
     inbox?: Inbox,
   ): Promise<Outcome> {
-    const { bb, cfg, settings, store } = this.d;
-    const ev = this.d.events ?? noAgentEvents;
+    const { bb, cfg, settings, store } = this.deps;
+    const ev = this.deps.events ?? noAgentEvents;
     const ac = new AbortController();
     const onAbort = () => ac.abort();
     if (signal?.aborted) ac.abort();
@@ -172,7 +172,7 @@ export class LlmExecutor {
     const tl = l.child({ turn_id: fence.turnId, turn_epoch: fence.epoch });
     try {
       const target = await bb.getArtefact(claim.artefact_id);
-      const paused = this.d.agent.pausedReason();
+      const paused = this.deps.agent.pausedReason();
       let end: TurnEnd;
       if (!target)
         end = {
@@ -186,7 +186,7 @@ export class LlmExecutor {
           kind: 'failure',
           reason: `agent paused: ${paused}`,
           transcript: '',
-          errorClass: this.d.agent.pausedClass() ?? 'transient',
+          errorClass: this.deps.agent.pausedClass() ?? 'transient',
         };
       else if (!existsSync(cfg.workspace))
         end = {
@@ -197,12 +197,12 @@ export class LlmExecutor {
         };
       else {
         const deps: TurnDeps = {
-          agent: this.d.agent,
+          agent: this.deps.agent,
           store,
-          steps: this.d.steps,
-          memory: this.d.memory,
-          plans: this.d.plans,
-          work: this.d.work,
+          steps: this.deps.steps,
+          memory: this.deps.memory,
+          plans: this.deps.plans,
+          work: this.deps.work,
           bb,
           settings,
           instance: cfg.instance,
@@ -217,7 +217,7 @@ export class LlmExecutor {
             const roots = [...target.source_artefacts, ...(claim.additional_context_ids ?? [])];
             return (await assembleContext(roots, (ids) => contextLevel(bb, ids))).chain;
           },
-          scrub: this.d.scrub,
+          scrub: this.deps.scrub,
           runner: cfg.runner,
           events: ev,
           log: tl,
@@ -242,8 +242,8 @@ export class LlmExecutor {
     l: Logger,
     inbox?: Inbox,
   ): Promise<Outcome> {
-    const { bb, cfg, store, scrub } = this.d;
-    const ev = this.d.events ?? noAgentEvents;
+    const { bb, cfg, store, scrub } = this.deps;
+    const ev = this.deps.events ?? noAgentEvents;
     const base = {
       actor_id: fence.actorId,
       turn_id: fence.turnId,
@@ -317,7 +317,7 @@ export class LlmExecutor {
       case 'failure': {
         const reason = scrub.text(end.reason);
         const error_class = end.errorClass;
-        this.d.countFailure?.(error_class);
+        this.deps.countFailure?.(error_class);
         const art = failureArtefact(id, cfg.role, claim, {
           reason,
           exit_code: -1,

@@ -34,7 +34,7 @@ type AsyncRequest = z.infer<typeof AsyncRequest>;
  * supervised background commands. `poke` wakes the agent's loop when a background command ends.
  */
 export class LifeTurns {
-  private readonly d: LlmExecutorDeps;
+  private readonly deps: LlmExecutorDeps;
   private readonly life: LifeStore;
   private readonly nc: NatsConnection | undefined;
   private readonly tasks = new Map<string, Promise<void>>();
@@ -43,13 +43,13 @@ export class LifeTurns {
   poke: () => void = () => undefined;
 
   constructor(d: LlmExecutorDeps, life: LifeStore, nc?: NatsConnection) {
-    this.d = d;
+    this.deps = d;
     this.life = life;
     this.nc = nc;
   }
 
   async run(fence: Fence, delivery: Delivery | undefined, signal: AbortSignal): Promise<LifeTurnEnd> {
-    const { d } = this;
+    const d = this.deps;
     const { cfg } = d;
     const at = Date.now();
     // A life turn answers no claim: its turn id stands in for the claim and target ids in events.
@@ -117,7 +117,7 @@ export class LifeTurns {
   }
 
   private hooks(fence: Fence, given: Delivery | undefined): LifeHooks {
-    const { d, life } = this;
+    const { deps: d, life } = this;
     const { cfg } = d;
     const role = cfg.role;
     return {
@@ -202,7 +202,7 @@ export class LifeTurns {
 
   /** Sends an asynchronous call: a NATS request, or a background command whose end is recorded. */
   private send(turnId: string, callId: string, tool: Tool, req: AsyncRequest, deadlineMs: number): void {
-    const { d } = this;
+    const d = this.deps;
     const { cfg } = d;
     if (req.via === 'nats') {
       const why = !this.nc ? 'no NATS connection' : !req.reply ? 'its call has no reply id' : undefined;
@@ -269,9 +269,9 @@ export class LifeTurns {
    */
   async recover(turnId: string): Promise<number> {
     let n = 0;
-    for (const w of await this.d.steps.toolWaits(turnId)) {
+    for (const w of await this.deps.steps.toolWaits(turnId)) {
       if (w.status !== 'waiting' || w.deadlineMs <= Date.now()) continue;
-      const tool = this.d.settings.tools.find((t) => t.name === w.toolName);
+      const tool = this.deps.settings.tools.find((t) => t.name === w.toolName);
       const req = AsyncRequest.safeParse(w.request);
       if (!tool || !req.success) continue;
       this.send(turnId, w.toolCallId, tool, req.data, w.deadlineMs);

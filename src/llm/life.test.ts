@@ -30,7 +30,7 @@ afterEach(() => {
 
 const lookup = { name: 'lookup', description: 'look a fact up', async: 'nats', asyncTimeoutSeconds: 30 };
 
-/** One pup of a living agent `coder` (its LLM runtime); `stop` kills it as a shutdown would. */
+/** One pup of a living agent `coder` (its LLM plugin); `stop` kills it as a shutdown would. */
 async function pup(instance: string, env: Record<string, string> = {}) {
   const { stop } = await startPupRuntime(
     stores,

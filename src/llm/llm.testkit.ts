@@ -6,9 +6,9 @@ import type { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { grantedClaim } from '../pup/testkit.ts';
-import type { LlmRuntime } from './runtime.ts';
+import type { LlmPlugin } from './runtime.ts';
 
-/** What the LLM runtime's tests share: a pup runtime on real stores and a scripted model, and grants run on it. */
+/** What the LLM plugin's tests share: a pup runtime on real stores and a scripted model, and grants run on it. */
 
 const node = process.execPath;
 /** A tool that counts its runs in a file and prints something new each time. */
@@ -27,7 +27,7 @@ export const constant = { name: 'read', description: 'reads', argv: [node, '-e',
 export interface Setup {
   instance: string;
   bb: Blackboard;
-  rt: LlmRuntime;
+  rt: LlmPlugin;
   registry: Registry;
 }
 

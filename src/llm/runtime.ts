@@ -16,7 +16,7 @@ import { LifeLoop } from '../life/loop.ts';
 import { LifeStore } from '../life/store.ts';
 import { decideBid } from '../pup/bid.ts';
 import type { PupConfig } from '../pup/config.ts';
-import type { ModelRuntime } from '../pup/executor.ts';
+import type { ModelPlugin } from '../pup/executor.ts';
 import { lifeActorOf } from '../state/ids.ts';
 import { ensureSchema } from '../state/migrate.ts';
 import { StepStore } from '../state/steps.ts';
@@ -38,7 +38,7 @@ import { UsageStore } from './stores/usage-store.ts';
  * What the pup runs for an LLM agent: the executor (LLM turns) and/or the bid decision. `problem` is
  * why it cannot work (its NATS connection closed for good), or null.
  */
-export interface LlmRuntime extends ModelRuntime {
+export interface LlmPlugin extends ModelPlugin {
   agent: LlmAgent;
   executor?: LlmExecutor;
 }
@@ -47,7 +47,7 @@ export interface LlmRuntime extends ModelRuntime {
  * Composition root of the LLM path. The Postgres schema is checked (migrated if this role may) so a pup
  * never runs against a schema without its tables; NATS is optional (events are lossy anyway).
  */
-export async function startLlmRuntime(
+export async function startLlmPlugin(
   /** `apiKey`: the key as the entry point read it (its variable, or a credential descriptor). */
   cfg: PupConfig & { llm: LlmSettings; apiKey?: string },
   bb: Blackboard,
@@ -57,7 +57,7 @@ export async function startLlmRuntime(
   registry?: Registry,
   /** Counts each Failure artefact the LLM executor writes, by class. */
   countFailure?: (c: ErrorClass) => void,
-): Promise<LlmRuntime> {
+): Promise<LlmPlugin> {
   const s = cfg.llm;
   const apiKey = cfg.apiKey ?? apiKeyFrom(env, s);
   const scrub = new Scrubber([apiKey, ...cfg.secrets]);

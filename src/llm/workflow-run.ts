@@ -22,9 +22,9 @@ const fail = (reason: string, errorClass: ErrorClass): StepResult => ({ ok: fals
  * tool). The last step's output is the result.
  */
 export class WorkflowRun {
-  private readonly d: TurnDeps;
+  private readonly deps: TurnDeps;
   constructor(d: TurnDeps) {
-    this.d = d;
+    this.deps = d;
   }
 
   run(): Promise<TurnEnd> {
@@ -32,7 +32,7 @@ export class WorkflowRun {
   }
 
   private async loop(): Promise<TurnEnd> {
-    const { d } = this;
+    const d = this.deps;
     const steps = d.settings.workflow ?? [];
     const stored = (await d.steps.steps(d.fence.turnId)).sort((a, b) => a.seq - b.seq);
     let seq = stored.length ? (stored.at(-1)?.seq ?? 0) + 1 : 0;
@@ -94,7 +94,7 @@ export class WorkflowRun {
 
   /** A model call: the rendered prompt; a reply without the declared fields is sent back, a bounded number of times. */
   private async llmStep(s: NonNullable<Step['llm']>, outputs: Outputs): Promise<StepResult> {
-    const { d } = this;
+    const d = this.deps;
     const prompt = render(s.prompt, d.target, outputs);
     if (!prompt.ok) return fail(prompt.error, 'config');
     const fields = s.output as ResultFields | undefined;
@@ -137,7 +137,7 @@ export class WorkflowRun {
 
   /** A command (or a declared tool) with its arguments rendered from earlier outputs; its stdout is the output. */
   private async codeStep(name: string, s: NonNullable<Step['code']>, outputs: Outputs): Promise<StepResult> {
-    const { d } = this;
+    const d = this.deps;
     const tool = s.tool ? d.settings.tools.find((t) => t.name === s.tool) : undefined;
     let argv: string[];
     if (tool) {

@@ -63,7 +63,7 @@ export interface LeaderTermDeps {
  * Redis when it starts, so a new term (here or in another process) simply carries on.
  */
 export class LeaderTerm {
-  private readonly d: LeaderTermDeps;
+  private readonly deps: LeaderTermDeps;
   private readonly runner: ClaimRunner;
   private readonly stepper: ClaimStepper;
   private sub: Subscription | null = null;
@@ -92,7 +92,7 @@ export class LeaderTerm {
   private reconciling: Promise<void> | null = null;
 
   constructor(deps: LeaderTermDeps) {
-    this.d = deps;
+    this.deps = deps;
     this.stepper = new ClaimStepper({
       bb: deps.bb,
       policy: {
@@ -116,16 +116,16 @@ export class LeaderTerm {
   }
 
   alive(): boolean {
-    return !this.halted && this.d.leaseValid();
+    return !this.halted && this.deps.leaseValid();
   }
 
   private failed(e: unknown, ctx: Record<string, unknown>): void {
     if (e instanceof NotLeaderError || this.halted) return;
-    this.d.log.error({ event_type: 'error', ...ctx, error: errorMessage(e) }, 'error');
+    this.deps.log.error({ event_type: 'error', ...ctx, error: errorMessage(e) }, 'error');
   }
 
   async start(): Promise<void> {
-    const { bb, config } = this.d;
+    const { bb, config } = this.deps;
     const k = bb.k.channels;
     // The registry first: a claim made for an event heard right after subscribing must know its
     // bidders. (It is loaded again below, in case it changed while we subscribed.)
@@ -137,7 +137,7 @@ export class LeaderTerm {
       z.unknown(),
       (msg, channel) => this.onMessage(msg, channel),
       (channel, raw, error) =>
-        this.d.log.warn(
+        this.deps.log.warn(
           { event_type: 'invalid_message', channel, raw: raw.slice(0, 200), error: error.message },
           'invalid_message',
         ),
@@ -182,11 +182,11 @@ export class LeaderTerm {
 
   private onMessage(msg: unknown, channel: string): void {
     if (this.halted) return;
-    const k = this.d.bb.k.channels;
+    const k = this.deps.bb.k.channels;
     if (channel === k.artefactEvents) {
       const a = Artefact.safeParse(msg);
       if (!a.success) {
-        this.d.log.warn(
+        this.deps.log.warn(
           { event_type: 'invalid_message', channel, error: a.error.message },
           'invalid_message',
         );
@@ -221,11 +221,11 @@ export class LeaderTerm {
   /** A bid after its consensus closed without it: said by name, since it was counted as `ignore`. */
   private reportLateBid(claimId: string, role: string, bidType: string | undefined, lateByMs: number): void {
     const data = { claim_id: claimId, agent_name: role, bid_type: bidType ?? '', late_by_ms: lateByMs };
-    this.d.log.warn({ event_type: 'bid_late', ...data }, 'bid_late');
-    this.d.metrics.lateBids.inc({ role });
-    this.d.bb
+    this.deps.log.warn({ event_type: 'bid_late', ...data }, 'bid_late');
+    this.deps.metrics.lateBids.inc({ role });
+    this.deps.bb
       .publishWorkflowEvent({ event: 'bid_late', data })
-      .catch((e: unknown) => this.d.log.warn({ event_type: 'event_publish_failed', error: String(e) }));
+      .catch((e: unknown) => this.deps.log.warn({ event_type: 'event_publish_failed', error: String(e) }));
   }
 
   /**
@@ -235,7 +235,7 @@ export class LeaderTerm {
    */
   private onResubscribed(): void {
     if (this.halted || this.closing) return;
-    this.d.log.warn({ event_type: 'events_resubscribed' }, 'events_resubscribed');
+    this.deps.log.warn({ event_type: 'events_resubscribed' }, 'events_resubscribed');
     // The connection may have been down for longer than a short pass looks back.
     this.lastFullPass = 0;
     this.runner.kickAll();
@@ -253,19 +253,19 @@ export class LeaderTerm {
   }
 
   private async loadRegistry(): Promise<void> {
-    const { rev, agents, invalid } = await getAgents(this.d.bb);
+    const { rev, agents, invalid } = await getAgents(this.deps.bb);
     if (rev === this.registryRev) return;
     this.registryRev = rev;
-    this.d.registry.clear();
-    for (const a of agents) this.d.registry.set(a.role, a);
-    this.registered = new Set(this.d.registry.keys());
+    this.deps.registry.clear();
+    for (const a of agents) this.deps.registry.set(a.role, a);
+    this.registered = new Set(this.deps.registry.keys());
     this.images = new Map(agents.flatMap((a) => (a.image_id ? [[a.role, a.image_id] as const] : [])));
     this.expectedBidders = sortRoles(this.registered);
     for (const role of invalid) {
-      this.d.log.warn({ event_type: 'invalid_agent_registration', role }, 'invalid_agent_registration');
+      this.deps.log.warn({ event_type: 'invalid_agent_registration', role }, 'invalid_agent_registration');
     }
-    this.d.log.info(
-      { event_type: 'registry_loaded', revision: rev, roles: [...this.d.registry.keys()] },
+    this.deps.log.info(
+      { event_type: 'registry_loaded', revision: rev, roles: [...this.deps.registry.keys()] },
       'registry_loaded',
     );
   }
@@ -274,7 +274,7 @@ export class LeaderTerm {
 
   /** An artefact heard of live: index it, claim it, and step the claims it may be an output of. */
   private async onArtefact(a: Artefact): Promise<void> {
-    const { bb, log } = this.d;
+    const { bb, log } = this.deps;
     // Per-artefact lines are debug: at info a claim's life is claim_created, consensus, grants and
     // its end (a busy instance writes thousands of claims a second).
     log.debug(
@@ -308,7 +308,7 @@ export class LeaderTerm {
   /** The reconcile loop's path: a claim for an artefact whose event was missed. */
   private async ensureClaim(a: Artefact): Promise<void> {
     const claim = await this.newClaim(a);
-    const r = await this.d.bb.createClaim(claim);
+    const r = await this.deps.bb.createClaim(claim);
     await this.claimWritten(a, claim, r.id, false);
   }
 
@@ -326,7 +326,7 @@ export class LeaderTerm {
       expected_bidders: [...this.expectedBidders],
       created_at_ms: Date.now(),
     };
-    await this.d.onStep?.('before_create_claim', claim.id);
+    await this.deps.onStep?.('before_create_claim', claim.id);
     if (!this.alive()) throw new NotLeaderError();
     return claim;
   }
@@ -334,7 +334,7 @@ export class LeaderTerm {
   /** After the claim write: `id` is `claim`'s own when it was created, else the artefact's existing claim. */
   private async claimWritten(a: Artefact, claim: Claim, id: string, live: boolean): Promise<void> {
     if (id === claim.id) {
-      this.d.log.info(
+      this.deps.log.info(
         {
           event_type: 'claim_created',
           claim_id: claim.id,
@@ -343,11 +343,11 @@ export class LeaderTerm {
         },
         'claim_created',
       );
-      this.d.metrics.claimStatus(claim.id, 'pending_review');
+      this.deps.metrics.claimStatus(claim.id, 'pending_review');
       this.stepper.noteCreated(claim, a);
-      await this.d.onStep?.('after_create_claim', claim.id);
+      await this.deps.onStep?.('after_create_claim', claim.id);
     } else if (live) {
-      this.d.log.info(
+      this.deps.log.info(
         { event_type: 'duplicate_artefact', artefact_id: a.id, claim_id: id },
         'duplicate_artefact',
       );
@@ -369,16 +369,16 @@ export class LeaderTerm {
     if (this.halted || this.closing) return;
     this.reconcileTimer = setTimeout(() => {
       void this.reconcileOnce().finally(() => this.scheduleReconcile());
-    }, this.d.config.reconcileIntervalMs);
+    }, this.deps.config.reconcileIntervalMs);
   }
 
   /** Publishes the roles' open grants now and then every loadIntervalMs, while this term lasts. */
   private scheduleLoad(delayMs: number): void {
     if (this.halted || this.closing) return;
     this.loadTimer = setTimeout(() => {
-      publishLoad(this.d.bb, () => this.alive())
+      publishLoad(this.deps.bb, () => this.alive())
         .catch((e: unknown) => this.failed(e, { during: 'publish_load' }))
-        .finally(() => this.scheduleLoad(this.d.config.loadIntervalMs));
+        .finally(() => this.scheduleLoad(this.deps.config.loadIntervalMs));
     }, delayMs);
   }
 
@@ -387,7 +387,7 @@ export class LeaderTerm {
    * delays work by one interval, and re-announce grants that have waited too long for any output.
    */
   async reconcile(): Promise<void> {
-    const { bb, config } = this.d;
+    const { bb, config } = this.deps;
     this.stepper.bids.expireEarly();
     await this.loadRegistry();
     const active = new Set(await bb.activeClaimIds());
@@ -464,10 +464,10 @@ export class LeaderTerm {
 
   private recoveryDeps(): RecoveryDeps {
     return {
-      bb: this.d.bb,
-      log: this.d.log,
-      dispatcher: this.d.dispatcher,
-      redispatchAfterMs: this.d.config.redispatchAfterMs,
+      bb: this.deps.bb,
+      log: this.deps.log,
+      dispatcher: this.deps.dispatcher,
+      redispatchAfterMs: this.deps.config.redispatchAfterMs,
       stepper: this.stepper,
       alive: () => this.alive(),
       kick: (id) => this.runner.kick(id),

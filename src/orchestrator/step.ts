@@ -85,7 +85,7 @@ export function emit(log: Logger, line: LogLine): void {
  * derived ids; announcements go after it, so a grant is always on the claim before anyone hears of it.
  */
 export class ClaimStepper {
-  private readonly d: StepDeps;
+  private readonly deps: StepDeps;
   private readonly firstSeen = new Map<string, number>();
   /** The rev at which a claim last settled with nothing timed to do (the reconcile loop skips it). */
   readonly idleRev = new Map<string, number | null>();
@@ -109,7 +109,7 @@ export class ClaimStepper {
   private readonly readAhead = new Map<string, ClaimSnapshot>();
 
   constructor(deps: StepDeps) {
-    this.d = deps;
+    this.deps = deps;
     this.bids = new BidWatch(deps.bidPollMs);
     const base = deps.policy.bidTimeoutMs;
     this.windows = new BidWindows({
@@ -129,11 +129,11 @@ export class ClaimStepper {
    * not one per claim. Each claim's compare-and-set still succeeds or fails on its own.
    */
   private readonly snapshots = new DataLoader<SnapshotRequest, ClaimSnapshot | null>(
-    (reqs) => claimSnapshots(this.d.bb, [...reqs]),
+    (reqs) => claimSnapshots(this.deps.bb, [...reqs]),
     BATCHING,
   );
   private readonly updates = new DataLoader<ClaimUpdate, number | null>(
-    (reqs) => updateClaims(this.d.bb, [...reqs]),
+    (reqs) => updateClaims(this.deps.bb, [...reqs]),
     BATCHING,
   );
 
@@ -142,21 +142,21 @@ export class ClaimStepper {
    * Synchronous when there is no hook (the production path pays no extra turn per boundary).
    */
   private hook(name: string, claimId: string): Promise<void> | undefined {
-    const hooked = this.d.onStep?.(name, claimId);
+    const hooked = this.deps.onStep?.(name, claimId);
     if (hooked) return hooked.then(() => this.checkAlive());
     this.checkAlive();
     return undefined;
   }
 
   private checkAlive(): void {
-    if (!this.d.alive()) throw new NotLeaderError();
+    if (!this.deps.alive()) throw new NotLeaderError();
   }
 
   /** Outputs of a claim: the target's children plus anything its phase state already received. */
   async outputs(c: Claim): Promise<Artefact[]> {
-    const ids = await childrenOf(this.d.bb, c.artefact_id);
+    const ids = await childrenOf(this.deps.bb, c.artefact_id);
     const children = new Map<string, Artefact>();
-    for (const [i, a] of (await this.d.bb.getArtefacts(ids)).entries())
+    for (const [i, a] of (await this.deps.bb.getArtefacts(ids)).entries())
       if (a) children.set(ids[i] as string, a);
     return this.outputsOf(c, children);
   }
@@ -191,7 +191,7 @@ export class ClaimStepper {
   }
 
   step = async (id: string): Promise<StepOutcome> => {
-    const { bb, metrics } = this.d;
+    const { bb, metrics } = this.deps;
     const known = this.targets.get(id);
     // Bids matter only while a claim collects them, and a claim never collects again once past that.
     const wantBids = !this.pastBids.has(id);
@@ -250,11 +250,11 @@ export class ClaimStepper {
         target,
         bids,
         outputs,
-        registered: this.d.registered(),
-        images: this.d.images?.(),
+        registered: this.deps.registered(),
+        images: this.deps.images?.(),
         firstSeenMs: this.firstSeen.get(id) ?? now,
         now,
-        policy: this.d.policy,
+        policy: this.deps.policy,
         bidWindows: this.windows.windows,
       });
       switch (decision.kind) {
@@ -268,7 +268,7 @@ export class ClaimStepper {
           const next = this.bids.waited(id, Object.keys(bids).length, decision.missing);
           if (next.again) return { again: true };
           if (next.newBids)
-            this.d.log.debug(
+            this.deps.log.debug(
               { event_type: 'bid_received', claim_id: id, waiting_for: decision.missing },
               'bid_received',
             );
@@ -298,7 +298,7 @@ export class ClaimStepper {
   /** Outputs by roles the claim never granted: set aside (decide ignores them) and reported once. */
   private async quarantineForeign(c: Claim, outputs: Artefact[]): Promise<void> {
     for (const a of foreignOutputs(c, outputs))
-      await this.d.quarantine.add({
+      await this.deps.quarantine.add({
         kind: 'artefact',
         id: a.id,
         claim_id: c.id,
@@ -315,7 +315,7 @@ export class ClaimStepper {
       (rid): rid is string => !!rid && !children.has(rid),
     );
     if (extra.length) {
-      for (const a of await this.d.bb.getArtefacts([...new Set(extra)]))
+      for (const a of await this.deps.bb.getArtefacts([...new Set(extra)]))
         if (a?.source_artefacts.includes(c.artefact_id)) found.push(a);
     }
     return found.sort(
@@ -350,7 +350,7 @@ export class ClaimStepper {
     });
     if (rev === null) return null;
     this.idleRev.delete(id);
-    for (const line of d.logs) emit(this.d.log, line);
+    for (const line of d.logs) emit(this.deps.log, line);
     this.observe(vc.claim, d, target);
     await this.hook('after_cas', id);
     for (const e of d.after) {
@@ -363,14 +363,14 @@ export class ClaimStepper {
 
   /** An effect as messages to publish with the claim's write, or null when it must run after it. */
   private publications(e: Effect, claim: Claim): Publication[] | null {
-    if (e.kind === 'event') return [this.d.bb.workflowEventPublication(e.event)];
+    if (e.kind === 'event') return [this.deps.bb.workflowEventPublication(e.event)];
     if (e.kind !== 'grant') return null;
-    return this.d.dispatcher.publications?.(grantOf(e, claim)) ?? null;
+    return this.deps.dispatcher.publications?.(grantOf(e, claim)) ?? null;
   }
 
   private granted(e: Extract<Effect, { kind: 'grant' }>, grantClaim: Claim): void {
-    this.d.metrics.grants.inc({ claim_type: e.claimType, reason: e.reason });
-    emit(this.d.log, {
+    this.deps.metrics.grants.inc({ claim_type: e.claimType, reason: e.reason });
+    emit(this.deps.log, {
       event_type: 'grant_notification_published',
       level: 'debug',
       claim_id: grantClaim.id,
@@ -380,8 +380,8 @@ export class ClaimStepper {
   }
 
   private async run(e: Effect, claim: Claim): Promise<void> {
-    if (!this.d.alive()) throw new NotLeaderError();
-    const { bb } = this.d;
+    if (!this.deps.alive()) throw new NotLeaderError();
+    const { bb } = this.deps;
     switch (e.kind) {
       case 'artefact':
         await bb.createArtefact(e.artefact);
@@ -389,10 +389,10 @@ export class ClaimStepper {
       case 'feedback_claim':
         // Derived id: after a crash the same claim is found and not created (or re-indexed) again.
         if (!(await bb.getClaim(e.claim.id))) await bb.createClaim(e.claim, { overwriteIndex: true });
-        this.d.kick(e.claim.id);
+        this.deps.kick(e.claim.id);
         return;
       case 'grant':
-        await this.d.dispatcher.dispatch(grantOf(e, claim));
+        await this.deps.dispatcher.dispatch(grantOf(e, claim));
         this.granted(e, e.claim ?? claim);
         return;
       case 'event':
@@ -405,7 +405,7 @@ export class ClaimStepper {
   }
 
   private observe(before: Claim, d: Extract<Decision, { kind: 'write' }>, target: Artefact | null): void {
-    const { metrics } = this.d;
+    const { metrics } = this.deps;
     metrics.claimStatus(d.claim.id, d.claim.status, before.status);
     for (const t of d.timings) {
       if (t.metric === 'bid_latency') {
@@ -438,7 +438,7 @@ export class ClaimStepper {
     const c = this.claims.get(id)?.claim;
     if (!c || this.pastBids.has(id) || c.phase_state || c.dormant_reason || c.status !== 'pending_review')
       return null;
-    if (!(c.expected_bidders ?? [...this.d.registered()]).includes(role)) return null;
+    if (!(c.expected_bidders ?? [...this.deps.registered()]).includes(role)) return null;
     const start = c.bids_reopened_at_ms ?? c.created_at_ms ?? this.firstSeen.get(id);
     if (start !== undefined) this.windows.onTime(role, now - start);
     return null;
@@ -467,6 +467,6 @@ export class ClaimStepper {
     this.fresh.delete(id);
     this.readAhead.delete(id);
     this.bids.forget(id);
-    this.d.metrics.forget(id);
+    this.deps.metrics.forget(id);
   }
 }

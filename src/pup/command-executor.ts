@@ -41,21 +41,21 @@ export interface ExecutorDeps {
  * the re-scan runs the grant again (at-least-once tool runs, exactly-once result).
  */
 export class CommandExecutor implements GrantExecutor {
-  private readonly d: ExecutorDeps;
+  private readonly deps: ExecutorDeps;
   /** Tool output can echo anything; credentials the pup holds are cut out of failure payloads. */
   private readonly scrub: Scrubber;
   constructor(deps: ExecutorDeps) {
-    this.d = deps;
+    this.deps = deps;
     this.scrub = new Scrubber(deps.cfg.secrets);
   }
 
   private redis<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    return redisRetry(this.d.cfg.redisRetries, this.d.log, what, fn);
+    return redisRetry(this.deps.cfg.redisRetries, this.deps.log, what, fn);
   }
 
   async execute(grant: Grant, signal?: AbortSignal, opts: ExecuteOptions = {}): Promise<Outcome> {
     const sink = opts.sink ?? this.toBlackboard;
-    const { bb, cfg, log, owner } = this.d;
+    const { bb, cfg, log, owner } = this.deps;
     const id = outputId(cfg.instance, grant.claimId, cfg.role, grant.claimType);
     const l = log.child({ claim_id: grant.claimId, claim_type: grant.claimType, output_id: id });
     try {
@@ -111,7 +111,7 @@ export class CommandExecutor implements GrantExecutor {
     opts: ExecuteOptions,
     signal?: AbortSignal,
   ): Promise<Outcome> {
-    const { bb, cfg, metrics } = this.d;
+    const { bb, cfg, metrics } = this.deps;
     const fail = (reason: string, error_class: ErrorClass): FailureReport => ({
       reason,
       exit_code: -1,
@@ -292,8 +292,8 @@ export class CommandExecutor implements GrantExecutor {
     l: Logger,
     sink: ArtefactSink,
   ): Promise<Outcome> {
-    this.d.metrics.toolRuns.inc({ outcome: 'failure' });
-    this.d.metrics.failures.inc({ class: f.error_class ?? 'tool' });
+    this.deps.metrics.toolRuns.inc({ outcome: 'failure' });
+    this.deps.metrics.failures.inc({ class: f.error_class ?? 'tool' });
     const report = {
       ...f,
       reason: this.scrub.text(f.reason),
@@ -306,15 +306,15 @@ export class CommandExecutor implements GrantExecutor {
       exit_code: f.exit_code,
       error_class: f.error_class,
     });
-    const fitted = fitFailure(report, this.d.bb.maxPayloadBytes);
-    await sink(failureArtefact(id, this.d.cfg.role, claim, fitted), async () => undefined);
+    const fitted = fitFailure(report, this.deps.bb.maxPayloadBytes);
+    await sink(failureArtefact(id, this.deps.cfg.role, claim, fitted), async () => undefined);
     return 'failure';
   }
 
   /** The default sink: write the artefact now (write-once by id). */
   private readonly toBlackboard: ArtefactSink = async (artefact, onCreated) => {
     const { created, artefact: written } = await this.redis('write_result', () =>
-      this.d.bb.createArtefact(artefact),
+      this.deps.bb.createArtefact(artefact),
     );
     if (created) await onCreated(written);
   };

@@ -108,7 +108,7 @@ export type PupConfig = PupSettings & {
 };
 
 /**
- * What a model runtime (src/llm, read by the agent's entry point) takes over from the command path:
+ * What a model plugin (src/llm, read by the agent's entry point) takes over from the command path:
  * executing grants, bidding, and the variable that holds its key (a secret of this pup's).
  */
 export interface ModelCapabilities {
@@ -166,7 +166,7 @@ export function parseArgs(argv: string[]): { executeClaim?: string } {
 
 /**
  * Reads and checks everything; throws a ConfigError whose message is one line naming the variable.
- * `model` reads the model runtime's settings, once the pup's own have passed.
+ * `model` reads the model plugin's settings, once the pup's own have passed.
  */
 export function loadConfig(
   argv: string[],

@@ -7,7 +7,7 @@ import type { BidChoice } from './decide.ts';
 /**
  * What the pup core asks of what runs its grants and makes its bids. The command executor
  * (command-executor.ts) is the pup's own; the model-driven loop (src/llm) is another, plugged in by
- * the agent's entry point (src/agent) as a `ModelRuntime`. The core never imports either.
+ * the agent's entry point (src/agent) as a `ModelPlugin`. The core never imports either.
  */
 
 export type Outcome =
@@ -52,10 +52,11 @@ export interface GrantExecutor {
 export type Bidder = (target: Artefact) => Promise<BidChoice>;
 
 /**
- * A runtime beneath the pup that bids and/or executes in the command path's place (the LLM agent),
- * with connections of its own: `problem` says why it cannot work (for the health probe), `close` ends it.
+ * What a model agent plugs into the pup: it bids and/or executes in the command path's place (src/llm's
+ * `LlmPlugin`), with connections of its own: `problem` says why it cannot work (for the health probe),
+ * `close` ends it.
  */
-export interface ModelRuntime {
+export interface ModelPlugin {
   executor?: GrantExecutor;
   decideBid: Bidder;
   problem(): string | null;

@@ -10,7 +10,7 @@ import { type Check, startProbeServer } from '../common/http.ts';
 import { type Logger, redactUrl, silentLogger } from '../common/logger.ts';
 import { CommandExecutor } from './command-executor.ts';
 import type { PupConfig } from './config.ts';
-import type { GrantExecutor, ModelRuntime, Outcome } from './executor.ts';
+import type { GrantExecutor, ModelPlugin, Outcome } from './executor.ts';
 import { GrantQueue } from './grant-queue.ts';
 import { CustomHealthCheck } from './health.ts';
 import type { startInboxWorker } from './inbox-worker.ts';
@@ -20,14 +20,14 @@ import type { WorkerEnv } from './worker-env.ts';
 
 const PING_TIMEOUT_MS = 2_000;
 
-/** Starts the model runtime once the runner answers, on the pup's blackboard connection and metrics. */
-export type StartModelRuntime = (deps: {
+/** Starts the model plugin once the runner answers, on the pup's blackboard connection and metrics. */
+export type StartModelPlugin = (deps: {
   bb: Blackboard;
   log: Logger;
   registry: PupMetrics['registry'];
   /** Counts a Failure artefact the runtime wrote, by class (holt_pup_failures_total). */
   countFailure: (c: ErrorClass) => void;
-}) => Promise<ModelRuntime>;
+}) => Promise<ModelPlugin>;
 
 /**
  * One agent's runner. standard: watcher + executor joined by a bounded grant queue; controller: watcher
@@ -39,8 +39,8 @@ export class Pup {
   readonly metrics: PupMetrics;
   readonly bb: Blackboard;
   private executor: GrantExecutor;
-  private readonly startModel: StartModelRuntime | undefined;
-  private model: ModelRuntime | undefined;
+  private readonly startModel: StartModelPlugin | undefined;
+  private model: ModelPlugin | undefined;
   private inbox: Awaited<ReturnType<typeof startInboxWorker>> | undefined;
   private readonly queue: GrantQueue<Grant>;
   /** A grant was refused (queue full) since the last re-scan the executor asked for. */
@@ -62,8 +62,8 @@ export class Pup {
   /** Runs in a row that ended in `error` (Redis trouble, a runner gone): each waits longer. */
   private errorsInRow = 0;
 
-  /** `startModel`: the agent's model runtime (src/llm), wired in by the entry point (src/agent). */
-  constructor(cfg: PupConfig, log: Logger = silentLogger(), startModel?: StartModelRuntime) {
+  /** `startModel`: the agent's model plugin (src/llm), wired in by the entry point (src/agent). */
+  constructor(cfg: PupConfig, log: Logger = silentLogger(), startModel?: StartModelPlugin) {
     this.cfg = cfg;
     this.log = log;
     this.startModel = startModel;
@@ -109,7 +109,7 @@ export class Pup {
 
   /**
    * Before any run: the tool runner answers (in a pod it is another container, which may start a
-   * moment after this one), then the model runtime if the agent has a model.
+   * moment after this one), then the model plugin if the agent has a model.
    */
   private async prepare(): Promise<void> {
     await retry(() => this.cfg.runner.ping(), {
@@ -119,12 +119,12 @@ export class Pup {
       onRetry: (e, attempt) =>
         attempt === 5 && this.log.warn({ event_type: 'runner_waiting', error: String(e) }),
     });
-    // The model runtime connects to its own stores (NATS, Postgres), which may start later too.
-    await this.waitForStores('model runtime stores', () => this.startModelRuntime());
+    // The model plugin connects to its own stores (NATS, Postgres), which may start later too.
+    await this.waitForStores('model plugin stores', () => this.startModelPlugin());
   }
 
   /** A model-driven agent: its runtime bids, and its executor (if it executes) replaces the command one. */
-  private async startModelRuntime(): Promise<void> {
+  private async startModelPlugin(): Promise<void> {
     if (!this.startModel || this.model) return;
     this.model = await this.startModel({
       bb: this.bb,

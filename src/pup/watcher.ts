@@ -46,7 +46,7 @@ export interface WatcherDeps {
  * are found under Holt's orchestrator too, which keeps no index.
  */
 export class ClaimWatcher {
-  private readonly d: WatcherDeps;
+  private readonly deps: WatcherDeps;
   private subs: Subscription[] = [];
   private timer: NodeJS.Timeout | undefined;
   /** Claims to bid on, each with its target's id as the claim event said (a hint: checked). */
@@ -59,11 +59,11 @@ export class ClaimWatcher {
   private stopped = false;
 
   constructor(deps: WatcherDeps) {
-    this.d = deps;
+    this.deps = deps;
   }
 
   async start(): Promise<void> {
-    const { bb, cfg, log } = this.d;
+    const { bb, cfg, log } = this.deps;
     const onInvalid = (channel: string, raw: string, error: Error) =>
       log.warn({ event_type: 'invalid_message', channel, raw: raw.slice(0, 500), error: error.message });
     this.subs.push(
@@ -75,7 +75,7 @@ export class ClaimWatcher {
         onInvalid,
       ),
     );
-    if (this.d.onGrant) {
+    if (this.deps.onGrant) {
       this.subs.push(
         await subscribe(
           cfg.redisUrl,
@@ -104,14 +104,14 @@ export class ClaimWatcher {
   }
 
   private redis<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    return redisRetry(this.d.cfg.redisRetries, this.d.log, what, fn);
+    return redisRetry(this.deps.cfg.redisRetries, this.deps.log, what, fn);
   }
 
   /** Re-reads the active claims: bids where this role's bid is missing, offers grants lacking output. */
   rescan(): Promise<void> {
     if (this.stopped) return Promise.resolve();
     this.scanning ??= this.scan()
-      .catch((e: unknown) => this.d.log.warn({ event_type: 'rescan_failed', error: String(e) }))
+      .catch((e: unknown) => this.deps.log.warn({ event_type: 'rescan_failed', error: String(e) }))
       .finally(() => {
         this.scanning = undefined;
       });
@@ -119,7 +119,7 @@ export class ClaimWatcher {
   }
 
   private async scan(): Promise<void> {
-    const { bb, cfg } = this.d;
+    const { bb, cfg } = this.deps;
     // The first scan also reads dormant claims: one closed while this pup was not up (it was silent)
     // takes its bid now, which re-opens the claim's bidding. Later ones bid live or late anyway.
     const first = !this.scanned;
@@ -152,7 +152,7 @@ export class ClaimWatcher {
     });
     // Only now: a scan that failed before this reads the dormant claims again next time.
     this.scanned = true;
-    if (!this.d.onGrant) return;
+    if (!this.deps.onGrant) return;
     const grants: Grant[] = [];
     for (const c of claims) {
       const t = currentGrant(c, cfg.role);
@@ -162,19 +162,19 @@ export class ClaimWatcher {
     const have = await this.redis('outputs_exist', () => bb.artefactsExist(outs));
     for (const [i, g] of grants.entries()) {
       if (have[i] || this.stopped) continue;
-      if (!this.d.onGrant(g, 'rescan')) break; // queue full: the next scan continues
+      if (!this.deps.onGrant(g, 'rescan')) break; // queue full: the next scan continues
     }
   }
 
   /** A malformed claim reads as missing (the blackboard reports it): it never hides the others. */
   private readClaims(ids: string[]): Promise<(VersionedClaim | null)[]> {
-    return this.redis('get_claims', () => this.d.bb.getClaims(ids));
+    return this.redis('get_claims', () => this.deps.bb.getClaims(ids));
   }
 
   /** Hands a heard grant to the executor; a full queue refuses it, which is said (the re-scan offers it again). */
   private offer(g: Grant, via: 'event' | 'claim_event'): void {
-    if (this.d.onGrant?.(g, via) !== false) return;
-    this.d.log.info({
+    if (this.deps.onGrant?.(g, via) !== false) return;
+    this.deps.log.info({
       event_type: 'grant_deferred',
       claim_id: g.claimId,
       reason: 'grant queue full; the re-scan offers it again',
@@ -192,7 +192,7 @@ export class ClaimWatcher {
    * one another past the bid timeout. A claim is bid on by one task at a time.
    */
   private pump(): void {
-    while (!this.stopped && this.bidding.size < this.d.cfg.bidConcurrency) {
+    while (!this.stopped && this.bidding.size < this.deps.cfg.bidConcurrency) {
       let next: string | undefined;
       let hint: string | undefined;
       for (const [id, h] of this.toBid)
@@ -204,11 +204,11 @@ export class ClaimWatcher {
       if (next === undefined) return;
       this.toBid.delete(next);
       const task = (async () => {
-        await this.d.bidRoom?.();
+        await this.deps.bidRoom?.();
         if (!this.stopped) await this.bidOn(next, hint);
       })()
         .catch((e: unknown) =>
-          this.d.log.warn({ event_type: 'bid_failed', claim_id: next, error: String(e) }),
+          this.deps.log.warn({ event_type: 'bid_failed', claim_id: next, error: String(e) }),
         )
         .finally(() => {
           this.bidding.delete(next);
@@ -219,14 +219,14 @@ export class ClaimWatcher {
   }
 
   private async bidOn(claimId: string, targetHint: string | undefined): Promise<void> {
-    const { bb, cfg, log, metrics } = this.d;
+    const { bb, cfg, log, metrics } = this.deps;
     const view = await this.redis('bid_view', () => bidView(bb, claimId, cfg.role, targetHint));
     if (!view.claim) return;
     const claim = view.claim.claim;
     if (!biddingOpen(claim)) {
       // A feedback claim is assigned, not bid on (Holt pushes it straight to the work queue).
       const t = currentGrant(claim, cfg.role);
-      if (t && claim.status === 'pending_assignment' && this.d.onGrant) {
+      if (t && claim.status === 'pending_assignment' && this.deps.onGrant) {
         await this.redis('watch_claims', () => watchClaims(bb, cfg.role, [claimId]));
         this.offer({ claimId, claimType: t }, 'claim_event');
       }
@@ -252,7 +252,9 @@ export class ClaimWatcher {
       : undefined;
     // A pup that cannot read the target says so with `ignore` rather than leaving consensus waiting.
     const choice = target
-      ? await (this.d.decideBid ? this.d.decideBid(target) : decideBid(target, cfg.biddingStrategy, script))
+      ? await (this.deps.decideBid
+          ? this.deps.decideBid(target)
+          : decideBid(target, cfg.biddingStrategy, script))
       : { bid: 'ignore' as const, source: 'default' as const, fallbackReason: 'target artefact unreadable' };
     if (choice.fallbackReason) {
       log.warn({
@@ -263,7 +265,9 @@ export class ClaimWatcher {
       });
     }
     if (this.stopped) return;
-    await this.redis('set_bid', () => bb.setBid(claimId, cfg.role, choice.bid, this.d.onGrant !== undefined));
+    await this.redis('set_bid', () =>
+      bb.setBid(claimId, cfg.role, choice.bid, this.deps.onGrant !== undefined),
+    );
     metrics.bids.inc({ bid_type: choice.bid, source: choice.source });
     log.info({ event_type: 'bid_submitted', claim_id: claimId, bid_type: choice.bid, source: choice.source });
   }

@@ -1,4 +1,4 @@
-// The set-up shared by the LLM runtime tests: real Redis, Postgres and NATS plus the scripted model
+// The set-up shared by the LLM plugin tests: real Redis, Postgres and NATS plus the scripted model
 // server, a temp workspace, a pg pool and a NATS connection; and the pup env of an LLM agent.
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
@@ -7,7 +7,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { Blackboard } from '../../src/blackboard/client.ts';
 import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
-import { type LlmRuntime, startLlmRuntime } from '../../src/llm/runtime.ts';
+import { type LlmPlugin, startLlmPlugin } from '../../src/llm/runtime.ts';
 import { config } from '../../src/pup/testkit.ts';
 import { type LlmServer, startLlmServer } from './llm.ts';
 import { type NatsServer, startNats } from './nats.ts';
@@ -94,15 +94,15 @@ export function llmPupEnv(
   };
 }
 
-/** The LLM runtime of a pup with `env`; closed (once) by `stop` or by the stores' cleanup. */
+/** The LLM plugin of a pup with `env`; closed (once) by `stop` or by the stores' cleanup. */
 export async function startPupRuntime(
   s: RuntimeStores,
   env: Record<string, string>,
   registry?: Registry,
-): Promise<{ bb: Blackboard; rt: LlmRuntime; stop: () => Promise<void> }> {
+): Promise<{ bb: Blackboard; rt: LlmPlugin; stop: () => Promise<void> }> {
   const cfg = config(env);
   const bb = Blackboard.connect(s.redis.url, cfg.instance);
-  const rt = await startLlmRuntime(
+  const rt = await startLlmPlugin(
     { ...cfg, llm: cfg.llm! },
     bb,
     silentLogger(),

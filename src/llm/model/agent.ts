@@ -56,24 +56,24 @@ export interface LlmAgentDeps {
  * back off exponentially and pause the agent after N; the status hash is rewritten each time.
  */
 export class LlmAgent {
-  readonly d: LlmAgentDeps;
+  readonly deps: LlmAgentDeps;
   private errors: ErrorState = afterSuccess();
   private nextCallAtMs = 0;
   private paused: { reason: string; untilMs?: number; errorClass: ErrorClass } | undefined;
   /** Calls of a store-less (bid-only) agent, for its window. */
   private local: { atMs: number; tokens: number; costUsd: number }[] = [];
   constructor(d: LlmAgentDeps) {
-    this.d = d;
+    this.deps = d;
   }
 
   private now(): number {
-    return this.d.now?.() ?? Date.now();
+    return this.deps.now?.() ?? Date.now();
   }
 
   /** Why the agent is paused now, if it is (a timed pause lifts by itself). */
   pausedReason(): string | undefined {
     if (this.paused?.untilMs !== undefined && this.paused.untilMs <= this.now()) {
-      this.d.log.info({ event_type: 'llm_agent_resumed', after: this.paused.reason });
+      this.deps.log.info({ event_type: 'llm_agent_resumed', after: this.paused.reason });
       this.paused = undefined;
       this.errors = afterSuccess();
       void this.publishStatus();
@@ -88,9 +88,9 @@ export class LlmAgent {
 
   private pause(why: string, untilMs: number | undefined, errorClass: ErrorClass): PausedError {
     // The reason is shown in status and events; a server's error text may echo what it was sent.
-    const reason = this.d.scrub ? this.d.scrub.text(why) : why;
+    const reason = this.deps.scrub ? this.deps.scrub.text(why) : why;
     this.paused = { reason, untilMs, errorClass };
-    this.d.log.warn({
+    this.deps.log.warn({
       event_type: 'llm_agent_paused',
       reason,
       error_class: errorClass,
@@ -101,7 +101,7 @@ export class LlmAgent {
   }
 
   private async ledger() {
-    const { usage, instance, role, settings } = this.d;
+    const { usage, instance, role, settings } = this.deps;
     if (usage) return usage.ledger(instance, role, settings.budget.windowMs);
     const from = this.now() - settings.budget.windowMs;
     this.local = this.local.filter((r) => r.atMs > from);
@@ -120,7 +120,7 @@ export class LlmAgent {
     settle(u: Usage, cost: number): Promise<void>;
     cancel(): Promise<void>;
   }> {
-    const { usage, instance, role, settings } = this.d;
+    const { usage, instance, role, settings } = this.deps;
     if (usage) {
       const r = await usage.reserve(
         instance,
@@ -161,7 +161,7 @@ export class LlmAgent {
     req: ChatRequest,
     opts: ChatOptions = {},
   ): Promise<ChatReply & { costUsd: number }> {
-    const { settings, log } = this.d;
+    const { settings, log } = this.deps;
     const why = this.pausedReason();
     if (why) throw new PausedError(`agent paused: ${why}`, this.paused?.errorClass ?? 'transient');
     const chars = JSON.stringify(req.messages).length + JSON.stringify(req.tools ?? []).length;
@@ -176,8 +176,8 @@ export class LlmAgent {
     if (wait > 0) await sleep(wait, undefined, { signal: opts.signal }).catch(() => undefined);
     let reply: ChatReply;
     try {
-      const sent = this.d.scrub ? { ...req, messages: this.d.scrub.json(req.messages) } : req;
-      reply = await this.d.model.chat(sent, {
+      const sent = this.deps.scrub ? { ...req, messages: this.deps.scrub.json(req.messages) } : req;
+      reply = await this.deps.model.chat(sent, {
         ...opts,
         onRetry: (error, attempt, delayMs) =>
           log.warn({ event_type: 'llm_retry', purpose, attempt, delay_ms: delayMs, error }),
@@ -227,7 +227,7 @@ export class LlmAgent {
   private statusChain: Promise<void> = Promise.resolve();
 
   private async writeStatus(): Promise<void> {
-    const { redis, instance, role, settings } = this.d;
+    const { redis, instance, role, settings } = this.deps;
     if (!redis) return;
     try {
       const l = await this.ledger();
@@ -250,7 +250,7 @@ export class LlmAgent {
         updated_at_ms: this.now(),
       });
     } catch (e) {
-      this.d.log.warn({ event_type: 'agent_status_write_failed', error: String(e) });
+      this.deps.log.warn({ event_type: 'agent_status_write_failed', error: String(e) });
     }
   }
 }

@@ -184,9 +184,9 @@ export interface OpenAiModelOptions {
  */
 export class OpenAiModel implements ModelClient {
   private readonly client: OpenAI;
-  private readonly o: OpenAiModelOptions;
+  private readonly opts: OpenAiModelOptions;
   constructor(o: OpenAiModelOptions) {
-    this.o = o;
+    this.opts = o;
     this.client = new OpenAI({
       apiKey: o.apiKey || 'not-needed',
       baseURL: o.baseUrl,
@@ -205,14 +205,14 @@ export class OpenAiModel implements ModelClient {
         if (opts.signal?.aborted) throw new ModelError('model call aborted', 'transient');
         const cls = classifyAttempt(e);
         const status = e instanceof APIError ? e.status : undefined;
-        if (!isRetryableClass(cls) || attempt >= this.o.maxRetries)
+        if (!isRetryableClass(cls) || attempt >= this.opts.maxRetries)
           throw new ModelError(
             `model call failed after ${attempt + 1} attempt(s): ${describe(e)}`,
             cls,
             status,
           );
         attempt++;
-        const backoff = backoffDelay(attempt, this.o.retryBaseMs ?? 500, 10_000);
+        const backoff = backoffDelay(attempt, this.opts.retryBaseMs ?? 500, 10_000);
         const asked = e instanceof APIError ? retryAfterMs(e.headers) : undefined;
         const d = Math.max(backoff, asked ?? 0);
         opts.onRetry?.(describe(e), attempt, d);
@@ -223,11 +223,11 @@ export class OpenAiModel implements ModelClient {
 
   private body(req: ChatRequest) {
     return {
-      model: this.o.model,
+      model: this.opts.model,
       messages: req.messages,
       ...(req.tools?.length ? { tools: req.tools } : {}),
-      ...(this.o.temperature !== undefined ? { temperature: this.o.temperature } : {}),
-      ...(this.o.maxTokens !== undefined ? { max_tokens: this.o.maxTokens } : {}),
+      ...(this.opts.temperature !== undefined ? { temperature: this.opts.temperature } : {}),
+      ...(this.opts.maxTokens !== undefined ? { max_tokens: this.opts.maxTokens } : {}),
       ...(req.json ? { response_format: { type: 'json_object' as const } } : {}),
     };
   }
