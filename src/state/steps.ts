@@ -27,7 +27,7 @@ export interface ToolWaitRow {
  * A turn's steps (holt.agent_steps) and the tool results it waits for (holt.turn_waiting_tools), for
  * every turn whoever runs it: an inbox worker under its row's fence, a standard LLM pup under the lease
  * it took on the actor's head. Every write checks the head's epoch and turn in the same statement, so a
- * stale process writes nothing and learns it from a false.
+ * stale process writes nothing and learns it from a FenceLostError.
  */
 export class StepStore {
   readonly pool: pg.Pool;

@@ -20,7 +20,7 @@ export class MemoryStore {
 
   /**
    * Saves the role's working memory under the turn's fence (one statement: the head must still hold
-   * this epoch and turn), so a stale worker cannot overwrite it. False, with no write, when stale.
+   * this epoch and turn), so a stale worker cannot overwrite it. FenceLostError, with no write, when stale.
    */
   async setMemory(f: Fence, role: string, content: string): Promise<void> {
     const r = await this.pool.query(

@@ -27,7 +27,7 @@ export class PlanStore {
     return p.success ? p.data : undefined;
   }
 
-  /** Saves the plan under the turn's fence (one statement); false, with no write, when stale. */
+  /** Saves the plan under the turn's fence (one statement); FenceLostError, with no write, when stale. */
   async save(f: Fence, role: string, goalId: string, plan: Plan): Promise<void> {
     const r = await this.pool.query(
       `INSERT INTO holt.llm_plans (instance, role, goal_id, plan)
