@@ -8,12 +8,13 @@ import { ringDoorbell } from '../../src/bus/doorbell.ts';
 import { silentLogger } from '../../src/common/logger.ts';
 import { percentile } from '../../src/inbox/policy.ts';
 import { InboxStore } from '../../src/inbox/store.ts';
-import { fakeClaim, until } from '../../src/inbox/testkit.ts';
+import { fakeClaim } from '../../src/inbox/testkit.ts';
 import { InboxWorker } from '../../src/inbox/worker.ts';
 import { startNats } from '../../src/local/nats.ts';
 import { startPostgres } from '../../src/local/postgres.ts';
 import { migrate } from '../../src/state/migrate.ts';
 import { fenceOf } from '../../src/state/schema.ts';
+import { eventually } from '../../test/harness/wait.ts';
 
 const { values } = parseArgs({
   options: {
@@ -178,7 +179,7 @@ async function doorbellLatency(url: string, natsUrl: string) {
     });
     rungAt = performance.now();
     ringDoorbell(nc, I, 'latency', 'enqueue');
-    await until(() => lat.length === i + 1 && worker.inFlight === 0, 'claim');
+    await eventually('claim', () => lat.length === i + 1 && worker.inFlight === 0);
   }
   await worker.stop();
   await nc.drain();
