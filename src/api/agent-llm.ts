@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { LLM_KEY_VARS, STORE_URL_VARS } from '../common/secrets.ts';
 import { argv } from './common.ts';
 
 // The Agent's model settings (spec.llm, spec.budgets): tools, workflow steps, result fields and their checks.
@@ -69,6 +70,91 @@ export const AgentTool = z
   .describe(
     'A tool the model may call. A parameter with format "path" is a path inside the workspace: relative, no "..", no leading "-", no symbolic link out.',
   );
+
+/** A variable name: what a header's value or a stdio server's environment is taken from. */
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be an environment variable name');
+
+/**
+ * An MCP server whose tools the model may call (src/llm/mcp). A stdio server runs where the tools run
+ * (the tool runner, never the pup); a remote one is reached by the pup, which alone holds its headers.
+ */
+export const McpServer = z
+  .object({
+    name: z
+      .string()
+      .regex(/^[a-z0-9-]{1,32}$/, 'must be 1-32 of [a-z0-9-]')
+      .describe("The server's name; its tools are offered as <name>__<tool>."),
+    command: z
+      .array(z.string())
+      .min(1)
+      .optional()
+      .describe('A stdio server: the argv the tool runner starts (in the workspace, no shell).'),
+    url: z
+      .url()
+      .optional()
+      .describe(
+        'A remote server: its Streamable HTTP endpoint (the older SSE transport is tried when it fails).',
+      ),
+    headers: z
+      .record(
+        z.string().regex(/^[A-Za-z0-9-]{1,64}$/, 'must be an HTTP header name'),
+        z.object({
+          env: envName.describe("The pup's variable holding the value (a Secret on Kubernetes)."),
+          prefix: z.string().max(64).default('').describe('Put before the value (e.g. "Bearer ").'),
+        }),
+      )
+      .optional()
+      .describe(
+        "Headers of a remote server, each taken from the pup's environment; never a literal value. They reach no model, tool, log or artefact.",
+      ),
+    tools: z
+      .array(z.string().min(1).max(128))
+      .optional()
+      .describe("The server's tools offered to the model (their own names); all when omitted."),
+    timeoutSeconds: z
+      .number()
+      .int()
+      .positive()
+      .max(3600)
+      .default(30)
+      .describe('Limit of one call (and of connecting); past it the call is cancelled.'),
+    requireApproval: z
+      .array(z.string().min(1).max(128))
+      .default([])
+      .describe(
+        "Tools that need a person's approval. Approval is not built yet: a call to one is refused with a tool error.",
+      ),
+    env: z
+      .array(envName)
+      .default([])
+      .describe(
+        "A stdio server: variables passed through to it by name (like a tool's); nothing else of the environment.",
+      ),
+  })
+  .refine((m) => (m.command === undefined) !== (m.url === undefined), {
+    message: 'an MCP server needs exactly one of command or url',
+  })
+  .refine((m) => m.url !== undefined || m.headers === undefined, {
+    message: 'headers are for a url server',
+    path: ['headers'],
+  })
+  .describe('An MCP server whose tools the model may call.');
+export type McpServer = z.output<typeof McpServer>;
+
+/** What is wrong with an agent's MCP servers: a name used twice, a credential passed to a stdio server. */
+export function mcpServerProblems(servers: { name: string; env?: string[] }[]): string[] {
+  const seen = new Set<string>();
+  const secret = new Set([...LLM_KEY_VARS, ...STORE_URL_VARS, 'PGPASSWORD']);
+  const out: string[] = [];
+  for (const s of servers) {
+    if (seen.has(s.name)) out.push(`MCP server ${s.name} is named twice`);
+    seen.add(s.name);
+    for (const e of s.env ?? [])
+      if (secret.has(e))
+        out.push(`MCP server ${s.name}: ${e} is a credential of the pup and is never passed on`);
+  }
+  return out;
+}
 
 export const ResultField = z
   .object({
@@ -255,6 +341,11 @@ export const AgentLlm = z
         'Show the model the workspace state before each call (files written and still there, last commands, last errors); on with fileTools by default.',
       ),
     tools: z.array(AgentTool).default([]).describe('Tools declared for the model.'),
+    mcpServers: z
+      .array(McpServer)
+      .max(20)
+      .default([])
+      .describe('MCP servers whose tools the model may call, named <server>__<tool>.'),
     allowedTools: z
       .array(z.string())
       .optional()

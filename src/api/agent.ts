@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isCidr } from '../common/cidr.ts';
-import { AgentBudgets, AgentLlm, unendingTools, workflowProblems } from './agent-llm.ts';
+import { AgentBudgets, AgentLlm, mcpServerProblems, unendingTools, workflowProblems } from './agent-llm.ts';
 import {
   argv,
   BidType,
@@ -20,6 +20,8 @@ export {
   AgentLlm,
   AgentTool,
   endingToolNames,
+  McpServer,
+  mcpServerProblems,
   ResultField,
   unendingTools,
   WorkflowStep,
@@ -225,6 +227,8 @@ function checkAgent(a: z.infer<z.ZodObject<typeof agentSpecShape>>, ctx: z.Refin
       path: ['llm', 'mustEndWith'],
       message: `${unending.join(', ')} cannot end a turn: name submit_result or a tool with terminate: true`,
     });
+  for (const problem of mcpServerProblems(a.llm?.mcpServers ?? []))
+    ctx.addIssue({ code: 'custom', path: ['llm', 'mcpServers'], message: problem });
   if (a.ingress?.enabled && !a.llm)
     ctx.addIssue({
       code: 'custom',

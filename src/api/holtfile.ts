@@ -47,6 +47,17 @@ const fileTool = z.object({
   terminate: z.boolean().optional(),
 });
 
+const fileMcpServer = z.object({
+  name: z.string(),
+  command: cmd.optional(),
+  url: z.string().optional(),
+  headers: z.record(z.string(), z.object({ env: z.string(), prefix: z.string().optional() })).optional(),
+  tools: z.array(z.string()).optional(),
+  timeout_seconds: z.number().int().optional(),
+  require_approval: z.array(z.string()).optional(),
+  env: z.array(z.string()).optional(),
+});
+
 const fileFields = z
   .record(
     z.string(),
@@ -121,6 +132,7 @@ const fileAgent = z.object({
       planning: z.boolean().optional(),
       working_memory_bytes: z.number().int().optional(),
       tools: z.array(fileTool).optional(),
+      mcp_servers: z.array(fileMcpServer).optional(),
       allowed_tools: z.array(z.string()).optional(),
       file_tools: z.boolean().optional(),
       file_tools_allow_git: z.boolean().optional(),
@@ -271,6 +283,11 @@ function toAgent(
             timeoutSeconds: timeout,
             maxArgumentBytes: max_argument_bytes,
             asyncTimeoutSeconds: async_timeout,
+          })),
+          mcpServers: a.llm.mcp_servers?.map(({ timeout_seconds, require_approval, ...m }) => ({
+            ...m,
+            timeoutSeconds: timeout_seconds,
+            requireApproval: require_approval,
           })),
           allowedTools: a.llm.allowed_tools,
           fileTools: a.llm.file_tools,

@@ -40,6 +40,7 @@ export function llmEnvironment(agent: AgentSpec, holt: PupContext['llm']): Recor
     set('HOLT_LLM_PLANNING', l.planning);
     set('HOLT_LLM_WORKING_MEMORY_BYTES', l.workingMemoryBytes);
     if (l.tools.length) env.HOLT_LLM_TOOLS = JSON.stringify(l.tools);
+    if (l.mcpServers.length) env.HOLT_LLM_MCP_SERVERS = JSON.stringify(l.mcpServers);
     if (l.allowedTools) env.HOLT_LLM_ALLOWED_TOOLS = JSON.stringify(l.allowedTools);
     if (l.fileTools) env.HOLT_LLM_FILE_TOOLS = 'true';
     if (l.fileToolsAllowGit) env.HOLT_LLM_FILE_TOOLS_ALLOW_GIT = 'true';
@@ -88,7 +89,12 @@ export function pupEnvironment(agent: AgentSpec, ctx: PupContext): Record<string
   }
   Object.assign(env, llmEnvironment(agent, ctx.llm));
   // The names the agent declares reach its tools; nothing else of the pup's environment does.
-  if (agent.env.length) env.HOLT_TOOL_ENV = JSON.stringify(agent.env.map((e) => e.name));
+  // A remote MCP server's header values (its tokens) are the pup's alone: never a tool's.
+  const headerVars = new Set(
+    (agent.llm?.mcpServers ?? []).flatMap((m) => Object.values(m.headers ?? {}).map((h) => h.env)),
+  );
+  const toolVars = agent.env.map((e) => e.name).filter((n) => !headerVars.has(n));
+  if (toolVars.length) env.HOLT_TOOL_ENV = JSON.stringify(toolVars);
   // Literal user environment last-but-not-over ours: HOLT_* set above win.
   for (const e of agent.env) if (e.value !== undefined && !(e.name in env)) env[e.name] = e.value;
   return env;

@@ -1,5 +1,13 @@
 import { z } from 'zod';
-import { AgentTool, ResultField, unendingTools, WorkflowStep, workflowProblems } from '../api/agent.ts';
+import {
+  AgentTool,
+  McpServer,
+  mcpServerProblems,
+  ResultField,
+  unendingTools,
+  WorkflowStep,
+  workflowProblems,
+} from '../api/agent.ts';
 import { ConfigError, formatIssues } from '../common/config.ts';
 
 const blank = (v: unknown) => (v === '' ? undefined : v);
@@ -53,6 +61,7 @@ export const LlmEnv = z
     HOLT_LLM_PLANNING: bool,
     HOLT_LLM_WORKING_MEMORY_BYTES: int(0, 0),
     HOLT_LLM_TOOLS: json(z.array(AgentTool), 'a list of tools'),
+    HOLT_LLM_MCP_SERVERS: json(z.array(McpServer), 'a list of MCP servers'),
     HOLT_LLM_ALLOWED_TOOLS: json(z.array(z.string()), 'a list of tool names'),
     HOLT_LLM_FILE_TOOLS: bool,
     HOLT_LLM_FILE_TOOLS_ALLOW_GIT: bool,
@@ -105,6 +114,8 @@ export const LlmEnv = z
     planning: e.HOLT_LLM_PLANNING,
     workingMemoryBytes: e.HOLT_LLM_WORKING_MEMORY_BYTES,
     tools: e.HOLT_LLM_TOOLS ?? [],
+    /** MCP servers whose tools the model may call (src/llm/mcp). */
+    mcpServers: e.HOLT_LLM_MCP_SERVERS ?? [],
     allowedTools: e.HOLT_LLM_ALLOWED_TOOLS,
     /** The built-in workspace file tools (workspace-tools.ts). */
     fileTools: e.HOLT_LLM_FILE_TOOLS,
@@ -170,6 +181,8 @@ export function loadLlmSettings(env: NodeJS.ProcessEnv): LlmSettings | undefined
   if (!r.success) throw new ConfigError(formatIssues(r.error));
   const [problem] = workflowProblems(r.data.workflow ?? [], r.data.tools);
   if (problem) throw new ConfigError(`HOLT_LLM_WORKFLOW: ${problem}`);
+  const [mcpProblem] = mcpServerProblems(r.data.mcpServers);
+  if (mcpProblem) throw new ConfigError(`HOLT_LLM_MCP_SERVERS: ${mcpProblem}`);
   const unending = unendingTools(r.data.mustEndWith, r.data.tools);
   if (unending.length)
     throw new ConfigError(

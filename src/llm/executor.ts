@@ -18,6 +18,7 @@ import type { Fence } from '../state/schema.ts';
 import type { StepStore } from '../state/steps.ts';
 import type { WorkStore } from '../work/store.ts';
 import type { LlmSettings } from './config.ts';
+import type { McpHub } from './mcp/hub.ts';
 import type { LlmAgent } from './model/agent.ts';
 import type { MemoryStore } from './stores/memory-store.ts';
 import type { PlanStore } from './stores/plan-store.ts';
@@ -41,6 +42,8 @@ export interface LlmExecutorDeps {
   owner: string;
   /** Counts a Failure artefact written, by class (the pup's holt_pup_failures_total). */
   countFailure?: (c: ErrorClass) => void;
+  /** The agent's MCP servers (src/llm/mcp). */
+  mcp?: McpHub;
 }
 
 /** On an inbox worker: the worker's fence, sink (fenced commit) and report (waiting, failure reason). */
@@ -219,6 +222,7 @@ export class LlmExecutor {
           },
           scrub: this.deps.scrub,
           runner: cfg.runner,
+          mcp: this.deps.mcp,
           events: ev,
           log: tl,
           signal: ac.signal,

@@ -92,6 +92,7 @@ export class LifeTurns {
       context: async () => [],
       scrub: d.scrub,
       runner: cfg.runner,
+      mcp: d.mcp,
       events: d.events ?? noAgentEvents,
       log: d.log.child({ turn_id: fence.turnId, life: true }),
       signal,

@@ -26,6 +26,7 @@ import { llmBid } from './bid.ts';
 import { apiKeyFrom, type LlmSettings } from './config.ts';
 import { LlmExecutor, type LlmExecutorDeps } from './executor.ts';
 import { LifeTurns } from './life-turn.ts';
+import { McpHub } from './mcp/hub.ts';
 import { LlmAgent } from './model/agent.ts';
 import { LlmMetrics, MeteredModel } from './model/metrics.ts';
 import { OpenAiModel } from './model/model.ts';
@@ -60,7 +61,11 @@ export async function startLlmPlugin(
 ): Promise<LlmPlugin> {
   const s = cfg.llm;
   const apiKey = cfg.apiKey ?? apiKeyFrom(env, s);
-  const scrub = new Scrubber([apiKey, ...cfg.secrets]);
+  // A remote MCP server's header values are credentials of the pup's too: cut out of all it writes.
+  const headerSecrets = s.mcpServers.flatMap((m) =>
+    Object.values(m.headers ?? {}).flatMap((h) => [env[h.env], h.prefix + (env[h.env] ?? '')]),
+  );
+  const scrub = new Scrubber([apiKey, ...cfg.secrets, ...headerSecrets]);
   let pool: pg.Pool | undefined;
   if (s.databaseUrl) {
     await ensureSchema(s.databaseUrl, log);
@@ -101,6 +106,18 @@ export async function startLlmPlugin(
   });
   metrics?.watchPause(agent);
   await agent.publishStatus();
+  // Each server connects on its own, bounded by its timeout: a hung one delays the start by that at most.
+  const mcp =
+    s.execute && s.mcpServers.length
+      ? new McpHub(s.mcpServers, {
+          runner: cfg.runner,
+          workspace: cfg.workspace,
+          env,
+          log: log.child({ mcp: true }),
+          scrub,
+        })
+      : undefined;
+  await mcp?.start();
   const deps: LlmExecutorDeps | undefined =
     s.execute && pool
       ? {
@@ -125,6 +142,7 @@ export async function startLlmPlugin(
           log,
           owner: `${hostname()}/${process.pid}/${randomUUID()}`,
           countFailure,
+          ...(mcp ? { mcp } : {}),
         }
       : undefined;
   const executor = deps && new LlmExecutor(deps);
@@ -150,6 +168,7 @@ export async function startLlmPlugin(
     problem: () => busProblem(nc),
     async close() {
       await life?.stop();
+      await mcp?.close();
       await nc?.drain().catch(() => undefined);
       await pool?.end().catch(() => undefined);
     },

@@ -120,6 +120,8 @@ export function buildToolSet(
     work?: boolean;
     /** A life turn (src/life): `wait` is offered, ask_question is not (no claim to ask from). */
     life?: boolean;
+    /** The MCP servers' tools and built-ins (src/llm/mcp), as they are when the turn starts. */
+    mcp?: ToolSpec[];
   },
 ): ToolSet {
   const allow = (n: string) => !opts.allowed || opts.allowed.includes(n);
@@ -155,6 +157,9 @@ export function buildToolSet(
       },
     })),
   ];
+  // A declared tool or a built-in keeps its name; an MCP tool of the same name is not offered.
+  const taken = new Set(specs.map((x) => x.function.name));
+  specs.push(...(opts.mcp ?? []).filter((x) => !taken.has(x.function.name)));
   return { declared, builtins, specs };
 }
 

@@ -13,6 +13,7 @@ import {
   workCall,
 } from './builtins.ts';
 import { checkAction, recordBlock, signature } from './loop-guard.ts';
+import { mcpCall } from './mcp-calls.ts';
 import { screenCall } from './refusal.ts';
 import { OUTPUT_ERRORS, type TurnScope } from './scope.ts';
 import type { Ctl } from './state.ts';
@@ -50,6 +51,7 @@ export async function handle(t: TurnScope, call: ToolCall): Promise<void> {
   if (isCoreBuiltin(name)) return BUILTIN_HANDLERS[name](x);
   if (isWorkTool(name) && deps.work) return workCall(x, name);
   if (isFileTool(name)) return fileCall(x, name);
+  if (deps.mcp && !t.tools.declared.has(name)) return mcpCall(x, deps.mcp);
   return declaredCall(x);
 }
 

@@ -12,6 +12,7 @@ import type { Fence } from '../../state/schema.ts';
 import type { StepStore } from '../../state/steps.ts';
 import type { WorkStore } from '../../work/store.ts';
 import type { LlmSettings } from '../config.ts';
+import type { McpHub } from '../mcp/hub.ts';
 import type { LlmAgent } from '../model/agent.ts';
 import type { ChatMessage, ToolCall } from '../model/model.ts';
 import type { MemoryStore } from '../stores/memory-store.ts';
@@ -71,6 +72,8 @@ export interface TurnDeps {
   scrub: Scrubber;
   /** Where declared tools run (never with the pup's credentials). */
   runner: ToolRunner;
+  /** The agent's MCP servers (src/llm/mcp), when it declares any. */
+  mcp?: McpHub;
   events: AgentEvents;
   log: Logger;
   signal: AbortSignal;
@@ -122,6 +125,7 @@ export class TurnScope {
       life: deps.life !== undefined,
       submit: mayEndWith(SUBMIT_RESULT, st.mustEndWith),
       resultFields: describeFields(this.fields),
+      mcp: deps.mcp?.specs(),
     });
   }
   base() {

@@ -101,6 +101,17 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
     llm: { baseUrl: p.holtSpec.llm?.baseUrl, model: p.holtSpec.llm?.model },
   });
   const declared = new Set(p.agent.env.map((e) => e.name));
+  // A remote MCP server's headers (its tokens): the pup's alone, never the agent container's.
+  const headerVars = new Set(
+    (p.agent.llm?.mcpServers ?? []).flatMap((m) => Object.values(m.headers ?? {}).map((h) => h.env)),
+  );
+  const userVar = (e: AgentSpec['env'][number]): V1EnvVar =>
+    e.value !== undefined
+      ? { name: e.name, value: e.value }
+      : {
+          name: e.name,
+          valueFrom: { secretKeyRef: { name: e.secretKeyRef!.name, key: e.secretKeyRef!.key } },
+        };
   // The stores' CA for the pup container only (the agent container talks to no store).
   const tls = storeTlsClient(p.holtSpec.stores);
   const contract = Object.entries(literal).filter(([k]) => CONTRACT_ENV.includes(k) || k === TOOL_ENV_NAMES);
@@ -114,19 +125,13 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
     ...llmKeyEnv(p.agent, p.holtSpec),
     { name: 'HOLT_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'HOLT_TOOL_RUNNER_SOCKET', value: RUNNER_SOCKET },
+    ...p.agent.env.filter((e) => headerVars.has(e.name)).map(userVar),
     ...(p.extraEnv ?? []),
   ]);
   // The tools' side: the contract and what the agent declares, never a store or model credential.
   const toolEnv: V1EnvVar[] = assertUniqueEnv([
     ...contract.map(([name, value]) => ({ name, value })),
-    ...p.agent.env.map((e) =>
-      e.value !== undefined
-        ? { name: e.name, value: e.value }
-        : {
-            name: e.name,
-            valueFrom: { secretKeyRef: { name: e.secretKeyRef!.name, key: e.secretKeyRef!.key } },
-          },
-    ),
+    ...p.agent.env.filter((e) => !headerVars.has(e.name)).map(userVar),
   ]);
   const image = p.image ?? p.runtimeImage;
   const copyRunner = image !== p.runtimeImage;

@@ -22,6 +22,18 @@ export const CommitResult = z.object({ ok: z.boolean(), detail: z.string() });
 export type CommitResult = z.infer<typeof CommitResult>;
 
 /**
+ * A stdio MCP server to start where the tools run (src/llm/mcp): the connection then carries its
+ * stdin and stdout, newline-delimited JSON-RPC, until either side ends it.
+ */
+export const McpStdioRequest = z.object({
+  argv: z.array(z.string()).min(1, 'needs a command'),
+  cwd: z.string().min(1),
+  /** Variables passed through by name from the runner's environment (credentials never). */
+  env: z.array(z.string()).default([]),
+});
+export type McpStdioRequest = z.input<typeof McpStdioRequest>;
+
+/**
  * A message on the runner socket: a run, a file operation, a commit check, or a ping (the pup's
  * readiness). One per connection.
  */
@@ -30,6 +42,7 @@ export const RunnerMessage = z.discriminatedUnion('op', [
   z.object({ op: z.literal('file'), request: FileRequest }),
   z.object({ op: z.literal('commit'), request: CommitRequest }),
   z.object({ op: z.literal('ping') }),
+  z.object({ op: z.literal('mcp'), request: McpStdioRequest }),
 ]);
 export type RunnerMessage = z.infer<typeof RunnerMessage>;
 
@@ -49,6 +62,8 @@ export const RunnerReply = z.discriminatedUnion('op', [
   z.object({ op: z.literal('file'), result: FileResult }),
   z.object({ op: z.literal('commit'), result: CommitResult }),
   z.object({ op: z.literal('pong') }),
+  /** The MCP server started: from here on the connection is its stdio. */
+  z.object({ op: z.literal('streaming') }),
   z.object({ op: z.literal('error'), error: z.string() }),
 ]);
 export type RunnerReply = z.infer<typeof RunnerReply>;

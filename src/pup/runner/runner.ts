@@ -3,7 +3,14 @@ import { checkCommit } from '../git.ts';
 import { runProcess } from '../process.ts';
 import type { ToolRun } from '../result.ts';
 import { type FileRequest, type FileResult, fileOp } from './files.ts';
-import { type CommitRequest, type CommitResult, RUNNER_CALL_MS, type ToolRequest } from './protocol.ts';
+import { localMcpStdio, type McpStdioStream } from './mcp-stdio.ts';
+import {
+  type CommitRequest,
+  type CommitResult,
+  type McpStdioRequest,
+  RUNNER_CALL_MS,
+  type ToolRequest,
+} from './protocol.ts';
 
 /**
  * Where the pup's tools, bid scripts and health checks run. Locally a child of the pup with an
@@ -20,6 +27,8 @@ export interface ToolRunner {
   commit(req: CommitRequest): Promise<CommitResult>;
   /** Resolves when runs can be taken (the socket runner answers); rejects otherwise. */
   ping(): Promise<void>;
+  /** A stdio MCP server started where the tools run, its stdin and stdout bridged to the pup. */
+  mcpStdio?(req: McpStdioRequest): Promise<McpStdioStream>;
 }
 
 /** Runs in this process's children; `base` is the environment the allowlist is taken from. */
@@ -59,6 +68,11 @@ export class LocalToolRunner implements ToolRunner {
   }
 
   async ping(): Promise<void> {}
+
+  /** A child of this process, with a tool's allowlisted environment (never the pup's). */
+  mcpStdio(req: McpStdioRequest): Promise<McpStdioStream> {
+    return localMcpStdio(req, this.base);
+  }
 }
 
 /**
@@ -95,5 +109,10 @@ export class WorkspaceMappedRunner implements ToolRunner {
 
   ping(): Promise<void> {
     return this.inner.ping();
+  }
+
+  mcpStdio(req: McpStdioRequest): Promise<McpStdioStream> {
+    if (!this.inner.mcpStdio) return Promise.reject(new Error('this tool runner cannot start MCP servers'));
+    return this.inner.mcpStdio({ ...req, cwd: this.mapCwd(req.cwd) });
   }
 }

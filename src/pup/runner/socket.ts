@@ -6,10 +6,12 @@ import { checkCommit } from '../git.ts';
 import { runProcess } from '../process.ts';
 import type { ToolRun } from '../result.ts';
 import { FileRequest, type FileResult, fileOp } from './files.ts';
+import { type McpStdioStream, serveMcpStdio, socketMcpStdio } from './mcp-stdio.ts';
 import {
   type CommitRequest,
   type CommitResult,
   MAX_REQUEST_BYTES,
+  type McpStdioRequest,
   RUNNER_CALL_MS,
   RunnerMessage,
   RunnerReply,
@@ -71,6 +73,7 @@ export async function startRunnerServer(opts: {
           op: 'commit',
           result: await checkCommit(msg.request.root, msg.request.rev, { PATH: opts.env.PATH }),
         });
+      if (msg.op === 'mcp') return serveMcpStdio(sock, msg.request, opts.env);
       const req = msg.request;
       const abort = new AbortController();
       sock.once('close', () => abort.abort());
@@ -203,5 +206,10 @@ export class SocketToolRunner implements ToolRunner {
   async ping(): Promise<void> {
     const r = await this.exchange({ op: 'ping' }, this.callMs);
     if (r.op !== 'pong') throw new Error(`tool runner answered ${r.op} to a ping`);
+  }
+
+  /** The server runs in the agent container; this connection is its stdio. */
+  mcpStdio(req: McpStdioRequest): Promise<McpStdioStream> {
+    return socketMcpStdio(this.path, req, this.callMs);
   }
 }

@@ -1,0 +1,296 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import type { Server } from 'node:net';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../../../test/harness/ports.ts';
+import { makeTempDir, removeDir } from '../../../test/harness/tmp.ts';
+import { eventually } from '../../../test/harness/wait.ts';
+import { McpServer } from '../../api/agent.ts';
+import { silentLogger } from '../../common/logger.ts';
+import { Scrubber } from '../../common/secrets.ts';
+import { LocalToolRunner, type ToolRunner } from '../../pup/runner/runner.ts';
+import { SocketToolRunner, startRunnerServer } from '../../pup/runner/socket.ts';
+import { McpHub } from './hub.ts';
+import { resultText } from './results.ts';
+
+// MCP servers written by others (server-everything, server-filesystem), run for real over stdio (the
+// local runner and the runner socket) and Streamable HTTP, and a tiny server of ours that hangs, dies
+// mid-call or records cancellations.
+
+const ROOT = resolve(import.meta.dirname, '../../..');
+const EVERYTHING = join(ROOT, 'node_modules/.bin/mcp-server-everything');
+const EVERYTHING_JS = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+const FILESYSTEM = join(ROOT, 'node_modules/.bin/mcp-server-filesystem');
+const TINY = join(import.meta.dirname, 'fixtures/tiny-server.mjs');
+
+/** What the pup holds and no MCP server may see. */
+const pupEnv = {
+  PATH: process.env.PATH,
+  HOME: process.env.HOME,
+  DATABASE_URL: 'postgres://holt:store-secret-pw@127.0.0.1:1/holt',
+  REDIS_URL: 'redis://:redis-secret-pw@127.0.0.1:1',
+  HOLT_LLM_API_KEY: 'sk-model-key-secret',
+  PASSED_ON: 'declared-value',
+  NOT_DECLARED: 'undeclared-value',
+};
+
+let ws: string;
+const hubs: McpHub[] = [];
+beforeAll(() => {
+  ws = makeTempDir('mcp-');
+  writeFileSync(join(ws, 'notes.txt'), 'inside the workspace');
+});
+afterAll(async () => {
+  await Promise.all(hubs.map((h) => h.close()));
+  removeDir(ws);
+});
+
+const spec = (s: Record<string, unknown>) => McpServer.parse(s);
+async function hubOf(
+  servers: Record<string, unknown>[],
+  runner: ToolRunner = new LocalToolRunner(pupEnv),
+  env = {},
+) {
+  const hub = new McpHub(servers.map(spec), {
+    runner,
+    workspace: ws,
+    env,
+    log: silentLogger(),
+    scrub: new Scrubber([]),
+  });
+  hubs.push(hub);
+  await hub.start();
+  return hub;
+}
+const textOf = (o: { ok: boolean; result?: Record<string, unknown>; error?: string }) =>
+  o.ok ? resultText(o.result ?? {}, 8000).text : `failed: ${o.error}`;
+
+describe('server-everything over stdio, run by the local runner', () => {
+  let hub: McpHub;
+  beforeAll(async () => {
+    hub = await hubOf([
+      { name: 'everything', command: [EVERYTHING], env: ['PASSED_ON', 'DATABASE_URL'], timeoutSeconds: 10 },
+    ]);
+  });
+
+  it('discovers its tools as server__tool, with object schemas, and calls one', async () => {
+    expect(hub.problems()).toEqual([]);
+    const echo = hub.tool('everything__echo');
+    expect(echo?.schema.type).toBe('object');
+    const names = hub.specs().map((s) => s.function.name);
+    expect(names).toEqual(
+      expect.arrayContaining(['everything__get-sum', 'mcp_read_resource', 'mcp_get_prompt']),
+    );
+    expect(textOf(await hub.server('everything')!.call('echo', { message: 'hi' }))).toBe('Echo: hi');
+  });
+
+  it('reads its tool list again on notifications/tools/list_changed', async () => {
+    // server-everything registers a tool once the session is initialized, which announces the change.
+    const s = hub.server('everything')!;
+    await eventually('a list_changed notice handled', () => s.listChanges > 0);
+    expect(hub.tool('everything__simulate-research-query')).toBeDefined();
+  });
+
+  it('turns isError into a tool error, and keeps an image as a reference, never its bytes', async () => {
+    const s = hub.server('everything')!;
+    const bad = await s.call('get-sum', { a: 'x' });
+    expect(bad.ok && resultText(bad.result, 8000)).toMatchObject({ isError: true });
+    const img = textOf(await s.call('get-tiny-image', {}));
+    expect(img).toMatch(/\[image image\/png, \d+ bytes: kept by the server, not shown\]/);
+    expect(img).not.toContain('iVBOR');
+  });
+
+  it('reports progress notifications of a long call', async () => {
+    const seen: number[] = [];
+    const r = await hub.server('everything')!.call(
+      'trigger-long-running-operation',
+      { duration: 1, steps: 3 },
+      {
+        onProgress: (p) => seen.push(p.progress),
+      },
+    );
+    expect(textOf(r)).toContain('Long running operation completed');
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen).toEqual([...seen].sort());
+  });
+
+  it('gives its prompts as templates', async () => {
+    const s = hub.server('everything')!;
+    expect(s.prompts.map((p) => p.name)).toContain('args-prompt');
+    const r = await s.getPrompt('args-prompt', { city: 'Lyon' });
+    expect(r.ok && JSON.stringify(r.result)).toContain('Lyon');
+  });
+
+  it('runs with an allowlisted environment: declared names, never a credential of the pup', async () => {
+    const env = JSON.parse(textOf(await hub.server('everything')!.call('get-env', {}))) as Record<
+      string,
+      string
+    >;
+    expect(env.PASSED_ON).toBe('declared-value');
+    const all = JSON.stringify(env);
+    for (const secret of ['store-secret-pw', 'redis-secret-pw', 'sk-model-key-secret', 'undeclared-value'])
+      expect(all).not.toContain(secret);
+  });
+});
+
+describe('a call past its timeout', () => {
+  it('is cancelled (notifications/cancelled reaches the server) and the server stays usable', async () => {
+    const log = join(ws, 'cancelled.log');
+    const hub = await hubOf([{ name: 'tiny', command: ['node', TINY, 'normal', log], timeoutSeconds: 1 }]);
+    const s = hub.server('tiny')!;
+    const r = await s.call('slow', {});
+    expect(r).toMatchObject({ ok: false, errorClass: 'transient' });
+    await eventually(
+      'the cancellation at the server',
+      () => existsSync(log) && readFileSync(log, 'utf8').includes('cancelled'),
+    );
+    expect(textOf(await s.call('touch', { path: 'a' }))).toBe('{"path":"a"}');
+  });
+
+  it('of server-everything: the long-running operation is given up at the timeout', async () => {
+    const hub = await hubOf([{ name: 'slow', command: [EVERYTHING], timeoutSeconds: 1 }]);
+    const r = await hub.server('slow')!.call('trigger-long-running-operation', { duration: 30, steps: 30 });
+    expect(r).toMatchObject({ ok: false, errorClass: 'transient' });
+    expect(textOf(await hub.server('slow')!.call('echo', { message: 'still here' }))).toBe(
+      'Echo: still here',
+    );
+  });
+});
+
+describe('servers that fail', () => {
+  it("a hung server and a bad schema: the others' tools are there, the hung one is absent with its reason", async () => {
+    const hub = await hubOf([
+      { name: 'hung', command: ['node', TINY, 'hang'], timeoutSeconds: 1 },
+      { name: 'tiny', command: ['node', TINY], timeoutSeconds: 10 },
+      { name: 'missing', command: ['/nonexistent/mcp-server'], timeoutSeconds: 10 },
+    ]);
+    expect(hub.tool('tiny__touch')).toBeDefined();
+    expect(hub.tools().some((t) => t.server === 'hung' || t.server === 'missing')).toBe(false);
+    const problems = Object.fromEntries(hub.problems().map((p) => [p.server, p.reason]));
+    expect(problems.hung).toMatch(/^transient: no session within 1000 ms/);
+    expect(problems.missing).toMatch(/^config: cannot start/);
+    expect(hub.tool('tiny__bad')).toBeUndefined();
+    expect(hub.server('tiny')!.refused).toEqual([
+      { name: 'bad', reason: 'its input schema is of type "string", not object' },
+    ]);
+  });
+
+  it('a server that dies mid-call: a transient error, then a new session after a backoff', async () => {
+    const hub = await hubOf([{ name: 'tiny', command: ['node', TINY], timeoutSeconds: 10 }]);
+    const s = hub.server('tiny')!;
+    const r = await s.call('boom', {});
+    expect(r).toMatchObject({ ok: false, errorClass: 'transient' });
+    expect(hub.tool('tiny__touch')).toBeUndefined();
+    await eventually('the server back', () => s.ready, { timeoutMs: 20_000 });
+    expect(textOf(await s.call('touch', { path: 'b' }))).toBe('{"path":"b"}');
+  });
+});
+
+describe('server-filesystem, scoped to the workspace', () => {
+  it('reads inside the workspace and is refused outside it', async () => {
+    const hub = await hubOf([{ name: 'fs', command: [FILESYSTEM, '.'], timeoutSeconds: 10 }]);
+    const s = hub.server('fs')!;
+    expect(textOf(await s.call('read_text_file', { path: join(ws, 'notes.txt') }))).toBe(
+      'inside the workspace',
+    );
+    const out = await s.call('read_text_file', { path: '/etc/hostname' });
+    expect(out.ok && resultText(out.result, 8000)).toMatchObject({
+      isError: true,
+      text: expect.stringMatching(/denied/i),
+    });
+  });
+});
+
+describe('over the runner socket (the agent container)', () => {
+  let server: Server;
+  let dir: string;
+  beforeAll(async () => {
+    dir = makeTempDir('mcp-sock-');
+    server = await startRunnerServer({ socket: join(dir, 'runner.sock'), env: pupEnv, log: silentLogger() });
+  });
+  afterAll(async () => {
+    await new Promise<void>((r) => server.close(() => r()));
+    removeDir(dir);
+  });
+
+  it('runs the stdio server there, with no store credential in its environment', async () => {
+    const runner = new SocketToolRunner(join(dir, 'runner.sock'));
+    const hub = await hubOf(
+      [
+        { name: 'everything', command: [EVERYTHING], timeoutSeconds: 10 },
+        { name: 'tiny', command: ['node', TINY], env: ['REDIS_URL', 'PASSED_ON'], timeoutSeconds: 10 },
+      ],
+      runner,
+    );
+    expect(textOf(await hub.server('everything')!.call('echo', { message: 'via socket' }))).toBe(
+      'Echo: via socket',
+    );
+    const env = textOf(await hub.server('tiny')!.call('env', {}));
+    await hub.close(); // the runner server closes only once its connections are gone
+    expect(env).toContain('declared-value');
+    for (const secret of ['store-secret-pw', 'redis-secret-pw', 'sk-model-key-secret'])
+      expect(env).not.toContain(secret);
+  });
+
+  it('refuses a server that cannot start with a clear reason', async () => {
+    const hub = await hubOf(
+      [{ name: 'nope', command: ['/nonexistent/x'], timeoutSeconds: 5 }],
+      new SocketToolRunner(join(dir, 'runner.sock')),
+    );
+    expect(hub.problems()[0]?.reason).toMatch(/^config: .*cannot start \/nonexistent\/x/);
+    await hub.close();
+  });
+});
+
+/** server-everything in its HTTP modes, on a free port of 127.0.0.1. */
+async function httpEverything(mode: 'streamableHttp' | 'sse', port: number): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [EVERYTHING_JS, mode], {
+    env: { PATH: process.env.PATH, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  child.stderr!.on('data', (b: Buffer) => {
+    err += b.toString();
+  });
+  await eventually(`server-everything ${mode} listening`, () => /listening|running/i.test(err), {
+    describe: () => err,
+  });
+  return child;
+}
+const stop = (c: ChildProcess) =>
+  new Promise<void>((r) => {
+    if (c.exitCode !== null) return r();
+    c.once('exit', () => r());
+    c.kill('SIGKILL');
+  });
+
+describe('server-everything over HTTP', () => {
+  it('Streamable HTTP: calls, and a new session when the server forgot ours', async () => {
+    const port = await freePort();
+    let child = await httpEverything('streamableHttp', port);
+    try {
+      const hub = await hubOf([{ name: 'remote', url: `http://127.0.0.1:${port}/mcp`, timeoutSeconds: 10 }]);
+      const s = hub.server('remote')!;
+      expect(textOf(await s.call('echo', { message: 'over http' }))).toBe('Echo: over http');
+      // A restarted server knows no session: the call opens a new one and goes through.
+      await stop(child);
+      child = await httpEverything('streamableHttp', port);
+      expect(textOf(await s.call('echo', { message: 'again' }))).toBe('Echo: again');
+    } finally {
+      await stop(child);
+    }
+  });
+
+  it('falls back to SSE for a server that speaks only the older transport', async () => {
+    const port = await freePort();
+    const child = await httpEverything('sse', port);
+    try {
+      const hub = await hubOf([{ name: 'old', url: `http://127.0.0.1:${port}/sse`, timeoutSeconds: 10 }]);
+      expect(hub.problems()).toEqual([]);
+      expect(textOf(await hub.server('old')!.call('echo', { message: 'sse' }))).toBe('Echo: sse');
+    } finally {
+      await stop(child);
+    }
+  });
+});
