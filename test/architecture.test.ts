@@ -180,7 +180,7 @@ describe('architecture: which folder may import which', () => {
 
   it('reads the imports it judges (a sanity check on the parser)', () => {
     const fromAgent = edges.filter((e) => e.from === 'src/agent/wiring.ts').map((e) => e.to);
-    expect(fromAgent).toContain('src/llm/runtime.ts'); // the dynamic import
+    expect(fromAgent).toContain('src/llm/plugin.ts'); // the dynamic import
     expect(fromAgent).toContain('src/pup/pup.ts');
   });
 });

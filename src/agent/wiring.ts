@@ -7,7 +7,7 @@ export function modelPlugin(cfg: AgentConfig, env: NodeJS.ProcessEnv): StartMode
   const { llm } = cfg;
   if (!llm) return undefined;
   return async ({ bb, log, registry, countFailure }) => {
-    const { startLlmPlugin } = await import('../llm/runtime.ts');
+    const { startLlmPlugin } = await import('../llm/plugin.ts');
     return startLlmPlugin({ ...cfg, llm }, bb, log, env, registry, countFailure);
   };
 }

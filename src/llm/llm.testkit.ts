@@ -6,7 +6,7 @@ import type { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { grantedClaim } from '../pup/testkit.ts';
-import type { LlmPlugin } from './runtime.ts';
+import type { LlmPlugin } from './plugin.ts';
 
 /** What the LLM plugin's tests share: a pup runtime on real stores and a scripted model, and grants run on it. */
 

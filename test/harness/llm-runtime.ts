@@ -7,7 +7,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { Blackboard } from '../../src/blackboard/client.ts';
 import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
-import { type LlmPlugin, startLlmPlugin } from '../../src/llm/runtime.ts';
+import { type LlmPlugin, startLlmPlugin } from '../../src/llm/plugin.ts';
 import { config } from '../../src/pup/testkit.ts';
 import { type LlmServer, startLlmServer } from './llm.ts';
 import { type NatsServer, startNats } from './nats.ts';
