@@ -9,7 +9,7 @@ export async function request(
   args: Record<string, unknown>,
 ): Promise<void> {
   const { deps } = t;
-  const ctl = t.s.ctl;
+  const ctl = t.state.ctl;
   if (!deps.life)
     return t.record(
       'tool',
@@ -45,7 +45,7 @@ export async function request(
  */
 export async function collect(t: TurnScope): Promise<number | undefined> {
   const { deps } = t;
-  const ctl = t.s.ctl;
+  const ctl = t.state.ctl;
   const rows = new Map((await deps.steps.toolWaits(deps.fence.turnId)).map((r) => [r.toolCallId, r]));
   const now = Date.now();
   for (const w of ctl.toolWaits) {

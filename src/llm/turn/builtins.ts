@@ -49,7 +49,7 @@ const withArgs =
 /** The handler of each core built-in: a built-in without one does not compile. */
 export const BUILTIN_HANDLERS: { readonly [K in CoreBuiltin]: (x: CallContext) => Promise<void> } = {
   [SUBMIT_RESULT]: withArgs(SubmitArgs, ({ t, reply }, a) => {
-    const ctl = t.s.ctl;
+    const ctl = t.state.ctl;
     const problem = resultProblem(a.artefact_payload, t.fields);
     if (problem)
       return reply(
@@ -65,15 +65,17 @@ export const BUILTIN_HANDLERS: { readonly [K in CoreBuiltin]: (x: CallContext) =
     const a = builtinArgs(WaitArgs, x.args);
     if (!a.ok || !t.deps.life) return x.bad(a.ok ? 'wait is for living agents only' : a.error);
     const text = await t.deps.life.wait(a.value);
-    if (text.startsWith('error:')) return reply(text, t.s.ctl, { outcome: 'work_error' });
-    return reply(text, { ...t.s.ctl, endedBy: { tool: WAIT, output: text } }, { outcome: 'ok' });
+    if (text.startsWith('error:')) return reply(text, t.state.ctl, { outcome: 'work_error' });
+    return reply(text, { ...t.state.ctl, endedBy: { tool: WAIT, output: text } }, { outcome: 'ok' });
   },
   [MARK_SUBTASK_COMPLETE]: withArgs(MarkArgs, ({ t, call }, a) => mark(t, call, a.success, a.reason)),
   [UPDATE_MEMORY]: withArgs(MemoryArgs, async ({ t, reply }, a) => {
     const { deps } = t;
     const content = truncateBytes(deps.scrub.text(a.content), deps.settings.workingMemoryBytes);
     await deps.memory.setMemory(deps.fence, deps.role, content);
-    return reply(`working memory saved (${Buffer.byteLength(content)} bytes)`, t.s.ctl, { outcome: 'ok' });
+    return reply(`working memory saved (${Buffer.byteLength(content)} bytes)`, t.state.ctl, {
+      outcome: 'ok',
+    });
   }),
 };
 
@@ -87,11 +89,11 @@ export async function workCall(x: CallContext, name: WorkToolName): Promise<void
   if (!a.ok) return x.bad(a.error);
   if (!deps.work) return x.bad('work items are not enabled for this agent');
   // The text the model wrote with this call (a completion's report when it passes none).
-  const spoken = t.s.messages.findLast(
+  const spoken = t.state.messages.findLast(
     (m) => m.role === 'assistant' && m.tool_calls?.some((c) => c.id === call.id),
   );
   const r = await runWorkTool(deps.work, deps.fence, deps.role, name, a.value, spoken?.content ?? '');
-  return x.reply(r.text, t.s.ctl, { outcome: r.text.startsWith('error:') ? 'work_error' : 'ok' });
+  return x.reply(r.text, t.state.ctl, { outcome: r.text.startsWith('error:') ? 'work_error' : 'ok' });
 }
 
 /** A workspace file tool: its path checked here, the operation run where the tools run. */

@@ -23,7 +23,7 @@ import { runTool } from './tool-run.ts';
 export async function handle(t: TurnScope, call: ToolCall): Promise<void> {
   const { deps } = t;
   const name = call.function.name;
-  const ctl = t.s.ctl;
+  const ctl = t.state.ctl;
   // An unusable call counts towards the bound on unusable outputs; a usable one resets it.
   const reply: Reply = (content, next = ctl, extra = {}) => {
     const counted: Ctl = OUTPUT_ERRORS.has(String(extra.outcome))
@@ -58,7 +58,7 @@ export async function handle(t: TurnScope, call: ToolCall): Promise<void> {
 /** A tool the agent declared: its arguments checked and confined, the loop guard asked, then run. */
 async function declaredCall({ t, call, args, reply, bad }: CallContext): Promise<void> {
   const { deps } = t;
-  const ctl = t.s.ctl;
+  const ctl = t.state.ctl;
   const name = call.function.name;
   const tool = t.tools.declared.get(name)!;
   // The model's strings go into a command line: no control characters, nothing huge, paths confined.

@@ -62,7 +62,7 @@ export async function mcpCall(x: CallContext, hub: McpHub): Promise<void> {
     const server = hub.server(name.split(SEPARATOR)[0] ?? '');
     return reply(
       `error: ${name} is unavailable now${server?.reason ? ` (MCP server ${server.spec.name}: ${server.reason})` : ''}. Go on without it.`,
-      t.s.ctl,
+      t.state.ctl,
       { outcome: 'tool_error', error_class: 'transient' },
     );
   }
@@ -70,7 +70,7 @@ export async function mcpCall(x: CallContext, hub: McpHub): Promise<void> {
   if (server.spec.requireApproval.includes(tool.name))
     return reply(
       `error: ${name} needs a person's approval (require_approval), and approval of MCP calls is not supported yet: this call was not run.`,
-      t.s.ctl,
+      t.state.ctl,
       { outcome: 'refused_approval' },
     );
   const p = await resolvePaths(tool.schema, x.args, deps.workspace);
@@ -130,7 +130,7 @@ async function guarded(
   run: () => Promise<Shown>,
 ): Promise<void> {
   const { t, call, reply } = x;
-  const ctl = t.s.ctl;
+  const ctl = t.state.ctl;
   const name = call.function.name;
   const sig = signature(name, args);
   const v = checkAction(ctl.loop, sig);

@@ -26,8 +26,8 @@ export async function plan(t: TurnScope): Promise<void> {
   const goal = deps.target.payload.slice(0, 500) || deps.target.type;
   // A plan an earlier turn made for this goal, with work left in it, is carried on.
   const stored =
-    deps.plans && t.s.ctl.goalId
-      ? await deps.plans.load(deps.instance, deps.role, t.s.ctl.goalId)
+    deps.plans && t.state.ctl.goalId
+      ? await deps.plans.load(deps.instance, deps.role, t.state.ctl.goalId)
       : undefined;
   if (stored && activeLeaf(stored)) {
     const note: ChatMessage = {
@@ -37,7 +37,7 @@ export async function plan(t: TurnScope): Promise<void> {
     await t.record(
       'plan',
       [note],
-      { ...t.s.ctl, planned: true, plan: stored, headLength: t.s.ctl.headLength + 1 },
+      { ...t.state.ctl, planned: true, plan: stored, headLength: t.state.ctl.headLength + 1 },
       { plan_source: 'goal' },
     );
     return;
@@ -48,7 +48,7 @@ export async function plan(t: TurnScope): Promise<void> {
     const r = await deps.agent.call(
       'plan',
       deps.fence.turnId,
-      { messages: planMessages(t.s.messages), json: true },
+      { messages: planMessages(t.state.messages), json: true },
       { signal: deps.signal },
     );
     const parsed = Decomposition.safeParse(extractJson(r.content));
@@ -61,7 +61,7 @@ export async function plan(t: TurnScope): Promise<void> {
       await t.record(
         'plan',
         [],
-        { ...t.s.ctl, planned: true, failed: { reason: e.message, errorClass: e.errorClass } },
+        { ...t.state.ctl, planned: true, failed: { reason: e.message, errorClass: e.errorClass } },
         { error: e.message },
       );
       return;
@@ -76,7 +76,7 @@ export async function plan(t: TurnScope): Promise<void> {
   await t.record(
     'plan',
     [note],
-    { ...t.s.ctl, planned: true, plan, headLength: t.s.ctl.headLength + 1 },
+    { ...t.state.ctl, planned: true, plan, headLength: t.state.ctl.headLength + 1 },
     extra,
   );
 }
@@ -84,7 +84,7 @@ export async function plan(t: TurnScope): Promise<void> {
 /** mark_subtask_complete: advance, retry, or escalate (decompose further, then give up). */
 export async function mark(t: TurnScope, call: ToolCall, success: boolean, reason: string): Promise<void> {
   const { deps } = t;
-  const ctl = t.s.ctl;
+  const ctl = t.state.ctl;
   const msg = (content: string, next: Ctl, extra: Record<string, unknown> = {}) =>
     t.record('subtask', [t.toolMsg(call, content)], next, { tool: MARK_SUBTASK_COMPLETE, ...extra }, [
       call.id,
@@ -126,7 +126,11 @@ export async function mark(t: TurnScope, call: ToolCall, success: boolean, reaso
           'plan',
           deps.fence.turnId,
           {
-            messages: subPlanMessages(t.s.messages.slice(0, 2), effect.node.description, effect.node.reasons),
+            messages: subPlanMessages(
+              t.state.messages.slice(0, 2),
+              effect.node.description,
+              effect.node.reasons,
+            ),
             json: true,
           },
           { signal: deps.signal },

@@ -27,7 +27,7 @@ export async function ask(t: TurnScope, call: ToolCall, question: string, deadli
     'question',
     [],
     {
-      ...t.s.ctl,
+      ...t.state.ctl,
       waiting: {
         toolCallId: call.id,
         questionId: id,
@@ -53,7 +53,9 @@ export async function answer(t: TurnScope, w: Waiting): Promise<boolean> {
     tool_call_id: w.toolCallId,
     content: deps.scrub.text(JSON.stringify({ answer: a.payload, answered_by: a.produced_by_role })),
   };
-  await t.record('answer', [msg], { ...t.s.ctl, waiting: undefined }, { answer_id: a.id }, [w.toolCallId]);
+  await t.record('answer', [msg], { ...t.state.ctl, waiting: undefined }, { answer_id: a.id }, [
+    w.toolCallId,
+  ]);
   return true;
 }
 
@@ -68,7 +70,7 @@ export async function unanswered(t: TurnScope, w: Waiting): Promise<void> {
   await t.record(
     'answer',
     [msg],
-    { ...t.s.ctl, waiting: undefined },
+    { ...t.state.ctl, waiting: undefined },
     { question_id: w.questionId, timed_out: true },
     [w.toolCallId],
   );

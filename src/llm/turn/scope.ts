@@ -110,7 +110,7 @@ export class TurnScope {
   readonly tools: ToolSet;
   /** The fields its result must carry (none for a review, whose payload is a verdict). */
   readonly fields: ResultFields | undefined;
-  s: TurnState = { messages: [], ctl: {} as Ctl, nextSeq: 0 };
+  state: TurnState = { messages: [], ctl: {} as Ctl, nextSeq: 0 };
   chunkSeq = 0;
   constructor(deps: TurnDeps) {
     this.deps = deps;
@@ -142,7 +142,7 @@ export class TurnScope {
     const metadata = this.deps.scrub.json({ messages, ctl, ...extra });
     // A lost fence throws FenceLostError here (and in every fenced write): Turn.run ends the turn.
     await this.deps.steps.recordStep(this.deps.fence, {
-      seq: this.s.nextSeq,
+      seq: this.state.nextSeq,
       kind,
       status: extra.error ? 'failed' : 'completed',
       toolCallIds,
@@ -152,19 +152,19 @@ export class TurnScope {
     // The plan outlives the turn: each change is saved for the goal, under the same fence.
     const plan = metadata.ctl.plan;
     const { plans } = this.deps;
-    if (plans && plan && metadata.ctl.goalId && JSON.stringify(plan) !== JSON.stringify(this.s.ctl.plan))
+    if (plans && plan && metadata.ctl.goalId && JSON.stringify(plan) !== JSON.stringify(this.state.ctl.plan))
       await plans.save(this.deps.fence, this.deps.role, metadata.ctl.goalId, plan);
     const compact = extra.compact as { head: number; from: number } | undefined;
-    this.s = {
+    this.state = {
       messages: compact
-        ? compacted(this.s.messages, compact, metadata.messages)
-        : [...this.s.messages, ...metadata.messages],
+        ? compacted(this.state.messages, compact, metadata.messages)
+        : [...this.state.messages, ...metadata.messages],
       ctl: metadata.ctl,
-      nextSeq: this.s.nextSeq + 1,
+      nextSeq: this.state.nextSeq + 1,
     };
   }
   failure(reason: string, errorClass: ErrorClass): TurnEnd {
-    return { kind: 'failure', reason, transcript: transcriptSummary(this.s.messages), errorClass };
+    return { kind: 'failure', reason, transcript: transcriptSummary(this.state.messages), errorClass };
   }
   toolMsg = (call: ToolCall, content: string): ChatMessage => ({
     role: 'tool',

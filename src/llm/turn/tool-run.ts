@@ -13,7 +13,7 @@ export async function runTool(
   sig: string,
 ): Promise<void> {
   const { deps } = t;
-  const ctl = t.s.ctl;
+  const ctl = t.state.ctl;
   deps.events.step({ ...t.base(), phase: 'executing', claim_id: deps.claim.id, role: deps.role });
   const run = await deps.runner.run(
     {
@@ -85,7 +85,7 @@ export async function fileTool(
   args: Record<string, unknown>,
 ): Promise<void> {
   const { deps } = t;
-  const ctl = t.s.ctl;
+  const ctl = t.state.ctl;
   const sig = signature(name, args);
   const v = checkAction(ctl.loop, sig);
   if (!v.ok) {

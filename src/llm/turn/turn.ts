@@ -31,18 +31,22 @@ export class Turn extends TurnScope {
   }
   private async loop(): Promise<TurnEnd> {
     const { deps } = this;
-    this.s = foldSteps(await deps.steps.steps(deps.fence.turnId));
-    if (this.s.nextSeq > 0)
-      deps.log.info({ event_type: 'turn_resumed', from_seq: this.s.nextSeq, llm_steps: this.s.ctl.llmSteps });
+    this.state = foldSteps(await deps.steps.steps(deps.fence.turnId));
+    if (this.state.nextSeq > 0)
+      deps.log.info({
+        event_type: 'turn_resumed',
+        from_seq: this.state.nextSeq,
+        llm_steps: this.state.ctl.llmSteps,
+      });
     else await this.start();
-    if (deps.settings.planning && !this.s.ctl.planned) await plan(this);
+    if (deps.settings.planning && !this.state.ctl.planned) await plan(this);
     for (;;) {
       if (deps.signal.aborted) return { kind: 'aborted' };
-      const { ctl } = this.s;
+      const { ctl } = this.state;
       const ended = endOfStep(ctl, {
         claimType: deps.claimType,
         resultType: deps.settings.resultType,
-        transcript: () => transcriptSummary(this.s.messages),
+        transcript: () => transcriptSummary(this.state.messages),
       });
       if (ended) return ended;
       if (ctl.waiting) {
@@ -58,7 +62,7 @@ export class Turn extends TurnScope {
         if (untilMs !== undefined) return { kind: 'suspended', untilMs };
         continue;
       }
-      const [call] = pendingToolCalls(this.s);
+      const [call] = pendingToolCalls(this.state);
       if (call) {
         await handle(this, call);
         continue;
@@ -69,7 +73,7 @@ export class Turn extends TurnScope {
         Date.now(),
       );
       if (over) return this.failure(over, 'quota');
-      const from = compactionCut(this.s.messages, ctl.headLength, deps.settings.historyKeep);
+      const from = compactionCut(this.state.messages, ctl.headLength, deps.settings.historyKeep);
       if (from !== undefined) {
         await this.compact(from);
         continue;
@@ -93,7 +97,7 @@ export class Turn extends TurnScope {
       'init',
       o.messages,
       {
-        ...this.s.ctl,
+        ...this.state.ctl,
         llmSteps: 0,
         headLength: o.messages.length,
         startedAtMs: Date.now(),
@@ -155,7 +159,7 @@ export class Turn extends TurnScope {
       reply = await deps.agent.call(
         'turn',
         deps.fence.turnId,
-        { messages: [...this.s.messages, ...pre], tools, stream: deps.settings.stream },
+        { messages: [...this.state.messages, ...pre], tools, stream: deps.settings.stream },
         {
           signal: deps.signal,
           onChunk: (text) =>
@@ -169,19 +173,19 @@ export class Turn extends TurnScope {
       await this.record(
         'llm',
         [],
-        { ...this.s.ctl, failed },
+        { ...this.state.ctl, failed },
         { error: reason, step, error_class: failed.errorClass },
       );
       return;
     }
     // Our own ids: unique in the turn whatever the server sends, so "has a result" is exact on resume.
-    const calls: ToolCall[] = reply.toolCalls.map((c, i) => ({ ...c, id: callId(this.s.nextSeq, i) }));
+    const calls: ToolCall[] = reply.toolCalls.map((c, i) => ({ ...c, id: callId(this.state.nextSeq, i) }));
     const assistant: ChatMessage = {
       role: 'assistant',
       content: reply.content,
       ...(calls.length ? { tool_calls: calls } : {}),
     };
-    let ctl: Ctl = { ...this.s.ctl, llmSteps: this.s.ctl.llmSteps + 1 };
+    let ctl: Ctl = { ...this.state.ctl, llmSteps: this.state.ctl.llmSteps + 1 };
     const post: ChatMessage[] = [];
     if (!calls.length) {
       const n = onNoToolCalls(deps.settings.mustEndWith, reply.content, this.fields);
@@ -214,7 +218,7 @@ export class Turn extends TurnScope {
   }
   /** The state probe's message: what the turn wrote, whether it is still there, the last commands and errors. */
   private async probe(): Promise<string | undefined> {
-    const p = this.s.ctl.probe;
+    const p = this.state.ctl.probe;
     if (!p.written.length && !p.commands.length && !p.errors.length) return undefined;
     const r = p.written.length
       ? await this.deps.runner
@@ -229,15 +233,15 @@ export class Turn extends TurnScope {
    */
   private async compact(from: number): Promise<void> {
     const { deps } = this;
-    const head = this.s.ctl.headLength;
-    const older = this.s.messages.slice(head, from);
+    const head = this.state.ctl.headLength;
+    const older = this.state.messages.slice(head, from);
     const extra: Record<string, unknown> = { compact: { head, from }, compacted_messages: older.length };
     let summary: string;
     try {
       const r = await deps.agent.call(
         'turn',
         deps.fence.turnId,
-        { messages: summaryRequest(this.s.messages.slice(0, head), older) },
+        { messages: summaryRequest(this.state.messages.slice(0, head), older) },
         { signal: deps.signal },
       );
       summary = r.content;
@@ -250,6 +254,6 @@ export class Turn extends TurnScope {
       extra.summary_error = errorMessage(e);
       deps.log.warn({ event_type: 'compaction_fallback', error: extra.summary_error });
     }
-    await this.record('compact', [summaryMessage(summary)], this.s.ctl, extra);
+    await this.record('compact', [summaryMessage(summary)], this.state.ctl, extra);
   }
 }
