@@ -126,7 +126,7 @@ describe('holt mcp driven by the SDK client over stdio (real holt up, real store
     const st = await call('status');
     expect(st.isError).toBe(true);
     expect(st.text).toContain('no Holt instances found for this workspace: run `holt up` first');
-    await holt(['up', '--name', NAME]);
+    await holt(['up', '--name', NAME, '--timeout', '180']);
     const up = await call('status');
     expect(up.isError).toBe(false);
     expect(up.json()).toMatchObject({ name: NAME, status: 'running' });

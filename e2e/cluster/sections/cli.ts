@@ -1,5 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { Artefact } from '../../../src/blackboard/types.ts';
@@ -165,6 +168,48 @@ export function cliTests(): void {
     });
     expect((JSON.parse(plugin.stdout) as Status).status.phase).toBe('Ready');
     progress(`cli: status, logs, plugin in ${Math.round((Date.now() - t0) / 1000)} s`);
+  }, 300_000);
+
+  it.concurrent('holt --kube mcp on the finished demo: an MCP client reads its status, waits for a workflow, reads its graph', async () => {
+    const t0 = Date.now();
+    const transport = new StdioClientTransport({
+      command: join(ROOT, 'bin', 'holt'),
+      args: ['--kube', `${NS}/demo`, 'mcp'],
+      env: { ...(process.env as Record<string, string>), KUBECONFIG: c.kubeconfigPath, NO_COLOR: '1' },
+      stderr: 'ignore',
+    });
+    const client = new Client({ name: 'cluster-e2e', version: '1.0.0' });
+    await client.connect(transport);
+    const call = async (name: string, args: Record<string, unknown> = {}) => {
+      const r = (await client.callTool({ name, arguments: args }, undefined, {
+        timeout: 120_000,
+      })) as CallToolResult;
+      const text = r.content.map((x) => (x.type === 'text' ? x.text : '')).join('');
+      return { isError: r.isError === true, text };
+    };
+    try {
+      const st = await call('status');
+      expect(st.isError, st.text).toBe(false);
+      expect(JSON.parse(st.text)).toMatchObject({ namespace: NS, name: 'demo', status: { phase: 'Ready' } });
+      const [goal] = (await trailOf('demo')).filter((a) => a.type === 'GoalDefined');
+      const waited = await call('wait_for_workflow', { goal: goal!.id, timeout_seconds: 60 });
+      const w = JSON.parse(waited.text) as { state: string; terminal: Artefact; artefacts: { id: string }[] };
+      expect(w.state).toBe('completed');
+      expect(w.terminal.produced_by_role).toBe('Finisher');
+      const listed = JSON.parse((await call('list_artefacts', { goal: goal!.id.slice(0, 8) })).text) as {
+        total: number;
+      };
+      expect(listed.total).toBe(w.artefacts.length);
+      const graph = await client.readResource({ uri: `holt://workflow/${goal!.id}/graph` });
+      const mermaid = graph.contents[0] && 'text' in graph.contents[0] ? graph.contents[0].text : '';
+      expect(mermaid.startsWith('flowchart LR\n')).toBe(true);
+      for (const a of w.artefacts) expect(mermaid).toContain(a.id.slice(0, 8));
+      const unknown = await call('read_artefact', { id: 'zzzzzzzz' });
+      expect(unknown).toEqual({ isError: true, text: 'no artefacts found matching "zzzzzzzz"' });
+    } finally {
+      await client.close();
+    }
+    progress(`cli: holt --kube mcp in ${Math.round((Date.now() - t0) / 1000)} s`);
   }, 300_000);
 
   it.concurrent('holt --kube logs of a worker: a goal to scale (no worker at rest) starts one; its log shows it and the claim it ran', async () => {

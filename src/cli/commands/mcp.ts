@@ -84,6 +84,8 @@ export async function mcp(o: { name?: string }, k?: KubeHolt): Promise<void> {
   });
   const stop = () => void server.close().catch(() => undefined);
   process.stdin.once('end', stop);
+  // A client gone mid-answer (EPIPE) ends the session, as its closing standard input does.
+  process.stdout.on('error', stop);
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   await server.connect(transport);
