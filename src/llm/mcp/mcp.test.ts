@@ -1,7 +1,6 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:net';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../../test/harness/ports.ts';
 import { makeTempDir, removeDir } from '../../../test/harness/tmp.ts';
@@ -12,17 +11,12 @@ import { Scrubber } from '../../common/secrets.ts';
 import { LocalToolRunner, type ToolRunner } from '../../pup/runner/runner.ts';
 import { SocketToolRunner, startRunnerServer } from '../../pup/runner/socket.ts';
 import { McpHub } from './hub.ts';
+import { EVERYTHING, FILESYSTEM, httpEverything, stopChild as stop, TINY } from './mcp.testkit.ts';
 import { resultText } from './results.ts';
 
 // MCP servers written by others (server-everything, server-filesystem), run for real over stdio (the
 // local runner and the runner socket) and Streamable HTTP, and a tiny server of ours that hangs, dies
 // mid-call or records cancellations.
-
-const ROOT = resolve(import.meta.dirname, '../../..');
-const EVERYTHING = join(ROOT, 'node_modules/.bin/mcp-server-everything');
-const EVERYTHING_JS = join(ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
-const FILESYSTEM = join(ROOT, 'node_modules/.bin/mcp-server-filesystem');
-const TINY = join(import.meta.dirname, 'fixtures/tiny-server.mjs');
 
 /** What the pup holds and no MCP server may see. */
 const pupEnv = {
@@ -242,28 +236,6 @@ describe('over the runner socket (the agent container)', () => {
     await hub.close();
   });
 });
-
-/** server-everything in its HTTP modes, on a free port of 127.0.0.1. */
-async function httpEverything(mode: 'streamableHttp' | 'sse', port: number): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [EVERYTHING_JS, mode], {
-    env: { PATH: process.env.PATH, PORT: String(port) },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let err = '';
-  child.stderr!.on('data', (b: Buffer) => {
-    err += b.toString();
-  });
-  await eventually(`server-everything ${mode} listening`, () => /listening|running/i.test(err), {
-    describe: () => err,
-  });
-  return child;
-}
-const stop = (c: ChildProcess) =>
-  new Promise<void>((r) => {
-    if (c.exitCode !== null) return r();
-    c.once('exit', () => r());
-    c.kill('SIGKILL');
-  });
 
 describe('server-everything over HTTP', () => {
   it('Streamable HTTP: calls, and a new session when the server forgot ours', async () => {
