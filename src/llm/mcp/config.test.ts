@@ -1,7 +1,8 @@
+import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AgentSpec } from '../../api/agent.ts';
 import { HoltSpec } from '../../api/holt.ts';
-import { parseHoltFile } from '../../api/holtfile.ts';
+import { loadHoltFile, parseHoltFile } from '../../api/holtfile.ts';
 import { pupEnvironment } from '../../api/pupenv.ts';
 import { pupPodTemplate } from '../../operator/specs/pup.ts';
 import { loadLlmSettings } from '../config.ts';
@@ -114,5 +115,15 @@ describe('llm.mcp_servers', () => {
     expect(names(tools)).toContain('TOOL_VAR');
     expect(names(tools)).not.toContain('GITHUB_MCP_TOKEN');
     expect(tools?.env?.find((e) => e.name === 'HOLT_TOOL_ENV')?.value).toBe('["TOOL_VAR"]');
+  });
+});
+
+describe('examples/mcp', () => {
+  it('is a valid Holt file with a stdio MCP server', () => {
+    const f = loadHoltFile(resolve(import.meta.dirname, '../../../examples/mcp/holt.yml'));
+    const servers = f.agents[0]?.llm?.mcpServers ?? [];
+    expect(servers.map((s) => [s.name, s.command?.[0], s.requireApproval])).toEqual([
+      ['everything', 'npx', ['get-tiny-image']],
+    ]);
   });
 });
