@@ -28,10 +28,25 @@ const dataOf = (s: KubeObject | undefined): Record<string, string> =>
   );
 
 /**
+ * The tool Secrets this operator process handed out per Holt (by uid) and has not pruned yet. The
+ * cached NATS StatefulSet alone can miss one: a cache that has not yet seen the StatefulSet that added
+ * a tool, or a pass that applied the StatefulSet without the tool but skipped the prune (another child
+ * failed), and the next pass no longer sees the tool in it. Per operator context (a test runs several).
+ */
+const handedOut = new WeakMap<ControllerContext, Map<string, Set<string>>>();
+function ledger(ctx: ControllerContext, uid: string): Set<string> {
+  const byHolt = handedOut.get(ctx) ?? new Map<string, Set<string>>();
+  handedOut.set(ctx, byHolt);
+  const names = byHolt.get(uid) ?? new Set<string>();
+  byHolt.set(uid, names);
+  return names;
+}
+
+/**
  * Level-triggered: a Secret per asynchronous NATS tool of a bundled NATS, derived from the NATS
  * Secret's `tool` password (made when missing, patched when it differs). Returns the tools whose
- * users the bundled NATS is to have, and the tool Secrets its live StatefulSet reads now (`had`, for
- * pruneToolSecrets once the new one is applied). Throws when the NATS Secret has no `tool` password.
+ * users the bundled NATS is to have, and the tool Secrets its live StatefulSet reads now or this
+ * process handed out (`had`, for pruneToolSecrets once the new one is applied). Throws when the NATS Secret has no `tool` password.
  */
 export async function syncToolSecrets(
   ctx: ControllerContext,
@@ -40,7 +55,13 @@ export async function syncToolSecrets(
   tools: string[],
 ): Promise<{ created: string[]; had: string[] }> {
   const ns = owner.namespace;
-  const had = toolSecretsOf(ctx.cache.get('StatefulSet', ns, storeName(owner.name, 'nats')));
+  const handed = ledger(ctx, owner.uid);
+  const had = [
+    ...new Set([
+      ...toolSecretsOf(ctx.cache.get('StatefulSet', ns, storeName(owner.name, 'nats'))),
+      ...handed,
+    ]),
+  ].sort();
   const created: string[] = [];
   if (spec.stores.nats.mode !== 'bundled' || !tools.length) return { created, had };
   const nats = await ctx.client.get('Secret', ns, storeSecretName(owner.name, 'nats'));
@@ -50,6 +71,7 @@ export async function syncToolSecrets(
   for (const t of tools) {
     const want = toolSecret(owner, t, secret, tls);
     const wantData = want.stringData as Record<string, string>;
+    handed.add(want.metadata.name);
     const live = await ctx.client.get('Secret', ns, want.metadata.name);
     if (!live) {
       try {
@@ -71,10 +93,10 @@ export async function syncToolSecrets(
 }
 
 /**
- * Deletes the tool Secrets the NATS StatefulSet read before (`had`) that no tool wants now, once the
- * new StatefulSet is applied (a running container keeps the env it started with). Secrets are never
- * listed: a Secret missed here (the operator stopped in between) only holds a password NATS no
- * longer accepts.
+ * Deletes the tool Secrets the NATS StatefulSet read before or this process handed out (`had`) that no
+ * tool wants now, once the new StatefulSet is applied (a running container keeps the env it started
+ * with). Secrets are never listed: a Secret missed here (the operator restarted in between, with a
+ * tool dropped meanwhile) only holds a password NATS no longer accepts.
  */
 export async function pruneToolSecrets(
   ctx: ControllerContext,
@@ -88,6 +110,7 @@ export async function pruneToolSecrets(
   // a dropped tool's. The names come from the StatefulSet the operator wrote.
   for (const name of had.filter((n) => !keep.has(n))) {
     await ctx.client.delete('Secret', owner.namespace, name); // one already gone is success
+    ledger(ctx, owner.uid).delete(name);
     deleted.push(`Secret/${name}`);
   }
   return deleted;
