@@ -9,6 +9,7 @@ import type { CallToolResult, Progress } from '@modelcontextprotocol/sdk/types.j
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artefact } from '../src/blackboard/types.ts';
 import { type LlmServer, startLlmServer, text } from '../test/harness/llm.ts';
+import { eventually } from '../test/harness/wait.ts';
 import { commitWorkspace } from './git-workspace.ts';
 
 /**
@@ -64,15 +65,28 @@ beforeAll(async () => {
   scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'mcpsrv-'));
   ws = join(scratch, 'ws');
   mkdirSync(ws);
+  // The Asker bids only once the gate file exists: the test opens it when the client has heard of the
+  // goal, so the question cannot come before the wait has seen the workflow run.
+  writeFileSync(
+    join(scratch, 'gate.mjs'),
+    `import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+const [gate, script, ...args] = process.argv.slice(2);
+while (!existsSync(gate)) await new Promise((r) => setTimeout(r, 50));
+process.exit(spawnSync('node', [script, ...args], { stdio: 'inherit' }).status ?? 1);
+`,
+  );
   writeFileSync(
     join(ws, 'holt.yml'),
     `version: "2"
+orchestrator:
+  bid_timeout: 120s
 llm:
   api_key_env: OPENAI_API_KEY
 agents:
   Asker:
     command: ["node", "${join(FIX, 'asker.mjs')}"]
-    bid_script: ["node", "${join(FIX, 'bid-types.mjs')}", "GoalDefined", "exclusive"]
+    bid_script: ["node", "${join(scratch, 'gate.mjs')}", "${join(scratch, 'open')}", "${join(FIX, 'bid-types.mjs')}", "GoalDefined", "exclusive"]
   Watcher:
     bidding_strategy: ignore
     prompts:
@@ -141,12 +155,15 @@ describe('holt mcp driven by the SDK client over stdio (real holt up, real store
     expect(goal).toMatch(/^[0-9a-f-]{36}$/);
 
     const progress: Progress[] = [];
-    const asked = await call('wait_for_workflow', { goal, timeout_seconds: 90 }, (p) => progress.push(p));
+    const asked = await call('wait_for_workflow', { goal, timeout_seconds: 90 }, (p) => {
+      progress.push(p);
+      writeFileSync(join(scratch, 'open'), '');
+    });
     const w1 = asked.json() as { state: string; questions: Artefact[]; artefacts: { id: string }[] };
     expect(w1.state).toBe('question');
     expect(w1.questions[0]!.payload).toBe('Which colour for: paint the shed?');
-    // While it waited (the goal alone: the Asker had not asked yet), a notification per new artefact,
-    // counting them; none with the result, which lists them all.
+    // While it waited (the goal alone: the Asker bids once the first notification came), a notification
+    // per new artefact, counting them; none with the result, which lists them all.
     expect(progress[0]).toMatchObject({
       progress: 1,
       message: '1 artefacts; the latest GoalDefined by user',
@@ -215,8 +232,15 @@ describe('holt mcp driven by the SDK client over stdio (real holt up, real store
     const sent = await call('send_message', { agent: 'Watcher', text: 'Stand down for today.' });
     expect(sent.isError).toBe(false);
     expect(sent.json()).toMatchObject({ status: 'queued' });
-    await llm.waitForRequests(1, 60_000);
-    const user = llm.requests[0]!.body.messages.find((m) => m.role === 'user')?.content ?? '';
+    // The turn it starts shows the model the message, labelled as the operator's instruction.
+    const user = await eventually(
+      'a model request with the message',
+      () =>
+        llm.requests
+          .map((r) => r.body.messages.find((m) => m.role === 'user')?.content ?? '')
+          .find((u) => u.includes('Stand down for today.')),
+      { timeoutMs: 60_000 },
+    );
     expect(user).toContain('Stand down for today.');
     expect(user).toContain('authority="operator_instruction"');
     const nobody = await call('send_message', { agent: 'Nobody', text: 'hello' });
