@@ -78,6 +78,8 @@ export class McpServerConnection {
   private connecting: Promise<void> | undefined;
   private retry: NodeJS.Timeout | undefined;
   private attempt = 0;
+  /** The connection attempt in progress: a late one (past its timeout) finds it changed and gives up. */
+  private gen = 0;
   private stopped = false;
   tools: McpTool[] = [];
   /** Tools the server offers that the model is not given, with why (a bad schema, a name too long). */
@@ -112,6 +114,7 @@ export class McpServerConnection {
 
   private async connect(): Promise<void> {
     const s = this.spec;
+    const gen = ++this.gen;
     let timer: NodeJS.Timeout | undefined;
     try {
       const late = new Promise<never>((_, reject) => {
@@ -120,7 +123,7 @@ export class McpServerConnection {
           this.ms,
         );
       });
-      await Promise.race([this.open(), late]);
+      await Promise.race([this.open(gen), late]);
       await Promise.race([this.discover(), late]);
       this.attempt = 0;
       this.reason = undefined;
@@ -137,6 +140,7 @@ export class McpServerConnection {
           reason: r.reason,
         });
     } catch (e) {
+      this.gen++;
       await this.drop();
       this.fail(e);
     } finally {
@@ -145,19 +149,19 @@ export class McpServerConnection {
   }
 
   /** A session over the server's transport: stdio through the runner, else Streamable HTTP, else SSE. */
-  private async open(): Promise<void> {
+  private async open(gen: number): Promise<void> {
     const s = this.spec;
     if (s.command) {
       const { runner, workspace } = this.deps;
       if (!runner.mcpStdio) throw new Error('cannot start a stdio server: the tool runner cannot');
       const stream = await runner.mcpStdio({ argv: s.command, cwd: workspace, env: s.env });
-      await this.session(new StreamTransport(stream));
+      await this.session(new StreamTransport(stream), gen);
       return;
     }
     const url = new URL(s.url as string);
     const headers = headerValues(s, this.deps.env);
     try {
-      await this.session(new StreamableHTTPClientTransport(url, { requestInit: { headers } }));
+      await this.session(new StreamableHTTPClientTransport(url, { requestInit: { headers } }), gen);
     } catch (e) {
       const c = classify(e);
       if (c === 'auth') throw e;
@@ -167,11 +171,16 @@ export class McpServerConnection {
         error: this.deps.scrub.text(errorMessage(e)),
       });
       await this.drop();
-      await this.session(new SSEClientTransport(url, { requestInit: { headers } }));
+      await this.session(new SSEClientTransport(url, { requestInit: { headers } }), gen);
     }
   }
 
-  private async session(transport: Transport): Promise<void> {
+  private async session(transport: Transport, gen: number): Promise<void> {
+    const stale = async () => {
+      await transport.close().catch(() => undefined);
+      throw new Error('superseded: the attempt ran past its timeout');
+    };
+    if (gen !== this.gen) return stale();
     const client = new Client({ name: 'holt', version: VERSION }, { capabilities: {} });
     client.onerror = (e) =>
       this.deps.log.debug({
@@ -181,8 +190,9 @@ export class McpServerConnection {
       });
     this.client = client;
     this.transport = transport;
-    await client.connect(transport, { timeout: this.ms });
+    // Before the session starts: a server may announce a change as soon as it is initialized.
     client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+      if (this.client !== client) return;
       this.listChanges++;
       try {
         await this.discover();
@@ -199,6 +209,11 @@ export class McpServerConnection {
         });
       }
     });
+    await client.connect(transport, { timeout: this.ms });
+    if (gen !== this.gen) {
+      await client.close().catch(() => undefined);
+      return stale();
+    }
     // Set after connect: a session that closes later is lost, and started again with backoff.
     client.onclose = () => {
       if (this.client !== client || this.stopped) return;
