@@ -18,7 +18,13 @@ const servers = (list: Record<string, unknown>[]) => ({ HOLT_LLM_MCP_SERVERS: JS
 describe('a turn with MCP servers', () => {
   it('offers server__tool with its schema, calls it, and reads the result as external evidence', async () => {
     const s = await setup(
-      [call('everything__echo', { message: 'hello <b>' }), submit('echoed')],
+      [
+        call('everything__echo', { message: 'hello <b>' }),
+        call('mcp_read_resource', { server: 'everything', uri: 'demo://resource/dynamic/text/1' }),
+        call('mcp_read_resource', { server: 'everything', uri: 'demo://resource/dynamic/blob/2' }),
+        call('mcp_get_prompt', { server: 'everything', name: 'args-prompt', arguments: { city: 'Lyon' } }),
+        submit('echoed'),
+      ],
       servers([{ name: 'everything', command: [EVERYTHING], tools: ['echo', 'get-sum'] }]),
     );
     const r = await grantAndRun(s);
@@ -34,6 +40,12 @@ describe('a turn with MCP servers', () => {
     expect(msg).toContain('authority="external_evidence"');
     expect(msg).toContain('surface="mcp everything echo"');
     expect(msg).toContain('Echo: hello &lt;b&gt;');
+    // Resources by URI: text as it is, a blob as a reference; a prompt filled in. Each is evidence.
+    expect(lastTool(2)).toMatch(/authority="external_evidence"[^]*Resource 1: This is a plaintext resource/);
+    expect(lastTool(3)).toMatch(
+      /\[resource demo:\/\/resource\/dynamic\/blob\/2 [^\]]*bytes of binary: not shown\]/,
+    );
+    expect(lastTool(4)).toMatch(/surface="mcp everything prompt args-prompt"[^]*Lyon/);
   });
 
   it("checks the model's arguments like any tool's, refuses require_approval calls, and shows isError and a dead server as tool errors", async () => {
@@ -43,6 +55,7 @@ describe('a turn with MCP servers', () => {
       call('tiny__touch', { path: 'x'.repeat(20_000) }),
       call('tiny__boom', {}),
       call('everything__get-sum', { a: 'one' }),
+      call('dying__boom', {}),
       call('tiny__touch', { path: './notes//a.txt' }),
       submit('checked'),
     ];
@@ -50,6 +63,7 @@ describe('a turn with MCP servers', () => {
       ...servers([
         { name: 'tiny', command: ['node', TINY], requireApproval: ['boom'] },
         { name: 'everything', command: [EVERYTHING], tools: ['get-sum'] },
+        { name: 'dying', command: ['node', TINY], tools: ['boom'] },
       ]),
       HOLT_LLM_MAX_STEPS: '12',
       HOLT_LLM_MAX_OUTPUT_ERRORS: '10',
@@ -61,8 +75,10 @@ describe('a turn with MCP servers', () => {
     expect(lastTool(3)).toMatch(/longer than 16384 bytes/);
     expect(lastTool(4)).toMatch(/needs a person's approval .* not supported yet: this call was not run/);
     expect(lastTool(5)).toMatch(/^<message [^>]*>\nerror: MCP error -32602/);
+    // The server died mid-call: a transient error the model reads; the turn goes on.
+    expect(lastTool(6)).toMatch(/^error: dying\/boom failed \(transient\): .*Connection closed/);
     // The path reached the server normalised.
-    expect(lastTool(6)).toContain('{&quot;path&quot;:&quot;notes/a.txt&quot;}');
+    expect(lastTool(7)).toContain('{&quot;path&quot;:&quot;notes/a.txt&quot;}');
   });
 
   it("runs a stdio server with the tools' environment: no store URL, no model key", async () => {
