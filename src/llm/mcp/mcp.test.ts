@@ -11,7 +11,15 @@ import { Scrubber } from '../../common/secrets.ts';
 import { LocalToolRunner, type ToolRunner } from '../../pup/runner/runner.ts';
 import { SocketToolRunner, startRunnerServer } from '../../pup/runner/socket.ts';
 import { McpHub } from './hub.ts';
-import { EVERYTHING, FILESYSTEM, httpEverything, stopChild as stop, TINY } from './mcp.testkit.ts';
+import {
+  AUTH_SERVER,
+  EVERYTHING,
+  FILESYSTEM,
+  httpEverything,
+  listening,
+  stopChild as stop,
+  TINY,
+} from './mcp.testkit.ts';
 import { resultText } from './results.ts';
 
 // MCP servers written by others (server-everything, server-filesystem), run for real over stdio (the
@@ -133,6 +141,7 @@ describe('a call past its timeout', () => {
     const log = join(ws, 'cancelled.log');
     const hub = await hubOf([{ name: 'tiny', command: ['node', TINY, 'normal', log], timeoutSeconds: 1 }]);
     const s = hub.server('tiny')!;
+    await eventually('connected', () => s.ready, { timeoutMs: 60_000 });
     const r = await s.call('slow', {});
     expect(r).toMatchObject({ ok: false, errorClass: 'transient' });
     await eventually(
@@ -143,7 +152,9 @@ describe('a call past its timeout', () => {
   });
 
   it('of server-everything: the long-running operation is given up at the timeout', async () => {
-    const hub = await hubOf([{ name: 'slow', command: [EVERYTHING], timeoutSeconds: 1 }]);
+    const hub = await hubOf([{ name: 'slow', command: [EVERYTHING], timeoutSeconds: 2 }]);
+    // A short timeout bounds connecting too: on a loaded machine a later attempt may be the one.
+    await eventually('connected', () => hub.server('slow')!.ready, { timeoutMs: 60_000 });
     const r = await hub.server('slow')!.call('trigger-long-running-operation', { duration: 30, steps: 30 });
     expect(r).toMatchObject({ ok: false, errorClass: 'transient' });
     expect(textOf(await hub.server('slow')!.call('echo', { message: 'still here' }))).toBe(
@@ -261,6 +272,35 @@ describe('server-everything over HTTP', () => {
       const hub = await hubOf([{ name: 'old', url: `http://127.0.0.1:${port}/sse`, timeoutSeconds: 10 }]);
       expect(hub.problems()).toEqual([]);
       expect(textOf(await hub.server('old')!.call('echo', { message: 'sse' }))).toBe('Echo: sse');
+    } finally {
+      await stop(child);
+    }
+  });
+});
+
+describe("a remote server's headers", () => {
+  it("are sent from the pup's environment; a refused one is auth, a missing variable config", async () => {
+    const port = await freePort();
+    const child = await listening(
+      [AUTH_SERVER],
+      { PORT: String(port), AUTH_TOKEN: 'right-token-123' },
+      'auth server',
+    );
+    try {
+      const server = (name: string) => ({
+        name,
+        url: `http://127.0.0.1:${port}/mcp`,
+        headers: { Authorization: { env: 'MCP_TOKEN', prefix: 'Bearer ' } },
+        timeoutSeconds: 10,
+      });
+      const ok = await hubOf([server('good')], undefined, { MCP_TOKEN: 'right-token-123' });
+      expect(textOf(await ok.server('good')!.call('whoami', {}))).toBe('admitted');
+      const bad = await hubOf([server('bad')], undefined, { MCP_TOKEN: 'wrong-token-456' });
+      expect(bad.problems()[0]?.reason).toMatch(/^auth: /);
+      const none = await hubOf([server('none')], undefined, {});
+      expect(none.problems()[0]?.reason).toBe(
+        'config: header Authorization: the variable MCP_TOKEN is not set',
+      );
     } finally {
       await stop(child);
     }

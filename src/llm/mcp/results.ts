@@ -105,6 +105,7 @@ export function classify(e: unknown): ErrorClass {
   const err = e as { code?: unknown; name?: unknown; message?: unknown };
   const msg = String(err?.message ?? e);
   const code = typeof err?.code === 'number' ? err.code : undefined;
+  if (err?.code === 'config') return 'config';
   if (err?.name === 'UnauthorizedError' || code === 401 || code === 403) return 'auth';
   if (code === REQUEST_TIMEOUT || code === CONNECTION_CLOSED) return 'transient';
   if (code === METHOD_NOT_FOUND) return 'config';

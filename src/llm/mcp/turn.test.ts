@@ -41,11 +41,13 @@ describe('a turn with MCP servers', () => {
     expect(msg).toContain('surface="mcp everything echo"');
     expect(msg).toContain('Echo: hello &lt;b&gt;');
     // Resources by URI: text as it is, a blob as a reference; a prompt filled in. Each is evidence.
-    expect(lastTool(2)).toMatch(/authority="external_evidence"[^]*Resource 1: This is a plaintext resource/);
+    expect(lastTool(2)).toMatch(
+      /authority="external_evidence"[\s\S]*Resource 1: This is a plaintext resource/,
+    );
     expect(lastTool(3)).toMatch(
       /\[resource demo:\/\/resource\/dynamic\/blob\/2 [^\]]*bytes of binary: not shown\]/,
     );
-    expect(lastTool(4)).toMatch(/surface="mcp everything prompt args-prompt"[^]*Lyon/);
+    expect(lastTool(4)).toMatch(/surface="mcp everything prompt args-prompt"[\s\S]*Lyon/);
   });
 
   it("checks the model's arguments like any tool's, refuses require_approval calls, and shows isError and a dead server as tool errors", async () => {
