@@ -109,13 +109,17 @@ export async function startLlmPlugin(
   // Each server connects on its own, bounded by its timeout: a hung one delays the start by that at most.
   const mcp =
     s.execute && s.mcpServers.length
-      ? new McpHub(s.mcpServers, {
-          runner: cfg.runner,
-          workspace: cfg.workspace,
-          env,
-          log: log.child({ mcp: true }),
-          scrub,
-        })
+      ? new McpHub(
+          s.mcpServers,
+          {
+            runner: cfg.runner,
+            workspace: cfg.workspace,
+            env,
+            log: log.child({ mcp: true }),
+            scrub,
+          },
+          registry,
+        )
       : undefined;
   await mcp?.start();
   const deps: LlmExecutorDeps | undefined =

@@ -1,6 +1,8 @@
+import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import type { McpServer } from '../../api/agent.ts';
 import type { ToolSpec } from '../model/model.ts';
+import { McpMetrics } from './metrics.ts';
 import { McpServerConnection, type McpServerDeps, type McpTool } from './server.ts';
 
 export const MCP_READ_RESOURCE = 'mcp_read_resource';
@@ -23,8 +25,12 @@ export const GetPromptArgs = z.object({
  */
 export class McpHub {
   readonly servers: McpServerConnection[];
-  constructor(specs: McpServer[], deps: McpServerDeps) {
-    this.servers = specs.map((s) => new McpServerConnection(s, deps));
+  /** `registry`: the pup's metrics (holt_mcp_*). */
+  constructor(specs: McpServer[], deps: McpServerDeps, registry?: Registry) {
+    const metrics =
+      registry &&
+      new McpMetrics(registry, () => this.servers.map((s) => ({ name: s.spec.name, ready: s.ready })));
+    this.servers = specs.map((s) => new McpServerConnection(s, { ...deps, ...(metrics ? { metrics } : {}) }));
   }
 
   /** Every server's first connection, each bounded by its own timeout; never rejects. */

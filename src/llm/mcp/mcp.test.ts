@@ -1,8 +1,10 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:net';
 import { join } from 'node:path';
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../../test/harness/ports.ts';
+import { promlint } from '../../../test/harness/promlint.ts';
 import { makeTempDir, removeDir } from '../../../test/harness/tmp.ts';
 import { eventually } from '../../../test/harness/wait.ts';
 import { McpServer } from '../../api/agent.ts';
@@ -53,14 +55,19 @@ async function hubOf(
   servers: Record<string, unknown>[],
   runner: ToolRunner = new LocalToolRunner(pupEnv),
   env = {},
+  registry?: Registry,
 ) {
-  const hub = new McpHub(servers.map(spec), {
-    runner,
-    workspace: ws,
-    env,
-    log: silentLogger(),
-    scrub: new Scrubber([]),
-  });
+  const hub = new McpHub(
+    servers.map(spec),
+    {
+      runner,
+      workspace: ws,
+      env,
+      log: silentLogger(),
+      scrub: new Scrubber([]),
+    },
+    registry,
+  );
   hubs.push(hub);
   await hub.start();
   return hub;
@@ -165,17 +172,32 @@ describe('a call past its timeout', () => {
 
 describe('servers that fail', () => {
   it("a hung server and a bad schema: the others' tools are there, the hung one is absent with its reason", async () => {
-    const hub = await hubOf([
-      { name: 'hung', command: ['node', TINY, 'hang'], timeoutSeconds: 1 },
-      { name: 'tiny', command: ['node', TINY], timeoutSeconds: 10 },
-      { name: 'missing', command: ['/nonexistent/mcp-server'], timeoutSeconds: 10 },
-    ]);
+    const registry = new Registry();
+    const hub = await hubOf(
+      [
+        { name: 'hung', command: ['node', TINY, 'hang'], timeoutSeconds: 1 },
+        { name: 'tiny', command: ['node', TINY], timeoutSeconds: 10 },
+        { name: 'missing', command: ['/nonexistent/mcp-server'], timeoutSeconds: 10 },
+      ],
+      undefined,
+      {},
+      registry,
+    );
     expect(hub.tool('tiny__touch')).toBeDefined();
     expect(hub.tools().some((t) => t.server === 'hung' || t.server === 'missing')).toBe(false);
     const problems = Object.fromEntries(hub.problems().map((p) => [p.server, p.reason]));
     expect(problems.hung).toMatch(/^transient: no session within 1000 ms/);
     expect(problems.missing).toMatch(/^config: cannot start/);
     expect(hub.tool('tiny__bad')).toBeUndefined();
+    // Surfaced as metrics too: which servers are up, how calls end.
+    expect(textOf(await hub.server('tiny')!.call('touch', { path: 'm' }))).toBe('{"path":"m"}');
+    await hub.server('hung')!.call('slow', {});
+    const text = await registry.metrics();
+    expect(text).toMatch(/^holt_mcp_server_up\{server="hung"\} 0$/m);
+    expect(text).toMatch(/^holt_mcp_server_up\{server="tiny"\} 1$/m);
+    expect(text).toMatch(/^holt_mcp_calls_total\{server="tiny",outcome="ok"\} 1$/m);
+    expect(text).toMatch(/^holt_mcp_calls_total\{server="hung",outcome="transient"\} 1$/m);
+    expect(await promlint(text)).toEqual([]);
     expect(hub.server('tiny')!.refused).toEqual([
       { name: 'bad', reason: 'its input schema is of type "string", not object' },
     ]);

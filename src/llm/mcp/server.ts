@@ -12,6 +12,7 @@ import type { Logger } from '../../common/logger.ts';
 import type { Scrubber } from '../../common/secrets.ts';
 import { VERSION } from '../../common/version.ts';
 import type { ToolRunner } from '../../pup/runner/runner.ts';
+import type { McpMetrics } from './metrics.ts';
 import { allowed, checkSchema, classify, exposedName, sessionLost } from './results.ts';
 import { StreamTransport } from './transport.ts';
 
@@ -41,6 +42,7 @@ export interface McpServerDeps {
   env: NodeJS.ProcessEnv;
   log: Logger;
   scrub: Scrubber;
+  metrics?: McpMetrics;
 }
 
 /** What a call gave: the result, or a classed error. */
@@ -293,6 +295,21 @@ export class McpServerConnection {
 
   /** One request to the server, with the session started again once when an HTTP server forgot it. */
   private async request<T>(
+    what: string,
+    send: (c: Client) => Promise<T>,
+  ): Promise<{ ok: true; value: T } | Extract<Outcome, { ok: false }>> {
+    const started = performance.now();
+    const r = await this.exchange(what, send);
+    const m = this.deps.metrics;
+    if (m) {
+      const isError = r.ok && (r.value as { isError?: unknown } | undefined)?.isError === true;
+      m.calls.inc({ server: this.spec.name, outcome: !r.ok ? r.errorClass : isError ? 'is_error' : 'ok' });
+      m.duration.observe({ server: this.spec.name }, (performance.now() - started) / 1000);
+    }
+    return r;
+  }
+
+  private async exchange<T>(
     what: string,
     send: (c: Client) => Promise<T>,
   ): Promise<{ ok: true; value: T } | Extract<Outcome, { ok: false }>> {
