@@ -328,3 +328,32 @@ describe("a remote server's headers", () => {
     }
   });
 });
+
+describe('a server that forgot the session', () => {
+  it('answers 404 (as the specification says): the call opens a new session and goes through', async () => {
+    const port = await freePort();
+    const env = { PORT: String(port), AUTH_TOKEN: 'tok-404-test', STATEFUL: '1' };
+    let child = await listening([AUTH_SERVER], env, 'stateful server');
+    try {
+      const hub = await hubOf(
+        [
+          {
+            name: 'stateful',
+            url: `http://127.0.0.1:${port}/mcp`,
+            headers: { Authorization: { env: 'T', prefix: 'Bearer ' } },
+            timeoutSeconds: 10,
+          },
+        ],
+        undefined,
+        { T: 'tok-404-test' },
+      );
+      const s = hub.server('stateful')!;
+      expect(textOf(await s.call('whoami', {}))).toBe('admitted');
+      await stop(child);
+      child = await listening([AUTH_SERVER], env, 'stateful server, restarted');
+      expect(textOf(await s.call('whoami', {}))).toBe('admitted');
+    } finally {
+      await stop(child);
+    }
+  });
+});

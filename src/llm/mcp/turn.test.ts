@@ -50,12 +50,11 @@ describe('a turn with MCP servers', () => {
     expect(lastTool(4)).toMatch(/surface="mcp everything prompt args-prompt"[\s\S]*Lyon/);
   });
 
-  it("checks the model's arguments like any tool's, refuses require_approval calls, and shows isError and a dead server as tool errors", async () => {
+  it("checks the model's arguments like any tool's, and shows isError and a dead server as tool errors", async () => {
     const script = [
       call('tiny__touch', { path: '../../etc/passwd' }),
       call('tiny__touch', { path: 'a\u0000b' }),
       call('tiny__touch', { path: 'x'.repeat(20_000) }),
-      call('tiny__boom', {}),
       call('everything__get-sum', { a: 'one' }),
       call('dying__boom', {}),
       call('tiny__touch', { path: './notes//a.txt' }),
@@ -63,7 +62,7 @@ describe('a turn with MCP servers', () => {
     ];
     const s = await setup(script, {
       ...servers([
-        { name: 'tiny', command: ['node', TINY], requireApproval: ['boom'] },
+        { name: 'tiny', command: ['node', TINY] },
         { name: 'everything', command: [EVERYTHING], tools: ['get-sum'] },
         { name: 'dying', command: ['node', TINY], tools: ['boom'] },
       ]),
@@ -75,12 +74,12 @@ describe('a turn with MCP servers', () => {
     expect(lastTool(1)).toMatch(/invalid arguments for tiny__touch: path: must not contain "\.\."/);
     expect(lastTool(2)).toMatch(/control character U\+0000 is not allowed/);
     expect(lastTool(3)).toMatch(/longer than 16384 bytes/);
-    expect(lastTool(4)).toMatch(/needs a person's approval .* not supported yet: this call was not run/);
-    expect(lastTool(5)).toMatch(/^<message [^>]*>\nerror: MCP error -32602/);
+    // (A require_approval call waits for a person: src/llm/turn/approval.test.ts.)
+    expect(lastTool(4)).toMatch(/^<message [^>]*>\nerror: MCP error -32602/);
     // The server died mid-call: a transient error the model reads; the turn goes on.
-    expect(lastTool(6)).toMatch(/^error: dying\/boom failed \(transient\): .*Connection closed/);
+    expect(lastTool(5)).toMatch(/^error: dying\/boom failed \(transient\): .*Connection closed/);
     // The path reached the server normalised.
-    expect(lastTool(7)).toContain('{&quot;path&quot;:&quot;notes/a.txt&quot;}');
+    expect(lastTool(6)).toContain('{&quot;path&quot;:&quot;notes/a.txt&quot;}');
   });
 
   it("runs a stdio server with the tools' environment: no store URL, no model key", async () => {
