@@ -90,12 +90,39 @@ export function pupEnvironment(agent: AgentSpec, ctx: PupContext): Record<string
   Object.assign(env, llmEnvironment(agent, ctx.llm));
   // The names the agent declares reach its tools; nothing else of the pup's environment does.
   // A remote MCP server's header values (its tokens) are the pup's alone: never a tool's.
-  const headerVars = new Set(
-    (agent.llm?.mcpServers ?? []).flatMap((m) => Object.values(m.headers ?? {}).map((h) => h.env)),
-  );
+  const headerVars = new Set(mcpHeaderVars(agent));
   const toolVars = agent.env.map((e) => e.name).filter((n) => !headerVars.has(n));
   if (toolVars.length) env.HOLT_TOOL_ENV = JSON.stringify(toolVars);
   // Literal user environment last-but-not-over ours: HOLT_* set above win.
   for (const e of agent.env) if (e.value !== undefined && !(e.name in env)) env[e.name] = e.value;
   return env;
+}
+
+/** The variables a remote MCP server's headers are read from (its tokens): the pup's alone. */
+export function mcpHeaderVars(agent: Pick<AgentSpec, 'llm'>): string[] {
+  return [
+    ...new Set(
+      (agent.llm?.mcpServers ?? []).flatMap((m) => Object.values(m.headers ?? {}).map((h) => h.env)),
+    ),
+  ];
+}
+
+/**
+ * `holt up`: the header variables leave the pup's literal environment (a local tool can read its pup's
+ * /proc/<pid>/environ) for its credentials descriptor, with their values from the Holt file or, when it
+ * does not set them, from the shell `holt up` runs in.
+ */
+export function mcpHeaderSecrets(
+  agent: Pick<AgentSpec, 'llm'>,
+  literal: Record<string, string>,
+  shell: NodeJS.ProcessEnv,
+): { env: Record<string, string>; secrets: Record<string, string> } {
+  const env = { ...literal };
+  const secrets: Record<string, string> = {};
+  for (const k of mcpHeaderVars(agent)) {
+    const v = env[k] || shell[k];
+    delete env[k];
+    if (v) secrets[k] = v;
+  }
+  return { env, secrets };
 }

@@ -9,7 +9,7 @@ import { redisAclLines, redisUrl as redisUserUrl } from '../access/redis.ts';
 import { isScalable, workerTargetOf } from '../api/agent.ts';
 import { DEFAULT_RUNTIME_IMAGE } from '../api/common.ts';
 import { type HoltFile, type HoltFileAgent, loadHoltFile } from '../api/holtfile.ts';
-import { pupEnvironment } from '../api/pupenv.ts';
+import { mcpHeaderSecrets, pupEnvironment } from '../api/pupenv.ts';
 import { registrationOf } from '../api/registry.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { PupMode } from '../blackboard/pup-mode.ts';
@@ -122,7 +122,7 @@ async function pupComponent(
   mode: PupMode,
 ): Promise<ComponentSpec> {
   const healthPort = await freePort();
-  const env = pupEnvironment(
+  const literal = pupEnvironment(
     { ...agent, env: agent.env.map((e) => ({ ...e, value: e.value && expandEnv(e.value, base.env) })) },
     {
       instance: base.instance,
@@ -133,6 +133,8 @@ async function pupComponent(
       llm: file.holt.llm,
     },
   );
+  // A remote MCP server's tokens travel on the descriptor too, never in the pup's environment.
+  const { env, secrets: headers } = mcpHeaderSecrets(agent, literal, base.env);
   const keyEnv = file.holt.llm?.apiKeyEnv;
   // The model's key travels with the store credentials, on the descriptor.
   const keys = Object.fromEntries(
@@ -146,10 +148,10 @@ async function pupComponent(
     // The supervisor's stop grace outlasts this, so a pup always stops its own tool first.
     env: {
       HOLT_SHUTDOWN_GRACE_MS: String(LOCAL_PUP_GRACE_MS),
-      ...componentEnvironment(base.env, [keyEnv]),
+      ...componentEnvironment(base.env, [keyEnv, ...Object.keys(headers)]),
       ...env,
     },
-    secrets: { ...base.conn, ...keys },
+    secrets: { ...base.conn, ...keys, ...headers },
     cwd: base.workspace,
     healthPort,
   };

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { AgentSpec } from '../../api/agent.ts';
 import { HoltSpec } from '../../api/holt.ts';
 import { loadHoltFile, parseHoltFile } from '../../api/holtfile.ts';
-import { pupEnvironment } from '../../api/pupenv.ts';
+import { mcpHeaderSecrets, pupEnvironment } from '../../api/pupenv.ts';
 import { pupPodTemplate } from '../../operator/specs/pup.ts';
 import { loadLlmSettings } from '../config.ts';
 
@@ -48,6 +48,15 @@ describe('llm.mcp_servers', () => {
     expect(s?.mcpServers.map((m) => m.name)).toEqual(['everything', 'github']);
     // The token's variable is the pup's alone: never among the names passed to tools.
     expect(JSON.parse(env.HOLT_TOOL_ENV ?? '[]')).toEqual(['TOOL_VAR']);
+    // holt up: the token leaves the literal environment for the credentials descriptor.
+    const local = mcpHeaderSecrets(agent, env, { GITHUB_MCP_TOKEN: 'from-the-shell' });
+    expect(local.env.GITHUB_MCP_TOKEN).toBeUndefined();
+    expect(local.env.TOOL_VAR).toBe('ok');
+    expect(local.secrets).toEqual({ GITHUB_MCP_TOKEN: 'ghp-not-for-tools' });
+    const { GITHUB_MCP_TOKEN: _, ...withoutIt } = env;
+    expect(mcpHeaderSecrets(agent, withoutIt, { GITHUB_MCP_TOKEN: 'from-the-shell' }).secrets).toEqual({
+      GITHUB_MCP_TOKEN: 'from-the-shell',
+    });
   });
 
   it.each([

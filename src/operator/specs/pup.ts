@@ -8,7 +8,7 @@ import type {
 } from '@kubernetes/client-node';
 import type { AgentSpec, AgentVolume } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
-import { pupEnvironment } from '../../api/pupenv.ts';
+import { mcpHeaderVars, pupEnvironment } from '../../api/pupenv.ts';
 import type { PupMode } from '../../blackboard/pup-mode.ts';
 import { CONTRACT_ENV, TOOL_ENV_NAMES } from '../../common/secrets.ts';
 import { DNS_LABEL, dnsDenied, EGRESS_LABEL, storeHostAliases } from './networkpolicy.ts';
@@ -102,9 +102,7 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
   });
   const declared = new Set(p.agent.env.map((e) => e.name));
   // A remote MCP server's headers (its tokens): the pup's alone, never the agent container's.
-  const headerVars = new Set(
-    (p.agent.llm?.mcpServers ?? []).flatMap((m) => Object.values(m.headers ?? {}).map((h) => h.env)),
-  );
+  const headerVars = new Set(mcpHeaderVars(p.agent));
   const userVar = (e: AgentSpec['env'][number]): V1EnvVar =>
     e.value !== undefined
       ? { name: e.name, value: e.value }
