@@ -62,6 +62,12 @@ export const AgentTool = z
       .describe(
         "Ends the turn when it succeeds (exit 0): its stdout is the turn's result. Unless mustEndWith names it, only where mustEndWith is unset.",
       ),
+    requireApproval: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Each call needs a person's approval first: it becomes a Question showing the tool and its arguments, and runs only once a person answers approve (holt answer); a rejection or no answer within approvalTimeoutSeconds refuses it (docs/agents.md, Approval of risky calls).",
+      ),
   })
   .refine((t) => t.argv !== undefined || t.async === 'nats', {
     message: 'a tool needs argv unless it is async: nats',
@@ -122,7 +128,7 @@ export const McpServer = z
       .array(z.string().min(1).max(128))
       .default([])
       .describe(
-        "Tools that need a person's approval. Approval is not built yet: a call to one is refused with a tool error.",
+        "Tools that need a person's approval: each call becomes a Question and runs only once a person approves it (as a declared tool's requireApproval).",
       ),
     env: z
       .array(envName)
@@ -339,6 +345,15 @@ export const AgentLlm = z
       .optional()
       .describe(
         'Show the model the workspace state before each call (files written and still there, last commands, last errors); on with fileTools by default.',
+      ),
+    approvalTimeoutSeconds: z
+      .number()
+      .int()
+      .positive()
+      .max(30 * 86_400)
+      .default(3600)
+      .describe(
+        "How long a call that needs a person's approval waits for the answer; past it the call is refused (the Question stays open).",
       ),
     tools: z.array(AgentTool).default([]).describe('Tools declared for the model.'),
     mcpServers: z

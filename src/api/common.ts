@@ -37,6 +37,9 @@ export const roleName = z
   .min(1)
   .max(64)
   .regex(/^[A-Za-z0-9-]+$/, 'role must be 1-64 characters of letters, digits and hyphens')
+  // A person's artefacts say produced_by_role: user (only a person's Answer approves a risky call), the
+  // orchestrator's say orchestrator: no agent may write under either name.
+  .refine((r) => r !== 'user' && r !== 'orchestrator', 'user and orchestrator are reserved role names')
   .describe('The agent role: 1-64 letters, digits or hyphens. Unique within a Holt.');
 
 export { workerTarget } from '../blackboard/targets.ts';

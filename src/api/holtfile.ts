@@ -45,6 +45,7 @@ const fileTool = z.object({
   env: z.record(z.string(), z.string()).optional(),
   max_argument_bytes: z.number().int().optional(),
   terminate: z.boolean().optional(),
+  require_approval: z.boolean().optional(),
 });
 
 const fileMcpServer = z.object({
@@ -133,6 +134,7 @@ const fileAgent = z.object({
       working_memory_bytes: z.number().int().optional(),
       tools: z.array(fileTool).optional(),
       mcp_servers: z.array(fileMcpServer).optional(),
+      approval_timeout: duration.optional(),
       allowed_tools: z.array(z.string()).optional(),
       file_tools: z.boolean().optional(),
       file_tools_allow_git: z.boolean().optional(),
@@ -278,17 +280,21 @@ function toAgent(
           maxOutputErrors: a.llm.max_output_errors,
           planning: a.llm.planning,
           workingMemoryBytes: a.llm.working_memory_bytes,
-          tools: a.llm.tools?.map(({ timeout, max_argument_bytes, async_timeout, ...t }) => ({
-            ...t,
-            timeoutSeconds: timeout,
-            maxArgumentBytes: max_argument_bytes,
-            asyncTimeoutSeconds: async_timeout,
-          })),
+          tools: a.llm.tools?.map(
+            ({ timeout, max_argument_bytes, async_timeout, require_approval, ...t }) => ({
+              ...t,
+              requireApproval: require_approval,
+              timeoutSeconds: timeout,
+              maxArgumentBytes: max_argument_bytes,
+              asyncTimeoutSeconds: async_timeout,
+            }),
+          ),
           mcpServers: a.llm.mcp_servers?.map(({ timeout_seconds, require_approval, ...m }) => ({
             ...m,
             timeoutSeconds: timeout_seconds,
             requireApproval: require_approval,
           })),
+          approvalTimeoutSeconds: a.llm.approval_timeout,
           allowedTools: a.llm.allowed_tools,
           fileTools: a.llm.file_tools,
           fileToolsAllowGit: a.llm.file_tools_allow_git,

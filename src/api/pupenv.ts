@@ -41,6 +41,7 @@ export function llmEnvironment(agent: AgentSpec, holt: PupContext['llm']): Recor
     set('HOLT_LLM_WORKING_MEMORY_BYTES', l.workingMemoryBytes);
     if (l.tools.length) env.HOLT_LLM_TOOLS = JSON.stringify(l.tools);
     if (l.mcpServers.length) env.HOLT_LLM_MCP_SERVERS = JSON.stringify(l.mcpServers);
+    set('HOLT_LLM_APPROVAL_TIMEOUT_MS', l.approvalTimeoutSeconds * 1000);
     if (l.allowedTools) env.HOLT_LLM_ALLOWED_TOOLS = JSON.stringify(l.allowedTools);
     if (l.fileTools) env.HOLT_LLM_FILE_TOOLS = 'true';
     if (l.fileToolsAllowGit) env.HOLT_LLM_FILE_TOOLS_ALLOW_GIT = 'true';

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { APPROVAL_TYPE, PERSON_ROLE } from '../blackboard/approval.ts';
 import { claimIdsForArtefacts } from '../blackboard/claim-engine.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
@@ -87,13 +88,16 @@ export async function listArtefacts(bb: Blackboard, f: ArtefactFilter = {}): Pro
   );
 }
 
-/** Questions that no Answer artefact cites yet, oldest first. */
+/** Questions that no Answer artefact settles yet (an approval: no person's Answer), oldest first. */
 export async function openQuestions(bb: Blackboard): Promise<Artefact[]> {
   const all = await listArtefacts(bb);
-  const answered = new Set(
-    all.filter((a) => a.structural_type === 'Answer').flatMap((a) => a.source_artefacts),
+  const answers = all.filter((a) => a.structural_type === 'Answer');
+  const cited = (as: Artefact[]) => new Set(as.flatMap((a) => a.source_artefacts));
+  const byAnyone = cited(answers);
+  const byPerson = cited(answers.filter((a) => a.produced_by_role === PERSON_ROLE));
+  return all.filter(
+    (q) => q.structural_type === 'Question' && !(q.type === APPROVAL_TYPE ? byPerson : byAnyone).has(q.id),
   );
-  return all.filter((a) => a.structural_type === 'Question' && !answered.has(a.id));
 }
 
 /** The user's Answer to a Question (an id or a prefix); the asking agent resumes. */
@@ -114,7 +118,7 @@ export async function answerQuestion(
     type: 'Answer',
     payload: text,
     source_artefacts: [q.id],
-    produced_by_role: 'user',
+    produced_by_role: PERSON_ROLE,
   });
   return { answerId, questionId: q.id };
 }

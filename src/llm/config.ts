@@ -62,6 +62,7 @@ export const LlmEnv = z
     HOLT_LLM_WORKING_MEMORY_BYTES: int(0, 0),
     HOLT_LLM_TOOLS: json(z.array(AgentTool), 'a list of tools'),
     HOLT_LLM_MCP_SERVERS: json(z.array(McpServer), 'a list of MCP servers'),
+    HOLT_LLM_APPROVAL_TIMEOUT_MS: int(3_600_000, 1000),
     HOLT_LLM_ALLOWED_TOOLS: json(z.array(z.string()), 'a list of tool names'),
     HOLT_LLM_FILE_TOOLS: bool,
     HOLT_LLM_FILE_TOOLS_ALLOW_GIT: bool,
@@ -116,6 +117,8 @@ export const LlmEnv = z
     tools: e.HOLT_LLM_TOOLS ?? [],
     /** MCP servers whose tools the model may call (src/llm/mcp). */
     mcpServers: e.HOLT_LLM_MCP_SERVERS ?? [],
+    /** How long a call that needs a person's approval waits for it (turn/approval.ts). */
+    approvalTimeoutMs: e.HOLT_LLM_APPROVAL_TIMEOUT_MS,
     allowedTools: e.HOLT_LLM_ALLOWED_TOOLS,
     /** The built-in workspace file tools (workspace-tools.ts). */
     fileTools: e.HOLT_LLM_FILE_TOOLS,

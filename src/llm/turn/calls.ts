@@ -3,6 +3,7 @@ import { checkValues, resolvePaths } from '../tools/args.ts';
 import { declaredArgs } from '../tools/tools.ts';
 import { isWorkTool } from '../tools/work-tools.ts';
 import { isFileTool } from '../tools/workspace-tools.ts';
+import { awaitApproval, refusal } from './approval.ts';
 import { request } from './async-calls.ts';
 import {
   BUILTIN_HANDLERS,
@@ -78,6 +79,13 @@ async function declaredCall({ t, call, args, reply, bad }: CallContext): Promise
       { ...ctl, loop: recordBlock(ctl.loop, sig), blocks: [...ctl.blocks, block] },
       { outcome: 'blocked', block },
     );
+  }
+  if (tool.requireApproval) {
+    // What the person approves: the arguments as the tool gets them, less the hidden fixed ones.
+    const shown = Object.fromEntries(Object.entries(a.value).filter(([k]) => !(k in (tool.fixed ?? {}))));
+    const ok = await awaitApproval(t, call, { tool: name, args: shown });
+    if (ok === 'waiting') return;
+    if (ok !== 'approved') return reply(refusal(name, ok.rejected), ctl, { outcome: 'rejected' });
   }
   if (tool.async) return request(t, call, tool, p.value);
   return runTool(t, call, tool, p.value, sig);

@@ -10,6 +10,7 @@ import { promptText, resourceText, resultText, SEPARATOR } from '../mcp/results.
 import type { Outcome } from '../mcp/server.ts';
 import { checkValues, resolvePaths } from '../tools/args.ts';
 import { builtinArgs } from '../tools/tools.ts';
+import { awaitApproval, refusal } from './approval.ts';
 import type { CallContext } from './builtins.ts';
 import { checkAction, hashResult, recordAction, recordBlock, signature } from './loop-guard.ts';
 
@@ -67,14 +68,13 @@ export async function mcpCall(x: CallContext, hub: McpHub): Promise<void> {
     );
   }
   const server = hub.server(tool.server)!;
-  if (server.spec.requireApproval.includes(tool.name))
-    return reply(
-      `error: ${name} needs a person's approval (require_approval), and approval of MCP calls is not supported yet: this call was not run.`,
-      t.state.ctl,
-      { outcome: 'refused_approval' },
-    );
   const p = await resolvePaths(tool.schema, x.args, deps.workspace);
   if (!p.ok) return x.bad(p.error);
+  if (server.spec.requireApproval.includes(tool.name)) {
+    const ok = await awaitApproval(t, call, { tool: name, args: x.args });
+    if (ok === 'waiting') return;
+    if (ok !== 'approved') return reply(refusal(name, ok.rejected), t.state.ctl, { outcome: 'rejected' });
+  }
   return guarded(x, p.value, async () => {
     deps.events.step({ ...t.base(), phase: 'executing', claim_id: deps.claim.id, role: deps.role });
     const started = performance.now();

@@ -3,10 +3,11 @@ import { childrenOf } from '../../blackboard/claim-engine.ts';
 import type { Artefact } from '../../blackboard/types.ts';
 import type { ChatMessage, ToolCall } from '../model/model.ts';
 import { ASK_QUESTION } from '../tools/tools.ts';
+import { approvalAnswered, approvalTimedOut } from './approval.ts';
 import { QUESTION_NS, type TurnScope } from './scope.ts';
 
 /** A question the turn waits on: the tool call it answers, and when it stops waiting (if ever). */
-type Waiting = { toolCallId: string; questionId: string; deadlineMs?: number };
+type Waiting = { toolCallId: string; questionId: string; deadlineMs?: number; approval?: boolean };
 
 /** ask_question: the Question artefact first (idempotent id), then the waiting state; the turn suspends. */
 export async function ask(t: TurnScope, call: ToolCall, question: string, deadlineSeconds?: number) {
@@ -41,6 +42,7 @@ export async function ask(t: TurnScope, call: ToolCall, question: string, deadli
 
 /** An Answer citing the question resumes the turn: it becomes ask_question's result. */
 export async function answer(t: TurnScope, w: Waiting): Promise<boolean> {
+  if (w.approval) return approvalAnswered(t, w); // only a person's verdict, and the call still to run
   const { deps } = t;
   const kids = await deps.bb.getArtefacts(await childrenOf(deps.bb, w.questionId));
   const a = kids
@@ -61,6 +63,7 @@ export async function answer(t: TurnScope, w: Waiting): Promise<boolean> {
 
 /** A question past its deadline: the model gets a timeout report and goes on (the Question stays). */
 export async function unanswered(t: TurnScope, w: Waiting): Promise<void> {
+  if (w.approval) return approvalTimedOut(t, w);
   t.deps.log.info({ event_type: 'question_timed_out', question_id: w.questionId });
   const msg: ChatMessage = {
     role: 'tool',

@@ -47,8 +47,18 @@ export const Ctl = z.object({
     .default([]),
   /** An asked question; past `deadlineMs` (when set) the model gets a timeout report instead. */
   waiting: z
-    .object({ toolCallId: z.string(), questionId: z.string(), deadlineMs: z.number().optional() })
+    .object({
+      toolCallId: z.string(),
+      questionId: z.string(),
+      deadlineMs: z.number().optional(),
+      /** The question asks a person to approve the call (approval.ts): the call runs only once approved. */
+      approval: z.boolean().optional(),
+    })
     .optional(),
+  /** A person's verdict on each call that needed approval (approval.ts), by tool call id. */
+  approvals: z
+    .record(z.string(), z.object({ approved: z.boolean(), reason: z.string().default('') }))
+    .default({}),
   /** Asynchronous tool calls waiting for their result (holt.turn_waiting_tools), with deadlines. */
   toolWaits: z
     .array(z.object({ toolCallId: z.string(), tool: z.string(), deadlineMs: z.number() }))

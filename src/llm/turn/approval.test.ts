@@ -1,0 +1,179 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { call, submit } from '../../../test/harness/llm.ts';
+import { llmPupEnv, startPupRuntime } from '../../../test/harness/llm-runtime.ts';
+import { eventually } from '../../../test/harness/wait.ts';
+import { roleName } from '../../api/common.ts';
+import { APPROVAL_TYPE } from '../../blackboard/approval.ts';
+import type { Blackboard } from '../../blackboard/client.ts';
+import type { Artefact } from '../../blackboard/types.ts';
+import { openQuestions } from '../../cli/board.ts';
+import { artefact } from '../../pup/testkit.ts';
+import { llmKit } from '../llm.testkit.ts';
+import { TINY } from '../mcp/mcp.testkit.ts';
+import { verdictOf } from './approval.ts';
+
+// Approval of risky calls on real stores with the scripted model: the call waits on a Question, and
+// only a person's Answer lets it run.
+
+const node = process.execPath;
+const KEY = 'sk-unit-test-key-000'; // the model's key: the pup's scrubber knows it
+const { stores, setup, grantAndRun, lastTool, setups } = llmKit('llm-approval');
+
+/** A tool that needs approval and leaves a mark in `file` each time it runs. */
+const deploy = (file: string) => ({
+  name: 'deploy',
+  description: 'deploys',
+  parameters: { type: 'object', properties: { target: { type: 'string' }, token: { type: 'string' } } },
+  argv: [
+    node,
+    '-e',
+    `require('fs').appendFileSync(${JSON.stringify(file)},'x');console.log('deployed',process.argv[1])`,
+    '{{target}}',
+  ],
+  requireApproval: true,
+});
+
+const approvals = async (bb: Blackboard) =>
+  (await bb.getArtefacts(await bb.listArtefactIds())).filter(
+    (a): a is Artefact => a?.structural_type === 'Question' && a.type === APPROVAL_TYPE,
+  );
+const answer = (bb: Blackboard, q: Artefact, payload: string, role = 'user') =>
+  bb.createArtefact(
+    artefact({
+      structural_type: 'Answer',
+      type: 'Answer',
+      payload,
+      source_artefacts: [q.id],
+      produced_by_role: role,
+    }),
+  );
+
+async function asked(env: Record<string, string> = {}) {
+  const file = `${stores.ws}/deploy-${setups() + 1}`;
+  const s = await setup([call('deploy', { target: 'prod', token: `Bearer ${KEY}` }), submit('finished')], {
+    HOLT_LLM_TOOLS: JSON.stringify([deploy(file)]),
+    ...env,
+  });
+  const r = await grantAndRun(s);
+  expect(r.outcome).toBe('waiting');
+  const [q] = await approvals(s.bb);
+  expect(q).toBeDefined();
+  return { s, r, q: q!, file };
+}
+
+describe('approval of risky calls', () => {
+  it('the call waits on a Question naming the tool and its arguments (no secret); approve runs it once', async () => {
+    const { s, r, q, file } = await asked();
+    expect(q.payload).toContain('Approve a call to the tool deploy by agent coder?');
+    expect(q.payload).toContain('"target": "prod"');
+    expect(q.payload).toContain('"token": "Bearer [redacted]"');
+    expect(q.payload).not.toContain(KEY);
+    expect(q).toMatchObject({ produced_by_role: 'coder', source_artefacts: [r.claim.artefact_id] });
+    expect(existsSync(file)).toBe(false); // not run before the answer
+    expect(await s.rt.executor!.execute(r.grant)).toBe('waiting'); // still waiting: no new Question
+    expect(await approvals(s.bb)).toHaveLength(1);
+    expect(stores.llm.requests).toHaveLength(1);
+    await answer(s.bb, q, 'Approve. Go ahead');
+    expect(
+      (await s.rt.decideBid(artefact({ structural_type: 'Answer', source_artefacts: [q.id] }))).bid,
+    ).toBe('ignore');
+    expect(await s.rt.executor!.execute(r.grant)).toBe('success');
+    expect(readFileSync(file, 'utf8')).toBe('x');
+    expect(lastTool(1)).toContain('deployed prod');
+    expect(await s.rt.executor!.execute(r.grant)).not.toBe('success'); // done: nothing runs again
+    expect(readFileSync(file, 'utf8')).toBe('x');
+  });
+
+  it('a rejection gives the model the refusal and the reason; the tool never ran', async () => {
+    const { s, r, q, file } = await asked();
+    await answer(s.bb, q, 'reject: not on a Friday');
+    expect(await s.rt.executor!.execute(r.grant)).toBe('success');
+    expect(lastTool(1)).toBe(
+      "error: deploy was not run: a person's approval was required and the call was refused: not on a Friday",
+    );
+    expect(existsSync(file)).toBe(false);
+    expect(r.out).toBeNull();
+  });
+
+  it('no answer by the deadline refuses the call; the Question stays open for people', async () => {
+    const { s, r, q, file } = await asked({ HOLT_LLM_APPROVAL_TIMEOUT_MS: '1000' });
+    await eventually(
+      'the deadline to pass',
+      async () => (await s.rt.executor!.execute(r.grant)) === 'success',
+    );
+    expect(lastTool(1)).toMatch(/was not run: .* refused: no answer within 1 s \(question [0-9a-f-]{36}\)$/);
+    expect(existsSync(file)).toBe(false);
+    expect((await openQuestions(s.bb)).map((x) => x.id)).toContain(q.id);
+  });
+
+  it('an Answer by an agent (the asking one included) approves nothing; a person’s then does', async () => {
+    const { s, r, q, file } = await asked();
+    await answer(s.bb, q, 'approve', 'coder'); // the asking agent's own role
+    await answer(s.bb, q, 'yes', 'reviewer'); // another agent
+    expect(await s.rt.executor!.execute(r.grant)).toBe('waiting');
+    expect(existsSync(file)).toBe(false);
+    expect(stores.llm.requests).toHaveLength(1);
+    // For `holt questions` the approval is still open: no person has answered it.
+    expect((await openQuestions(s.bb)).map((x) => x.id)).toContain(q.id);
+    await answer(s.bb, q, 'yes');
+    expect(await s.rt.executor!.execute(r.grant)).toBe('success');
+    expect(readFileSync(file, 'utf8')).toBe('x');
+    expect((await openQuestions(s.bb)).map((x) => x.id)).not.toContain(q.id);
+  });
+
+  it('a pup gone while the call waited: another pup resumes the turn and runs the approved call once', async () => {
+    const { s, r, q, file } = await asked();
+    await answer(s.bb, q, 'approved');
+    // A second pup of the same agent (the first holds nothing in memory that the stores do not have).
+    const other = await startPupRuntime(
+      stores,
+      llmPupEnv(stores, s.instance, {
+        HOLT_LLM_TOOLS: JSON.stringify([deploy(file)]),
+        HOLT_BUDGET_ERROR_BASE_MS: '5',
+      }),
+    );
+    try {
+      expect(await other.rt.executor!.execute(r.grant)).toBe('success');
+    } finally {
+      await other.stop();
+    }
+    expect(readFileSync(file, 'utf8')).toBe('x');
+    // The first pup, back, finds the turn done: the call does not run a second time.
+    expect(await s.rt.executor!.execute(r.grant)).not.toBe('success');
+    expect(readFileSync(file, 'utf8')).toBe('x');
+    expect(await approvals(s.bb)).toHaveLength(1);
+  });
+
+  it('an MCP tool its server lists in requireApproval waits the same way, and runs once approved', async () => {
+    const s = await setup([call('tiny__touch', { path: 'notes/a.txt' }), submit('touched')], {
+      HOLT_LLM_MCP_SERVERS: JSON.stringify([
+        { name: 'tiny', command: ['node', TINY], requireApproval: ['touch'] },
+      ]),
+    });
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('waiting');
+    const [q] = await approvals(s.bb);
+    expect(q!.payload).toContain('the tool tiny__touch by agent coder');
+    expect(q!.payload).toContain('"path": "notes/a.txt"');
+    await answer(s.bb, q!, 'approve');
+    expect(await s.rt.executor!.execute(r.grant)).toBe('success');
+    expect(lastTool(1)).toContain('{&quot;path&quot;:&quot;notes/a.txt&quot;}');
+  });
+
+  it('reads answers by their first word; anything unclear is a rejection with the answer as the reason', () => {
+    for (const a of ['approve', 'Approved', 'YES', 'yes, go', 'approve: fine by me', '  yes.'])
+      expect(verdictOf(a)).toEqual({ approved: true, reason: '' });
+    expect(verdictOf('reject: not on a Friday')).toEqual({ approved: false, reason: 'not on a Friday' });
+    expect(verdictOf('No, too risky')).toEqual({ approved: false, reason: 'too risky' });
+    expect(verdictOf('deny')).toEqual({ approved: false, reason: 'rejected without a reason' });
+    for (const a of ['yesterday it broke', 'yes-ish', 'ok', 'sure', 'I approve', '', 'approval pending'])
+      expect(verdictOf(a)).toEqual({ approved: false, reason: a });
+  });
+
+  it('no agent may take the role a person answers under', () => {
+    expect(roleName.safeParse('user').success).toBe(false);
+    expect(roleName.safeParse('orchestrator').success).toBe(false);
+    expect(roleName.safeParse('users').success).toBe(true);
+  });
+});
