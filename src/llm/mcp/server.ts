@@ -127,6 +127,10 @@ export class McpServerConnection {
       });
       await Promise.race([this.open(gen), late]);
       await Promise.race([this.discover(), late]);
+      if (this.stopped) {
+        await this.drop(); // closed meanwhile: nothing may outlive the hub
+        return;
+      }
       this.attempt = 0;
       this.reason = undefined;
       this.deps.log.info({
@@ -263,12 +267,24 @@ export class McpServerConnection {
     } while (cursor && tools.length < 500);
     const caps = client.getServerCapabilities() ?? {};
     this.resources = caps.resources !== undefined;
+    // Prompts are an extra: a server whose list fails still gives its tools.
     this.prompts = caps.prompts
-      ? (await client.listPrompts({}, { timeout: this.ms })).prompts.map((p) => ({
-          name: p.name,
-          description: (p.description ?? '').slice(0, 500),
-          arguments: (p.arguments ?? []).map((a) => a.name),
-        }))
+      ? await client.listPrompts({}, { timeout: this.ms }).then(
+          (r) =>
+            r.prompts.map((p) => ({
+              name: p.name,
+              description: (p.description ?? '').slice(0, 500),
+              arguments: (p.arguments ?? []).map((a) => a.name),
+            })),
+          (e: unknown) => {
+            this.deps.log.warn({
+              event_type: 'mcp_prompts_unreadable',
+              server: s.name,
+              error: this.deps.scrub.text(errorMessage(e)),
+            });
+            return [];
+          },
+        )
       : [];
     this.tools = tools;
     this.refused = refused;
