@@ -1,14 +1,21 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { call, submit } from '../../../test/harness/llm.ts';
 import { llmPupEnv, startPupRuntime } from '../../../test/harness/llm-runtime.ts';
+import { makeTempDir, removeDir } from '../../../test/harness/tmp.ts';
 import { eventually } from '../../../test/harness/wait.ts';
 import { roleName } from '../../api/common.ts';
+import { parseHoltFile } from '../../api/holtfile.ts';
+import { pupEnvironment } from '../../api/pupenv.ts';
 import { APPROVAL_TYPE } from '../../blackboard/approval.ts';
 import type { Blackboard } from '../../blackboard/client.ts';
 import type { Artefact } from '../../blackboard/types.ts';
 import { openQuestions } from '../../cli/board.ts';
 import { artefact } from '../../pup/testkit.ts';
+import { loadLlmSettings } from '../config.ts';
 import { llmKit } from '../llm.testkit.ts';
 import { TINY } from '../mcp/mcp.testkit.ts';
 import { verdictOf } from './approval.ts';
@@ -17,6 +24,7 @@ import { verdictOf } from './approval.ts';
 // only a person's Answer lets it run.
 
 const node = process.execPath;
+const HOLT = resolve(import.meta.dirname, '../../../bin/holt');
 const KEY = 'sk-unit-test-key-000'; // the model's key: the pup's scrubber knows it
 const { stores, setup, grantAndRun, lastTool, setups } = llmKit('llm-approval');
 
@@ -175,5 +183,70 @@ describe('approval of risky calls', () => {
     expect(roleName.safeParse('user').success).toBe(false);
     expect(roleName.safeParse('orchestrator').success).toBe(false);
     expect(roleName.safeParse('users').success).toBe(true);
+  });
+
+  it('holt questions shows the approval and holt answer approves it, as a person drives it', async () => {
+    const { s, r, q, file } = await asked();
+    // A local instance as `holt up` records it (its supervisor: a live process that says __supervise).
+    const home = makeTempDir('approval-home');
+    const supervisor = spawn(node, ['-e', 'setInterval(() => {}, 1 << 30)', '__supervise'], {
+      stdio: 'ignore',
+    });
+    try {
+      mkdirSync(join(home, 'instances', s.instance), { recursive: true });
+      const state = {
+        name: s.instance,
+        workspace: stores.ws,
+        holtFile: join(stores.ws, 'holt.yml'),
+        supervisorPid: supervisor.pid,
+        startedAt: Date.now(),
+        status: 'running',
+        redisUrl: stores.redis.url,
+      };
+      writeFileSync(join(home, 'instances', s.instance, 'state.json'), JSON.stringify(state));
+      const holt = async (...args: string[]) =>
+        (
+          await promisify(execFile)(HOLT, [...args, '--name', s.instance], {
+            env: { ...process.env, HOLT_HOME: home, NO_COLOR: '1' },
+          })
+        ).stdout;
+      const listed = await holt('questions');
+      expect(listed).toContain(q.id.slice(0, 8));
+      expect(listed).toContain('Approve a call to the tool deploy by agent coder?');
+      expect(await holt('answer', q.id.slice(0, 8), 'yes')).toContain(`(answers ${q.id})`);
+      expect(await s.rt.executor!.execute(r.grant)).toBe('success');
+      expect(readFileSync(file, 'utf8')).toBe('x');
+      expect(await holt('questions')).toContain('No open questions.');
+    } finally {
+      supervisor.kill('SIGKILL');
+      removeDir(home);
+    }
+  });
+
+  it('require_approval and approval_timeout of the Holt file reach the pup (requireApproval, approvalTimeoutSeconds in the Agent)', () => {
+    const agent = parseHoltFile(`
+version: "2"
+agents:
+  Deployer:
+    bidding_strategy: exclusive
+    llm:
+      approval_timeout: 10m
+      tools:
+        - {name: deploy, argv: [deploy, "{{target}}"], require_approval: true}
+        - {name: status, argv: [status]}
+`).agents[0]!;
+    expect(agent.llm?.tools.map((t) => [t.name, t.requireApproval])).toEqual([
+      ['deploy', true],
+      ['status', false],
+    ]);
+    expect(agent.llm?.approvalTimeoutSeconds).toBe(600);
+    const env = pupEnvironment(agent, { instance: 'i', role: 'Deployer', workspace: '/w', healthPort: 1 });
+    const st = loadLlmSettings({ ...env, DATABASE_URL: 'postgres://x' });
+    expect(st?.approvalTimeoutMs).toBe(600_000);
+    expect(st?.tools.find((t) => t.name === 'deploy')?.requireApproval).toBe(true);
+    // Unset: an hour.
+    expect(
+      loadLlmSettings({ HOLT_LLM_ENABLED: 'true', DATABASE_URL: 'postgres://x' })?.approvalTimeoutMs,
+    ).toBe(3_600_000);
   });
 });
