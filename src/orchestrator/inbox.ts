@@ -1,5 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
+import { settles } from '../blackboard/approval.ts';
 import { childrenOf } from '../blackboard/claim-engine.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
@@ -246,15 +247,18 @@ function workerExitsReader(bb: Blackboard, log: Logger): () => Promise<WorkerExi
 }
 
 /**
- * The watchdog's question check: of these Question ids, those an Answer cites (children index). A turn
- * parked on a question (ask_question on a worker) is woken once its Answer exists.
+ * The watchdog's question check: of these Question ids, those an Answer settles (children index). A turn
+ * parked on a question (ask_question on a worker) is woken once its Answer exists; one parked on an
+ * approval, only by a person's Answer (an agent's would wake it to park again, at every sweep).
  */
 export function answeredQuestions(bb: Blackboard): (questionIds: string[]) => Promise<string[]> {
   return async (questionIds) => {
     const got: string[] = [];
     for (const q of questionIds) {
-      const kids = await bb.getArtefacts(await childrenOf(bb, q));
-      if (kids.some((a) => a?.structural_type === 'Answer')) got.push(q);
+      const [question, ...kids] = await bb.getArtefacts([q, ...(await childrenOf(bb, q))]);
+      const settled = (a: (typeof kids)[number]) =>
+        a?.structural_type === 'Answer' && (!question || settles(question, a));
+      if (kids.some(settled)) got.push(q);
     }
     return got;
   };

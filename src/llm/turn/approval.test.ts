@@ -14,6 +14,7 @@ import { APPROVAL_TYPE } from '../../blackboard/approval.ts';
 import type { Blackboard } from '../../blackboard/client.ts';
 import type { Artefact } from '../../blackboard/types.ts';
 import { openQuestions } from '../../cli/board.ts';
+import { answeredQuestions } from '../../orchestrator/inbox.ts';
 import { artefact } from '../../pup/testkit.ts';
 import { loadLlmSettings } from '../config.ts';
 import { llmKit } from '../llm.testkit.ts';
@@ -124,7 +125,10 @@ describe('approval of risky calls', () => {
     expect(stores.llm.requests).toHaveLength(1);
     // For `holt questions` the approval is still open: no person has answered it.
     expect((await openQuestions(s.bb)).map((x) => x.id)).toContain(q.id);
+    // Nor does the watchdog wake a worker's row parked on it (it would park again at every sweep).
+    expect(await answeredQuestions(s.bb)([q.id])).toEqual([]);
     await answer(s.bb, q, 'yes');
+    expect(await answeredQuestions(s.bb)([q.id])).toEqual([q.id]);
     expect(await s.rt.executor!.execute(r.grant)).toBe('success');
     expect(readFileSync(file, 'utf8')).toBe('x');
     expect((await openQuestions(s.bb)).map((x) => x.id)).not.toContain(q.id);
