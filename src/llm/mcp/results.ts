@@ -123,3 +123,11 @@ export function sessionLost(e: unknown): boolean {
   if (err?.code === 404) return true;
   return err?.code === 400 && /session/i.test(String(err?.message ?? ''));
 }
+
+/**
+ * A call's time limit: the server's own, cut to what is left before `deadlineMs` (the turn's or the
+ * goal's time box), so a call is cancelled there rather than outlive the turn. At least 1 ms.
+ */
+export function callTimeoutMs(ownMs: number, deadlineMs: number | undefined, nowMs: number): number {
+  return Math.max(1, deadlineMs === undefined ? ownMs : Math.min(ownMs, deadlineMs - nowMs));
+}

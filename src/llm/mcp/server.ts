@@ -13,7 +13,7 @@ import type { Scrubber } from '../../common/secrets.ts';
 import { VERSION } from '../../common/version.ts';
 import type { ToolRunner } from '../../pup/runner/runner.ts';
 import type { McpMetrics } from './metrics.ts';
-import { allowed, checkSchema, classify, exposedName, sessionLost } from './results.ts';
+import { allowed, callTimeoutMs, checkSchema, classify, exposedName, sessionLost } from './results.ts';
 import { StreamTransport } from './transport.ts';
 
 type Json = Record<string, unknown>;
@@ -50,6 +50,8 @@ export type Outcome = { ok: true; result: Json } | { ok: false; error: string; e
 
 export interface CallOptions {
   signal?: AbortSignal;
+  /** When the turn must end (its time box): the call is cancelled there if its own limit is later. */
+  deadlineMs?: number;
   onProgress?: (p: { progress: number; total?: number; message?: string }) => void;
 }
 
@@ -360,7 +362,7 @@ export class McpServerConnection {
   async call(name: string, args: Json, o: CallOptions = {}): Promise<Outcome> {
     const r = await this.request(`${this.spec.name}/${name}`, (c) =>
       c.callTool({ name, arguments: args }, CallToolResultSchema, {
-        timeout: this.ms,
+        timeout: callTimeoutMs(this.ms, o.deadlineMs, Date.now()),
         ...(o.signal ? { signal: o.signal } : {}),
         ...(o.onProgress ? { onprogress: o.onProgress } : {}),
       }),

@@ -1,7 +1,10 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { call, submit } from '../../../test/harness/llm.ts';
 import { llmPupEnv } from '../../../test/harness/llm-runtime.ts';
 import { freePort } from '../../../test/harness/ports.ts';
+import { eventually } from '../../../test/harness/wait.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { outputId } from '../../blackboard/grants.ts';
 import { silentLogger } from '../../common/logger.ts';
@@ -80,6 +83,26 @@ describe('a turn with MCP servers', () => {
     expect(lastTool(5)).toMatch(/^error: dying\/boom failed \(transient\): .*Connection closed/);
     // The path reached the server normalised.
     expect(lastTool(6)).toContain('{&quot;path&quot;:&quot;notes/a.txt&quot;}');
+  });
+
+  it("cancels a call at the turn's time box, not at the server's later timeout", async () => {
+    const log = join(stores.ws, `cancelled-${Date.now()}.log`);
+    const s = await setup([call('tiny__slow', {}), submit('never')], {
+      ...servers([{ name: 'tiny', command: ['node', TINY, 'normal', log], timeoutSeconds: 3600 }]),
+      HOLT_LLM_TURN_TIMEOUT_MS: '1500',
+    });
+    const r = await grantAndRun(s);
+    // Without the cut the call would wait its hour: the test would never get here.
+    expect(r.outcome).not.toBe('success');
+    const failure = JSON.parse(r.out?.payload ?? '{}') as { reason?: string; transcript?: string };
+    expect(failure.transcript).toMatch(
+      /tiny__slow[\s\S]*error: tiny\/slow failed \(transient\): .*Request timed out/,
+    );
+    expect(failure.reason).toBe('time box: the turn ran for more than 2 s');
+    await eventually(
+      'the cancellation at the server',
+      () => existsSync(log) && /^cancelled /.test(readFileSync(log, 'utf8')),
+    );
   });
 
   it("runs a stdio server with the tools' environment: no store URL, no model key", async () => {

@@ -80,6 +80,7 @@ export async function mcpCall(x: CallContext, hub: McpHub): Promise<void> {
     const started = performance.now();
     const out = await server.call(tool.name, p.value, {
       signal: deps.signal,
+      deadlineMs: timeBoxEnd(t),
       onProgress: (pr) =>
         deps.log.info({
           event_type: 'mcp_progress',
@@ -109,6 +110,17 @@ export async function mcpCall(x: CallContext, hub: McpHub): Promise<void> {
       extra: { outcome: r.isError ? 'tool_error' : 'ok', ...(r.isError ? { error_class: 'tool' } : {}) },
     };
   });
+}
+
+/** When the turn's or the goal's time box ends, if it has one (policy.ts timeBoxExceeded). */
+function timeBoxEnd(t: CallContext['t']): number | undefined {
+  const { ctl } = t.state;
+  const st = t.deps.settings;
+  const ends = [
+    st.turnTimeoutMs && ctl.startedAtMs ? ctl.startedAtMs + st.turnTimeoutMs : undefined,
+    st.goalTimeoutMs && ctl.goalAtMs ? ctl.goalAtMs + st.goalTimeoutMs : undefined,
+  ].filter((x): x is number => x !== undefined);
+  return ends.length ? Math.min(...ends) : undefined;
 }
 
 type Shown = { content: string; extra: Record<string, unknown> };
