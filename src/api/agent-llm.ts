@@ -390,7 +390,7 @@ export const AgentBudgets = z
 /** What is wrong with a workflow as declared: repeated names, branches to nowhere, unknown tools. */
 export function workflowProblems(
   steps: z.output<typeof WorkflowStep>[],
-  tools: { name: string; async?: string }[],
+  tools: { name: string; async?: string; requireApproval?: boolean }[],
 ): string[] {
   const out: string[] = [];
   const names = new Set<string>();
@@ -409,6 +409,11 @@ export function workflowProblems(
     else if (s.code?.tool && tools.some((t) => t.name === s.code?.tool && t.async))
       out.push(
         `step ${s.name} runs tool ${s.code.tool}, which is asynchronous (a living agent's turns only)`,
+      );
+    // A code step runs unasked: it must not become the way around a person's approval.
+    else if (s.code?.tool && tools.some((t) => t.name === s.code?.tool && t.requireApproval))
+      out.push(
+        `step ${s.name} runs tool ${s.code.tool}, which needs a person's approval (only the model's calls can wait for one)`,
       );
   }
   return out;

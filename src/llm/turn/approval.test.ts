@@ -248,6 +248,16 @@ agents:
     const st = loadLlmSettings({ ...env, DATABASE_URL: 'postgres://x' });
     expect(st?.approvalTimeoutMs).toBe(600_000);
     expect(st?.tools.find((t) => t.name === 'deploy')?.requireApproval).toBe(true);
+    // A workflow's code step runs unasked: it may not run a tool that needs approval.
+    expect(() =>
+      loadLlmSettings({
+        ...env,
+        DATABASE_URL: 'postgres://x',
+        HOLT_LLM_WORKFLOW: JSON.stringify([
+          { name: 'ship', code: { tool: 'deploy', args: { target: 'prod' } } },
+        ]),
+      }),
+    ).toThrow(/step ship runs tool deploy, which needs a person's approval/);
     // Unset: an hour.
     expect(
       loadLlmSettings({ HOLT_LLM_ENABLED: 'true', DATABASE_URL: 'postgres://x' })?.approvalTimeoutMs,
