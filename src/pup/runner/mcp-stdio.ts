@@ -85,6 +85,7 @@ export async function serveMcpStdio(
   req: McpStdioRequest,
   base: NodeJS.ProcessEnv,
 ): Promise<void> {
+  sock.pause(); // nothing read is lost while the server starts: pipe() below resumes
   let child: Child;
   try {
     child = await spawnMcpServer(req, base);
