@@ -203,6 +203,19 @@ describe('servers that fail', () => {
     ]);
   });
 
+  it('a server that floods its stdout: the session is given up at 8 MiB, then started again', async () => {
+    const hub = await hubOf([{ name: 'tiny', command: ['node', TINY], timeoutSeconds: 10 }]);
+    const s = hub.server('tiny')!;
+    // Closed at the cap (not left to time out with 9 MiB held).
+    expect(await s.call('flood', {})).toMatchObject({
+      ok: false,
+      errorClass: 'transient',
+      error: expect.stringMatching(/Connection closed/),
+    });
+    await eventually('the server back', () => s.ready, { timeoutMs: 20_000 });
+    expect(textOf(await s.call('touch', { path: 'c' }))).toBe('{"path":"c"}');
+  });
+
   it('a server that dies mid-call: a transient error, then a new session after a backoff', async () => {
     const hub = await hubOf([{ name: 'tiny', command: ['node', TINY], timeoutSeconds: 10 }]);
     const s = hub.server('tiny')!;
