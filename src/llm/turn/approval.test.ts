@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { call, submit } from '../../../test/harness/llm.ts';
+import { call, submit, text } from '../../../test/harness/llm.ts';
 import { llmPupEnv, startPupRuntime } from '../../../test/harness/llm-runtime.ts';
 import { makeTempDir, removeDir } from '../../../test/harness/tmp.ts';
 import { eventually } from '../../../test/harness/wait.ts';
@@ -13,7 +13,10 @@ import { pupEnvironment } from '../../api/pupenv.ts';
 import { APPROVAL_TYPE } from '../../blackboard/approval.ts';
 import type { Blackboard } from '../../blackboard/client.ts';
 import type { Artefact } from '../../blackboard/types.ts';
+import { lifeWakeSubject } from '../../bus/subjects.ts';
 import { openQuestions } from '../../cli/board.ts';
+import { labelsOf } from '../../life/labels.ts';
+import { LifeStore } from '../../life/store.ts';
 import { answeredQuestions } from '../../orchestrator/inbox.ts';
 import { artefact } from '../../pup/testkit.ts';
 import { loadLlmSettings } from '../config.ts';
@@ -171,6 +174,38 @@ describe('approval of risky calls', () => {
     await answer(s.bb, q!, 'approve');
     expect(await s.rt.executor!.execute(r.grant)).toBe('success');
     expect(lastTool(1)).toContain('{&quot;path&quot;:&quot;notes/a.txt&quot;}');
+  });
+
+  it("a living agent's own turn cannot wait for a person: the call is refused at once and never runs", async () => {
+    const file = `${stores.ws}/deploy-life`;
+    const instance = 'stores.approval-life';
+    stores.llm.reset([call('deploy', { target: 'prod' }), text('gave up')]);
+    const pup = await startPupRuntime(
+      stores,
+      llmPupEnv(stores, instance, {
+        HOLT_BUDGET_ERROR_BASE_MS: '5',
+        HOLT_LLM_LIFE: 'true',
+        HOLT_LIFE_POLL_MS: '200',
+        HOLT_LLM_TOOLS: JSON.stringify([deploy(file)]),
+      }),
+    );
+    try {
+      await new LifeStore(stores.pool).enqueue({
+        instance,
+        role: 'coder',
+        key: 'deploy-now',
+        kind: 'message',
+        body: 'deploy to prod',
+        labels: labelsOf('operator', 'message', 'holt send', 'token t-operator'),
+      });
+      stores.nc.publish(lifeWakeSubject(instance, 'coder'));
+      await stores.llm.waitForRequests(2, 30_000);
+      expect(await approvals(pup.bb)).toHaveLength(0);
+    } finally {
+      await pup.stop();
+    }
+    expect(lastTool(1)).toMatch(/deploy was not run: .*a living agent's own turn cannot wait for one/);
+    expect(existsSync(file)).toBe(false);
   });
 
   it('reads answers by their first word; anything unclear is a rejection with the answer as the reason', () => {
