@@ -137,6 +137,29 @@ describe('approval of risky calls', () => {
     expect((await openQuestions(s.bb)).map((x) => x.id)).not.toContain(q.id);
   });
 
+  it('the model answering its own approval (an Answer as its result, on a claim of the Question) approves nothing', async () => {
+    const { s, r, q, file } = await asked();
+    stores.llm.reset([
+      call('submit_result', {
+        artefact_type: 'Answer',
+        artefact_payload: 'approve',
+        summary: 'approved it myself',
+        structural_type: 'Answer',
+      }),
+    ]);
+    const self = await grantAndRun(s, q); // the asking agent granted a claim on its own Question
+    expect(self.outcome).toBe('success');
+    expect(self.out).toMatchObject({
+      structural_type: 'Answer',
+      payload: 'approve',
+      produced_by_role: 'coder',
+    });
+    expect(self.out?.source_artefacts).toContain(q.id);
+    expect(await s.rt.executor!.execute(r.grant)).toBe('waiting');
+    expect(existsSync(file)).toBe(false);
+    expect((await openQuestions(s.bb)).map((x) => x.id)).toContain(q.id);
+  });
+
   it('a pup gone while the call waited: another pup resumes the turn and runs the approved call once', async () => {
     const { s, r, q, file } = await asked();
     await answer(s.bb, q, 'approved');
