@@ -43,6 +43,7 @@ const deploy = (file: string) => ({
     `require('fs').appendFileSync(${JSON.stringify(file)},'x');console.log('deployed',process.argv[1])`,
     '{{target}}',
   ],
+  fixed: { region: 'eu-west-9' }, // hidden from the model, and so from the Question
   requireApproval: true,
 });
 
@@ -63,7 +64,8 @@ const answer = (bb: Blackboard, q: Artefact, payload: string, role = 'user') =>
 
 async function asked(env: Record<string, string> = {}) {
   const file = `${stores.ws}/deploy-${setups() + 1}`;
-  const s = await setup([call('deploy', { target: 'prod', token: `Bearer ${KEY}` }), submit('finished')], {
+  const args = { target: 'prod', token: `Bearer ${KEY}`, constructor: 'shown too' };
+  const s = await setup([call('deploy', args), submit('finished')], {
     HOLT_LLM_TOOLS: JSON.stringify([deploy(file)]),
     ...env,
   });
@@ -81,6 +83,8 @@ describe('approval of risky calls', () => {
     expect(q.payload).toContain('"target": "prod"');
     expect(q.payload).toContain('"token": "Bearer [redacted]"');
     expect(q.payload).not.toContain(KEY);
+    expect(q.payload).toContain('"constructor": "shown too"');
+    expect(q.payload).not.toContain('eu-west-9');
     expect(q).toMatchObject({ produced_by_role: 'coder', source_artefacts: [r.claim.artefact_id] });
     expect(existsSync(file)).toBe(false); // not run before the answer
     expect(await s.rt.executor!.execute(r.grant)).toBe('waiting'); // still waiting: no new Question

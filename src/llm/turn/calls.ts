@@ -82,7 +82,9 @@ async function declaredCall({ t, call, args, reply, bad }: CallContext): Promise
   }
   if (tool.requireApproval) {
     // What the person approves: the arguments as the tool gets them, less the hidden fixed ones.
-    const shown = Object.fromEntries(Object.entries(a.value).filter(([k]) => !(k in (tool.fixed ?? {}))));
+    const shown = Object.fromEntries(
+      Object.entries(a.value).filter(([k]) => !Object.hasOwn(tool.fixed ?? {}, k)),
+    );
     const ok = await awaitApproval(t, call, { tool: name, args: shown });
     if (ok === 'waiting') return;
     if (ok !== 'approved') return reply(refusal(name, ok.rejected), ctl, { outcome: 'rejected' });
