@@ -164,6 +164,21 @@ describe('approval of risky calls', () => {
     expect((await openQuestions(s.bb)).map((x) => x.id)).toContain(q.id);
   });
 
+  it('arguments too long to show whole are refused, not cut: nothing is asked and nothing runs', async () => {
+    const file = `${stores.ws}/deploy-${setups() + 1}`;
+    const long = 'y'.repeat(12_000); // each under the 16 KiB cap of an argument; together too long to show
+    const s = await setup([call('deploy', { target: long, token: long, note: long }), submit('gave up')], {
+      HOLT_LLM_TOOLS: JSON.stringify([deploy(file)]),
+    });
+    const r = await grantAndRun(s);
+    expect(r.outcome).toBe('success');
+    expect(lastTool(1)).toMatch(
+      /deploy was not run: .*too long to show a person for approval \(at most 32000\)/,
+    );
+    expect(await approvals(s.bb)).toHaveLength(0);
+    expect(existsSync(file)).toBe(false);
+  });
+
   it('a pup gone while the call waited: another pup resumes the turn and runs the approved call once', async () => {
     const { s, r, q, file } = await asked();
     await answer(s.bb, q, 'approved');

@@ -13,8 +13,11 @@ import type { Ctl } from './state.ts';
  * after the verdict) resumes to the same decision: an approved call runs once, a rejected one never.
  */
 
-/** The arguments shown in the Question, at most. */
-const ARGS_CHARS = 4000;
+/**
+ * The arguments shown in the Question, at most: a person approves what they see, so longer ones are
+ * refused rather than cut (a cut would hide the tail that runs).
+ */
+export const ARGS_CHARS = 32_000;
 
 export type Approval = 'approved' | { rejected: string } | 'waiting';
 export type Verdict = { approved: boolean; reason: string };
@@ -58,11 +61,13 @@ export async function awaitApproval(
       rejected:
         "it needs a person's approval, and a living agent's own turn cannot wait for one (only a turn on a claim can)",
     };
+  const args = deps.scrub.text(JSON.stringify(what.args, null, 2));
+  if (args.length > ARGS_CHARS)
+    return {
+      rejected: `its arguments (${args.length} characters as JSON) are too long to show a person for approval (at most ${ARGS_CHARS}); nothing was asked. Pass shorter arguments`,
+    };
   const id = approvalQuestionId(deps.fence.turnId, call.id);
   const deadlineMs = Date.now() + deps.settings.approvalTimeoutMs;
-  // Scrubbed before capped: a cut must never leave half a secret that the scrubber no longer knows.
-  const args = deps.scrub.text(JSON.stringify(what.args, null, 2));
-  const shown = args.length > ARGS_CHARS ? `${args.slice(0, ARGS_CHARS)}…[truncated]` : args;
   await deps.bb.createArtefact({
     id,
     logical_id: id,
@@ -71,7 +76,7 @@ export async function awaitApproval(
     type: APPROVAL_TYPE,
     payload: [
       `Approve a call to the tool ${deps.scrub.text(what.tool)} by agent ${deps.role}?`,
-      `Arguments:\n${shown}`,
+      `Arguments:\n${args}`,
       `Answer "approve" (or "yes") to run it once; "reject: <reason>" (or "no: <reason>") to refuse it. Any other answer refuses it, with the answer as the reason. Without a person's answer by ${new Date(deadlineMs).toISOString()} the call is refused.`,
     ].join('\n'),
     source_artefacts: [deps.target.id],
