@@ -22,7 +22,7 @@ import { artefact } from '../../pup/testkit.ts';
 import { loadLlmSettings } from '../config.ts';
 import { llmKit } from '../llm.testkit.ts';
 import { TINY } from '../mcp/mcp.testkit.ts';
-import { verdictOf } from './approval.ts';
+import { verdictOf, visible } from './approval.ts';
 
 // Approval of risky calls on real stores with the scripted model: the call waits on a Question, and
 // only a person's Answer lets it run.
@@ -258,6 +258,13 @@ describe('approval of risky calls', () => {
     expect(verdictOf('deny')).toEqual({ approved: false, reason: 'rejected without a reason' });
     for (const a of ['yesterday it broke', 'yes-ish', 'ok', 'sure', 'I approve', '', 'approval pending'])
       expect(verdictOf(a)).toEqual({ approved: false, reason: a });
+  });
+
+  it('shows the invisible characters of the arguments (a bidi override cannot make prod read as dorp)', () => {
+    expect(visible('{"target": "\u202Edorp", "x": "a\u200Bb\u0085c\u2028d"}\n')).toBe(
+      '{"target": "\\u{202E}dorp", "x": "a\\u{200B}b\\u{85}c\\u{2028}d"}\n',
+    );
+    expect(visible('plain ASCII, accents é, 日本')).toBe('plain ASCII, accents é, 日本');
   });
 
   it('no agent may take the role a person answers under', () => {

@@ -39,6 +39,17 @@ export function verdictOf(answer: string): Verdict {
   return { approved: false, reason: text };
 }
 
+/**
+ * Invisible characters (bidi overrides, zero-width and other format characters, C1 controls, private
+ * and unassigned code points, line separators) as \u{…}, so the arguments a person approves read as
+ * they are. JSON already escapes the C0 controls.
+ */
+export const visible = (s: string) =>
+  s.replace(
+    /[\p{Cf}\p{Co}\p{Cn}\u0080-\u009F\u2028\u2029]/gu,
+    (c) => `\\u{${c.codePointAt(0)!.toString(16).toUpperCase()}}`,
+  );
+
 /** The approval Question's id: one per turn and call, so asking again after a crash writes nothing new. */
 export const approvalQuestionId = (turnId: string, callId: string) =>
   uuidv5(`${turnId}/${callId}/approval`, QUESTION_NS);
@@ -61,7 +72,7 @@ export async function awaitApproval(
       rejected:
         "it needs a person's approval, and a living agent's own turn cannot wait for one (only a turn on a claim can)",
     };
-  const args = deps.scrub.text(JSON.stringify(what.args, null, 2));
+  const args = visible(deps.scrub.text(JSON.stringify(what.args, null, 2)));
   if (args.length > ARGS_CHARS)
     return {
       rejected: `its arguments (${args.length} characters as JSON) are too long to show a person for approval (at most ${ARGS_CHARS}); nothing was asked. Pass shorter arguments`,
