@@ -10,6 +10,7 @@ import { externalTests } from './cluster/sections/external.ts';
 import { jobsTests } from './cluster/sections/jobs.ts';
 import { lifecycleTests } from './cluster/sections/lifecycle.ts';
 import { llmTests } from './cluster/sections/llm.ts';
+import { mcpTests } from './cluster/sections/mcp.ts';
 import { metricsTests } from './cluster/sections/metrics.ts';
 import { nodesTests } from './cluster/sections/nodes.ts';
 import { operatorTests } from './cluster/sections/operator.ts';
@@ -52,6 +53,7 @@ const LANES: [string, [string, () => void][]][] = [
       ['tls', tlsTests],
       ['jobs', jobsTests],
       ['external', externalTests],
+      ['mcp', mcpTests],
     ],
   ],
 ];

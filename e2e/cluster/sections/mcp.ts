@@ -1,0 +1,90 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { it } from 'vitest';
+import { stringify } from 'yaml';
+import { call, type ScriptedReply } from '../../../test/harness/llm.ts';
+import { holt, kubectl, NS, progress, ROOT, trailOf, waitHoltReady } from '../ctx.ts';
+import { llmServer } from '../fixtures.ts';
+
+/** The scripted model: the MCP server's `env` tool, then the Terminal result. */
+const SCRIPT: ScriptedReply[] = [
+  call('tiny__env', {}),
+  call('submit_result', {
+    artefact_type: 'Report',
+    artefact_payload: 'the MCP server answered',
+    summary: 'done',
+    structural_type: 'Terminal',
+  }),
+];
+
+/**
+ * A Holt of one LLM agent whose stdio MCP server (src/llm/mcp/fixtures/tiny-server.mjs) is mounted from
+ * a ConfigMap into the agent container only: that it runs at all shows where it runs.
+ */
+function mcpManifests(baseUrl: string): string {
+  return [
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'mcp-tiny' },
+      data: { 'tiny-server.mjs': readFileSync(join(ROOT, 'src/llm/mcp/fixtures/tiny-server.mjs'), 'utf8') },
+    },
+    { apiVersion: 'holt.io/v1alpha1', kind: 'Holt', metadata: { name: 'mcp' }, spec: { llm: {} } },
+    {
+      apiVersion: 'holt.io/v1alpha1',
+      kind: 'Agent',
+      metadata: { name: 'mcp-reporter', labels: { 'e2e.holt.io/holt': 'mcp' } },
+      spec: {
+        holt: 'mcp',
+        role: 'Reporter',
+        bidding: { strategy: 'exclusive' },
+        volumes: [{ name: 'mcp', mountPath: '/mcp', configMap: 'mcp-tiny' }],
+        llm: {
+          model: 'scripted-mcp',
+          baseUrl,
+          maxSteps: 4,
+          mcpServers: [
+            { name: 'tiny', command: ['/opt/holt/bin/node', '/mcp/tiny-server.mjs'], tools: ['env'] },
+          ],
+        },
+        egress: true,
+        egressTo: { pods: [{ labels: { app: 'llm-mcp' } }] },
+      },
+    },
+  ]
+    .map((d) => stringify(d))
+    .join('---\n');
+}
+
+/** The real cluster: an Agent's stdio MCP server in its agent container (issue 31 item 1). */
+export function mcpTests(): void {
+  // Its own Holt: it runs beside the lane's other concurrent sections.
+  it.concurrent('a stdio MCP server runs in the agent container, with no store credential, and its tool finishes a workflow', async ({
+    expect,
+  }) => {
+    await kubectl(['apply', '-f', '-'], llmServer(SCRIPT, 'llm-mcp'));
+    await kubectl(['apply', '-f', '-'], mcpManifests(`http://llm-mcp.${NS}.svc:8080/v1`));
+    await kubectl(['rollout', 'status', 'deploy/llm-mcp', '--timeout=180s']);
+    await waitHoltReady('mcp', 1);
+    progress('mcp: goal');
+    const out = await holt('mcp', ['forage', '--goal', 'Report what the MCP server sees', '--watch']);
+    expect(out).toContain('Workflow completed');
+    const trail = await trailOf('mcp');
+    expect(trail.find((a) => a.type === 'Report')?.payload).toBe('the MCP server answered');
+    // What the model was shown after the call: the server's environment, as external evidence.
+    const shown = (await kubectl(['logs', 'deploy/llm-mcp']))
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => (JSON.parse(l) as { last?: string }).last ?? '')
+      .find((l) => l.includes('surface="mcp tiny env"'));
+    expect(shown).toContain('authority="external_evidence"');
+    expect(shown).toContain('HOLT_AGENT_NAME&quot;:&quot;Reporter');
+    for (const name of ['REDIS_URL', 'DATABASE_URL', 'NATS_URL', 'HOLT_LLM_API_KEY', 'PGPASSWORD'])
+      expect(shown).not.toContain(name);
+    // Its own Holt goes with it (teardown deletes only the lanes' shared ones).
+    await kubectl(['delete', 'holt', 'mcp', '--wait=true', '--timeout=180s']);
+    await kubectl(['delete', 'agents', '-l', 'e2e.holt.io/holt=mcp', '--wait=true', '--timeout=180s']);
+    await kubectl(['delete', 'deployment,service,configmap', 'llm-mcp', '--ignore-not-found']);
+    await kubectl(['delete', 'configmap', 'mcp-tiny', '--ignore-not-found']);
+  }, 600_000);
+}
