@@ -486,14 +486,9 @@ describe('inbox worker shutdown and bad input', () => {
   });
 
   it('no inbox configured: a grant to a scalable role becomes a Failure artefact naming why', async () => {
-    const inbox = await startOrchestratorInbox({
-      instance: I,
-      env: {},
-      bb,
-      isLeader: () => true,
-      log: silentLogger(),
-    });
-    const c = { ...claimOf(), artefact_id: claimOf().artefact_id } as Claim;
+    const log = silentLogger();
+    const inbox = await startOrchestratorInbox({ instance: I, env: {}, bb, isLeader: () => true, log });
+    const c = claimOf();
     await inbox.dispatcher.dispatch({ claim: c, role: 'Scaler', claimType: 'exclusive', phase: 'exclusive' });
     const a = await bb.getArtefact(outputId(I, c.id, 'Scaler', 'exclusive'));
     expect(a?.structural_type).toBe('Failure');
