@@ -223,3 +223,13 @@ describe('architecture: one owner for the fence head', () => {
     expect(seen('src/state/retention.ts').has('DELETE agent_turns')).toBe(true);
   });
 });
+
+describe('architecture: files of one job', () => {
+  it('has no file in src/ over 500 lines (tests included)', () => {
+    const long = sourceFiles(SRC)
+      .map((f) => ({ f: relative(ROOT, f), n: readFileSync(f, 'utf8').split('\n').length - 1 }))
+      .filter(({ n }) => n > 500)
+      .map(({ f, n }) => `${f}: ${n} lines`);
+    expect(long).toEqual([]);
+  });
+});
