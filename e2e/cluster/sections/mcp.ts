@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { it } from 'vitest';
 import { stringify } from 'yaml';
 import { call, type ScriptedReply } from '../../../test/harness/llm.ts';
-import { holt, kubectl, NS, progress, ROOT, trailOf, waitHoltReady } from '../ctx.ts';
+import { eventually } from '../../../test/harness/wait.ts';
+import { CLUSTER_WAIT, holt, kubectl, NS, progress, ROOT, trailOf, waitHoltReady } from '../ctx.ts';
 import { llmServer } from '../fixtures.ts';
 
 /** The scripted model: the MCP server's `env` tool, then the Terminal result. */
@@ -44,7 +45,12 @@ function mcpManifests(baseUrl: string): string {
           baseUrl,
           maxSteps: 4,
           mcpServers: [
-            { name: 'tiny', command: ['/opt/holt/bin/node', '/mcp/tiny-server.mjs'], tools: ['env'] },
+            {
+              name: 'tiny',
+              command: ['/opt/holt/bin/node', '/mcp/tiny-server.mjs'],
+              tools: ['env'],
+              requireApproval: ['env'],
+            },
           ],
         },
         egress: true,
@@ -56,10 +62,10 @@ function mcpManifests(baseUrl: string): string {
     .join('---\n');
 }
 
-/** The real cluster: an Agent's stdio MCP server in its agent container (issue 31 item 1). */
+/** The real cluster: an Agent's stdio MCP server in its agent container, its call approved by a person. */
 export function mcpTests(): void {
   // Its own Holt: it runs beside the lane's other concurrent sections.
-  it.concurrent('a stdio MCP server runs in the agent container, with no store credential, and its tool finishes a workflow', async ({
+  it.concurrent('a stdio MCP server runs in the agent container, with no store credential; its call, approved through holt --kube answer, finishes a workflow', async ({
     expect,
   }) => {
     await kubectl(['apply', '-f', '-'], llmServer(SCRIPT, 'llm-mcp'));
@@ -67,9 +73,27 @@ export function mcpTests(): void {
     await kubectl(['rollout', 'status', 'deploy/llm-mcp', '--timeout=180s']);
     await waitHoltReady('mcp', 1);
     progress('mcp: goal');
-    const out = await holt('mcp', ['forage', '--goal', 'Report what the MCP server sees', '--watch']);
-    expect(out).toContain('Workflow completed');
-    const trail = await trailOf('mcp');
+    await holt('mcp', ['forage', '--goal', 'Report what the MCP server sees']);
+    // The call needs a person's approval: a Question naming the tool, answered with `holt --kube answer`.
+    const q = JSON.parse(
+      (await holt('mcp', ['questions', '--wait', '-o', 'jsonl'])).trim().split('\n')[0]!,
+    ) as {
+      id: string;
+      type: string;
+      payload: string;
+    };
+    expect(q.type).toBe('ApprovalRequest');
+    expect(q.payload).toContain('tiny__env');
+    expect(await holt('mcp', ['answer', q.id.slice(0, 8), 'approve'])).toContain(`(answers ${q.id})`);
+    const trail = await eventually(
+      'the mcp workflow to finish',
+      async () => {
+        const t = await trailOf('mcp');
+        return t.some((a) => a.structural_type === 'Terminal') ? t : undefined;
+      },
+      CLUSTER_WAIT,
+    );
+    progress('mcp: approved through holt --kube answer, finished');
     expect(trail.find((a) => a.type === 'Report')?.payload).toBe('the MCP server answered');
     // What the model was shown after the call: the server's environment, as external evidence.
     const shown = (await kubectl(['logs', 'deploy/llm-mcp']))
