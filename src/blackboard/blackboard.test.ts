@@ -11,7 +11,7 @@ import { acquireLock, lockHolder, releaseLock } from './instance-lease.ts';
 import { getAgents, setAgents } from './registry.ts';
 import { failurePayload } from './results.ts';
 import { subscribe } from './subscriber.ts';
-import { claimIdForArtefact, publishGrant, testClaim, testGoal, updateClaim } from './testkit.ts';
+import { artefact, claim, claimIdForArtefact, publishGrant, updateClaim } from './testkit.ts';
 import { Artefact } from './types.ts';
 
 let redis: RedisServer;
@@ -30,7 +30,7 @@ describe('blackboard: Holt byte compatibility', () => {
     const sub = new Redis(redis.url);
     const got = new Promise<string>((resolve) => sub.on('message', (_c, m) => resolve(m)));
     await sub.subscribe('holt:test:artefact_events');
-    const a = testGoal();
+    const a = artefact({ created_at_ms: 1730000000000 });
     expect((await bb.createArtefact(a)).created).toBe(true);
     const h = await bb.redis.hgetall(`holt:test:artefact:${a.id}`);
     expect(h).toEqual({
@@ -95,9 +95,9 @@ describe('blackboard: Holt byte compatibility', () => {
   });
 
   it('artefacts are validated on write and write-once', async () => {
-    await expect(bb.createArtefact({ ...testGoal(), id: 'not-a-uuid' })).rejects.toThrow(/UUID/);
-    await expect(bb.createArtefact({ ...testGoal(), version: 0 })).rejects.toThrow(/version/);
-    const a = testGoal();
+    await expect(bb.createArtefact({ ...artefact(), id: 'not-a-uuid' })).rejects.toThrow(/UUID/);
+    await expect(bb.createArtefact({ ...artefact(), version: 0 })).rejects.toThrow(/version/);
+    const a = artefact();
     await bb.createArtefact(a);
     const again = await bb.createArtefact({ ...a, payload: 'changed' });
     expect(again.created).toBe(false);
@@ -108,7 +108,7 @@ describe('blackboard: Holt byte compatibility', () => {
     const seen: BlackboardDataError[] = [];
     const own = new Blackboard(bb.redis, 'test', { onMalformed: (e) => seen.push(e) });
     const id = randomUUID();
-    const good = testGoal();
+    const good = artefact();
     await own.createArtefact(good);
     await bb.redis.hset(`holt:test:artefact:${id}`, { id, version: 'x' });
     expect(await own.getArtefact(id)).toBeNull();
@@ -119,7 +119,7 @@ describe('blackboard: Holt byte compatibility', () => {
     ]);
     expect(seen[0]?.message).toMatch(new RegExp(`malformed artefact ${id} on the blackboard: .*version`));
     const cid = randomUUID();
-    const okClaim = testClaim(good.id);
+    const okClaim = claim(good.id);
     await own.createClaim(okClaim);
     await bb.redis.hset(`holt:test:claim:${cid}`, { id: cid, granted_review_agents: '{not json' });
     expect(await own.getClaim(cid)).toBeNull();
@@ -135,14 +135,14 @@ describe('blackboard: Holt byte compatibility', () => {
   });
 
   it('claim creation is idempotent per artefact; a feedback claim overwrites the index', async () => {
-    const a = testGoal();
-    const c1 = testClaim(a.id);
-    const c2 = testClaim(a.id);
+    const a = artefact();
+    const c1 = claim(a.id);
+    const c2 = claim(a.id);
     expect(await bb.createClaim(c1)).toEqual({ created: true, id: c1.id });
     expect(await bb.createClaim(c2)).toEqual({ created: false, id: c1.id });
     expect(await bb.getClaim(c2.id)).toBeNull();
     const fb = {
-      ...testClaim(a.id),
+      ...claim(a.id),
       status: 'pending_assignment' as const,
       granted_exclusive_agent: 'coder',
     };
@@ -151,7 +151,7 @@ describe('blackboard: Holt byte compatibility', () => {
   });
 
   it('claim updates are compare-and-set: two writers cannot both move a claim', async () => {
-    const c = testClaim(testGoal().id);
+    const c = claim(artefact().id);
     await bb.createClaim(c);
     const read = (await bb.getClaim(c.id))!;
     const a = updateClaim(bb, { ...read.claim, status: 'pending_parallel' }, read.rev);
@@ -228,7 +228,7 @@ describe('blackboard: Holt byte compatibility', () => {
     );
     await bb.redis.publish('holt:test:artefact_events', 'not json');
     await bb.redis.publish('holt:test:artefact_events', '{"id":"x"}');
-    const a = testGoal();
+    const a = artefact();
     await bb.createArtefact(a);
     // Delivered in publish order: once the good one is in, both bad ones were handled before it.
     await eventually('the valid message', () => good.length >= 1);

@@ -23,7 +23,7 @@ import { artefactToHash } from './codec.ts';
 import { acquireExecution, releaseExecution } from './execution-lease.ts';
 import { bidView, contextLevel, hasBids } from './pup-reads.ts';
 import { subscribe } from './subscriber.ts';
-import { claimSnapshot, testClaim, testGoal, updateClaim } from './testkit.ts';
+import { artefact, claim, claimSnapshot, updateClaim } from './testkit.ts';
 import type { Claim } from './types.ts';
 
 let redis: RedisServer;
@@ -39,26 +39,26 @@ afterAll(async () => {
 
 describe('blackboard: orchestrator support', () => {
   it('indexes the children of each source inside the artefact write', async () => {
-    const g = testGoal();
+    const g = artefact();
     await bb.createArtefact(g);
     const childId = randomUUID();
     await bb.createArtefact({
-      ...testGoal(),
+      ...artefact(),
       id: childId,
       logical_id: childId,
       source_artefacts: [g.id, g.id],
     });
     expect(await childrenOf(bb, g.id)).toEqual([childId]);
     // An artefact written by Holt's own pup (plain HSET) joins the indexes through indexArtefacts.
-    const foreign = { ...testGoal(), id: randomUUID(), source_artefacts: [g.id], created_at_ms: 42 };
+    const foreign = { ...artefact(), id: randomUUID(), source_artefacts: [g.id], created_at_ms: 42 };
     await indexArtefacts(bb, [foreign]);
     expect((await childrenOf(bb, g.id)).sort()).toEqual([childId, foreign.id].sort());
     expect(await artefactIdsSince(bb, 0)).toContainEqual({ id: foreign.id, ms: 42 });
-    expect((await artefactIdsSince(bb, 1730000000001)).map((x) => x.id)).not.toContain(g.id);
+    expect((await artefactIdsSince(bb, g.created_at_ms + 1)).map((x) => x.id)).not.toContain(g.id);
   });
 
   it('claim extension fields round-trip and are left alone by updates', async () => {
-    const c = { ...testClaim(testGoal().id), expected_bidders: ['a', 'b'], created_at_ms: 7 };
+    const c = { ...claim(artefact().id), expected_bidders: ['a', 'b'], created_at_ms: 7 };
     await bb.createClaim(c);
     const read = (await bb.getClaim(c.id))!;
     expect(read.claim.expected_bidders).toEqual(['a', 'b']);
@@ -71,7 +71,7 @@ describe('blackboard: orchestrator support', () => {
   });
 
   it('several compare-and-sets in one call: each is applied or refused on its own, with its announcements', async () => {
-    const [a, b, c] = [testClaim(testGoal().id), testClaim(testGoal().id), testClaim(testGoal().id)];
+    const [a, b, c] = [claim(artefact().id), claim(artefact().id), claim(artefact().id)];
     for (const x of [a, b, c]) await bb.createClaim(x);
     const heard: string[] = [];
     const sub = await subscribe(
@@ -104,9 +104,9 @@ describe('blackboard: orchestrator support', () => {
     expect(many).toEqual([null, one]);
     // A claim that cannot be read reads as missing and is reported; one that cannot be written fails
     // alone: the others in its batch go through.
-    const bad = testClaim(testGoal().id);
+    const bad = claim(artefact().id);
     await bb.redis.set(bb.k.claim(bad.id), 'not a hash');
-    const broken = testClaim(testGoal().id);
+    const broken = claim(artefact().id);
     await bb.createClaim(broken);
     await bb.redis.hset(bb.k.claim(broken.id), 'granted_review_agents', '[');
     const reads = await claimSnapshots(bb, [
@@ -130,7 +130,7 @@ describe('blackboard: orchestrator support', () => {
 
   it('an update given the claim it replaces writes only the changed fields and reads back whole', async () => {
     const c = {
-      ...testClaim(testGoal().id),
+      ...claim(artefact().id),
       dormant_reason: 'no_bids_in_any_phase',
       expected_bidders: ['a'],
     };
@@ -168,7 +168,7 @@ describe('blackboard: orchestrator support', () => {
   });
 
   it('dormant claims leave the active set for the dormant set; final claims leave both', async () => {
-    const c = testClaim(testGoal().id);
+    const c = claim(artefact().id);
     await bb.createClaim(c);
     expect(await bb.activeClaimIds()).toContain(c.id);
     const r1 = (await updateClaim(bb, { ...c, dormant_reason: 'no_bids_in_any_phase' }, 1)) as number;
@@ -182,12 +182,12 @@ describe('blackboard: orchestrator support', () => {
     expect(await bb.activeClaimIds()).not.toContain(c.id);
     expect(await bb.dormantClaimIds()).not.toContain(c.id);
     // Created dormant (a copy, say): straight into the dormant set.
-    const d = { ...testClaim(testGoal().id), dormant_reason: 'no_bids_in_any_phase' };
+    const d = { ...claim(artefact().id), dormant_reason: 'no_bids_in_any_phase' };
     await bb.createClaim(d);
     expect(await bb.dormantClaimIds()).toContain(d.id);
     expect(await bb.activeClaimIds()).not.toContain(d.id);
     // Claims made dormant before the set existed are moved by the orchestrator's recovery.
-    const legacy = testClaim(testGoal().id);
+    const legacy = claim(artefact().id);
     await bb.createClaim(legacy);
     await moveToDormant(bb, [legacy.id]);
     expect(await bb.dormantClaimIds()).toContain(legacy.id);
@@ -197,11 +197,11 @@ describe('blackboard: orchestrator support', () => {
   it('indexes artefacts written without the index (Holt tools) with one SCAN', async () => {
     const other = Blackboard.connect(redis.url, 'scan');
     try {
-      const ours = { ...testGoal(), created_at_ms: 10 };
+      const ours = { ...artefact(), created_at_ms: 10 };
       await other.createArtefact(ours);
       await other.redis.zadd(other.k.artefactIndex, 'XX', 11, ours.id); // an existing score is kept
-      const foreign = Array.from({ length: 30 }, (_, i) => ({ ...testGoal(), created_at_ms: 100 + i }));
-      const child = { ...testGoal(), source_artefacts: [ours.id], created_at_ms: 200 };
+      const foreign = Array.from({ length: 30 }, (_, i) => ({ ...artefact(), created_at_ms: 100 + i }));
+      const child = { ...artefact(), source_artefacts: [ours.id], created_at_ms: 200 };
       for (const a of [...foreign, child]) await other.redis.hset(other.k.artefact(a.id), artefactToHash(a));
       const bad = randomUUID();
       await other.redis.hset(other.k.artefact(bad), { id: bad, version: 'x' });
@@ -238,21 +238,21 @@ describe('blackboard: orchestrator support', () => {
 
 describe('blackboard: pup support', () => {
   it('hasBids and artefactsExist answer per id in one pipeline', async () => {
-    const c1 = testClaim(testGoal().id);
-    const c2 = testClaim(testGoal().id);
+    const c1 = claim(artefact().id);
+    const c2 = claim(artefact().id);
     await bb.setBid(c1.id, 'coder', 'review');
     expect(await hasBids(bb, [c1.id, c2.id], 'coder')).toEqual([true, false]);
-    const a = testGoal();
+    const a = artefact();
     await bb.createArtefact(a);
     expect(await bb.artefactsExist([a.id, randomUUID()])).toEqual([true, false]);
   });
 
   it("bidView reads claim, bid and target in one round trip, and never trusts the target's hint", async () => {
-    const a = testGoal();
-    const other = testGoal();
+    const a = artefact();
+    const other = artefact();
     await bb.createArtefact(a);
     await bb.createArtefact(other);
-    const c = testClaim(a.id);
+    const c = claim(a.id);
     await bb.createClaim(c);
     const right = await bidView(bb, c.id, 'coder', a.id);
     expect(right.claim?.claim.id).toBe(c.id);
@@ -266,16 +266,16 @@ describe('blackboard: pup support', () => {
     expect((await bidView(bb, c.id, 'coder', a.id)).hasBid).toBe(true);
     expect((await bidView(bb, randomUUID(), 'coder', a.id)).claim).toBeNull();
     // A target key of the wrong type: left to the caller, which reports it.
-    const odd = testClaim(randomUUID());
+    const odd = claim(randomUUID());
     await bb.createClaim(odd);
     await bb.redis.set(bb.k.artefact(odd.artefact_id), 'not a hash');
     expect((await bidView(bb, odd.id, 'coder', odd.artefact_id)).target).toBeUndefined();
   });
 
   it('contextLevel returns each artefact and its newer thread version in one round trip', async () => {
-    const v1 = testGoal();
-    const v2 = { ...testGoal(), logical_id: v1.logical_id, version: 2, source_artefacts: [v1.id] };
-    const solo = testGoal();
+    const v1 = artefact();
+    const v2 = { ...artefact(), logical_id: v1.logical_id, version: 2, source_artefacts: [v1.id] };
+    const solo = artefact();
     for (const a of [v1, v2, solo]) await bb.createArtefact(a);
     const missing = randomUUID();
     const { found, malformed } = await contextLevel(bb, [v1.id, solo.id, missing, v2.id]);

@@ -47,9 +47,11 @@ export function publishGrant(
   return bb.publish(bb.grantPublication(role, claimId, claimType));
 }
 
-/** A goal artefact with a fresh id (the blackboard's tests' usual target). */
-export function testGoal(): Artefact {
-  const id = randomUUID();
+let clock = 1_700_000_000_000;
+
+/** A goal artefact with a fresh id, made after the one before (`created_at_ms`); `over` wins. */
+export function artefact(over: Partial<Artefact> = {}): Artefact {
+  const id = over.id ?? randomUUID();
   return {
     id,
     logical_id: id,
@@ -59,12 +61,13 @@ export function testGoal(): Artefact {
     payload: 'build it',
     source_artefacts: [],
     produced_by_role: 'user',
-    created_at_ms: 1730000000000,
+    created_at_ms: clock++,
+    ...over,
   };
 }
 
-/** A new claim on an artefact, pending review, nothing granted. */
-export function testClaim(artefactId: string): Claim {
+/** A new claim on an artefact, pending review, nothing granted; `over` wins. */
+export function claim(artefactId: string, over: Partial<Claim> = {}): Claim {
   return {
     id: randomUUID(),
     artefact_id: artefactId,
@@ -72,5 +75,6 @@ export function testClaim(artefactId: string): Claim {
     granted_review_agents: [],
     granted_parallel_agents: [],
     granted_exclusive_agent: '',
+    ...over,
   };
 }

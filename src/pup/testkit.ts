@@ -1,11 +1,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { type AgentConfig, loadAgentConfig } from '../agent/config.ts';
 import type { Blackboard } from '../blackboard/client.ts';
-import type { Artefact, Claim } from '../blackboard/types.ts';
+import { artefact, claim } from '../blackboard/testkit.ts';
+import type { Claim } from '../blackboard/types.ts';
 
 /** Shared by the pup's tests (not a test file itself). */
+
+// The test artefacts and claims have one builder, the blackboard's (the pup's tests import them from here).
+export { artefact, claim };
 
 export const AGENTS = join(import.meta.dirname, '../../test/fixtures/agents');
 export const node = (script: string, ...args: string[]) => [process.execPath, join(AGENTS, script), ...args];
@@ -47,36 +50,6 @@ export function spawnPup(over: Record<string, string>, children: ChildProcess[])
 
 export function config(over: Record<string, string>, argv: string[] = []): AgentConfig {
   return loadAgentConfig(argv, pupEnv(over));
-}
-
-let clock = 1_700_000_000_000;
-
-export function artefact(over: Partial<Artefact> = {}): Artefact {
-  const id = over.id ?? randomUUID();
-  return {
-    id,
-    logical_id: id,
-    version: 1,
-    structural_type: 'Standard',
-    type: 'GoalDefined',
-    payload: 'build it',
-    source_artefacts: [],
-    produced_by_role: 'user',
-    created_at_ms: clock++,
-    ...over,
-  };
-}
-
-export function claim(artefactId: string, over: Partial<Claim> = {}): Claim {
-  return {
-    id: randomUUID(),
-    artefact_id: artefactId,
-    status: 'pending_review',
-    granted_review_agents: [],
-    granted_parallel_agents: [],
-    granted_exclusive_agent: '',
-    ...over,
-  };
 }
 
 /** A claim's phase state: `granted` in `current`, `received` so far. */
