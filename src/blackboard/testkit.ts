@@ -1,12 +1,36 @@
 import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll } from 'vitest';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { type ClaimSnapshot, claimSnapshots, type SnapshotRequest, updateClaims } from './claim-engine.ts';
-import type { Blackboard, Publication } from './client.ts';
+import { Blackboard, type Publication } from './client.ts';
 import type { Artefact, Claim, ClaimType } from './types.ts';
 
 /**
  * One-item forms of the blackboard's batch calls, and reads only tests make (not part of the build).
  * Tests use them to play the orchestrator's part by hand.
  */
+
+/**
+ * A Redis server and the Blackboard of `instance` on it, for the calling test file: started in its
+ * beforeAll, closed in its afterAll. The getters throw if read before the beforeAll has run.
+ */
+export function useBlackboard(instance: string): { bb: () => Blackboard; redisUrl: () => string } {
+  let redis: RedisServer | undefined;
+  let bb: Blackboard | undefined;
+  beforeAll(async () => {
+    redis = await startRedis();
+    bb = Blackboard.connect(redis.url, instance);
+  });
+  afterAll(async () => {
+    await bb?.close();
+    await redis?.stop();
+  });
+  const started = <T>(v: T | undefined): T => {
+    if (v === undefined) throw new Error('useBlackboard: read before its beforeAll has run');
+    return v;
+  };
+  return { bb: () => started(bb), redisUrl: () => started(redis).url };
+}
 
 /** The claim made for an artefact (Holt's `claim_by_artefact` index), or null. */
 export function claimIdForArtefact(bb: Blackboard, artefactId: string): Promise<string | null> {

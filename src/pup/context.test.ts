@@ -1,24 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
-import { Blackboard } from '../blackboard/client.ts';
+import { describe, expect, it } from 'vitest';
 import { contextLevel } from '../blackboard/pup-reads.ts';
+import { useBlackboard } from '../blackboard/testkit.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { assembleContext } from './context.ts';
 import { artefact } from './testkit.ts';
 
-let redis: RedisServer;
-let bb: Blackboard;
-beforeAll(async () => {
-  redis = await startRedis();
-  bb = Blackboard.connect(redis.url, 'ctx');
-});
-afterAll(async () => {
-  await bb?.close();
-  await redis?.stop();
-});
+const { bb } = useBlackboard('ctx');
 
 async function commandCalls(): Promise<Record<string, number>> {
-  const info = await bb.redis.info('commandstats');
+  const info = await bb().redis.info('commandstats');
   const out: Record<string, number> = {};
   for (const m of info.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) out[m[1] as string] = Number(m[2]);
   return out;
@@ -51,15 +41,15 @@ describe('context assembly', () => {
     });
     // a second id in L2's thread that is older than the latest: must be de-duplicated away
     const failure = artefact({ structural_type: 'Failure', type: 'ToolExecutionFailure' });
-    for (const a of [...stored, review, l3v2, failure]) await bb.createArtefact(a);
+    for (const a of [...stored, review, l3v2, failure]) await bb().createArtefact(a);
 
     const target = artefact({ source_artefacts: [L[1]!.id, failure.id, L[1]!.id] });
-    await contextLevel(bb, [target.id]); // load the script so the count below is only the walk
-    await bb.redis.config('RESETSTAT');
+    await contextLevel(bb(), [target.id]); // load the script so the count below is only the walk
+    await bb().redis.config('RESETSTAT');
     let fetches = 0;
     const ctx = await assembleContext(target.source_artefacts, (ids) => {
       fetches++;
-      return contextLevel(bb, ids);
+      return contextLevel(bb(), ids);
     });
     const calls = await commandCalls();
 
@@ -88,11 +78,11 @@ describe('context assembly', () => {
 
   it('missing and malformed ids are skipped, not fatal', async () => {
     const ok = artefact();
-    await bb.createArtefact(ok);
+    await bb().createArtefact(ok);
     const broken = artefact().id;
-    await bb.redis.hset(`holt:ctx:artefact:${broken}`, { id: broken, version: 'x' });
+    await bb().redis.hset(`holt:ctx:artefact:${broken}`, { id: broken, version: 'x' });
     const gone = artefact().id;
-    const ctx = await assembleContext([ok.id, broken, gone], (ids) => contextLevel(bb, ids));
+    const ctx = await assembleContext([ok.id, broken, gone], (ids) => contextLevel(bb(), ids));
     expect(ctx.chain.map((a) => a.id)).toEqual([ok.id]);
     expect(ctx.missing).toEqual([gone]);
     expect(ctx.malformed).toEqual([broken]);
