@@ -8,6 +8,51 @@ import { HOLT, NS, ROOT } from './ctx.ts';
 import { GIT_SECRET } from './fixtures.ts';
 
 const run = promisify(execFile);
+
+/** The label by which the e2e finds what belongs to a Holt of its own. */
+export const holtLabel = (holt: string): Record<string, string> => ({ 'e2e.holt.io/holt': holt });
+
+/** A Holt document. */
+export const holtDoc = (name: string, spec: Record<string, unknown> = {}) => ({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'Holt',
+  metadata: { name },
+  spec,
+});
+
+/** An Agent document of `holt` (spec.holt first), with the Holt's label unless `label` is false. */
+export const agentDoc = (
+  name: string,
+  holt: string,
+  spec: Record<string, unknown>,
+  { label = true }: { label?: boolean } = {},
+) => ({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'Agent',
+  metadata: label ? { name, labels: holtLabel(holt) } : { name },
+  spec: { holt, ...spec },
+});
+
+/** A WorkerPool document of `holt` (spec.holt first), with the Holt's label. */
+export const workerPoolDoc = (name: string, holt: string, spec: Record<string, unknown>) => ({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'WorkerPool',
+  metadata: { name, labels: holtLabel(holt) },
+  spec: { holt, ...spec },
+});
+
+/** A command agent's Terminal result line (`payload` is the summary too). */
+export const terminalResult = (type: string, payload: string): string =>
+  JSON.stringify({
+    artefact_type: type,
+    artefact_payload: payload,
+    summary: payload,
+    structural_type: 'Terminal',
+  });
+
+/** Documents as one YAML stream, as `kubectl apply -f -` reads it. */
+export const yamlDocs = (docs: unknown[]): string => docs.map((d) => stringify(d)).join('---\n');
+
 /** examples/k8s/demo.yaml as it is, the Holt's workspace seeded from the in-cluster Git server. */
 export function demoManifests(): string {
   const docs = parseAllDocuments(readFileSync(join(ROOT, 'examples', 'k8s', 'demo.yaml'), 'utf8')).map(
@@ -19,7 +64,7 @@ export function demoManifests(): string {
       },
   );
   for (const d of docs) {
-    if (d.kind === 'Agent') d.metadata.labels = { ...d.metadata.labels, 'e2e.holt.io/holt': 'demo' };
+    if (d.kind === 'Agent') d.metadata.labels = { ...d.metadata.labels, ...holtLabel('demo') };
     if (d.kind === 'Holt') {
       const spec = d.spec ?? {};
       // A bid later than the demo's 10 s counts as ignore; a loaded CI machine must not change the path.
@@ -32,59 +77,34 @@ export function demoManifests(): string {
       d.spec = spec;
     }
   }
-  return docs.map((d) => stringify(d)).join('---\n');
+  return yamlDocs(docs);
 }
 
 /** A Holt of one scalable agent whose tool takes a few seconds: backlog makes its pool scale out. */
 export function scaleManifests(workspace?: Record<string, string>): string {
-  const result = JSON.stringify({
-    artefact_type: 'Slept',
-    artefact_payload: 'slept',
-    summary: 'slept',
-    structural_type: 'Terminal',
-  });
-  const label = { 'e2e.holt.io/holt': 'scale' };
-  return [
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Holt',
-      metadata: { name: 'scale' },
-      spec: { orchestrator: { bidTimeoutSeconds: 120 }, ...(workspace ? { workspace } : {}) },
-    },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'scale-sleeper', labels: label },
-      spec: {
-        holt: 'scale',
-        role: 'Sleeper',
-        command: ['sh', '-c', `sleep 8; echo '${result}'`],
-        bidding: { strategy: 'exclusive' },
-        replicas: 3,
-        workerPool: 'scale-sleeper-workers',
+  const result = terminalResult('Slept', 'slept');
+  return yamlDocs([
+    holtDoc('scale', { orchestrator: { bidTimeoutSeconds: 120 }, ...(workspace ? { workspace } : {}) }),
+    agentDoc('scale-sleeper', 'scale', {
+      role: 'Sleeper',
+      command: ['sh', '-c', `sleep 8; echo '${result}'`],
+      bidding: { strategy: 'exclusive' },
+      replicas: 3,
+      workerPool: 'scale-sleeper-workers',
+    }),
+    workerPoolDoc('scale-sleeper-workers', 'scale', {
+      role: 'Sleeper',
+      target: 'sleeper',
+      terminationGracePeriodSeconds: 60,
+      autoscaling: {
+        minReplicas: 0,
+        maxReplicas: 3,
+        targetBacklogPerReplica: 1,
+        cooldownSeconds: 15,
+        stabilizationSeconds: 10,
       },
-    },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'WorkerPool',
-      metadata: { name: 'scale-sleeper-workers', labels: label },
-      spec: {
-        holt: 'scale',
-        role: 'Sleeper',
-        target: 'sleeper',
-        terminationGracePeriodSeconds: 60,
-        autoscaling: {
-          minReplicas: 0,
-          maxReplicas: 3,
-          targetBacklogPerReplica: 1,
-          cooldownSeconds: 15,
-          stabilizationSeconds: 10,
-        },
-      },
-    },
-  ]
-    .map((d) => stringify(d))
-    .join('---\n');
+    }),
+  ]);
 }
 
 /**
@@ -97,38 +117,24 @@ export function trustManifests(): string {
     targets: { redis: ['trust-redis:6379'], nats: ['trust-nats:4222'], postgres: ['trust-postgres:5432'] },
     pgModule: '/opt/holt/app/package.json',
   };
-  const label = { 'e2e.holt.io/holt': 'trust' };
-  return [
+  return yamlDocs([
     {
       apiVersion: 'v1',
       kind: 'ConfigMap',
-      metadata: { name: 'trust-probe', labels: label },
+      metadata: { name: 'trust-probe', labels: holtLabel('trust') },
       data: {
         'credential-probe.mjs': readFileSync(join(ROOT, 'e2e', 'probe', 'credential-probe.mjs'), 'utf8'),
       },
     },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Holt',
-      metadata: { name: 'trust' },
-      spec: { orchestrator: { bidTimeoutSeconds: 120 } },
-    },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'trust-prober', labels: label },
-      spec: {
-        holt: 'trust',
-        role: 'Prober',
-        command: ['node', '/probe/credential-probe.mjs', JSON.stringify(cfg)],
-        bidding: { strategy: 'exclusive' },
-        env: [{ name: 'DECLARED_FOR_TOOLS', value: 'visible' }],
-        volumes: [{ name: 'probe', configMap: 'trust-probe', mountPath: '/probe' }],
-      },
-    },
-  ]
-    .map((d) => stringify(d))
-    .join('---\n');
+    holtDoc('trust', { orchestrator: { bidTimeoutSeconds: 120 } }),
+    agentDoc('trust-prober', 'trust', {
+      role: 'Prober',
+      command: ['node', '/probe/credential-probe.mjs', JSON.stringify(cfg)],
+      bidding: { strategy: 'exclusive' },
+      env: [{ name: 'DECLARED_FOR_TOOLS', value: 'visible' }],
+      volumes: [{ name: 'probe', configMap: 'trust-probe', mountPath: '/probe' }],
+    }),
+  ]);
 }
 
 /** `holt convert examples/demo-llm/holt.yml`, seeded from its Git repository, each agent on its own model. */
@@ -153,7 +159,7 @@ export async function llmManifests(): Promise<string> {
       d.spec.llm = {};
     }
     if (d.kind === 'Agent') {
-      d.metadata.labels = { ...d.metadata.labels, 'e2e.holt.io/holt': 'demo-llm' };
+      d.metadata.labels = { ...d.metadata.labels, ...holtLabel('demo-llm') };
       const role = String(d.spec.role).toLowerCase();
       d.spec.llm = {
         ...(d.spec.llm as object),
@@ -165,7 +171,7 @@ export async function llmManifests(): Promise<string> {
       d.spec.egressTo = { pods: [{ labels: { app: 'llm' } }] };
     }
   }
-  return docs.map((d) => stringify(d)).join('---\n');
+  return yamlDocs(docs);
 }
 
 /** What the living agent's model answers, in order: a work item, a timer, the tool, the report, two closings. */
@@ -180,43 +186,30 @@ export const LIVING_SCRIPT: ScriptedReply[] = [
 
 /** A Holt of one living agent with an ingress (exposed by an Ingress) and an asynchronous tool. */
 export function livingManifests(baseUrl: string): string {
-  return [
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Holt',
-      metadata: { name: 'living' },
-      spec: { llm: {}, ingress: { expose: 'Ingress', host: 'agents.example.test' } },
-    },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'living-watcher', labels: { 'e2e.holt.io/holt': 'living' } },
-      spec: {
-        holt: 'living',
-        role: 'Watcher',
-        bidding: { strategy: 'ignore' },
-        llm: {
-          model: 'scripted-watcher',
-          baseUrl,
-          maxSteps: 6,
-          tools: [
-            {
-              name: 'lookup',
-              description: 'Look a build up (the build service answers).',
-              parameters: { type: 'object', properties: { build: { type: 'string' } }, required: ['build'] },
-              async: 'nats',
-              asyncTimeoutSeconds: 120,
-            },
-          ],
-        },
-        ingress: { enabled: true, tokens: [{ name: 'ci' }, { name: 'ops', origin: 'operator' }] },
-        egress: true,
-        egressTo: { pods: [{ labels: { app: 'llm-life' } }] },
+  return yamlDocs([
+    holtDoc('living', { llm: {}, ingress: { expose: 'Ingress', host: 'agents.example.test' } }),
+    agentDoc('living-watcher', 'living', {
+      role: 'Watcher',
+      bidding: { strategy: 'ignore' },
+      llm: {
+        model: 'scripted-watcher',
+        baseUrl,
+        maxSteps: 6,
+        tools: [
+          {
+            name: 'lookup',
+            description: 'Look a build up (the build service answers).',
+            parameters: { type: 'object', properties: { build: { type: 'string' } }, required: ['build'] },
+            async: 'nats',
+            asyncTimeoutSeconds: 120,
+          },
+        ],
       },
-    },
-  ]
-    .map((d) => stringify(d))
-    .join('---\n');
+      ingress: { enabled: true, tokens: [{ name: 'ci' }, { name: 'ops', origin: 'operator' }] },
+      egress: true,
+      egressTo: { pods: [{ labels: { app: 'llm-life' } }] },
+    }),
+  ]);
 }
 
 /**
@@ -225,42 +218,24 @@ export function livingManifests(baseUrl: string): string {
  * and a Noter that bids ignore. Both must be up and bidding before the Holt is Ready.
  */
 export function lifeManifests(): string {
-  const result = JSON.stringify({
-    artefact_type: 'Written',
-    artefact_payload: 'written',
-    summary: 'written',
-    structural_type: 'Terminal',
-  });
-  return [
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Holt',
-      metadata: { name: 'life' },
-      spec: { orchestrator: { bidTimeoutSeconds: 5 } },
-    },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'life-writer' },
-      spec: {
-        holt: 'life',
+  const result = terminalResult('Written', 'written');
+  return yamlDocs([
+    holtDoc('life', { orchestrator: { bidTimeoutSeconds: 5 } }),
+    agentDoc(
+      'life-writer',
+      'life',
+      {
         role: 'Writer',
         command: ['sh', '-c', `in=$(cat); case "$in" in *slow*) sleep 600;; esac; echo '${result}'`],
         bidding: { strategy: 'exclusive' },
       },
-    },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'life-noter' },
-      spec: {
-        holt: 'life',
-        role: 'Noter',
-        command: ['sh', '-c', 'echo noted'],
-        bidding: { strategy: 'ignore' },
-      },
-    },
-  ]
-    .map((d) => stringify(d))
-    .join('---\n');
+      { label: false },
+    ),
+    agentDoc(
+      'life-noter',
+      'life',
+      { role: 'Noter', command: ['sh', '-c', 'echo noted'], bidding: { strategy: 'ignore' } },
+      { label: false },
+    ),
+  ]);
 }

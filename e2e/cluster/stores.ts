@@ -1,13 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { natsAuthorization, natsUrl } from '../../src/access/nats.ts';
 import { PG_COMPONENTS, PG_ROLE, type PgComponent } from '../../src/access/pg-roles.ts';
 import { newPasswords, type Principal } from '../../src/access/principals.ts';
 import { redisAclLines, redisUrl } from '../../src/access/redis.ts';
 import { NS, ROOT } from './ctx.ts';
 import { GIT_SECRET } from './fixtures.ts';
+import { holtLabel, yamlDocs } from './manifests.ts';
 
 /**
  * Stores a Holt does not own, as a platform team runs them: Redis, NATS and Postgres as plain pods in
@@ -38,7 +39,7 @@ const secret = (name: string, ns: string, data: Record<string, string>, type = '
   apiVersion: 'v1',
   kind: 'Secret',
   // The Holt's side carries its label: the test deletes it by that.
-  metadata: { name, namespace: ns, ...(ns === NS ? { labels: { 'e2e.holt.io/holt': EXT } } : {}) },
+  metadata: { name, namespace: ns, ...(ns === NS ? { labels: holtLabel(EXT) } : {}) },
   type,
   stringData: data,
 });
@@ -101,8 +102,7 @@ function demoOnExternal(): Record<string, unknown>[] {
     );
   return docs.map((d) => {
     const name = String(d.metadata.name).replace(/^demo/, EXT);
-    if (d.kind === 'ConfigMap')
-      return { ...d, metadata: { ...d.metadata, name, labels: { 'e2e.holt.io/holt': EXT } } };
+    if (d.kind === 'ConfigMap') return { ...d, metadata: { ...d.metadata, name, labels: holtLabel(EXT) } };
     if (d.kind === 'Holt')
       return {
         ...d,
@@ -140,7 +140,7 @@ function demoOnExternal(): Record<string, unknown>[] {
     );
     return {
       ...d,
-      metadata: { ...d.metadata, name, labels: { 'e2e.holt.io/holt': EXT } },
+      metadata: { ...d.metadata, name, labels: holtLabel(EXT) },
       spec: { ...spec, holt: EXT, ...(volumes ? { volumes } : {}) },
     };
   });
@@ -252,6 +252,5 @@ export function externalStores(): ExternalStores {
     ...urlSecrets('nats', natsPw),
     ...demoOnExternal(),
   ];
-  const yaml = (docs: unknown[]) => docs.map((d) => stringify(d)).join('---\n');
-  return { stores: yaml(stores), holt: yaml(holtSide), redisAdmin: redisPw.admin, rolesSql: initSql };
+  return { stores: yamlDocs(stores), holt: yamlDocs(holtSide), redisAdmin: redisPw.admin, rolesSql: initSql };
 }

@@ -4,7 +4,6 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import type { Artefact } from '../../../src/blackboard/types.ts';
 import { kubeBinary } from '../../../test/harness/bins.ts';
 import { eventually } from '../../../test/harness/wait.ts';
@@ -22,6 +21,7 @@ import {
   trailOf,
   waitHoltReady,
 } from '../ctx.ts';
+import { agentDoc, holtDoc, holtLabel, yamlDocs } from '../manifests.ts';
 
 /**
  * The real cluster: the cluster user's whole CLI, `holt --kube` as a user runs it (and `kubectl holt`,
@@ -33,37 +33,23 @@ import {
 
 /** A command agent that asks a question about its goal and finishes with the answer (test/fixtures). */
 function askManifests(): string {
-  const label = { 'e2e.holt.io/holt': 'ask' };
   const fixture = (f: string) => readFileSync(join(ROOT, 'test', 'fixtures', 'agents', f), 'utf8');
-  return [
+  return yamlDocs([
     {
       apiVersion: 'v1',
       kind: 'ConfigMap',
-      metadata: { name: 'ask-scripts', labels: label },
+      metadata: { name: 'ask-scripts', labels: holtLabel('ask') },
       data: { 'asker.mjs': fixture('asker.mjs'), 'bid-types.mjs': fixture('bid-types.mjs') },
     },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Holt',
-      metadata: { name: 'ask' },
-      spec: { orchestrator: { bidTimeoutSeconds: 120 } },
-    },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'ask-asker', labels: label },
-      spec: {
-        holt: 'ask',
-        role: 'Asker',
-        command: ['node', '/ask/asker.mjs'],
-        // Only the goal: never its own Question, Answer or result.
-        bidding: { script: ['node', '/ask/bid-types.mjs', 'GoalDefined', 'exclusive'], strategy: 'ignore' },
-        volumes: [{ name: 'ask', configMap: 'ask-scripts', mountPath: '/ask' }],
-      },
-    },
-  ]
-    .map((d) => stringify(d))
-    .join('---\n');
+    holtDoc('ask', { orchestrator: { bidTimeoutSeconds: 120 } }),
+    agentDoc('ask-asker', 'ask', {
+      role: 'Asker',
+      command: ['node', '/ask/asker.mjs'],
+      // Only the goal: never its own Question, Answer or result.
+      bidding: { script: ['node', '/ask/bid-types.mjs', 'GoalDefined', 'exclusive'], strategy: 'ignore' },
+      volumes: [{ name: 'ask', configMap: 'ask-scripts', mountPath: '/ask' }],
+    }),
+  ]);
 }
 
 /** `holt --kube NS/<holt> ...` that must fail: its exit code and stderr. */

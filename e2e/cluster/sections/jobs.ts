@@ -1,8 +1,8 @@
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { eventually } from '../../../test/harness/wait.ts';
 import { CLUSTER_WAIT, c, getJson, holt, kubectl, NS, type Pod, pods, progress, trailOf } from '../ctx.ts';
+import { agentDoc, holtDoc, yamlDocs } from '../manifests.ts';
 
 const HOLT = 'jobs';
 const AGENT = 'jobs-runner';
@@ -21,30 +21,17 @@ function jobsManifests(): string {
     'esac',
     `printf '{"artefact_type":"Ran","artefact_payload":"%s","summary":"ran","structural_type":"Terminal"}\\n' "$(cat /proc/sys/kernel/hostname)"`,
   ].join('\n');
-  return [
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Holt',
-      metadata: { name: HOLT },
-      spec: { orchestrator: { bidTimeoutSeconds: 120 } },
-    },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: AGENT, labels: { 'e2e.holt.io/holt': HOLT } },
-      spec: {
-        holt: HOLT,
-        role: 'Runner',
-        command: ['sh', '-c', tool],
-        bidding: { strategy: 'exclusive' },
-        strategy: 'fresh_per_call',
-        replicas: 4,
-        workspace: { mode: 'rw' },
-      },
-    },
-  ]
-    .map((d) => stringify(d))
-    .join('---\n');
+  return yamlDocs([
+    holtDoc(HOLT, { orchestrator: { bidTimeoutSeconds: 120 } }),
+    agentDoc(AGENT, HOLT, {
+      role: 'Runner',
+      command: ['sh', '-c', tool],
+      bidding: { strategy: 'exclusive' },
+      strategy: 'fresh_per_call',
+      replicas: 4,
+      workspace: { mode: 'rw' },
+    }),
+  ]);
 }
 
 type HoltObj = {

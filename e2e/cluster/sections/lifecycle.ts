@@ -1,8 +1,7 @@
 import { expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { eventually } from '../../../test/harness/wait.ts';
 import { CLUSTER_WAIT, c, holtIn, LIFE_NS, type Pod, progress } from '../ctx.ts';
-import { lifeManifests } from '../manifests.ts';
+import { holtDoc, lifeManifests, yamlDocs } from '../manifests.ts';
 
 /** The real cluster: issue 29's lifecycle: Ready means bidding, goals never lost, namespaces that delete. */
 export function lifecycleTests(): void {
@@ -58,12 +57,7 @@ export function lifecycleTests(): void {
     await c.kubectl(['create', 'namespace', ns]);
     try {
       await c.kubectl(['-n', ns, 'apply', '-f', '-'], {
-        input: stringify({
-          apiVersion: 'holt.io/v1alpha1',
-          kind: 'Holt',
-          metadata: { name: 'lost' },
-          spec: {},
-        }),
+        input: yamlDocs([holtDoc('lost')]),
       });
       const r = await holtIn(ns, 'lost', ['status']);
       expect(r.code).not.toBe(0);

@@ -1,11 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { it } from 'vitest';
-import { stringify } from 'yaml';
 import { call, type ScriptedReply } from '../../../test/harness/llm.ts';
 import { eventually } from '../../../test/harness/wait.ts';
 import { CLUSTER_WAIT, holt, kubectl, NS, progress, ROOT, trailOf, waitHoltReady } from '../ctx.ts';
 import { llmServer } from '../fixtures.ts';
+import { agentDoc, holtDoc, yamlDocs } from '../manifests.ts';
 
 /** The scripted model: the MCP server's `env` tool, then the Terminal result. */
 const SCRIPT: ScriptedReply[] = [
@@ -23,43 +23,35 @@ const SCRIPT: ScriptedReply[] = [
  * a ConfigMap into the agent container only: that it runs at all shows where it runs.
  */
 function mcpManifests(baseUrl: string): string {
-  return [
+  return yamlDocs([
     {
       apiVersion: 'v1',
       kind: 'ConfigMap',
       metadata: { name: 'mcp-tiny' },
       data: { 'tiny-server.mjs': readFileSync(join(ROOT, 'src/llm/mcp/fixtures/tiny-server.mjs'), 'utf8') },
     },
-    { apiVersion: 'holt.io/v1alpha1', kind: 'Holt', metadata: { name: 'mcp' }, spec: { llm: {} } },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'mcp-reporter', labels: { 'e2e.holt.io/holt': 'mcp' } },
-      spec: {
-        holt: 'mcp',
-        role: 'Reporter',
-        bidding: { strategy: 'exclusive' },
-        volumes: [{ name: 'mcp', mountPath: '/mcp', configMap: 'mcp-tiny' }],
-        llm: {
-          model: 'scripted-mcp',
-          baseUrl,
-          maxSteps: 4,
-          mcpServers: [
-            {
-              name: 'tiny',
-              command: ['/opt/holt/bin/node', '/mcp/tiny-server.mjs'],
-              tools: ['env'],
-              requireApproval: ['env'],
-            },
-          ],
-        },
-        egress: true,
-        egressTo: { pods: [{ labels: { app: 'llm-mcp' } }] },
+    holtDoc('mcp', { llm: {} }),
+    agentDoc('mcp-reporter', 'mcp', {
+      role: 'Reporter',
+      bidding: { strategy: 'exclusive' },
+      volumes: [{ name: 'mcp', mountPath: '/mcp', configMap: 'mcp-tiny' }],
+      llm: {
+        model: 'scripted-mcp',
+        baseUrl,
+        maxSteps: 4,
+        mcpServers: [
+          {
+            name: 'tiny',
+            command: ['/opt/holt/bin/node', '/mcp/tiny-server.mjs'],
+            tools: ['env'],
+            requireApproval: ['env'],
+          },
+        ],
       },
-    },
-  ]
-    .map((d) => stringify(d))
-    .join('---\n');
+      egress: true,
+      egressTo: { pods: [{ labels: { app: 'llm-mcp' } }] },
+    }),
+  ]);
 }
 
 /** The real cluster: an Agent's stdio MCP server in its agent container, its call approved by a person. */

@@ -1,5 +1,4 @@
 import { expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import type { Artefact } from '../../../src/blackboard/types.ts';
 import { eventually } from '../../../test/harness/wait.ts';
 import {
@@ -14,6 +13,7 @@ import {
   trailOf,
   waitHoltReady,
 } from '../ctx.ts';
+import { agentDoc, holtDoc, terminalResult, workerPoolDoc, yamlDocs } from '../manifests.ts';
 import { notApplicable } from '../not-applicable.ts';
 
 /** The admin's taint for a node confirmed shut down (Kubernetes' non-graceful node shutdown). */
@@ -30,74 +30,44 @@ const GO = '/workspace/go';
  * `local-path` class (a directory of one node) and one agent.
  */
 export function holtManifests(): string {
-  const result = JSON.stringify({
-    artefact_type: 'Slept',
-    artefact_payload: 'slept',
-    summary: 'slept',
-    structural_type: 'Terminal',
-  });
+  const result = terminalResult('Slept', 'slept');
   const shared = { storageClassName: 'shared' };
-  return [
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Holt',
-      metadata: { name: 'roam' },
-      spec: {
-        orchestrator: { bidTimeoutSeconds: 120 },
-        stores: { redis: shared, nats: shared, postgres: shared },
-        workspace: { ...shared, accessMode: 'ReadWriteMany' },
+  return yamlDocs([
+    holtDoc('roam', {
+      orchestrator: { bidTimeoutSeconds: 120 },
+      stores: { redis: shared, nats: shared, postgres: shared },
+      workspace: { ...shared, accessMode: 'ReadWriteMany' },
+    }),
+    agentDoc('roam-sleeper', 'roam', {
+      role: 'Sleeper',
+      command: [
+        'sh',
+        '-c',
+        `echo "$HOLT_CALL_ID $(hostname) $(date +%s)" >> ${RUNS_LOG}; until [ -e ${GO} ]; do sleep 1; done; echo '${result}'`,
+      ],
+      bidding: { strategy: 'exclusive' },
+      workspace: { mode: 'rw' },
+      replicas: 2,
+      workerPool: 'roam-sleeper-workers',
+    }),
+    workerPoolDoc('roam-sleeper-workers', 'roam', {
+      role: 'Sleeper',
+      target: 'sleeper',
+      autoscaling: {
+        minReplicas: 0,
+        maxReplicas: 4,
+        targetBacklogPerReplica: 1,
+        cooldownSeconds: 300,
+        stabilizationSeconds: 10,
       },
-    },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'roam-sleeper', labels: { 'e2e.holt.io/holt': 'roam' } },
-      spec: {
-        holt: 'roam',
-        role: 'Sleeper',
-        command: [
-          'sh',
-          '-c',
-          `echo "$HOLT_CALL_ID $(hostname) $(date +%s)" >> ${RUNS_LOG}; until [ -e ${GO} ]; do sleep 1; done; echo '${result}'`,
-        ],
-        bidding: { strategy: 'exclusive' },
-        workspace: { mode: 'rw' },
-        replicas: 2,
-        workerPool: 'roam-sleeper-workers',
-      },
-    },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'WorkerPool',
-      metadata: { name: 'roam-sleeper-workers', labels: { 'e2e.holt.io/holt': 'roam' } },
-      spec: {
-        holt: 'roam',
-        role: 'Sleeper',
-        target: 'sleeper',
-        autoscaling: {
-          minReplicas: 0,
-          maxReplicas: 4,
-          targetBacklogPerReplica: 1,
-          cooldownSeconds: 300,
-          stabilizationSeconds: 10,
-        },
-      },
-    },
-    { apiVersion: 'holt.io/v1alpha1', kind: 'Holt', metadata: { name: 'pinned' }, spec: {} },
-    {
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'pinned-noter', labels: { 'e2e.holt.io/holt': 'pinned' } },
-      spec: {
-        holt: 'pinned',
-        role: 'Noter',
-        command: ['sh', '-c', 'echo noted'],
-        bidding: { strategy: 'ignore' },
-      },
-    },
-  ]
-    .map((d) => stringify(d))
-    .join('---\n');
+    }),
+    holtDoc('pinned'),
+    agentDoc('pinned-noter', 'pinned', {
+      role: 'Noter',
+      command: ['sh', '-c', 'echo noted'],
+      bidding: { strategy: 'ignore' },
+    }),
+  ]);
 }
 
 type Cond = { type: string; status: string; reason?: string; message?: string };

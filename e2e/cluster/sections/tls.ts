@@ -2,8 +2,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { holt, kubectl, NS, run, trailOf, waitHoltReady } from '../ctx.ts';
+import { agentDoc, holtDoc, holtLabel, yamlDocs } from '../manifests.ts';
 
 /** The real cluster: stores over TLS. */
 export function tlsTests(): void {
@@ -57,41 +57,29 @@ export function tlsTests(): void {
       '-extfile',
       'san.ext',
     );
-    const label = { 'e2e.holt.io/holt': 'tls' };
     const docs = [
       {
         apiVersion: 'v1',
         kind: 'Secret',
-        metadata: { name: 'tls-stores-cert', labels: label },
+        metadata: { name: 'tls-stores-cert', labels: holtLabel('tls') },
         type: 'kubernetes.io/tls',
         stringData: Object.fromEntries(
           ['tls.crt', 'tls.key', 'ca.crt'].map((f) => [f, readFileSync(join(dir, f), 'utf8')]),
         ),
       },
-      {
-        apiVersion: 'holt.io/v1alpha1',
-        kind: 'Holt',
-        metadata: { name: 'tls' },
-        spec: { stores: { tls: { secretName: 'tls-stores-cert' } } },
-      },
-      {
-        apiVersion: 'holt.io/v1alpha1',
-        kind: 'Agent',
-        metadata: { name: 'tls-finisher', labels: label },
-        spec: {
-          holt: 'tls',
-          role: 'Finisher',
-          command: [
-            'sh',
-            '-c',
-            'cat >/dev/null; echo \'{"artefact_type":"Done","artefact_payload":"over tls","summary":"ok","structural_type":"Terminal"}\'',
-          ],
-          bidding: { strategy: 'exclusive' },
-        },
-      },
+      holtDoc('tls', { stores: { tls: { secretName: 'tls-stores-cert' } } }),
+      agentDoc('tls-finisher', 'tls', {
+        role: 'Finisher',
+        command: [
+          'sh',
+          '-c',
+          'cat >/dev/null; echo \'{"artefact_type":"Done","artefact_payload":"over tls","summary":"ok","structural_type":"Terminal"}\'',
+        ],
+        bidding: { strategy: 'exclusive' },
+      }),
     ];
     rmSync(dir, { recursive: true, force: true });
-    await kubectl(['apply', '-f', '-'], docs.map((d) => stringify(d)).join('---\n'));
+    await kubectl(['apply', '-f', '-'], yamlDocs(docs));
     // Ready means the migration ran and the operator wrote the registry: both over TLS.
     await waitHoltReady('tls', 1);
     const out = await holt('tls', ['forage', '--goal', 'finish over tls', '--watch']);

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
-import { stringify } from 'yaml';
 import { spawnServer } from '../../../test/harness/proc.ts';
 import { eventually } from '../../../test/harness/wait.ts';
 import {
@@ -18,7 +17,7 @@ import {
   waitHoltReady,
 } from '../ctx.ts';
 import { tcpTarget } from '../fixtures.ts';
-import { trustManifests } from '../manifests.ts';
+import { agentDoc, holtLabel, trustManifests, yamlDocs } from '../manifests.ts';
 
 /** The real cluster: trust boundaries and network policies. */
 export function trustTests(): void {
@@ -61,33 +60,26 @@ export function trustTests(): void {
   it('trust boundary: a tool that plants fsmonitor, uploadpack, a filter and hooks in .git and returns ":README" gets a Failure; nothing it planted runs in the pup or the runner', async () => {
     // One agent on the trust Holt's stores at a time: the prober steps aside and comes back after.
     await kubectl(['delete', 'agent', 'trust-prober', '--wait=true']);
-    const label = { 'e2e.holt.io/holt': 'trust' };
     const onGoals =
       "let s='';process.stdin.on('data',(d)=>{s+=d}).on('end',()=>process.stdout.write(JSON.parse(s).type==='GoalDefined'?'exclusive':'ignore'))";
     const manifests = [
       {
         apiVersion: 'v1',
         kind: 'ConfigMap',
-        metadata: { name: 'trust-plant', labels: label },
+        metadata: { name: 'trust-plant', labels: holtLabel('trust') },
         data: {
           'git-plant.mjs': readFileSync(join(ROOT, 'test', 'fixtures', 'agents', 'git-plant.mjs'), 'utf8'),
         },
       },
-      {
-        apiVersion: 'holt.io/v1alpha1',
-        kind: 'Agent',
-        metadata: { name: 'trust-planter', labels: label },
-        spec: {
-          holt: 'trust',
-          role: 'Planter',
-          command: ['node', '/plant/git-plant.mjs', 'goal'],
-          bidding: { script: ['node', '-e', onGoals] },
-          workspace: { mode: 'rw' },
-          volumes: [{ name: 'plant', configMap: 'trust-plant', mountPath: '/plant' }],
-        },
-      },
+      agentDoc('trust-planter', 'trust', {
+        role: 'Planter',
+        command: ['node', '/plant/git-plant.mjs', 'goal'],
+        bidding: { script: ['node', '-e', onGoals] },
+        workspace: { mode: 'rw' },
+        volumes: [{ name: 'plant', configMap: 'trust-plant', mountPath: '/plant' }],
+      }),
     ];
-    await kubectl(['apply', '-f', '-'], manifests.map((d) => stringify(d)).join('---\n'));
+    await kubectl(['apply', '-f', '-'], yamlDocs(manifests));
     try {
       await waitHoltReady('trust', 1);
       /** The Planter's artefact made of the goal `mode` (the fixture takes its mode from the goal). */
@@ -212,12 +204,8 @@ export function trustTests(): void {
       await kubectl(['delete', 'agent', 'trust-prober', '--wait=true']);
       await kubectl(
         ['apply', '-f', '-'],
-        stringify({
-          apiVersion: 'holt.io/v1alpha1',
-          kind: 'Agent',
-          metadata: { name: 'trust-netprober', labels: { 'e2e.holt.io/holt': 'trust' } },
-          spec: {
-            holt: 'trust',
+        yamlDocs([
+          agentDoc('trust-netprober', 'trust', {
             role: 'NetProber',
             command: ['node', '/probe/net-probe.mjs', JSON.stringify(targets)],
             bidding: { strategy: 'exclusive' },
@@ -225,8 +213,8 @@ export function trustTests(): void {
             // The ports of every target: what stops the others must be the addresses, not the ports.
             egressTo: { pods: [{ labels: { app: 'np-allowed' } }], ports: [8080, 443, api.port, 80] },
             volumes: [{ name: 'probe', configMap: 'np-allowed', mountPath: '/probe' }],
-          },
-        }),
+          }),
+        ]),
       );
       await waitHoltReady('trust', 1);
       const out = await holt('trust', ['forage', '--goal', 'try the network', '--watch']);
@@ -248,18 +236,14 @@ export function trustTests(): void {
       await kubectl(['delete', 'agent', 'trust-netprober', '--wait=true']);
       await kubectl(
         ['apply', '-f', '-'],
-        stringify({
-          apiVersion: 'holt.io/v1alpha1',
-          kind: 'Agent',
-          metadata: { name: 'trust-dnsprober', labels: { 'e2e.holt.io/holt': 'trust' } },
-          spec: {
-            holt: 'trust',
+        yamlDocs([
+          agentDoc('trust-dnsprober', 'trust', {
             role: 'DnsProber',
             command: ['node', '/probe/net-probe.mjs', JSON.stringify(dnsTargets), '--type=DnsProbe'],
             bidding: { strategy: 'exclusive' },
             volumes: [{ name: 'probe', configMap: 'np-allowed', mountPath: '/probe' }],
-          },
-        }),
+          }),
+        ]),
       );
       await waitHoltReady('trust', 1);
       const dnsOut = await holt('trust', ['forage', '--goal', 'try DNS', '--watch']);
