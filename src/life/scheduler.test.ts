@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { WorkItem } from '../work/items.ts';
+import { workItem } from '../work/testkit.ts';
 import { authorityOf, labelsOf, wrapMessage } from './labels.ts';
 import { decide, type LifeSnapshot } from './scheduler.ts';
 
@@ -14,21 +15,14 @@ const snap = (over: Partial<LifeSnapshot> = {}): LifeSnapshot => ({
   lastTurnMs: NOW - 10_000,
   ...over,
 });
-const item = (over: Partial<WorkItem> = {}): WorkItem => ({
-  id: '00000000-0000-4000-8000-000000000001',
-  instance: 'i',
-  role: 'r',
-  objective: 'o',
-  state: 'open',
-  planStatus: 'ready',
-  todos: [],
-  blockedBy: [],
-  recheckAtMs: null,
-  report: null,
-  createdAtMs: NOW - 60_000,
-  updatedAtMs: NOW - 60_000,
-  ...over,
-});
+const item = (over: Partial<WorkItem> = {}): WorkItem =>
+  workItem({
+    id: '00000000-0000-4000-8000-000000000001',
+    objective: 'o',
+    createdAtMs: NOW - 60_000,
+    updatedAtMs: NOW - 60_000,
+    ...over,
+  });
 const turn = (over: Partial<NonNullable<LifeSnapshot['turn']>> = {}): LifeSnapshot['turn'] => ({
   id: 't1',
   status: 'running',
