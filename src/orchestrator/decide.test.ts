@@ -1,25 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { isApproval } from '../blackboard/review.ts';
+import { artefact, claim as newClaim } from '../blackboard/testkit.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { decide, pendingGrants, type Snapshot } from './decide.ts';
 import { grantees, nextPhase, sanitiseBid } from './phases.ts';
 
-const art = (over: Partial<Artefact> = {}): Artefact => {
-  const id = randomUUID();
-  return {
-    id,
-    logical_id: id,
-    version: 1,
-    structural_type: 'Standard',
-    type: 'Draft',
-    payload: '',
-    source_artefacts: [],
-    produced_by_role: 'Writer',
-    created_at_ms: 1,
-    ...over,
-  };
-};
+/** A Writer's Draft, made at time 1. */
+const art = (over: Partial<Artefact> = {}): Artefact =>
+  artefact({ type: 'Draft', payload: '', produced_by_role: 'Writer', created_at_ms: 1, ...over });
 
 function reviewed(version: number, max: number, producer = 'Writer') {
   const target = art({ version, produced_by_role: producer });
@@ -30,13 +19,8 @@ function reviewed(version: number, max: number, producer = 'Writer') {
     produced_by_role: 'R',
     source_artefacts: [target.id],
   });
-  const claim: Claim = {
-    id: randomUUID(),
-    artefact_id: target.id,
-    status: 'pending_review',
+  const claim = newClaim(target.id, {
     granted_review_agents: ['R'],
-    granted_parallel_agents: [],
-    granted_exclusive_agent: '',
     phase_state: {
       current: 'review',
       granted_agents: ['R'],
@@ -44,7 +28,7 @@ function reviewed(version: number, max: number, producer = 'Writer') {
       all_bids: { R: 'review' },
       start_time_ms: 1,
     },
-  };
+  });
   const s: Snapshot = {
     claim,
     target,
@@ -125,16 +109,7 @@ describe('decide (pure)', () => {
 
   it('consensus waits for the snapshot of bidders, then times out naming the silent ones', () => {
     const target = art();
-    const claim: Claim = {
-      id: randomUUID(),
-      artefact_id: target.id,
-      status: 'pending_review',
-      granted_review_agents: [],
-      granted_parallel_agents: [],
-      granted_exclusive_agent: '',
-      expected_bidders: ['A', 'B'],
-      created_at_ms: 100,
-    };
+    const claim = newClaim(target.id, { expected_bidders: ['A', 'B'], created_at_ms: 100 });
     const base: Snapshot = {
       claim,
       target,
