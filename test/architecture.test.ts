@@ -24,6 +24,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   agent: ['common', 'llm', 'pup'],
   graph: ['blackboard'],
   'mcp-server': ['blackboard'],
+  'mcp-bridge': ['common'],
   local: ['access', 'api', 'blackboard', 'common', 'state'],
   operator: ['access', 'api', 'blackboard', 'bus', 'common', 'inbox'],
   cli: [
@@ -36,6 +37,7 @@ const MAY_IMPORT: Record<string, string[]> = {
     'ingress',
     'life',
     'local',
+    'mcp-bridge',
     'mcp-server',
     'operator',
     'orchestrator',

@@ -411,6 +411,18 @@ export function program(): Command {
       const m = await import('../pup/runner/main.ts');
       process.exitCode = await m.main(o.socket, process.env);
     });
+  p.command('mcp-bridge')
+    .description('serve a stdio MCP server over Streamable HTTP (options, then -- and its command)')
+    .argument('<command...>', 'the server command and its arguments')
+    .option('--port <n>', 'port to listen on', '8080')
+    .option('--listen <addr>', 'address to listen on', '0.0.0.0')
+    .option('--path <path>', 'the MCP endpoint', '/mcp')
+    .option('--hostname <name...>', 'Host names clients use (others refused)', ['localhost', '127.0.0.1'])
+    .option('--max-sessions <n>', 'sessions (processes) at most', '16')
+    .option('--idle-seconds <n>', 'close a session idle this long', '600')
+    .action(async (argv: string[], o: Record<string, string | string[]>) => {
+      process.exitCode = await (await import('../mcp-bridge/main.ts')).run(argv, o, process.env);
+    });
   p.command('migrate')
     .description('apply the inbox schema migrations to DATABASE_URL and exit (the migration Job)')
     .allowUnknownOption()
