@@ -4,8 +4,8 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { artefactArrived } from './claim-engine.ts';
 import { Blackboard } from './client.ts';
 import { deleteWorkflow, pruneBlackboard, readWorkflow, workflowVerdict } from './retention.ts';
-import { claimIdForArtefact, updateClaim } from './testkit.ts';
-import type { Artefact, Claim, StructuralType } from './types.ts';
+import { claim, claimIdForArtefact, artefact as testArtefact, updateClaim } from './testkit.ts';
+import type { Artefact, StructuralType } from './types.ts';
 
 const DAY = 86_400_000;
 const NOW = Date.UTC(2026, 10, 25);
@@ -19,35 +19,23 @@ afterAll(async () => {
   await redis?.stop();
 });
 
+/** A goal (no sources) or a coder's output made of `sources`, at `at`. */
 function artefact(sources: Artefact[], at: number, st: StructuralType = 'Standard'): Artefact {
-  const id = randomUUID();
-  return {
-    id,
-    logical_id: id,
-    version: 1,
+  return testArtefact({
     structural_type: st,
     type: sources.length ? 'Output' : 'GoalDefined',
     payload: 'x',
     source_artefacts: sources.map((s) => s.id),
     produced_by_role: sources.length ? 'coder' : 'user',
     created_at_ms: at,
-  };
+  });
 }
-
-const claimFor = (a: Artefact): Claim => ({
-  id: randomUUID(),
-  artefact_id: a.id,
-  status: 'pending_review',
-  granted_review_agents: [],
-  granted_parallel_agents: [],
-  granted_exclusive_agent: '',
-});
 
 /** Writes an artefact as a pup would and, when it takes one, its claim as the orchestrator would. */
 async function put(bb: Blackboard, a: Artefact, end: 'complete' | 'dormant' | 'open' = 'complete') {
   await bb.createArtefact(a);
   if (a.structural_type !== 'Standard') return null;
-  const c = claimFor(a);
+  const c = claim(a.id);
   await artefactArrived(bb, a, c);
   const vc = await bb.getClaim(c.id);
   if (!vc) throw new Error('claim not written');
@@ -150,11 +138,11 @@ describe('blackboard retention (real Redis)', () => {
   it("removes a finished claim whose artefact is gone (a feedback claim's predecessor); keeps an active one", async () => {
     const bb = Blackboard.connect(redis.url, `ret-${randomUUID().slice(0, 8)}`);
     try {
-      const lost = claimFor(artefact([], OLD));
+      const lost = claim(artefact([], OLD).id);
       await bb.createClaim(lost);
       const vc = await bb.getClaim(lost.id);
       await updateClaim(bb, { ...vc!.claim, status: 'terminated' }, vc!.rev);
-      const live = claimFor(artefact([], OLD));
+      const live = claim(artefact([], OLD).id);
       await bb.createClaim(live); // active: the orchestrator still works on it (data loss, R4)
       await bb.redis.zadd(bb.k.claimIndex, OLD, lost.id, OLD, live.id);
       const r = await pruneBlackboard(bb, { olderThanMs: 7 * DAY, now: NOW });

@@ -8,7 +8,7 @@ import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { setAgents } from '../blackboard/registry.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
-import { claimIdForArtefact } from '../blackboard/testkit.ts';
+import { artefact, claimIdForArtefact } from '../blackboard/testkit.ts';
 import {
   type AgentRegistration,
   type Artefact,
@@ -227,20 +227,9 @@ export function startOrchestrator(
   return o;
 }
 
+/** A goal made now, its logical id apart from its id (as a pup's goal has). */
 export function newGoal(payload = 'build it', over: Partial<Artefact> = {}): Artefact {
-  const id = randomUUID();
-  return {
-    id,
-    logical_id: randomUUID(),
-    version: 1,
-    structural_type: 'Standard',
-    type: 'GoalDefined',
-    payload,
-    source_artefacts: [],
-    produced_by_role: 'user',
-    created_at_ms: Date.now(),
-    ...over,
-  };
+  return artefact({ logical_id: randomUUID(), payload, created_at_ms: Date.now(), ...over });
 }
 
 export async function register(bb: Blackboard, roles: (string | AgentRegistration)[]): Promise<void> {
