@@ -114,10 +114,25 @@ export async function startOperator(
   return op;
 }
 
-/** A Holt with every default (bundled stores). */
-export function emptyHolt(namespace: string, name: string): KubeObject {
-  return { apiVersion: 'holt.io/v1alpha1', kind: 'Holt', metadata: { name, namespace }, spec: {} };
-}
+/** A Holt of `namespace`; with no spec, every default (bundled stores). */
+export const holtObject = (
+  namespace: string,
+  name: string,
+  spec: Record<string, unknown> = {},
+): KubeObject => ({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'Holt',
+  metadata: { name, namespace },
+  spec,
+});
+
+/** An Agent of `namespace` (its spec names its Holt). */
+export const agentObject = (namespace: string, name: string, spec: Record<string, unknown>): KubeObject => ({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'Agent',
+  metadata: { name, namespace },
+  spec,
+});
 
 /**
  * A stand-in for the kubelet (none runs in tests): marks the pods of a namespace (those matching

@@ -3,7 +3,7 @@ import type { KubeCluster } from '../../../test/harness/kube.ts';
 import { eventually } from '../../../test/harness/wait.ts';
 import type { KubeClient, KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
-import { emptyHolt, fakeKubelet, startKubeWithCrds, startOperator } from '../testkit.ts';
+import { agentObject, fakeKubelet, holtObject, startKubeWithCrds, startOperator } from '../testkit.ts';
 
 // A Deployment's selector is immutable: an Agent whose shape change moves its pup's selector
 // (standard "agent" pup ↔ "controller" pup) gets its Deployment replaced, not a 422 forever.
@@ -23,7 +23,7 @@ const component = (d: KubeObject | undefined) =>
 beforeAll(async () => {
   ({ kube, admin } = await startKubeWithCrds(NS, { controllerManager: true }));
   op = await startOperator(kube, NS);
-  await admin.create(emptyHolt(NS, 'hr'));
+  await admin.create(holtObject(NS, 'hr'));
 });
 
 afterAll(async () => {
@@ -78,19 +78,16 @@ describe('Agent strategy switch with replicas 1 (real API server + controller-ma
   let uid: string | undefined;
 
   it('reuse: a standard pup Deployment selecting "agent" pods, the agent Ready', async () => {
-    await admin.create({
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'flip', namespace: NS },
-      spec: {
+    await admin.create(
+      agentObject(NS, 'flip', {
         holt: 'hr',
         role: 'flip',
         command: ['/bin/true'],
         bidding: { strategy: 'claim' },
         strategy: 'reuse',
         replicas: 1,
-      },
-    });
+      }),
+    );
     uid = (await converged('agent')).metadata.uid;
     expect(await eventsOf('DeploymentReplaced')).toHaveLength(0);
   });

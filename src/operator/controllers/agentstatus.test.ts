@@ -18,7 +18,7 @@ import { publishLoad } from '../../orchestrator/load.ts';
 import { claim as newClaim, phaseState as phase } from '../../pup/testkit.ts';
 import { KubeClient, type KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
-import { installCrds, startOperator } from '../testkit.ts';
+import { agentObject, holtObject, installCrds, startOperator } from '../testkit.ts';
 import {
   type AgentFigures,
   budgetOf,
@@ -143,18 +143,15 @@ beforeAll(async () => {
     statusPollMs: 150,
     resyncMs: 60_000,
   });
-  await admin.create({
-    apiVersion: 'holt.io/v1alpha1',
-    kind: 'Holt',
-    metadata: { name: HOLT, namespace: NS },
-    spec: {},
-  });
-  await admin.create<KubeObject>({
-    apiVersion: 'holt.io/v1alpha1',
-    kind: 'Agent',
-    metadata: { name: 'rt-coder', namespace: NS },
-    spec: { holt: HOLT, role: ROLE, command: ['/app/run.sh'], bidding: { strategy: 'claim' } },
-  });
+  await admin.create(holtObject(NS, HOLT));
+  await admin.create<KubeObject>(
+    agentObject(NS, 'rt-coder', {
+      holt: HOLT,
+      role: ROLE,
+      command: ['/app/run.sh'],
+      bidding: { strategy: 'claim' },
+    }),
+  );
 });
 
 afterAll(async () => {

@@ -15,8 +15,9 @@ import { buildOperator } from '../main.ts';
 import type { Operator } from '../operator.ts';
 import { CLAIM_EPOCH_LABEL, CLAIM_LABEL } from '../specs/claimjob.ts';
 import {
-  emptyHolt,
+  agentObject,
   fakeKubelet,
+  holtObject,
   NO_REGISTRY,
   startKubeWithCrds,
   startOperator,
@@ -57,6 +58,16 @@ const enqueue = (claimId: string, instance = 'fj') =>
     claimType: 'claim',
     phase: 'exclusive',
   });
+/** A fresh_per_call Agent named fresh of the Holt `holt`, a tool that does nothing. */
+const freshAgent = (ns: string, holt: string, replicas: number) =>
+  agentObject(ns, 'fresh', {
+    holt,
+    role: 'fresh',
+    command: ['/bin/true'],
+    bidding: { strategy: 'claim' },
+    strategy: 'fresh_per_call',
+    replicas,
+  });
 const setRow = (claimId: string, status: 'done' | 'claimed') =>
   inbox.pool.query(`UPDATE holt.agent_inbox SET status = $2 WHERE instance = 'fj' AND claim_id = $1`, [
     claimId,
@@ -70,7 +81,7 @@ beforeAll(async () => {
   await migrate(pgs.url);
   inbox = InboxStore.connect(pgs.url, { max: 2 });
   op = await startOperator(kube, NS, { claims: new PostgresBacklogReader(async () => pgs.url), pollMs: 200 });
-  await admin.create(emptyHolt(NS, 'fj'));
+  await admin.create(holtObject(NS, 'fj'));
 });
 
 afterAll(async () => {
@@ -85,19 +96,7 @@ describe('fresh_per_call agents: one Job per pending claim', () => {
 
   it('pending rows → one Job each (up to replicas at once), a worker pup with --execute-claim', async () => {
     for (const c of ['c-1', 'c-2', 'c-3']) await enqueue(c);
-    const agent = await admin.create<KubeObject>({
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'fresh', namespace: NS },
-      spec: {
-        holt: 'fj',
-        role: 'fresh',
-        command: ['/bin/true'],
-        bidding: { strategy: 'claim' },
-        strategy: 'fresh_per_call',
-        replicas: 2,
-      },
-    });
+    const agent = await admin.create<KubeObject>(freshAgent(NS, 'fj', 2));
     agentUid = agent.metadata.uid ?? '';
     const two = await eventually('two claim jobs', async () => {
       const l = await jobs();
@@ -240,32 +239,17 @@ describe("main's wiring (buildOperator): claim Jobs are made in production", () 
       metadata: { name: 'fm-pg', namespace: NS2 },
       stringData: { uri: pgs.url },
     });
-    await admin.create({
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Holt',
-      metadata: { name: 'fm', namespace: NS2 },
-      spec: {
+    await admin.create(
+      holtObject(NS2, 'fm', {
         stores: {
           postgres: { mode: 'external', secretName: 'fm-pg' },
           redis: { mode: 'external', url: 'redis://127.0.0.1:1' },
           nats: { mode: 'external', url: 'nats://127.0.0.1:1' },
         },
-      },
-    });
+      }),
+    );
     await enqueue('m-1', 'fm');
-    await admin.create<KubeObject>({
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'fresh', namespace: NS2 },
-      spec: {
-        holt: 'fm',
-        role: 'fresh',
-        command: ['/bin/true'],
-        bidding: { strategy: 'claim' },
-        strategy: 'fresh_per_call',
-        replicas: 1,
-      },
-    });
+    await admin.create<KubeObject>(freshAgent(NS2, 'fm', 1));
     const made = await eventually('a claim job via the real wiring', async () => {
       const l = await jobs(NS2);
       return l.length === 1 ? l : undefined;
@@ -300,7 +284,7 @@ describe('doorbells: a new claim gets its Job at the bell, not at the poll', () 
       // Ten minutes: a Job within the test's limits can only come from the doorbell.
       pollMs: 600_000,
     });
-    await admin.create(emptyHolt(NS3, 'fb'));
+    await admin.create(holtObject(NS3, 'fb'));
   });
 
   afterAll(async () => {
@@ -310,19 +294,7 @@ describe('doorbells: a new claim gets its Job at the bell, not at the poll', () 
   });
 
   it('a row enqueued after the agent settled → its Job once the doorbell rings', async () => {
-    await admin.create<KubeObject>({
-      apiVersion: 'holt.io/v1alpha1',
-      kind: 'Agent',
-      metadata: { name: 'fresh', namespace: NS3 },
-      spec: {
-        holt: 'fb',
-        role: 'fresh',
-        command: ['/bin/true'],
-        bidding: { strategy: 'claim' },
-        strategy: 'fresh_per_call',
-        replicas: 1,
-      },
-    });
+    await admin.create<KubeObject>(freshAgent(NS3, 'fb', 1));
     await eventually('the doorbell subscription', async () => ((await bellSubs()) === 1 ? true : undefined));
     // Quiet first: the pup Deployment's rollout status (controller-manager) would queue the agent.
     await eventually('pup rollout status settled', () => {

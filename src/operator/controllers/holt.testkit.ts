@@ -5,7 +5,7 @@ import { createLogger, silentLogger } from '../../common/logger.ts';
 import { freePort } from '../../local/ports.ts';
 import { KubeClient, type KubeObject } from '../kube/kube.ts';
 import { Operator } from '../operator.ts';
-import { installCrds } from '../testkit.ts';
+import { agentObject, holtObject, installCrds } from '../testkit.ts';
 import { RedisRegistryWriter } from './registry.ts';
 
 /** What the Holt controller's tests share (holt.test.ts, holt-features.test.ts). */
@@ -36,18 +36,9 @@ export function startOperator(): Operator {
   });
 }
 
-export const holt = (name: string, spec: Record<string, unknown> = {}): KubeObject => ({
-  apiVersion: 'holt.io/v1alpha1',
-  kind: 'Holt',
-  metadata: { name, namespace: NS },
-  spec,
-});
-export const agent = (name: string, spec: Record<string, unknown>): KubeObject => ({
-  apiVersion: 'holt.io/v1alpha1',
-  kind: 'Agent',
-  metadata: { name, namespace: NS },
-  spec,
-});
+export const holt = (name: string, spec: Record<string, unknown> = {}): KubeObject =>
+  holtObject(NS, name, spec);
+export const agent = (name: string, spec: Record<string, unknown>): KubeObject => agentObject(NS, name, spec);
 
 export const get = (kind: string, name: string) => admin.get(kind, NS, name);
 export const statusOf = (o: KubeObject | undefined) =>

@@ -4,7 +4,7 @@ import { eventually } from '../../../test/harness/wait.ts';
 import { type KubeClient, type KubeObject, refOf } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
 import { storeName } from '../specs/stores.ts';
-import { startKubeWithCrds, startOperator } from '../testkit.ts';
+import { holtObject, startKubeWithCrds, startOperator } from '../testkit.ts';
 
 // A StatefulSet's claim templates are immutable: a bundled store's bigger `storage` is carried out by
 // resizing its PVC and re-creating the StatefulSet around the running pod, not a 422 forever; a
@@ -60,12 +60,9 @@ beforeAll(async () => {
     },
   });
   op = await startOperator(kube, NS);
-  await admin.create({
-    apiVersion: 'holt.io/v1alpha1',
-    kind: 'Holt',
-    metadata: { name: HOLT, namespace: NS },
-    spec: { stores: { redis: { storage: '1Gi', storageClassName: 'growable' } } },
-  });
+  await admin.create(
+    holtObject(NS, HOLT, { stores: { redis: { storage: '1Gi', storageClassName: 'growable' } } }),
+  );
 }, 120_000);
 
 afterAll(async () => {

@@ -17,7 +17,7 @@ import { LeaderElector } from '../kube/leader.ts';
 import type { CallContext } from '../kube/object-api.ts';
 import type { Operator } from '../operator.ts';
 import {
-  emptyHolt,
+  holtObject,
   startKubeWithCrds,
   startOperator as startOperatorOn,
   writesOnResync,
@@ -73,7 +73,7 @@ beforeAll(async () => {
   await migrate(pgs.url);
   inbox = InboxStore.connect(pgs.url, { max: 2 });
   op = await startOperator();
-  await admin.create(emptyHolt(NS, 'wp'));
+  await admin.create(holtObject(NS, 'wp'));
 });
 
 afterAll(async () => {
