@@ -197,3 +197,25 @@ export const WorkerPoolStatus = z
   })
   .describe('Observed state of the WorkerPool, written by the operator.');
 export type WorkerPoolStatus = z.infer<typeof WorkerPoolStatus>;
+
+export const ToolServerStatus = z
+  .object({
+    observedGeneration: observedGeneration.optional(),
+    conditions,
+    url: z
+      .string()
+      .optional()
+      .describe('Where Agents reach it: the Service in the cluster, or the external url.'),
+    tools: z
+      .array(
+        z.object({
+          name: z.string().describe('Tool name as the server lists it.'),
+          description: z.string().optional().describe('Its description (first 200 characters).'),
+        }),
+      )
+      .optional()
+      .describe('The tools the operator discovered at its last successful connection.'),
+    lastDiscoveryTime: time.optional().describe('When the tools were last read.'),
+  })
+  .describe('Observed state of the ToolServer, written by the operator.');
+export type ToolServerStatus = z.infer<typeof ToolServerStatus>;

@@ -33,7 +33,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 # (patch; create when apply makes one), created (Secrets, claim Jobs, Events) or pruned (delete);
 # nothing is written with update (PUT) except the Lease. Reads come from informers (list, watch).
 - apiGroups: [holt.io]
-  resources: [holts]
+  resources: [holts, toolservers]
   verbs: [get, list, watch]
 # Agents: patch only removes the registry finalizer older operators added (none is added now:
 # a finalizer would hang the deletion of a namespace once this Role is gone with it).
@@ -47,12 +47,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   verbs: [get, list, watch, create, patch, delete]
 # Status is written with server-side apply on the status subresource.
 - apiGroups: [holt.io]
-  resources: [holts/status, agents/status, workerpools/status]
+  resources: [holts/status, agents/status, workerpools/status, toolservers/status]
   verbs: [patch]
 # Owner references with blockOwnerDeletion need update on the owner's finalizers
 # (OwnerReferencesPermissionEnforcement).
 - apiGroups: [holt.io]
-  resources: [holts/finalizers, agents/finalizers, workerpools/finalizers]
+  resources: [holts/finalizers, agents/finalizers, workerpools/finalizers, toolservers/finalizers]
   verbs: [update]
 - apiGroups: [apps]
   resources: [deployments, statefulsets]

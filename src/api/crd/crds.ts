@@ -3,9 +3,10 @@ import type { z } from 'zod';
 import { AgentResourceSpec } from '../agent.ts';
 import { CRD_VERSION, GROUP } from '../common.ts';
 import { HoltSpec } from '../holt.ts';
-import { AgentStatus, HoltStatus, WorkerPoolStatus } from '../status.ts';
+import { AgentStatus, HoltStatus, ToolServerStatus, WorkerPoolStatus } from '../status.ts';
+import { ToolServerSpec } from '../toolserver.ts';
 import { WorkerPoolSpec } from '../workerpool.ts';
-import { agentRules, holtRules, type RuleSet, workerPoolRules } from './rules.ts';
+import { agentRules, holtRules, type RuleSet, toolServerRules, workerPoolRules } from './rules.ts';
 import { at, type JSONSchemaProps, toStructural } from './schema.ts';
 
 interface Kind {
@@ -85,6 +86,17 @@ export const KINDS: Kind[] = [
       age,
     ],
     scale: true,
+  },
+  {
+    kind: 'ToolServer',
+    plural: 'toolservers',
+    shortNames: ['ts'],
+    description:
+      "An MCP server the Agents of its namespace reference by name (spec.llm.toolServers): a stdio server in an image (run behind holt mcp-bridge), an image serving Streamable HTTP, or an external url. The operator deploys it, admits only its Agents' pods, and lists its tools in status.",
+    spec: ToolServerSpec,
+    status: ToolServerStatus,
+    rules: toolServerRules,
+    columns: [{ name: 'URL', type: 'string', jsonPath: '.status.url', priority: 1 }, ready, reason, age],
   },
 ];
 

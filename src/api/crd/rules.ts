@@ -160,3 +160,17 @@ export const workerPoolRules: RuleSet = {
     },
   ],
 };
+
+export const toolServerRules: RuleSet = {
+  'spec.env.[]': envVarRules,
+  spec: [
+    {
+      rule: 'has(self.image) != has(self.url)',
+      message: 'set image (a server in the cluster) or url (an external one), not both',
+    },
+    {
+      rule: '!has(self.url) || (!has(self.command) && (!has(self.env) || size(self.env) == 0) && (!has(self.egress) || size(self.egress) == 0))',
+      message: 'an external url runs nothing here: command, env and egress need image',
+    },
+  ],
+};

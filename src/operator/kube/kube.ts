@@ -49,6 +49,7 @@ export const RESOURCES: Record<string, ResourceInfo> = {
   Holt: { group: 'holt.io', version: 'v1alpha1', plural: 'holts', namespaced: true },
   Agent: { group: 'holt.io', version: 'v1alpha1', plural: 'agents', namespaced: true },
   WorkerPool: { group: 'holt.io', version: 'v1alpha1', plural: 'workerpools', namespaced: true },
+  ToolServer: { group: 'holt.io', version: 'v1alpha1', plural: 'toolservers', namespaced: true },
   Deployment: { group: 'apps', version: 'v1', plural: 'deployments', namespaced: true },
   StatefulSet: { group: 'apps', version: 'v1', plural: 'statefulsets', namespaced: true },
   Service: { group: '', version: 'v1', plural: 'services', namespaced: true },
