@@ -118,6 +118,21 @@ export async function freezePup(pod: string): Promise<void> {
   expect(out).toMatch(/stopped \d+/);
 }
 
+/** `redis-cli` as the admin user in the bundled Redis of the Holt `holtName` (namespace NS): its output, trimmed. */
+export const redisCli = async (holtName: string, ...args: string[]): Promise<string> =>
+  (
+    await kubectl([
+      'exec',
+      `${holtName}-redis-0`,
+      '--',
+      'redis-cli',
+      '--user',
+      'admin',
+      '--no-auth-warning',
+      ...args,
+    ])
+  ).trim();
+
 /** Issue 29's lifecycle tests: a Holt of their own in a namespace of their own, deleted at the end. */
 export const LIFE_NS = 'holt-e2e-life';
 

@@ -17,6 +17,7 @@ import {
   pods,
   progress,
   ROOT,
+  redisCli,
   run,
   trailOf,
   waitHoltReady,
@@ -61,19 +62,7 @@ async function holtFails(name: string, args: string[]): Promise<{ code: number; 
 
 /** The claim of an artefact, from the Holt's Redis (as the blackboard keeps it). */
 async function claimOf(holtName: string, artefact: string): Promise<string | undefined> {
-  const id = (
-    await kubectl([
-      'exec',
-      `${holtName}-redis-0`,
-      '--',
-      'redis-cli',
-      '--user',
-      'admin',
-      '--no-auth-warning',
-      'GET',
-      `holt:${holtName}:claim_by_artefact:${artefact}`,
-    ])
-  ).trim();
+  const id = await redisCli(holtName, 'GET', `holt:${holtName}:claim_by_artefact:${artefact}`);
   return id || undefined;
 }
 
@@ -103,21 +92,14 @@ export function cliTests(): void {
       expect(podNames.some((n) => n?.startsWith(`demo-${role}`))).toBe(true);
     // Its claims by status are the blackboard's: counted again here from the claim hashes in Redis.
     const statuses = (
-      await kubectl([
-        'exec',
-        'demo-redis-0',
-        '--',
-        'redis-cli',
-        '--user',
-        'admin',
-        '--no-auth-warning',
+      await redisCli(
+        'demo',
         'EVAL',
         "local r = {} for _, k in ipairs(redis.call('KEYS', ARGV[1])) do if redis.call('TYPE', k).ok == 'hash' then local s = redis.call('HGET', k, 'status') if s then r[#r + 1] = s end end end return r",
         '0',
         'holt:demo:claim:*',
-      ])
+      )
     )
-      .trim()
       .split('\n')
       .filter(Boolean);
     const counted: Record<string, number> = {};
@@ -314,24 +296,7 @@ export function cliTests(): void {
       expect(await holt('ask', ['questions'])).toContain(q.id.slice(0, 8));
       // A live watch, subscribed before the answer, sees the Answer and the result and exits on it.
       const subscribers = async () =>
-        Number(
-          (
-            await kubectl([
-              'exec',
-              'ask-redis-0',
-              '--',
-              'redis-cli',
-              '--user',
-              'admin',
-              '--no-auth-warning',
-              'PUBSUB',
-              'NUMSUB',
-              'holt:ask:artefact_events',
-            ])
-          )
-            .trim()
-            .split('\n')[1],
-        );
+        Number((await redisCli('ask', 'PUBSUB', 'NUMSUB', 'holt:ask:artefact_events')).split('\n')[1]);
       const base = await subscribers();
       const watching = holtIn(NS, 'ask', [
         'watch',

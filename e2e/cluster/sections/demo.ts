@@ -11,6 +11,7 @@ import {
   NS,
   pods,
   progress,
+  redisCli,
   trailOf,
   waitHoltReady,
 } from '../ctx.ts';
@@ -244,19 +245,7 @@ export function demoTests(): void {
     const st = await getJson<Statuses>(['pod', controller?.metadata.name ?? 'none']);
     const imageId = st?.status?.initContainerStatuses?.find((x) => x.name === 'agent')?.imageID;
     expect(imageId).toMatch(/sha256:[0-9a-f]{64}$/);
-    const redis = async (...args: string[]) =>
-      (
-        await kubectl([
-          'exec',
-          'scale-redis-0',
-          '--',
-          'redis-cli',
-          '--user',
-          'admin',
-          '--no-auth-warning',
-          ...args,
-        ])
-      ).trim();
+    const redis = (...args: string[]) => redisCli('scale', ...args);
     expect(await redis('HGET', 'holt:scale:agent_images', 'Sleeper')).toBe(imageId);
     const claimId = await redis('GET', `holt:scale:claim_by_artefact:${goal?.id}`);
     expect(await redis('HGET', `holt:scale:claim:${claimId}`, 'granted_agent_image_id')).toBe(imageId);

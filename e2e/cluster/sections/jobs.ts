@@ -1,7 +1,19 @@
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { expect, it } from 'vitest';
 import { eventually } from '../../../test/harness/wait.ts';
-import { CLUSTER_WAIT, c, getJson, holt, kubectl, NS, type Pod, pods, progress, trailOf } from '../ctx.ts';
+import {
+  CLUSTER_WAIT,
+  c,
+  getJson,
+  holt,
+  kubectl,
+  NS,
+  type Pod,
+  pods,
+  progress,
+  redisCli,
+  trailOf,
+} from '../ctx.ts';
 import { agentDoc, holtDoc, yamlDocs } from '../manifests.ts';
 
 const HOLT = 'jobs';
@@ -93,17 +105,7 @@ const psql = (sql: string) =>
   kubectl(['exec', `${HOLT}-postgres-0`, '--', 'psql', '-U', 'holt', '-d', 'holt', '-At', '-c', sql]).then(
     (o) => o.trim(),
   );
-const redis = (...args: string[]) =>
-  kubectl([
-    'exec',
-    `${HOLT}-redis-0`,
-    '--',
-    'redis-cli',
-    '--user',
-    'admin',
-    '--no-auth-warning',
-    ...args,
-  ]).then((o) => o.trim());
+const redis = (...args: string[]) => redisCli(HOLT, ...args);
 const JOB_SELECTOR = `holt.io/instance=${HOLT},app.kubernetes.io/component=claim-job`;
 
 /** The real cluster: fresh_per_call agents, one Job per claim on a real kubelet; Ready from real pods. */
