@@ -4,6 +4,9 @@ import { parseAllDocuments } from 'yaml';
 import { type KubeCluster, type KubeOptions, startKube } from '../../test/harness/kube.ts';
 import { eventually } from '../../test/harness/wait.ts';
 import { silentLogger } from '../common/logger.ts';
+import type { ControllerContext } from './controllers/context.ts';
+import { Cache } from './kube/cache.ts';
+import { Informer } from './kube/informer.ts';
 import { KubeClient, type KubeObject, refOf } from './kube/kube.ts';
 import { Operator, type OperatorOptions } from './operator.ts';
 
@@ -112,6 +115,23 @@ export async function startOperator(
   await op.startInformers();
   op.startControllers();
   return op;
+}
+
+/**
+ * A controller's context whose cache holds one started informer (`kind` in `namespace`), for a test
+ * that calls a controller's functions by hand; `stop` ends the informer.
+ */
+export async function informedContext(
+  client: KubeClient,
+  kind: string,
+  namespace: string,
+): Promise<{ ctx: ControllerContext; stop: () => Promise<void> }> {
+  const cache = new Cache();
+  const inf = new Informer(client, { kind, namespaces: [namespace] }, silentLogger());
+  cache.add(inf);
+  await inf.start();
+  const ctx = { client, cache, log: silentLogger() } as unknown as ControllerContext;
+  return { ctx, stop: () => inf.stop() };
 }
 
 /** A Holt of `namespace`; with no spec, every default (bundled stores). */

@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { HoltSpec } from '../../api/holt.ts';
-import { silentLogger } from '../../common/logger.ts';
-import { Cache } from '../kube/cache.ts';
-import { Informer } from '../kube/informer.ts';
 import { KubeClient, type KubeObject } from '../kube/kube.ts';
+import { informedContext } from '../testkit.ts';
 import type { ControllerContext } from './context.ts';
 import {
   holtClaims,
@@ -149,8 +147,7 @@ describe('a volume lost with its node', () => {
 describe('readLostVolumes on a real API server', () => {
   let kube: KubeCluster;
   let client: KubeClient;
-  let cache: Cache;
-  let inf: Informer;
+  let stopInformer: (() => Promise<void>) | undefined;
   const NS = 'lost';
   const spec = HoltSpec.parse({});
   let ctx: ControllerContext;
@@ -191,14 +188,10 @@ describe('readLostVolumes on a real API server', () => {
       pvc('h-workspace', 'pv-workspace'),
     ];
     await kube.kubectl(['apply', '-f', '-'], { input: objs.map((o) => JSON.stringify(o)).join('\n') });
-    cache = new Cache();
-    inf = new Informer(client, { kind: 'PersistentVolumeClaim', namespaces: [NS] }, silentLogger());
-    cache.add(inf);
-    await inf.start();
-    ctx = { client, cache, log: silentLogger() } as unknown as ControllerContext;
+    ({ ctx, stop: stopInformer } = await informedContext(client, 'PersistentVolumeClaim', NS));
   }, 120_000);
   afterAll(async () => {
-    await inf?.stop();
+    await stopInformer?.();
     client?.close();
     await kube?.stop();
   });

@@ -1,12 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from '../../../test/harness/kube.ts';
 import { HoltSpec } from '../../api/holt.ts';
-import { silentLogger } from '../../common/logger.ts';
-import { Cache } from '../kube/cache.ts';
-import { Informer } from '../kube/informer.ts';
 import { KubeClient } from '../kube/kube.ts';
 import type { Owner } from '../specs/meta.ts';
 import { passwordKey, storeSecretName } from '../specs/stores.ts';
+import { informedContext } from '../testkit.ts';
 import type { ControllerContext } from './context.ts';
 import { pruneToolSecrets, syncToolSecrets } from './toolsecrets.ts';
 
@@ -14,7 +12,7 @@ import { pruneToolSecrets, syncToolSecrets } from './toolsecrets.ts';
 describe('tool Secrets', () => {
   let kube: KubeCluster;
   let client: KubeClient;
-  let inf: Informer;
+  let stopInformer: (() => Promise<void>) | undefined;
   let ctx: ControllerContext;
   const NS = 'tools';
   const owner: Owner = { apiVersion: 'holt.io/v1alpha1', kind: 'Holt', name: 'h', namespace: NS, uid: 'u-1' };
@@ -30,14 +28,10 @@ describe('tool Secrets', () => {
       metadata: { name: storeSecretName('h', 'nats'), namespace: NS },
       stringData: { [passwordKey('tool')]: 'a-tool-password-of-some-length' },
     });
-    const cache = new Cache();
-    inf = new Informer(client, { kind: 'StatefulSet', namespaces: [NS] }, silentLogger());
-    cache.add(inf);
-    await inf.start();
-    ctx = { client, cache, log: silentLogger() } as unknown as ControllerContext;
+    ({ ctx, stop: stopInformer } = await informedContext(client, 'StatefulSet', NS));
   }, 120_000);
   afterAll(async () => {
-    await inf?.stop();
+    await stopInformer?.();
     client?.close();
     await kube?.stop();
   });
