@@ -12,6 +12,7 @@ import type { ControllerContext } from './controllers/context.ts';
 import { reconcileHolt } from './controllers/holt.ts';
 import { type HoltRef, RegistrySync, type RegistryWriter } from './controllers/registry.ts';
 import { holtOf, keyOf } from './controllers/resources.ts';
+import { reconcileToolServer } from './controllers/toolserver.ts';
 import { WorkerExitWatch } from './controllers/workerexits.ts';
 import { reconcileWorkerPool } from './controllers/workerpool.ts';
 import { Cache } from './kube/cache.ts';
@@ -46,6 +47,8 @@ export interface OperatorOptions {
   network?: Partial<NetworkSettings>;
   autoscalePollMs?: number;
   resyncMs?: number;
+  /** How often a ToolServer's tools are read again (default 60 s). */
+  toolServerRefreshMs?: number;
   /** Reports a claim-running pod's dead pup to its Holt (WorkerFailure); unset: not watched. */
   reportWorkerExit?: (holt: HoltRef, e: WorkerExit) => Promise<void>;
 }
@@ -74,7 +77,7 @@ const OWNED_KINDS = [
   'NetworkPolicy',
   'Job',
 ] as const;
-const PRIMARY = ['Holt', 'Agent', 'WorkerPool'] as const;
+const PRIMARY = ['Holt', 'Agent', 'WorkerPool', 'ToolServer'] as const;
 type Primary = (typeof PRIMARY)[number];
 
 /**
@@ -129,16 +132,19 @@ export class Operator {
         operatorNamespace: o.network?.operatorNamespace ?? 'default',
         clusterCidrs: o.network?.clusterCidrs ?? DEFAULT_CLUSTER_CIDRS,
       },
+      toolServerRefreshMs: o.toolServerRefreshMs,
     };
     const reconcilers: Record<Primary, (ctx: ControllerContext, key: string) => Promise<ReconcileResult>> = {
       Holt: reconcileHolt,
       Agent: reconcileAgent,
       WorkerPool: reconcileWorkerPool,
+      ToolServer: reconcileToolServer,
     };
     this.metrics = createMetrics(o.client, () => ({
       holt: this.queues.Holt.depth(),
       agent: this.queues.Agent.depth(),
       workerpool: this.queues.WorkerPool.depth(),
+      toolserver: this.queues.ToolServer.depth(),
     }));
     const mkQueue = (kind: Primary) => {
       const controller = kind.toLowerCase();
@@ -165,7 +171,12 @@ export class Operator {
         },
       );
     };
-    this.queues = { Holt: mkQueue('Holt'), Agent: mkQueue('Agent'), WorkerPool: mkQueue('WorkerPool') };
+    this.queues = {
+      Holt: mkQueue('Holt'),
+      Agent: mkQueue('Agent'),
+      WorkerPool: mkQueue('WorkerPool'),
+      ToolServer: mkQueue('ToolServer'),
+    };
     if (o.backlog)
       this.autoscaler = new Autoscaler({
         client: o.client,

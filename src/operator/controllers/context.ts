@@ -30,6 +30,8 @@ export interface ControllerContext {
   statusPollMs: number;
   /** The operator's namespace and the cluster's CIDRs, for the NetworkPolicies. */
   network: NetworkSettings;
+  /** How often a ToolServer's tools are read again (default 60 s). */
+  toolServerRefreshMs?: number;
 }
 
 export interface ChildrenResult {

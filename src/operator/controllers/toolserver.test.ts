@@ -1,0 +1,121 @@
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { KubeCluster } from '../../../test/harness/kube.ts';
+import { eventually } from '../../../test/harness/wait.ts';
+import { silentLogger } from '../../common/logger.ts';
+import { EVERYTHING_JS } from '../../llm/mcp/mcp.testkit.ts';
+import { type Bridge, startBridge } from '../../mcp-bridge/bridge.ts';
+import type { KubeClient, KubeObject } from '../kube/kube.ts';
+import type { Operator } from '../operator.ts';
+import { startKubeWithCrds, startOperator } from '../testkit.ts';
+
+const NS = 'tools';
+let kube: KubeCluster;
+let admin: KubeClient;
+let op: Operator;
+let bridge: Bridge;
+
+const toolServer = (name: string, spec: Record<string, unknown>): KubeObject => ({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'ToolServer',
+  metadata: { name, namespace: NS },
+  spec,
+});
+type Status = {
+  url?: string;
+  tools?: { name: string }[];
+  conditions?: { type: string; status: string; reason: string; message: string }[];
+};
+const statusOf = async (name: string) => ((await admin.get('ToolServer', NS, name))?.status ?? {}) as Status;
+const ready = (s: Status) => s.conditions?.find((c) => c.type === 'Ready');
+
+/** A port nothing listens on (bound, then closed). */
+const closedPort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+
+beforeAll(async () => {
+  ({ kube, admin } = await startKubeWithCrds(NS));
+  op = await startOperator(kube, NS, { toolServerRefreshMs: 300 });
+  // No kubelet here: the server runs on this machine behind the bridge, named by a url ToolServer.
+  bridge = await startBridge({
+    command: process.execPath,
+    args: [EVERYTHING_JS],
+    env: { PATH: process.env.PATH ?? '' },
+    port: 0,
+    host: '127.0.0.1',
+    hostnames: ['127.0.0.1'],
+    path: '/mcp',
+    maxSessions: 8,
+    idleMs: 600_000,
+    log: silentLogger(),
+  });
+});
+afterAll(async () => {
+  await op?.stop();
+  await bridge?.close();
+  admin?.close();
+  await kube?.stop();
+});
+
+describe('ToolServer controller on a real API server', () => {
+  it("lists a reachable server's tools in status, Ready, and closes its sessions", async () => {
+    const url = `http://127.0.0.1:${bridge.port}/mcp`;
+    await admin.create(toolServer('everything', { url }));
+    const s = await eventually('tools listed', async () => {
+      const st = await statusOf('everything');
+      return ready(st)?.status === 'True' ? st : undefined;
+    });
+    expect(s.url).toBe(url);
+    expect(s.tools?.map((t) => t.name)).toEqual(expect.arrayContaining(['echo', 'get-sum']));
+    expect(ready(s)?.reason).toBe('ToolsListed');
+    // Each discovery ends its session: the bridge keeps no process per refresh.
+    await eventually('no session left open', () => bridge.sessions() === 0);
+  });
+
+  it('names an unreachable server in a clear condition, and lists its tools once it answers', async () => {
+    const port = await closedPort();
+    await admin.create(toolServer('later', { url: `http://127.0.0.1:${port}/mcp` }));
+    const s = await eventually('unreachable reported', async () => {
+      const st = await statusOf('later');
+      return ready(st)?.reason === 'Unreachable' ? st : undefined;
+    });
+    expect(ready(s)?.status).toBe('False');
+    expect(ready(s)?.message).toContain(`cannot list tools at http://127.0.0.1:${port}/mcp`);
+    expect(s.tools).toBeUndefined();
+    // The spec points at the live server: the next reconcile (a spec change) discovers at once.
+    await admin.mergePatch('ToolServer', NS, 'later', {
+      spec: { url: `http://127.0.0.1:${bridge.port}/mcp` },
+    });
+    await eventually(
+      'listed after the change',
+      async () => ready(await statusOf('later'))?.status === 'True',
+    );
+  });
+
+  it('deploys a stdio server with its Service and NetworkPolicy, owned by the ToolServer', async () => {
+    const ts = await admin.create(toolServer('fs', { image: 'node:22', command: ['npx', 'srv'] }));
+    for (const kind of ['Deployment', 'Service', 'NetworkPolicy'])
+      await eventually(`${kind} applied`, async () => {
+        const o = await admin.get(kind, NS, 'toolserver-fs');
+        return o?.metadata.ownerReferences?.[0]?.uid === ts.metadata.uid;
+      });
+    // No kubelet: the pod never becomes ready, and status says so rather than trying to connect.
+    const s = await eventually('waiting reported', async () => {
+      const st = await statusOf('fs');
+      return ready(st)?.reason && ready(st)?.reason !== 'Unreachable' ? st : undefined;
+    });
+    expect(ready(s)?.status).toBe('False');
+    expect(s.url).toBe(`http://toolserver-fs.${NS}.svc:8080/mcp`);
+  });
+
+  it('is refused by the API server with image and url both, in the words of the schema', async () => {
+    await expect(
+      admin.create(toolServer('both', { image: 'x', url: 'https://a.example/mcp' })),
+    ).rejects.toThrow(/set image \(a server in the cluster\) or url \(an external one\), not both/);
+  });
+});
