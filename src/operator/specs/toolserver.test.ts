@@ -1,4 +1,7 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
 import { ToolServerSpec } from '../../api/toolserver.ts';
 import { serviceHostnames, toolServerObjects, toolServerUrl, toolServerUseLabel } from './toolserver.ts';
 
@@ -32,6 +35,15 @@ describe('ToolServer spec', () => {
     expect(ToolServerSpec.safeParse({ image: 'x', env: [{ name: 'REDIS_URL', value: 'r' }] }).success).toBe(
       false,
     );
+  });
+
+  it('accepts examples/mcp/toolserver.yaml', () => {
+    const file = resolve(import.meta.dirname, '../../../examples/mcp/toolserver.yaml');
+    const docs = parseAllDocuments(readFileSync(file, 'utf8')).map(
+      (d) => d.toJS() as { kind: string; spec: unknown },
+    );
+    expect(docs.map((d) => d.kind)).toEqual(['ToolServer', 'ToolServer']);
+    for (const d of docs) expect(ToolServerSpec.safeParse(d.spec).error).toBeUndefined();
   });
 });
 
