@@ -147,6 +147,25 @@ export const McpServer = z
   .describe('An MCP server whose tools the model may call.');
 export type McpServer = z.output<typeof McpServer>;
 
+/** A ToolServer of the Agent's namespace whose tools the model may call (Kubernetes only). */
+export const ToolServerRef = z
+  .object({
+    name: z
+      .string()
+      .regex(/^[a-z0-9-]{1,32}$/, 'must be 1-32 of [a-z0-9-]')
+      .describe('The ToolServer (same namespace); its tools are offered as <name>__<tool>.'),
+    tools: z
+      .array(z.string().min(1).max(128))
+      .optional()
+      .describe("The server's tools offered to the model (their own names); all when omitted."),
+    requireApproval: z
+      .array(z.string().min(1).max(128))
+      .default([])
+      .describe("Tools that need a person's approval before each call."),
+  })
+  .describe('A ToolServer the model may use.');
+export type ToolServerRef = z.output<typeof ToolServerRef>;
+
 /** What is wrong with an agent's MCP servers: a name used twice, a credential passed to a stdio server. */
 export function mcpServerProblems(servers: { name: string; env?: string[] }[]): string[] {
   const seen = new Set<string>();
@@ -361,6 +380,13 @@ export const AgentLlm = z
       .max(20)
       .default([])
       .describe('MCP servers whose tools the model may call, named <server>__<tool>.'),
+    toolServers: z
+      .array(ToolServerRef)
+      .max(20)
+      .default([])
+      .describe(
+        'ToolServers of this namespace whose tools the model may call; the operator adds each to the MCP servers at its Service, and its pods may reach them.',
+      ),
     allowedTools: z
       .array(z.string())
       .optional()

@@ -227,7 +227,7 @@ function checkAgent(a: z.infer<z.ZodObject<typeof agentSpecShape>>, ctx: z.Refin
       path: ['llm', 'mustEndWith'],
       message: `${unending.join(', ')} cannot end a turn: name submit_result or a tool with terminate: true`,
     });
-  for (const problem of mcpServerProblems(a.llm?.mcpServers ?? []))
+  for (const problem of mcpServerProblems([...(a.llm?.mcpServers ?? []), ...(a.llm?.toolServers ?? [])]))
     ctx.addIssue({ code: 'custom', path: ['llm', 'mcpServers'], message: problem });
   if (a.ingress?.enabled && !a.llm)
     ctx.addIssue({

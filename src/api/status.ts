@@ -169,6 +169,18 @@ export const AgentStatus = z
       })
       .optional()
       .describe('The capability tokens spec.ingress declares, and whether each is present.'),
+    toolServers: z
+      .array(
+        z.object({
+          name: z.string().describe('The ToolServer.'),
+          url: z.string().optional().describe("The address the agent's pups use."),
+          ready: z.boolean().describe('Whether the operator could list its tools.'),
+          message: z.string().describe('Why not, or what it found.'),
+          tools: z.array(z.string()).optional().describe('Its tools at its last listing.'),
+        }),
+      )
+      .optional()
+      .describe('Each ToolServer of spec.llm.toolServers: its address and tools, or why it is left out.'),
   })
   .describe('Observed state of the Agent, written by the operator.');
 export type AgentStatus = z.infer<typeof AgentStatus>;

@@ -53,6 +53,9 @@ export interface OperatorOptions {
   reportWorkerExit?: (holt: HoltRef, e: WorkerExit) => Promise<void>;
 }
 
+/** The part of an Agent's spec that names its ToolServers (read unparsed, to route events). */
+type AgentRefs = { llm?: { toolServers?: { name?: string }[] } } | undefined;
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -278,6 +281,15 @@ export class Operator {
       for (const r of obj.metadata.ownerReferences ?? [])
         if (r.controller && PRIMARY.includes(r.kind as Primary)) this.#enqueue(r.kind as Primary, ns, r.name);
     }
+    // An Agent's pods are given its ToolServers' addresses and its status their tools.
+    const ts =
+      kind === 'ToolServer'
+        ? obj.metadata.name
+        : obj.metadata.ownerReferences?.find((r) => r.controller && r.kind === 'ToolServer')?.name;
+    if (ts)
+      for (const a of this.cache.list('Agent', ns))
+        if (((a.spec as AgentRefs)?.llm?.toolServers ?? []).some((r) => r?.name === ts))
+          this.#enqueue('Agent', ns, a.metadata.name);
     if ((obj.kind as string) === 'Service' && event !== 'update') {
       // A Holt's Service address (fixed for its life) goes into the /etc/hosts of its agents' pods that
       // go without DNS: they are rewritten when it comes or goes.

@@ -22,6 +22,7 @@ import { storeAddresses } from './dns.ts';
 import { RUNTIME_READ_TIMEOUT_MS } from './holtdata.ts';
 import { tokenOf } from './ingress.ts';
 import { parseAgent, parseHolt, splitKey } from './resources.ts';
+import { toolServerNote, withToolServers } from './toolserver.ts';
 
 /**
  * The finalizer older operators put on every Agent (held while the agent was in its Holt's registry).
@@ -123,7 +124,8 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     await status('Failed', false, 'InvalidSpec', parsed.error);
     return undefined;
   }
-  const a = parsed.spec;
+  // Its ToolServers join its MCP servers here, so every pod built below (pup, claim Job) has them.
+  const { spec: a, toolServers } = withToolServers(ctx, ns, parsed.spec);
   const holt = ctx.cache.get('Holt', ns, a.holt);
   const holtSpec = holt ? parseHolt(holt) : undefined;
   if (!holt) {
@@ -208,6 +210,7 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     replicas: (dep0?.status as { replicas?: number } | undefined)?.replicas ?? 0,
     readyReplicas: dep.readyReplicas,
     ...(poolName ? { workerPool: poolName } : {}),
+    ...(toolServers.length ? { toolServers } : {}),
     ...rt.fields,
   };
   if (errors.length) {
@@ -222,7 +225,9 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
         ? `pup ${dep.reason}`
         : !poolReady
           ? `worker pool ${poolName} not ready`
-          : 'pup ready') + rt.note;
+          : 'pup ready') +
+    toolServerNote(toolServers) +
+    rt.note;
   await status(
     ready ? 'Ready' : 'Progressing',
     ready,

@@ -7,7 +7,7 @@ import { EVERYTHING_JS } from '../../llm/mcp/mcp.testkit.ts';
 import { type Bridge, startBridge } from '../../mcp-bridge/bridge.ts';
 import type { KubeClient, KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
-import { startKubeWithCrds, startOperator } from '../testkit.ts';
+import { agentObject, holtObject, startKubeWithCrds, startOperator } from '../testkit.ts';
 
 const NS = 'tools';
 let kube: KubeCluster;
@@ -117,5 +117,93 @@ describe('ToolServer controller on a real API server', () => {
     await expect(
       admin.create(toolServer('both', { image: 'x', url: 'https://a.example/mcp' })),
     ).rejects.toThrow(/set image \(a server in the cluster\) or url \(an external one\), not both/);
+  });
+
+  it("gives an Agent's pup its ToolServers, labels its pods for their policies, lists their tools, names a missing one", async () => {
+    await admin.create(
+      holtObject(NS, 'h', { llm: { model: 'm', apiKeySecretRef: { name: 'llm', key: 'key' } } }),
+    );
+    await admin.create(
+      agentObject(NS, 'user', {
+        holt: 'h',
+        bidding: { strategy: 'exclusive' },
+        llm: {
+          mcpServers: [{ name: 'own', url: 'https://own.example/mcp' }],
+          toolServers: [
+            { name: 'everything', tools: ['echo'], requireApproval: ['echo'] },
+            { name: 'missing' },
+          ],
+        },
+      }),
+    );
+    type St = {
+      toolServers?: { name: string; url?: string; ready: boolean; message: string; tools?: string[] }[];
+    };
+    const st = await eventually('the Agent lists its ToolServers', async () => {
+      const a = (await admin.get('Agent', NS, 'user'))?.status as St | undefined;
+      return a?.toolServers?.find((t) => t.name === 'everything')?.tools ? a : undefined;
+    });
+    const url = `http://127.0.0.1:${bridge.port}/mcp`;
+    expect(st.toolServers).toEqual([
+      expect.objectContaining({ name: 'everything', url, ready: true }),
+      { name: 'missing', ready: false, message: 'ToolServer missing not found' },
+    ]);
+    expect(st.toolServers?.[0]?.tools).toEqual(expect.arrayContaining(['echo', 'get-sum']));
+    const ready = (
+      (await admin.get('Agent', NS, 'user'))!.status as { conditions?: { type: string; message: string }[] }
+    ).conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.message).toContain('ToolServer missing: ToolServer missing not found');
+    // The pup is given its own server and the resolved one; the missing one is left out.
+    const dep = await admin.get('Deployment', NS, 'user');
+    const tpl = (
+      dep!.spec as {
+        template: {
+          metadata: { labels: Record<string, string> };
+          spec: { containers: { name: string; env?: { name: string; value?: string }[] }[] };
+        };
+      }
+    ).template;
+    const pup = tpl.spec.containers.find((c) => c.name === 'pup')!;
+    const servers = JSON.parse(pup.env!.find((e) => e.name === 'HOLT_LLM_MCP_SERVERS')!.value!) as {
+      name: string;
+      url?: string;
+      tools?: string[];
+      requireApproval: string[];
+    }[];
+    expect(servers.map((x) => x.name)).toEqual(['own', 'everything']);
+    expect(servers[1]).toMatchObject({ url, tools: ['echo'], requireApproval: ['echo'] });
+    expect(tpl.metadata.labels).toMatchObject({
+      'toolservers.holt.io/everything': 'use',
+      'toolservers.holt.io/missing': 'use',
+    });
+    // Created later, the missing server joins without an edit of the Agent.
+    await admin.create(toolServer('missing', { url }));
+    await eventually('the late ToolServer resolved', async () => {
+      const a = (await admin.get('Agent', NS, 'user'))?.status as St | undefined;
+      return a?.toolServers?.find((t) => t.name === 'missing')?.ready === true;
+    });
+  });
+
+  it('refuses an Agent naming a ToolServer as one of its own MCP servers', async () => {
+    await expect(
+      admin.create(
+        agentObject(NS, 'twice', {
+          holt: 'h',
+          bidding: { strategy: 'exclusive' },
+          llm: {
+            mcpServers: [{ name: 'everything', url: 'https://a.example/mcp' }],
+            toolServers: [{ name: 'everything' }],
+          },
+        }),
+      ),
+    ).resolves.toBeDefined(); // the API server has no cross-list rule; the operator refuses it:
+    await eventually('InvalidSpec', async () => {
+      const c = (
+        (await admin.get('Agent', NS, 'twice'))?.status as
+          | { conditions?: { type: string; reason: string; message: string }[] }
+          | undefined
+      )?.conditions?.find((x) => x.type === 'Ready');
+      return c?.reason === 'InvalidSpec' && c.message.includes('MCP server everything is named twice');
+    });
   });
 });

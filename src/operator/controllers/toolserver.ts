@@ -1,7 +1,15 @@
+import type { AgentSpec } from '../../api/agent.ts';
 import { ToolServerSpec, toolServerForm } from '../../api/toolserver.ts';
 import type { ReconcileResult } from '../kube/queue.ts';
 import { ownerOf } from '../specs/meta.ts';
-import { toolServerChild, toolServerObjects, toolServerUrl } from '../specs/toolserver.ts';
+import {
+  type ResolvedToolServer,
+  resolveToolServers,
+  type ToolServerView,
+  toolServerChild,
+  toolServerObjects,
+  toolServerUrl,
+} from '../specs/toolserver.ts';
 import { applyChildren, type ControllerContext, readinessReporter, workloadReady } from './context.ts';
 import { splitKey } from './resources.ts';
 import { type Discovery, discoverTools } from './toolserver-discovery.ts';
@@ -42,7 +50,7 @@ export async function reconcileToolServer(ctx: ControllerContext, key: string): 
     ctx,
     owner.uid,
     ns,
-    toolServerObjects(owner, spec, ctx.runtimeImage, ctx.network),
+    toolServerObjects(owner, spec, ctx.runtimeImage, ctx.network, clusterIpOf(ctx, ns, name)),
     ['Deployment', 'Service', 'NetworkPolicy'],
   );
   const url = toolServerUrl(name, ns, spec);
@@ -76,4 +84,53 @@ export async function reconcileToolServer(ctx: ControllerContext, key: string): 
     });
   }
   return { requeueAfterMs: Math.max(1, last.at + refreshMs - Date.now()) };
+}
+
+const clusterIpOf = (ctx: ControllerContext, ns: string, name: string) =>
+  (ctx.cache.get('Service', ns, toolServerChild(name))?.spec as { clusterIP?: string } | undefined)
+    ?.clusterIP;
+
+/** A referenced ToolServer as the cache holds it (its status is the ToolServer reconcile's). */
+function viewOf(ctx: ControllerContext, ns: string, name: string): ToolServerView | undefined {
+  const obj = ctx.cache.get('ToolServer', ns, name);
+  if (!obj || obj.metadata.deletionTimestamp) return undefined;
+  const parsed = ToolServerSpec.safeParse(obj.spec);
+  if (!parsed.success)
+    return { invalid: parsed.error.issues[0]?.message ?? 'invalid', ready: false, message: '' };
+  const st = (obj.status ?? {}) as {
+    tools?: { name: string }[];
+    conditions?: { type: string; status: string; message?: string }[];
+  };
+  const r = st.conditions?.find((c) => c.type === 'Ready');
+  return {
+    spec: parsed.data,
+    clusterIp: clusterIpOf(ctx, ns, name),
+    ready: r?.status === 'True',
+    message: r?.message ?? 'not yet reconciled',
+    ...(st.tools ? { tools: st.tools.map((t) => t.name) } : {}),
+  };
+}
+
+/**
+ * An Agent's spec with its ToolServers added to its MCP servers (what its pups are given), and how
+ * each resolved, for its status. Without toolServers the spec is returned as it is.
+ */
+export function withToolServers<A extends Pick<AgentSpec, 'llm'>>(
+  ctx: ControllerContext,
+  ns: string,
+  a: A,
+): { spec: A; toolServers: ResolvedToolServer[] } {
+  const refs = a.llm?.toolServers ?? [];
+  if (!a.llm || !refs.length) return { spec: a, toolServers: [] };
+  const r = resolveToolServers(refs, (name) => viewOf(ctx, ns, name));
+  return {
+    spec: { ...a, llm: { ...a.llm, mcpServers: [...a.llm.mcpServers, ...r.servers] } },
+    toolServers: r.status,
+  };
+}
+
+/** The status note of an Agent whose ToolServers are not all usable: each named, with why. */
+export function toolServerNote(ts: ResolvedToolServer[]): string {
+  const bad = ts.filter((t) => !t.ready);
+  return bad.length ? `; ToolServer ${bad.map((t) => `${t.name}: ${t.message}`).join('; ')}` : '';
 }

@@ -5,6 +5,7 @@ import { poolSelector, workerDeployment } from '../specs/workerpool.ts';
 import { applyChildren, type ControllerContext, readinessReporter, workloadReady } from './context.ts';
 import { storeAddresses } from './dns.ts';
 import { holtOf, parseAgent, parseHolt, parsePool, splitKey } from './resources.ts';
+import { withToolServers } from './toolserver.ts';
 
 /**
  * A WorkerPool's Deployment of inbox workers, with spec.replicas copied from the pool (whoever
@@ -34,7 +35,7 @@ export async function reconcileWorkerPool(ctx: ControllerContext, key: string): 
     .list('Agent', ns)
     .map((a) => (holtOf(a) === spec.holt ? parseAgent(a) : undefined))
     .find((p) => p?.ok && p.spec.role === spec.role);
-  const agent = agentObj?.ok ? agentObj.spec : undefined;
+  const agent = agentObj?.ok ? withToolServers(ctx, ns, agentObj.spec).spec : undefined;
   const res = await applyChildren(
     ctx,
     owner.uid,

@@ -25,6 +25,7 @@ import {
 } from './pod.ts';
 import { agentAccount } from './serviceaccount.ts';
 import { type StoreKind, storeEnv, storeTlsClient } from './stores.ts';
+import { toolServerLabels } from './toolserver.ts';
 import {
   WORKSPACE_LABEL,
   WORKSPACE_PATH,
@@ -211,6 +212,8 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
     [WORKSPACE_LABEL]: p.holt,
     ...(p.agent.egress ? { [EGRESS_LABEL]: 'true' } : {}),
     ...(noDns ? { [DNS_LABEL]: 'deny' } : {}),
+    // Its ToolServers' policies admit pods with these (and let them reach the servers).
+    ...toolServerLabels(p.agent.llm?.toolServers),
   };
   const affinity = workspaceAffinity(
     p.holt,

@@ -3,7 +3,15 @@ import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { ToolServerSpec } from '../../api/toolserver.ts';
-import { serviceHostnames, toolServerObjects, toolServerUrl, toolServerUseLabel } from './toolserver.ts';
+import {
+  resolveToolServers,
+  serviceHostnames,
+  type ToolServerView,
+  toolServerLabels,
+  toolServerObjects,
+  toolServerUrl,
+  toolServerUseLabel,
+} from './toolserver.ts';
 
 const owner = {
   apiVersion: 'holt.io/v1alpha1',
@@ -55,7 +63,7 @@ describe('ToolServer builders', () => {
       RUNTIME,
       net,
     );
-    expect(kinds(objs)).toEqual(['Deployment', 'Service', 'NetworkPolicy']);
+    expect(kinds(objs)).toEqual(['Deployment', 'Service', 'NetworkPolicy', 'NetworkPolicy']);
     const pod = podOf(objs);
     expect(pod.initContainers.map((c) => c.image)).toEqual([RUNTIME]);
     const c = pod.containers[0]!;
@@ -118,5 +126,76 @@ describe('ToolServer builders', () => {
       to: [{ ipBlock: { cidr: '203.0.113.0/24' } }],
       ports: [{ protocol: 'TCP', port: 443 }],
     });
+  });
+
+  it('lets the pods that use it reach it, and admits the Service IP as a Host once known', () => {
+    const spec = parse({ image: 'x', command: ['y'] });
+    const objs = toolServerObjects(owner, spec, RUNTIME, net, '10.96.0.7');
+    expect(podOf(objs).containers[0]!.command).toContain('10.96.0.7');
+    expect(objs[3]!.spec).toEqual({
+      podSelector: { matchLabels: { 'toolservers.holt.io/fs': 'use' } },
+      policyTypes: ['Egress'],
+      egress: [
+        {
+          to: [
+            {
+              podSelector: {
+                matchLabels: (objs[2]!.spec as { podSelector: { matchLabels: object } }).podSelector
+                  .matchLabels,
+              },
+            },
+          ],
+          ports: [{ protocol: 'TCP', port: 8080 }],
+        },
+      ],
+    });
+    expect(toolServerLabels([{ name: 'fs' }, { name: 'web' }])).toEqual({
+      'toolservers.holt.io/fs': 'use',
+      'toolservers.holt.io/web': 'use',
+    });
+  });
+});
+
+describe("an Agent's ToolServers, resolved", () => {
+  const refs = [
+    { name: 'fs', tools: ['read'], requireApproval: ['read'] },
+    { name: 'web', requireApproval: [] },
+    { name: 'gone', requireApproval: [] },
+    { name: 'new', requireApproval: [] },
+  ];
+  const views: Record<string, ToolServerView> = {
+    fs: {
+      spec: parse({ image: 'x', command: ['y'] }),
+      clusterIp: '10.96.0.7',
+      ready: true,
+      message: '2 tools',
+      tools: ['read', 'write'],
+    },
+    web: {
+      spec: parse({ url: 'https://mcp.example.com/mcp' }),
+      ready: false,
+      message: 'cannot list tools at …',
+    },
+    new: { spec: parse({ image: 'x', port: 3000 }), ready: false, message: 'not yet reconciled' },
+  };
+  const r = resolveToolServers(refs, (n) => views[n]);
+
+  it("gives the pup the in-cluster ones by Service IP, external ones by url, with the refs' tools and approvals", () => {
+    expect(r.servers.map((s) => [s.name, s.url])).toEqual([
+      ['fs', 'http://10.96.0.7:8080/mcp'],
+      ['web', 'https://mcp.example.com/mcp'],
+    ]);
+    expect(r.servers[0]).toMatchObject({ tools: ['read'], requireApproval: ['read'], env: [] });
+    expect(r.servers[1]!.tools).toBeUndefined();
+  });
+
+  it('names the missing and the not yet addressed, and keeps an unreachable one with why', () => {
+    expect(r.status.map((s) => [s.name, s.ready, s.message])).toEqual([
+      ['fs', true, '2 tools'],
+      ['web', false, 'cannot list tools at …'],
+      ['gone', false, 'ToolServer gone not found'],
+      ['new', false, 'ToolServer new has no Service address yet'],
+    ]);
+    expect(r.status[0]!.tools).toEqual(['read', 'write']);
   });
 });

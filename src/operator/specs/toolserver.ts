@@ -1,4 +1,5 @@
 import type { V1Container, V1EnvVar, V1NetworkPolicyPeer } from '@kubernetes/client-node';
+import type { McpServer, ToolServerRef } from '../../api/agent-llm.ts';
 import { type ToolServerSpec, toolServerForm } from '../../api/toolserver.ts';
 import type { KubeObject } from '../kube/kube.ts';
 import { childName, MANAGED_BY, meta, type Owner, selectorLabels } from './meta.ts';
@@ -51,6 +52,8 @@ export function toolServerObjects(
   s: ToolServerSpec,
   runtimeImage: string,
   net: NetworkSettings,
+  /** The Service's cluster IP once it has one: Agents use it (their pods may have no DNS). */
+  clusterIp?: string,
 ): KubeObject[] {
   const form = toolServerForm(s);
   if (form === 'external') return [];
@@ -78,6 +81,7 @@ export function toolServerObjects(
             s.path,
             '--hostname',
             ...serviceHostnames(owner.name, owner.namespace),
+            ...(clusterIp && clusterIp !== 'None' ? [clusterIp] : []),
             '--',
             ...(s.command ?? []),
           ],
@@ -133,7 +137,31 @@ export function toolServerObjects(
     metadata: meta(name, owner, lbls),
     spec: { selector: sel, ports: [{ name: 'mcp', port: s.port, targetPort: s.port, protocol: 'TCP' }] },
   };
-  return [deployment, service, toolServerPolicy(owner, s, net, lbls, sel)];
+  return [
+    deployment,
+    service,
+    toolServerPolicy(owner, s, net, lbls, sel),
+    clientsPolicy(owner, s, lbls, sel),
+  ];
+}
+
+/** Egress of the pods that use it (its Agents', by its use label) to its pods on its port: policies add up. */
+function clientsPolicy(
+  owner: Owner,
+  s: ToolServerSpec,
+  lbls: Record<string, string>,
+  sel: Record<string, string>,
+): KubeObject {
+  return {
+    apiVersion: 'networking.k8s.io/v1',
+    kind: 'NetworkPolicy',
+    metadata: meta(childName('toolserver', owner.name, 'clients'), owner, lbls),
+    spec: {
+      podSelector: { matchLabels: { [toolServerUseLabel(owner.name)]: 'use' } },
+      policyTypes: ['Egress'],
+      egress: [{ to: [{ podSelector: { matchLabels: sel } }], ports: [{ protocol: 'TCP', port: s.port }] }],
+    },
+  };
 }
 
 /**
@@ -178,4 +206,77 @@ function toolServerPolicy(
       ],
     },
   };
+}
+
+/** The labels an Agent's pods carry for the ToolServers it references (their policies admit them). */
+export function toolServerLabels(refs: { name: string }[] | undefined): Record<string, string> {
+  return Object.fromEntries((refs ?? []).map((r) => [toolServerUseLabel(r.name), 'use']));
+}
+
+/** What the operator knows of a referenced ToolServer: its spec (or why not), Service address, tools. */
+export interface ToolServerView {
+  spec?: ToolServerSpec;
+  invalid?: string;
+  clusterIp?: string;
+  ready: boolean;
+  message: string;
+  tools?: string[];
+}
+
+export interface ResolvedToolServer {
+  name: string;
+  url?: string;
+  ready: boolean;
+  message: string;
+  tools?: string[];
+}
+
+/**
+ * An Agent's `toolServers` as MCP servers for its pup: an in-cluster one by its Service's cluster IP
+ * (agent pods without DNS reach it too; the bridge admits that Host), an external one by its url. One
+ * that is missing, invalid or without an address yet is left out and named, the others still serve.
+ */
+export function resolveToolServers(
+  refs: ToolServerRef[],
+  view: (name: string) => ToolServerView | undefined,
+): { servers: McpServer[]; status: ResolvedToolServer[] } {
+  const servers: McpServer[] = [];
+  const status: ResolvedToolServer[] = [];
+  for (const r of refs) {
+    const v = view(r.name);
+    if (!v) {
+      status.push({ name: r.name, ready: false, message: `ToolServer ${r.name} not found` });
+      continue;
+    }
+    if (!v.spec) {
+      status.push({
+        name: r.name,
+        ready: false,
+        message: `ToolServer ${r.name} is invalid: ${v.invalid ?? ''}`,
+      });
+      continue;
+    }
+    const external = toolServerForm(v.spec) === 'external';
+    if (!external && (!v.clusterIp || v.clusterIp === 'None')) {
+      status.push({ name: r.name, ready: false, message: `ToolServer ${r.name} has no Service address yet` });
+      continue;
+    }
+    const url = external ? (v.spec.url as string) : `http://${v.clusterIp}:${v.spec.port}${v.spec.path}`;
+    servers.push({
+      name: r.name,
+      url,
+      ...(r.tools ? { tools: r.tools } : {}),
+      timeoutSeconds: 30,
+      requireApproval: r.requireApproval,
+      env: [],
+    });
+    status.push({
+      name: r.name,
+      url,
+      ready: v.ready,
+      message: v.message,
+      ...(v.tools ? { tools: v.tools } : {}),
+    });
+  }
+  return { servers, status };
 }
