@@ -28,10 +28,30 @@ export async function discoverTools(url: string, timeoutMs = 5_000): Promise<Dis
     } while (cursor && tools.length < 1000);
     return { ok: true, tools };
   } catch (e) {
-    return { ok: false, reason: `cannot list tools at ${url}: ${(e as Error).message}`.slice(0, 500) };
+    return { ok: false, reason: `cannot list tools at ${url}: ${discoveryReason(e)}` };
   } finally {
     clearTimeout(t);
     await transport.terminateSession().catch(() => {});
     await client.close().catch(() => {});
   }
+}
+
+/**
+ * Why a discovery failed, without what the far end said: a ToolServer's url is a namespace user's
+ * choice, and the operator may reach what that user cannot, so no response text goes to the status.
+ */
+export function discoveryReason(e: unknown): string {
+  const err = (e ?? {}) as { message?: unknown; code?: unknown; cause?: { code?: unknown } };
+  const msg = String(err.message ?? e);
+  // The SDK's StreamableHTTPError carries the status as `code` and the response body in its message.
+  if (typeof err.code === 'number' && err.code >= 100 && err.code <= 599) return `HTTP ${err.code}`;
+  const code =
+    typeof err.cause?.code === 'string'
+      ? err.cause.code
+      : typeof err.code === 'string'
+        ? err.code
+        : undefined;
+  if (code && /^[A-Z_]{3,32}$/.test(code)) return code;
+  if (/timed? ?out|abort/i.test(msg)) return 'timed out';
+  return 'not an MCP server (its answer is not shown)';
 }

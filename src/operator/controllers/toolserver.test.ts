@@ -1,3 +1,4 @@
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
@@ -95,6 +96,25 @@ describe('ToolServer controller on a real API server', () => {
       'listed after the change',
       async () => ready(await statusOf('later'))?.status === 'True',
     );
+  });
+
+  it('writes no response text of what its url answers to status (the operator may reach what users cannot)', async () => {
+    const inner = createHttpServer((_req, res) =>
+      res.writeHead(500, { 'content-type': 'text/plain' }).end('internal-secret-123'),
+    );
+    await new Promise<void>((r) => inner.listen(0, '127.0.0.1', () => r()));
+    try {
+      const { port } = inner.address() as { port: number };
+      await admin.create(toolServer('inner', { url: `http://127.0.0.1:${port}/mcp` }));
+      const s = await eventually('reported', async () => {
+        const st = await statusOf('inner');
+        return ready(st)?.reason === 'Unreachable' ? st : undefined;
+      });
+      expect(ready(s)?.message).toBe(`cannot list tools at http://127.0.0.1:${port}/mcp: HTTP 500`);
+      expect(JSON.stringify(s)).not.toContain('internal-secret');
+    } finally {
+      await new Promise<void>((r) => inner.close(() => r()));
+    }
   });
 
   it('deploys a stdio server with its Service and NetworkPolicy, owned by the ToolServer', async () => {
