@@ -175,6 +175,7 @@ describe('the holt-operator Helm chart', () => {
       'ClusterRoleBinding/holt-holt-operator-read-nodes',
       'CustomResourceDefinition/agents.holt.io',
       'CustomResourceDefinition/holts.holt.io',
+      'CustomResourceDefinition/toolservers.holt.io',
       'CustomResourceDefinition/workerpools.holt.io',
       'Deployment/holt-holt-operator',
       'Role/holt-holt-operator',
@@ -226,6 +227,9 @@ describe('the holt-operator Helm chart', () => {
     expect(granted('holt.io', 'workerpools/scale')).toEqual([]);
     expect(granted('holt.io', 'holts').sort()).toEqual(['get', 'list', 'watch']);
     expect(granted('holt.io', 'holts/status')).toEqual(['patch']);
+    // ToolServers are read, never written but for their status (tools discovered by the operator).
+    expect(granted('holt.io', 'toolservers').sort()).toEqual(['get', 'list', 'watch']);
+    expect(granted('holt.io', 'toolservers/status')).toEqual(['patch']);
     expect(granted('events.k8s.io', 'events')).toEqual(['create']);
     // Secrets by name only: a list or watch would read every Secret of the namespace.
     expect(granted('', 'secrets').sort()).toEqual(['create', 'delete', 'get', 'patch']);
