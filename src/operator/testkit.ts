@@ -72,7 +72,7 @@ export async function installCrds(client: KubeClient): Promise<void> {
       if (!(e instanceof Error && 'status' in e && e.status === 409)) throw e;
     });
   }
-  for (const kind of ['Holt', 'Agent', 'WorkerPool'])
+  for (const kind of ['Holt', 'Agent', 'WorkerPool', 'ToolServer'])
     await eventually(`${kind} to be served`, async () => {
       await client.list(kind);
       return true;
