@@ -273,9 +273,10 @@ describe("Holt reconciler: living agents' ingress and asynchronous NATS tools, o
     );
     // The same set again (another Agent declaring lookup): once the Holt has counted it, neither the
     // NATS StatefulSet nor a tool Secret was written.
+    // The StatefulSet by generation (its spec): a controller's status write changes its resourceVersion.
     const rv = async () =>
       [
-        (await get('StatefulSet', 'tooled-nats'))?.metadata.resourceVersion,
+        (await get('StatefulSet', 'tooled-nats'))?.metadata.generation,
         (await get('Secret', 'tooled-tool-lookup'))?.metadata.resourceVersion,
         (await get('Secret', deploySecret))?.metadata.resourceVersion,
       ].join();
