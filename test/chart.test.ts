@@ -215,10 +215,10 @@ describe('the holt-operator Helm chart', () => {
       rules
         .filter((r) => r.apiGroups.includes(group) && r.resources.includes(resource))
         .flatMap((r) => r.verbs);
-    // Only what src/operator calls: pods are listed, watched (dead workers) and annotated (deletion
+    // Only what src/operator calls: pods are listed, watched and read (dead workers), annotated (deletion
     // cost), never deleted; a worker's log is only read; the autoscaler applies spec.replicas on the
     // resource, so /scale is left to HPA/KEDA/kubectl.
-    expect(granted('', 'pods').sort()).toEqual(['list', 'patch', 'watch']);
+    expect(granted('', 'pods').sort()).toEqual(['get', 'list', 'patch', 'watch']);
     expect(granted('', 'pods/log')).toEqual(['get']);
     expect(granted('', 'configmaps')).toEqual([]);
     expect(granted('', 'events')).toEqual([]);

@@ -2,6 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { type LocalCluster, projectImages, startCluster } from '../../test/cluster/cluster.ts';
 import { type KubeTools, kubeTools } from '../../test/harness/kube.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { keepClusterLogs } from './keep-logs.ts';
 
 /**
  * Where the e2e runs: the cluster named by HOLT_E2E_KUBECONFIG (kind, or any cluster with the
@@ -12,6 +13,8 @@ export interface E2eTarget extends KubeTools {
   kubeconfigPath: string;
   /** The local cluster when this run started one (node-level tests need it). */
   local?: LocalCluster;
+  /** Copies what the run's logs say to keptLogsDir() (before anything is deleted). */
+  keepLogs(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -21,8 +24,19 @@ export async function e2eTarget(nodes: number, log: (l: string) => void): Promis
     if (!existsSync(given)) throw new Error(`HOLT_E2E_KUBECONFIG=${given}: no such file`);
     const home = makeTempDir('e2e-home');
     mkdirSync(home, { recursive: true });
-    return { kubeconfigPath: given, ...kubeTools(given, home), stop: async () => removeDir(home) };
+    const tools = kubeTools(given, home);
+    return {
+      kubeconfigPath: given,
+      ...tools,
+      keepLogs: () => keepClusterLogs(tools, undefined, log),
+      stop: async () => removeDir(home),
+    };
   }
   const local = await startCluster({ name: 'e2e', nodes, images: projectImages(), log });
-  return { ...local, local, stop: () => local.stop() };
+  return {
+    ...local,
+    local,
+    keepLogs: () => keepClusterLogs(local, local.clusterDir, log),
+    stop: () => local.stop(),
+  };
 }

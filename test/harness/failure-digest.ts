@@ -3,8 +3,18 @@ import type { Reporter, SerializedError, TestModule } from 'vitest/node';
 /** The first lines of an error, without colour codes: enough to know what broke. */
 function gist(e: SerializedError | undefined): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: strips ANSI colour codes
-  const text = String(e?.message ?? e ?? '').replace(/\x1b\[[0-9;]*m/g, '');
-  return text.split('\n').slice(0, 6).join('\n    ').slice(0, 1500);
+  const plain = (v: unknown) => String(v ?? '').replace(/\x1b\[[0-9;]*m/g, '');
+  const text = plain(e?.message ?? e)
+    .split('\n')
+    .slice(0, 6)
+    .join('\n    ')
+    .slice(0, 1500);
+  // An assertion's message cuts long values short ('abc…'): its expected and actual, whole (to a point).
+  const whole = (v: unknown) => plain(v).replace(/\s+/g, ' ').slice(0, 400);
+  const x = e as { expected?: unknown; actual?: unknown } | undefined;
+  return x?.expected !== undefined && x.actual !== undefined
+    ? `${text}\n    expected: ${whole(x.expected)}\n    actual:   ${whole(x.actual)}`
+    : text;
 }
 
 /**

@@ -72,10 +72,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   verbs: [get, create, patch, delete]
 # Pods are listed and, before a scale-in, marked cheapest to delete when idle (pod-deletion-cost);
 # the ReplicaSet controller deletes them, never the operator. Worker and claim Job pods are watched,
-# and a dead pup's last log lines read, to report it to its Holt (WorkerFailure).
+# and a dead pup's last log lines read, to report it to its Holt (WorkerFailure): the pod is read
+# again then, to pick the dead run's log (the current or the previous container's).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, watch, patch]
+  verbs: [get, list, watch, patch]
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]

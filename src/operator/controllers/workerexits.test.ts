@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { KubeObject } from '../kube/kube.ts';
-import { podDeaths, scrubLog } from './workerexits.ts';
+import { logOfRun, podDeaths, scrubLog } from './workerexits.ts';
 
 const pod = (containerStatuses: unknown[], labels = { 'holt.io/instance': 'dev', 'holt.io/role': 'Coder' }) =>
   ({
@@ -36,6 +36,7 @@ describe("a worker pod's dead pup, read from its status", () => {
           at_ms: Date.parse('2026-11-25T10:00:01Z') + 999,
         },
         previous: true,
+        finishedAt: '2026-11-25T10:00:01Z',
       },
     ]);
     const now = podDeaths(
@@ -49,6 +50,19 @@ describe("a worker pod's dead pup, read from its status", () => {
     expect(
       podDeaths(pod([{ name: 'pup', state: { terminated: { exitCode: 9, finishedAt: 'x' } } }], {} as never)),
     ).toEqual([]);
+  });
+
+  it("finds a dead run's log as the pod is now: current before the restart, previous after one, none after two", () => {
+    const at = '2026-11-25T10:00:01Z';
+    const dead = { exitCode: 137, finishedAt: at };
+    expect(logOfRun(pod([{ name: 'pup', state: { terminated: dead } }]), at)).toBe('current');
+    expect(
+      logOfRun(pod([{ name: 'pup', state: { running: {} }, lastState: { terminated: dead } }]), at),
+    ).toBe('previous');
+    const later = { exitCode: 1, finishedAt: '2026-11-25T10:00:09Z' };
+    expect(
+      logOfRun(pod([{ name: 'pup', state: { running: {} }, lastState: { terminated: later } }]), at),
+    ).toBe(undefined);
   });
 
   it('cuts credentials out of URLs in the log', () => {

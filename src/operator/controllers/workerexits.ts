@@ -29,6 +29,8 @@ export interface PodDeath {
   exit: Omit<WorkerExit, 'logs'>;
   /** The log of the dead run is the previous one (the container was restarted since). */
   previous: boolean;
+  /** When the run ended, as the kubelet wrote it: names the run among the pod's later statuses. */
+  finishedAt: string;
 }
 
 /** The pup's non-zero exits a pod's status shows (its current state and the one before). Pure. */
@@ -62,9 +64,20 @@ export function podDeaths(pod: KubeObject): PodDeath[] {
         at_ms: at,
       },
       previous,
+      finishedAt: t.finishedAt,
     });
   }
   return out;
+}
+
+/**
+ * Which of the pup's logs holds the run that ended at `finishedAt`, as the pod is now: its current
+ * container's (not restarted yet), the previous one's (restarted once since), or none (restarted
+ * twice since: the kubelet keeps no older log). Pure.
+ */
+export function logOfRun(pod: KubeObject, finishedAt: string): 'current' | 'previous' | undefined {
+  const d = podDeaths(pod).find((x) => x.finishedAt === finishedAt);
+  return d ? (d.previous ? 'previous' : 'current') : undefined;
 }
 
 /** Credentials in URLs (scheme://user:password@host) are cut out of a log before it is reported. */
@@ -113,18 +126,7 @@ export class WorkerExitWatch {
     if (seen.has(d.key)) return;
     seen.add(d.key);
     this.#seen.set(uid, seen);
-    const logs = await this.#core
-      .readNamespacedPodLog({
-        name: d.exit.owner,
-        namespace: d.holt.namespace,
-        container: PUP,
-        tailLines: 100,
-        previous: d.previous,
-      })
-      .then(
-        (t) => scrubLog(String(t)).slice(-200_000),
-        (e: unknown) => `(its log could not be read: ${errorMessage(e)})`,
-      );
+    const logs = await this.#deadRunLog(d);
     try {
       await this.#o.report(d.holt, { ...d.exit, logs });
       this.#o.log.warn(
@@ -145,5 +147,38 @@ export class WorkerExitWatch {
         'worker exit not reported yet',
       );
     }
+  }
+
+  /**
+   * The log of the run that died. The status this death came from may be old by now: the kubelet
+   * restarts the pup within a second or two, and a log read as the "current" one after that is the new
+   * run's. So the pod is read again to pick the log, and once more after a current log was read: if the
+   * run was replaced meanwhile, its log is now the previous one.
+   */
+  async #deadRunLog(d: PodDeath): Promise<string> {
+    const where = async () => {
+      const pod = await this.#o.client.get('Pod', d.holt.namespace, d.exit.owner).catch(() => undefined);
+      return pod ? logOfRun(pod, d.finishedAt) : d.previous ? 'previous' : 'current';
+    };
+    const read = (previous: boolean) =>
+      this.#core
+        .readNamespacedPodLog({
+          name: d.exit.owner,
+          namespace: d.holt.namespace,
+          container: PUP,
+          tailLines: 100,
+          previous,
+        })
+        .then(
+          (t) => scrubLog(String(t)).slice(-200_000),
+          (e: unknown) => `(its log could not be read: ${errorMessage(e)})`,
+        );
+    const gone = '(its log is gone: the pup was restarted twice since it died)';
+    const before = await where();
+    if (before !== 'current') return before === 'previous' ? read(true) : gone;
+    const text = await read(false);
+    const after = await where();
+    if (after === 'current') return text;
+    return after === 'previous' ? read(true) : gone;
   }
 }
