@@ -163,6 +163,11 @@ export class Operator {
         {
           concurrency: o.concurrency ?? 4,
           baseDelayMs: 100,
+          onSlow: (key, ms) =>
+            o.log.warn(
+              { event_type: 'reconcile_slow', controller, key, after_ms: ms },
+              'reconcile still running; its slot goes to the next key (it runs again when this one ends)',
+            ),
           onResult: (key, result, error) => {
             this.metrics.reconciles.inc({ controller, result });
             if (error)

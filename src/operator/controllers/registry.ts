@@ -47,6 +47,9 @@ export class HoltBoards {
     const bb = Blackboard.connect(redisUrl, holt.name, {
       maxRetriesPerRequest: 1,
       connectTimeout: 2_000,
+      // A Redis whose pod went away without closing the connection never answers: the command fails
+      // instead, and the reconcile waiting on it is retried (no timeout would hold its queue slot).
+      commandTimeout: 5_000,
       retryStrategy: (n) => Math.min(n * 500, 5_000),
       ...(ca ? { tls: { ca } } : {}),
     });

@@ -33,6 +33,58 @@ describe('WorkQueue', () => {
     await q.stop();
   });
 
+  it('a run that never returns gives up its slot: other keys go on, the slow key never runs twice at once', async () => {
+    let release: () => void = () => {};
+    const hung = new Promise<void>((r) => {
+      release = r;
+    });
+    const runs: string[] = [];
+    const slow: string[] = [];
+    let aRunning = 0;
+    let maxA = 0;
+    const q = new WorkQueue(
+      async (k) => {
+        runs.push(k);
+        if (k === 'a') {
+          maxA = Math.max(maxA, ++aRunning);
+          if (runs.filter((r) => r === 'a').length === 1) await hung;
+          aRunning--;
+        }
+        return undefined;
+      },
+      { concurrency: 1, slotTimeoutMs: 30, onSlow: (k) => slow.push(k) },
+    );
+    q.start();
+    q.add('a');
+    q.add('b');
+    // With one slot, b runs only because a gave its slot up.
+    await eventually('b to run beside the hung a', () => (runs.includes('b') ? true : undefined), {
+      timeoutMs: 10_000,
+      intervalMs: 5,
+    });
+    expect(slow).toEqual(['a']);
+    q.add('a'); // a is still running: not run again beside itself
+    q.add('c');
+    await eventually('c to run', () => (runs.includes('c') ? true : undefined), {
+      timeoutMs: 10_000,
+      intervalMs: 5,
+    });
+    expect(runs.filter((r) => r === 'a')).toHaveLength(1);
+    release();
+    // Once the slow run ends, a runs again (what it was doing may not have finished).
+    await eventually(
+      'a second run of a',
+      () => (runs.filter((r) => r === 'a').length === 2 ? true : undefined),
+      {
+        timeoutMs: 10_000,
+        intervalMs: 5,
+      },
+    );
+    await q.idle();
+    expect(maxA).toBe(1);
+    await q.stop();
+  });
+
   it('retries errors with per-key exponential backoff and honours requeueAfter', async () => {
     const times: number[] = [];
     const scheduled: number[] = [];

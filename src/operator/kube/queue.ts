@@ -9,7 +9,14 @@ export interface WorkQueueOptions {
   /** First retry delay after an error; doubles per consecutive failure of the key. */
   baseDelayMs?: number;
   maxDelayMs?: number;
+  /**
+   * A run still going after this long gives up its slot (the key stays exclusive until it ends, and
+   * runs again then): one call that never returns must not stall every other key. Default 60 s.
+   */
+  slotTimeoutMs?: number;
   onResult?: (key: string, result: 'success' | 'requeue' | 'error', error?: unknown) => void;
+  /** A run gave up its slot (slotTimeoutMs). */
+  onSlow?: (key: string, ms: number) => void;
 }
 
 /**
@@ -23,6 +30,10 @@ export class WorkQueue {
   readonly #base: number;
   readonly #max: number;
   readonly #onResult: WorkQueueOptions['onResult'];
+  readonly #onSlow: WorkQueueOptions['onSlow'];
+  readonly #slotTimeout: number;
+  /** Runs that hold a slot (a slow run still in #processing holds none). */
+  #slots = 0;
   readonly #queue: string[] = [];
   readonly #queued = new Set<string>();
   readonly #processing = new Set<string>();
@@ -38,6 +49,8 @@ export class WorkQueue {
     this.#base = opts.baseDelayMs ?? 5;
     this.#max = opts.maxDelayMs ?? 300_000;
     this.#onResult = opts.onResult;
+    this.#onSlow = opts.onSlow;
+    this.#slotTimeout = opts.slotTimeoutMs ?? 60_000;
   }
 
   /** Keys waiting (not those running or scheduled for later). */
@@ -105,10 +118,11 @@ export class WorkQueue {
   }
 
   #pump(): void {
-    while (this.#running && this.#processing.size < this.#concurrency && this.#queue.length > 0) {
+    while (this.#running && this.#slots < this.#concurrency && this.#queue.length > 0) {
       const key = this.#queue.shift() as string;
       this.#queued.delete(key);
       this.#processing.add(key);
+      this.#slots++;
       void this.#run(key);
     }
     if (this.#processing.size === 0 && (!this.#running || this.#queue.length === 0)) {
@@ -119,6 +133,16 @@ export class WorkQueue {
   }
 
   async #run(key: string): Promise<void> {
+    let holdsSlot = true;
+    const slow = setTimeout(() => {
+      holdsSlot = false;
+      this.#slots--;
+      // It runs again once this run ends: what it was doing may not have finished.
+      this.#dirty.add(key);
+      this.#onSlow?.(key, this.#slotTimeout);
+      this.#pump();
+    }, this.#slotTimeout);
+    slow.unref();
     try {
       const r = await this.#handler(key);
       this.#failures.delete(key);
@@ -134,6 +158,8 @@ export class WorkQueue {
       this.#onResult?.(key, 'error', e);
       if (this.#running) this.addAfter(key, delay);
     } finally {
+      clearTimeout(slow);
+      if (holdsSlot) this.#slots--;
       this.#processing.delete(key);
       if (this.#dirty.delete(key)) this.add(key);
       this.#pump();
