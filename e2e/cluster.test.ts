@@ -16,6 +16,7 @@ import { nodesTests } from './cluster/sections/nodes.ts';
 import { operatorTests } from './cluster/sections/operator.ts';
 import { teardownTests } from './cluster/sections/teardown.ts';
 import { tlsTests } from './cluster/sections/tls.ts';
+import { toolServerTests } from './cluster/sections/toolserver.ts';
 import { trustTests } from './cluster/sections/trust.ts';
 import { e2eTarget } from './cluster/target.ts';
 import { DEMO_LLM_SCRIPT } from './demo-llm-script.ts';
@@ -54,6 +55,7 @@ const LANES: [string, [string, () => void][]][] = [
       ['jobs', jobsTests],
       ['external', externalTests],
       ['mcp', mcpTests],
+      ['toolserver', toolServerTests],
     ],
   ],
 ];

@@ -38,6 +38,14 @@ describe('workflowState: where a workflow stands', () => {
     expect(workflowState([goal, q])).toEqual({ state: 'question', questions: [q] });
     expect(workflowState([goal, q, art('a', 'Answer', 'user', ['q'])])).toEqual({ state: 'running' });
   });
+  it("an approval request waits for a person's Answer: an agent's Answer citing it does not settle it", () => {
+    const q = { ...art('q', 'Question', 'Reporter', ['g']), type: 'ApprovalRequest' };
+    const byAgent = art('a1', 'Answer', 'Helper', ['q']);
+    expect(workflowState([goal, q, byAgent])).toEqual({ state: 'question', questions: [q] });
+    expect(workflowState([goal, q, byAgent, art('a2', 'Answer', 'user', ['q'])])).toEqual({
+      state: 'running',
+    });
+  });
 });
 
 describe('summary: an artefact in a listing', () => {

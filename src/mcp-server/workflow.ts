@@ -1,3 +1,4 @@
+import { settles } from '../blackboard/approval.ts';
 import type { Artefact } from '../blackboard/types.ts';
 
 /** Where a workflow stands, from its artefacts (pure). */
@@ -10,7 +11,8 @@ export type WorkflowState =
 /**
  * A Terminal artefact completes a workflow, an orchestrator's Failure ends it (as `holt watch
  * --exit-on-completion` decides); an agent's Failure may be retried, so the workflow still runs. A Question
- * no Answer cites waits for a person: a client following the workflow is told so rather than left waiting.
+ * no Answer settles waits for a person: a client following the workflow is told so rather than left
+ * waiting. An approval request is settled only by a person's Answer (`settles`), as the turn decides.
  */
 export function workflowState(artefacts: readonly Artefact[]): WorkflowState {
   const terminal = artefacts.find((a) => a.structural_type === 'Terminal');
@@ -19,10 +21,10 @@ export function workflowState(artefacts: readonly Artefact[]): WorkflowState {
     (a) => a.structural_type === 'Failure' && a.produced_by_role === 'orchestrator',
   );
   if (failure) return { state: 'failed', failure };
-  const answered = new Set(
-    artefacts.filter((a) => a.structural_type === 'Answer').flatMap((a) => a.source_artefacts),
+  const answers = artefacts.filter((a) => a.structural_type === 'Answer');
+  const questions = artefacts.filter(
+    (q) => q.structural_type === 'Question' && !answers.some((a) => settles(q, a)),
   );
-  const questions = artefacts.filter((a) => a.structural_type === 'Question' && !answered.has(a.id));
   if (questions.length) return { state: 'question', questions };
   return { state: 'running' };
 }
