@@ -261,6 +261,47 @@ describe('inbox store', () => {
     expect(await store.claim(I, [t], 'first', 5, 60_000)).toHaveLength(1);
   });
 
+  it("a parked row is woken at its wait's deadline by one sweep and rung; one parked until later or without a deadline waits on", async () => {
+    const inst = 'wake-due';
+    const parked = async (target: string, wakeAtMs?: number) => {
+      const g = { ...grant(target), instance: inst };
+      await store.enqueue(g);
+      const [r] = await store.claim(inst, [target], 'w', 1, 60_000);
+      await store.park(fenceOf(r!), `q-${target}`, wakeAtMs);
+      return { g, row: r! };
+    };
+    const past = await parked('due-past', Date.now() - 1_000);
+    const later = await parked('due-later', Date.now() + 3_600_000);
+    const never = await parked('due-never');
+    // Waiting rows read back (a row without a deadline waits until 'infinity'), and a grant dispatched
+    // again finds its parked row.
+    expect(await store.row(never.row.id)).toMatchObject({ status: 'waiting', available_at: Infinity });
+    expect((await store.enqueue(never.g)).row).toMatchObject({ id: never.row.id, status: 'waiting' });
+    expect(await store.grantRows(inst, later.g.claimId, ROLE)).toEqual([
+      expect.stringMatching(/^exclusive: waiting \(parked on q-due-later until /),
+    ]);
+
+    const rung: string[] = [];
+    const s = await sweep(store, { instance: inst, maxAttempts: 5, ring: (t) => void rung.push(t) });
+    expect(s.woken).toBe(1);
+    expect(s.rung).toEqual({ 'due-past': 1 });
+    expect(rung).toEqual(['due-past']);
+    expect(await store.row(past.row.id)).toMatchObject({ status: 'pending', waiting_on: null });
+    expect(await store.head(inst, past.row.actor_id)).toMatchObject({
+      status: 'dispatched',
+      active_turn_id: past.row.turn_id,
+    });
+    for (const x of [later, never])
+      expect(await store.row(x.row.id)).toMatchObject({
+        status: 'waiting',
+        waiting_on: `q-${x.row.worker_target}`,
+      });
+    // The woken row runs again, under a new epoch (parking killed the old fence).
+    const [again] = await store.claim(inst, ['due-past', 'due-later', 'due-never'], 'w2', 5, 60_000);
+    expect(again).toMatchObject({ id: past.row.id, turn_epoch: past.row.turn_epoch + 1 });
+    expect((await sweep(store, { instance: inst, maxAttempts: 5, ring: () => undefined })).woken).toBe(0);
+  });
+
   it('rejects a worker target that is not one subject token', async () => {
     await expect(store.enqueue(grant('a.b'))).rejects.toThrow(/worker target/);
   });

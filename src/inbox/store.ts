@@ -13,6 +13,7 @@ import {
   lockInboxFence,
   parkInboxTurn,
   reopenInboxTurn,
+  wakeDueInboxTurns,
   wakeInboxTurns,
 } from '../state/head-inbox.ts';
 import { actorIdOf, turnIdOf } from '../state/ids.ts';
@@ -197,7 +198,9 @@ export class InboxStore {
          WHEN status = 'claimed' THEN 'held by ' || COALESCE(lease_owner, '?')
          WHEN status = 'pending' AND available_at > now() THEN 'retry backoff'
          WHEN status = 'pending' THEN 'due, held by the active turn of its actor'
-         WHEN status = 'waiting' THEN 'parked on ' || COALESCE(waiting_on, '?') END AS why
+         WHEN status = 'waiting' THEN 'parked on ' || COALESCE(waiting_on, '?')
+           || CASE WHEN available_at < 'infinity' THEN ' until ' || available_at::text ELSE '' END
+         END AS why
        FROM holt.agent_inbox WHERE turn_id = ANY($1::uuid[])`,
       [turns],
     );
@@ -243,11 +246,12 @@ export class InboxStore {
   }
 
   /**
-   * Parks the row on a question (an LLM turn's ask_question): it waits, leaseless and not retried,
-   * until `wake` sees an Answer. The fence dies. FenceLostError when stale.
+   * Parks the row on a question (an LLM turn's ask_question or approval): it waits, leaseless and not
+   * retried, until `wake` sees an Answer or, with `wakeAtMs` (the wait's deadline), until `wakeDue`
+   * runs past it. The fence dies. FenceLostError when stale.
    */
-  park(f: Fence, questionId: string): Promise<void> {
-    return parkInboxTurn(this.pool, f, questionId);
+  park(f: Fence, questionId: string, wakeAtMs?: number): Promise<void> {
+    return parkInboxTurn(this.pool, f, questionId, wakeAtMs);
   }
 
   /** The questions of the waiting rows after `afterId`, a page of `limit` rows (oldest first). */
@@ -271,6 +275,19 @@ export class InboxStore {
   async wake(instance: string, questionIds: string[]): Promise<string[]> {
     if (!questionIds.length) return [];
     return wakeInboxTurns(this.pool, instance, questionIds);
+  }
+
+  /**
+   * Makes the waiting rows whose deadline passed due again (every one, a batch per statement); returns
+   * the worker target of each woken row.
+   */
+  async wakeDue(instance: string, batch = 500): Promise<string[]> {
+    const out: string[] = [];
+    for (;;) {
+      const got = await wakeDueInboxTurns(this.pool, instance, batch);
+      out.push(...got);
+      if (got.length < batch) return out;
+    }
   }
 
   /**

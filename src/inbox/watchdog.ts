@@ -38,7 +38,7 @@ export interface SweepResult {
   /** Leases ended early because their worker was reported dead. */
   exited: number;
   reclaimed: InboxRow[];
-  /** Rows parked on a question that got its Answer. */
+  /** Rows parked on a question that got its Answer, or whose wait's deadline passed. */
   woken: number;
   rung: Record<string, number>;
   reported: number;
@@ -49,8 +49,8 @@ export interface SweepResult {
 export type Stage = 'exits' | 'reclaim' | 'wake' | 'ring' | 'report' | 'depth';
 
 /**
- * One pass of the safety net: take back expired leases, wake rows whose Question has its Answer,
- * re-ring due rows, report failures, publish depths. The stages are independent (one that fails is
+ * One pass of the safety net: take back expired leases, wake rows whose Question has its Answer or
+ * whose wait's deadline passed, re-ring due rows (the woken ones among them), report failures, publish depths. The stages are independent (one that fails is
  * logged and the next still runs), and each pages through every row, not only the first batch.
  */
 export async function sweep(store: InboxStore, o: SweepOptions): Promise<SweepResult> {
@@ -67,7 +67,9 @@ export async function sweep(store: InboxStore, o: SweepOptions): Promise<SweepRe
   };
   const exited = await stage('exits', 0, () => endExitedLeases(store.pool, o));
   const reclaimed = await stage('reclaim', [] as InboxRow[], () => reclaim(store.pool, o, batch));
-  const woken = await stage('wake', 0, () => wakeAnswered(store, o, batch));
+  // Deadlines first and on their own: a blackboard that cannot say what is answered delays no timeout.
+  const due = await stage('wake', 0, async () => (await store.wakeDue(o.instance, batch)).length);
+  const woken = due + (await stage('wake', 0, () => wakeAnswered(store, o, batch)));
   const rung = await stage('ring', {}, () => reRing(store.pool, o));
   const reported = await stage('report', 0, () => reportFailures(store.pool, o, batch));
   const onDepth = o.onDepth;

@@ -390,13 +390,13 @@ describe('inbox worker shutdown and bad input', () => {
     const ids = (
       await store.pool.query('SELECT id FROM holt.agent_inbox WHERE instance = $1 ORDER BY id', [inst])
     ).rows.map((x) => String(x.id));
-    // Five failed, five parked on answered questions (q0..q4), four claimed with expired leases.
+    // Five failed, five parked on answered questions (q0..q4; no deadline), four claimed with expired leases.
     await store.pool.query(`UPDATE holt.agent_inbox SET status = 'failed' WHERE id = ANY($1)`, [
       ids.slice(0, 5),
     ]);
     for (const [i, id] of ids.slice(5, 10).entries())
       await store.pool.query(
-        `UPDATE holt.agent_inbox SET status = 'waiting', waiting_on = $2 WHERE id = $1`,
+        `UPDATE holt.agent_inbox SET status = 'waiting', waiting_on = $2, available_at = 'infinity' WHERE id = $1`,
         [id, `q${i}`],
       );
     await store.pool.query(

@@ -45,6 +45,8 @@ export interface WorkerOptions<R> {
    * then waits leaseless, without counting the attempt, until the watchdog wakes it. Nothing is published.
    */
   waitingOn?(result: R): string | undefined;
+  /** When a parked run stops waiting (its wait's deadline): the watchdog wakes the row then. */
+  waitUntilMs?(result: R): number | undefined;
   /** The turn's error when the run delivered a Failure (the turn is recorded `failed`). */
   errorOf?(result: R): string | undefined;
   /** Errors that should not be retried (bad input): the row fails at once. */
@@ -316,10 +318,11 @@ export class InboxWorker<R> {
     if (r.released) return 'released';
     const question = this.opts.waitingOn?.(result);
     if (question) {
-      await this.opts.store.park(fence, question);
+      const until = this.opts.waitUntilMs?.(result);
+      await this.opts.store.park(fence, question, until);
       this.opts.log?.info(
-        { event_type: 'claim_waiting', inbox_id: row.id, waiting_on: question },
-        'parked until the question is answered',
+        { event_type: 'claim_waiting', inbox_id: row.id, waiting_on: question, until_ms: until },
+        'parked until the question is answered or its deadline',
       );
       ev.step({ ...base, phase: 'released', at_ms: Date.now() });
       return 'waiting';

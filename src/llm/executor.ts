@@ -266,7 +266,8 @@ export class LlmExecutor {
       case 'suspended': // only life turns wait for asynchronous tools (a claim's turn is refused them)
         throw new Error('a claim turn cannot suspend on asynchronous tools');
       case 'waiting':
-        if (inbox) inbox.report({ waitingOn: end.questionId });
+        // On a worker the row parks; the deadline goes with it, so the watchdog wakes it unanswered.
+        if (inbox) inbox.report({ waitingOn: end.questionId, waitUntilMs: end.untilMs });
         else await store.release(fence, 'suspended');
         l.info({ event_type: 'turn_waiting', question_id: end.questionId });
         return 'waiting';

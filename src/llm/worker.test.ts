@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -220,6 +220,58 @@ describe('LLM turns on inbox workers', () => {
     expect(servers.llm.requests).toHaveLength(2);
     const tools = servers.llm.requests[1]!.body.messages.filter((m) => m.role === 'tool');
     expect(tools.at(-1)?.content).toContain('"answer":"blue"');
+    expect(await store.row(row.id)).toMatchObject({ status: 'done', attempts: 1, waiting_on: null });
+    expect(await store.turn(row.turn_id)).toMatchObject({ status: 'done', result_artefact_id: id });
+  });
+
+  it('an approval nobody answers on a worker: past its deadline the watchdog wakes the row, the call is refused and the turn goes on to its result', async () => {
+    const I = 'llmw-approval-timeout';
+    const bb = Blackboard.connect(servers.redis.url, I);
+    cleanup.push(() => bb.close());
+    const marker = join(ws, 'deploy-runs.txt');
+    const deploy = {
+      name: 'deploy',
+      description: 'deploys',
+      argv: [process.execPath, '-e', `require('fs').appendFileSync(${JSON.stringify(marker)},'x')`],
+      requireApproval: true,
+    };
+    servers.llm.reset([call('deploy', {}), submit('not deployed')]);
+    const { claim, row } = await grantOnInbox(bb, I);
+    const w = spawnWorker(I, {
+      HOLT_LLM_TOOLS: JSON.stringify([deploy]),
+      HOLT_LLM_APPROVAL_TIMEOUT_MS: '2000',
+    });
+    // The orchestrator's side, from the start: no Answer will ever come, only the deadline.
+    const orch = await startOrchestratorInbox({
+      instance: I,
+      env: { DATABASE_URL: servers.postgres.url, NATS_URL: servers.nats.url, HOLT_INBOX_WATCHDOG_MS: '100' },
+      bb,
+      isLeader: () => true,
+      log: silentLogger(),
+    });
+    cleanup.push(() => orch!.close());
+    const id = outputId(I, claim.id, 'coder', 'exclusive');
+    const out = await eventually('the result after the deadline', () => bb.getArtefact(id), {
+      timeoutMs: 30_000,
+    });
+    expect(out.payload).toBe('not deployed');
+    await eventually('the row committed', async () => (await store.row(row.id))?.status === 'done');
+    await orch!.close();
+    w.child.kill('SIGTERM');
+    await w.exited;
+
+    // It was parked on the approval (the Question unanswered), then resumed: the call was refused.
+    expect(w.output()).toContain('"event_type":"approval_asked"');
+    expect(w.output()).toMatch(/"event_type":"claim_waiting"[^\n]*"until_ms":\d+/);
+    expect(w.output()).toContain('"event_type":"approval_timed_out"');
+    const all = await bb.getArtefacts(await bb.listArtefactIds());
+    expect(all.filter((a) => a?.structural_type === 'Answer')).toEqual([]);
+    expect(existsSync(marker)).toBe(false);
+    expect(servers.llm.requests).toHaveLength(2);
+    const tools = servers.llm.requests[1]!.body.messages.filter((m) => m.role === 'tool');
+    expect(tools.at(-1)?.content).toMatch(
+      /^error: deploy was not run: a person's approval was required and the call was refused: no answer within 2 s/,
+    );
     expect(await store.row(row.id)).toMatchObject({ status: 'done', attempts: 1, waiting_on: null });
     expect(await store.turn(row.turn_id)).toMatchObject({ status: 'done', result_artefact_id: id });
   });

@@ -39,8 +39,11 @@ export interface ExecuteOptions {
    * lease of its own) and hands its artefact to `sink`, so the commit is the worker's fenced one.
    */
   fence?: Fence;
-  /** How the run ended, beyond the outcome: the Question a waiting turn waits on, a Failure's reason. */
-  report?: (r: { waitingOn?: string; error?: string }) => void;
+  /**
+   * How the run ended, beyond the outcome: the Question a waiting turn waits on (and until when, if its
+   * wait has a deadline), a Failure's reason.
+   */
+  report?: (r: { waitingOn?: string; waitUntilMs?: number; error?: string }) => void;
 }
 
 /** Runs one grant to exactly one artefact (write-once by output id). Never throws: every end is an Outcome. */

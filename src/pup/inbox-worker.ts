@@ -20,6 +20,8 @@ interface RunResult {
   writes: { artefact: Artefact; onCreated: (a: Artefact) => Promise<void> }[];
   /** An LLM turn parked on this Question: the row waits for its Answer. */
   waitingOn?: string;
+  /** When that wait ends unanswered (its deadline): the row is woken then. */
+  waitUntilMs?: number;
   /** A Failure's reason (the turn is recorded failed). */
   error?: string;
 }
@@ -56,7 +58,7 @@ export async function startInboxWorker(o: {
     events: natsAgentEvents(nc),
     execute: async (row: InboxRow, fence, signal) => {
       const writes: RunResult['writes'] = [];
-      const ended: { waitingOn?: string; error?: string } = {};
+      const ended: { waitingOn?: string; waitUntilMs?: number; error?: string } = {};
       // Validated now, written later: a bad artefact is the executor's Failure, not a failed commit.
       const sink: ArtefactSink = async (a, onCreated) => {
         writes.push({
@@ -71,9 +73,10 @@ export async function startInboxWorker(o: {
         signal,
         opts,
       );
-      // An LLM turn parked on a Question: the row waits (no attempt burnt) until the Answer exists.
+      // An LLM turn parked on a Question: the row waits (no attempt burnt) until the Answer exists or
+      // the wait's deadline passes.
       if (outcome === 'waiting' && ended.waitingOn)
-        return { outcome, writes: [], waitingOn: ended.waitingOn };
+        return { outcome, writes: [], waitingOn: ended.waitingOn, waitUntilMs: ended.waitUntilMs };
       // error: Redis trouble and the like: retried with backoff.
       if (outcome === 'error' || outcome === 'waiting' || outcome === 'leased_elsewhere')
         throw new RetryableOutcome(`claim run ended with ${outcome}`);
@@ -81,6 +84,7 @@ export async function startInboxWorker(o: {
       return { outcome, writes, error: outcome === 'failure' ? ended.error : undefined };
     },
     waitingOn: (result) => result.waitingOn,
+    waitUntilMs: (result) => result.waitUntilMs,
     errorOf: (result) => result.error,
     publish: async (_row, result) => {
       for (const w of result.writes) {

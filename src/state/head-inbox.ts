@@ -120,7 +120,9 @@ FROM h, i WHERE x.id = i.id
 RETURNING x.id`;
 
 // Parking a turn on a question: no lease, the fence dead (epoch+1), the attempt not counted; the row
-// waits for the Answer (wake) instead of being retried.
+// waits for the Answer (wake) instead of being retried. A waiting row's available_at is its wait's
+// deadline ($7 ms, or 'infinity' when it has none): WAKE_DUE wakes it then, so the turn resumes to its
+// timeout (every reader of available_at as "due" also asks for status 'pending').
 const PARK = `
 WITH i AS (
   ${fencedRow('id')}
@@ -133,7 +135,8 @@ WITH i AS (
 )
 UPDATE holt.agent_inbox x
 SET status = 'waiting', waiting_on = $7, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-    attempts = GREATEST(x.attempts - 1, 0)
+    attempts = GREATEST(x.attempts - 1, 0),
+    available_at = COALESCE(to_timestamp($8::double precision / 1000), 'infinity'::timestamptz)
 FROM h, i WHERE x.id = i.id
 RETURNING x.id`;
 
@@ -143,6 +146,23 @@ WITH w AS (
   UPDATE holt.agent_inbox x SET status = 'pending', waiting_on = NULL, available_at = now(), updated_at = now()
   WHERE x.instance = $1 AND x.status = 'waiting' AND x.waiting_on = ANY($2::text[])
   RETURNING x.actor_id, x.turn_id, x.worker_target
+), h AS (
+  UPDATE holt.agent_state_head h SET status = 'dispatched', updated_at = now()
+  FROM w WHERE h.instance = $1 AND h.actor_id = w.actor_id AND h.active_turn_id = w.turn_id
+)
+SELECT worker_target FROM w`;
+
+// Waits past their deadline (an approval or a question nobody answered in time): due again exactly as
+// WAKE makes them, a batch at a time; the resumed turn sees the deadline passed and times the wait out.
+const WAKE_DUE = `
+WITH x AS (
+  SELECT id FROM holt.agent_inbox
+  WHERE instance = $1 AND status = 'waiting' AND available_at <= now()
+  ORDER BY available_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+), w AS (
+  UPDATE holt.agent_inbox i SET status = 'pending', waiting_on = NULL, available_at = now(), updated_at = now()
+  FROM x WHERE i.id = x.id
+  RETURNING i.actor_id, i.turn_id, i.worker_target
 ), h AS (
   UPDATE holt.agent_state_head h SET status = 'dispatched', updated_at = now()
   FROM w WHERE h.instance = $1 AND h.actor_id = w.actor_id AND h.active_turn_id = w.turn_id
@@ -249,9 +269,18 @@ export async function giveBackInboxTurn(
   if (r.rowCount !== 1) throw new FenceLostError();
 }
 
-/** Parks the row on a question: waiting, leaseless, the head suspended and its fence dead. */
-export async function parkInboxTurn(q: Queryable, f: Fence, questionId: string): Promise<void> {
-  const r = await q.query(PARK, [...fenceParams(f), questionId]);
+/**
+ * Parks the row on a question: waiting, leaseless, the head suspended and its fence dead; woken by the
+ * Answer, or at `wakeAtMs` (the wait's deadline) when given.
+ */
+export async function parkInboxTurn(
+  q: Queryable,
+  f: Fence,
+  questionId: string,
+  wakeAtMs?: number,
+): Promise<void> {
+  const at = wakeAtMs !== undefined && Number.isFinite(wakeAtMs) ? wakeAtMs : null;
+  const r = await q.query(PARK, [...fenceParams(f), questionId, at]);
   if (r.rowCount !== 1) throw new FenceLostError();
 }
 
@@ -262,6 +291,12 @@ export async function wakeInboxTurns(
   questionIds: string[],
 ): Promise<string[]> {
   const r = await q.query<{ worker_target: string }>(WAKE, [instance, questionIds]);
+  return r.rows.map((x) => x.worker_target);
+}
+
+/** Wakes up to `batch` waiting rows whose deadline passed, their heads dispatched; each woken row's target. */
+export async function wakeDueInboxTurns(q: Queryable, instance: string, batch: number): Promise<string[]> {
+  const r = await q.query<{ worker_target: string }>(WAKE_DUE, [instance, batch]);
   return r.rows.map((x) => x.worker_target);
 }
 

@@ -26,7 +26,8 @@ export const InboxRow = z.object({
   payload: z.record(z.string(), z.unknown()),
   status: InboxStatus,
   attempts: z.number().int(),
-  available_at: ts,
+  /** When it is due; a waiting row's deadline, `Infinity` (Postgres 'infinity') when it has none. */
+  available_at: ts.or(z.literal(Infinity)),
   lease_owner: z.string().nullable(),
   lease_expires_at: ts.nullable(),
   turn_epoch: int8,

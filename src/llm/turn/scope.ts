@@ -28,7 +28,8 @@ export type Tool = z.output<typeof AgentTool>;
 export type TurnEnd =
   | { kind: 'result'; result: { type: string; payload: string; summary: string; structural_type?: string } }
   | { kind: 'failure'; reason: string; transcript: string; errorClass: ErrorClass }
-  | { kind: 'waiting'; questionId: string }
+  /** On a Question: resume on its Answer, or at `untilMs` (the wait's deadline) when set. */
+  | { kind: 'waiting'; questionId: string; untilMs?: number }
   /** Asynchronous tool calls are out: resume when their results are in or `untilMs` passes. */
   | { kind: 'suspended'; untilMs: number }
   | { kind: 'stale' }

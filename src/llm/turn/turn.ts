@@ -53,7 +53,7 @@ export class Turn extends TurnScope {
         if (await answer(this, ctl.waiting)) continue;
         const due = ctl.waiting.deadlineMs;
         if (due === undefined || Date.now() < due)
-          return { kind: 'waiting', questionId: ctl.waiting.questionId };
+          return { kind: 'waiting', questionId: ctl.waiting.questionId, untilMs: due };
         await unanswered(this, ctl.waiting);
         continue;
       }
