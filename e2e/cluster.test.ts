@@ -117,7 +117,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (c) {
-    await c.keepLogs();
+    await c.keepLogs('end');
     await c.helm(['uninstall', 'holt-operator', '-n', 'holt-system']).catch(() => {});
     await c.kubectl(['delete', 'namespace', NS, '--wait=false'], { allowFail: true }).catch(() => {});
     await c.stop();

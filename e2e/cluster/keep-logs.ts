@@ -27,17 +27,23 @@ function logFiles(dir: string): string[] {
   return out;
 }
 
+/** A run starts with no logs of the last one. */
+export function clearKeptLogs(): void {
+  rmSync(keptLogsDir(), { recursive: true, force: true });
+}
+
 /**
- * Before the cluster stops: the pods, events and operator log as the API server shows them, then every
- * log file under the cluster's directory, copied to keptLogsDir(). Best effort: a failure here is
- * printed, never a failed run.
+ * The pods, events and operator log as the API server shows them, then every log file under the
+ * cluster's directory, copied to keptLogsDir()/`moment` (taken before teardown deletes the Holts, whose
+ * pods' logs go with them, and at the end). Best effort: a failure here is printed, never a failed run.
  */
 export async function keepClusterLogs(
   kube: KubeTools,
   clusterDir: string | undefined,
+  moment: string,
   log: (l: string) => void,
 ) {
-  const to = keptLogsDir();
+  const to = join(keptLogsDir(), moment);
   try {
     rmSync(to, { recursive: true, force: true });
     mkdirSync(to, { recursive: true });

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { type LocalCluster, projectImages, startCluster } from '../../test/cluster/cluster.ts';
 import { type KubeTools, kubeTools } from '../../test/harness/kube.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
-import { keepClusterLogs } from './keep-logs.ts';
+import { clearKeptLogs, keepClusterLogs } from './keep-logs.ts';
 
 /**
  * Where the e2e runs: the cluster named by HOLT_E2E_KUBECONFIG (kind, or any cluster with the
@@ -13,12 +13,13 @@ export interface E2eTarget extends KubeTools {
   kubeconfigPath: string;
   /** The local cluster when this run started one (node-level tests need it). */
   local?: LocalCluster;
-  /** Copies what the run's logs say to keptLogsDir() (before anything is deleted). */
-  keepLogs(): Promise<void>;
+  /** Copies what the run's logs say so far to keptLogsDir()/`moment`. */
+  keepLogs(moment: string): Promise<void>;
   stop(): Promise<void>;
 }
 
 export async function e2eTarget(nodes: number, log: (l: string) => void): Promise<E2eTarget> {
+  clearKeptLogs();
   const given = process.env.HOLT_E2E_KUBECONFIG;
   if (given) {
     if (!existsSync(given)) throw new Error(`HOLT_E2E_KUBECONFIG=${given}: no such file`);
@@ -28,7 +29,7 @@ export async function e2eTarget(nodes: number, log: (l: string) => void): Promis
     return {
       kubeconfigPath: given,
       ...tools,
-      keepLogs: () => keepClusterLogs(tools, undefined, log),
+      keepLogs: (moment: string) => keepClusterLogs(tools, undefined, moment, log),
       stop: async () => removeDir(home),
     };
   }
@@ -36,7 +37,7 @@ export async function e2eTarget(nodes: number, log: (l: string) => void): Promis
   return {
     ...local,
     local,
-    keepLogs: () => keepClusterLogs(local, local.clusterDir, log),
+    keepLogs: (moment: string) => keepClusterLogs(local, local.clusterDir, moment, log),
     stop: () => local.stop(),
   };
 }

@@ -1,4 +1,5 @@
 import type { Reporter, SerializedError, TestModule } from 'vitest/node';
+import { keptLogsDir } from '../../e2e/cluster/keep-logs.ts';
 
 /** The first lines of an error, without colour codes: enough to know what broke. */
 function gist(e: SerializedError | undefined): string {
@@ -33,6 +34,9 @@ export default class FailureDigest implements Reporter {
     }
     for (const e of unhandled) lines.push(`unhandled: ${gist(e)}`);
     if (lines.length === 0) return;
+    // The cluster e2e's logs outlive the run (e2e/cluster/keep-logs.ts): say where.
+    if (lines.some((l) => l.startsWith('e2e/cluster.test.ts')))
+      lines.push(`the real cluster's logs of this run: ${keptLogsDir()}/{before-teardown,end}`);
     process.stdout.write(`\nFailed (${lines.length}):\n${lines.map((l) => `  - ${l}`).join('\n')}\n`);
   }
 }

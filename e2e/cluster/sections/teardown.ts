@@ -10,6 +10,8 @@ const OURS = new RegExp(`^(data-)?(${HOLTS.join('|')})-(workspace|redis-0|nats-0
 /** The real cluster: deleting Holts leaves nothing behind. */
 export function teardownTests(): void {
   it('deleting a Holt and its Agents leaves nothing behind', async () => {
+    // What the lanes' Holts logged, before their pods (and so their logs) go.
+    await c.keepLogs('before-teardown');
     // The living Holt's tool service is the user's, not the Holt's: it goes by hand.
     await kubectl(['delete', 'deployment,service,configmap', 'builds', '--ignore-not-found', '--wait=true']);
     for (const name of HOLTS) {
