@@ -7,13 +7,20 @@ const base = { actor_id: z.uuid(), turn_id: z.uuid(), turn_epoch: z.number().int
 
 /**
  * `evt.agent.{actor}.step`: phase of an execution (started, completed, ...). `replied`: a model reply
- * was stored, with the tokens the model reported for it.
+ * was stored, with the tokens the model reported for it. `executing` with `progress`: a long MCP call's
+ * server reported how far it is.
  */
 export const StepEvent = z.object({
   ...base,
   phase: z.enum(['started', 'planning', 'replied', 'executing', 'completed', 'failed', 'released']),
   claim_id: z.string(),
   role: z.string(),
+  /** With `executing`: the tool that runs (an MCP call's `server__tool`). */
+  tool: z.string().optional(),
+  /** With `executing`: a progress notification of that call, as its server sent it. */
+  progress: z
+    .object({ done: z.number(), total: z.number().optional(), message: z.string().max(200).optional() })
+    .optional(),
   usage: z
     .object({
       prompt_tokens: z.number().int().nonnegative(),

@@ -6,6 +6,7 @@ import { eventually } from '../../test/harness/wait.ts';
 import { outputId } from '../blackboard/grants.ts';
 import { ChunkEvent, StepEvent, TaskEvent } from '../bus/events.ts';
 import { grantedClaim } from '../pup/testkit.ts';
+import { EVERYTHING } from './mcp/mcp.testkit.ts';
 
 /**
  * The events of a real LLM turn, read off NATS by a client of our own as `holt watch` or a dashboard
@@ -170,5 +171,38 @@ describe('the events of a real LLM turn, read off NATS', () => {
     expect(task).toMatchObject({ status: 'failed', deliverable_id: r.deliverable });
     expect(task.error).toMatch(/400|bad request/);
     expect(task.error_class).toBeDefined();
+  });
+
+  it("a long MCP call's progress notifications: executing steps naming the tool, in order, before the result", async () => {
+    const { heard, stop } = await listen();
+    const tool = 'everything__trigger-long-running-operation';
+    const r = await turn(
+      [
+        { toolCalls: [{ name: tool, arguments: { duration: 1, steps: 3 } }] },
+        {
+          toolCalls: [
+            {
+              name: 'submit_result',
+              arguments: { artefact_type: 'Doc', artefact_payload: 'ran', summary: 's' },
+            },
+          ],
+        },
+      ],
+      {
+        HOLT_LLM_MCP_SERVERS: JSON.stringify([
+          { name: 'everything', command: [EVERYTHING], tools: ['trigger-long-running-operation'] },
+        ]),
+      },
+    );
+    expect(r.outcome).toBe('success');
+    const { mine } = await eventsOf(heard, r.claim.id);
+    stop();
+    const progress = mine.flatMap((h) => (h.kind === 'step' && h.e.progress ? [h.e] : []));
+    // server-everything reports each of its steps; the SDK hands each notification on.
+    expect(progress.length).toBeGreaterThan(0);
+    for (const e of progress) expect(e).toMatchObject({ phase: 'executing', tool });
+    const done = progress.map((e) => e.progress?.done ?? -1);
+    expect(done).toEqual([...done].sort((a, b) => a - b));
+    expect(progress.at(-1)?.progress?.total).toBe(3);
   });
 });

@@ -81,7 +81,8 @@ export async function mcpCall(x: CallContext, hub: McpHub): Promise<void> {
     const out = await server.call(tool.name, p.value, {
       signal: deps.signal,
       deadlineMs: timeBoxEnd(t),
-      onProgress: (pr) =>
+      onProgress: (pr) => {
+        const message = pr.message ? deps.scrub.text(pr.message).slice(0, 200) : undefined;
         deps.log.info({
           event_type: 'mcp_progress',
           server: tool.server,
@@ -89,8 +90,22 @@ export async function mcpCall(x: CallContext, hub: McpHub): Promise<void> {
           tool_call_id: call.id,
           progress: pr.progress,
           total: pr.total,
-          message: pr.message ? deps.scrub.text(pr.message).slice(0, 200) : undefined,
-        }),
+          message,
+        });
+        // An agent event too, so that whoever follows the turn (holt watch, a console) sees it move.
+        deps.events.step({
+          ...t.base(),
+          phase: 'executing',
+          claim_id: deps.claim.id,
+          role: deps.role,
+          tool: name,
+          progress: {
+            done: pr.progress,
+            ...(pr.total !== undefined ? { total: pr.total } : {}),
+            ...(message ? { message } : {}),
+          },
+        });
+      },
     });
     deps.log.info({
       event_type: 'mcp_call',
