@@ -87,6 +87,9 @@ describe('Redis users', () => {
     await denied(pup.hset(`holt:${I}:agents`, 'Evil', '{}'));
     await denied(pup.set(`holt:${I}:agent_load`, '{}'));
     await denied(pup.get('holt:other:artefact:x'));
+    // Its MCP servers' status (src/llm/mcp/status.ts): this instance's, and no other's.
+    await pup.set(`holt:${I}:mcp_status:Writer`, '{"updated_at_ms":1,"servers":[]}');
+    await denied(pup.set(`holt:other:mcp_status:Writer`, '{}'));
     for (const cmd of [['flushall'], ['config', 'get', '*'], ['keys', '*'], ['scan', '0'], ['acl', 'list']])
       await denied(pup.call(cmd[0] as string, ...cmd.slice(1)));
   });
@@ -97,6 +100,10 @@ describe('Redis users', () => {
     await as('admin').set(`holt:${I}:agent_load`, '{"updated_at_ms":1,"in_flight":{}}');
     expect(await readAgentLoad(op.redis, op.k.agentLoad)).toEqual({ updated_at_ms: 1, in_flight: {} });
     await op.redis.hgetall(`holt:${I}:agent_status:Writer`);
+    expect(await op.redis.get(`holt:${I}:mcp_status:Writer`)).toBe('{"updated_at_ms":1,"servers":[]}');
+    // The pup's report is the pup's: the operator reads it, and cannot forge or erase it.
+    await denied(op.redis.set(`holt:${I}:mcp_status:Writer`, '{}'));
+    await denied(op.redis.del(`holt:${I}:mcp_status:Writer`));
     await op.redis.hlen(op.k.quarantine);
     await op.redis.get(op.k.retention);
     await denied(op.redis.hset(op.k.quarantine, 'claim:c1', '{}'));

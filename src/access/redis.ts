@@ -18,9 +18,9 @@ const DENIED = '-@dangerous +info -scan -script|flush -function';
 
 /**
  * Key and channel rules per principal, for one instance's prefix. The orchestrator owns claims; a pup
- * writes artefacts (with their thread and indexes), its bids, its execution leases and status, and
- * reads the rest; the operator writes the agent registry and the workers' exit reports, and reads the
- * load, status, quarantine and retention report the Agents and Holts show.
+ * writes artefacts (with their thread and indexes), its bids, its execution leases, its status and its
+ * MCP servers' status, and reads the rest; the operator writes the agent registry and the workers' exit
+ * reports, and reads the load, statuses, quarantine and retention report the Agents and Holts show.
  */
 export function redisRules(instance: string): Record<Principal, string> {
   const p = `holt:${instance}:`;
@@ -39,6 +39,7 @@ export function redisRules(instance: string): Record<Principal, string> {
         'claim:*:bids',
         'pup:*',
         'agent_status:*',
+        'mcp_status:*',
         // A channel name, passed to the artefact script as a key so the script stays cluster-shaped.
         'artefact_events',
       ),
@@ -50,7 +51,7 @@ export function redisRules(instance: string): Record<Principal, string> {
     operator: [
       rw('agents', 'agents:rev', 'agents_changed', 'agent_images', 'worker_exits'),
       // What the Agent and Holt statuses show, and nothing of the work: no claim, artefact or bid.
-      ro('agent_load', 'agent_status:*', 'quarantine', 'retention'),
+      ro('agent_load', 'agent_status:*', 'mcp_status:*', 'quarantine', 'retention'),
       `&${p}agents_changed`,
       `+@all ${DENIED}`,
     ].join(' '),

@@ -41,6 +41,8 @@ export function keys(instance: string) {
     pupClaims: (role: string) => `${p}pup:claims:${role}`,
     /** extension: STRING, AgentLoad JSON: open grants per role, written by the leader (agent-load.ts). */
     agentLoad: `${p}agent_load`,
+    /** extension: STRING, McpStatusReport JSON: a role's MCP servers as its pup sees them (mcp-status.ts). */
+    mcpStatus: (role: string) => `${p}mcp_status:${role}`,
     channels: {
       artefactEvents: `${p}artefact_events`,
       claimEvents: `${p}claim_events`,

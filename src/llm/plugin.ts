@@ -6,6 +6,7 @@ import type { Registry } from 'prom-client';
 import { writeLifeStatus } from '../blackboard/agent-status.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { ErrorClass } from '../blackboard/error-class.ts';
+import { mcpStatusKey } from '../blackboard/mcp-status.ts';
 import type { Artefact } from '../blackboard/types.ts';
 import { busProblem, connectBus } from '../bus/connect.ts';
 import { type AgentEvents, natsAgentEvents, noAgentEvents, publishLifeEvent } from '../bus/events.ts';
@@ -27,6 +28,7 @@ import { apiKeyFrom, type LlmSettings } from './config.ts';
 import { LlmExecutor, type LlmExecutorDeps } from './executor.ts';
 import { LifeTurns } from './life-turn.ts';
 import { McpHub } from './mcp/hub.ts';
+import { McpStatusPublisher } from './mcp/status.ts';
 import { LlmAgent } from './model/agent.ts';
 import { LlmMetrics, MeteredModel } from './model/metrics.ts';
 import { OpenAiModel } from './model/model.ts';
@@ -42,6 +44,9 @@ import { UsageStore } from './stores/usage-store.ts';
 export interface LlmPlugin extends ModelPlugin {
   agent: LlmAgent;
   executor?: LlmExecutor;
+  /** Its MCP servers, and what publishes their states (absent without MCP servers). */
+  mcp?: McpHub;
+  mcpStatus?: McpStatusPublisher;
 }
 
 /**
@@ -121,6 +126,18 @@ export async function startLlmPlugin(
           registry,
         )
       : undefined;
+  // Its servers' states go to the Holt's Redis on each change (the Agent's status.mcpServers, holt status).
+  const published =
+    mcp &&
+    new McpStatusPublisher(
+      () => mcp.servers,
+      { redis: bb.redis, instance: cfg.instance, role: cfg.role },
+      log,
+    );
+  if (mcp && published) mcp.onChange = () => published.changed();
+  else if (s.execute)
+    // None now: a report left by an earlier spec would name servers the agent no longer has.
+    await bb.redis.del(mcpStatusKey(cfg.instance, cfg.role)).catch(() => undefined);
   await mcp?.start();
   const deps: LlmExecutorDeps | undefined =
     s.execute && pool
@@ -157,6 +174,7 @@ export async function startLlmPlugin(
   return {
     agent,
     executor,
+    ...(mcp && published ? { mcp, mcpStatus: published } : {}),
     async decideBid(target) {
       const paused = agent.pausedReason();
       if (paused) return { bid: 'ignore', source: 'default', fallbackReason: `agent paused: ${paused}` };
@@ -172,6 +190,7 @@ export async function startLlmPlugin(
     problem: () => busProblem(nc),
     async close() {
       await life?.stop();
+      published?.close();
       await mcp?.close();
       await nc?.drain().catch(() => undefined);
       await pool?.end().catch(() => undefined);

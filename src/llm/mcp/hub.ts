@@ -25,17 +25,30 @@ export const GetPromptArgs = z.object({
  */
 export class McpHub {
   readonly servers: McpServerConnection[];
+  /**
+   * Called when a server's state or tools changed (status.ts publishes them): once when the first
+   * connections are done, then on each change; never for a call.
+   */
+  onChange?: () => void;
+  #started = false;
   /** `registry`: the pup's metrics (holt_mcp_*). */
   constructor(specs: McpServer[], deps: McpServerDeps, registry?: Registry) {
     const metrics =
       registry &&
       new McpMetrics(registry, () => this.servers.map((s) => ({ name: s.spec.name, ready: s.ready })));
-    this.servers = specs.map((s) => new McpServerConnection(s, { ...deps, ...(metrics ? { metrics } : {}) }));
+    const onChange = () => {
+      if (this.#started) this.onChange?.();
+    };
+    this.servers = specs.map(
+      (s) => new McpServerConnection(s, { ...deps, ...(metrics ? { metrics } : {}), onChange }),
+    );
   }
 
   /** Every server's first connection, each bounded by its own timeout; never rejects. */
   async start(): Promise<void> {
     await Promise.all(this.servers.map((s) => s.start()));
+    this.#started = true;
+    this.onChange?.();
   }
 
   server(name: string): McpServerConnection | undefined {

@@ -43,6 +43,8 @@ export interface McpServerDeps {
   log: Logger;
   scrub: Scrubber;
   metrics?: McpMetrics;
+  /** Called when the server's state or tools change (up, down, a new tool list): its status is published. */
+  onChange?: () => void;
 }
 
 /** What a call gave: the result, or a classed error. */
@@ -92,6 +94,8 @@ export class McpServerConnection {
   prompts: { name: string; description: string; arguments: string[] }[] = [];
   /** Why the server is unavailable (undefined while it is ready). */
   reason: string | undefined = 'not connected yet';
+  /** What the last failure was (its status says why from it, in fixed words); undefined before any. */
+  failure: unknown;
   /** How many times its tool list was read again on the server's notice. */
   listChanges = 0;
 
@@ -135,6 +139,8 @@ export class McpServerConnection {
       }
       this.attempt = 0;
       this.reason = undefined;
+      this.failure = undefined;
+      this.deps.onChange?.();
       this.deps.log.info({
         event_type: 'mcp_server_ready',
         server: s.name,
@@ -204,6 +210,7 @@ export class McpServerConnection {
       this.listChanges++;
       try {
         await this.discover();
+        this.deps.onChange?.();
         this.deps.log.info({
           event_type: 'mcp_tools_changed',
           server: this.spec.name,
@@ -294,7 +301,9 @@ export class McpServerConnection {
 
   private fail(e: unknown): void {
     this.reason = `${classify(e)}: ${this.deps.scrub.text(errorMessage(e))}`;
+    this.failure = e;
     this.tools = [];
+    if (!this.stopped) this.deps.onChange?.();
     this.deps.log.warn({ event_type: 'mcp_server_unavailable', server: this.spec.name, reason: this.reason });
     if (this.stopped) return;
     clearTimeout(this.retry);
