@@ -181,6 +181,22 @@ export const AgentStatus = z
       )
       .optional()
       .describe('Each ToolServer of spec.llm.toolServers: its address and tools, or why it is left out.'),
+    mcpServers: z
+      .array(
+        z.object({
+          name: z.string().describe('The MCP server (spec.llm.mcpServers).'),
+          ready: z.boolean().describe("Whether the agent's pup has a session with it and offers its tools."),
+          message: z
+            .string()
+            .describe('connected and its tool count, or its state (connecting, unreachable, refused) and why.'),
+          tools: z.array(z.string()).optional().describe('The tools it offers (after spec tools allowlist).'),
+          lastChangeTime: time.optional().describe('When its state last changed, as the pup saw it.'),
+        }),
+      )
+      .optional()
+      .describe(
+        "Each inline MCP server as the agent's pup sees it (from the Holt's Redis, published on change); absent before the pup reports.",
+      ),
   })
   .describe('Observed state of the Agent, written by the operator.');
 export type AgentStatus = z.infer<typeof AgentStatus>;

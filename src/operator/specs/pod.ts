@@ -38,6 +38,22 @@ export function containerSecurity(): V1SecurityContext {
   };
 }
 
+/**
+ * An init container that copies the runtime image's bundle (/opt/holt: Node, the runner, holt) into
+ * the emptyDir `volume`, for a container of another image. `cp -R`, never `-a`: the emptyDir's root
+ * belongs to root (group fsGroup), and setting its times as this non-root user fails the copy.
+ */
+export function bundleCopyContainer(name: string, runtimeImage: string, volume: string): V1Container {
+  return {
+    name,
+    image: runtimeImage,
+    command: ['cp', '-R', '/opt/holt/.', '/holt/'],
+    resources: { requests: { cpu: '10m', memory: '32Mi' } },
+    securityContext: containerSecurity(),
+    volumeMounts: [{ name: volume, mountPath: '/holt' }],
+  };
+}
+
 export function httpProbe(path: string, port: number | string, period = 10, failures = 3): V1Probe {
   return { httpGet: { path, port }, periodSeconds: period, timeoutSeconds: 3, failureThreshold: failures };
 }

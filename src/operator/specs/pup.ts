@@ -14,6 +14,7 @@ import { CONTRACT_ENV, TOOL_ENV_NAMES } from '../../common/secrets.ts';
 import { DNS_LABEL, dnsDenied, EGRESS_LABEL, storeHostAliases } from './networkpolicy.ts';
 import { HOLT_BIN } from './orchestrator.ts';
 import {
+  bundleCopyContainer,
   containerSecurity,
   execProbe,
   HEALTH_PORT,
@@ -194,16 +195,7 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
   };
   // In an agent's own image the runner comes from the runtime image's bundle (Node included).
   const init: V1Container[] = copyRunner
-    ? [
-        {
-          name: 'install-runner',
-          image: p.runtimeImage,
-          command: ['cp', '-a', '/opt/holt/.', '/holt/'],
-          resources: { requests: { cpu: '10m', memory: '32Mi' } },
-          securityContext: containerSecurity(),
-          volumeMounts: [{ name: 'holt', mountPath: '/holt' }],
-        },
-      ]
+    ? [bundleCopyContainer('install-runner', p.runtimeImage, 'holt')]
     : [];
   const noDns = noDnsOf(p);
   const lbls = {

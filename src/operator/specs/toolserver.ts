@@ -5,7 +5,7 @@ import type { KubeObject } from '../kube/kube.ts';
 import { childName, MANAGED_BY, meta, type Owner, selectorLabels } from './meta.ts';
 import type { NetworkSettings } from './networkpolicy.ts';
 import { HOLT_BIN } from './orchestrator.ts';
-import { containerSecurity, httpProbe, podSecurity, RUNTIME_UID } from './pod.ts';
+import { bundleCopyContainer, containerSecurity, httpProbe, podSecurity, RUNTIME_UID } from './pod.ts';
 
 const COMPONENT = 'toolserver';
 
@@ -99,18 +99,7 @@ export function toolServerObjects(
       ...(bridged ? [{ name: 'holt', mountPath: '/opt/holt', readOnly: true }] : []),
     ],
   };
-  const init: V1Container[] = bridged
-    ? [
-        {
-          name: 'install-bridge',
-          image: runtimeImage,
-          command: ['cp', '-a', '/opt/holt/.', '/holt/'],
-          resources: { requests: { cpu: '10m', memory: '32Mi' } },
-          securityContext: containerSecurity(),
-          volumeMounts: [{ name: 'holt', mountPath: '/holt' }],
-        },
-      ]
-    : [];
+  const init: V1Container[] = bridged ? [bundleCopyContainer('install-bridge', runtimeImage, 'holt')] : [];
   const deployment: KubeObject = {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
