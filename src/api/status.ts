@@ -188,8 +188,13 @@ export const AgentStatus = z
           ready: z.boolean().describe("Whether the agent's pup has a session with it and offers its tools."),
           message: z
             .string()
-            .describe('connected and its tool count, or its state (connecting, unreachable, refused) and why.'),
-          tools: z.array(z.string()).optional().describe('The tools it offers (after spec tools allowlist).'),
+            .describe(
+              'connected and its tool count, or its state (connecting, unreachable, refused) and why.',
+            ),
+          tools: z
+            .array(z.string())
+            .optional()
+            .describe('The tools it offers, its allowlist (tools) applied.'),
           lastChangeTime: time.optional().describe('When its state last changed, as the pup saw it.'),
         }),
       )

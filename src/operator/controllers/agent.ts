@@ -9,7 +9,7 @@ import { agentDeployment, agentPoolName, agentWorkerPool, shapeOf } from '../spe
 import { agentTokens } from '../specs/ingress.ts';
 import { ownerOf } from '../specs/meta.ts';
 import { agentEgressPolicy } from '../specs/networkpolicy.ts';
-import type { AgentFigures } from './agentfigures.ts';
+import { type AgentFigures, type McpServerStatus, mcpServerNote, mcpServersOf } from './agentfigures.ts';
 import { claimJobs } from './claimjobs.ts';
 import {
   applyChildren,
@@ -66,7 +66,14 @@ async function runtimeStatus(
   ns: string,
   holt: string,
   role: string,
-  prev: { claimsInFlight?: number; budget?: AgentFigures['budget']; life?: AgentFigures['life'] },
+  /** The names of its inline MCP servers (spec.llm.mcpServers). */
+  inline: string[],
+  prev: {
+    claimsInFlight?: number;
+    budget?: AgentFigures['budget'];
+    life?: AgentFigures['life'];
+    mcpServers?: McpServerStatus[];
+  },
 ): Promise<{ fields: Record<string, unknown>; note: string }> {
   if (!ctx.runtime) return { fields: {}, note: '' };
   try {
@@ -75,15 +82,19 @@ async function runtimeStatus(
       RUNTIME_READ_TIMEOUT_MS,
       'reading the Holt Redis',
     );
+    const mcpServers = r.mcp && inline.length ? mcpServersOf(r.mcp, inline) : undefined;
     return {
       fields: {
         claimsInFlight: r.claimsInFlight,
         ...(r.budget ? { budget: r.budget } : {}),
         ...(r.life ? { life: r.life } : {}),
+        ...(mcpServers ? { mcpServers } : {}),
       },
-      note: r.loadStale
-        ? '; claims in flight not refreshed (no orchestrator has published them for a minute)'
-        : '',
+      note:
+        mcpServerNote(mcpServers ?? []) +
+        (r.loadStale
+          ? '; claims in flight not refreshed (no orchestrator has published them for a minute)'
+          : ''),
     };
   } catch (e) {
     ctx.log.debug(
@@ -95,9 +106,12 @@ async function runtimeStatus(
         ...(prev.claimsInFlight !== undefined ? { claimsInFlight: prev.claimsInFlight } : {}),
         ...(prev.budget ? { budget: prev.budget } : {}),
         ...(prev.life ? { life: prev.life } : {}),
+        ...(prev.mcpServers && inline.length ? { mcpServers: prev.mcpServers } : {}),
       },
       // Fixed text: a changing error string would be a status write on every poll.
-      note: '; claims in flight and budget not refreshed (Holt Redis unreachable)',
+      note:
+        mcpServerNote(inline.length ? (prev.mcpServers ?? []) : []) +
+        '; claims in flight and budget not refreshed (Holt Redis unreachable)',
     };
   }
 }
@@ -116,6 +130,7 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     claimsInFlight?: number;
     budget?: AgentFigures['budget'];
     life?: AgentFigures['life'];
+    mcpServers?: McpServerStatus[];
   };
   // The Agent status has no phase field: phase here only names the Ready/Progressing/Degraded mix.
   const status = readinessReporter(ctx, agent);
@@ -201,7 +216,9 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
   const dep0 = ctx.cache.get('Deployment', ns, name);
   const poolReady = !poolName || conditionTrue(pool, 'Ready');
   const ready = errors.length === 0 && !replacing && dep.ready && poolReady;
-  const rt = await runtimeStatus(ctx, ns, a.holt, a.role, prev);
+  // Its inline servers only: those its ToolServers added are status.toolServers'.
+  const inline = (parsed.spec.llm?.mcpServers ?? []).map((m) => m.name);
+  const rt = await runtimeStatus(ctx, ns, a.holt, a.role, inline, prev);
   const ingress = await ingressStatus(ctx, ns, name, a);
   const extra = {
     ...(ingress ? { ingress } : {}),

@@ -2,6 +2,7 @@ import { type AgentLoad, readAgentLoad } from '../../blackboard/agent-load.ts';
 import { type AgentStatus as LlmAgentStatus, readAgentStatuses } from '../../blackboard/agent-status.ts';
 import type { Blackboard } from '../../blackboard/client.ts';
 import { BlackboardDataError } from '../../blackboard/codec.ts';
+import { type McpStatusReport, readMcpStatus } from '../../blackboard/mcp-status.ts';
 import { type RetentionReport, readRetentionReport } from '../../blackboard/retention-report.ts';
 import type { Logger } from '../../common/logger.ts';
 import { nowIso } from '../kube/status.ts';
@@ -52,6 +53,47 @@ export interface AgentFigures {
   budget?: AgentBudget;
   /** Absent for agents that do not live. */
   life?: AgentLife;
+  /** Its pup's MCP servers (`mcp_status:{role}`); absent before a pup reported (or a bad report). */
+  mcp?: McpStatusReport;
+}
+
+/** `status.mcpServers`: one entry per MCP server of the spec (src/api/status.ts). */
+export interface McpServerStatus {
+  name: string;
+  ready: boolean;
+  message: string;
+  tools?: string[];
+  lastChangeTime?: string;
+}
+
+/**
+ * The spec's inline MCP servers as the pup reported them (pure), in the spec's order; one the report
+ * lacks (a pup still on the old spec) is "not reported yet". Servers from ToolServers are left out:
+ * `status.toolServers` shows those.
+ */
+export function mcpServersOf(r: McpStatusReport, inline: string[]): McpServerStatus[] {
+  return inline.map((name) => {
+    const s = r.servers.find((x) => x.name === name);
+    if (!s) return { name, ready: false, message: 'not reported by its pup yet' };
+    const when = s.since_ms > 0 ? { lastChangeTime: nowIso(s.since_ms) } : {};
+    if (s.state === 'connected') {
+      const n = s.tools.length;
+      return {
+        name,
+        ready: true,
+        message: `connected: ${n} tool${n === 1 ? '' : 's'}`,
+        tools: s.tools,
+        ...when,
+      };
+    }
+    return { name, ready: false, message: s.reason ? `${s.state}: ${s.reason}` : s.state, ...when };
+  });
+}
+
+/** The Ready note of an Agent whose MCP servers are down (unreachable or refused): each named, with why. */
+export function mcpServerNote(ms: McpServerStatus[]): string {
+  const down = ms.filter((m) => /^(unreachable|refused)\b/.test(m.message));
+  return down.length ? `; MCP server ${down.map((m) => `${m.name} ${m.message}`).join('; ')}` : '';
 }
 
 /** What a Holt's status reports from its Redis: items set aside, and the leader's retention report. */
@@ -90,7 +132,8 @@ export const LOAD_STALE_MS = 60_000;
 /**
  * The real reader, on the Holt's own Redis (connections shared with the registry writer). It reads
  * only what the operator's Redis user may: the load the leader publishes (`agent_load`, read once
- * per `maxAgeMs` and shared by the Holt's agents) and the role's `agent_status` hash; for the Holt,
+ * per `maxAgeMs` and shared by the Holt's agents), the role's `agent_status` hash and its pup's
+ * `mcp_status` report; for the Holt,
  * the quarantine's size and the retention report. Never a claim or an artefact.
  */
 export class RedisFiguresReader implements HoltFiguresReader {
@@ -107,9 +150,13 @@ export class RedisFiguresReader implements HoltFiguresReader {
 
   async read(holt: HoltRef, role: string): Promise<AgentFigures> {
     const bb = await this.#boards.board(holt);
-    const [load, statuses] = await Promise.all([
+    const [load, statuses, mcp] = await Promise.all([
       this.#load(holt, bb),
       readAgentStatuses(bb.redis, bb.instance, [role]),
+      readMcpStatus(bb.redis, bb.instance, role).catch((e: unknown) => {
+        if (e instanceof BlackboardDataError) return null; // a bad report is no report; the store is fine
+        throw e;
+      }),
     ]);
     const s = statuses.get(role);
     this.#log?.debug({ event_type: 'agent_runtime_read', holt: keyOf(holt.namespace, holt.name), role });
@@ -118,6 +165,7 @@ export class RedisFiguresReader implements HoltFiguresReader {
       ...(load && Date.now() - load.updated_at_ms > LOAD_STALE_MS ? { loadStale: true } : {}),
       ...(s ? { budget: budgetOf(s) } : {}),
       ...(s && lifeOf(s) ? { life: lifeOf(s) } : {}),
+      ...(mcp ? { mcp } : {}),
     };
   }
 

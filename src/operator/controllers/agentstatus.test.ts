@@ -9,6 +9,7 @@ import { writeAgentLoad } from '../../blackboard/agent-load.ts';
 import { type AgentStatus as LlmAgentStatus, writeAgentStatus } from '../../blackboard/agent-status.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { outputId } from '../../blackboard/grants.ts';
+import { type McpStatusReport, writeMcpStatus } from '../../blackboard/mcp-status.ts';
 import { quarantineItem } from '../../blackboard/quarantine.ts';
 import { NO_PRUNE, writeRetentionReport } from '../../blackboard/retention-report.ts';
 import { updateClaim } from '../../blackboard/testkit.ts';
@@ -33,6 +34,8 @@ import { HoltBoards, type HoltRef, RedisRegistryWriter } from './registry.ts';
 const NS = 'agent-status';
 const HOLT = 'rt';
 const ROLE = 'coder';
+/** An LLM agent with two inline MCP servers. */
+const WRITER = 'writer';
 
 const claim = (over: Partial<Claim>): Claim => newClaim(randomUUID(), over);
 
@@ -81,6 +84,8 @@ let redis: RedisServer;
 let admin: KubeClient;
 let op: Operator;
 let bb: Blackboard;
+/** The Holt's Redis as the pups' user: what an LLM pup publishes, it publishes as that. */
+let asPup: Blackboard;
 let deadUrl: string;
 let down = false;
 /** Successful runtime reads: a positive signal that polls happened (no timed waits). */
@@ -125,6 +130,7 @@ beforeAll(async () => {
   await installCrds(admin);
   await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
   bb = Blackboard.connect(redis.url, HOLT);
+  asPup = Blackboard.connect(redisUrl('pup', pw.pup, '127.0.0.1', redis.port), HOLT);
   const asOperator = redisUrl('operator', pw.operator, '127.0.0.1', redis.port);
   const boards = new HoltBoards(async () => (down ? deadUrl : asOperator));
   const real = new RedisFiguresReader(boards, { maxAgeMs: 0 });
@@ -152,11 +158,26 @@ beforeAll(async () => {
       bidding: { strategy: 'claim' },
     }),
   );
+  await admin.create<KubeObject>(
+    agentObject(NS, 'rt-writer', {
+      holt: HOLT,
+      role: WRITER,
+      bidding: { strategy: 'exclusive' },
+      llm: {
+        model: 'm',
+        mcpServers: [
+          { name: 'tiny', command: ['node', 'tiny-server.mjs'] },
+          { name: 'broken', command: ['/nonexistent/mcp-server'] },
+        ],
+      },
+    }),
+  );
 });
 
 afterAll(async () => {
   await op?.stop();
   await bb?.close();
+  await asPup?.close();
   admin?.close();
   await Promise.all([kube?.stop(), redis?.stop()]);
 });
@@ -283,6 +304,87 @@ describe('Agent status from the Holt Redis (real API server + real Redis)', () =
     });
     expect(notes.length).toBeLessThanOrEqual(2);
     expect(notes.every((x) => /^[12] more stored item\(s\) set aside/.test(x))).toBe(true);
+  });
+
+  it("the pup's MCP report → status.mcpServers; a down server is named in Ready's message without degrading the agent", async () => {
+    type Mcp = { name: string; ready: boolean; message: string; tools?: string[]; lastChangeTime?: string };
+    type St = {
+      mcpServers?: Mcp[];
+      conditions?: { type: string; status: string; reason: string; message: string }[];
+    };
+    const writer = async () => ((await admin.get('Agent', NS, 'rt-writer'))?.status ?? {}) as St;
+    const at = Date.UTC(2026, 10, 26, 23, 0);
+    const report = (broken: McpStatusReport['servers'][number]): McpStatusReport => ({
+      updated_at_ms: at,
+      servers: [
+        { name: 'tiny', state: 'connected', tools: ['touch', 'boom'], since_ms: at },
+        broken,
+        // A ToolServer's (or an old spec's) server: status.toolServers' business, not listed here.
+        {
+          name: 'elsewhere',
+          state: 'unreachable',
+          tools: [],
+          reason: 'cannot connect (ECONNREFUSED)',
+          since_ms: at,
+        },
+      ],
+    });
+    await writeMcpStatus(
+      asPup.redis,
+      HOLT,
+      WRITER,
+      report({
+        name: 'broken',
+        state: 'refused',
+        tools: [],
+        reason: 'its command cannot be started (ENOENT)',
+        since_ms: at + 1_000,
+      }),
+    );
+    const st = await eventually('status.mcpServers', async () => {
+      const s = await writer();
+      return s.mcpServers?.length === 2 ? s : undefined;
+    });
+    expect(st.mcpServers).toEqual([
+      {
+        name: 'tiny',
+        ready: true,
+        message: 'connected: 2 tools',
+        tools: ['touch', 'boom'],
+        lastChangeTime: '2026-11-26T23:00:00Z',
+      },
+      {
+        name: 'broken',
+        ready: false,
+        message: 'refused: its command cannot be started (ENOENT)',
+        lastChangeTime: '2026-11-26T23:00:01Z',
+      },
+    ]);
+    const ready = await eventually('the note in Ready', async () => {
+      const r = (await writer()).conditions?.find((c) => c.type === 'Ready');
+      return r?.message.includes('MCP server broken') ? r : undefined;
+    });
+    expect(ready.message).toContain('MCP server broken refused: its command cannot be started (ENOENT)');
+    expect(ready.message).not.toContain('tiny');
+    expect(ready.message).not.toContain('elsewhere');
+    // A down MCP server is not the agent down: Ready is what it would be without one (the pup's pod here).
+    const coder = (await agentStatus()).conditions?.find((c) => c.type === 'Ready') as { reason?: string };
+    expect(ready.reason).toBe(coder.reason);
+    expect((await writer()).conditions?.find((c) => c.type === 'Degraded')?.status).toBe('False');
+    // It comes back: listed ready, the note gone.
+    await writeMcpStatus(
+      asPup.redis,
+      HOLT,
+      WRITER,
+      report({ name: 'broken', state: 'connected', tools: ['x'], since_ms: at + 2_000 }),
+    );
+    await eventually('broken connected, no note', async () => {
+      const s = await writer();
+      const r = s.conditions?.find((c) => c.type === 'Ready');
+      return s.mcpServers?.[1]?.ready && r && !r.message.includes('MCP server') ? true : undefined;
+    });
+    // A command agent has no MCP servers: no field.
+    expect((await agentStatus()) as { mcpServers?: unknown }).not.toHaveProperty('mcpServers');
   });
 
   it('steady state: polls keep reading Redis, and nothing is written', async () => {
