@@ -3,11 +3,16 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube, writeKubeconfig } from '../../test/harness/kube.ts';
+import { startRedis } from '../../test/harness/redis.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import { writeMcpStatus } from '../blackboard/mcp-status.ts';
+import { setAgents } from '../blackboard/registry.ts';
 
 /**
  * `holt --kube` against a real API server, where the API server is the judge: a missing Holt, a user
  * without the right to read it, a Holt whose Redis or Postgres has no ready pod, tokens read from
- * Agents and Secrets with the user's own rights. (No kubelet here, so no port-forward and no pod log:
+ * Agents and Secrets with the user's own rights, `status` on a Holt whose Redis is reached at its own
+ * URL (the agents' MCP servers that are down). (No kubelet here, so no port-forward and no pod log:
  * every command working on a real Holt is the real-node e2e's, e2e/cluster/sections/cli.ts.)
  */
 const HOLT = join(import.meta.dirname, '..', '..', 'bin', 'holt');
@@ -287,5 +292,55 @@ describe('holt --kube against the API server', () => {
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/forbidden: .*cannot get resource "secrets"/);
     expect(refused.stdout).not.toContain('tok-ci-1');
+  });
+
+  it('status names each MCP server that is down, per agent, with why (a Redis reached at its own URL)', async () => {
+    const redis = await startRedis();
+    const bb = Blackboard.connect(redis.url, 'ext');
+    try {
+      await kube.kubectl(['create', 'secret', 'generic', 'ext-redis', `--from-literal=url=${redis.url}`]);
+      await kube.kubectl(['apply', '-f', '-'], {
+        input: JSON.stringify({
+          apiVersion: 'holt.io/v1alpha1',
+          kind: 'Holt',
+          metadata: { name: 'ext', namespace: 'default' },
+          spec: { stores: { redis: { mode: 'external', urlSecretRef: { name: 'ext-redis', key: 'url' } } } },
+        }),
+      });
+      await setAgents(bb, [{ role: 'writer' }, { role: 'coder' }] as Parameters<typeof setAgents>[1]);
+      const at = Date.now() - 90_000;
+      // As the writer's pup publishes it (src/llm/mcp/status.ts).
+      await writeMcpStatus(bb.redis, 'ext', 'writer', {
+        updated_at_ms: at,
+        servers: [
+          { name: 'tiny', state: 'connected', tools: ['touch'], since_ms: at },
+          {
+            name: 'broken',
+            state: 'refused',
+            tools: [],
+            reason: 'its command cannot be started (ENOENT)',
+            since_ms: at,
+          },
+        ],
+      });
+      const r = await holt(kube.kubeconfigPath, ['--kube', 'default/ext', 'status']);
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain('MCP servers not connected: 1 of 2');
+      expect(r.stdout).toMatch(
+        /writer\s+broken\s+refused\s+\d+m \d+s ago\s+its command cannot be started \(ENOENT\)/,
+      );
+      expect(r.stdout).not.toMatch(/writer\s+tiny/);
+      const json = JSON.parse(
+        (await holt(kube.kubeconfigPath, ['--kube', 'default/ext', 'status', '--json'])).stdout,
+      ) as { mcp_servers?: Record<string, { servers: { name: string; state: string }[] }> };
+      expect(json.mcp_servers?.writer?.servers.map((x) => `${x.name}=${x.state}`)).toEqual([
+        'tiny=connected',
+        'broken=refused',
+      ]);
+    } finally {
+      await bb.close();
+      await redis.stop();
+    }
   });
 });

@@ -2,6 +2,7 @@ import type { CoreV1Api } from '@kubernetes/client-node';
 import { API_VERSION } from '../api/common.ts';
 import { type AgentStatus, readAgentStatuses } from '../blackboard/agent-status.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { type McpStatusReport, readMcpStatuses } from '../blackboard/mcp-status.ts';
 import { readQuarantine } from '../blackboard/quarantine.ts';
 import { getAgents } from '../blackboard/registry.ts';
 import { type RetentionReport, readRetentionReport } from '../blackboard/retention-report.ts';
@@ -21,6 +22,8 @@ export interface LocalStatus {
   claims: Record<string, number>;
   dormant: Claim[];
   llm: Map<string, AgentStatus>;
+  /** Each LLM agent's MCP servers as its pup last reported them. */
+  mcp: Map<string, McpStatusReport>;
   quarantined: Quarantined[];
   retention: RetentionReport | null;
 }
@@ -34,6 +37,7 @@ export async function localStatus(name?: string): Promise<LocalStatus> {
     claims: {},
     dormant: [],
     llm: new Map(),
+    mcp: new Map(),
     quarantined: [],
     retention: null,
   };
@@ -43,6 +47,7 @@ export async function localStatus(name?: string): Promise<LocalStatus> {
     await countClaims(bb, r);
     const roles = (await getAgents(bb)).agents.map((a) => a.role);
     r.llm = await readAgentStatuses(bb.redis, s.name, roles);
+    r.mcp = await readMcpStatuses(bb.redis, s.name, roles);
     r.quarantined = await readQuarantine(bb);
     // A malformed report is shown as missing: status must never fail on it.
     r.retention = await readRetentionReport(bb.redis, bb.k.retention).catch(() => null);
@@ -78,6 +83,7 @@ export function localStatusJson(r: LocalStatus): Record<string, unknown> {
     claims: r.claims,
     dormant: r.dormant.map(dormantView),
     llm_agents: Object.fromEntries(r.llm),
+    mcp_servers: Object.fromEntries(r.mcp),
     quarantined: r.quarantined,
     retention: r.retention,
   };
@@ -97,6 +103,8 @@ export interface KubeStatus {
   pods: string[][];
   claims: Record<string, number>;
   dormant: Claim[];
+  /** Each LLM agent's MCP servers as its pup last reported them (ToolServers' included). */
+  mcp: Map<string, McpStatusReport>;
 }
 
 export async function kubeStatusReport(k: KubeHolt): Promise<KubeStatus> {
@@ -122,10 +130,12 @@ export async function kubeStatusReport(k: KubeHolt): Promise<KubeStatus> {
   } catch (e) {
     throw apiError(e, `Holt ${k.namespace}/${k.name}`);
   }
-  const r: KubeStatus = { holt, pods: [], claims: {}, dormant: [] };
+  const r: KubeStatus = { holt, pods: [], claims: {}, dormant: [], mcp: new Map() };
   const bb = Blackboard.connect(k.redisUrl, k.name, { ...k.redisOptions, maxRetriesPerRequest: 1 });
   try {
     await countClaims(bb, r);
+    const roles = (await getAgents(bb)).agents.map((a) => a.role);
+    r.mcp = await readMcpStatuses(bb.redis, k.name, roles);
   } finally {
     await bb.close();
   }
@@ -155,5 +165,6 @@ export function kubeStatusJson(k: KubeHolt, r: KubeStatus): Record<string, unkno
       reason: c.dormant_reason,
       silent_agents: c.silent_agents ?? [],
     })),
+    mcp_servers: Object.fromEntries(r.mcp),
   };
 }

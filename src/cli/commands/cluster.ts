@@ -4,13 +4,13 @@ import { componentPods, type KubeHolt, type KubeRefHolt, podLog } from '../kube.
 import { CliError, EXIT, out, paint, table } from '../output.ts';
 import { positiveInt } from '../resolve.ts';
 import { kubeStatusJson, kubeStatusReport } from '../status-report.ts';
-import { dormantLines } from './status.ts';
+import { dormantLines, mcpServerLines } from './status.ts';
 
 /** `holt --kube ns/name status`: the Holt's phase and conditions, its pods, its claims by status. */
 export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise<void> {
   const r = await kubeStatusReport(k);
   if (opts.json) return out(JSON.stringify(kubeStatusJson(k, r), null, 2));
-  const { holt, pods: podRows, claims, dormant } = r;
+  const { holt, pods: podRows, claims, dormant, mcp } = r;
   const phase = holt.status?.phase ?? 'Unknown';
   const colour = phase === 'Ready' ? 'green' : phase === 'Degraded' ? 'red' : 'yellow';
   out(
@@ -28,6 +28,9 @@ export async function kubeStatus(k: KubeHolt, opts: { json?: boolean }): Promise
   out('');
   out(`Claims: ${CLAIM_STATUSES.map((s) => `${s}=${claims[s] ?? 0}`).join('  ')}`);
   for (const l of dormantLines(dormant)) out(l);
+  const m = mcpServerLines(mcp);
+  if (m.length) out('');
+  for (const l of m) out(l);
 }
 
 /** `holt --kube ns/name logs <role|orchestrator>`: the pods' logs through the API server. */

@@ -1,4 +1,5 @@
 import type { AgentStatus } from '../../blackboard/agent-status.ts';
+import type { McpStatusReport } from '../../blackboard/mcp-status.ts';
 import type { RetentionReport } from '../../blackboard/retention-report.ts';
 import { CLAIM_STATUSES, type Claim } from '../../blackboard/types.ts';
 import { out, paint, table, uptime } from '../output.ts';
@@ -7,7 +8,7 @@ import { localStatus, localStatusJson } from '../status-report.ts';
 export async function status(opts: { name?: string; json?: boolean }): Promise<void> {
   const r = await localStatus(opts.name);
   if (opts.json) return out(JSON.stringify(localStatusJson(r), null, 2));
-  const { state: s, status: st, claims, dormant, llm, quarantined, retention } = r;
+  const { state: s, status: st, claims, dormant, llm, mcp, quarantined, retention } = r;
   const colour = st === 'running' ? 'green' : st === 'failed' ? 'red' : 'yellow';
   out(
     `Instance ${s.name}: ${paint(colour, st)}${st === 'running' ? ` (up ${uptime(Date.now() - s.startedAt)})` : ''}`,
@@ -37,9 +38,40 @@ export async function status(opts: { name?: string; json?: boolean }): Promise<v
     const rows = quarantined.map((q) => [q.kind, q.id, q.produced_by_role ?? '', q.claim_id ?? '', q.reason]);
     for (const l of table([['KIND', 'ID', 'BY', 'CLAIM', 'REASON'], ...rows])) out(l);
   }
-  if (!llm.size) return;
-  out('');
-  for (const l of llmAgentLines(llm)) out(l);
+  if (llm.size) {
+    out('');
+    for (const l of llmAgentLines(llm)) out(l);
+  }
+  const m = mcpServerLines(mcp);
+  if (m.length) out('');
+  for (const l of m) out(l);
+}
+
+/**
+ * The agents' MCP servers that are not connected (src/blackboard/mcp-status.ts, as each pup last
+ * reported them): which, since when and why; one line when all are. Nothing without MCP servers.
+ */
+export function mcpServerLines(mcp: Map<string, McpStatusReport>, now = Date.now()): string[] {
+  const all = [...mcp].flatMap(([role, r]) => r.servers.map((s) => ({ role, ...s })));
+  if (!all.length) return [];
+  const down = all.filter((s) => s.state !== 'connected');
+  if (!down.length) return [`MCP servers: ${all.length} connected`];
+  return [
+    paint(
+      'yellow',
+      `MCP servers not connected: ${down.length} of ${all.length} (their tools are not offered)`,
+    ),
+    ...table([
+      ['AGENT', 'SERVER', 'STATE', 'SINCE', 'REASON'],
+      ...down.map((s) => [
+        s.role,
+        s.name,
+        s.state,
+        s.since_ms ? `${uptime(Math.max(0, now - s.since_ms))} ago` : '-',
+        s.reason ?? '',
+      ]),
+    ]).map((l) => `  ${l}`),
+  ];
 }
 
 /**

@@ -1,3 +1,7 @@
+import { execFile, spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
@@ -7,6 +11,7 @@ import { newPasswords } from '../../access/principals.ts';
 import { redisAclLines, redisUrl } from '../../access/redis.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { type McpStatusReport, mcpStatusKey, readMcpStatus } from '../../blackboard/mcp-status.ts';
+import { setAgents } from '../../blackboard/registry.ts';
 import { silentLogger } from '../../common/logger.ts';
 import { config } from '../../pup/testkit.ts';
 import { type LlmPlugin, startLlmPlugin } from '../plugin.ts';
@@ -96,6 +101,37 @@ async function pup(servers: Record<string, unknown>[]): Promise<LlmPlugin> {
   return rt;
 }
 
+const HOLT = join(import.meta.dirname, '..', '..', '..', 'bin', 'holt');
+
+/** `holt status` of this instance as `holt up` records it (its supervisor: a live process that says __supervise). */
+async function localHoltStatus(): Promise<string> {
+  await setAgents(admin, [{ role: ROLE, kind: 'standard' }]);
+  const home = makeTempDir('mcp-status-home');
+  const supervisor = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)', '__supervise'], {
+    stdio: 'ignore',
+  });
+  try {
+    mkdirSync(join(home, 'instances', I), { recursive: true });
+    const state = {
+      name: I,
+      workspace: ws,
+      holtFile: join(ws, 'holt.yml'),
+      supervisorPid: supervisor.pid,
+      startedAt: Date.now(),
+      status: 'running',
+      redisUrl: redis.url,
+    };
+    writeFileSync(join(home, 'instances', I, 'state.json'), JSON.stringify(state));
+    const r = await promisify(execFile)(HOLT, ['status', '--name', I], {
+      env: { ...process.env, HOLT_HOME: home, NO_COLOR: '1' },
+    });
+    return r.stdout;
+  } finally {
+    supervisor.kill('SIGKILL');
+    removeDir(home);
+  }
+}
+
 const report = () => readMcpStatus(admin.redis, I, ROLE);
 const server = (r: McpStatusReport | null, name: string) => r?.servers.find((s) => s.name === name);
 
@@ -118,6 +154,11 @@ describe('an LLM pup publishes its MCP servers (real Redis, the pup user, real s
     });
     await rt.mcpStatus!.idle();
     expect(rt.mcpStatus!.writes).toBe(1); // the first connections, published once
+    // `holt status` of the local instance names the server that is down, with why.
+    const text = await localHoltStatus();
+    expect(text).toContain('MCP servers not connected: 1 of 2');
+    expect(text).toMatch(/coder\s+broken\s+refused\s+\S.* ago\s+its command cannot be started \(ENOENT\)/);
+    expect(text).not.toMatch(/coder\s+tiny/);
     await rt.close();
   });
 
