@@ -76,7 +76,9 @@ export function serverState(s: ServerView): Omit<McpServerReport, 'since_ms'> {
 /**
  * Publishes the hub's servers to `mcp_status:{role}` when what it shows changed (a server up or down,
  * a new tool list), never per call: writes are serialized, a change during a write is written after
- * it, the same view twice is one write. A failed write is tried again at the next change or in 5 s.
+ * it, the same view twice is one write. A failed write is tried again at the next change, and after a
+ * backoff (5 s doubling to 5 min) unless Redis refused the key (NOPERM: an external Redis whose ACL
+ * predates it), which is logged once.
  */
 export class McpStatusPublisher {
   readonly #servers: () => ServerView[];
@@ -88,6 +90,8 @@ export class McpStatusPublisher {
   #again = false;
   #retry: NodeJS.Timeout | undefined;
   #closed = false;
+  #failures = 0;
+  #refusedLogged = false;
   /** Writes done: tests and the bench read it. */
   writes = 0;
 
@@ -140,11 +144,16 @@ export class McpStatusPublisher {
       await this.#write({ updated_at_ms: now, servers });
       this.#last = body;
       this.writes++;
+      this.#failures = 0;
       clearTimeout(this.#retry);
     } catch (e) {
-      this.#log.warn({ event_type: 'mcp_status_unpublished', error: errorMessage(e) });
+      const refused = /NOPERM/.test(errorMessage(e));
+      if (!refused || !this.#refusedLogged)
+        this.#log.warn({ event_type: 'mcp_status_unpublished', error: errorMessage(e) });
+      this.#refusedLogged ||= refused;
       clearTimeout(this.#retry);
-      this.#retry = setTimeout(() => this.changed(), 5_000);
+      if (refused) return;
+      this.#retry = setTimeout(() => this.changed(), Math.min(300_000, 5_000 * 2 ** this.#failures++));
       this.#retry.unref();
     }
   }

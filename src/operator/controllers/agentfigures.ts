@@ -154,7 +154,9 @@ export class RedisFiguresReader implements HoltFiguresReader {
       this.#load(holt, bb),
       readAgentStatuses(bb.redis, bb.instance, [role]),
       readMcpStatus(bb.redis, bb.instance, role).catch((e: unknown) => {
-        if (e instanceof BlackboardDataError) return null; // a bad report is no report; the store is fine
+        // A bad report is no report; an external Redis whose ACL predates the key refuses it (NOPERM):
+        // the other figures still count.
+        if (e instanceof BlackboardDataError || /NOPERM/.test(String(e))) return null;
         throw e;
       }),
     ]);

@@ -419,3 +419,27 @@ describe('Agent status from the Holt Redis (real API server + real Redis)', () =
     });
   });
 });
+
+describe('an external Redis whose ACL predates mcp_status (real Redis)', () => {
+  it("the operator's read still gives the load and budget, without MCP servers", async () => {
+    const pw = newPasswords();
+    // The operator's rules as they were before the key: no read of mcp_status.
+    const acl = redisAclLines(HOLT, pw).map((l) => l.replace(` %R~holt:${HOLT}:mcp_status:*`, ''));
+    expect(acl.join('\n')).not.toMatch(/operator.*mcp_status/);
+    const old = await startRedis({ acl, adminPassword: pw.admin });
+    const boards = new HoltBoards(async () => redisUrl('operator', pw.operator, '127.0.0.1', old.port));
+    const reader = new RedisFiguresReader(boards, { maxAgeMs: 0 });
+    const seed = Blackboard.connect(old.url, HOLT);
+    try {
+      await writeAgentStatus(seed.redis, HOLT, WRITER, llmStatus());
+      await writeMcpStatus(seed.redis, HOLT, WRITER, { updated_at_ms: 1, servers: [] });
+      const f = await reader.read({ namespace: NS, name: HOLT }, WRITER);
+      expect(f.budget?.calls).toBe(3);
+      expect(f.mcp).toBeUndefined();
+    } finally {
+      await reader.close();
+      await seed.close();
+      await old.stop();
+    }
+  });
+});
