@@ -25,6 +25,8 @@ import {
   budgetOf,
   type HoltFiguresReader,
   LOAD_STALE_MS,
+  mcpServerNote,
+  mcpServersOf,
   RedisFiguresReader,
 } from './agentfigures.ts';
 import { HoltBoards, type HoltRef, RedisRegistryWriter } from './registry.ts';
@@ -50,6 +52,31 @@ describe('pure: budget mapping', () => {
       paused: true,
     });
     expect(budgetOf({ ...s, window_ms: 0 }).windowStart).toBeUndefined();
+  });
+});
+
+describe('pure: MCP servers of the status', () => {
+  it('the spec order; a server the report lacks is not reported yet and not named as down', () => {
+    const r = {
+      updated_at_ms: 1,
+      servers: [
+        {
+          name: 'b',
+          state: 'unreachable' as const,
+          tools: [],
+          reason: 'cannot connect (ECONNREFUSED)',
+          since_ms: 0,
+        },
+        { name: 'a', state: 'connecting' as const, tools: [], since_ms: 0 },
+      ],
+    };
+    const ms = mcpServersOf(r, ['a', 'b', 'new']);
+    expect(ms).toEqual([
+      { name: 'a', ready: false, message: 'connecting' },
+      { name: 'b', ready: false, message: 'unreachable: cannot connect (ECONNREFUSED)' },
+      { name: 'new', ready: false, message: 'not reported by its pup yet' },
+    ]);
+    expect(mcpServerNote(ms)).toBe('; MCP server b unreachable: cannot connect (ECONNREFUSED)');
   });
 });
 
