@@ -3,12 +3,12 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolResultSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { z } from 'zod';
 import type { McpServer } from '../../api/agent.ts';
 import type { ErrorClass } from '../../blackboard/error-class.ts';
 import { backoffMs } from '../../common/backoff.ts';
 import { errorMessage } from '../../common/errors.ts';
 import type { Logger } from '../../common/logger.ts';
+import { LenientToolList } from '../../common/mcp-lists.ts';
 import type { Scrubber } from '../../common/secrets.ts';
 import { VERSION } from '../../common/version.ts';
 import type { ToolRunner } from '../../pup/runner/runner.ts';
@@ -17,13 +17,6 @@ import { allowed, callTimeoutMs, checkSchema, classify, exposedName, sessionLost
 import { StreamTransport } from './transport.ts';
 
 type Json = Record<string, unknown>;
-
-const ToolList = z.looseObject({
-  tools: z.array(
-    z.looseObject({ name: z.string(), description: z.string().optional(), inputSchema: z.unknown() }),
-  ),
-  nextCursor: z.string().optional(),
-});
 
 /** A server's tool as the model is offered it. */
 export interface McpTool {
@@ -249,7 +242,7 @@ export class McpServerConnection {
       // Read leniently: one tool with an unusable schema is refused alone, not the whole list.
       const page = await client.request(
         { method: 'tools/list', params: cursor ? { cursor } : {} },
-        ToolList,
+        LenientToolList,
         { timeout: this.ms },
       );
       for (const t of page.tools) {

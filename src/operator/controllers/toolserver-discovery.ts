@@ -1,5 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { LenientToolList } from '../../common/mcp-lists.ts';
 
 export interface DiscoveredTool {
   name: string;
@@ -18,10 +19,12 @@ export async function discoverTools(url: string, timeoutMs = 5_000): Promise<Dis
     const tools: DiscoveredTool[] = [];
     let cursor: string | undefined;
     do {
-      const page = await client.listTools(cursor ? { cursor } : {}, {
-        signal: timer.signal,
-        timeout: timeoutMs,
-      });
+      // Leniently: a server with one unusable tool schema still lists its others (the pup refuses that one).
+      const page = await client.request(
+        { method: 'tools/list', params: cursor ? { cursor } : {} },
+        LenientToolList,
+        { signal: timer.signal, timeout: timeoutMs },
+      );
       for (const x of page.tools)
         tools.push({ name: x.name, ...(x.description ? { description: x.description.slice(0, 200) } : {}) });
       cursor = page.nextCursor;
