@@ -1,41 +1,21 @@
-import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, type LlmServer, startLlmServer, submit } from '../../../test/harness/llm.ts';
-import { type PostgresServer, startPostgres } from '../../../test/harness/postgres.ts';
-import { type RedisServer, startRedis } from '../../../test/harness/redis.ts';
-import { makeTempDir, removeDir } from '../../../test/harness/tmp.ts';
+import { describe, expect, it } from 'vitest';
+import { call, submit } from '../../../test/harness/llm.ts';
 import { eventually } from '../../../test/harness/wait.ts';
 import { APPROVAL_TYPE } from '../../blackboard/approval.ts';
-import { Blackboard } from '../../blackboard/client.ts';
 import { outputId } from '../../blackboard/grants.ts';
 import type { Artefact } from '../../blackboard/types.ts';
-import { artefact, grantedClaim, spawnPup } from '../../pup/testkit.ts';
+import { artefact, grantedClaim } from '../../pup/testkit.ts';
+import { usePupProcessStores } from '../llm.testkit.ts';
 
 /** A real pup process SIGKILLed while its call waits for approval; the next pup runs the approved call once. */
 
-let redis: RedisServer;
-let postgres: PostgresServer;
-let llm: LlmServer;
-let bb: Blackboard;
-let ws: string;
-const children: ChildProcess[] = [];
-
-beforeAll(async () => {
-  [redis, postgres, llm] = await Promise.all([startRedis(), startPostgres(), startLlmServer()]);
-  bb = Blackboard.connect(redis.url, 'approve');
-  ws = makeTempDir('llm-approval-kill');
-});
-afterAll(async () => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
-  await bb?.close();
-  await Promise.all([redis?.stop(), postgres?.stop(), llm?.close()]);
-  removeDir(ws);
-});
+const kit = usePupProcessStores('approve');
 
 describe('approval across a killed pup', () => {
   it('a pup killed while the call waits: after a person approves, the next pup runs the call once', async () => {
+    const [bb, llm, ws] = [kit.bb(), kit.llm(), kit.ws()];
     const marker = join(ws, 'deployed.txt');
     const tool = {
       name: 'deploy',
@@ -49,21 +29,9 @@ describe('approval across a killed pup', () => {
       ],
       requireApproval: true,
     };
-    const env = {
-      REDIS_URL: redis.url,
-      HOLT_INSTANCE_NAME: 'approve',
-      HOLT_WORKSPACE: ws,
-      HOLT_AGENT_COMMAND: '',
-      HOLT_LLM_ENABLED: 'true',
-      HOLT_LLM_BASE_URL: llm.url,
-      HOLT_LLM_MODEL: 'scripted',
-      HOLT_LLM_TOOLS: JSON.stringify([tool]),
-      HOLT_LLM_TURN_LEASE_MS: '1500',
-      HOLT_RESCAN_INTERVAL_MS: '300',
-      DATABASE_URL: postgres.url,
-    };
+    const env = { HOLT_LLM_TOOLS: JSON.stringify([tool]) };
     llm.reset([call('deploy', { target: 'prod' }), submit('deployed after the restart')]);
-    const first = spawnPup(env, children);
+    const first = kit.spawn(env);
     const { claim } = await grantedClaim(bb, {
       status: 'pending_exclusive',
       granted_exclusive_agent: 'coder',
@@ -91,7 +59,7 @@ describe('approval across a killed pup', () => {
         produced_by_role: 'user',
       }),
     );
-    const second = spawnPup(env, children);
+    const second = kit.spawn(env);
     const out = await eventually(
       'the result',
       () => bb.getArtefact(outputId('approve', claim.id, 'coder', 'exclusive')),
