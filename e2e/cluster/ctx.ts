@@ -154,3 +154,15 @@ export async function holtIn(
     return { code: x.code ?? 1, stdout: x.stdout ?? '', stderr: x.stderr ?? '' };
   }
 }
+
+/**
+ * The last message the scripted model (`llmServer(script, name)`, which logs one JSON line per request)
+ * was shown that names `surface` (a tool result's label), or undefined.
+ */
+export async function shownToModel(llm: string, surface: string): Promise<string | undefined> {
+  return (await kubectl(['logs', `deploy/${llm}`]))
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => (JSON.parse(l) as { last?: string }).last ?? '')
+    .find((l) => l.includes(`surface="${surface}"`));
+}

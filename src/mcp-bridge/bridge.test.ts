@@ -4,23 +4,11 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../../test/harness/wait.ts';
-import { silentLogger } from '../common/logger.ts';
 import { EVERYTHING_JS, TINY } from '../llm/mcp/mcp.testkit.ts';
-import { type Bridge, startBridge } from './bridge.ts';
+import { testBridge } from './bridge.testkit.ts';
+import type { Bridge } from './bridge.ts';
 
-const bridgeOf = (args: string[], command = process.execPath) =>
-  startBridge({
-    command,
-    args,
-    env: { PATH: process.env.PATH ?? '' },
-    port: 0,
-    host: '127.0.0.1',
-    hostnames: ['127.0.0.1'],
-    path: '/mcp',
-    maxSessions: 4,
-    idleMs: 600_000,
-    log: silentLogger(),
-  });
+const bridgeOf = (args: string[], command = process.execPath) => testBridge(args, command, 4);
 
 async function connect(b: Bridge, onListChanged?: () => void): Promise<Client> {
   const c = new Client({ name: 'bridge-test', version: '1' });

@@ -3,7 +3,17 @@ import { join } from 'node:path';
 import { it } from 'vitest';
 import { call, type ScriptedReply } from '../../../test/harness/llm.ts';
 import { eventually } from '../../../test/harness/wait.ts';
-import { CLUSTER_WAIT, holt, kubectl, NS, progress, ROOT, trailOf, waitHoltReady } from '../ctx.ts';
+import {
+  CLUSTER_WAIT,
+  holt,
+  kubectl,
+  NS,
+  progress,
+  ROOT,
+  shownToModel,
+  trailOf,
+  waitHoltReady,
+} from '../ctx.ts';
 import { llmServer } from '../fixtures.ts';
 import { agentDoc, holtDoc, yamlDocs } from '../manifests.ts';
 
@@ -88,11 +98,7 @@ export function mcpTests(): void {
     progress('mcp: approved through holt --kube answer, finished');
     expect(trail.find((a) => a.type === 'Report')?.payload).toBe('the MCP server answered');
     // What the model was shown after the call: the server's environment, as external evidence.
-    const shown = (await kubectl(['logs', 'deploy/llm-mcp']))
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => (JSON.parse(l) as { last?: string }).last ?? '')
-      .find((l) => l.includes('surface="mcp tiny env"'));
+    const shown = await shownToModel('llm-mcp', 'mcp tiny env');
     expect(shown).toContain('authority="external_evidence"');
     expect(shown).toContain('HOLT_AGENT_NAME&quot;:&quot;Reporter');
     for (const name of ['REDIS_URL', 'DATABASE_URL', 'NATS_URL', 'HOLT_LLM_API_KEY', 'PGPASSWORD'])

@@ -4,7 +4,18 @@ import { expect, it } from 'vitest';
 import { DEFAULT_RUNTIME_IMAGE } from '../../../src/api/common.ts';
 import { call, type ScriptedReply } from '../../../test/harness/llm.ts';
 import { eventually } from '../../../test/harness/wait.ts';
-import { CLUSTER_WAIT, getJson, holt, kubectl, NS, progress, ROOT, trailOf, waitHoltReady } from '../ctx.ts';
+import {
+  CLUSTER_WAIT,
+  getJson,
+  holt,
+  kubectl,
+  NS,
+  progress,
+  ROOT,
+  shownToModel,
+  trailOf,
+  waitHoltReady,
+} from '../ctx.ts';
 import { llmServer } from '../fixtures.ts';
 import { agentDoc, holtDoc, yamlDocs } from '../manifests.ts';
 
@@ -112,11 +123,7 @@ export function toolServerTests(): void {
     expect(trail.find((a) => a.type === 'Report')?.payload).toBe('the ToolServer answered');
     // What the model was shown: the environment of the server's process, in the ToolServer's pod (its
     // own setting, its pod's name), with no credential of the pup's.
-    const shown = (await kubectl(['logs', 'deploy/llm-ts']))
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => (JSON.parse(l) as { last?: string }).last ?? '')
-      .find((l) => l.includes('surface="mcp tiny env"'));
+    const shown = await shownToModel('llm-ts', 'mcp tiny env');
     expect(shown).toContain('authority="external_evidence"');
     expect(shown).toContain('its own setting');
     expect(shown).toContain('toolserver-tiny-');

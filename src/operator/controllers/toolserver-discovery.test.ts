@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { silentLogger } from '../../common/logger.ts';
 import { TINY } from '../../llm/mcp/mcp.testkit.ts';
-import { type Bridge, startBridge } from '../../mcp-bridge/bridge.ts';
+import { testBridge } from '../../mcp-bridge/bridge.testkit.ts';
+import type { Bridge } from '../../mcp-bridge/bridge.ts';
 import { discoverTools } from './toolserver-discovery.ts';
 
 // The operator's discovery of a ToolServer's tools, against `holt mcp-bridge` running the tests' tiny
@@ -14,18 +14,7 @@ describe('ToolServer discovery', () => {
   });
 
   it('lists every tool of a server whose one tool has an unusable schema (the SDK would refuse the whole list)', async () => {
-    bridge = await startBridge({
-      command: process.execPath,
-      args: [TINY],
-      env: { PATH: process.env.PATH ?? '' },
-      port: 0,
-      host: '127.0.0.1',
-      hostnames: ['127.0.0.1'],
-      path: '/mcp',
-      maxSessions: 4,
-      idleMs: 600_000,
-      log: silentLogger(),
-    });
+    bridge = await testBridge([TINY]);
     const d = await discoverTools(`http://127.0.0.1:${bridge.port}/mcp`, 15_000);
     // The tiny server's `bad` tool declares a string as its input schema.
     expect(d).toMatchObject({ ok: true });

@@ -3,9 +3,9 @@ import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
 import { eventually } from '../../../test/harness/wait.ts';
-import { silentLogger } from '../../common/logger.ts';
 import { EVERYTHING_JS } from '../../llm/mcp/mcp.testkit.ts';
-import { type Bridge, startBridge } from '../../mcp-bridge/bridge.ts';
+import { testBridge } from '../../mcp-bridge/bridge.testkit.ts';
+import type { Bridge } from '../../mcp-bridge/bridge.ts';
 import type { KubeClient, KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
 import { agentObject, holtObject, startKubeWithCrds, startOperator } from '../testkit.ts';
@@ -43,18 +43,7 @@ beforeAll(async () => {
   ({ kube, admin } = await startKubeWithCrds(NS));
   op = await startOperator(kube, NS, { toolServerRefreshMs: 300 });
   // No kubelet here: the server runs on this machine behind the bridge, named by a url ToolServer.
-  bridge = await startBridge({
-    command: process.execPath,
-    args: [EVERYTHING_JS],
-    env: { PATH: process.env.PATH ?? '' },
-    port: 0,
-    host: '127.0.0.1',
-    hostnames: ['127.0.0.1'],
-    path: '/mcp',
-    maxSessions: 8,
-    idleMs: 600_000,
-    log: silentLogger(),
-  });
+  bridge = await testBridge([EVERYTHING_JS]);
 });
 afterAll(async () => {
   await op?.stop();
