@@ -79,6 +79,32 @@ async function grantOnInbox(bb: Blackboard, instance: string) {
   return { claim, row };
 }
 
+/**
+ * The orchestrator's side of the inbox (its watchdog wakes, rings and reclaims) until the claim's result
+ * is on the blackboard and its row committed; then it stops.
+ */
+async function resultThroughOrchestrator(
+  bb: Blackboard,
+  instance: string,
+  claimId: string,
+  rowId: string,
+  what: string,
+) {
+  const orch = await startOrchestratorInbox({
+    instance,
+    env: { DATABASE_URL: servers.postgres.url, NATS_URL: servers.nats.url, HOLT_INBOX_WATCHDOG_MS: '100' },
+    bb,
+    isLeader: () => true,
+    log: silentLogger(),
+  });
+  cleanup.push(() => orch.close());
+  const id = outputId(instance, claimId, 'coder', 'exclusive');
+  const out = await eventually(what, () => bb.getArtefact(id), { timeoutMs: 30_000 });
+  await eventually('the row committed', async () => (await store.row(rowId))?.status === 'done');
+  await orch.close();
+  return { out, id };
+}
+
 describe('LLM turns on inbox workers', () => {
   it('a worker frozen past its lease mid-turn: another finishes the turn from the stored steps; the stale one writes nothing', async () => {
     const I = 'llmw-stop';
@@ -199,21 +225,14 @@ describe('LLM turns on inbox workers', () => {
       }),
     );
     // The orchestrator's side of the inbox: its watchdog sees the Answer, wakes the row and rings.
-    const orch = await startOrchestratorInbox({
-      instance: I,
-      env: { DATABASE_URL: servers.postgres.url, NATS_URL: servers.nats.url, HOLT_INBOX_WATCHDOG_MS: '100' },
+    const { out, id } = await resultThroughOrchestrator(
       bb,
-      isLeader: () => true,
-      log: silentLogger(),
-    });
-    cleanup.push(() => orch!.close());
-    const id = outputId(I, claim.id, 'coder', 'exclusive');
-    const out = await eventually('the result after the answer', () => bb.getArtefact(id), {
-      timeoutMs: 30_000,
-    });
+      I,
+      claim.id,
+      row.id,
+      'the result after the answer',
+    );
     expect(out.payload).toBe('blue it is');
-    await eventually('the row committed', async () => (await store.row(row.id))?.status === 'done');
-    await orch!.close();
     w.child.kill('SIGTERM');
     await w.exited;
 
@@ -242,21 +261,14 @@ describe('LLM turns on inbox workers', () => {
       HOLT_LLM_APPROVAL_TIMEOUT_MS: '2000',
     });
     // The orchestrator's side, from the start: no Answer will ever come, only the deadline.
-    const orch = await startOrchestratorInbox({
-      instance: I,
-      env: { DATABASE_URL: servers.postgres.url, NATS_URL: servers.nats.url, HOLT_INBOX_WATCHDOG_MS: '100' },
+    const { out, id } = await resultThroughOrchestrator(
       bb,
-      isLeader: () => true,
-      log: silentLogger(),
-    });
-    cleanup.push(() => orch!.close());
-    const id = outputId(I, claim.id, 'coder', 'exclusive');
-    const out = await eventually('the result after the deadline', () => bb.getArtefact(id), {
-      timeoutMs: 30_000,
-    });
+      I,
+      claim.id,
+      row.id,
+      'the result after the deadline',
+    );
     expect(out.payload).toBe('not deployed');
-    await eventually('the row committed', async () => (await store.row(row.id))?.status === 'done');
-    await orch!.close();
     w.child.kill('SIGTERM');
     await w.exited;
 
