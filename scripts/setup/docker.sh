@@ -16,7 +16,10 @@ ${SUDO:-} bash -c ". '$HERE/lib.sh'; apt_install docker.io debootstrap"
 mkdir -p "$CACHE/logs"
 log="$CACHE/logs/dockerd.log"
 # No systemd here: dockerd runs detached from this script, and lasts until the machine stops.
-${SUDO:-} setsid nohup /usr/sbin/dockerd --pidfile "$CACHE/dockerd.pid" >>"$log" 2>&1 </dev/null &
+# Inherited descriptors above 2 are closed first: a caller's lock (`flock LOCK make setup`) would
+# otherwise be held by dockerd for as long as it runs.
+${SUDO:-} setsid nohup bash -c 'for f in /proc/$$/fd/*; do n=${f##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-" 2>/dev/null; done
+  exec /usr/sbin/dockerd --pidfile "$1"' dockerd "$CACHE/dockerd.pid" >>"$log" 2>&1 </dev/null &
 for _ in $(seq 1 60); do
   docker info >/dev/null 2>&1 && { echo "    dockerd $(docker version --format '{{.Server.Version}}') started (log: $log)"; exit 0; }
   sleep 1
