@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { McpServerReport, McpState, McpStatusReport } from '../../blackboard/mcp-status.ts';
 import { writeMcpStatus } from '../../blackboard/mcp-status.ts';
+import { backoffMs } from '../../common/backoff.ts';
 import { errorMessage } from '../../common/errors.ts';
 import type { Logger } from '../../common/logger.ts';
 import { classify } from './results.ts';
@@ -153,7 +154,8 @@ export class McpStatusPublisher {
       this.#refusedLogged ||= refused;
       clearTimeout(this.#retry);
       if (refused) return;
-      this.#retry = setTimeout(() => this.changed(), Math.min(300_000, 5_000 * 2 ** this.#failures++));
+      const delay = backoffMs(this.#failures++, { baseMs: 5_000, maxMs: 300_000, jitter: 'none' });
+      this.#retry = setTimeout(() => this.changed(), delay);
       this.#retry.unref();
     }
   }
