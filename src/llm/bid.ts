@@ -22,6 +22,26 @@ export function parseBid(
   };
 }
 
+/**
+ * Why an agent must not bid on this target, or null (pure): its own Question is for others to answer
+ * (a turn of ours winning it would answer for the asking turn, and spend the model's replies), and an
+ * Answer to its own Question resumes the asking turn itself (turn.ts), so that Answer's claim is not ours.
+ */
+export function ownQuestionReason(
+  target: Pick<Artefact, 'structural_type' | 'produced_by_role'>,
+  sources: readonly (Pick<Artefact, 'structural_type' | 'produced_by_role'> | null | undefined)[],
+  role: string,
+): string | null {
+  if (target.structural_type === 'Question' && target.produced_by_role === role)
+    return 'our own question is for others to answer';
+  if (
+    target.structural_type === 'Answer' &&
+    sources.some((a) => a?.structural_type === 'Question' && a.produced_by_role === role)
+  )
+    return 'an Answer to our own question resumes the asking turn';
+  return null;
+}
+
 /** Bids with the model (claim prompt + target). Any failure bids `ignore` and says why; never throws. */
 export async function llmBid(
   agent: LlmAgent,

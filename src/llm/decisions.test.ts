@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AgentTool } from '../api/agent.ts';
-import { parseBid } from './bid.ts';
+import { ownQuestionReason, parseBid } from './bid.ts';
 import { afterError, checkBudget } from './model/budget.ts';
 import { buildToolSet, declaredArgs, renderArgv, visibleParameters } from './tools/tools.ts';
 import { checkAction, emptyLoopState, recordAction, recordBlock, signature } from './turn/loop-guard.ts';
@@ -191,6 +191,24 @@ describe('step policy and tools', () => {
       bid: 'review',
     });
     expect(parseBid('{"bid": "maybe"}').ok).toBe(false);
+  });
+});
+
+describe('bids on questions', () => {
+  const q = (role: string) => ({ structural_type: 'Question' as const, produced_by_role: role });
+  const answer = { structural_type: 'Answer' as const, produced_by_role: 'human' };
+  it("an agent never bids on its own Question, nor on an Answer to it; another role's are open to it", () => {
+    expect(ownQuestionReason(q('Reporter'), [], 'Reporter')).toMatch(/our own question is for others/);
+    expect(ownQuestionReason(answer, [null, q('Reporter')], 'Reporter')).toMatch(/resumes the asking turn/);
+    expect(ownQuestionReason(q('Writer'), [], 'Reporter')).toBeNull();
+    expect(ownQuestionReason(answer, [q('Writer')], 'Reporter')).toBeNull();
+    expect(
+      ownQuestionReason(
+        { structural_type: 'Standard' as const, produced_by_role: 'Reporter' },
+        [],
+        'Reporter',
+      ),
+    ).toBeNull();
   });
 });
 

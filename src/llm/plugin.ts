@@ -7,7 +7,6 @@ import { writeLifeStatus } from '../blackboard/agent-status.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { ErrorClass } from '../blackboard/error-class.ts';
 import { mcpStatusKey } from '../blackboard/mcp-status.ts';
-import type { Artefact } from '../blackboard/types.ts';
 import { busProblem, connectBus } from '../bus/connect.ts';
 import { type AgentEvents, natsAgentEvents, noAgentEvents, publishLifeEvent } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
@@ -23,7 +22,7 @@ import { ensureSchema } from '../state/migrate.ts';
 import { StepStore } from '../state/steps.ts';
 import { countByReadiness } from '../work/items.ts';
 import { WorkStore } from '../work/store.ts';
-import { llmBid } from './bid.ts';
+import { llmBid, ownQuestionReason } from './bid.ts';
 import { apiKeyFrom, type LlmSettings } from './config.ts';
 import { LlmExecutor, type LlmExecutorDeps } from './executor.ts';
 import { LifeTurns } from './life-turn.ts';
@@ -178,12 +177,10 @@ export async function startLlmPlugin(
     async decideBid(target) {
       const paused = agent.pausedReason();
       if (paused) return { bid: 'ignore', source: 'default', fallbackReason: `agent paused: ${paused}` };
-      if (await answersOwnQuestion(bb, target, cfg.role))
-        return {
-          bid: 'ignore',
-          source: 'default',
-          fallbackReason: 'an Answer to our own question resumes the asking turn',
-        };
+      const sources =
+        target.structural_type === 'Answer' ? await bb.getArtefacts(target.source_artefacts) : [];
+      const own = ownQuestionReason(target, sources, cfg.role);
+      if (own) return { bid: 'ignore', source: 'default', fallbackReason: own };
       if (s.bid) return llmBid(agent, target, cfg.promptClaim, log);
       return decideBid(target, cfg.biddingStrategy, script);
     },
@@ -196,13 +193,6 @@ export async function startLlmPlugin(
       await pool?.end().catch(() => undefined);
     },
   };
-}
-
-/** The asking turn picks its Answer up itself (turn.ts); the Answer's own claim is not ours to work. */
-async function answersOwnQuestion(bb: Blackboard, target: Artefact, role: string): Promise<boolean> {
-  if (target.structural_type !== 'Answer') return false;
-  const srcs = await bb.getArtefacts(target.source_artefacts);
-  return srcs.some((a) => a?.structural_type === 'Question' && a.produced_by_role === role);
 }
 
 /**
