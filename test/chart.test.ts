@@ -199,8 +199,12 @@ describe('the holt-operator Helm chart', () => {
       readOnlyRootFilesystem: true,
       capabilities: { drop: ['ALL'] },
     });
-    expect(c.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'health' });
-    expect(c.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    expect(c.livenessProbe).toMatchObject({
+      httpGet: { path: '/healthz', port: 'health' },
+      timeoutSeconds: 5,
+      failureThreshold: 3,
+    });
+    expect(c.readinessProbe).toMatchObject({ httpGet: { path: '/readyz', port: 'health' }, timeoutSeconds: 5 });
     expect(c.ports?.map((p) => p.name)).toEqual(['metrics', 'health']);
 
     const rules = objs.find((o) => o.kind === 'Role' && o.metadata.name === 'holt-holt-operator')!.rules!;
