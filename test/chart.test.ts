@@ -204,7 +204,10 @@ describe('the holt-operator Helm chart', () => {
       timeoutSeconds: 5,
       failureThreshold: 3,
     });
-    expect(c.readinessProbe).toMatchObject({ httpGet: { path: '/readyz', port: 'health' }, timeoutSeconds: 5 });
+    expect(c.readinessProbe).toMatchObject({
+      httpGet: { path: '/readyz', port: 'health' },
+      timeoutSeconds: 5,
+    });
     expect(c.ports?.map((p) => p.name)).toEqual(['metrics', 'health']);
 
     const rules = objs.find((o) => o.kind === 'Role' && o.metadata.name === 'holt-holt-operator')!.rules!;
