@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 const MAY_IMPORT: Record<string, string[]> = {
   common: [],
   access: ['common'],
+  telemetry: ['common'],
   blackboard: ['common'],
   api: ['blackboard', 'common'],
   bus: ['blackboard', 'common'],

@@ -1,0 +1,52 @@
+import { type Context, context, defaultTextMapSetter, ROOT_CONTEXT } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { z } from 'zod';
+
+/**
+ * W3C trace context as it rides on Holt's own records (artefacts, claims, inbox rows, turns, NATS
+ * headers) and in a tool's environment. It comes from untrusted hands too (a caller's `traceparent`,
+ * a payload), so it is parsed: a malformed one is dropped, never trusted and never an error.
+ */
+export const TraceCarrier = z.object({
+  // version 00, 32-hex trace id, 16-hex parent id, 2-hex flags; all-zero ids are invalid (W3C).
+  traceparent: z
+    .string()
+    .regex(/^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/, 'must be a W3C traceparent'),
+  tracestate: z.string().max(512).optional(),
+});
+export type TraceCarrier = z.infer<typeof TraceCarrier>;
+
+// The propagator is used directly (not the global one): trace context is carried whether or not this
+// process exports spans, so a trace passes through a Holt whose tracing is off without a break.
+const w3c = new W3CTraceContextPropagator();
+
+/** The carrier of a context (the active one by default), or undefined when it holds no valid span. */
+export function carrierOf(ctx: Context = context.active()): TraceCarrier | undefined {
+  const out: Record<string, string> = {};
+  w3c.inject(ctx, out, defaultTextMapSetter);
+  return parseCarrier(out);
+}
+
+/** A carrier from untrusted input (a header map, a stored field), or undefined when malformed or absent. */
+export function parseCarrier(input: unknown): TraceCarrier | undefined {
+  const r = TraceCarrier.safeParse(input);
+  return r.success ? r.data : undefined;
+}
+
+/** The context a carrier continues (the remote parent), or `base` when there is none. */
+export function contextFrom(carrier: TraceCarrier | undefined, base: Context = ROOT_CONTEXT): Context {
+  if (!carrier) return base;
+  return w3c.extract(base, carrier, {
+    get: (c, k) => (k === 'traceparent' ? c.traceparent : k === 'tracestate' ? c.tracestate : undefined),
+    keys: () => ['traceparent', 'tracestate'],
+  });
+}
+
+/** A tool's environment: TRACEPARENT/TRACESTATE, the names other tools (and otel-cli) read. */
+export function carrierEnv(carrier: TraceCarrier | undefined): Record<string, string> {
+  if (!carrier) return {};
+  return {
+    TRACEPARENT: carrier.traceparent,
+    ...(carrier.tracestate ? { TRACESTATE: carrier.tracestate } : {}),
+  };
+}
