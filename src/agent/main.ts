@@ -5,6 +5,8 @@ import { createLogger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
 import { PUP_PROGRAM } from '../pup/program.ts';
 import { loadWorkerEnv } from '../pup/worker-env.ts';
+import { type TracingSettings, tracingSettings } from '../telemetry/settings.ts';
+import { startTracing } from '../telemetry/tracing.ts';
 import { type AgentConfig, loadAgentConfig } from './config.ts';
 import { agentPup } from './wiring.ts';
 
@@ -22,12 +24,17 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   const env = cli.env;
   const claim = cli.opts.executeClaim;
   let cfg: AgentConfig;
+  let traceSettings: TracingSettings;
   try {
     cfg = loadAgentConfig(typeof claim === 'string' ? ['--execute-claim', claim] : [], env);
+    traceSettings = tracingSettings(env);
   } catch (e) {
     return configErrorExit(e, CONFIG_ERROR);
   }
   const log = createLogger('pup', { instance: cfg.instance, agent: cfg.role, mode: cfg.mode });
+  const tracing = startTracing('pup', traceSettings, log, {
+    attributes: { 'holt.instance': cfg.instance, 'holt.role': cfg.role },
+  });
   const pup = agentPup(cfg, log);
   // Process and Node metrics (CPU, memory, event loop lag, GC) beside ours, on the same /metrics.
   collectDefaultMetrics({ register: pup.metrics.registry });
@@ -100,6 +107,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   } finally {
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
+    await tracing.shutdown();
   }
 }
 

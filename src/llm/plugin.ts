@@ -20,6 +20,7 @@ import type { ModelPlugin } from '../pup/executor.ts';
 import { lifeActorOf } from '../state/ids.ts';
 import { ensureSchema } from '../state/migrate.ts';
 import { StepStore } from '../state/steps.ts';
+import { tracingSettings } from '../telemetry/settings.ts';
 import { countByReadiness } from '../work/items.ts';
 import { WorkStore } from '../work/store.ts';
 import { llmBid, ownQuestionReason } from './bid.ts';
@@ -31,6 +32,7 @@ import { McpStatusPublisher } from './mcp/status.ts';
 import { LlmAgent } from './model/agent.ts';
 import { LlmMetrics, MeteredModel } from './model/metrics.ts';
 import { OpenAiModel } from './model/model.ts';
+import { TracedModel } from './model/traced.ts';
 import { MemoryStore } from './stores/memory-store.ts';
 import { PlanStore } from './stores/plan-store.ts';
 import { TurnStore } from './stores/turn-store.ts';
@@ -97,7 +99,12 @@ export async function startLlmPlugin(
     retryBaseMs: Math.max(50, Math.min(500, s.budget.errorBaseMs)),
   });
   const metrics = registry ? new LlmMetrics(registry) : undefined;
-  const model = metrics ? new MeteredModel(openai, metrics, s.prices) : openai;
+  const metered = metrics ? new MeteredModel(openai, metrics, s.prices) : openai;
+  const model = new TracedModel(metered, {
+    model: s.model,
+    baseUrl: s.baseUrl,
+    contentChars: tracingSettings(env).contentChars,
+  });
   const agent = new LlmAgent({
     instance: cfg.instance,
     role: cfg.role,

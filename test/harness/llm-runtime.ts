@@ -106,7 +106,10 @@ export async function startPupRuntime(
     { ...cfg, llm: cfg.llm! },
     bb,
     silentLogger(),
-    { HOLT_LLM_API_KEY: 'sk-unit-test-key-000' },
+    {
+      HOLT_LLM_API_KEY: 'sk-unit-test-key-000',
+      ...(env.HOLT_TRACE_CONTENT_CHARS ? { HOLT_TRACE_CONTENT_CHARS: env.HOLT_TRACE_CONTENT_CHARS } : {}),
+    },
     registry,
   );
   let stopped = false;

@@ -3,6 +3,7 @@ import OpenAI, { APIConnectionError, APIError } from 'openai';
 import { z } from 'zod';
 import type { ErrorClass } from '../../blackboard/error-class.ts';
 import { backoffDelay } from '../../common/backoff.ts';
+import { carrierOf } from '../../telemetry/carrier.ts';
 import { ClassifiedError, classifyModelFailure, isRetryableClass } from './errors.ts';
 
 /** The chat messages the loop keeps (OpenAI's wire shape, reduced to what we use). */
@@ -235,7 +236,7 @@ export class OpenAiModel implements ModelClient {
   private async plain(req: ChatRequest, opts: ChatOptions): Promise<ChatReply> {
     const raw: unknown = await this.client.chat.completions.create(
       { ...this.body(req), stream: false },
-      { signal: opts.signal },
+      { signal: opts.signal, headers: traceHeaders() },
     );
     const r = CompletionWire.safeParse(raw);
     if (!r.success)
@@ -255,7 +256,7 @@ export class OpenAiModel implements ModelClient {
   private async streamed(req: ChatRequest, opts: ChatOptions): Promise<ChatReply> {
     const stream = await this.client.chat.completions.create(
       { ...this.body(req), stream: true, stream_options: { include_usage: true } },
-      { signal: opts.signal },
+      { signal: opts.signal, headers: traceHeaders() },
     );
     let content = '';
     let finishReason: string | null = null;
@@ -291,4 +292,10 @@ export class OpenAiModel implements ModelClient {
       }));
     return { content, toolCalls, usage, finishReason };
   }
+}
+
+/** The active span's W3C headers (the `chat` span of traced.ts), so a model gateway can continue the trace. */
+function traceHeaders(): Record<string, string> {
+  const c = carrierOf();
+  return c ? { traceparent: c.traceparent, ...(c.tracestate ? { tracestate: c.tracestate } : {}) } : {};
 }

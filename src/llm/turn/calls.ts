@@ -1,3 +1,4 @@
+import { GEN_AI, inSpan } from '../../telemetry/spans.ts';
 import type { ToolCall } from '../model/model.ts';
 import { checkValues, resolvePaths } from '../tools/args.ts';
 import { declaredArgs } from '../tools/tools.ts';
@@ -20,8 +21,26 @@ import { OUTPUT_ERRORS, type TurnScope } from './scope.ts';
 import type { Ctl } from './state.ts';
 import { runTool } from './tool-run.ts';
 
-/** One pending tool call → its result message (or an error the model is told), stored. */
-export async function handle(t: TurnScope, call: ToolCall): Promise<void> {
+/** One pending tool call → its result message (or an error the model is told), stored; in its `execute_tool` span. */
+export function handle(t: TurnScope, call: ToolCall): Promise<void> {
+  const name = call.function.name;
+  const extension =
+    !!t.deps.mcp && !t.tools.declared.has(name) && !isCoreBuiltin(name) && !isFileTool(name) && !isWorkTool(name);
+  return inSpan(
+    `execute_tool ${name}`,
+    {
+      attributes: {
+        [GEN_AI.operation]: 'execute_tool',
+        [GEN_AI.toolName]: name,
+        [GEN_AI.toolCallId]: call.id,
+        [GEN_AI.toolType]: extension ? 'extension' : 'function',
+      },
+    },
+    () => handleCall(t, call),
+  );
+}
+
+async function handleCall(t: TurnScope, call: ToolCall): Promise<void> {
   const { deps } = t;
   const name = call.function.name;
   const ctl = t.state.ctl;

@@ -1,3 +1,4 @@
+import { carrierEnv, carrierOf } from '../../telemetry/carrier.ts';
 import type { ToolCall } from '../model/model.ts';
 import { renderArgv } from '../tools/tools.ts';
 import { afterCommand, afterFileOp, type FileToolName, fileRequest } from '../tools/workspace-tools.ts';
@@ -22,7 +23,8 @@ export async function runTool(
       stdin: '',
       timeoutMs: tool.timeoutSeconds * 1000,
       maxBytes: 1024 * 1024,
-      env: tool.env,
+      // TRACEPARENT names this call's execute_tool span: a tool that traces continues it.
+      env: { ...tool.env, ...carrierEnv(carrierOf()) },
       // The same on a resumed turn's replay of this call.
       callId: `${deps.fence.turnId}:${call.id}`,
     },

@@ -1,5 +1,6 @@
 import { isRework } from '../../blackboard/results.ts';
 import { errorMessage } from '../../common/errors.ts';
+import { GEN_AI, inSpan } from '../../telemetry/spans.ts';
 import type { LlmAgent } from '../model/agent.ts';
 import { classOf } from '../model/errors.ts';
 import type { ChatMessage, ToolCall } from '../model/model.ts';
@@ -26,8 +27,25 @@ export type { LifeHooks, TurnDeps, TurnEnd } from './scope.ts';
  * call whose result is stored.
  */
 export class Turn extends TurnScope {
+  /** The turn in its `invoke_agent {role}` span: model calls and tool runs nest under it. */
   run(): Promise<TurnEnd> {
-    return fenced(() => this.loop());
+    const { deps } = this;
+    return inSpan(
+      `invoke_agent ${deps.role}`,
+      {
+        attributes: {
+          [GEN_AI.operation]: 'invoke_agent',
+          [GEN_AI.agentName]: deps.role,
+          [GEN_AI.conversationId]: deps.fence.turnId,
+          'holt.claim.id': deps.claim.id,
+        },
+      },
+      async (span) => {
+        const end = await fenced(() => this.loop());
+        span.setAttribute('holt.turn.outcome', end.kind);
+        return end;
+      },
+    );
   }
   private async loop(): Promise<TurnEnd> {
     const { deps } = this;

@@ -1,0 +1,64 @@
+import { type Attributes, context, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { TRACER_NAME } from './tracing.ts';
+
+/**
+ * Attribute names of the OpenTelemetry GenAI semantic conventions (v1.37+, still "development": the
+ * conventions advise copying them rather than importing the incubating entry point).
+ */
+export const GEN_AI = {
+  operation: 'gen_ai.operation.name',
+  provider: 'gen_ai.provider.name',
+  requestModel: 'gen_ai.request.model',
+  responseModel: 'gen_ai.response.model',
+  finishReasons: 'gen_ai.response.finish_reasons',
+  inputTokens: 'gen_ai.usage.input_tokens',
+  outputTokens: 'gen_ai.usage.output_tokens',
+  agentName: 'gen_ai.agent.name',
+  conversationId: 'gen_ai.conversation.id',
+  toolName: 'gen_ai.tool.name',
+  toolCallId: 'gen_ai.tool.call.id',
+  toolType: 'gen_ai.tool.type',
+  inputMessages: 'gen_ai.input.messages',
+  outputMessages: 'gen_ai.output.messages',
+} as const;
+export const ERROR_TYPE = 'error.type';
+
+/**
+ * Runs `fn` inside a new active span (children made within nest under it, carriers name it), ends the
+ * span whatever happens, and marks it failed with `error.type` when `fn` throws. `classify` names the
+ * error class (never the message: a message may quote a payload).
+ */
+export async function inSpan<T>(
+  name: string,
+  opts: { kind?: SpanKind; attributes?: Attributes; classify?: (e: unknown) => string },
+  fn: (span: Span) => Promise<T>,
+): Promise<T> {
+  const span = trace
+    .getTracer(TRACER_NAME)
+    .startSpan(name, { kind: opts.kind ?? SpanKind.INTERNAL, attributes: opts.attributes });
+  try {
+    return await context.with(trace.setSpan(context.active(), span), () => fn(span));
+  } catch (e) {
+    const cls = opts.classify?.(e) ?? (e instanceof Error ? e.name : 'error');
+    span.setAttribute(ERROR_TYPE, cls);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: cls });
+    throw e;
+  } finally {
+    span.end();
+  }
+}
+
+/** Marks a span failed without an exception (an outcome that is a failure: a tool's exit code, a Failure). */
+export function markFailed(span: Span, errorType: string): void {
+  span.setAttribute(ERROR_TYPE, errorType);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: errorType });
+}
+
+/** Content for a span attribute: only when the setting allows it, and capped (`contentChars`, 0 = off). */
+export function contentAttribute(value: unknown, contentChars: number): string | undefined {
+  if (contentChars <= 0) return undefined;
+  const s = typeof value === 'string' ? value : JSON.stringify(value);
+  return s.length > contentChars ? `${s.slice(0, contentChars)}…[truncated]` : s;
+}
+
+export { SpanKind };
