@@ -25,7 +25,11 @@ import { runTool } from './tool-run.ts';
 export function handle(t: TurnScope, call: ToolCall): Promise<void> {
   const name = call.function.name;
   const extension =
-    !!t.deps.mcp && !t.tools.declared.has(name) && !isCoreBuiltin(name) && !isFileTool(name) && !isWorkTool(name);
+    !!t.deps.mcp &&
+    !t.tools.declared.has(name) &&
+    !isCoreBuiltin(name) &&
+    !isFileTool(name) &&
+    !isWorkTool(name);
   return inSpan(
     `execute_tool ${name}`,
     {
