@@ -17,7 +17,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   state: ['access', 'blackboard', 'common'],
   inbox: ['blackboard', 'bus', 'common', 'state'],
   orchestrator: ['blackboard', 'bus', 'common', 'inbox', 'ingress', 'life', 'state'],
-  pup: ['blackboard', 'bus', 'common', 'inbox', 'state'],
+  pup: ['blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry'],
   work: ['common', 'state'],
   life: ['access', 'blackboard', 'bus', 'common', 'inbox', 'state', 'work'],
   ingress: ['access', 'common', 'life'],

@@ -7,6 +7,7 @@ import { ORCHESTRATOR_PROGRAM, ORCHESTRATOR_SECRETS } from '../orchestrator/prog
 import { PupEnvVars } from '../pup/config.ts';
 import { PUP_PROGRAM, PUP_SECRETS } from '../pup/program.ts';
 import { MIGRATE_SECRETS } from '../state/migrate-program.ts';
+import { TracingEnv } from '../telemetry/settings.ts';
 import { type ProgramSpec, parseProgram } from './program.ts';
 import { VERSION } from './version.ts';
 
@@ -88,7 +89,8 @@ describe('parseProgram: the runtime programs’ command line', () => {
     for (const k of [...Object.keys(EnvSchema.shape), ...Object.keys(OrchestratorInboxEnv.shape)])
       expect(orch.has(k), `orchestrator: ${k}`).toBe(true);
     const pup = covered(PUP_PROGRAM, PUP_SECRETS);
-    for (const k of Object.keys(PupEnvVars.shape)) expect(pup.has(k), `pup: ${k}`).toBe(true);
+    for (const k of [...Object.keys(PupEnvVars.shape), ...Object.keys(TracingEnv.shape)])
+      expect(pup.has(k), `pup: ${k}`).toBe(true);
     for (const p of [ORCHESTRATOR_PROGRAM, PUP_PROGRAM, OPERATOR_PROGRAM])
       for (const s of p.settings) expect(s.help.length, `${p.name}: ${s.env} has help`).toBeGreaterThan(5);
     expect(MIGRATE_SECRETS).toContain('DATABASE_URL');

@@ -1,8 +1,15 @@
 import { Option } from 'commander';
 import { type ProgramSpec, secretsEpilog } from '../common/program.ts';
+import { TRACING_SETTINGS } from '../telemetry/settings.ts';
 
 /** Credentials: environment only. */
-export const PUP_SECRETS = ['REDIS_URL', 'DATABASE_URL', 'NATS_URL', 'HOLT_LLM_API_KEY'];
+export const PUP_SECRETS = [
+  'REDIS_URL',
+  'DATABASE_URL',
+  'NATS_URL',
+  'HOLT_LLM_API_KEY',
+  'OTEL_EXPORTER_OTLP_HEADERS',
+];
 
 /** `holt pup`'s command line (src/common/program.ts); Holt's variables first, defaults in brackets. */
 export const PUP_PROGRAM: ProgramSpec = {
@@ -48,6 +55,7 @@ export const PUP_PROGRAM: ProgramSpec = {
       env: 'HOLT_TOOL_WORKSPACE',
       help: 'where the tool runner sees the workspace, if elsewhere [HOLT_WORKSPACE]',
     },
+    ...TRACING_SETTINGS,
   ],
   epilog: [
     secretsEpilog(PUP_SECRETS),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseEnv } from '../common/config.ts';
+import type { EnvSetting } from '../common/program.ts';
 
 /**
  * Tracing settings from the standard OpenTelemetry variables (the subset Holt honours; the OTLP
@@ -31,7 +32,7 @@ const SAMPLERS = [
   'parentbased_traceidratio',
 ] as const;
 
-const TracingEnv = z.object({
+export const TracingEnv = z.object({
   OTEL_SDK_DISABLED: z.preprocess(blank, z.enum(['true', 'false']).optional()),
   OTEL_TRACES_EXPORTER: z.preprocess(blank, z.enum(['otlp', 'none']).optional()),
   OTEL_EXPORTER_OTLP_ENDPOINT: url,
@@ -70,3 +71,28 @@ export function tracingSettings(env: NodeJS.ProcessEnv): TracingSettings {
     contentChars: e.HOLT_TRACE_CONTENT_CHARS,
   };
 }
+
+/** The tracing settings as a program's --help lists them (OTLP headers may hold a token: environment only). */
+export const TRACING_SETTINGS: EnvSetting[] = [
+  {
+    env: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+    help: 'OTLP/HTTP base URL of a trace collector; unset: no trace is exported',
+  },
+  {
+    env: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    help: 'the full OTLP/HTTP traces URL (wins over the base URL)',
+  },
+  { env: 'OTEL_EXPORTER_OTLP_PROTOCOL', help: 'http/protobuf (the only one) [http/protobuf]' },
+  {
+    env: 'OTEL_TRACES_SAMPLER',
+    help: 'always_on, always_off, traceidratio or parentbased_* [parentbased_always_on]',
+  },
+  { env: 'OTEL_TRACES_SAMPLER_ARG', help: 'the ratio of traceidratio samplers, 0 to 1 [1]' },
+  { env: 'OTEL_TRACES_EXPORTER', help: 'otlp or none [otlp]' },
+  { env: 'OTEL_SDK_DISABLED', help: 'true: no trace is exported [false]' },
+  { env: 'OTEL_SERVICE_NAME', help: 'the service name of its spans [holt-<program>]' },
+  {
+    env: 'HOLT_TRACE_CONTENT_CHARS',
+    help: 'model messages on spans, capped at this many characters; 0 = never [0]',
+  },
+];
