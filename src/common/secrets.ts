@@ -67,7 +67,7 @@ export function toolEnvironment(
 
 /**
  * What a locally started component takes from the environment of `holt up`: system and locale
- * variables, proxies and CA bundles, Node's own and Holt's settings, never a credential (those go on a
+ * variables, proxies and CA bundles, Node's own, OpenTelemetry's and Holt's settings, never a credential (those go on a
  * descriptor). A tool can read its pup's /proc/<pid>/environ, so nothing else is passed down.
  */
 export function componentEnvironment(
@@ -77,7 +77,7 @@ export function componentEnvironment(
   const secret = new Set([...STORE_URL_VARS, ...LLM_KEY_VARS, ...drop]);
   const keep = (k: string) =>
     SYSTEM_ENV.includes(k) ||
-    /^(LC_|NODE_|HOLT_)/.test(k) ||
+    /^(LC_|NODE_|HOLT_|OTEL_)/.test(k) ||
     /^(HTTPS?_PROXY|NO_PROXY|https?_proxy|no_proxy|SSL_CERT_FILE|SSL_CERT_DIR)$/.test(k);
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) if (v !== undefined && keep(k) && !secret.has(k)) out[k] = v;

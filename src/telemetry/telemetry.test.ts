@@ -2,6 +2,7 @@ import { context, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger } from '../common/logger.ts';
+import { componentEnvironment, toolEnvironment } from '../common/secrets.ts';
 import { carrierEnv, carrierOf, contextFrom, parseCarrier } from './carrier.ts';
 import { tracingSettings } from './settings.ts';
 import { startTracing, type Tracing } from './tracing.ts';
@@ -76,6 +77,24 @@ describe('trace context carriers (untrusted input)', () => {
       TRACESTATE: 'k=v',
     });
     expect(carrierEnv(undefined)).toEqual({});
+  });
+});
+
+describe('tracing variables on their way', () => {
+  it('holt up hands OTEL_* to its components; a tool gets only its TRACEPARENT, never the exporter headers', () => {
+    const env = {
+      PATH: '/bin',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+      OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer t0ken-abcdef',
+      REDIS_URL: 'redis://:pw@r:6379',
+    };
+    expect(componentEnvironment(env)).toEqual({
+      PATH: '/bin',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+      OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer t0ken-abcdef',
+    });
+    const tool = toolEnvironment(env, carrierEnv({ traceparent: PARENT }));
+    expect(tool).toEqual({ PATH: '/bin', TRACEPARENT: PARENT });
   });
 });
 
