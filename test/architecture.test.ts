@@ -27,7 +27,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   'mcp-server': ['blackboard'],
   'mcp-bridge': ['common'],
   local: ['access', 'api', 'blackboard', 'common', 'state'],
-  operator: ['access', 'api', 'blackboard', 'bus', 'common', 'inbox'],
+  operator: ['access', 'api', 'blackboard', 'bus', 'common', 'inbox', 'telemetry'],
   cli: [
     'access',
     'agent',

@@ -65,6 +65,7 @@ describe('the holt-operator Helm chart', () => {
       ['metrics.prot=9090', 'prot'],
       ['bogus=1', 'bogus'],
       ['logLevel=loud', 'logLevel'],
+      ['tracing.samplerRatio=2', 'samplerRatio'],
       ['image.pullPolicy=Sometimes', 'pullPolicy'],
     ] as const) {
       const failed = await kube
@@ -153,10 +154,19 @@ describe('the holt-operator Helm chart', () => {
   });
 
   it('sets only environment variables the operator reads (the chart and `holt operator` agree)', async () => {
-    const dep = (await render()).find((o) => o.kind === 'Deployment');
-    const env = dep?.spec?.template?.spec?.containers?.[0]?.env?.map((e) => e.name) ?? [];
+    const dep = (await render('tracing.endpoint=http://jaeger:4318', 'tracing.samplerRatio=0.5')).find(
+      (o) => o.kind === 'Deployment',
+    );
+    const vars = dep?.spec?.template?.spec?.containers?.[0]?.env ?? [];
+    const env = vars.map((e) => e.name);
     expect(env.length).toBeGreaterThan(4);
-    const sources = ['src/operator/main.ts', 'src/common/logger.ts']
+    expect(vars).toContainEqual({ name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: 'http://jaeger:4318' });
+    expect(vars).toContainEqual({ name: 'OTEL_TRACES_SAMPLER_ARG', value: '0.5' });
+    const plain = (await render()).find((o) => o.kind === 'Deployment');
+    expect(plain?.spec?.template?.spec?.containers?.[0]?.env?.map((e) => e.name)).not.toContain(
+      'OTEL_EXPORTER_OTLP_ENDPOINT',
+    );
+    const sources = ['src/operator/main.ts', 'src/common/logger.ts', 'src/telemetry/settings.ts']
       .map((f) => readFileSync(join(import.meta.dirname, '..', f), 'utf8'))
       .join('\n');
     const unread = env.filter((name) => !sources.includes(`env.${name}`) && !sources.includes(`'${name}'`));

@@ -8,6 +8,8 @@ import { ConfigError, configErrorExit, formatIssues } from '../common/config.ts'
 import { startProbeServer } from '../common/http.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
+import { type TracingSettings, tracingSettings } from '../telemetry/settings.ts';
+import { startTracing } from '../telemetry/tracing.ts';
 import { PostgresBacklogReader } from './autoscale/backlog.ts';
 import { NatsWakeups } from './autoscale/wakeup.ts';
 import { RedisFiguresReader } from './controllers/agentfigures.ts';
@@ -184,12 +186,15 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const cli = parseProgram(OPERATOR_PROGRAM, argv, env);
   if (!cli.run) return cli.exitCode;
   let cfg: ReturnType<typeof readConfig>;
+  let traceSettings: TracingSettings;
   try {
     cfg = readConfig(cli.env);
+    traceSettings = tracingSettings(cli.env);
   } catch (e) {
     return configErrorExit(e, 'holt operator: invalid configuration');
   }
   const log = createLogger('operator', { identity: cfg.identity });
+  const tracing = startTracing('operator', traceSettings, log);
   const kc = new KubeConfig();
   if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
   else kc.loadFromDefault();
@@ -252,5 +257,6 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   client.close();
   await probes.close();
   await metrics?.close();
+  await tracing.shutdown();
   return exitCode;
 }

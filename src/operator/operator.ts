@@ -1,6 +1,7 @@
 import { DEFAULT_RUNTIME_IMAGE } from '../api/common.ts';
 import type { WorkerExit } from '../blackboard/worker-exits.ts';
 import type { Logger } from '../common/logger.ts';
+import { inSpan } from '../telemetry/spans.ts';
 import type { BacklogReader, ClaimSource } from './autoscale/backlog.ts';
 import { Autoscaler } from './autoscale/loop.ts';
 import type { WakeupSource } from './autoscale/wakeup.ts';
@@ -11,7 +12,7 @@ import { ClaimBells } from './controllers/claimbells.ts';
 import type { ControllerContext } from './controllers/context.ts';
 import { reconcileHolt } from './controllers/holt.ts';
 import { type HoltRef, RegistrySync, type RegistryWriter } from './controllers/registry.ts';
-import { holtOf, keyOf } from './controllers/resources.ts';
+import { holtOf, keyOf, splitKey } from './controllers/resources.ts';
 import { reconcileToolServer } from './controllers/toolserver.ts';
 import { WorkerExitWatch } from './controllers/workerexits.ts';
 import { reconcileWorkerPool } from './controllers/workerpool.ts';
@@ -154,8 +155,18 @@ export class Operator {
       return new WorkQueue(
         async (key) => {
           const end = this.metrics.reconcileSeconds.startTimer({ controller });
+          const [namespace, name] = splitKey(key);
           try {
-            return await reconcilers[kind](this.ctx, key);
+            return await inSpan(
+              `reconcile ${kind}`,
+              { attributes: { 'k8s.namespace.name': namespace, 'holt.kind': kind, 'holt.name': name } },
+              async (span) => {
+                const r = await reconcilers[kind](this.ctx, key);
+                if (r?.requeueAfterMs !== undefined)
+                  span.setAttribute('holt.requeue_after_ms', r.requeueAfterMs);
+                return r;
+              },
+            );
           } finally {
             end();
           }

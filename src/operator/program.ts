@@ -1,5 +1,6 @@
 import { DEFAULT_RUNTIME_IMAGE } from '../api/common.ts';
 import type { ProgramSpec } from '../common/program.ts';
+import { TRACING_SETTINGS } from '../telemetry/settings.ts';
 
 /** `holt operator`'s command line: each setting a flag over its environment variable, the flag winning. */
 export const OPERATOR_PROGRAM: ProgramSpec = {
@@ -52,6 +53,7 @@ export const OPERATOR_PROGRAM: ProgramSpec = {
       help: 'how often runtime values (claims in flight, budgets, quarantine, retention) are re-read [10000]',
     },
     { env: 'KUBECONFIG', flag: 'kubeconfig', help: 'a kubeconfig file [in-cluster, else ~/.kube/config]' },
+    ...TRACING_SETTINGS,
   ],
   epilog: 'Reference: charts/holt-operator/README.md and docs/configuration.md.',
 };

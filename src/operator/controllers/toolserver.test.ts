@@ -1,11 +1,15 @@
 import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
 import { eventually } from '../../../test/harness/wait.ts';
+import { silentLogger } from '../../common/logger.ts';
 import { EVERYTHING_JS } from '../../llm/mcp/mcp.testkit.ts';
 import { testBridge } from '../../mcp-bridge/bridge.testkit.ts';
 import type { Bridge } from '../../mcp-bridge/bridge.ts';
+import { tracingSettings } from '../../telemetry/settings.ts';
+import { startTracing } from '../../telemetry/tracing.ts';
 import type { KubeClient, KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
 import { agentObject, holtObject, startKubeWithCrds, startOperator } from '../testkit.ts';
@@ -39,6 +43,12 @@ const closedPort = () =>
     });
   });
 
+// Each reconcile is a span (src/operator/operator.ts); collected here, checked by the last test.
+const spans = new InMemorySpanExporter();
+const tracing = startTracing('operator', tracingSettings({}), silentLogger(), {
+  processors: [new SimpleSpanProcessor({ exporter: spans })],
+});
+
 beforeAll(async () => {
   ({ kube, admin } = await startKubeWithCrds(NS));
   op = await startOperator(kube, NS, { toolServerRefreshMs: 300 });
@@ -46,6 +56,7 @@ beforeAll(async () => {
   bridge = await testBridge([EVERYTHING_JS]);
 });
 afterAll(async () => {
+  await tracing.shutdown();
   await op?.stop();
   await bridge?.close();
   admin?.close();
@@ -214,5 +225,13 @@ describe('ToolServer controller on a real API server', () => {
       )?.conditions?.find((x) => x.type === 'Ready');
       return c?.reason === 'InvalidSpec' && c.message.includes('MCP server everything is named twice');
     });
+  });
+
+  it('each reconcile is a span naming the kind, namespace and object', () => {
+    const everything = spans
+      .getFinishedSpans()
+      .filter((x) => x.name === 'reconcile ToolServer' && x.attributes['holt.name'] === 'everything');
+    expect(everything.length).toBeGreaterThan(0);
+    expect(everything[0]!.attributes).toMatchObject({ 'k8s.namespace.name': NS, 'holt.kind': 'ToolServer' });
   });
 });
