@@ -3,6 +3,7 @@ import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../../../test/harness/wait.ts';
 import { newPasswords, PRINCIPALS } from '../../access/principals.ts';
 import { redisUrl } from '../../access/redis.ts';
 import { HoltSpec } from '../../api/holt.ts';
@@ -111,6 +112,14 @@ describe('the bundled Redis', () => {
     const admin = new Redis(redisUrl('admin', pw.admin, '127.0.0.1', port), { maxRetriesPerRequest: 0 });
     await admin.multi().set('holt:demo:tx', 'kept').sadd('holt:demo:set', 'a').exec();
     await admin.set('holt:demo:plain', 'kept');
+    // appendfsync everysec may hold the AOF buffer back (up to 2 s while a slow fsync runs) after the
+    // reply: a SIGKILL before it reaches the file loses it by design. Kill once it is written.
+    await eventually('the AOF buffer written to the file', async () => {
+      const info = await admin.info('persistence');
+      return /aof_buffer_length:0\r?\n/.test(info) && /aof_pending_bio_fsync:0\r?\n/.test(info)
+        ? true
+        : undefined;
+    });
     admin.disconnect();
     const exited = new Promise((r) => server!.child.once('exit', r));
     server!.child.kill('SIGKILL');
