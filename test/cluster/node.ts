@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { kubeBinary } from '../harness/bins.ts';
 import { writeKubeconfig } from '../harness/kube.ts';
 import { type ServerProcess, spawnServer, waitReady } from '../harness/proc.ts';
@@ -122,24 +123,34 @@ export async function startKubelet(
     cp.kubeletToken,
   );
   writeFileSync(config, kubeletConfig(plan, node, p, cp.caCert));
-  const proc = inNode(
-    node,
-    'kubelet',
-    kubeBinary('kubelet'),
-    [
-      `--config=${config}`,
-      `--kubeconfig=${kubeconfig}`,
-      `--root-dir=${p.kubeletRoot}`,
-      `--cert-dir=${p.kubeletCerts}`,
-      `--hostname-override=${node.name}`,
-      `--node-ip=${node.ip}`,
-      '--v=1',
-    ],
-    p.dir,
-    detached,
-  );
-  await waitReady(proc, async () => (await fetch(`http://${node.ip}:10248/healthz`)).ok, 120_000, 250);
-  return proc;
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const proc = inNode(
+      node,
+      'kubelet',
+      kubeBinary('kubelet'),
+      [
+        `--config=${config}`,
+        `--kubeconfig=${kubeconfig}`,
+        `--root-dir=${p.kubeletRoot}`,
+        `--cert-dir=${p.kubeletCerts}`,
+        `--hostname-override=${node.name}`,
+        `--node-ip=${node.ip}`,
+        '--v=1',
+      ],
+      p.dir,
+      detached,
+    );
+    try {
+      await waitReady(proc, async () => (await fetch(`http://${node.ip}:10248/healthz`)).ok, 120_000, 250);
+      return proc;
+    } catch (e) {
+      // containerd answers before its CRI plugin has loaded its state (slow on a restarted, busy node):
+      // the kubelet then exits at once. Started again, as systemd would, until the deadline.
+      if (!/server is not initialized yet/.test(String(e)) || Date.now() > deadline) throw e;
+      await sleep(1000);
+    }
+  }
 }
 
 export async function startKubeProxy(
