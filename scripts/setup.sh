@@ -43,4 +43,8 @@ step_start "The real node's parts (containerd, runc, CNI, CoreDNS, local-path-pr
 bash "$root/scripts/setup/cluster.sh"
 step_done
 
+step_start "Jaeger (the tests' trace backend), built from its Go module"
+bash "$root/scripts/setup/jaeger.sh"
+step_done
+
 echo "setup complete in $(( $(date +%s) - T0 ))s; cache: $CACHE"
