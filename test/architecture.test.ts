@@ -11,7 +11,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   common: [],
   access: ['common'],
   telemetry: ['common'],
-  blackboard: ['common'],
+  blackboard: ['common', 'telemetry'],
   api: ['blackboard', 'common'],
   bus: ['blackboard', 'common'],
   state: ['access', 'blackboard', 'common'],

@@ -1,4 +1,5 @@
 import { type ChainableCommander, Redis, type RedisOptions } from 'ioredis';
+import { carrierOf } from '../telemetry/carrier.ts';
 import { artefactToHash, type BlackboardDataError, claimToHash, claimToJson } from './codec.ts';
 import { goEscape, goMapJson, sortedKeys } from './go-json.ts';
 import { type Keys, keys } from './keys.ts';
@@ -121,7 +122,14 @@ export class Blackboard {
 
   /** Validates and writes an artefact once. Returns false (and writes nothing) when the id exists. */
   async createArtefact(input: NewArtefact): Promise<{ created: boolean; artefact: Artefact }> {
-    const artefact = Artefact.parse({ ...input, created_at_ms: input.created_at_ms || Date.now() });
+    // Filled in if missing: the artefact carries the span that wrote it, so the claim on it and the
+    // work on that claim continue the same trace.
+    const carrier = input.traceparent ? undefined : carrierOf();
+    const artefact = Artefact.parse({
+      ...input,
+      ...carrier,
+      created_at_ms: input.created_at_ms || Date.now(),
+    });
     checkPayload(artefact.payload, this.maxPayloadBytes);
     const json = JSON.stringify(artefact);
     const res = await createArtefactScript.run(

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { TraceParent, TraceState } from '../telemetry/carrier.ts';
 
 export const STRUCTURAL_TYPES = ['Standard', 'Review', 'Question', 'Answer', 'Failure', 'Terminal'] as const;
 export const StructuralType = z.enum(STRUCTURAL_TYPES);
@@ -26,6 +27,17 @@ export type ClaimStatus = z.infer<typeof ClaimStatus>;
 const uuid = z.uuid({ version: undefined, error: 'must be a UUID' });
 const role = z.string().min(1, 'must not be empty');
 
+/**
+ * Extension fields (Holt's tools ignore them): the W3C trace context of the span that wrote the
+ * artefact, or that a claim continues. A malformed value is dropped on read, never an error.
+ */
+function traceFields() {
+  return {
+    traceparent: TraceParent.optional().catch(undefined),
+    tracestate: TraceState.optional().catch(undefined),
+  };
+}
+
 export const Artefact = z.object({
   id: uuid,
   logical_id: uuid,
@@ -36,6 +48,7 @@ export const Artefact = z.object({
   source_artefacts: z.array(uuid),
   produced_by_role: role,
   created_at_ms: z.number().int().nonnegative(),
+  ...traceFields(),
 });
 export type Artefact = z.infer<typeof Artefact>;
 
@@ -91,6 +104,8 @@ export const Claim = z.object({
   silent_agents: z.array(z.string()).optional(),
   /** When bidding was last re-opened (ms): the start of the bid timeout of a revived claim. */
   bids_reopened_at_ms: z.number().int().optional(),
+  /** The trace context of the claimed artefact: the pups' work on the claim continues it. */
+  ...traceFields(),
 });
 export type Claim = z.infer<typeof Claim>;
 

@@ -325,6 +325,10 @@ export class LeaderTerm {
       // The bidders this claim's consensus waits for, fixed now even if the registry changes later.
       expected_bidders: [...this.expectedBidders],
       created_at_ms: Date.now(),
+      // The work on the claim continues the trace of the artefact it claims.
+      ...(a.traceparent
+        ? { traceparent: a.traceparent, ...(a.tracestate ? { tracestate: a.tracestate } : {}) }
+        : {}),
     };
     await this.deps.onStep?.('before_create_claim', claim.id);
     if (!this.alive()) throw new NotLeaderError();

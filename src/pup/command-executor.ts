@@ -16,6 +16,8 @@ import type { Artefact, Claim } from '../blackboard/types.ts';
 import { errorMessage } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import { Scrubber } from '../common/secrets.ts';
+import { carrierEnv, carrierOf } from '../telemetry/carrier.ts';
+import { claimContext, inSpan, markFailed } from '../telemetry/spans.ts';
 import type { PupConfig } from './config.ts';
 import { assembleContext } from './context.ts';
 import type { ArtefactSink, ExecuteOptions, GrantExecutor, Outcome } from './executor.ts';
@@ -91,7 +93,24 @@ export class CommandExecutor implements GrantExecutor {
             Math.max(50, Math.floor(ttl / 3)),
           );
       try {
-        return await this.run(vc.claim, grant, id, l, sink, opts, signal);
+        // The agent's invocation continues the claim's trace; what it writes carries this span.
+        return await inSpan(
+          `invoke_agent ${cfg.role}`,
+          {
+            attributes: {
+              'gen_ai.operation.name': 'invoke_agent',
+              'gen_ai.agent.name': cfg.role,
+              'holt.claim.id': grant.claimId,
+            },
+            parent: claimContext(vc.claim),
+          },
+          async (span) => {
+            const outcome = await this.run(vc.claim, grant, id, l, sink, opts, signal);
+            span.setAttribute('holt.outcome', outcome);
+            if (outcome === 'failure' || outcome === 'error') markFailed(span, outcome);
+            return outcome;
+          },
+        );
       } finally {
         clearInterval(heartbeat);
         if (!opts.fenced) await releaseExecution(bb, id, owner).catch(() => undefined);
@@ -187,6 +206,8 @@ export class CommandExecutor implements GrantExecutor {
         maxBytes: cfg.outputLimitBytes,
         // Stable across re-runs of this grant: the output artefact's id.
         callId: id,
+        // The invocation's span: a tool that traces continues it.
+        env: carrierEnv(carrierOf()),
       },
       signal,
     );

@@ -8,6 +8,7 @@ import type { Logger } from '../common/logger.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { InboxWorker, type Outcome as RowOutcome } from '../inbox/worker.ts';
 import type { InboxRow } from '../state/schema.ts';
+import { carrierOf } from '../telemetry/carrier.ts';
 import type { PupConfig } from './config.ts';
 import type { ArtefactSink, ExecuteOptions, GrantExecutor, Outcome } from './executor.ts';
 import { leaseOwnerOf, type WorkerEnv } from './worker-env.ts';
@@ -62,7 +63,12 @@ export async function startInboxWorker(o: {
       // Validated now, written later: a bad artefact is the executor's Failure, not a failed commit.
       const sink: ArtefactSink = async (a, onCreated) => {
         writes.push({
-          artefact: Artefact.parse({ ...a, created_at_ms: a.created_at_ms || Date.now() }),
+          // The span it was made in (written later, outside it): filled in as createArtefact would.
+          artefact: Artefact.parse({
+            ...a,
+            ...(a.traceparent ? {} : carrierOf()),
+            created_at_ms: a.created_at_ms || Date.now(),
+          }),
           onCreated,
         });
       };

@@ -7,13 +7,12 @@ import { z } from 'zod';
  * headers) and in a tool's environment. It comes from untrusted hands too (a caller's `traceparent`,
  * a payload), so it is parsed: a malformed one is dropped, never trusted and never an error.
  */
-export const TraceCarrier = z.object({
-  // version 00, 32-hex trace id, 16-hex parent id, 2-hex flags; all-zero ids are invalid (W3C).
-  traceparent: z
-    .string()
-    .regex(/^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/, 'must be a W3C traceparent'),
-  tracestate: z.string().max(512).optional(),
-});
+// version 00, 32-hex trace id, 16-hex parent id, 2-hex flags; all-zero ids are invalid (W3C).
+export const TraceParent = z
+  .string()
+  .regex(/^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/, 'must be a W3C traceparent');
+export const TraceState = z.string().max(512);
+export const TraceCarrier = z.object({ traceparent: TraceParent, tracestate: TraceState.optional() });
 export type TraceCarrier = z.infer<typeof TraceCarrier>;
 
 // The propagator is used directly (not the global one): trace context is carried whether or not this

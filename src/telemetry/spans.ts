@@ -1,4 +1,13 @@
-import { type Attributes, context, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import {
+  type Attributes,
+  type Context,
+  context,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
+import { contextFrom, parseCarrier } from './carrier.ts';
 import { TRACER_NAME } from './tracing.ts';
 
 /**
@@ -30,14 +39,21 @@ export const ERROR_TYPE = 'error.type';
  */
 export async function inSpan<T>(
   name: string,
-  opts: { kind?: SpanKind; attributes?: Attributes; classify?: (e: unknown) => string },
+  opts: {
+    kind?: SpanKind;
+    attributes?: Attributes;
+    classify?: (e: unknown) => string;
+    /** The parent (a carrier's context, contextFrom): the active context by default. */
+    parent?: Context;
+  },
   fn: (span: Span) => Promise<T>,
 ): Promise<T> {
+  const parent = opts.parent ?? context.active();
   const span = trace
     .getTracer(TRACER_NAME)
-    .startSpan(name, { kind: opts.kind ?? SpanKind.INTERNAL, attributes: opts.attributes });
+    .startSpan(name, { kind: opts.kind ?? SpanKind.INTERNAL, attributes: opts.attributes }, parent);
   try {
-    return await context.with(trace.setSpan(context.active(), span), () => fn(span));
+    return await context.with(trace.setSpan(parent, span), () => fn(span));
   } catch (e) {
     const cls = opts.classify?.(e) ?? (e instanceof Error ? e.name : 'error');
     span.setAttribute(ERROR_TYPE, cls);
@@ -52,6 +68,12 @@ export async function inSpan<T>(
 export function markFailed(span: Span, errorType: string): void {
   span.setAttribute(ERROR_TYPE, errorType);
   span.setStatus({ code: SpanStatusCode.ERROR, message: errorType });
+}
+
+/** The context a claim's work continues: the claimed artefact's trace, else whatever is active. */
+export function claimContext(claim: { traceparent?: string; tracestate?: string }): Context {
+  const c = parseCarrier({ traceparent: claim.traceparent, tracestate: claim.tracestate });
+  return c ? contextFrom(c) : context.active();
 }
 
 /** Content for a span attribute: only when the setting allows it, and capped (`contentChars`, 0 = off). */

@@ -1,6 +1,6 @@
 import { isRework } from '../../blackboard/results.ts';
 import { errorMessage } from '../../common/errors.ts';
-import { GEN_AI, inSpan } from '../../telemetry/spans.ts';
+import { claimContext, GEN_AI, inSpan } from '../../telemetry/spans.ts';
 import type { LlmAgent } from '../model/agent.ts';
 import { classOf } from '../model/errors.ts';
 import type { ChatMessage, ToolCall } from '../model/model.ts';
@@ -39,6 +39,7 @@ export class Turn extends TurnScope {
           [GEN_AI.conversationId]: deps.fence.turnId,
           'holt.claim.id': deps.claim.id,
         },
+        parent: claimContext(deps.claim),
       },
       async (span) => {
         const end = await fenced(() => this.loop());
