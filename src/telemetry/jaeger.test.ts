@@ -1,0 +1,113 @@
+import type { ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Jaeger, parentSpanId, startJaeger, tagValue } from '../../test/harness/jaeger.ts';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { eventually } from '../../test/harness/wait.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import type { Orchestrator } from '../orchestrator/orchestrator.ts';
+import { newGoal, register, startOrchestrator } from '../orchestrator/testkit.ts';
+import { node, spawnPup } from '../pup/testkit.ts';
+
+/**
+ * Traces on a real backend: two pup processes export to Jaeger over OTLP/HTTP, and the trace is read
+ * back through Jaeger's query API. The goal continues a caller's trace; the second agent's work is a
+ * child of the first's, across processes, through the artefact and the claim on the blackboard.
+ */
+const TRACE = '5b8efff798038103d269b633813fc60c';
+const CALLER_SPAN = 'eee19b7ec3c1b174';
+const INSTANCE = 'traced';
+let jaeger: Jaeger;
+let redis: RedisServer;
+let bb: Blackboard;
+let orch: Orchestrator;
+let ws: string;
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  [jaeger, redis] = await Promise.all([startJaeger(), startRedis()]);
+  bb = Blackboard.connect(redis.url, INSTANCE);
+  ws = makeTempDir('jaeger-ws');
+  execFileSync('git', ['init', '-q', ws]);
+  orch = startOrchestrator(redis.url, INSTANCE);
+  await register(bb, ['drafter', 'finisher']);
+});
+afterAll(async () => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  await orch?.stop();
+  await bb?.close();
+  await Promise.all([redis?.stop(), jaeger?.stop()]);
+  if (ws) removeDir(ws);
+});
+
+const finish = `process.stdin.resume().on("end",()=>process.stdout.write(JSON.stringify({structural_type:"Terminal",artefact_type:"Done",artefact_payload:String(process.env.TRACEPARENT),summary:"done"})))`;
+
+describe('traces on Jaeger (OTLP/HTTP protobuf, read back through its query API)', () => {
+  it('one trace from the caller through two agents in two processes, each span under the right parent', async () => {
+    const common = {
+      REDIS_URL: redis.url,
+      HOLT_INSTANCE_NAME: INSTANCE,
+      HOLT_WORKSPACE: ws,
+      OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpHttpUrl,
+    };
+    const pups = [
+      spawnPup(
+        {
+          ...common,
+          HOLT_AGENT_NAME: 'drafter',
+          HOLT_AGENT_BID_SCRIPT: JSON.stringify(node('bid-types.mjs', 'Goal', 'exclusive')),
+        },
+        children,
+      ),
+      spawnPup(
+        {
+          ...common,
+          HOLT_AGENT_NAME: 'finisher',
+          HOLT_AGENT_COMMAND: JSON.stringify([process.execPath, '-e', finish]),
+          HOLT_AGENT_BID_SCRIPT: JSON.stringify(node('bid-types.mjs', 'EchoResult', 'exclusive')),
+        },
+        children,
+      ),
+    ];
+    const goal = newGoal('trace me', { type: 'Goal', traceparent: `00-${TRACE}-${CALLER_SPAN}-01` });
+    await bb.createArtefact(goal);
+    const done = await eventually('the Terminal', findTerminal, { timeoutMs: 60_000 });
+    // SIGTERM: each pup flushes its spans as it stops.
+    for (const p of pups) p.child.kill('SIGTERM');
+    await Promise.all(pups.map((p) => p.exited));
+
+    const trace = await eventually('both agents in the trace', async () => {
+      const t = await jaeger.trace(TRACE);
+      return t && t.spans.filter((s) => s.operationName.startsWith('invoke_agent')).length >= 2
+        ? t
+        : undefined;
+    });
+    const span = (name: string) => {
+      const found = trace.spans.filter((s) => s.operationName === name);
+      expect(found, name).toHaveLength(1);
+      return found[0]!;
+    };
+    const drafter = span('invoke_agent drafter');
+    const finisher = span('invoke_agent finisher');
+    expect(parentSpanId(drafter)).toBe(CALLER_SPAN);
+    expect(parentSpanId(finisher)).toBe(drafter.spanID);
+    expect(drafter.process.serviceName).toBe('holt-pup');
+    expect(drafter.process.tags).toContainEqual(
+      expect.objectContaining({ key: 'holt.role', value: 'drafter' }),
+    );
+    expect(tagValue(finisher, 'gen_ai.agent.name')).toBe('finisher');
+    expect(tagValue(finisher, 'holt.outcome')).toBe('success');
+    // The finisher's tool got its invocation's span; the Terminal carries it too.
+    expect(done.payload).toBe(`00-${TRACE}-${finisher.spanID}-01`);
+    expect(done.traceparent).toBe(done.payload);
+  });
+});
+
+async function findTerminal() {
+  for (const id of await bb.redis.zrange(bb.k.artefactIndex, 0, -1)) {
+    const a = await bb.getArtefact(id);
+    if (a?.structural_type === 'Terminal') return a;
+  }
+  return undefined;
+}
