@@ -1,7 +1,7 @@
 import { context, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it } from 'vitest';
-import { silentLogger } from '../common/logger.ts';
+import { createLogger, silentLogger } from '../common/logger.ts';
 import { componentEnvironment, toolEnvironment } from '../common/secrets.ts';
 import { carrierEnv, carrierOf, contextFrom, parseCarrier } from './carrier.ts';
 import { tracingSettings } from './settings.ts';
@@ -103,6 +103,24 @@ describe('a program that traces', () => {
   afterEach(async () => {
     await t?.shutdown();
     t = undefined;
+  });
+
+  it('a log line written inside a span names its trace and span; outside one, neither', async () => {
+    t = startTracing('test', tracingSettings({}), log, {
+      processors: [new SimpleSpanProcessor({ exporter: new InMemorySpanExporter() })],
+    });
+    const lines: string[] = [];
+    const logger = createLogger('test', {}, { write: (l: string) => void lines.push(l) });
+    const span = t.tracer.startSpan('step');
+    context.with(trace.setSpan(context.active(), span), () => logger.info({ event_type: 'inside' }));
+    span.end();
+    logger.info({ event_type: 'outside' });
+    const [inside, outside] = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(inside).toMatchObject({
+      trace_id: span.spanContext().traceId,
+      span_id: span.spanContext().spanId,
+    });
+    expect(outside).not.toHaveProperty('trace_id');
   });
 
   it('with tracing off, a trace passes through unchanged and nothing is recorded', async () => {
