@@ -29,6 +29,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   local: ['access', 'api', 'blackboard', 'common', 'state'],
   operator: ['access', 'api', 'blackboard', 'bus', 'common', 'inbox', 'telemetry'],
   cli: [
+    'telemetry',
     'access',
     'agent',
     'api',

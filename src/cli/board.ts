@@ -4,6 +4,7 @@ import { claimIdsForArtefacts } from '../blackboard/claim-engine.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { type ArtefactGraph, artefactGraph, workflowOf } from '../graph/model.ts';
+import { carrierOf, newTraceCarrier, type TraceCarrier } from '../telemetry/carrier.ts';
 import { globMatch } from './format.ts';
 import { CliError, EXIT } from './output.ts';
 import type { BlackboardTarget } from './target.ts';
@@ -36,10 +37,19 @@ export function resolveShortId(all: string[], wanted: string): string {
   return hits[0]!;
 }
 
-/** A new workflow: a GoalDefined artefact by the user. Returns its id. */
-export async function createGoal(bb: Blackboard, text: string, id: string = randomUUID()): Promise<string> {
+/**
+ * A new workflow: a GoalDefined artefact by the user. Returns its id. The goal starts the workflow's
+ * trace: the caller's (`trace`), the active span's, else a new one.
+ */
+export async function createGoal(
+  bb: Blackboard,
+  text: string,
+  id: string = randomUUID(),
+  trace?: TraceCarrier,
+): Promise<string> {
   if (!text.trim()) throw new CliError('the goal must not be empty', EXIT.usage);
   await bb.createArtefact({
+    ...(trace ?? carrierOf() ?? newTraceCarrier()),
     id,
     logical_id: id,
     version: 1,

@@ -170,6 +170,7 @@ export function program(): Command {
     .option('--allow-dirty', 'do not require a clean git workspace')
     .addOption(outOpt())
     .option('--timeout <seconds>', 'with --watch: give up after this many seconds (exit 5)')
+    .option('--traceparent <value>', 'continue this W3C trace [$TRACEPARENT, else a new one]')
     .action(async (o) => (await cmd.forage()).forage(o));
   p.command('watch')
     .description('live events, with history replay when a filter is given')

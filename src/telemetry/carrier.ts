@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { type Context, context, defaultTextMapSetter, ROOT_CONTEXT } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { z } from 'zod';
@@ -48,4 +49,12 @@ export function carrierEnv(carrier: TraceCarrier | undefined): Record<string, st
     TRACEPARENT: carrier.traceparent,
     ...(carrier.tracestate ? { TRACESTATE: carrier.tracestate } : {}),
   };
+}
+
+/**
+ * A new trace, for a workflow nobody traced yet (a goal from a caller without trace context): random
+ * W3C ids, sampled. Its root has no span of its own; every span of the workflow shares its trace id.
+ */
+export function newTraceCarrier(): TraceCarrier {
+  return { traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01` };
 }

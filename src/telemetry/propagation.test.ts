@@ -6,11 +6,13 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
+import { createGoal } from '../cli/board.ts';
 import { silentLogger } from '../common/logger.ts';
 import { claimFor, newGoal, register, startOrchestrator } from '../orchestrator/testkit.ts';
 import { CommandExecutor } from '../pup/command-executor.ts';
 import { PupMetrics } from '../pup/metrics.ts';
 import { artefact, config, grantedClaim } from '../pup/testkit.ts';
+import { parseCarrier } from './carrier.ts';
 import { tracingSettings } from './settings.ts';
 import { startTracing, type Tracing } from './tracing.ts';
 
@@ -67,6 +69,21 @@ describe('trace context on the blackboard (extension fields Holt ignores)', () =
     const read = await bb.getArtefact(a.id);
     expect(read?.id).toBe(a.id);
     expect(read?.traceparent).toBeUndefined();
+  });
+
+  it("a goal continues the caller's trace, else the active span's, else starts its own", async () => {
+    const given = await createGoal(bb, 'given', undefined, { traceparent: PARENT });
+    expect((await bb.getArtefact(given))?.traceparent).toBe(PARENT);
+    const fresh = await Promise.all([createGoal(bb, 'one'), createGoal(bb, 'two')]);
+    const tps = await Promise.all(fresh.map(async (id) => (await bb.getArtefact(id))?.traceparent));
+    for (const t of tps) expect(parseCarrier({ traceparent: t })).toBeDefined();
+    expect(tps[0]).not.toBe(tps[1]);
+    const span = tracing.tracer.startSpan('ingress');
+    const inSpan = await context.with(trace.setSpan(context.active(), span), () => createGoal(bb, 'inside'));
+    span.end();
+    expect((await bb.getArtefact(inSpan))?.traceparent).toBe(
+      `00-${span.spanContext().traceId}-${span.spanContext().spanId}-01`,
+    );
   });
 
   it("the orchestrator's claim continues the trace of the artefact it claims", async () => {
