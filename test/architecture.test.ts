@@ -16,7 +16,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   bus: ['blackboard', 'common'],
   state: ['access', 'blackboard', 'common'],
   inbox: ['blackboard', 'bus', 'common', 'state'],
-  orchestrator: ['blackboard', 'bus', 'common', 'inbox', 'ingress', 'life', 'state'],
+  orchestrator: ['blackboard', 'bus', 'common', 'inbox', 'ingress', 'life', 'state', 'telemetry'],
   pup: ['blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry'],
   work: ['common', 'state'],
   life: ['access', 'blackboard', 'bus', 'common', 'inbox', 'state', 'work'],

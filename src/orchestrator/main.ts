@@ -8,6 +8,8 @@ import { createLogger } from '../common/logger.ts';
 import { parseProgram } from '../common/program.ts';
 import { InboxMetrics } from '../inbox/metrics.ts';
 import { pruneFinished } from '../state/retention.ts';
+import { type TracingSettings, tracingSettings } from '../telemetry/settings.ts';
+import { startTracing } from '../telemetry/tracing.ts';
 import { loadConfig } from './config.ts';
 import { startOrchestratorInbox } from './inbox.ts';
 import { ingressKeysKeptMs, startOrchestratorIngress } from './ingress.ts';
@@ -27,8 +29,10 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   if (!cli.run) return cli.exitCode;
   const env = cli.env;
   let config: ReturnType<typeof loadConfig>;
+  let traceSettings: TracingSettings;
   try {
     config = loadConfig(env);
+    traceSettings = tracingSettings(env);
   } catch (e) {
     return configErrorExit(e, PROGRAM);
   }
@@ -41,6 +45,9 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   });
   let inbox: Awaited<ReturnType<typeof startOrchestratorInbox>>;
   const log = createLogger('orchestrator', { instance: config.instance });
+  const tracing = startTracing('orchestrator', traceSettings, log, {
+    attributes: { 'holt.instance': config.instance },
+  });
   try {
     // On a cluster the stores may start after the orchestrator: wait for them (about three minutes)
     // instead of exiting into a crash-loop back-off that would delay the Holt by minutes more.
@@ -138,6 +145,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
   await inbox?.close();
   await inboxBb.close();
   await probes.close();
+  await tracing.shutdown();
   return 0;
 }
 

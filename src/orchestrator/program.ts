@@ -1,4 +1,5 @@
 import { type ProgramSpec, secretsEpilog } from '../common/program.ts';
+import { TRACING_SETTINGS } from '../telemetry/settings.ts';
 
 /** Credentials: environment only. */
 export const ORCHESTRATOR_SECRETS = ['REDIS_URL', 'DATABASE_URL', 'NATS_URL'];
@@ -68,6 +69,7 @@ export const ORCHESTRATOR_PROGRAM: ProgramSpec = {
       env: 'HOLT_INGRESS_IDEMPOTENCY_DAYS',
       help: 'how long idempotency keys (hashes) are kept, past the messages [365]',
     },
+    ...TRACING_SETTINGS,
   ],
   epilog: [
     secretsEpilog(ORCHESTRATOR_SECRETS),

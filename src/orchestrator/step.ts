@@ -21,6 +21,7 @@ import type { Grant, GrantDispatcher } from './dispatch.ts';
 import { LateBids } from './late-bids.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
 import type { Quarantine } from './quarantine.ts';
+import { tracedStep } from './step-trace.ts';
 
 /** Called at every step boundary; tests inject crashes here. */
 export type StepHook = (name: string, claimId: string) => void | Promise<void>;
@@ -323,8 +324,17 @@ export class ClaimStepper {
     );
   }
 
+  /** Applies a write decision, in its span of the claim's trace (step-trace.ts). */
+  private apply(
+    vc: VersionedClaim,
+    d: Extract<Decision, { kind: 'write' }>,
+    target: Artefact | null,
+  ): Promise<number | null> {
+    return tracedStep(vc.claim, d, () => this.write(vc, d, target));
+  }
+
   /** Applies a write decision; the claim's new rev, or null when the compare-and-set lost. */
-  private async apply(
+  private async write(
     vc: VersionedClaim,
     d: Extract<Decision, { kind: 'write' }>,
     target: Artefact | null,

@@ -6,9 +6,12 @@ import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { silentLogger } from '../common/logger.ts';
 import type { Orchestrator } from '../orchestrator/orchestrator.ts';
 import { newGoal, register, startOrchestrator } from '../orchestrator/testkit.ts';
 import { node, spawnPup } from '../pup/testkit.ts';
+import { tracingSettings } from './settings.ts';
+import { startTracing, type Tracing } from './tracing.ts';
 
 /**
  * Traces on a real backend: two pup processes export to Jaeger over OTLP/HTTP, and the trace is read
@@ -23,6 +26,7 @@ let redis: RedisServer;
 let bb: Blackboard;
 let orch: Orchestrator;
 let ws: string;
+let tracing: Tracing;
 const children: ChildProcess[] = [];
 
 beforeAll(async () => {
@@ -30,6 +34,12 @@ beforeAll(async () => {
   bb = Blackboard.connect(redis.url, INSTANCE);
   ws = makeTempDir('jaeger-ws');
   execFileSync('git', ['init', '-q', ws]);
+  // This process is the orchestrator: it exports to the same Jaeger.
+  tracing = startTracing(
+    'orchestrator',
+    tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpHttpUrl }),
+    silentLogger(),
+  );
   orch = startOrchestrator(redis.url, INSTANCE);
   await register(bb, ['drafter', 'finisher']);
 });
@@ -73,9 +83,11 @@ describe('traces on Jaeger (OTLP/HTTP protobuf, read back through its query API)
     const goal = newGoal('trace me', { type: 'Goal', traceparent: `00-${TRACE}-${CALLER_SPAN}-01` });
     await bb.createArtefact(goal);
     const done = await eventually('the Terminal', findTerminal, { timeoutMs: 60_000 });
-    // SIGTERM: each pup flushes its spans as it stops.
+    // SIGTERM: each pup flushes its spans as it stops; the orchestrator's are flushed here.
     for (const p of pups) p.child.kill('SIGTERM');
     await Promise.all(pups.map((p) => p.exited));
+    await orch.stop();
+    await tracing.shutdown();
 
     const trace = await eventually('both agents in the trace', async () => {
       const t = await jaeger.trace(TRACE);
@@ -101,6 +113,17 @@ describe('traces on Jaeger (OTLP/HTTP protobuf, read back through its query API)
     // The finisher's tool got its invocation's span; the Terminal carries it too.
     expect(done.payload).toBe(`00-${TRACE}-${finisher.spanID}-01`);
     expect(done.traceparent).toBe(done.payload);
+
+    // The orchestrator's steps: the goal's claim under the caller's span, granted to the drafter; the
+    // draft's claim under the drafter's span, granted to the finisher.
+    const steps = trace.spans.filter((s) => s.operationName === 'orchestrator step');
+    const granted = (role: string) =>
+      steps.find((s) =>
+        s.logs.some((l) => l.fields.some((f) => f.key === 'gen_ai.agent.name' && f.value === role)),
+      );
+    expect(granted('drafter')?.process.serviceName).toBe('holt-orchestrator');
+    expect(parentSpanId(granted('drafter')!)).toBe(CALLER_SPAN);
+    expect(parentSpanId(granted('finisher')!)).toBe(drafter.spanID);
   });
 });
 
