@@ -259,6 +259,36 @@ export const HoltIngress = z
   .default({ expose: 'none', allowFrom: ['0.0.0.0/0', '::/0'] })
   .describe("How the living agents' ingress is reached (it is served once an Agent enables spec.ingress).");
 
+export const HoltTracing = z
+  .object({
+    endpoint: z
+      .url({ error: 'must be a URL' })
+      .optional()
+      .describe(
+        "OTLP/HTTP base URL of a trace collector (e.g. http://jaeger-collector.observability:4318) for the Holt's orchestrator and pups; unset: no trace is exported.",
+      ),
+    samplerRatio: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(1)
+      .describe('The share of new traces kept, 0 to 1 (a span whose parent was kept is always kept).'),
+    headersSecretRef: secretKeyRef
+      .optional()
+      .describe(
+        'A Secret key holding the export headers (key=value,…; a collector token): given to the pups and the orchestrator only, never to a tool.',
+      ),
+    contentChars: z
+      .number()
+      .int()
+      .min(0)
+      .max(65536)
+      .default(0)
+      .describe('Model messages on chat spans, capped at this many characters; 0: never.'),
+  })
+  .default({ samplerRatio: 1, contentChars: 0 })
+  .describe('Traces of the Holt (docs/observability.md).');
+
 export const HoltSpec = z.object({
   ingress: HoltIngress,
   stores: HoltStores,
@@ -266,6 +296,7 @@ export const HoltSpec = z.object({
   llm: HoltLlm,
   workspace: HoltWorkspace,
   monitoring: HoltMonitoring,
+  tracing: HoltTracing,
   runtimeImage: z
     .string()
     .optional()

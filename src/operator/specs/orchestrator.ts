@@ -14,6 +14,7 @@ import {
 } from './pod.ts';
 import { orchestratorAccount } from './serviceaccount.ts';
 import { storeEnv, storeTlsClient } from './stores.ts';
+import { tracingEnv } from './tracing.ts';
 
 export const orchestratorName = (holt: string) => childName(holt, 'orchestrator');
 /** Where the runtime image keeps the holt program (also copied into agent images by an init container). */
@@ -77,6 +78,7 @@ export function orchestratorDeployment(
               { name: 'HOLT_RETENTION_DAYS', value: String(o.retentionDays) },
               ...storeEnv(owner.name, spec.stores, 'orchestrator'),
               ...tls.env,
+              ...tracingEnv(spec.tracing),
               ...(ingress
                 ? [
                     { name: 'HOLT_INGRESS_PORT', value: String(INGRESS_PORT) },

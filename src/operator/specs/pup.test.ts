@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { AgentSpec } from '../../api/agent.ts';
 import { HoltSpec } from '../../api/holt.ts';
+import { ownerOf } from './meta.ts';
+import { orchestratorDeployment } from './orchestrator.ts';
 import { pupPodTemplate } from './pup.ts';
+
+const owner = ownerOf({
+  apiVersion: 'holt.io/v1alpha1',
+  kind: 'Holt',
+  metadata: { name: 'h', namespace: 'ns', uid: 'u1' },
+});
 
 const holtSpec = HoltSpec.parse({
   llm: {
@@ -121,5 +129,53 @@ describe('pupPodTemplate DNS', () => {
     }
     // Asked for, it goes even with egress.
     expect(pod({ egress: true, dns: 'deny' }).metadata?.labels?.['holt.io/dns']).toBe('deny');
+  });
+});
+
+describe('spec.tracing', () => {
+  const tracing = {
+    endpoint: 'http://collector.obs:4318',
+    samplerRatio: 0.25,
+    headersSecretRef: { name: 'otlp', key: 'headers' },
+  };
+  const traced = HoltSpec.parse({ tracing });
+  const names = (env: { name: string }[] | undefined) => (env ?? []).map((e) => e.name);
+
+  it('the pup and the orchestrator export to the endpoint, the headers from the Secret; the agent container gets none', () => {
+    const agent = {
+      ...AgentSpec.parse({ holt: 'h', bidding: { strategy: 'claim' }, command: ['/bin/true'] }),
+      role: 'Writer',
+    };
+    const pod = pupPodTemplate({
+      holt: 'h',
+      holtSpec: traced,
+      agent,
+      mode: 'standard',
+      runtimeImage: 'runtime:1',
+      workspaceMode: 'ro',
+      labels: {},
+    });
+    const [pup, tools] = pod.spec?.containers ?? [];
+    expect(pup?.env).toEqual(
+      expect.arrayContaining([
+        { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: tracing.endpoint },
+        { name: 'OTEL_TRACES_SAMPLER', value: 'parentbased_traceidratio' },
+        { name: 'OTEL_TRACES_SAMPLER_ARG', value: '0.25' },
+        { name: 'OTEL_EXPORTER_OTLP_HEADERS', valueFrom: { secretKeyRef: { name: 'otlp', key: 'headers' } } },
+      ]),
+    );
+    expect(names(tools?.env).filter((n) => n.startsWith('OTEL_'))).toEqual([]);
+    const orch = orchestratorDeployment(owner, traced, 'img') as unknown as {
+      spec: { template: { spec: { containers: { env: { name: string }[] }[] } } };
+    };
+    expect(names(orch.spec.template.spec.containers[0]?.env)).toContain('OTEL_EXPORTER_OTLP_ENDPOINT');
+  });
+
+  it('without an endpoint no OTEL_ variable is set; a bad endpoint or ratio is refused by the schema', () => {
+    expect(names(envOf({ command: ['/bin/true'] })).filter((n) => n.startsWith('OTEL_'))).toEqual([]);
+    expect(HoltSpec.safeParse({ tracing: { endpoint: 'not a url' } }).success).toBe(false);
+    expect(HoltSpec.safeParse({ tracing: { endpoint: 'http://c:4318', samplerRatio: 2 } }).success).toBe(
+      false,
+    );
   });
 });

@@ -27,6 +27,7 @@ import {
 import { agentAccount } from './serviceaccount.ts';
 import { type StoreKind, storeEnv, storeTlsClient } from './stores.ts';
 import { toolServerLabels } from './toolserver.ts';
+import { tracingEnv } from './tracing.ts';
 import {
   WORKSPACE_LABEL,
   WORKSPACE_PATH,
@@ -122,6 +123,7 @@ export function pupPodTemplate(p: PupPodInput): V1PodTemplateSpec {
       .map(([name, value]) => ({ name, value })),
     ...storeEnv(p.holt, p.holtSpec.stores, 'pup'),
     ...tls.env,
+    ...tracingEnv(p.holtSpec.tracing),
     ...llmKeyEnv(p.agent, p.holtSpec),
     { name: 'HOLT_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'HOLT_TOOL_RUNNER_SOCKET', value: RUNNER_SOCKET },
