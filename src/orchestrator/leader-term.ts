@@ -20,6 +20,7 @@ import type { OrchestratorMetrics } from './metrics.ts';
 import { sortRoles } from './phases.ts';
 import type { Quarantine } from './quarantine.ts';
 import { type RecoveryDeps, recoverTerm, redispatchDue } from './recovery.ts';
+import { RedisServerWatch } from './redis-server.ts';
 import { ClaimStepper, NotLeaderError, type StepHook } from './step.ts';
 
 const BATCH = 500;
@@ -83,6 +84,9 @@ export class LeaderTerm {
   private readonly seen = new Map<string, number>();
   /** The first reconcile of a term reads every artefact; later ones only the look-back. */
   private caughtUp = false;
+  /** Bumped when Redis is another server (it may have lost claims): `seen` from before means nothing. */
+  private seenEpoch = 0;
+  private readonly redisServer: RedisServerWatch;
   /** When a reconcile last re-read the whole look-back (ms). */
   private lastFullPass = 0;
   /** When the last reconcile pass began (ms). */
@@ -113,6 +117,7 @@ export class LeaderTerm {
       onStep: deps.onStep,
     });
     this.runner = new ClaimRunner(this.stepper.step, (id, e) => this.failed(e, { claim_id: id }));
+    this.redisServer = new RedisServerWatch(deps.bb.redis);
   }
 
   alive(): boolean {
@@ -130,6 +135,7 @@ export class LeaderTerm {
     // The registry first: a claim made for an event heard right after subscribing must know its
     // bidders. (It is loaded again below, in case it changed while we subscribed.)
     await this.loadRegistry();
+    await this.redisServer.remember();
     // Subscribe before recovering, so nothing published during recovery is missed (Holt's order lost it).
     const sub = await subscribe(
       config.redisUrl,
@@ -239,7 +245,16 @@ export class LeaderTerm {
     // The connection may have been down for longer than a short pass looks back.
     this.lastFullPass = 0;
     this.runner.kickAll();
-    void this.reconcileOnce();
+    // Redis restarted (from an older snapshot, say) or failed over: an artefact seen with its claim
+    // may be back without it, so the next pass reads every artefact again, as a term's first does.
+    const forget = async () => {
+      if (!(await this.redisServer.changed())) return;
+      this.deps.log.warn({ event_type: 'redis_server_changed' }, 'redis_server_changed');
+      this.seenEpoch++;
+      this.seen.clear();
+      this.caughtUp = false;
+    };
+    void forget().finally(() => this.reconcileOnce());
   }
 
   /** One reconcile at a time: a pass already running covers the caller too. */
@@ -275,6 +290,7 @@ export class LeaderTerm {
   /** An artefact heard of live: index it, claim it, and step the claims it may be an output of. */
   private async onArtefact(a: Artefact): Promise<void> {
     const { bb, log } = this.deps;
+    const epoch = this.seenEpoch;
     // Per-artefact lines are debug: at info a claim's life is claim_created, consensus, grants and
     // its end (a busy instance writes thousands of claims a second).
     log.debug(
@@ -302,7 +318,7 @@ export class LeaderTerm {
       this.runner.kick(id);
     }
     // Only now: if anything above failed, the reconcile loop must still pick the artefact up.
-    this.markSeen(a.id, a.created_at_ms);
+    this.markSeen(a.id, a.created_at_ms, epoch);
   }
 
   /** The reconcile loop's path: a claim for an artefact whose event was missed. */
@@ -359,8 +375,9 @@ export class LeaderTerm {
     this.runner.kick(id);
   }
 
-  private markSeen(id: string, ms: number): void {
-    this.seen.set(id, ms);
+  /** Unless Redis changed since `epoch`: then what was read may be gone, and is read again. */
+  private markSeen(id: string, ms: number, epoch: number): void {
+    if (epoch === this.seenEpoch) this.seen.set(id, ms);
   }
 
   // ---- recovery and reconcile ----
@@ -402,6 +419,7 @@ export class LeaderTerm {
     // artefact stamped by a slow clock is still caught, and a busy instance does not re-read a
     // minute of artefacts every second.
     const now = Date.now();
+    const epoch = this.seenEpoch;
     const since = this.caughtUp ? now - config.artefactLookbackMs : 0;
     const full = !this.caughtUp || now - this.lastFullPass >= config.artefactLookbackMs / 2;
     // A short pass reaches back to before the previous pass began, however long that one took.
@@ -422,10 +440,10 @@ export class LeaderTerm {
       const sources = [...new Set(artefacts.flatMap((a) => a.source_artefacts))];
       for (const id of await claimIdsForArtefacts(bb, sources))
         if (id && active.has(id)) this.runner.kick(id);
-      for (const a of artefacts) this.markSeen(a.id, a.created_at_ms);
+      for (const a of artefacts) this.markSeen(a.id, a.created_at_ms, epoch);
     }
     if (!this.alive()) return;
-    this.caughtUp = true;
+    if (epoch === this.seenEpoch) this.caughtUp = true;
     if (full) {
       this.lastFullPass = now;
       // Pruned on full passes only: a busy instance has a minute of artefacts in here.

@@ -349,6 +349,11 @@ export async function startWorld(o: WorldOptions = {}): Promise<World> {
         if (finished === goals.length || Date.now() > deadline) break;
         await sleep(200);
       }
+      if (finished < goals.length) {
+        // What a failed drill needs to be understood: each process's last lines (all logs kept with HOLT_TEST_KEEP=1).
+        const procs = [orchestrator, pup, controller].flatMap((p) => (p?.proc ? [p.proc] : []));
+        for (const p of procs) console.error(`--- ${p.name} (${p.logFile})\n${p.tail(40)}`);
+      }
       const grantedTwice = o.countGrants === false ? 0 : [...grants.values()].filter((n) => n > 1).length;
       const processes = [...pup.history, ...(controller?.history ?? [])];
       const runs = countRuns(readRuns(runsLog), processes, reopenedCalls);
@@ -359,7 +364,8 @@ export async function startWorld(o: WorldOptions = {}): Promise<World> {
       sub.disconnect();
       await bb.close();
       await Promise.all([redis.stop(), nats?.stop(), postgres?.server.stop()]);
-      removeDir(dir);
+      if (process.env.HOLT_TEST_KEEP) console.error(`drill: kept ${dir}`);
+      else removeDir(dir);
     },
   };
 }
