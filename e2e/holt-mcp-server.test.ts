@@ -24,6 +24,7 @@ const ROOT = resolve(import.meta.dirname, '..');
 const HOLT = join(ROOT, 'bin', 'holt');
 const FIX = join(ROOT, 'test', 'fixtures', 'agents');
 const NAME = 'mcpsrv';
+const CALLER = '00-7e3b1c0a9d2f4e6b8a1c3e5f7a9b0c2d-1a2b3c4d5e6f7a8b-01';
 
 let scratch: string;
 let ws: string;
@@ -51,8 +52,9 @@ async function call(
   name: string,
   args: Record<string, unknown> = {},
   onprogress?: (p: Progress) => void,
+  meta?: Record<string, string>,
 ): Promise<{ isError: boolean; text: string; json: () => Record<string, unknown> }> {
-  const r = (await client.callTool({ name, arguments: args }, undefined, {
+  const r = (await client.callTool({ name, arguments: args, ...(meta ? { _meta: meta } : {}) }, undefined, {
     onprogress,
     timeout: 120_000,
   })) as CallToolResult;
@@ -149,7 +151,8 @@ describe('holt mcp driven by the SDK client over stdio (real holt up, real store
   }, 180_000);
 
   it('start_goal → wait_for_workflow stops at the question, with progress → answer_question → completed', async () => {
-    const started = await call('start_goal', { goal: 'paint the shed' });
+    // A client that traces hands its context in _meta: the workflow continues that trace.
+    const started = await call('start_goal', { goal: 'paint the shed' }, undefined, { traceparent: CALLER });
     expect(started.isError).toBe(false);
     goal = started.json().goal_id as string;
     expect(goal).toMatch(/^[0-9a-f-]{36}$/);
@@ -184,6 +187,7 @@ describe('holt mcp driven by the SDK client over stdio (real holt up, real store
     expect(done).toMatchObject({ goal, state: 'completed' });
     terminal = done.terminal as Artefact;
     expect(terminal).toMatchObject({ payload: 'answer was: green', produced_by_role: 'Asker' });
+    expect(terminal.traceparent?.split('-')[1]).toBe(CALLER.split('-')[1]);
     expect(((await call('list_questions')).json() as { questions: unknown[] }).questions).toEqual([]);
   }, 180_000);
 

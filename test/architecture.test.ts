@@ -24,7 +24,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   llm: ['api', 'blackboard', 'bus', 'common', 'inbox', 'life', 'pup', 'state', 'telemetry', 'work'],
   agent: ['common', 'llm', 'pup', 'telemetry'],
   graph: ['blackboard'],
-  'mcp-server': ['blackboard'],
+  'mcp-server': ['blackboard', 'telemetry'],
   'mcp-bridge': ['common'],
   local: ['access', 'api', 'blackboard', 'common', 'state'],
   operator: ['access', 'api', 'blackboard', 'bus', 'common', 'inbox', 'telemetry'],

@@ -1,4 +1,5 @@
 import type { Artefact } from '../blackboard/types.ts';
+import type { TraceCarrier } from '../telemetry/carrier.ts';
 
 /**
  * What the MCP server needs of a Holt. The CLI provides it (src/cli/commands/mcp.ts) from the same
@@ -12,7 +13,8 @@ export interface HoltAccess {
   /** Which Holt, for the server's instructions: `local instance demo`, `Holt ns/name`. */
   describe(): string;
   /** A new workflow; the goal artefact's id. `allowDirty`: start even if the git workspace has changes. */
-  startGoal(text: string, allowDirty: boolean): Promise<string>;
+  /** `trace`: the caller's trace context, which the goal continues. */
+  startGoal(text: string, allowDirty: boolean, trace?: TraceCarrier): Promise<string>;
   /** What `holt status --json` prints. */
   status(): Promise<Record<string, unknown>>;
   /** Artefacts, oldest first: all, or one workflow's (`goal`: id or prefix of 6+ characters). */

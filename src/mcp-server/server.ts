@@ -4,6 +4,7 @@ import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/proto
 import type { CallToolResult, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Artefact } from '../blackboard/types.ts';
+import { parseCarrier } from '../telemetry/carrier.ts';
 import type { HoltAccess } from './access.ts';
 import { summary, workflowState } from './workflow.ts';
 
@@ -59,8 +60,9 @@ export function holtMcpServer(access: HoltAccess, version: string): McpServer {
         allow_dirty: z.boolean().default(false),
       },
     },
-    tool(async ({ goal, allow_dirty }) => {
-      const id = await access.startGoal(goal, allow_dirty);
+    tool(async ({ goal, allow_dirty }, extra) => {
+      // The caller's trace context, where MCP clients that trace put it (params._meta.traceparent).
+      const id = await access.startGoal(goal, allow_dirty, parseCarrier(extra._meta));
       return text({ goal_id: id });
     }),
   );

@@ -40,7 +40,7 @@ export function holtAccess(o: { name?: string }, k?: KubeHolt): HoltAccess & { c
   return {
     describe: () =>
       k ? `the Holt ${k.namespace}/${k.name}` : `the local Holt instance ${o.name ?? 'of this workspace'}`,
-    async startGoal(text, allowDirty) {
+    async startGoal(text, allowDirty, trace) {
       const s = resolveTarget(o.name);
       if (!allowDirty && s.workspace) {
         try {
@@ -49,7 +49,7 @@ export function holtAccess(o: { name?: string }, k?: KubeHolt): HoltAccess & { c
           throw new CliError((e as Error).message.replace('--allow-dirty', 'allow_dirty: true'), EXIT.dirty);
         }
       }
-      return createGoal(await board(), text);
+      return createGoal(await board(), text, undefined, trace);
     },
     status: async () =>
       k ? kubeStatusJson(k, await kubeStatusReport(k)) : localStatusJson(await localStatus(o.name)),
