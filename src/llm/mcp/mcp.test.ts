@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:net';
 import { join } from 'node:path';
+import { context, ROOT_CONTEXT, trace } from '@opentelemetry/api';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../../test/harness/ports.ts';
@@ -12,6 +13,8 @@ import { silentLogger } from '../../common/logger.ts';
 import { Scrubber } from '../../common/secrets.ts';
 import { LocalToolRunner, type ToolRunner } from '../../pup/runner/runner.ts';
 import { SocketToolRunner, startRunnerServer } from '../../pup/runner/socket.ts';
+import { tracingSettings } from '../../telemetry/settings.ts';
+import { startTracing } from '../../telemetry/tracing.ts';
 import { McpHub } from './hub.ts';
 import {
   AUTH_SERVER,
@@ -41,6 +44,8 @@ const pupEnv = {
 
 let ws: string;
 const hubs: McpHub[] = [];
+// The context manager (no exporter): a span made active stays active across the call's awaits.
+const tracing = startTracing('pup', tracingSettings({}), silentLogger());
 beforeAll(() => {
   ws = makeTempDir('mcp-');
   writeFileSync(join(ws, 'notes.txt'), 'inside the workspace');
@@ -48,6 +53,7 @@ beforeAll(() => {
 afterAll(async () => {
   await Promise.all(hubs.map((h) => h.close()));
   removeDir(ws);
+  await tracing.shutdown();
 });
 
 const spec = (s: Record<string, unknown>) => McpServer.parse(s);
@@ -214,6 +220,20 @@ describe('servers that fail', () => {
     });
     await eventually('the server back', () => s.ready, { timeoutMs: 20_000 });
     expect(textOf(await s.call('touch', { path: 'c' }))).toBe('{"path":"c"}');
+  });
+
+  it('a call made inside a span hands the server its trace in params._meta; outside one, no _meta', async () => {
+    const hub = await hubOf([{ name: 'tiny', command: ['node', TINY], timeoutSeconds: 10 }]);
+    const s = hub.server('tiny')!;
+    expect(textOf(await s.call('meta', {}))).toBe('null');
+    const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const span = trace.wrapSpanContext({
+      traceId: '0af7651916cd43dd8448eb211c80319c',
+      spanId: 'b7ad6b7169203331',
+      traceFlags: 1,
+    });
+    const inside = await context.with(trace.setSpan(ROOT_CONTEXT, span), () => s.call('meta', {}));
+    expect(JSON.parse(textOf(inside))).toEqual({ traceparent });
   });
 
   it('a server that dies mid-call: a transient error, then a new session after a backoff', async () => {

@@ -12,6 +12,7 @@ import { LenientToolList } from '../../common/mcp-lists.ts';
 import type { Scrubber } from '../../common/secrets.ts';
 import { VERSION } from '../../common/version.ts';
 import type { ToolRunner } from '../../pup/runner/runner.ts';
+import { carrierOf } from '../../telemetry/carrier.ts';
 import type { McpMetrics } from './metrics.ts';
 import { allowed, callTimeoutMs, checkSchema, classify, exposedName, sessionLost } from './results.ts';
 import { StreamTransport } from './transport.ts';
@@ -362,8 +363,10 @@ export class McpServerConnection {
 
   /** Calls a tool (its own name); past the timeout the call is cancelled (notifications/cancelled). */
   async call(name: string, args: Json, o: CallOptions = {}): Promise<Outcome> {
+    // The caller's trace (the execute_tool span) where MCP servers that trace look for it.
+    const trace = carrierOf();
     const r = await this.request(`${this.spec.name}/${name}`, (c) =>
-      c.callTool({ name, arguments: args }, CallToolResultSchema, {
+      c.callTool({ name, arguments: args, ...(trace ? { _meta: trace } : {}) }, CallToolResultSchema, {
         timeout: callTimeoutMs(this.ms, o.deadlineMs, Date.now()),
         ...(o.signal ? { signal: o.signal } : {}),
         ...(o.onProgress ? { onprogress: o.onProgress } : {}),
