@@ -9,6 +9,7 @@ import { makeTempDir, removeDir } from '../harness/tmp.ts';
 import { addonImages, addonManifests, sharedVolumes } from './addons.ts';
 import { clusterTool } from './bins.ts';
 import { nodePaths } from './config.ts';
+import { POD_CPU_WEIGHT_SESSIONS, weighPodCgroup } from './cpu-weight.ts';
 import { createNetwork, deleteNetwork, netnsPids, pickSubnet } from './net.ts';
 import {
   importImages,
@@ -88,6 +89,12 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<LocalClus
   try {
     log(`network: bridge ${plan.bridge} ${plan.hostIp}, ${plan.nodes.length} node namespace(s)`);
     createNetwork(plan);
+    const unweighed = weighPodCgroup();
+    log(
+      unweighed
+        ? `cpu: pods keep the default weight (${unweighed})`
+        : `cpu: the pods' cgroup weighs ${POD_CPU_WEIGHT_SESSIONS} host sessions`,
+    );
     const pkiDir = join(dir, 'pki');
     mkdirSync(pkiDir, { recursive: true, mode: 0o700 });
     const pki = makePki(pkiDir, {
