@@ -135,6 +135,12 @@ describe('holt CLI end to end (real binary, real servers)', () => {
       .map((l) => JSON.parse(l) as Artefact);
     expectDemoTrail(trail, (...args) => execFileSync('git', args, { cwd: ws }).toString().trim());
     expect(readFileSync(join(ws, 'docs', 'plan.md'), 'utf8')).toContain('## Summary');
+    // One trace from goal to Terminal, the rework included (the feedback claim carries it on), and
+    // the default listing names it.
+    const traces = new Set(trail.map((a) => a.traceparent?.split('-')[1]));
+    expect([...traces]).toEqual([expect.stringMatching(/^[0-9a-f]{32}$/)]);
+    const listed = (await holt(['hoard', '--name', 'demo'], { ok: true })).stdout;
+    expect(listed).toMatch(new RegExp(`${[...traces][0]}\\s+${trail.length} artefacts from `));
 
     // The same workflow as a picture: every artefact a node, the rejection and the rework marked.
     const dot = (await holt(['graph', '--name', 'demo', '-o', 'dot'], { ok: true })).stdout;

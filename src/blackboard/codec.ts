@@ -1,5 +1,6 @@
 import { ZodError } from 'zod';
 import { formatIssues } from '../common/config.ts';
+import { traceFieldsOf } from '../telemetry/carrier.ts';
 import { Artefact, Claim, type GrantQueueEntry, type PhaseState } from './types.ts';
 
 /**
@@ -65,15 +66,7 @@ export function artefactToHash(a: Artefact): Record<string, string> {
     source_artefacts: JSON.stringify(a.source_artefacts),
     produced_by_role: a.produced_by_role,
     created_at_ms: String(a.created_at_ms),
-    ...traceHash(a),
-  };
-}
-
-/** The trace extension fields, only when set (a hash never holds an empty one). */
-function traceHash(x: { traceparent?: string; tracestate?: string }): Record<string, string> {
-  return {
-    ...(x.traceparent ? { traceparent: x.traceparent } : {}),
-    ...(x.traceparent && x.tracestate ? { tracestate: x.tracestate } : {}),
+    ...traceFieldsOf(a),
   };
 }
 
@@ -89,7 +82,7 @@ export function hashToArtefact(id: string, h: Record<string, string>): Artefact 
       source_artefacts: jsonArray(h, 'source_artefacts'),
       produced_by_role: h.produced_by_role,
       created_at_ms: int(h, 'created_at_ms'),
-      ...traceHash(h),
+      ...traceFieldsOf(h),
     });
   } catch (e) {
     throw new BlackboardDataError('artefact', id, e);
@@ -105,7 +98,7 @@ export function claimToHash(c: Claim): Record<string, string> {
   if (c.bids_reopened_at_ms) ext.bids_reopened_at_ms = String(c.bids_reopened_at_ms);
   return {
     ...ext,
-    ...traceHash(c),
+    ...traceFieldsOf(c),
     id: c.id,
     artefact_id: c.artefact_id,
     status: c.status,
@@ -146,7 +139,7 @@ export function hashToClaim(id: string, h: Record<string, string>): Claim {
       dormant_reason: h.dormant_reason || undefined,
       silent_agents: h.silent_agents ? jsonArray(h, 'silent_agents') : undefined,
       bids_reopened_at_ms: int(h, 'bids_reopened_at_ms') || undefined,
-      ...traceHash(h),
+      ...traceFieldsOf(h),
     });
   } catch (e) {
     throw new BlackboardDataError('claim', id, e);
@@ -176,6 +169,6 @@ export function claimToJson(c: Claim): Record<string, unknown> {
   if (c.dormant_reason) out.dormant_reason = c.dormant_reason;
   if (c.silent_agents?.length) out.silent_agents = c.silent_agents;
   if (c.bids_reopened_at_ms) out.bids_reopened_at_ms = c.bids_reopened_at_ms;
-  Object.assign(out, traceHash(c));
+  Object.assign(out, traceFieldsOf(c));
   return out;
 }

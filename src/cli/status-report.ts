@@ -9,6 +9,7 @@ import { type RetentionReport, readRetentionReport } from '../blackboard/retenti
 import type { Claim, Quarantined } from '../blackboard/types.ts';
 import { redactUrl } from '../common/logger.ts';
 import { effectiveStatus, type InstanceState } from '../local/instance.ts';
+import { traceIdOf } from '../telemetry/carrier.ts';
 import type { KubeHolt } from './kube.ts';
 import { resolveInstance } from './resolve.ts';
 
@@ -69,6 +70,7 @@ const dormantView = (c: Claim) => ({
   artefact_id: c.artefact_id,
   reason: c.dormant_reason ?? '',
   silent_agents: c.silent_agents ?? [],
+  trace_id: traceIdOf(c) ?? null,
 });
 
 /** `holt status --json`. The state holds the stores' admin URLs: their passwords are redacted. */
@@ -160,11 +162,7 @@ export function kubeStatusJson(k: KubeHolt, r: KubeStatus): Record<string, unkno
     status: r.holt.status ?? {},
     pods: r.pods,
     claims: r.claims,
-    dormant: r.dormant.map((c) => ({
-      claim_id: c.id,
-      reason: c.dormant_reason,
-      silent_agents: c.silent_agents ?? [],
-    })),
+    dormant: r.dormant.map(dormantView),
     mcp_servers: Object.fromEntries(r.mcp),
   };
 }

@@ -96,6 +96,26 @@ describe('decide (pure)', () => {
     expect(d.kind === 'write' && d.before[0]?.kind).toBe('feedback_claim');
   });
 
+  it("a feedback claim and the orchestrator's Failure continue the rejected claim's trace", () => {
+    const traced = {
+      traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      tracestate: 'v=1',
+    };
+    const { s } = reviewed(1, 3);
+    const rework = decide({ ...s, claim: { ...s.claim, ...traced } });
+    expect(rework.kind === 'write' && rework.before[0]).toMatchObject({
+      kind: 'feedback_claim',
+      claim: traced,
+    });
+    const last = reviewed(4, 3).s;
+    const ended = decide({ ...last, claim: { ...last.claim, ...traced } });
+    expect(ended.kind === 'write' && ended.before[0]).toMatchObject({ kind: 'artefact', artefact: traced });
+    const untraced = decide(s);
+    expect(
+      untraced.kind === 'write' && untraced.before[0]?.kind === 'feedback_claim' && untraced.before[0].claim,
+    ).not.toHaveProperty('traceparent');
+  });
+
   it('a replayed decision derives the same feedback claim and Failure ids (crash safety)', () => {
     const { s } = reviewed(1, 3);
     const a = decide(s);

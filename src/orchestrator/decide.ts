@@ -8,6 +8,7 @@ import type {
   Phase,
   PhaseState,
 } from '../blackboard/types.ts';
+import { traceFieldsOf } from '../telemetry/carrier.ts';
 import { windowFor } from './bid-windows.ts';
 import type { Decision, Effect, LogLine, Snapshot, Timing } from './decision.ts';
 import { derivedId } from './ids.ts';
@@ -322,6 +323,7 @@ function feedback(s: Snapshot, c: Claim, rejecting: string[], d: Draft): Decisio
         payload,
         source_artefacts: [target.id],
         produced_by_role: 'orchestrator',
+        ...traceFieldsOf(c),
       },
     };
   };
@@ -356,6 +358,8 @@ function feedback(s: Snapshot, c: Claim, rejecting: string[], d: Draft): Decisio
     last_grant_agent: producer,
     last_grant_time: s.now,
     granted_agent_image_id: s.images?.get(producer),
+    // The rework continues the workflow's trace, as every claim does.
+    ...traceFieldsOf(c),
   };
   d.before.push({ kind: 'feedback_claim', claim: fb });
   d.after.push(

@@ -12,6 +12,7 @@ import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { type AgentRegistration, Artefact, type Claim, takesClaim } from '../blackboard/types.ts';
 import { errorMessage } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
+import { traceFieldsOf } from '../telemetry/carrier.ts';
 import { ClaimRunner } from './claim-runner.ts';
 import type { OrchestratorConfig } from './config.ts';
 import type { GrantDispatcher } from './dispatch.ts';
@@ -342,9 +343,7 @@ export class LeaderTerm {
       expected_bidders: [...this.expectedBidders],
       created_at_ms: Date.now(),
       // The work on the claim continues the trace of the artefact it claims.
-      ...(a.traceparent
-        ? { traceparent: a.traceparent, ...(a.tracestate ? { tracestate: a.tracestate } : {}) }
-        : {}),
+      ...traceFieldsOf(a),
     };
     await this.deps.onStep?.('before_create_claim', claim.id);
     if (!this.alive()) throw new NotLeaderError();

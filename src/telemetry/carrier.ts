@@ -58,3 +58,18 @@ export function carrierEnv(carrier: TraceCarrier | undefined): Record<string, st
 export function newTraceCarrier(): TraceCarrier {
   return { traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01` };
 }
+
+/** The trace id of a record's stored `traceparent` (what Jaeger and Tempo look a trace up by), if valid. */
+export function traceIdOf(x: { traceparent?: string }): string | undefined {
+  return parseCarrier({ traceparent: x.traceparent })?.traceparent.slice(3, 35);
+}
+
+/** A record's trace fields, set ones only, to copy onto a record that continues its trace (a claim on
+ * an artefact, a feedback claim, the orchestrator's Failure). Tracestate never goes without a parent. */
+export function traceFieldsOf(x: { traceparent?: string; tracestate?: string }): {
+  traceparent?: string;
+  tracestate?: string;
+} {
+  if (!x.traceparent) return {};
+  return { traceparent: x.traceparent, ...(x.tracestate ? { tracestate: x.tracestate } : {}) };
+}

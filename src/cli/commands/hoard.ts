@@ -1,4 +1,6 @@
 import { Blackboard } from '../../blackboard/client.ts';
+import type { Artefact } from '../../blackboard/types.ts';
+import { traceIdOf } from '../../telemetry/carrier.ts';
 import { findArtefact, listArtefacts } from '../board.ts';
 import { abbreviateType, payloadPreview } from '../format.ts';
 import { age, CliError, EXIT, err, out, table } from '../output.ts';
@@ -49,6 +51,7 @@ export async function hoard(id: string | undefined, opts: HoardOptions): Promise
     ]);
     for (const l of table([['ID', 'VER', 'TYPE', 'BY', 'AGE', 'PAYLOAD'], ...rows])) out(l);
     out(`${list.length} artefacts found`);
+    for (const l of traceLines(list)) out(l);
   } catch (e) {
     if (e instanceof CliError) throw e;
     err(`cannot read the blackboard of '${s.name}': ${(e as Error).message}`);
@@ -56,6 +59,27 @@ export async function hoard(id: string | undefined, opts: HoardOptions): Promise
   } finally {
     await bb.close();
   }
+}
+
+/**
+ * The traces the listed artefacts belong to (a workflow keeps one from its goal to its Terminal), each
+ * with the first artefact seen in it: the id to look the workflow up by in Jaeger or Tempo.
+ */
+export function traceLines(list: Artefact[]): string[] {
+  const traces = new Map<string, { first: Artefact; count: number }>();
+  for (const a of list) {
+    const id = traceIdOf(a);
+    if (!id) continue;
+    const t = traces.get(id);
+    if (t) t.count++;
+    else traces.set(id, { first: a, count: 1 });
+  }
+  if (!traces.size) return [];
+  const rows = [...traces].map(([id, t]) => [
+    id,
+    `${t.count} artefact${t.count === 1 ? '' : 's'} from ${t.first.id.slice(0, 8)} (${abbreviateType(t.first.type)})`,
+  ]);
+  return ['Traces (look one up by its id in Jaeger or Tempo):', ...table(rows).map((l) => `  ${l}`)];
 }
 
 /** `holt hoard --messages [--agent ROLE]`: what came in to living agents, with the labels it came with. */

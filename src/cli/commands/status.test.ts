@@ -50,7 +50,16 @@ describe('holt status: dormant claims say why', () => {
     ]).join('\n');
     expect(lines).toContain('Dormant claims: 2');
     expect(lines).toMatch(/c1\s+no_bids_in_any_phase\s+Drafter,Linter \(a bid from one re-opens it\)/);
-    expect(lines).toMatch(/c2\s+no_grants_remaining_after_review\s+-/);
+    expect(lines).toMatch(/c2\s+no_grants_remaining_after_review\s+-\s+-/);
     expect(dormantLines([])).toEqual([]);
+  });
+
+  it("shows each one's trace id, the id to open the stuck workflow by in Jaeger", () => {
+    const trace = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const lines = dormantLines([
+      c({ id: 'c1', dormant_reason: 'no_bids_in_any_phase', traceparent: `00-${trace}-00f067aa0ba902b7-01` }),
+    ]).join('\n');
+    expect(lines).toMatch(/CLAIM\s+REASON\s+SILENT AGENTS\s+TRACE/);
+    expect(lines).toMatch(new RegExp(`c1\\s+no_bids_in_any_phase\\s+-\\s+${trace}`));
   });
 });

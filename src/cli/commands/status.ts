@@ -2,6 +2,7 @@ import type { AgentStatus } from '../../blackboard/agent-status.ts';
 import type { McpStatusReport } from '../../blackboard/mcp-status.ts';
 import type { RetentionReport } from '../../blackboard/retention-report.ts';
 import { CLAIM_STATUSES, type Claim } from '../../blackboard/types.ts';
+import { traceIdOf } from '../../telemetry/carrier.ts';
 import { out, paint, table, uptime } from '../output.ts';
 import { localStatus, localStatusJson } from '../status-report.ts';
 
@@ -87,10 +88,11 @@ export function dormantLines(dormant: Claim[]): string[] {
       c.id,
       c.dormant_reason ?? '',
       c.silent_agents?.length ? `${c.silent_agents.join(',')} (a bid from one re-opens it)` : '-',
+      traceIdOf(c) ?? '-',
     ]);
   return [
     paint('yellow', `Dormant claims: ${dormant.length} (nothing granted; each says why)`),
-    ...table([['CLAIM', 'REASON', 'SILENT AGENTS'], ...rows]).map((l) => `  ${l}`),
+    ...table([['CLAIM', 'REASON', 'SILENT AGENTS', 'TRACE'], ...rows]).map((l) => `  ${l}`),
     ...(dormant.length > rows.length ? [`  ... and ${dormant.length - rows.length} more`] : []),
   ];
 }
