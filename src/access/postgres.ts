@@ -85,7 +85,7 @@ export const TABLE_GRANTS: Record<PgComponent, Record<string, Grants>> = {
     agent_life: { SELECT: ALL, INSERT: ['instance', 'role'], UPDATE: ['last_message_at'] },
     agent_messages: {
       SELECT: ALL,
-      INSERT: ['instance', 'role', 'idempotency_key', 'kind', 'body', 'labels'],
+      INSERT: ['instance', 'role', 'idempotency_key', 'kind', 'body', 'labels', 'traceparent', 'tracestate'],
       DELETE: ALL,
     },
     ingress_idempotency: { SELECT: ALL, INSERT: ALL, DELETE: ALL },

@@ -3,6 +3,7 @@ import { findToken, type Mode, type TokenEntry, tokenId } from '../access/tokens
 import type { Logger } from '../common/logger.ts';
 import { labelsOf, PRIVILEGED_LABELS } from '../life/labels.ts';
 import type { Enqueued, LifeStore } from '../life/store.ts';
+import type { TraceCarrier } from '../telemetry/carrier.ts';
 import { FailureLimiter, type GuardLimits } from './guard.ts';
 import type { IngressMetrics } from './metrics.ts';
 import { type Bucket, take } from './rate-limit.ts';
@@ -146,8 +147,9 @@ export class Ingress {
     return { token, role, mode, key: h.idempotencyKey };
   }
 
-  /** The body of an admitted request: checked, then queued once per token and key. */
-  async deliver(a: Admitted, body: Buffer): Promise<Reply> {
+  /** The body of an admitted request: checked, then queued once per token and key, with the trace
+   * context the turn it wakes is to continue (the request's span's). */
+  async deliver(a: Admitted, body: Buffer, trace?: TraceCarrier): Promise<Reply> {
     const { token, role, mode } = a;
     const text = textOf(body);
     if (!text.ok) return fail(text.status, text.error);
@@ -183,6 +185,7 @@ export class Ingress {
       kind,
       ...(message !== undefined ? { body: message } : {}),
       labels: labelsOf(token.origin, kind, `POST /v1/agents/${role}/${route}`, `token ${token.name}`),
+      ...(trace ? { trace } : {}),
     });
     if (q.kind === 'stopped') return fail(409, `agent ${role} is stopped: nothing was queued`);
     if (q.kind === 'full') {

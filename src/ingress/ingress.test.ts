@@ -85,9 +85,9 @@ let k = 0;
 async function post(
   path: string,
   body: unknown,
-  o: { token?: string; key?: string | null; raw?: string } = {},
+  o: { token?: string; key?: string | null; raw?: string; headers?: Record<string, string> } = {},
 ) {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...o.headers };
   if (o.token) headers.authorization = `Bearer ${o.token}`;
   if (o.key !== null) headers['idempotency-key'] = o.key ?? `key-${++k}`;
   const r = await fetch(`${base}${path}`, { method: 'POST', headers, body: o.raw ?? JSON.stringify(body) });
@@ -354,6 +354,41 @@ describe('the ingress', () => {
     } finally {
       await capped.close();
     }
+  });
+
+  it("a message continues its caller's trace: traceparent stored with it, and the turn it wakes continues it", async () => {
+    const store = new LifeStore(pool);
+    await store.setState('ing', 'Reviewer', 'running');
+    const token = createToken(file, { name: 'traced', role: 'Reviewer', modes: ['enqueue_message'] }).token;
+    const trace = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const traced = await post(
+      '/v1/agents/Reviewer/messages',
+      { text: 'traced' },
+      { token, headers: { traceparent: `00-${trace}-00f067aa0ba902b7-01`, tracestate: 'vendor=1' } },
+    );
+    const forged = await post(
+      '/v1/agents/Reviewer/messages',
+      { text: 'forged' },
+      { token, headers: { traceparent: `00-${'0'.repeat(32)}-00f067aa0ba902b7-01` } },
+    );
+    expect([traced.status, forged.status]).toEqual([202, 202]);
+    const rows = (
+      await pool.query<{ id: string; traceparent: string | null; tracestate: string | null }>(
+        'SELECT id, traceparent, tracestate FROM holt.agent_messages WHERE id = ANY($1::bigint[]) ORDER BY id',
+        [[traced.body.id, forged.body.id]],
+      )
+    ).rows;
+    // The ingress's own span has no exporter here: the message carries the caller's context as sent.
+    expect(rows.map((r) => [r.traceparent?.split('-')[1] ?? null, r.tracestate])).toEqual([
+      [trace, 'vendor=1'],
+      [null, null],
+    ]);
+    const turn = await store.step('ing', 'Reviewer', 'test-pup', 60_000);
+    expect(turn.decision.kind).toBe('start');
+    expect(turn.delivery?.messageIds).toEqual(expect.arrayContaining([traced.body.id, forged.body.id]));
+    expect(turn.delivery?.trace?.traceparent.split('-')[1]).toBe(trace);
+    // Stored with the turn: a turn resumed by another pup continues the same trace.
+    expect((await store.deliveryOf(turn.fence!.turnId))?.trace).toEqual(turn.delivery?.trace);
   });
 
   it('refills a bucket evenly (pure)', () => {

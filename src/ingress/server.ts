@@ -7,6 +7,8 @@ import {
 } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Registry } from 'prom-client';
+import { contextFrom, parseCarrier, type TraceCarrier } from '../telemetry/carrier.ts';
+import { GEN_AI, inSpan, markFailed, SpanKind, spanCarrier } from '../telemetry/spans.ts';
 import { type Admitted, fail, Ingress, type IngressDeps, MAX_BODY_BYTES, type Reply } from './admit.ts';
 import { ConnectionGuard, DEFAULT_LIMITS, type GuardLimits, sourceOf } from './guard.ts';
 import { IngressMetrics } from './metrics.ts';
@@ -62,6 +64,32 @@ const header = (req: IncomingMessage, name: string) => {
   const v = req.headers[name];
   return Array.isArray(v) ? v[0] : v;
 };
+
+/** The caller's W3C trace context (`traceparent`, `tracestate` headers); a malformed one is ignored. */
+const callerTrace = (req: IncomingMessage) =>
+  parseCarrier({ traceparent: header(req, 'traceparent'), tracestate: header(req, 'tracestate') });
+
+/**
+ * An admitted request's delivery in its server span (HTTP semantic conventions), under the caller's
+ * trace when it sent one; the queued message carries this span on to the turn it wakes.
+ */
+function deliverInSpan(ingress: Ingress, a: Admitted, body: Buffer, caller: TraceCarrier | undefined) {
+  const route = `/v1/agents/{role}/${a.mode === 'enqueue_message' ? 'messages' : 'wake'}`;
+  return inSpan(
+    `POST ${route}`,
+    {
+      kind: SpanKind.SERVER,
+      parent: contextFrom(caller),
+      attributes: { 'http.request.method': 'POST', 'http.route': route, [GEN_AI.agentName]: a.role },
+    },
+    async (span) => {
+      const r = await ingress.deliver(a, body, spanCarrier(span));
+      span.setAttribute('http.response.status_code', r.status);
+      if (r.status >= 500) markFailed(span, String(r.status));
+      return r;
+    },
+  );
+}
 
 /** Serves the ingress on `port` (0: any free port). Tokens never reach a log line. */
 export async function startIngressServer(d: IngressServerOptions): Promise<IngressServer> {
@@ -121,7 +149,7 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
               who: a,
             });
           }
-          logged({ ...(await ingress.deliver(a, body)), who: a });
+          logged({ ...(await deliverInSpan(ingress, a, body, callerTrace(req))), who: a });
         })
         .catch((e: unknown) => {
           // A data error is the request's (400), never a reason to retry; anything else is the store's.

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { tx } from '../state/sql.ts';
+import type { TraceCarrier } from '../telemetry/carrier.ts';
 import { type Labels, Labels as LabelsSchema } from './labels.ts';
 
 /**
@@ -23,6 +24,8 @@ export interface EnqueueRequest {
   /** The ingress token's id: its keys are its own (holt.ingress_idempotency). */
   scope?: string;
   maxUndelivered?: number;
+  /** The caller's trace context (the ingress's `traceparent` header): the turn it wakes continues it. */
+  trace?: TraceCarrier;
 }
 
 /** The agent's life row, made (running) if it has none. */
@@ -75,10 +78,19 @@ export async function enqueueMessage(pool: pg.Pool, m: EnqueueRequest): Promise<
       if (undelivered >= m.maxUndelivered) return { value: { kind: 'full' as const, undelivered } };
     }
     const r = await c.query<{ id: string }>(
-      `INSERT INTO holt.agent_messages (instance, role, idempotency_key, kind, body, labels)
-       VALUES ($1, $2, $3, $4, $5, $6::jsonb) ON CONFLICT (instance, role, idempotency_key) DO NOTHING
+      `INSERT INTO holt.agent_messages (instance, role, idempotency_key, kind, body, labels, traceparent, tracestate)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8) ON CONFLICT (instance, role, idempotency_key) DO NOTHING
        RETURNING id`,
-      [m.instance, m.role, key, m.kind, m.kind === 'wake' ? null : (m.body ?? ''), JSON.stringify(labels)],
+      [
+        m.instance,
+        m.role,
+        key,
+        m.kind,
+        m.kind === 'wake' ? null : (m.body ?? ''),
+        JSON.stringify(labels),
+        m.trace?.traceparent ?? null,
+        m.trace?.tracestate ?? null,
+      ],
     );
     if (!r.rows[0]) {
       // A key the scoped table did not know but a message holds (queued before it existed).

@@ -7,6 +7,7 @@ import { beginLease, endLease, ensureHead, insertLifeTurn, resumeLease } from '.
 import { lifeActorOf, lifeTurnIdOf } from '../state/ids.ts';
 import type { Fence } from '../state/schema.ts';
 import { holdsFence, tx } from '../state/sql.ts';
+import { parseCarrier, TraceCarrier } from '../telemetry/carrier.ts';
 import { addBlocker, dropWaitBlocker, takeDueRecheck } from '../work/in-tx.ts';
 import type { Blocker } from '../work/items.ts';
 import { type Enqueued, type EnqueueRequest, enqueueMessage, ensureLifeRow } from './enqueue.ts';
@@ -26,6 +27,9 @@ export const Delivery = z.object({
   waits: z.array(z.object({ id: z.uuid(), outcome: z.enum(['resolved', 'timed_out']) })).default([]),
   tick: z.object({ itemId: z.uuid(), why: z.string() }).optional(),
   why: z.string(),
+  /** The trace the turn continues: its first traced message's. Stored with the turn, so a resumed
+   * turn continues it too; a malformed one is dropped. */
+  trace: TraceCarrier.optional().catch(undefined),
 });
 export type Delivery = z.infer<typeof Delivery>;
 
@@ -121,9 +125,15 @@ export class LifeStore extends LifeReads {
     );
     const seq = seqRow.rows[0]!.turn_seq;
     const turnId = lifeTurnIdOf(instance, role, seq);
+    const trace = decision.kind === 'start' ? await messageTrace(c, at, decision.messageIds) : undefined;
     const delivery: Delivery =
       decision.kind === 'start'
-        ? { messageIds: decision.messageIds, waits: decision.waits, why: decision.why }
+        ? {
+            messageIds: decision.messageIds,
+            waits: decision.waits,
+            why: decision.why,
+            ...(trace ? { trace } : {}),
+          }
         : {
             messageIds: [],
             waits: [],
@@ -278,6 +288,21 @@ export class LifeStore extends LifeReads {
 export const MAX_DELIVERIES = 3;
 
 /** An item's blocker for one of the agent's waits (dropped when the wait ends). */
+/** The trace of the first of these messages that came with one (a malformed one counts as none). */
+async function messageTrace(c: pg.PoolClient, at: StepAt, ids: string[]): Promise<TraceCarrier | undefined> {
+  if (!ids.length) return undefined;
+  const r = await c.query<{ traceparent: string; tracestate: string | null }>(
+    `SELECT traceparent, tracestate FROM holt.agent_messages
+     WHERE instance = $1 AND role = $2 AND id = ANY($3::bigint[]) AND traceparent IS NOT NULL ORDER BY id LIMIT 1`,
+    [at.instance, at.role, ids],
+  );
+  const row = r.rows[0];
+  return (
+    row &&
+    parseCarrier({ traceparent: row.traceparent, ...(row.tracestate ? { tracestate: row.tracestate } : {}) })
+  );
+}
+
 const blockerOf = (id: string, kind: LifeWait['kind'], on: string, deadlineMs?: number): Blocker => ({
   kind: 'wait',
   wait: kind === 'message' ? 'external' : kind,

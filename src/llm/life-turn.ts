@@ -10,6 +10,7 @@ import type { LifeTurnEnd } from '../life/loop.ts';
 import { lifeOpening } from '../life/opening.ts';
 import type { Delivery, LifeStore } from '../life/store.ts';
 import type { Fence } from '../state/schema.ts';
+import { traceFieldsOf } from '../telemetry/carrier.ts';
 import type { LlmExecutorDeps } from './executor.ts';
 import { renderArgv, type WaitArgs } from './tools/tools.ts';
 import { describeItem } from './tools/work-tools.ts';
@@ -60,6 +61,8 @@ export class LifeTurns {
       granted_review_agents: [],
       granted_parallel_agents: [],
       granted_exclusive_agent: cfg.role,
+      // Its span continues the trace its first traced message came with (the ingress's caller's).
+      ...traceFieldsOf(delivery?.trace ?? {}),
     };
     const target: Artefact = {
       id: fence.turnId,

@@ -54,6 +54,8 @@ async function send(
   body: string,
   origin: 'webhook' | 'operator' | 'callback' = 'webhook',
   key = randomUUID(),
+  /** A trace id the message comes with (as the ingress stores a caller's traceparent). */
+  traceId?: string,
 ) {
   const r = await life().enqueue({
     instance,
@@ -62,6 +64,7 @@ async function send(
     kind: 'message',
     body,
     labels: labelsOf(origin, 'message', 'POST /v1/agents/coder/messages', `token t-${origin}`),
+    ...(traceId ? { trace: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } } : {}),
   });
   stores.nc.publish(lifeWakeSubject(instance, 'coder'));
   return r;
@@ -204,20 +207,24 @@ describe('a living agent', () => {
     expect(items[0]!.blockedBy).toEqual([]);
   });
 
-  it('resumes an interrupted turn after a restart, then hears the message that came in meanwhile', async () => {
+  it('resumes an interrupted turn after a restart, then hears the message that came in meanwhile; each continues its trace', async () => {
     const instance = `life${++n}`;
+    const [one, two] = ['4bf92f3577b34da6a3ce929d0e0e4736', '0af7651916cd43dd8448eb211c80319c'];
     stores.llm.reset([{ hang: true }]);
     const a = await pup(instance);
-    await send(instance, 'first');
+    await send(instance, 'first', 'webhook', randomUUID(), one);
     await stores.llm.waitForRequests(1);
     await a.stop();
-    await send(instance, 'second');
+    await send(instance, 'second', 'webhook', randomUUID(), two);
     stores.llm.reset([text('finished the first'), text('and the second')]);
     await pup(instance);
     await stores.llm.waitForRequests(2);
     expect(userText(0)).toContain('first');
     expect(userText(0)).not.toContain('second');
     expect(userText(1)).toContain('second');
+    // The model calls carry each turn's trace: the resumed one its message's, the next one its own's.
+    const traceIds = stores.llm.requests.map((q) => String(q.headers.traceparent).split('-')[1]);
+    expect(traceIds).toEqual([one, two]);
     const ts = await eventually('both turns done', async () => {
       const t = await turns(instance);
       return t.length === 2 && t.every((x) => x.status === 'done') ? t : undefined;

@@ -2,12 +2,13 @@ import {
   type Attributes,
   type Context,
   context,
+  ROOT_CONTEXT,
   type Span,
   SpanKind,
   SpanStatusCode,
   trace,
 } from '@opentelemetry/api';
-import { contextFrom, parseCarrier } from './carrier.ts';
+import { carrierOf, contextFrom, parseCarrier, type TraceCarrier } from './carrier.ts';
 import { TRACER_NAME } from './tracing.ts';
 
 /**
@@ -62,6 +63,12 @@ export async function inSpan<T>(
   } finally {
     span.end();
   }
+}
+
+/** The carrier naming `span` itself, whatever context is active (a process without a context manager
+ * too): what a record written for the span's work carries on. */
+export function spanCarrier(span: Span): TraceCarrier | undefined {
+  return carrierOf(trace.setSpan(ROOT_CONTEXT, span));
 }
 
 /** Marks a span failed without an exception (an outcome that is a failure: a tool's exit code, a Failure). */

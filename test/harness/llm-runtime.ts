@@ -9,6 +9,8 @@ import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
 import { type LlmPlugin, startLlmPlugin } from '../../src/llm/plugin.ts';
 import { config } from '../../src/pup/testkit.ts';
+import { tracingSettings } from '../../src/telemetry/settings.ts';
+import { startTracing } from '../../src/telemetry/tracing.ts';
 import { type LlmServer, startLlmServer } from './llm.ts';
 import { type NatsServer, startNats } from './nats.ts';
 import { type PostgresServer, startPostgres } from './postgres.ts';
@@ -100,6 +102,9 @@ export async function startPupRuntime(
   env: Record<string, string>,
   registry?: Registry,
 ): Promise<{ bb: Blackboard; rt: LlmPlugin; stop: () => Promise<void> }> {
+  // As the pup program does (src/agent/main.ts): with no endpoint this only sets the context manager,
+  // so trace context flows from a turn to its model calls and tools as it does in a real pup.
+  startTracing('pup', tracingSettings({}), silentLogger());
   const cfg = config(env);
   const bb = Blackboard.connect(s.redis.url, cfg.instance);
   const rt = await startLlmPlugin(
