@@ -13,7 +13,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   telemetry: ['common'],
   blackboard: ['common', 'telemetry'],
   api: ['blackboard', 'common'],
-  bus: ['blackboard', 'common'],
+  bus: ['blackboard', 'common', 'telemetry'],
   state: ['access', 'blackboard', 'common'],
   inbox: ['blackboard', 'bus', 'common', 'state'],
   orchestrator: ['blackboard', 'bus', 'common', 'inbox', 'ingress', 'life', 'state', 'telemetry'],

@@ -1,12 +1,18 @@
-import type { NatsConnection } from '@nats-io/transport-node';
+import { headers, type NatsConnection } from '@nats-io/transport-node';
+import { context } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { eventually } from '../../test/harness/wait.ts';
-
+import { silentLogger } from '../common/logger.ts';
+import { contextFrom, type TraceCarrier } from '../telemetry/carrier.ts';
+import { tracingSettings } from '../telemetry/settings.ts';
+import { startTracing } from '../telemetry/tracing.ts';
 import { busProblem, connectBus, natsServer } from './connect.ts';
 import { type Doorbell, ringDoorbell, subscribeDoorbell } from './doorbell.ts';
 import { natsAgentEvents, TaskEvent } from './events.ts';
-import { agentEventSubject, assertWorkerTarget, doorbellSubject } from './subjects.ts';
+import { traceOf } from './message.ts';
+import { agentEventSubject, assertWorkerTarget, doorbellSubject, toolRequestSubject } from './subjects.ts';
+import { newReplyId, publishToolRequest } from './tools.ts';
 
 let nats: NatsServer;
 let nc: NatsConnection;
@@ -93,6 +99,55 @@ describe('doorbells', () => {
     expect(seen.map((x) => TaskEvent.parse(x))).toEqual([e]);
   });
 });
+
+describe('trace context on NATS headers', () => {
+  it('a bell, an event and a tool request published inside a span carry its traceparent; outside one, none; a forged one is dropped', async () => {
+    startTracing('bus-test', tracingSettings({}), silentLogger()); // the context manager, as every program sets
+    const tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const got: { subject: string; trace?: TraceCarrier }[] = [];
+    const sub = nc.subscribe('>', {
+      callback: (_e, m) => {
+        if (!m.subject.startsWith('_INBOX')) got.push({ subject: m.subject, trace: traceOf(m) });
+      },
+    });
+    await nc.flush();
+    const ev = natsAgentEvents(nc);
+    const actor = '7b3c5a3e-1f0a-4b0b-9b1e-6a2f7c9d0e12';
+    const step = { actor_id: actor, turn_id: actor, turn_epoch: 1, at_ms: 1, status: 'success' as const };
+    const task = { ...step, claim_id: 'c', role: 'r', deliverable_id: 'd' };
+    context.with(contextFrom({ traceparent: tp, tracestate: 'v=1' }), () => {
+      ringDoorbell(nc, 'inst', 'traced', 'enqueue');
+      ev.task(task);
+      const call = {
+        instance: 'inst',
+        role: 'r',
+        turn_id: actor,
+        tool_call_id: 'c1',
+        tool: 'lookup',
+        args: {},
+      };
+      publishToolRequest(nc, { ...call, deadline_ms: 1 }, newReplyId());
+    });
+    ringDoorbell(nc, 'inst', 'untraced', 'enqueue');
+    nc.publish(doorbellSubject('forged'), '{}', { headers: forged() });
+    await eventually('five messages', () => got.length >= 5);
+    sub.unsubscribe();
+    expect(got).toEqual([
+      { subject: doorbellSubject('traced'), trace: { traceparent: tp, tracestate: 'v=1' } },
+      { subject: agentEventSubject(actor, 'task'), trace: { traceparent: tp, tracestate: 'v=1' } },
+      { subject: toolRequestSubject('inst', 'lookup'), trace: { traceparent: tp, tracestate: 'v=1' } },
+      { subject: doorbellSubject('untraced'), trace: undefined },
+      { subject: doorbellSubject('forged'), trace: undefined },
+    ]);
+  });
+});
+
+/** A header no W3C parser accepts: a publisher is untrusted. */
+function forged() {
+  const h = headers();
+  h.set('traceparent', '00-zzzz-not-a-trace');
+  return h;
+}
 
 describe('publishes are lossy by contract', () => {
   it('a closed connection: doorbells and agent events are dropped and counted, never thrown; busProblem says so', async () => {

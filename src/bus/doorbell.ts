@@ -1,7 +1,7 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Logger } from '../common/logger.ts';
-import { jsonOf } from './message.ts';
+import { jsonOf, traceHeaders } from './message.ts';
 import { doorbellSubject, workerQueue } from './subjects.ts';
 
 /**
@@ -27,7 +27,7 @@ export function ringDoorbell(
 ): boolean {
   const bell: Doorbell = { instance, target, reason, at_ms: Date.now() };
   try {
-    nc.publish(doorbellSubject(target), JSON.stringify(bell));
+    nc.publish(doorbellSubject(target), JSON.stringify(bell), traceHeaders());
     return true;
   } catch {
     // Lossy by contract (NATS closed or reconnecting past its buffer): the watchdog rings again.

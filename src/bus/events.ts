@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
 import { ERROR_CLASSES } from '../blackboard/error-class.ts';
+import { traceHeaders } from './message.ts';
 import { agentEventSubject } from './subjects.ts';
 
 const base = { actor_id: z.uuid(), turn_id: z.uuid(), turn_epoch: z.number().int(), at_ms: z.number().int() };
@@ -74,7 +75,7 @@ export type LifeEvent = z.infer<typeof LifeEvent>;
 /** Publishes a life event (lossy, like every event: a failure is dropped, never thrown). */
 export function publishLifeEvent(nc: NatsConnection, e: LifeEvent): boolean {
   try {
-    nc.publish(agentEventSubject(e.actor_id, 'life'), JSON.stringify(LifeEvent.parse(e)));
+    nc.publish(agentEventSubject(e.actor_id, 'life'), JSON.stringify(LifeEvent.parse(e)), traceHeaders());
     return true;
   } catch {
     return false;
@@ -98,7 +99,7 @@ export function natsAgentEvents(
 ): AgentEvents {
   const send = <T>(kind: 'step' | 'task' | 'chunk', schema: z.ZodType<T>, actor: string, e: T) => {
     try {
-      nc.publish(agentEventSubject(actor, kind), JSON.stringify(schema.parse(e)));
+      nc.publish(agentEventSubject(actor, kind), JSON.stringify(schema.parse(e)), traceHeaders());
     } catch (err) {
       onDrop?.(kind, err);
     }

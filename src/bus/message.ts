@@ -1,4 +1,5 @@
-import type { Msg } from '@nats-io/transport-node';
+import { headers, type Msg, type MsgHdrs } from '@nats-io/transport-node';
+import { carrierOf, parseCarrier, type TraceCarrier } from '../telemetry/carrier.ts';
 
 /** A message's JSON body, or undefined when it is not JSON (the caller's schema then refuses it). */
 export function jsonOf(msg: Pick<Msg, 'json'>): unknown {
@@ -7,4 +8,23 @@ export function jsonOf(msg: Pick<Msg, 'json'>): unknown {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The active span's W3C trace context as NATS headers (`traceparent`, `tracestate`), for a publish's
+ * options; none outside a span. A subscriber that traces continues it (traceOf).
+ */
+export function traceHeaders(): { headers?: MsgHdrs } {
+  const c = carrierOf();
+  if (!c) return {};
+  const h = headers();
+  h.set('traceparent', c.traceparent);
+  if (c.tracestate) h.set('tracestate', c.tracestate);
+  return { headers: h };
+}
+
+/** A received message's trace context: parsed (a publisher is untrusted), a malformed one dropped. */
+export function traceOf(msg: Pick<Msg, 'headers'>): TraceCarrier | undefined {
+  const get = (k: string) => msg.headers?.get(k) || undefined;
+  return parseCarrier({ traceparent: get('traceparent'), tracestate: get('tracestate') });
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { z } from 'zod';
 import type { Logger } from '../common/logger.ts';
-import { jsonOf } from './message.ts';
+import { jsonOf, traceHeaders } from './message.ts';
 import {
   REPLY_ID,
   subjectToken,
@@ -55,6 +55,8 @@ export const newReplyId = (): string => randomBytes(16).toString('hex');
 export function publishToolRequest(nc: NatsConnection, req: ToolRequest, replyId: string): void {
   nc.publish(toolRequestSubject(req.instance, req.tool), JSON.stringify(req), {
     reply: toolReplySubject(req.instance, req.role, req.tool, replyId),
+    // The tool service may continue the call's trace (the execute_tool span).
+    ...traceHeaders(),
   });
 }
 

@@ -9,6 +9,7 @@ import { failureArtefact, workerFailureArtefact } from '../blackboard/results.ts
 import { readWorkerExits, WorkerExit } from '../blackboard/worker-exits.ts';
 import { busProblem, connectBus, watchBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
+import { traceHeaders } from '../bus/message.ts';
 import { lifeWakeSubject } from '../bus/subjects.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
@@ -204,7 +205,7 @@ export async function startOrchestratorInbox(o: {
     problem: () => busProblem(nc),
     wakeLife(role) {
       try {
-        nc.publish(lifeWakeSubject(o.instance, role));
+        nc.publish(lifeWakeSubject(o.instance, role), undefined, traceHeaders());
       } catch {
         // lossy by contract: the agent's loop polls
       }
