@@ -7,6 +7,7 @@ import type { VersionedClaim } from '../blackboard/replies.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { type Artefact, GrantNotification } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
+import { claimContext, GEN_AI, inSpan } from '../telemetry/spans.ts';
 import { decideBid } from './bid.ts';
 import type { PupConfig } from './config.ts';
 import { awaitsBidFrom, type BidChoice, biddingOpen } from './decide.ts';
@@ -250,25 +251,46 @@ export class ClaimWatcher {
           callId: `bid:${claimId}:${cfg.role}`,
         }
       : undefined;
-    // A pup that cannot read the target says so with `ignore` rather than leaving consensus waiting.
-    const choice = target
-      ? await (this.deps.decideBid
-          ? this.deps.decideBid(target)
-          : decideBid(target, cfg.biddingStrategy, script))
-      : { bid: 'ignore' as const, source: 'default' as const, fallbackReason: 'target artefact unreadable' };
-    if (choice.fallbackReason) {
-      log.warn({
-        event_type: 'bid_fallback',
-        claim_id: claimId,
-        reason: choice.fallbackReason,
-        bid: choice.bid,
-      });
-    }
-    if (this.stopped) return;
-    await this.redis('set_bid', () =>
-      bb.setBid(claimId, cfg.role, choice.bid, this.deps.onGrant !== undefined),
+    // The bid in its span, in the claim's trace: what was bid, how it was decided, why it fell back.
+    await inSpan(
+      `bid ${cfg.role}`,
+      {
+        attributes: { [GEN_AI.agentName]: cfg.role, 'holt.claim.id': claimId },
+        parent: claimContext(claim),
+      },
+      async (span) => {
+        // A pup that cannot read the target says so with `ignore` rather than leaving consensus waiting.
+        const choice = target
+          ? await (this.deps.decideBid
+              ? this.deps.decideBid(target)
+              : decideBid(target, cfg.biddingStrategy, script))
+          : {
+              bid: 'ignore' as const,
+              source: 'default' as const,
+              fallbackReason: 'target artefact unreadable',
+            };
+        span.setAttributes({ 'holt.bid.type': choice.bid, 'holt.bid.source': choice.source });
+        if (choice.fallbackReason) {
+          span.addEvent('bid_fallback', { reason: choice.fallbackReason });
+          log.warn({
+            event_type: 'bid_fallback',
+            claim_id: claimId,
+            reason: choice.fallbackReason,
+            bid: choice.bid,
+          });
+        }
+        if (this.stopped) return;
+        await this.redis('set_bid', () =>
+          bb.setBid(claimId, cfg.role, choice.bid, this.deps.onGrant !== undefined),
+        );
+        metrics.bids.inc({ bid_type: choice.bid, source: choice.source });
+        log.info({
+          event_type: 'bid_submitted',
+          claim_id: claimId,
+          bid_type: choice.bid,
+          source: choice.source,
+        });
+      },
     );
-    metrics.bids.inc({ bid_type: choice.bid, source: choice.source });
-    log.info({ event_type: 'bid_submitted', claim_id: claimId, bid_type: choice.bid, source: choice.source });
   }
 }

@@ -114,6 +114,17 @@ describe('traces on Jaeger (OTLP/HTTP protobuf, read back through its query API)
     expect(done.payload).toBe(`00-${TRACE}-${finisher.spanID}-01`);
     expect(done.traceparent).toBe(done.payload);
 
+    // Each agent's bid, in the trace of the claim it bid on: the drafter took the goal, the finisher
+    // the draft (whose artefact the drafter's invocation wrote).
+    const bid = (role: string, type: string) =>
+      trace.spans.filter((s) => s.operationName === `bid ${role}` && tagValue(s, 'holt.bid.type') === type);
+    const [drafterBid] = bid('drafter', 'exclusive');
+    const [finisherBid] = bid('finisher', 'exclusive');
+    expect(parentSpanId(drafterBid!)).toBe(CALLER_SPAN);
+    expect(parentSpanId(finisherBid!)).toBe(drafter.spanID);
+    expect(tagValue(finisherBid!, 'holt.bid.source')).toBe('script');
+    expect(bid('finisher', 'ignore').map(parentSpanId)).toContain(CALLER_SPAN);
+
     // The orchestrator's steps: the goal's claim under the caller's span, granted to the drafter; the
     // draft's claim under the drafter's span, granted to the finisher.
     const steps = trace.spans.filter((s) => s.operationName === 'orchestrator step');
