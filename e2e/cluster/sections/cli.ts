@@ -182,39 +182,24 @@ export function cliTests(): void {
 
   it.concurrent('holt --kube logs of a worker: a goal to scale (no worker at rest) starts one; its log shows it and the claim it ran', async () => {
     const t0 = Date.now();
-    const before = new Set((await trailOf('scale')).map((a) => a.id));
-    await holt('scale', ['forage', '--goal', 'cli: log me']);
-    const goal = (await trailOf('scale')).find((a) => !before.has(a.id) && a.type === 'GoalDefined')!;
-    expect(goal.payload).toBe('cli: log me');
-    const claim = await eventually('the goal to be claimed', () => claimOf('scale', goal.id), CLUSTER_WAIT);
-    // Read while the worker runs: its section of `holt logs Sleeper`, beside the controller's.
-    const { worker, section } = await eventually(
-      'a worker pod with its log in `holt logs Sleeper`',
-      async () => {
-        const workers = (await pods('holt.io/instance=scale,app.kubernetes.io/component=worker')).map(
-          (p) => p.metadata.name,
-        );
-        const sections = logSections(await holt('scale', ['logs', 'Sleeper', '--lines', '500']));
-        for (const w of workers) {
-          const s = sections.get(w);
-          if (s?.includes('"event_type":"inbox_claim_finished"') && s.includes(`"claim_id":"${claim}"`))
-            return { worker: w, section: s };
-        }
-        return undefined;
-      },
-      CLUSTER_WAIT,
-    );
-    expect(section).toContain('"mode":"worker"');
-    progress(`cli: the log of worker ${worker} in ${Math.round((Date.now() - t0) / 1000)} s`);
-    const done = await eventually(
-      'the goal to finish',
-      async () =>
-        (await trailOf('scale')).find(
-          (a) => a.structural_type === 'Terminal' && a.source_artefacts.includes(goal.id),
-        ),
-      CLUSTER_WAIT,
-    );
-    expect(done.type).toBe('Slept');
+    // The pool's 15 s idle cooldown could take the worker, and its log, away between two polls of a
+    // slow `holt logs` on a loaded machine: it keeps its worker for this test, then goes back.
+    const cooldown = (s: number) =>
+      kubectl([
+        'patch',
+        'workerpool',
+        'scale-sleeper-workers',
+        '--type',
+        'merge',
+        '-p',
+        JSON.stringify({ spec: { autoscaling: { cooldownSeconds: s } } }),
+      ]);
+    await cooldown(600);
+    try {
+      await logOfAWorker(t0);
+    } finally {
+      await cooldown(15);
+    }
   }, 300_000);
 
   it.concurrent('holt --kube token, life, send and work on the living agent: tokens from its Secrets, stop refuses a send, start takes it', async () => {
@@ -362,4 +347,41 @@ export function cliTests(): void {
       progress(`cli: questions, answer, graph and ask deleted in ${Math.round((Date.now() - t0) / 1000)} s`);
     }
   }, 600_000);
+}
+
+/** Forages a goal for the scale Holt, then reads the worker that ran it in `holt logs Sleeper`. */
+async function logOfAWorker(t0: number): Promise<void> {
+  const before = new Set((await trailOf('scale')).map((a) => a.id));
+  await holt('scale', ['forage', '--goal', 'cli: log me']);
+  const goal = (await trailOf('scale')).find((a) => !before.has(a.id) && a.type === 'GoalDefined')!;
+  expect(goal.payload).toBe('cli: log me');
+  const claim = await eventually('the goal to be claimed', () => claimOf('scale', goal.id), CLUSTER_WAIT);
+  // Read while the worker runs: its section of `holt logs Sleeper`, beside the controller's.
+  const { worker, section } = await eventually(
+    'a worker pod with its log in `holt logs Sleeper`',
+    async () => {
+      const workers = (await pods('holt.io/instance=scale,app.kubernetes.io/component=worker')).map(
+        (p) => p.metadata.name,
+      );
+      const sections = logSections(await holt('scale', ['logs', 'Sleeper', '--lines', '500']));
+      for (const w of workers) {
+        const s = sections.get(w);
+        if (s?.includes('"event_type":"inbox_claim_finished"') && s.includes(`"claim_id":"${claim}"`))
+          return { worker: w, section: s };
+      }
+      return undefined;
+    },
+    CLUSTER_WAIT,
+  );
+  expect(section).toContain('"mode":"worker"');
+  progress(`cli: the log of worker ${worker} in ${Math.round((Date.now() - t0) / 1000)} s`);
+  const done = await eventually(
+    'the goal to finish',
+    async () =>
+      (await trailOf('scale')).find(
+        (a) => a.structural_type === 'Terminal' && a.source_artefacts.includes(goal.id),
+      ),
+    CLUSTER_WAIT,
+  );
+  expect(done.type).toBe('Slept');
 }

@@ -4,6 +4,7 @@ import { eventually } from '../../../test/harness/wait.ts';
 import {
   CLUSTER_WAIT,
   c,
+  describeNs,
   getJson,
   holt,
   kubectl,
@@ -108,6 +109,19 @@ const psql = (sql: string) =>
 const redis = (...args: string[]) => redisCli(HOLT, ...args);
 const JOB_SELECTOR = `holt.io/instance=${HOLT},app.kubernetes.io/component=claim-job`;
 
+/** The inbox rows and claim Jobs of the Holt first (what a stuck claim waits on), then the namespace. */
+async function inboxAndJobs(): Promise<string> {
+  const rows = await psql(
+    `SELECT i.claim_id, i.status, i.attempts, i.lease_owner, i.last_error, h.turn_epoch, h.status
+     FROM holt.agent_inbox i LEFT JOIN holt.agent_state_head h ON h.instance = i.instance AND h.actor_id = i.actor_id
+     WHERE i.instance = '${HOLT}' ORDER BY i.id`,
+  ).catch((e: unknown) => `inbox unreadable: ${String(e)}`);
+  const jobs = await c.kubectlResult(['-n', NS, 'get', 'jobs,pods', '-l', JOB_SELECTOR, '-o', 'wide'], {
+    allowFail: true,
+  });
+  return `inbox (claim|status|attempts|owner|error|epoch|head):\n${rows}\nclaim jobs:\n${jobs.stdout}\n${await describeNs()}`;
+}
+
 /** The real cluster: fresh_per_call agents, one Job per claim on a real kubelet; Ready from real pods. */
 export function jobsTests(): void {
   it.concurrent('fresh_per_call: Ready as real pods become ready; each claim in its own Job pod, a killed one retried, Jobs cleaned up', async () => {
@@ -186,7 +200,7 @@ export function jobsTests(): void {
         const t = trail.filter((a) => a.structural_type === 'Terminal');
         return t.length >= goals.length ? trail : undefined;
       },
-      { ...CLUSTER_WAIT, timeoutMs: 300_000 },
+      { ...CLUSTER_WAIT, timeoutMs: 300_000, describe: inboxAndJobs },
     );
     expect(trail.filter((a) => a.structural_type === 'Failure')).toEqual([]);
     const ranIn = new Map<string, string>();

@@ -35,6 +35,7 @@ let inbox: InboxStore;
 
 type JobSpec = {
   ttlSecondsAfterFinished?: number;
+  podReplacementPolicy?: string;
   template: {
     spec: {
       restartPolicy: string;
@@ -113,6 +114,8 @@ describe('fresh_per_call agents: one Job per pending claim', () => {
       expect(j.metadata.labels?.[CLAIM_LABEL]).toBe(claimOf(j));
       const s = jobSpec(j);
       expect(s.ttlSecondsAfterFinished).toBeGreaterThan(0);
+      // As the API server stored it: no second pod while a deleted one still terminates (its lease).
+      expect(s.podReplacementPolicy).toBe('Failed');
       expect(s.template.spec.restartPolicy).toBe('Never');
       const c = s.template.spec.containers[0];
       expect(c?.args).toEqual(['pup', '--execute-claim', claimOf(j)]);

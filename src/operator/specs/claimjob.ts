@@ -43,6 +43,10 @@ export function claimJob(
     spec: {
       // The pup's fencing makes a retried execution safe, but a claim failing twice is a Failure.
       backoffLimit: 1,
+      // A replacement pod only once the last one has ended: a pod deleted mid-claim (a node lost, a
+      // drill) may hold the claim's lease while it terminates, and one started beside it would race
+      // the operator's next attempt (the e2e's killed Job pod met it: the Job failed both pods).
+      podReplacementPolicy: 'Failed',
       // The backstop: the operator deletes a succeeded Job once its attempt is over (claimjobs.ts).
       ttlSecondsAfterFinished: 600,
       template: pupPodTemplate({
