@@ -17,7 +17,7 @@ import { errorMessage } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import { Scrubber } from '../common/secrets.ts';
 import { carrierEnv, carrierOf } from '../telemetry/carrier.ts';
-import { claimContext, inSpan, markFailed } from '../telemetry/spans.ts';
+import { invokeAgent, markFailed } from '../telemetry/spans.ts';
 import type { PupConfig } from './config.ts';
 import { assembleContext } from './context.ts';
 import type { ArtefactSink, ExecuteOptions, GrantExecutor, Outcome } from './executor.ts';
@@ -94,23 +94,12 @@ export class CommandExecutor implements GrantExecutor {
           );
       try {
         // The agent's invocation continues the claim's trace; what it writes carries this span.
-        return await inSpan(
-          `invoke_agent ${cfg.role}`,
-          {
-            attributes: {
-              'gen_ai.operation.name': 'invoke_agent',
-              'gen_ai.agent.name': cfg.role,
-              'holt.claim.id': grant.claimId,
-            },
-            parent: claimContext(vc.claim),
-          },
-          async (span) => {
-            const outcome = await this.run(vc.claim, grant, id, l, sink, opts, signal);
-            span.setAttribute('holt.outcome', outcome);
-            if (outcome === 'failure' || outcome === 'error') markFailed(span, outcome);
-            return outcome;
-          },
-        );
+        return await invokeAgent(cfg.role, { ...vc.claim, id: grant.claimId }, {}, async (span) => {
+          const outcome = await this.run(vc.claim, grant, id, l, sink, opts, signal);
+          span.setAttribute('holt.outcome', outcome);
+          if (outcome === 'failure' || outcome === 'error') markFailed(span, outcome);
+          return outcome;
+        });
       } finally {
         clearInterval(heartbeat);
         if (!opts.fenced) await releaseExecution(bb, id, owner).catch(() => undefined);

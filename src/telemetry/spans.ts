@@ -83,6 +83,31 @@ export function claimContext(claim: { traceparent?: string; tracestate?: string 
   return c ? contextFrom(c) : context.active();
 }
 
+/**
+ * An agent's work on a grant (a command agent's run, an LLM turn) as its `invoke_agent {role}` span in
+ * the claim's trace (GenAI conventions); `extra` adds the caller's own attributes.
+ */
+export function invokeAgent<T>(
+  role: string,
+  claim: { id: string; traceparent?: string; tracestate?: string },
+  extra: Attributes,
+  fn: (span: Span) => Promise<T>,
+): Promise<T> {
+  return inSpan(
+    `invoke_agent ${role}`,
+    {
+      attributes: {
+        [GEN_AI.operation]: 'invoke_agent',
+        [GEN_AI.agentName]: role,
+        'holt.claim.id': claim.id,
+        ...extra,
+      },
+      parent: claimContext(claim),
+    },
+    fn,
+  );
+}
+
 /** Content for a span attribute: only when the setting allows it, and capped (`contentChars`, 0 = off). */
 export function contentAttribute(value: unknown, contentChars: number): string | undefined {
   if (contentChars <= 0) return undefined;

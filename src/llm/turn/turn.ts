@@ -1,6 +1,6 @@
 import { isRework } from '../../blackboard/results.ts';
 import { errorMessage } from '../../common/errors.ts';
-import { claimContext, GEN_AI, inSpan } from '../../telemetry/spans.ts';
+import { GEN_AI, invokeAgent } from '../../telemetry/spans.ts';
 import type { LlmAgent } from '../model/agent.ts';
 import { classOf } from '../model/errors.ts';
 import type { ChatMessage, ToolCall } from '../model/model.ts';
@@ -30,17 +30,10 @@ export class Turn extends TurnScope {
   /** The turn in its `invoke_agent {role}` span: model calls and tool runs nest under it. */
   run(): Promise<TurnEnd> {
     const { deps } = this;
-    return inSpan(
-      `invoke_agent ${deps.role}`,
-      {
-        attributes: {
-          [GEN_AI.operation]: 'invoke_agent',
-          [GEN_AI.agentName]: deps.role,
-          [GEN_AI.conversationId]: deps.fence.turnId,
-          'holt.claim.id': deps.claim.id,
-        },
-        parent: claimContext(deps.claim),
-      },
+    return invokeAgent(
+      deps.role,
+      deps.claim,
+      { [GEN_AI.conversationId]: deps.fence.turnId },
       async (span) => {
         const end = await fenced(() => this.loop());
         span.setAttribute('holt.turn.outcome', end.kind);
