@@ -77,7 +77,11 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
     await inboxBb.close();
     return configErrorExit(e, PROGRAM);
   }
-  orch = new Orchestrator({ config, scalableDispatcher: inbox?.dispatcher });
+  orch = new Orchestrator({
+    config,
+    scalableDispatcher: inbox?.dispatcher,
+    traceWorkflows: tracing.exporting,
+  });
   // Process and Node metrics (CPU, memory, event loop lag, GC) beside ours, on the same /metrics.
   collectDefaultMetrics({ register: orch.metrics.registry });
   depth = inbox ? new InboxMetrics(orch.metrics.registry) : undefined;

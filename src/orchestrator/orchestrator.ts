@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Blackboard } from '../blackboard/client.ts';
 import { acquireLock, lockHolder, releaseLock } from '../blackboard/instance-lease.ts';
+import type { Subscription } from '../blackboard/subscriber.ts';
 import type { AgentRegistration } from '../blackboard/types.ts';
 import { createLogger, type Logger, redactUrl } from '../common/logger.ts';
 import type { OrchestratorConfig } from './config.ts';
@@ -11,6 +12,7 @@ import { LeaderTerm } from './leader-term.ts';
 import { OrchestratorMetrics } from './metrics.ts';
 import { Quarantine } from './quarantine.ts';
 import type { StepHook } from './step.ts';
+import { traceWorkflows } from './workflow-trace.ts';
 
 const STOP_GRACE_MS = 5_000;
 
@@ -25,6 +27,8 @@ export interface OrchestratorOptions {
   onStep?: StepHook;
   /** Lease holder id (default: host, pid and a random suffix). */
   holder?: string;
+  /** Write each workflow's span at its end (workflow-trace.ts): set when traces are exported. */
+  traceWorkflows?: boolean;
 }
 
 /**
@@ -46,6 +50,8 @@ export class Orchestrator {
   private readonly abort = new AbortController();
   private loop: Promise<void> | null = null;
   private leaderWaiters: (() => void)[] = [];
+  private readonly traceWorkflows: boolean;
+  private workflows: Promise<Subscription | undefined> = Promise.resolve(undefined);
 
   constructor(opts: OrchestratorOptions) {
     this.config = opts.config;
@@ -76,6 +82,7 @@ export class Orchestrator {
       (role) => this.registry.get(role)?.kind,
     );
     this.onStep = opts.onStep;
+    this.traceWorkflows = opts.traceWorkflows ?? false;
   }
 
   isLeader(): boolean {
@@ -98,6 +105,16 @@ export class Orchestrator {
       'orchestrator_starting',
     );
     this.loop = this.leaseLoop();
+    if (this.traceWorkflows)
+      this.workflows = traceWorkflows({
+        bb: this.bb,
+        redisUrl: this.config.redisUrl,
+        isLeader: () => this.isLeader(),
+        log: this.log,
+      }).catch((e: unknown) => {
+        this.log.warn({ event_type: 'workflow_trace_failed', error: String(e) }, 'workflow spans off');
+        return undefined;
+      });
   }
 
   private async leaseLoop(): Promise<void> {
@@ -194,6 +211,7 @@ export class Orchestrator {
       await bounded(releaseLock(this.bb, this.holder));
     }
     this.metrics.leader.set(0);
+    await bounded((await this.workflows)?.close() ?? Promise.resolve());
     await this.bb.close();
     if (this.loop) await bounded(this.loop);
     this.log.info({ event_type: 'orchestrator_stopped', holder: this.holder }, 'orchestrator_stopped');

@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Jaeger, parentSpanId, startJaeger, tagValue } from '../../test/harness/jaeger.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
@@ -28,6 +29,7 @@ let orch: Orchestrator;
 let ws: string;
 let tracing: Tracing;
 const children: ChildProcess[] = [];
+const local = new InMemorySpanExporter();
 
 beforeAll(async () => {
   [jaeger, redis] = await Promise.all([startJaeger(), startRedis()]);
@@ -39,8 +41,10 @@ beforeAll(async () => {
     'orchestrator',
     tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpHttpUrl }),
     silentLogger(),
+    // Beside the export: the test waits here for the spans it must not stop before.
+    { processors: [new SimpleSpanProcessor({ exporter: local })] },
   );
-  orch = startOrchestrator(redis.url, INSTANCE);
+  orch = startOrchestrator(redis.url, INSTANCE, {}, { traceWorkflows: true });
   await register(bb, ['drafter', 'finisher']);
 });
 afterAll(async () => {
@@ -83,6 +87,8 @@ describe('traces on Jaeger (OTLP/HTTP protobuf, read back through its query API)
     const goal = newGoal('trace me', { type: 'Goal', traceparent: `00-${TRACE}-${CALLER_SPAN}-01` });
     await bb.createArtefact(goal);
     const done = await eventually('the Terminal', findTerminal, { timeoutMs: 60_000 });
+    // The workflow's span is written once the leader has heard of the Terminal: waited for, then flushed.
+    await eventually('the workflow span', () => local.getFinishedSpans().some((s) => s.name === 'workflow'));
     // SIGTERM: each pup flushes its spans as it stops; the orchestrator's are flushed here.
     for (const p of pups) p.child.kill('SIGTERM');
     await Promise.all(pups.map((p) => p.exited));
@@ -113,6 +119,16 @@ describe('traces on Jaeger (OTLP/HTTP protobuf, read back through its query API)
     // The finisher's tool got its invocation's span; the Terminal carries it too.
     expect(done.payload).toBe(`00-${TRACE}-${finisher.spanID}-01`);
     expect(done.traceparent).toBe(done.payload);
+
+    // The workflow, from the goal to its Terminal, under the caller's span (the orchestrator writes it
+    // at the end, with the goal's time as its start).
+    const workflow = span('workflow');
+    expect(parentSpanId(workflow)).toBe(CALLER_SPAN);
+    expect(workflow.process.serviceName).toBe('holt-orchestrator');
+    expect(tagValue(workflow, 'holt.workflow.outcome')).toBe('completed');
+    expect(tagValue(workflow, 'holt.goal.id')).toBe(goal.id);
+    expect(tagValue(workflow, 'holt.workflow.end.id')).toBe(done.id);
+    expect(workflow.startTime).toBe(goal.created_at_ms * 1000);
 
     // Each agent's bid, in the trace of the claim it bid on: the drafter took the goal, the finisher
     // the draft (whose artefact the drafter's invocation wrote).

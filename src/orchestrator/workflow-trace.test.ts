@@ -1,0 +1,102 @@
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { artefact } from '../blackboard/testkit.ts';
+import { silentLogger } from '../common/logger.ts';
+import { tracingSettings } from '../telemetry/settings.ts';
+import { startTracing, type Tracing } from '../telemetry/tracing.ts';
+import { emitWorkflowSpan, workflowOutcome, workflowSpan } from './workflow-trace.ts';
+
+const spans = new InMemorySpanExporter();
+let tracing: Tracing;
+beforeAll(() => {
+  tracing = startTracing('test', tracingSettings({}), silentLogger(), {
+    processors: [new SimpleSpanProcessor({ exporter: spans })],
+  });
+});
+afterAll(() => tracing.shutdown());
+
+const CALLER = '00f067aa0ba902b7';
+const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
+
+/** The demo's shape: a goal, a draft, its rework (v2), a review, a commit, the Terminal. */
+function demo() {
+  const goal = artefact({ traceparent: `00-${TRACE}-${CALLER}-01`, created_at_ms: 1_000 });
+  const v1 = artefact({
+    type: 'Draft',
+    produced_by_role: 'Drafter',
+    source_artefacts: [goal.id],
+    created_at_ms: 2_000,
+  });
+  const v2 = artefact({
+    type: 'Draft',
+    logical_id: v1.logical_id,
+    version: 2,
+    produced_by_role: 'Drafter',
+    source_artefacts: [goal.id],
+    created_at_ms: 3_000,
+  });
+  const commit = artefact({ type: 'CodeCommit', source_artefacts: [v2.id], created_at_ms: 4_000 });
+  const end = artefact({
+    structural_type: 'Terminal',
+    type: 'WorkflowComplete',
+    source_artefacts: [commit.id],
+    created_at_ms: 5_000,
+  });
+  return { goal, v2, commit, end };
+}
+
+describe('the workflow span', () => {
+  it('a Terminal completes a workflow and only the orchestrator Failure fails one', () => {
+    const { end, commit } = demo();
+    expect(workflowOutcome(end)).toBe('completed');
+    expect(workflowOutcome(artefact({ structural_type: 'Failure', produced_by_role: 'orchestrator' }))).toBe(
+      'failed',
+    );
+    // An agent's Failure may be retried: the workflow goes on.
+    expect(
+      workflowOutcome(artefact({ structural_type: 'Failure', produced_by_role: 'Drafter' })),
+    ).toBeUndefined();
+    expect(workflowOutcome(commit)).toBeUndefined();
+  });
+
+  it('runs from the goal to the end, each rework an event, under the span that wrote the goal', () => {
+    const { goal, v2, commit, end } = demo();
+    const w = workflowSpan(end, [end, commit, v2, goal]);
+    expect(w).toMatchObject({ startMs: 1_000, endMs: 5_000, outcome: 'completed' });
+    expect(w?.events).toEqual([
+      {
+        name: 'rework',
+        atMs: 3_000,
+        attributes: expect.objectContaining({ 'holt.rework.iteration': 1, 'gen_ai.agent.name': 'Drafter' }),
+      },
+    ]);
+    emitWorkflowSpan(w!);
+    const [s] = spans.getFinishedSpans().filter((x) => x.name === 'workflow');
+    expect(s?.spanContext().traceId).toBe(TRACE);
+    expect(s?.parentSpanContext?.spanId).toBe(CALLER);
+    expect(s?.attributes).toMatchObject({
+      'holt.goal.id': goal.id,
+      'holt.workflow.end.id': end.id,
+      'holt.workflow.outcome': 'completed',
+      'holt.workflow.reworks': 1,
+    });
+    expect(s?.startTime).toEqual([1, 0]);
+    expect(s?.endTime).toEqual([5, 0]);
+    expect(s?.events.map((e) => e.name)).toEqual(['rework']);
+  });
+
+  it("the orchestrator's Failure ends it failed; without its goal among the artefacts there is none", () => {
+    const { goal, commit } = demo();
+    const failure = artefact({
+      structural_type: 'Failure',
+      type: 'MaxIterationsExceeded',
+      produced_by_role: 'orchestrator',
+      source_artefacts: [commit.id],
+      created_at_ms: 6_000,
+    });
+    const w = workflowSpan(failure, [failure, commit, goal]);
+    expect(w?.outcome).toBe('failed');
+    expect(w?.events.map((e) => e.name)).toEqual(['failure']);
+    expect(workflowSpan(failure, [failure, commit])).toBeUndefined();
+  });
+});
