@@ -287,7 +287,6 @@ export class LifeStore extends LifeReads {
 /** How many turns may get one message or one ended wait (a failed turn gives them back). */
 export const MAX_DELIVERIES = 3;
 
-/** An item's blocker for one of the agent's waits (dropped when the wait ends). */
 /** The trace of the first of these messages that came with one (a malformed one counts as none). */
 async function messageTrace(c: pg.PoolClient, at: StepAt, ids: string[]): Promise<TraceCarrier | undefined> {
   if (!ids.length) return undefined;
@@ -303,6 +302,7 @@ async function messageTrace(c: pg.PoolClient, at: StepAt, ids: string[]): Promis
   );
 }
 
+/** An item's blocker for one of the agent's waits (dropped when the wait ends). */
 const blockerOf = (id: string, kind: LifeWait['kind'], on: string, deadlineMs?: number): Blocker => ({
   kind: 'wait',
   wait: kind === 'message' ? 'external' : kind,

@@ -211,7 +211,7 @@ export class Orchestrator {
       await bounded(releaseLock(this.bb, this.holder));
     }
     this.metrics.leader.set(0);
-    await bounded((await this.workflows)?.close() ?? Promise.resolve());
+    await bounded(this.workflows.then((w) => w?.close()));
     await this.bb.close();
     if (this.loop) await bounded(this.loop);
     this.log.info({ event_type: 'orchestrator_stopped', holder: this.holder }, 'orchestrator_stopped');
