@@ -16,16 +16,19 @@ beforeAll(() => {
 afterAll(() => tracing.shutdown());
 
 const CALLER = '00f067aa0ba902b7';
+// Real epoch times: the SDK reads a small number as relative to the process's time origin.
+const T0 = 1_790_000_000_000;
+const hr = (ms: number) => [Math.floor(ms / 1000), (ms % 1000) * 1e6];
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 
 /** The demo's shape: a goal, a draft, its rework (v2), a review, a commit, the Terminal. */
 function demo() {
-  const goal = artefact({ traceparent: `00-${TRACE}-${CALLER}-01`, created_at_ms: 1_000 });
+  const goal = artefact({ traceparent: `00-${TRACE}-${CALLER}-01`, created_at_ms: T0 + 1_000 });
   const v1 = artefact({
     type: 'Draft',
     produced_by_role: 'Drafter',
     source_artefacts: [goal.id],
-    created_at_ms: 2_000,
+    created_at_ms: T0 + 2_000,
   });
   const v2 = artefact({
     type: 'Draft',
@@ -33,14 +36,14 @@ function demo() {
     version: 2,
     produced_by_role: 'Drafter',
     source_artefacts: [goal.id],
-    created_at_ms: 3_000,
+    created_at_ms: T0 + 3_000,
   });
-  const commit = artefact({ type: 'CodeCommit', source_artefacts: [v2.id], created_at_ms: 4_000 });
+  const commit = artefact({ type: 'CodeCommit', source_artefacts: [v2.id], created_at_ms: T0 + 4_000 });
   const end = artefact({
     structural_type: 'Terminal',
     type: 'WorkflowComplete',
     source_artefacts: [commit.id],
-    created_at_ms: 5_000,
+    created_at_ms: T0 + 5_000,
   });
   return { goal, v2, commit, end };
 }
@@ -62,11 +65,11 @@ describe('the workflow span', () => {
   it('runs from the goal to the end, each rework an event, under the span that wrote the goal', () => {
     const { goal, v2, commit, end } = demo();
     const w = workflowSpan(end, [end, commit, v2, goal]);
-    expect(w).toMatchObject({ startMs: 1_000, endMs: 5_000, outcome: 'completed' });
+    expect(w).toMatchObject({ startMs: T0 + 1_000, endMs: T0 + 5_000, outcome: 'completed' });
     expect(w?.events).toEqual([
       {
         name: 'rework',
-        atMs: 3_000,
+        atMs: T0 + 3_000,
         attributes: expect.objectContaining({ 'holt.rework.iteration': 1, 'gen_ai.agent.name': 'Drafter' }),
       },
     ]);
@@ -80,8 +83,8 @@ describe('the workflow span', () => {
       'holt.workflow.outcome': 'completed',
       'holt.workflow.reworks': 1,
     });
-    expect(s?.startTime).toEqual([1, 0]);
-    expect(s?.endTime).toEqual([5, 0]);
+    expect(s?.startTime).toEqual(hr(T0 + 1_000));
+    expect(s?.endTime).toEqual(hr(T0 + 5_000));
     expect(s?.events.map((e) => e.name)).toEqual(['rework']);
   });
 
@@ -92,7 +95,7 @@ describe('the workflow span', () => {
       type: 'MaxIterationsExceeded',
       produced_by_role: 'orchestrator',
       source_artefacts: [commit.id],
-      created_at_ms: 6_000,
+      created_at_ms: T0 + 6_000,
     });
     const w = workflowSpan(failure, [failure, commit, goal]);
     expect(w?.outcome).toBe('failed');
