@@ -16,3 +16,20 @@ export class FenceLostError extends Error {
     this.name = 'FenceLostError';
   }
 }
+
+/**
+ * Whether an error says a server is not reachable yet (refused, unresolved, timed out, reset, or a
+ * Postgres still starting): worth another try at start, when a store or the pod's network may come
+ * up a moment later. Anything else (a refused login, a bad URL) is not.
+ */
+export function isUnreachable(e: unknown): boolean {
+  const code = String((e as { code?: unknown } | undefined)?.code ?? '');
+  return (
+    ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', 'EHOSTUNREACH', '57P03'].includes(
+      code,
+    ) ||
+    /ECONNREFUSED|EAI_AGAIN|EHOSTUNREACH|connection refused|timeout|terminated unexpectedly|the database system is starting up/i.test(
+      errorMessage(e),
+    )
+  );
+}

@@ -1,9 +1,12 @@
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { Blackboard } from '../blackboard/client.ts';
 import { outputId } from '../blackboard/grants.ts';
 import { targetOfRole } from '../blackboard/targets.ts';
 import { Artefact } from '../blackboard/types.ts';
 import { busProblem, connectBus } from '../bus/connect.ts';
 import { natsAgentEvents } from '../bus/events.ts';
+import { type RetryOptions, retry } from '../common/backoff.ts';
+import { errorMessage, isUnreachable } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { InboxWorker, type Outcome as RowOutcome } from '../inbox/worker.ts';
@@ -14,6 +17,9 @@ import type { ArtefactSink, ExecuteOptions, GrantExecutor, Outcome } from './exe
 import { leaseOwnerOf, type WorkerEnv } from './worker-env.ts';
 
 export { leaseOwnerOf, loadWorkerEnv, WorkerEnv } from './worker-env.ts';
+
+/** A worker's wait for its stores at start: 12 tries, backoff from 0.5 s to 10 s (about a minute). */
+export const STORE_PATIENCE: RetryOptions = { tries: 12, baseMs: 500, maxMs: 10_000 };
 
 /** What a claim run produced: the outcome, and the artefact writes held back for the fenced commit. */
 interface RunResult {
@@ -41,10 +47,35 @@ export async function startInboxWorker(o: {
   executor: GrantExecutor;
   log: Logger;
   concurrency?: number;
+  /** How long to wait for unreachable stores at start (tests shorten it). */
+  patience?: RetryOptions;
 }): Promise<{ worker: InboxWorker<RunResult>; problem(): string | null; close(): Promise<void> }> {
   const { cfg, env, bb, log } = o;
+  // A claim Job's pod may reach its stores only a moment after it starts (a NetworkPolicy engine
+  // admits a new pod's address a little later; a store restarts): refusals are retried for about a
+  // minute, where exiting at once failed the Job and left its claim to the Job's TTL (the e2e met it).
+  const patient = (name: string): RetryOptions => ({
+    ...STORE_PATIENCE,
+    ...o.patience,
+    retryIf: isUnreachable,
+    onRetry: (e, attempt, delayMs) =>
+      log.warn({
+        event_type: 'store_unreachable',
+        store: name,
+        error: errorMessage(e),
+        attempt,
+        delay_ms: delayMs,
+      }),
+  });
   const store = InboxStore.connect(env.DATABASE_URL, { max: env.HOLT_WORKER_CONCURRENCY + 3 });
-  const nc = await connectBus(env.NATS_URL, `worker-${cfg.instance}-${cfg.role}`);
+  let nc: NatsConnection | undefined;
+  try {
+    nc = await retry(() => connectBus(env.NATS_URL, `worker-${cfg.instance}-${cfg.role}`), patient('nats'));
+    await retry(() => store.pool.query('SELECT 1'), patient('postgres'));
+  } catch (e) {
+    await Promise.allSettled([store.close(), nc?.close()]);
+    throw e;
+  }
   const target = env.HOLT_WORKER_TARGET ?? targetOfRole(cfg.role);
   const worker = new InboxWorker<RunResult>({
     store,

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { ensureRoles } from '../access/postgres.ts';
 import { formatIssues } from '../common/config.ts';
-import { errorMessage } from '../common/errors.ts';
+import { errorMessage, isUnreachable } from '../common/errors.ts';
 import { createLogger, redactUrl } from '../common/logger.ts';
 import { withClient } from '../common/pg.ts';
 import { parseProgram } from '../common/program.ts';
@@ -31,15 +31,6 @@ const Env = z.object({
   HOLT_DATABASE_PUP_PASSWORD: z.string().min(16).optional(),
   HOLT_DATABASE_OPERATOR_PASSWORD: z.string().min(16).optional(),
 });
-
-/** Errors that mean "Postgres is not reachable yet" (a bundled store still starting), worth a retry. */
-function unreachable(e: unknown): boolean {
-  const code = (e as { code?: unknown } | undefined)?.code;
-  return (
-    ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'ECONNRESET', '57P03'].includes(String(code)) ||
-    /timeout|terminated unexpectedly|the database system is starting up/i.test(String(e))
-  );
-}
 
 /**
  * The component roles the Holt's pods log in as must exist before the migration grants them their
@@ -99,7 +90,7 @@ export async function main(argv: string[], processEnv: NodeJS.ProcessEnv): Promi
       return 0;
     } catch (e) {
       const message = redactUrl(errorMessage(e));
-      if (unreachable(e) && Date.now() < deadline) {
+      if (isUnreachable(e) && Date.now() < deadline) {
         log.warn({ event_type: 'migrate_waiting', attempt, error: message }, 'postgres not reachable yet');
         await sleep(2_000);
         continue;

@@ -175,10 +175,16 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
   });
 
   it('scale-in marks idle pods cheapest to delete, busy ones dearest, then shrinks', async () => {
-    const pods = await eventually('3 worker pods (controller-manager)', async () => {
-      const l = await admin.list('Pod', NS, { labelSelector: 'app.kubernetes.io/instance=coders' });
-      return l.items.length === 3 ? l.items : undefined;
-    });
+    // The controller-manager's ReplicaSet makes them: a guard against a hang, sized for a loaded CI
+    // machine (30 s ran out there once), never a speed check.
+    const pods = await eventually(
+      '3 worker pods (controller-manager)',
+      async () => {
+        const l = await admin.list('Pod', NS, { labelSelector: 'app.kubernetes.io/instance=coders' });
+        return l.items.length === 3 ? l.items : undefined;
+      },
+      { timeoutMs: 120_000 },
+    );
     const busy = pods[0]!.metadata.name;
     const db = new pg.Client({ connectionString: pgs.url });
     await db.connect();
