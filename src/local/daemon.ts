@@ -437,7 +437,9 @@ export async function runDaemon(opts: DaemonOptions): Promise<number> {
     const pending = await sup.waitHealthy(opts.readyTimeoutMs ?? 30_000, stopRequested.signal);
     checkStop();
     if (pending.length)
-      throw new Error(`not healthy in time: ${pending.join(', ')} (see ${join(dir, 'logs')})`);
+      throw new Error(
+        `not healthy in time: ${pending.join(', ')} (see ${join(dir, 'logs')})\n${sup.describe(pending)}`,
+      );
     state.status = 'running';
     save();
     void sup.watchHealth(abort.signal);

@@ -10,6 +10,7 @@ import type { Logger } from '../common/logger.ts';
 import type { ComponentState } from './instance.ts';
 import { freePort } from './ports.ts';
 import { classifyExit, decideRestart, type ExitHistory } from './restarts.ts';
+import { lastLines } from './worker-exit.ts';
 
 /** One supervised child process (the orchestrator or a pup). */
 export interface ComponentSpec {
@@ -250,6 +251,19 @@ export class Supervisor {
       if (!pending.length || Date.now() > deadline || signal?.aborted) return pending.sort();
       await sleep(200);
     }
+  }
+
+  /** What is known of components that are not healthy: alive or not, restarts, the last line each logged. */
+  describe(names: string[]): string {
+    return names
+      .map((name) => {
+        const r = this.running.get(name);
+        if (!r) return name;
+        const alive = r.child?.exitCode === null ? `pid ${r.child.pid}` : 'not running';
+        const last = lastLines(r.state.logFile, 1).slice(0, 300);
+        return `${name} (${alive}, ${r.state.restarts} restarts): ${last || 'nothing logged'}`;
+      })
+      .join('\n');
   }
 
   /** Keeps re-checking health so a restarted component goes back to running. */

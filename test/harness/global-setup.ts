@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stopClusterAt } from '../cluster/cluster.ts';
+import { joinTestCgroup } from '../cluster/cpu-weight.ts';
 import { processStartTime } from './proc.ts';
 
 /**
@@ -14,6 +15,9 @@ export default function setup(): () => Promise<void> {
   mkdirSync(pids, { recursive: true });
   process.env.HOLT_TEST_TMP = root;
   process.env.HOLT_TEST_PID_DIR = pids;
+  // Before vitest starts a test process: each inherits the cgroup, and so do the servers it starts.
+  const alone = joinTestCgroup();
+  if (alone) console.warn(`harness: the tests keep the kernel's CPU weights (${alone})`);
   return async () => {
     // A local cluster a crashed test file left running: its mounts, namespaces and bridge go first.
     for (const d of existsSync(root) ? readdirSync(root) : [])
