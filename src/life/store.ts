@@ -125,7 +125,8 @@ export class LifeStore extends LifeReads {
     );
     const seq = seqRow.rows[0]!.turn_seq;
     const turnId = lifeTurnIdOf(instance, role, seq);
-    const trace = decision.kind === 'start' ? await messageTrace(c, at, decision.messageIds) : undefined;
+    const trace =
+      decision.kind === 'start' ? await deliverMessages(c, at, turnId, decision.messageIds) : undefined;
     const delivery: Delivery =
       decision.kind === 'start'
         ? {
@@ -152,12 +153,6 @@ export class LifeStore extends LifeReads {
       'INSERT INTO holt.life_turns (turn_id, instance, role, seq, delivery) VALUES ($1, $2, $3, $4, $5::jsonb)',
       [turnId, instance, role, seq, JSON.stringify(delivery)],
     );
-    if (delivery.messageIds.length)
-      await c.query(
-        `UPDATE holt.agent_messages SET turn_id = $3, delivered_at = now(), deliveries = deliveries + 1
-         WHERE instance = $1 AND role = $2 AND id = ANY($4::bigint[]) AND turn_id IS NULL`,
-        [instance, role, turnId, delivery.messageIds],
-      );
     for (const w of delivery.waits) {
       const r = await c.query<{ item_id: string | null }>(
         `UPDATE holt.agent_waits SET state = $2, ended_at = now(), turn_id = $3, deliveries = deliveries + 1
@@ -287,18 +282,30 @@ export class LifeStore extends LifeReads {
 /** How many turns may get one message or one ended wait (a failed turn gives them back). */
 export const MAX_DELIVERIES = 3;
 
-/** The trace of the first of these messages that came with one (a malformed one counts as none). */
-async function messageTrace(c: pg.PoolClient, at: StepAt, ids: string[]): Promise<TraceCarrier | undefined> {
+/**
+ * Delivers the messages to the turn; returns the trace of the first of them that came with one (the
+ * turn continues it; a malformed one counts as none).
+ */
+async function deliverMessages(
+  c: pg.PoolClient,
+  at: StepAt,
+  turnId: string,
+  ids: string[],
+): Promise<TraceCarrier | undefined> {
   if (!ids.length) return undefined;
-  const r = await c.query<{ traceparent: string; tracestate: string | null }>(
-    `SELECT traceparent, tracestate FROM holt.agent_messages
-     WHERE instance = $1 AND role = $2 AND id = ANY($3::bigint[]) AND traceparent IS NOT NULL ORDER BY id LIMIT 1`,
-    [at.instance, at.role, ids],
+  const r = await c.query<{ id: string; traceparent: string | null; tracestate: string | null }>(
+    `UPDATE holt.agent_messages SET turn_id = $3, delivered_at = now(), deliveries = deliveries + 1
+     WHERE instance = $1 AND role = $2 AND id = ANY($4::bigint[]) AND turn_id IS NULL
+     RETURNING id, traceparent, tracestate`,
+    [at.instance, at.role, turnId, ids],
   );
-  const row = r.rows[0];
+  const first = r.rows.filter((m) => m.traceparent).sort((a, b) => Number(a.id) - Number(b.id))[0];
   return (
-    row &&
-    parseCarrier({ traceparent: row.traceparent, ...(row.tracestate ? { tracestate: row.tracestate } : {}) })
+    first &&
+    parseCarrier({
+      traceparent: first.traceparent,
+      ...(first.tracestate ? { tracestate: first.tracestate } : {}),
+    })
   );
 }
 

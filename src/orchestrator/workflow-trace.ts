@@ -3,8 +3,7 @@ import type { Blackboard } from '../blackboard/client.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { Artefact } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
-import { contextFrom, parseCarrier } from '../telemetry/carrier.ts';
-import { GEN_AI, markFailed } from '../telemetry/spans.ts';
+import { claimContext, GEN_AI, markFailed } from '../telemetry/spans.ts';
 import { TRACER_NAME } from '../telemetry/tracing.ts';
 
 /**
@@ -99,7 +98,7 @@ export function emitWorkflowSpan(w: WorkflowSpan): void {
     .startSpan(
       'workflow',
       { kind: SpanKind.INTERNAL, startTime: w.startMs, attributes: w.attributes },
-      contextFrom(parseCarrier({ traceparent: w.goal.traceparent, tracestate: w.goal.tracestate })),
+      claimContext(w.goal),
     );
   for (const e of w.events) span.addEvent(e.name, e.attributes, e.atMs);
   if (w.outcome === 'failed') markFailed(span, 'workflow_failed');
