@@ -15,7 +15,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   api: ['blackboard', 'common'],
   bus: ['blackboard', 'common', 'telemetry'],
   state: ['access', 'blackboard', 'common'],
-  inbox: ['blackboard', 'bus', 'common', 'state'],
+  inbox: ['blackboard', 'bus', 'common', 'state', 'telemetry'],
   orchestrator: ['blackboard', 'bus', 'common', 'inbox', 'ingress', 'life', 'state', 'telemetry'],
   pup: ['blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry'],
   work: ['common', 'state'],

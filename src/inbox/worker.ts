@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { Span } from '@opentelemetry/api';
 import { subscribeDoorbell } from '../bus/doorbell.ts';
 import { type AgentEvents, noAgentEvents, type TaskEvent } from '../bus/events.ts';
 import { assertWorkerTarget } from '../bus/subjects.ts';
@@ -9,9 +10,11 @@ import { FenceLostError } from '../common/errors.ts';
 import type { Logger } from '../common/logger.ts';
 import { resultArtefactId } from '../state/ids.ts';
 import { type Fence, fenceOf, type InboxRow } from '../state/schema.ts';
+import { inSpan, SpanKind } from '../telemetry/spans.ts';
 import { acquireTargetLease, releaseTargetLease } from './leases.ts';
 import { DEFAULT_RETRY, isSingleConsumer, type RetryPolicy } from './policy.ts';
 import type { InboxStore } from './store.ts';
+import { attemptSpan, endAttempt, rowContext } from './trace.ts';
 
 export type Outcome = 'done' | 'stale' | 'retry' | 'failed' | 'released' | 'waiting';
 
@@ -62,6 +65,8 @@ interface Running {
   lost: boolean;
   released: boolean;
   done: Promise<void>;
+  /** The attempt's span (events: the lease lost, the row parked). */
+  span?: Span;
 }
 
 /**
@@ -286,7 +291,27 @@ export class InboxWorker<R> {
     return s === 'pending' ? 'retry' : s;
   }
 
-  private async execute(row: InboxRow, r: Running): Promise<Outcome> {
+  /** One attempt at the row, as a consumer span in its claim's trace (`process {target}`). */
+  private execute(row: InboxRow, r: Running): Promise<Outcome> {
+    const { name, attributes } = attemptSpan(row, r.fence, this.owner);
+    return inSpan(
+      name,
+      {
+        kind: SpanKind.CONSUMER,
+        attributes,
+        parent: rowContext(row),
+        classify: (e) => (e instanceof FenceLostError ? 'fence_lost' : 'worker_error'),
+      },
+      async (span) => {
+        r.span = span;
+        const outcome = await this.attempt(row, r);
+        endAttempt(span, outcome);
+        return outcome;
+      },
+    );
+  }
+
+  private async attempt(row: InboxRow, r: Running): Promise<Outcome> {
     const { fence } = r;
     const ev = this.opts.events ?? noAgentEvents;
     const base = {
@@ -320,6 +345,7 @@ export class InboxWorker<R> {
     if (question) {
       const until = this.opts.waitUntilMs?.(result);
       await this.opts.store.park(fence, question, until);
+      r.span?.addEvent('parked', { 'holt.inbox.waiting_on': question });
       this.opts.log?.info(
         { event_type: 'claim_waiting', inbox_id: row.id, waiting_on: question, until_ms: until },
         'parked until the question is answered or its deadline',
@@ -367,6 +393,7 @@ export class InboxWorker<R> {
       for (const r of all)
         if (!held.has(r.fence.inboxId) && this.running.get(r.fence.inboxId) === r && !r.lost) {
           r.lost = true;
+          r.span?.addEvent('lease_lost');
           r.abort.abort(new Error('lease lost'));
         }
     } catch (e) {

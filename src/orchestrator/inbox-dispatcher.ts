@@ -1,6 +1,7 @@
 import type { RingFn } from '../bus/doorbell.ts';
 import type { Logger } from '../common/logger.ts';
 import type { InboxStore } from '../inbox/store.ts';
+import { traceFieldsOf } from '../telemetry/carrier.ts';
 import type { Grant, GrantDispatcher } from './dispatch.ts';
 
 /**
@@ -53,7 +54,8 @@ export class InboxDispatcher implements GrantDispatcher {
       role: g.role,
       claimType: g.claimType,
       phase: g.phase,
-      payload: { artefact_id: g.claim.artefact_id, reason: g.reason ?? 'grant' },
+      // The claim's trace rides on the row: each attempt at it is a span in that trace.
+      payload: { artefact_id: g.claim.artefact_id, reason: g.reason ?? 'grant', ...traceFieldsOf(g.claim) },
     });
     if (created && (g.reason ?? 'grant') === 'grant') await this.announce?.(g);
     if (!created && (row.status === 'done' || row.status === 'failed') && this.outputExists) {

@@ -21,7 +21,7 @@ const T0 = 1_790_000_000_000;
 const hr = (ms: number) => [Math.floor(ms / 1000), (ms % 1000) * 1e6];
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 
-/** The demo's shape: a goal, a draft, its rework (v2), a review, a commit, the Terminal. */
+/** The demo's shape: a goal, a draft, a review rejecting it, its rework (v2), a commit, the Terminal. */
 function demo() {
   const goal = artefact({ traceparent: `00-${TRACE}-${CALLER}-01`, created_at_ms: T0 + 1_000 });
   const v1 = artefact({
@@ -30,13 +30,30 @@ function demo() {
     source_artefacts: [goal.id],
     created_at_ms: T0 + 2_000,
   });
+  const rejection = artefact({
+    structural_type: 'Review',
+    type: 'Review',
+    payload: '{"issues":["too short"]}',
+    produced_by_role: 'Reviewer',
+    source_artefacts: [v1.id],
+    created_at_ms: T0 + 2_500,
+  });
+  // A rework is sourced from the version before it and the reviews that rejected it (results.ts).
   const v2 = artefact({
     type: 'Draft',
     logical_id: v1.logical_id,
     version: 2,
     produced_by_role: 'Drafter',
-    source_artefacts: [goal.id],
+    source_artefacts: [v1.id, rejection.id],
     created_at_ms: T0 + 3_000,
+  });
+  const approval = artefact({
+    structural_type: 'Review',
+    type: 'Review',
+    payload: '{}',
+    produced_by_role: 'Reviewer',
+    source_artefacts: [v2.id],
+    created_at_ms: T0 + 3_500,
   });
   const commit = artefact({ type: 'CodeCommit', source_artefacts: [v2.id], created_at_ms: T0 + 4_000 });
   const end = artefact({
@@ -45,7 +62,7 @@ function demo() {
     source_artefacts: [commit.id],
     created_at_ms: T0 + 5_000,
   });
-  return { goal, v2, commit, end };
+  return { goal, v1, rejection, v2, approval, commit, end };
 }
 
 describe('the workflow span', () => {
@@ -62,11 +79,20 @@ describe('the workflow span', () => {
     expect(workflowOutcome(commit)).toBeUndefined();
   });
 
-  it('runs from the goal to the end, each rework an event, under the span that wrote the goal', () => {
-    const { goal, v2, commit, end } = demo();
-    const w = workflowSpan(end, [end, commit, v2, goal]);
+  it('runs from the goal to the end, each rejection and rework an event, under the span that wrote the goal', () => {
+    const { goal, v1, rejection, v2, approval, commit, end } = demo();
+    const w = workflowSpan(end, [end, commit, approval, v2, rejection, v1, goal]);
     expect(w).toMatchObject({ startMs: T0 + 1_000, endMs: T0 + 5_000, outcome: 'completed' });
     expect(w?.events).toEqual([
+      {
+        name: 'review_rejected',
+        atMs: T0 + 2_500,
+        attributes: expect.objectContaining({
+          'holt.artefact.id': rejection.id,
+          'holt.review.target.id': v1.id,
+          'gen_ai.agent.name': 'Reviewer',
+        }),
+      },
       {
         name: 'rework',
         atMs: T0 + 3_000,
@@ -82,10 +108,11 @@ describe('the workflow span', () => {
       'holt.workflow.end.id': end.id,
       'holt.workflow.outcome': 'completed',
       'holt.workflow.reworks': 1,
+      'holt.workflow.review_rejections': 1,
     });
     expect(s?.startTime).toEqual(hr(T0 + 1_000));
     expect(s?.endTime).toEqual(hr(T0 + 5_000));
-    expect(s?.events.map((e) => e.name)).toEqual(['rework']);
+    expect(s?.events.map((e) => e.name)).toEqual(['review_rejected', 'rework']);
   });
 
   it("the orchestrator's Failure ends it failed; without its goal among the artefacts there is none", () => {

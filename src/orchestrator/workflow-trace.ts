@@ -1,5 +1,6 @@
 import { type Attributes, SpanKind, trace } from '@opentelemetry/api';
 import type { Blackboard } from '../blackboard/client.ts';
+import { isApproval } from '../blackboard/review.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { Artefact } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
@@ -9,7 +10,7 @@ import { TRACER_NAME } from '../telemetry/tracing.ts';
 /**
  * The workflow as one span, from its goal to its end: written by the leader when a Terminal (or the
  * orchestrator's own Failure, which ends a workflow) arrives, with the goal's creation as its start and
- * each rework and failure on the way as an event. It sits under the span that wrote the goal (the
+ * each review rejection, rework and failure on the way as an event. It sits under the span that wrote the goal (the
  * caller's, when the goal continued one), beside the steps and agents of the same trace.
  */
 
@@ -46,6 +47,15 @@ export function workflowSpan(end: Artefact, chain: Artefact[]): WorkflowSpan | u
       };
       if (a.structural_type === 'Failure')
         return [{ name: 'failure', atMs: a.created_at_ms, attributes: about }];
+      // A rework's sources hold the reviews that rejected the version before it.
+      if (a.structural_type === 'Review' && !isApproval(a.payload))
+        return [
+          {
+            name: 'review_rejected',
+            atMs: a.created_at_ms,
+            attributes: { ...about, 'holt.review.target.id': a.source_artefacts[0] ?? '' },
+          },
+        ];
       // A version past the first is a rework: a review rejected the one before it.
       if (a.version > 1)
         return [
@@ -70,6 +80,7 @@ export function workflowSpan(end: Artefact, chain: Artefact[]): WorkflowSpan | u
       'holt.workflow.outcome': outcome,
       'holt.workflow.artefacts': chain.length,
       'holt.workflow.reworks': events.filter((e) => e.name === 'rework').length,
+      'holt.workflow.review_rejections': events.filter((e) => e.name === 'review_rejected').length,
     },
     events,
   };

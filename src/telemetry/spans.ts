@@ -8,7 +8,7 @@ import {
   SpanStatusCode,
   trace,
 } from '@opentelemetry/api';
-import { carrierOf, contextFrom, parseCarrier, type TraceCarrier } from './carrier.ts';
+import { carrierOf, contextFrom, parseCarrier, type TraceCarrier, traceIdOf } from './carrier.ts';
 import { TRACER_NAME } from './tracing.ts';
 
 /**
@@ -83,9 +83,17 @@ export function claimContext(claim: { traceparent?: string; tracestate?: string 
   return c ? contextFrom(c) : context.active();
 }
 
+/** The context of work on a claim that may already run inside a span of the claim's own trace (the
+ * inbox attempt that runs it): that span, so the work nests under it; else the claim's context. */
+export function workContext(claim: { traceparent?: string; tracestate?: string }): Context {
+  const active = trace.getSpanContext(context.active());
+  return active && active.traceId === traceIdOf(claim) ? context.active() : claimContext(claim);
+}
+
 /**
  * An agent's work on a grant (a command agent's run, an LLM turn) as its `invoke_agent {role}` span in
- * the claim's trace (GenAI conventions); `extra` adds the caller's own attributes.
+ * the claim's trace (GenAI conventions), under the inbox attempt that runs it if any; `extra` adds the
+ * caller's own attributes.
  */
 export function invokeAgent<T>(
   role: string,
@@ -102,7 +110,7 @@ export function invokeAgent<T>(
         'holt.claim.id': claim.id,
         ...extra,
       },
-      parent: claimContext(claim),
+      parent: workContext(claim),
     },
     fn,
   );

@@ -1,0 +1,57 @@
+import type { Attributes, Context, Span } from '@opentelemetry/api';
+import type { Fence, InboxRow } from '../state/schema.ts';
+import { claimContext, markFailed } from '../telemetry/spans.ts';
+import type { Outcome } from './worker.ts';
+
+/**
+ * Each attempt at an inbox row is a consumer span in its claim's trace, named and attributed by the
+ * OpenTelemetry messaging conventions (`process {destination}`); the dispatcher copies the claim's
+ * trace fields into the row's payload, so a row carries its trace through Postgres.
+ */
+
+/** The messaging system Holt names for its Postgres inbox (not one of the conventions' well-known values). */
+export const INBOX_SYSTEM = 'holt_inbox';
+
+/** The trace fields a row's payload carries (strings only; anything else is ignored). */
+export function rowTraceFields(payload: Record<string, unknown>): {
+  traceparent?: string;
+  tracestate?: string;
+} {
+  const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
+  return { traceparent: str(payload.traceparent), tracestate: str(payload.tracestate) };
+}
+
+/** The context an attempt at `row` continues: its claim's trace, else whatever is active. */
+export function rowContext(row: InboxRow): Context {
+  return claimContext(rowTraceFields(row.payload));
+}
+
+/** The span's name and attributes for an attempt at `row` under `fence`. Pure. */
+export function attemptSpan(
+  row: InboxRow,
+  fence: Fence,
+  owner: string,
+): { name: string; attributes: Attributes } {
+  return {
+    name: `process ${row.worker_target}`,
+    attributes: {
+      'messaging.system': INBOX_SYSTEM,
+      'messaging.operation.type': 'process',
+      'messaging.operation.name': 'claim',
+      'messaging.destination.name': row.worker_target,
+      'messaging.message.id': row.id,
+      'messaging.consumer.group.name': row.worker_target,
+      'gen_ai.agent.name': row.role,
+      'holt.claim.id': row.claim_id,
+      'holt.inbox.attempt': row.attempts,
+      'holt.inbox.epoch': fence.epoch,
+      'holt.inbox.owner': owner,
+    },
+  };
+}
+
+/** Marks how the attempt ended: `holt.inbox.outcome`, and `error.type` for a failed one (retried or not). */
+export function endAttempt(span: Span, outcome: Outcome): void {
+  span.setAttribute('holt.inbox.outcome', outcome);
+  if (outcome === 'retry' || outcome === 'failed') markFailed(span, `claim_${outcome}`);
+}
