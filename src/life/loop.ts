@@ -8,6 +8,7 @@ import type { Fence } from '../state/schema.ts';
 import type { StepStore } from '../state/steps.ts';
 import type { Decision } from './scheduler.ts';
 import type { Delivery, LifeStore } from './store.ts';
+import { emitWaitSpans } from './wait-trace.ts';
 
 /** How a life turn ended, as the loop needs to know it. */
 export type LifeTurnEnd =
@@ -176,6 +177,7 @@ export class LifeLoop {
         { event_type: 'life_decision', decision: dec.kind, why: dec.why, turn_id: c.fence?.turnId },
         `life: ${dec.kind} (${dec.why})`,
       );
+      if (c.endedWaits && c.fence) emitWaitSpans(d.role, c.fence.turnId, c.endedWaits);
       d.onDecision?.(dec, c.delivery, c.fence?.turnId);
       if (c.fence) await this.run(c.fence, c.delivery);
     }

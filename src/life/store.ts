@@ -7,7 +7,7 @@ import { beginLease, endLease, ensureHead, insertLifeTurn, resumeLease } from '.
 import { lifeActorOf, lifeTurnIdOf } from '../state/ids.ts';
 import type { Fence } from '../state/schema.ts';
 import { holdsFence, tx } from '../state/sql.ts';
-import { parseCarrier, TraceCarrier } from '../telemetry/carrier.ts';
+import { carrierOf, parseCarrier, TraceCarrier } from '../telemetry/carrier.ts';
 import { addBlocker, dropWaitBlocker, takeDueRecheck } from '../work/in-tx.ts';
 import type { Blocker } from '../work/items.ts';
 import { type Enqueued, type EnqueueRequest, enqueueMessage, ensureLifeRow } from './enqueue.ts';
@@ -33,7 +33,17 @@ export const Delivery = z.object({
 });
 export type Delivery = z.infer<typeof Delivery>;
 
-export type Committed = { decision: Decision; fence?: Fence; delivery?: Delivery };
+/** A wait a new turn ended: what its span (`life wait`, life/wait-trace.ts) is written from. */
+export interface EndedWait {
+  id: string;
+  kind: LifeWait['kind'];
+  outcome: 'resolved' | 'timed_out';
+  startMs: number;
+  endMs: number;
+  trace?: TraceCarrier;
+}
+
+export type Committed = { decision: Decision; fence?: Fence; delivery?: Delivery; endedWaits?: EndedWait[] };
 
 /** Whose step it is: the agent, and who will run the turn it starts, for how long. */
 type StepAt = { instance: string; role: string; actor: string; owner: string; leaseMs: number };
@@ -125,8 +135,11 @@ export class LifeStore extends LifeReads {
     );
     const seq = seqRow.rows[0]!.turn_seq;
     const turnId = lifeTurnIdOf(instance, role, seq);
-    const trace =
+    const messagesTrace =
       decision.kind === 'start' ? await deliverMessages(c, at, turnId, decision.messageIds) : undefined;
+    const endedWaits = decision.kind === 'start' ? await endWaits(c, turnId, decision.waits) : [];
+    // A turn continues its first traced message's trace, else that of the first wait that woke it.
+    const trace = messagesTrace ?? endedWaits.find((w) => w.trace)?.trace;
     const delivery: Delivery =
       decision.kind === 'start'
         ? {
@@ -153,15 +166,6 @@ export class LifeStore extends LifeReads {
       'INSERT INTO holt.life_turns (turn_id, instance, role, seq, delivery) VALUES ($1, $2, $3, $4, $5::jsonb)',
       [turnId, instance, role, seq, JSON.stringify(delivery)],
     );
-    for (const w of delivery.waits) {
-      const r = await c.query<{ item_id: string | null }>(
-        `UPDATE holt.agent_waits SET state = $2, ended_at = now(), turn_id = $3, deliveries = deliveries + 1
-         WHERE id = $1 AND state = 'waiting' RETURNING item_id`,
-        [w.id, w.outcome, turnId],
-      );
-      const item = r.rows[0]?.item_id;
-      if (item) await dropWaitBlocker(c, item, w.id);
-    }
     if (delivery.tick) await takeDueRecheck(c, delivery.tick.itemId);
     const epoch = await beginLease(c, leaseOf(at, turnId));
     if (epoch === null) throw new Error(`life head of ${role} is busy although the snapshot saw no turn`);
@@ -170,6 +174,7 @@ export class LifeStore extends LifeReads {
       decision,
       delivery,
       fence: fenceOf(instance, actor, turnId, epoch, at.owner),
+      ...(endedWaits.length ? { endedWaits } : {}),
     };
   }
 
@@ -224,14 +229,28 @@ export class LifeStore extends LifeReads {
     w: { kind: LifeWait['kind']; on: string; deadlineMs?: number; itemId?: string },
   ): Promise<LifeWait> {
     const id = randomUUID();
+    // The span the wait is set in (the model's tool call): the wait's own span goes under it.
+    const trace = carrierOf();
     return tx<LifeWait>(this.pool, async (c) => {
       if (!(await holdsFence(c, f))) throw new FenceLostError();
       const r = await c.query(
-        `INSERT INTO holt.agent_waits (id, instance, role, item_id, kind, on_what, deadline, set_by_turn)
+        `INSERT INTO holt.agent_waits (id, instance, role, item_id, kind, on_what, deadline, set_by_turn,
+           traceparent, tracestate)
          VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7::double precision IS NULL THEN NULL
-           ELSE to_timestamp($7::double precision / 1000) END, $8)
+           ELSE to_timestamp($7::double precision / 1000) END, $8, $9, $10)
          RETURNING ${WAIT_COLS}`,
-        [id, f.instance, role, w.itemId ?? null, w.kind, w.on, w.deadlineMs ?? null, f.turnId],
+        [
+          id,
+          f.instance,
+          role,
+          w.itemId ?? null,
+          w.kind,
+          w.on,
+          w.deadlineMs ?? null,
+          f.turnId,
+          trace?.traceparent ?? null,
+          trace?.tracestate ?? null,
+        ],
       );
       if (w.itemId) await addBlocker(c, w.itemId, blockerOf(id, w.kind, w.on, w.deadlineMs));
       return { value: WaitRow.parse(r.rows[0]) };
@@ -307,6 +326,44 @@ async function deliverMessages(
       ...(first.tracestate ? { tracestate: first.tracestate } : {}),
     })
   );
+}
+
+/** Ends the waits a new turn is woken by (their items no longer blocked by them), as their spans need them. */
+async function endWaits(c: pg.PoolClient, turnId: string, waits: Delivery['waits']): Promise<EndedWait[]> {
+  const ended: EndedWait[] = [];
+  for (const w of waits) {
+    const r = await c.query<{
+      item_id: string | null;
+      kind: LifeWait['kind'];
+      start_ms: string;
+      end_ms: string;
+      traceparent: string | null;
+      tracestate: string | null;
+    }>(
+      `UPDATE holt.agent_waits SET state = $2, ended_at = now(), turn_id = $3, deliveries = deliveries + 1
+       WHERE id = $1 AND state = 'waiting'
+       RETURNING item_id, kind, traceparent, tracestate,
+         (EXTRACT(EPOCH FROM created_at) * 1000)::bigint AS start_ms,
+         (EXTRACT(EPOCH FROM ended_at) * 1000)::bigint AS end_ms`,
+      [w.id, w.outcome, turnId],
+    );
+    const row = r.rows[0];
+    if (!row) continue;
+    if (row.item_id) await dropWaitBlocker(c, row.item_id, w.id);
+    const trace = parseCarrier({
+      traceparent: row.traceparent ?? undefined,
+      ...(row.tracestate ? { tracestate: row.tracestate } : {}),
+    });
+    ended.push({
+      id: w.id,
+      kind: row.kind,
+      outcome: w.outcome,
+      startMs: Number(row.start_ms),
+      endMs: Number(row.end_ms),
+      ...(trace ? { trace } : {}),
+    });
+  }
+  return ended;
 }
 
 /** An item's blocker for one of the agent's waits (dropped when the wait ends). */
