@@ -16,6 +16,7 @@ import { traceFieldsOf } from '../telemetry/carrier.ts';
 import { ClaimRunner } from './claim-runner.ts';
 import type { OrchestratorConfig } from './config.ts';
 import type { GrantDispatcher } from './dispatch.ts';
+import { reportLateBid } from './late-bid-report.ts';
 import { publishLoad } from './load.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
 import { sortRoles } from './phases.ts';
@@ -207,7 +208,8 @@ export class LeaderTerm {
       // A bid heard during a step is checked by that step against what it read.
       if (!b) return;
       const late = this.stepper.bidHeard(b.claimId, b.role, Date.now());
-      if (late && b.role !== undefined) this.reportLateBid(b.claimId, b.role, b.bidType, late.lateByMs);
+      if (late && b.role !== undefined)
+        reportLateBid(this.deps, { ...b, role: b.role, lateByMs: late.lateByMs });
       // A dormant claim closed without this bidder: its bid may re-open it.
       if (this.stepper.revivable.has(b.claimId)) {
         this.runner.kick(b.claimId);
@@ -223,16 +225,6 @@ export class LeaderTerm {
     } else if (channel === k.agentsChanged) {
       this.loadRegistry().catch((e: unknown) => this.failed(e, { during: 'registry_reload' }));
     }
-  }
-
-  /** A bid after its consensus closed without it: said by name, since it was counted as `ignore`. */
-  private reportLateBid(claimId: string, role: string, bidType: string | undefined, lateByMs: number): void {
-    const data = { claim_id: claimId, agent_name: role, bid_type: bidType ?? '', late_by_ms: lateByMs };
-    this.deps.log.warn({ event_type: 'bid_late', ...data }, 'bid_late');
-    this.deps.metrics.lateBids.inc({ role });
-    this.deps.bb
-      .publishWorkflowEvent({ event: 'bid_late', data })
-      .catch((e: unknown) => this.deps.log.warn({ event_type: 'event_publish_failed', error: String(e) }));
   }
 
   /**
