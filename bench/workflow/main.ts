@@ -14,6 +14,8 @@
  * object on stdout.
  * Each workload runs BENCH_RUNS times (3); every figure is reported as its median, with the runs.
  * Run: node bench/workflow/main.ts [A|B|AB]
+ * (BENCH_TRACES=jaeger: every process exports its spans over OTLP/HTTP to a local Jaeger the bench
+ * starts, every trace sampled: the cost of tracing on; without it, tracing is off as by default.)
  * (BENCH_CPU_PROF=<dir>: every pup writes a V8 CPU profile there on exit; BENCH_PUP_NODE_FLAGS: more
  * node flags for the pups instead of holt up's PUP_NODE_FLAGS.)
  */
@@ -31,6 +33,7 @@ import { type ServerProcess, spawnServer, waitReady } from '../../src/local/proc
 import { startRedis } from '../../src/local/redis.ts';
 import { makeTempDir, removeDir } from '../../src/local/tmp.ts';
 import { newGoal, register } from '../../src/orchestrator/testkit.ts';
+import { startJaeger } from '../../test/harness/jaeger.ts';
 import { childrenCpu, medianOf, pct, procCpu, round, rssMb } from '../lib/proc.ts';
 import { type ClaimTimes, logEvent, traceStages } from './trace.ts';
 
@@ -276,6 +279,11 @@ async function traceOf(
   return traceStages(times);
 }
 
+// Tracing on: the spawned processes inherit the endpoint (the standard OTEL_* variable) from here.
+const jaeger = process.env.BENCH_TRACES === 'jaeger' ? await startJaeger() : undefined;
+if (jaeger) process.env.OTEL_EXPORTER_OTLP_ENDPOINT = jaeger.otlpHttpUrl;
+else delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+
 const chain: Agent[] = CHAIN.map((c) => ({
   role: c.role,
   bid: [BID, c.takes],
@@ -284,6 +292,7 @@ const chain: Agent[] = CHAIN.map((c) => ({
 const out: Record<string, unknown> = {
   machine_cores: (await import('node:os')).availableParallelism(),
   runs: RUNS,
+  tracing: jaeger ? 'on: OTLP/HTTP to a local Jaeger, every trace sampled' : 'off',
 };
 /** Each workload RUNS times (on a fresh instance each), reported as the median of every figure. */
 async function runs(name: string, run: (i: number) => Promise<Record<string, unknown>>) {
@@ -305,8 +314,11 @@ try {
         B_PACE_MS,
       ),
     );
+  // Proof the spans went somewhere: the services Jaeger heard from.
+  if (jaeger) out.traced_services = await jaeger.services();
 } finally {
   await redis.stop();
+  await jaeger?.stop();
   removeDir(dir);
 }
 process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
