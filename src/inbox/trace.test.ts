@@ -1,16 +1,14 @@
 import type { NatsConnection } from '@nats-io/transport-node';
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { recordSpans } from '../../test/harness/spans.ts';
 import type { Claim } from '../blackboard/types.ts';
 import { connectBus } from '../bus/connect.ts';
 import { silentLogger } from '../common/logger.ts';
 import { InboxDispatcher } from '../orchestrator/inbox-dispatcher.ts';
 import { migrate } from '../state/migrate.ts';
-import { tracingSettings } from '../telemetry/settings.ts';
 import { invokeAgent } from '../telemetry/spans.ts';
-import { startTracing, type Tracing } from '../telemetry/tracing.ts';
 import { InboxStore } from './store.ts';
 import { fakeClaim, ROLE } from './testkit.ts';
 import { INBOX_SYSTEM } from './trace.ts';
@@ -21,17 +19,13 @@ const I = 'inbox-trace';
 const TARGET = 'traced';
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
 const CLAIM_SPAN = 'b7ad6b7169203331';
-const spans = new InMemorySpanExporter();
-let tracing: Tracing;
+const { spans, stop: stopTracing } = recordSpans('test');
 let pg: PostgresServer;
 let nats: NatsServer;
 let store: InboxStore;
 let nc: NatsConnection;
 
 beforeAll(async () => {
-  tracing = startTracing('test', tracingSettings({}), silentLogger(), {
-    processors: [new SimpleSpanProcessor({ exporter: spans })],
-  });
   [pg, nats] = await Promise.all([startPostgres(), startNats()]);
   await migrate(pg.url);
   store = InboxStore.connect(pg.url, { max: 5 });
@@ -41,7 +35,7 @@ afterAll(async () => {
   await nc?.drain();
   await store?.close();
   await Promise.all([pg?.stop(), nats?.stop()]);
-  await tracing?.shutdown();
+  await stopTracing();
 });
 
 /** A worker of one grant, as a fresh_per_call Job pod runs it; its first attempt fails when asked. */

@@ -1,23 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import { context, trace } from '@opentelemetry/api';
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { recordSpans } from '../../test/harness/spans.ts';
 import { eventually } from '../../test/harness/wait.ts';
-import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { migrate } from '../state/migrate.ts';
-import { tracingSettings } from '../telemetry/settings.ts';
-import { startTracing, TRACER_NAME, type Tracing } from '../telemetry/tracing.ts';
+import { TRACER_NAME } from '../telemetry/tracing.ts';
 import { labelsOf } from './labels.ts';
 import { LifeStore } from './store.ts';
 import { emitWaitSpans } from './wait-trace.ts';
 
 // A living agent's wait keeps the trace of the tool call that set it (Postgres, across pups): its
 // span is written when it ends, and the turn it wakes continues that trace.
-const spans = new InMemorySpanExporter();
-let tracing: Tracing;
+const { spans, stop: stopTracing } = recordSpans('pup');
 let postgres: PostgresServer;
 let life: LifeStore;
 let pool: pg.Pool;
@@ -25,9 +22,6 @@ const I = 'wait-trace';
 const ROLE = 'coder';
 
 beforeAll(async () => {
-  tracing = startTracing('pup', tracingSettings({}), silentLogger(), {
-    processors: [new SimpleSpanProcessor({ exporter: spans })],
-  });
   postgres = await startPostgres();
   await migrate(postgres.url);
   pool = createPool(postgres.url, { max: 4 });
@@ -36,7 +30,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await pool?.end();
   await postgres?.stop();
-  await tracing?.shutdown();
+  await stopTracing();
 });
 
 describe('a life wait as a span', () => {

@@ -1,34 +1,28 @@
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { recordSpans } from '../../test/harness/spans.ts';
 import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { claim } from '../blackboard/testkit.ts';
 import { silentLogger } from '../common/logger.ts';
-import { tracingSettings } from '../telemetry/settings.ts';
-import { startTracing, type Tracing } from '../telemetry/tracing.ts';
 import { reportLateBid } from './late-bid-report.ts';
 import { OrchestratorMetrics } from './metrics.ts';
 
 // A late bid is marked in its claim's trace (the bidder's own bid span cannot know it was late).
-const spans = new InMemorySpanExporter();
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CLAIM_SPAN = '00f067aa0ba902b7';
-let tracing: Tracing;
+const { spans, stop: stopTracing } = recordSpans('orchestrator');
 let redis: RedisServer;
 let bb: Blackboard;
 
 beforeAll(async () => {
-  tracing = startTracing('orchestrator', tracingSettings({}), silentLogger(), {
-    processors: [new SimpleSpanProcessor({ exporter: spans })],
-  });
   redis = await startRedis();
   bb = Blackboard.connect(redis.url, 'late-bid');
 });
 afterAll(async () => {
   await bb?.close();
   await redis?.stop();
-  await tracing?.shutdown();
+  await stopTracing();
 });
 
 describe('a late bid', () => {

@@ -1,19 +1,10 @@
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { recordSpans } from '../../test/harness/spans.ts';
 import { artefact } from '../blackboard/testkit.ts';
-import { silentLogger } from '../common/logger.ts';
-import { tracingSettings } from '../telemetry/settings.ts';
-import { startTracing, type Tracing } from '../telemetry/tracing.ts';
 import { emitWorkflowSpan, workflowOutcome, workflowSpan } from './workflow-trace.ts';
 
-const spans = new InMemorySpanExporter();
-let tracing: Tracing;
-beforeAll(() => {
-  tracing = startTracing('test', tracingSettings({}), silentLogger(), {
-    processors: [new SimpleSpanProcessor({ exporter: spans })],
-  });
-});
-afterAll(() => tracing.shutdown());
+const { spans, stop: stopTracing } = recordSpans('test');
+afterAll(() => stopTracing());
 
 const CALLER = '00f067aa0ba902b7';
 // Real epoch times: the SDK reads a small number as relative to the process's time origin.
