@@ -17,6 +17,7 @@ import { operatorTests } from './cluster/sections/operator.ts';
 import { teardownTests } from './cluster/sections/teardown.ts';
 import { tlsTests } from './cluster/sections/tls.ts';
 import { toolServerTests } from './cluster/sections/toolserver.ts';
+import { tracesTests } from './cluster/sections/traces.ts';
 import { trustTests } from './cluster/sections/trust.ts';
 import { e2eTarget } from './cluster/target.ts';
 import { DEMO_LLM_SCRIPT } from './demo-llm-script.ts';
@@ -56,6 +57,7 @@ const LANES: [string, [string, () => void][]][] = [
       ['external', externalTests],
       ['mcp', mcpTests],
       ['toolserver', toolServerTests],
+      ['traces', tracesTests],
     ],
   ],
 ];

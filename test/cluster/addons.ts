@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
+import { JAEGER_VERSION, jaegerBinary } from '../harness/jaeger.ts';
 import { clusterTool, clusterVersion } from './bins.ts';
 import { nodePaths, PAUSE_IMAGE } from './config.ts';
 import { type ImageSpec, writeImageArchive } from './image.ts';
@@ -17,6 +18,8 @@ export const PROVISIONER_IMAGE = () =>
 export const HELPER_IMAGE = 'holt.local/busybox:static';
 /** The e2e's in-cluster Prometheus (the scrape hints and the dashboard's queries, for real). */
 export const PROMETHEUS_IMAGE = () => `holt.local/prometheus:${clusterVersion('PROMETHEUS_VERSION')}`;
+/** The e2e's in-cluster trace backend: the Jaeger `make setup` builds (test/harness/jaeger.ts). */
+export const JAEGER_IMAGE = `holt.local/jaeger:${JAEGER_VERSION}`;
 const DNS_PORT = 1053; // unprivileged inside the pod; the Service maps 53 to it
 
 /** The archives of the add-ons' images (`docker save` format), written under `dir`. */
@@ -44,6 +47,12 @@ export function addonImages(dir: string): string[] {
       ref: PROMETHEUS_IMAGE(),
       files: [{ path: '/bin/prometheus', from: clusterTool('PROMETHEUS') }],
       entrypoint: ['/bin/prometheus'],
+      user: '65534',
+    },
+    {
+      ref: JAEGER_IMAGE,
+      files: [{ path: '/jaeger', from: jaegerBinary() }],
+      entrypoint: ['/jaeger'],
       user: '65534',
     },
     {

@@ -119,6 +119,9 @@ export interface Jaeger {
   stop(): Promise<void>;
 }
 
+/** The version scripts/setup/jaeger.sh builds. */
+export const JAEGER_VERSION = '1.76.0';
+
 /** The binary scripts/setup/jaeger.sh built (its current.env), or $JAEGER_BIN. */
 export function jaegerBinary(): string {
   const explicit = process.env.JAEGER_BIN;
@@ -140,7 +143,12 @@ export function jaegerBinary(): string {
  * port 0 and the self-metrics are off. The query's own tracing (on by default in v2) would export to
  * localhost:4317, someone else's port, and holds SIGTERM for seconds while it retries: off.
  */
-export function jaegerConfig(otlpPort: number, queryPort: number, maxTraces = 100_000): string {
+export function jaegerConfig(
+  otlpPort: number,
+  queryPort: number,
+  maxTraces = 100_000,
+  host = '127.0.0.1',
+): string {
   return `service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -163,14 +171,14 @@ extensions:
       traces: memstore
     enable_tracing: false
     http:
-      endpoint: 127.0.0.1:${queryPort}
+      endpoint: ${host}:${queryPort}
     grpc:
       endpoint: 127.0.0.1:0
 receivers:
   otlp:
     protocols:
       http:
-        endpoint: 127.0.0.1:${otlpPort}
+        endpoint: ${host}:${otlpPort}
 exporters:
   jaeger_storage_exporter:
     trace_storage: memstore

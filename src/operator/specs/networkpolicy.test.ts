@@ -175,6 +175,32 @@ describe('in-cluster endpoints and the workspace seed', () => {
   });
 });
 
+describe('trace export', () => {
+  it("with a collector set, the Holt's pods reach its port (in the cluster too), never the metadata range", () => {
+    const holtOwner = { ...owner, kind: 'Holt', name: 'demo' };
+    const spec = HoltSpec.parse({ tracing: { endpoint: 'http://jaeger.observability:4318' } });
+    const traces = networkPolicies(holtOwner, spec, net).find((p) => p.metadata.name === 'demo-trace-egress');
+    expect(traces?.spec).toMatchObject({
+      podSelector: { matchLabels: { 'holt.io/instance': 'demo' } },
+      policyTypes: ['Egress'],
+      egress: [
+        {
+          to: expect.arrayContaining([
+            { ipBlock: { cidr: '0.0.0.0/0', except: ['169.254.0.0/16', '100.100.100.200/32'] } },
+            { namespaceSelector: {} },
+          ]),
+          ports: [{ protocol: 'TCP', port: 4318 }],
+        },
+      ],
+    });
+    const https = HoltSpec.parse({ tracing: { endpoint: 'https://otlp.example.com' } });
+    expect(
+      networkPolicies(holtOwner, https, net).find((p) => p.metadata.name === 'demo-trace-egress')?.spec,
+    ).toMatchObject({ egress: [{ ports: [{ protocol: 'TCP', port: 443 }] }] });
+    // Without a collector there is no such policy (the list of the seed Job's test above).
+  });
+});
+
 describe('cluster DNS', () => {
   const holtOwner = { ...owner, kind: 'Holt', name: 'demo' };
   const bundled = HoltSpec.parse({}).stores;

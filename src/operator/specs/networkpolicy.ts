@@ -138,8 +138,31 @@ export function networkPolicies(owner: Owner, spec: HoltSpec, net: NetworkSettin
       }),
     ),
     ...seedEgress(holt, spec.workspace.gitUrl, mk),
+    ...traceEgress(holt, spec.tracing.endpoint, mk),
   ];
   return out;
+}
+
+/**
+ * With a trace collector set, the Holt's pods reach its port (the orchestrator and pups export to it;
+ * the default deny would drop every span): anywhere but the metadata range, in-cluster collectors
+ * included. A policy sees the pod's port after a Service's, so a collector Service that maps its port
+ * to another needs a policy of the user's own.
+ */
+function traceEgress(
+  holt: string,
+  endpoint: string | undefined,
+  mk: (suffix: string, s: Record<string, unknown>) => KubeObject,
+): KubeObject[] {
+  if (!endpoint) return [];
+  const anywhere = ANYWHERE.map((cidr) => ipBlock(cidr, METADATA_CIDRS));
+  return [
+    mk('trace-egress', {
+      podSelector: { matchLabels: { 'holt.io/instance': holt } },
+      policyTypes: ['Egress'],
+      egress: [{ to: [...anywhere, { namespaceSelector: {} }], ports: [tcp(urlPort(endpoint, 4318))] }],
+    }),
+  ];
 }
 
 /**
