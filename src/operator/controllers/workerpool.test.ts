@@ -146,6 +146,18 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
     });
     expect((p.status as { selector: string }).selector).toBe(
       'app.kubernetes.io/instance=coders,app.kubernetes.io/component=worker',
+    ); // The pods go without DNS: their /etc/hosts name the store Services, written into the template once
+    // the operator has seen all three (dns.ts). Until then the template changes, and a rollout of pods
+    // that never start (no kubelet here) would leave the old ReplicaSet's pods beside the new one's:
+    // the later tests count the pool's pods, so they start from the settled template.
+    await eventually(
+      'the template to name every store',
+      async () => {
+        const d = await get('Deployment', 'coders');
+        const t = d?.spec as { template?: { spec?: { hostAliases?: unknown[] } } } | undefined;
+        return t?.template?.spec?.hostAliases?.length === 3 ? true : undefined;
+      },
+      { timeoutMs: 60_000 },
     );
   });
 
@@ -183,7 +195,14 @@ describe('WorkerPool reconciler and the built-in autoscaler', () => {
         const l = await admin.list('Pod', NS, { labelSelector: 'app.kubernetes.io/instance=coders' });
         return l.items.length === 3 ? l.items : undefined;
       },
-      { timeoutMs: 120_000 },
+      {
+        timeoutMs: 120_000,
+        // Which pods there are, of which ReplicaSet: a rollout leaves two sets side by side.
+        describe: async () =>
+          (await admin.list('Pod', NS, { labelSelector: 'app.kubernetes.io/instance=coders' })).items
+            .map((p) => `${p.metadata.name} (${p.metadata.labels?.['pod-template-hash'] ?? '?'})`)
+            .join(', ') || 'no pods',
+      },
     );
     const busy = pods[0]!.metadata.name;
     const db = new pg.Client({ connectionString: pgs.url });
