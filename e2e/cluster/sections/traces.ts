@@ -80,12 +80,15 @@ function tracedHolt(): string {
   return yamlDocs([
     holtDoc(HOLT, {
       orchestrator: { bidTimeoutSeconds: 120 },
-      tracing: { endpoint: `http://jaeger.${TRACES_NS}:${OTLP_PORT}` },
+      tracing: { endpoint: `http://jaeger.${TRACES_NS}.svc:${OTLP_PORT}` },
     }),
     agentDoc('traced-finisher', HOLT, {
       role: 'Finisher',
       command: ['sh', '-c', tool],
       bidding: { strategy: 'exclusive' },
+      // A sealed agent (no egress, bundled stores) goes without DNS and so cannot resolve the
+      // collector's name: its pup exports nothing (docs/observability.md). This one keeps DNS.
+      dns: 'allow',
     }),
   ]);
 }
@@ -149,7 +152,16 @@ export function tracesTests(): void {
           const names = new Set(t?.spans.map((s) => s.operationName));
           return names.has('workflow') && names.has('invoke_agent Finisher') ? t : undefined;
         },
-        CLUSTER_WAIT,
+        {
+          ...CLUSTER_WAIT,
+          timeoutMs: 120_000,
+          describe: async () => {
+            const t = await read().catch((e: unknown) => String(e));
+            return typeof t === 'string'
+              ? t
+              : `spans so far: ${t?.spans.map((s) => s.operationName).join(', ') || 'none'}`;
+          },
+        },
       );
       const one = (name: string) => {
         const found = trace.spans.filter((s) => s.operationName === name);

@@ -176,28 +176,55 @@ describe('in-cluster endpoints and the workspace seed', () => {
 });
 
 describe('trace export', () => {
-  it("with a collector set, the Holt's pods reach its port (in the cluster too), never the metadata range", () => {
-    const holtOwner = { ...owner, kind: 'Holt', name: 'demo' };
-    const spec = HoltSpec.parse({ tracing: { endpoint: 'http://jaeger.observability:4318' } });
-    const traces = networkPolicies(holtOwner, spec, net).find((p) => p.metadata.name === 'demo-trace-egress');
-    expect(traces?.spec).toMatchObject({
-      podSelector: { matchLabels: { 'holt.io/instance': 'demo' } },
+  const holtOwner = { ...owner, kind: 'Holt', name: 'demo' };
+  const traceEgress = (endpoint: string) =>
+    networkPolicies(holtOwner, HoltSpec.parse({ tracing: { endpoint } }), net).find(
+      (p) => p.metadata.name === 'demo-trace-egress',
+    )?.spec;
+
+  it("a collector named as a Service: the Holt's pods with DNS reach its port in its namespace only", () => {
+    expect(traceEgress('http://jaeger.observability.svc:4318')).toEqual({
+      podSelector: {
+        matchLabels: { 'holt.io/instance': 'demo' },
+        matchExpressions: [{ key: 'holt.io/dns', operator: 'NotIn', values: ['deny'] }],
+      },
       policyTypes: ['Egress'],
       egress: [
         {
-          to: expect.arrayContaining([
-            { ipBlock: { cidr: '0.0.0.0/0', except: ['169.254.0.0/16', '100.100.100.200/32'] } },
-            { namespaceSelector: {} },
-          ]),
+          to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'observability' } } }],
           ports: [{ protocol: 'TCP', port: 4318 }],
         },
       ],
     });
-    const https = HoltSpec.parse({ tracing: { endpoint: 'https://otlp.example.com' } });
+    expect(traceEgress('http://jaeger.observability.svc.cluster.local:4318')).toMatchObject({
+      egress: [
+        { to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'observability' } } }] },
+      ],
+    });
+  });
+
+  it('any other collector: its port anywhere but the metadata range; none without one', () => {
+    for (const [endpoint, port] of [
+      ['https://otlp.example.com', 443],
+      ['http://otel.example:4318', 4318],
+      ['http://10.0.0.7:4318', 4318],
+    ] as const)
+      expect(traceEgress(endpoint), endpoint).toMatchObject({
+        egress: [
+          {
+            to: expect.arrayContaining([
+              { ipBlock: { cidr: '0.0.0.0/0', except: ['169.254.0.0/16', '100.100.100.200/32'] } },
+              { namespaceSelector: {} },
+            ]),
+            ports: [{ protocol: 'TCP', port }],
+          },
+        ],
+      });
     expect(
-      networkPolicies(holtOwner, https, net).find((p) => p.metadata.name === 'demo-trace-egress')?.spec,
-    ).toMatchObject({ egress: [{ ports: [{ protocol: 'TCP', port: 443 }] }] });
-    // Without a collector there is no such policy (the list of the seed Job's test above).
+      networkPolicies(holtOwner, HoltSpec.parse({}), net).some(
+        (p) => p.metadata.name === 'demo-trace-egress',
+      ),
+    ).toBe(false);
   });
 });
 

@@ -145,9 +145,11 @@ export function networkPolicies(owner: Owner, spec: HoltSpec, net: NetworkSettin
 
 /**
  * With a trace collector set, the Holt's pods reach its port (the orchestrator and pups export to it;
- * the default deny would drop every span): anywhere but the metadata range, in-cluster collectors
- * included. A policy sees the pod's port after a Service's, so a collector Service that maps its port
- * to another needs a policy of the user's own.
+ * the default deny would drop every span). A collector named as a cluster Service (`name.namespace.svc`,
+ * `.svc.<domain>`) is reached in its namespace only; any other on that port anywhere but the metadata
+ * range (in-cluster too). A policy sees the pod's port after a Service's, so a Service that maps its port to
+ * another needs a policy of the user's own. Pods without DNS (holt.io/dns=deny) are left out: they
+ * cannot resolve a collector's name, and the port would only be a way out for their tools.
  */
 function traceEgress(
   holt: string,
@@ -155,14 +157,36 @@ function traceEgress(
   mk: (suffix: string, s: Record<string, unknown>) => KubeObject,
 ): KubeObject[] {
   if (!endpoint) return [];
-  const anywhere = ANYWHERE.map((cidr) => ipBlock(cidr, METADATA_CIDRS));
+  const ns = serviceNamespace(endpoint);
+  const to: V1NetworkPolicyPeer[] = ns
+    ? [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } }]
+    : [...ANYWHERE.map((cidr) => ipBlock(cidr, METADATA_CIDRS)), { namespaceSelector: {} }];
   return [
     mk('trace-egress', {
-      podSelector: { matchLabels: { 'holt.io/instance': holt } },
+      podSelector: {
+        matchLabels: { 'holt.io/instance': holt },
+        matchExpressions: [{ key: DNS_LABEL, operator: 'NotIn', values: ['deny'] }],
+      },
       policyTypes: ['Egress'],
-      egress: [{ to: [...anywhere, { namespaceSelector: {} }], ports: [tcp(urlPort(endpoint, 4318))] }],
+      egress: [{ to, ports: [tcp(urlPort(endpoint, 4318))] }],
     }),
   ];
+}
+
+/** The namespace of a URL whose host names a cluster Service (`svc.ns.svc[.domain]`), else undefined. */
+function serviceNamespace(url: string): string | undefined {
+  let host: string;
+  try {
+    host = new URL(url).hostname;
+  } catch {
+    return undefined;
+  }
+  const parts = host.split('.');
+  const label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+  // `name.ns` alone could be a domain on the internet (`otlp.example`): only `.svc` says it is a Service.
+  if (parts.length >= 3 && parts[2] === 'svc' && parts.slice(0, 2).every((p) => label.test(p)))
+    return parts[1];
+  return undefined;
 }
 
 /**
