@@ -4,7 +4,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Jaeger, parentSpanId, startJaeger, tagValue } from '../test/harness/jaeger.ts';
 import { type LlmServer, startLlmServer } from '../test/harness/llm.ts';
+import { eventually } from '../test/harness/wait.ts';
 import { DEMO_LLM_PLAN, DEMO_LLM_SCRIPT } from './demo-llm-script.ts';
 import { commitWorkspace } from './git-workspace.ts';
 
@@ -20,11 +22,15 @@ const ROOT = resolve(import.meta.dirname, '..');
 const HOLT = join(ROOT, 'bin', 'holt');
 const NAME = 'demo-llm';
 const KEY = 'sk-demo-llm-e2e-7c1d';
+/** The trace the goal continues (`holt forage --traceparent`); the spans go to a real Jaeger. */
+const TRACE = '6e1f0c2b3a4d5e6f7a8b9c0d1e2f3a4b';
+const CALLER = 'feedc0dedeadbeef';
 
 let scratch: string;
 let ws: string;
 let env: NodeJS.ProcessEnv;
 let llm: LlmServer;
+let jaeger: Jaeger;
 
 async function holt(args: string[], ok = true) {
   try {
@@ -40,7 +46,7 @@ async function holt(args: string[], ok = true) {
 const PLAN = DEMO_LLM_PLAN;
 
 beforeAll(async () => {
-  llm = await startLlmServer(DEMO_LLM_SCRIPT);
+  [llm, jaeger] = await Promise.all([startLlmServer(DEMO_LLM_SCRIPT), startJaeger()]);
   scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'demo-llm-'));
   ws = join(scratch, 'ws');
   cpSync(join(ROOT, 'examples', 'demo-llm'), ws, { recursive: true });
@@ -52,12 +58,15 @@ beforeAll(async () => {
     HOLT_LLM_BASE_URL: llm.url,
     HOLT_LLM_MODEL: 'scripted',
     OPENAI_API_KEY: KEY,
+    OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpHttpUrl,
+    OTEL_BSP_SCHEDULE_DELAY: '200',
   };
 });
 
 afterAll(async () => {
   if (env) await holt(['down', '--name', NAME], false);
   await llm?.close();
+  await jaeger?.stop();
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -72,6 +81,8 @@ describe('the LLM demo end to end (real binary, scripted model)', () => {
       NAME,
       '--goal',
       'Plan a CHANGELOG',
+      '--traceparent',
+      `00-${TRACE}-${CALLER}-01`,
       '--watch',
       '-o',
       'jsonl',
@@ -126,5 +137,33 @@ describe('the LLM demo end to end (real binary, scripted model)', () => {
 
     const down = await holt(['down', '--name', NAME]);
     expect(down.stdout).toContain(`Instance '${NAME}' removed successfully`);
+
+    // The same workflow as a trace on a real Jaeger (each pup flushed its spans as it stopped): each
+    // model call a `chat {model}` span with the GenAI attributes, the Writer's tool call an
+    // `execute_tool` span, both under their agent's invocation; the model server got the chat span as
+    // its traceparent; and the key is in no span.
+    const trace = await eventually('the model calls in the trace', async () => {
+      const t = await jaeger.trace(TRACE);
+      return t && t.spans.filter((x) => x.operationName === 'chat scripted').length === 4 ? t : undefined;
+    });
+    const chats = trace.spans.filter((x) => x.operationName === 'chat scripted');
+    const byId = new Map(trace.spans.map((x) => [x.spanID, x]));
+    for (const chat of chats) {
+      expect(tagValue(chat, 'gen_ai.request.model')).toBe('scripted');
+      expect(tagValue(chat, 'gen_ai.operation.name')).toBe('chat');
+      expect(Number(tagValue(chat, 'gen_ai.usage.input_tokens'))).toBeGreaterThan(0);
+      expect(tagValue(chat, 'gen_ai.response.finish_reasons')).toBeDefined();
+      expect(byId.get(parentSpanId(chat) ?? '')?.operationName).toMatch(
+        /^invoke_agent (Writer|Reviewer|Finisher)$/,
+      );
+    }
+    const sent = llm.requests.map((q) => String(q.headers.traceparent));
+    expect(sent.map((h) => h.split('-')[2]).sort()).toEqual(chats.map((x) => x.spanID).sort());
+    const tools = trace.spans.filter((x) => x.operationName.startsWith('execute_tool '));
+    expect(tools.length).toBeGreaterThanOrEqual(1);
+    expect(byId.get(parentSpanId(tools[0]!) ?? '')?.operationName).toBe('invoke_agent Writer');
+    expect(tagValue(tools[0]!, 'gen_ai.tool.name')).toBeDefined();
+    const everything = JSON.stringify(trace.spans.map((x) => [x.tags, x.logs, x.process.tags]));
+    expect(everything).not.toContain(KEY);
   });
 });

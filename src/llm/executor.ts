@@ -16,6 +16,7 @@ import { assembleContext } from '../pup/context.ts';
 import type { ArtefactSink, ExecuteOptions, Outcome } from '../pup/executor.ts';
 import type { Fence } from '../state/schema.ts';
 import type { StepStore } from '../state/steps.ts';
+import { type TraceCarrier, traceFieldsOf } from '../telemetry/carrier.ts';
 import type { WorkStore } from '../work/store.ts';
 import type { LlmSettings } from './config.ts';
 import type { McpHub } from './mcp/hub.ts';
@@ -177,6 +178,8 @@ export class LlmExecutor {
       const target = await bb.getArtefact(claim.artefact_id);
       const paused = this.deps.agent.pausedReason();
       let end: TurnEnd;
+      // The span of the agent's work: its result or Failure continues the workflow's trace from there.
+      let trace: TraceCarrier | undefined;
       if (!target)
         end = {
           kind: 'failure',
@@ -228,9 +231,11 @@ export class LlmExecutor {
           signal: ac.signal,
         };
         // A workflow agent runs its steps; any other, the ReAct loop: one turn either way, fenced alike.
-        end = await (settings.workflow ? new WorkflowRun(deps) : new Turn(deps)).run();
+        const run = settings.workflow ? new WorkflowRun(deps) : new Turn(deps);
+        end = await run.run();
+        trace = run.trace;
       }
-      return await this.conclude(claim, target, id, fence, end, tl, inbox);
+      return await this.conclude(claim, target, id, fence, end, tl, inbox, trace);
     } finally {
       stopRenewing?.();
       signal?.removeEventListener('abort', onAbort);
@@ -245,6 +250,7 @@ export class LlmExecutor {
     end: TurnEnd,
     l: Logger,
     inbox?: Inbox,
+    trace?: TraceCarrier,
   ): Promise<Outcome> {
     const { bb, cfg, store, scrub } = this.deps;
     const ev = this.deps.events ?? noAgentEvents;
@@ -286,12 +292,15 @@ export class LlmExecutor {
           );
         }
         const st = StructuralType.safeParse(end.result.structural_type);
-        const art = resultArtefact(id, cfg.role, claim, target!, {
-          structural_type: st.success ? st.data : 'Standard',
-          type: end.result.type,
-          payload: scrub.text(end.result.payload),
-          summary: end.result.summary,
-        });
+        const art = {
+          ...resultArtefact(id, cfg.role, claim, target!, {
+            structural_type: st.success ? st.data : 'Standard',
+            type: end.result.type,
+            payload: scrub.text(end.result.payload),
+            summary: end.result.summary,
+          }),
+          ...traceFieldsOf(trace ?? {}),
+        };
         if (inbox) {
           // Written by the worker inside its fenced commit; its events follow that commit.
           await inbox.sink(art, async () => undefined);
@@ -323,13 +332,16 @@ export class LlmExecutor {
         const reason = scrub.text(end.reason);
         const error_class = end.errorClass;
         this.deps.countFailure?.(error_class);
-        const art = failureArtefact(id, cfg.role, claim, {
-          reason,
-          exit_code: -1,
-          stdout: '',
-          stderr: '',
-          error_class,
-        });
+        const art = {
+          ...failureArtefact(id, cfg.role, claim, {
+            reason,
+            exit_code: -1,
+            stdout: '',
+            stderr: '',
+            error_class,
+          }),
+          ...traceFieldsOf(trace ?? {}),
+        };
         // Holt's failure payload plus what the model did, so a human can see where it went wrong: its
         // end, when the whole would be over the payload cap (the Failure itself must be storable).
         const transcript = scrub.text(end.transcript);

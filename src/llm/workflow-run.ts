@@ -1,5 +1,7 @@
 import type { ErrorClass } from '../blackboard/error-class.ts';
 import { errorMessage } from '../common/errors.ts';
+import type { TraceCarrier } from '../telemetry/carrier.ts';
+import { GEN_AI, invokeAgent, spanCarrier } from '../telemetry/spans.ts';
 import { classOf } from './model/errors.ts';
 import type { ChatMessage } from './model/model.ts';
 import { renderArgv } from './tools/tools.ts';
@@ -27,8 +29,16 @@ export class WorkflowRun {
     this.deps = d;
   }
 
+  /** The run's `invoke_agent` span once it runs: what its result or Failure artefact carries on. */
+  trace: TraceCarrier | undefined;
+
+  /** The steps in the agent's `invoke_agent {role}` span, as a ReAct turn runs in its own. */
   run(): Promise<TurnEnd> {
-    return fenced(() => this.loop());
+    const d = this.deps;
+    return invokeAgent(d.role, d.claim, { [GEN_AI.conversationId]: d.fence.turnId }, async (span) => {
+      this.trace = spanCarrier(span);
+      return fenced(() => this.loop());
+    });
   }
 
   private async loop(): Promise<TurnEnd> {

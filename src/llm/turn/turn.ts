@@ -1,6 +1,7 @@
 import { isRework } from '../../blackboard/results.ts';
 import { errorMessage } from '../../common/errors.ts';
-import { GEN_AI, invokeAgent } from '../../telemetry/spans.ts';
+import type { TraceCarrier } from '../../telemetry/carrier.ts';
+import { GEN_AI, invokeAgent, spanCarrier } from '../../telemetry/spans.ts';
 import type { LlmAgent } from '../model/agent.ts';
 import { classOf } from '../model/errors.ts';
 import type { ChatMessage, ToolCall } from '../model/model.ts';
@@ -27,6 +28,9 @@ export type { LifeHooks, TurnDeps, TurnEnd } from './scope.ts';
  * call whose result is stored.
  */
 export class Turn extends TurnScope {
+  /** The turn's `invoke_agent` span once it runs: what its result or Failure artefact carries on. */
+  trace: TraceCarrier | undefined;
+
   /** The turn in its `invoke_agent {role}` span: model calls and tool runs nest under it. */
   run(): Promise<TurnEnd> {
     const { deps } = this;
@@ -35,6 +39,7 @@ export class Turn extends TurnScope {
       deps.claim,
       { [GEN_AI.conversationId]: deps.fence.turnId },
       async (span) => {
+        this.trace = spanCarrier(span);
         const end = await fenced(() => this.loop());
         span.setAttribute('holt.turn.outcome', end.kind);
         return end;
