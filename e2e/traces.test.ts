@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { appendFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -12,6 +12,7 @@ import {
   startJaeger,
   tagValue,
 } from '../test/harness/jaeger.ts';
+import { traceSvg } from '../test/harness/trace-picture.ts';
 import { eventually } from '../test/harness/wait.ts';
 import { commitWorkspace } from './git-workspace.ts';
 
@@ -20,6 +21,8 @@ import { commitWorkspace } from './git-workspace.ts';
  * review and a rework, its last agent (the Finisher) a scalable one whose claim runs in a worker through
  * the Postgres inbox. The trace read back from Jaeger's query API holds all of it, each span under a
  * parent in the same trace (or the caller's), from the `holt forage --traceparent` the test hands in.
+ * The trace is then drawn (test/harness/trace-picture.ts) into the scratch dir, or with
+ * HOLT_UPDATE_PICTURES=1 into docs/img/demo-trace.svg, the README's picture (so CI never changes the tree).
  */
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '..');
@@ -125,6 +128,18 @@ describe('the demo traced on Jaeger through holt up', () => {
       new Set(['holt-orchestrator', 'holt-pup']),
     );
 
+    // Each agent's grant is an event of the step that made it.
+    const granted = named(trace, 'orchestrator step').flatMap((s) =>
+      s.logs
+        .filter((l) => l.fields.some((f) => f.key === 'event' && f.value === 'grant'))
+        .map((l) => String(l.fields.find((f) => f.key === 'gen_ai.agent.name')?.value)),
+    );
+    expect(new Set(granted)).toEqual(new Set(['Drafter', 'Reviewer', 'Linter', 'Publisher', 'Finisher']));
+    // A rejected review and its rework are the loop working: no span of this workflow is an error.
+    expect(
+      trace.spans.filter((s) => tagValue(s, 'otel.status_code') === 'ERROR').map((s) => s.operationName),
+    ).toEqual([]);
+
     // No orphan: every span's parent is in the trace, or is the caller's own span.
     const ids = new Set(trace.spans.map((s) => s.spanID));
     const orphans = trace.spans.filter((s) => {
@@ -133,5 +148,11 @@ describe('the demo traced on Jaeger through holt up', () => {
     });
     expect(orphans.map((s) => `${s.operationName} → ${parentSpanId(s)}`)).toEqual([]);
     expect(trace.spans.filter((s) => parentSpanId(s) === undefined).map((s) => s.operationName)).toEqual([]);
+
+    // The README's picture of this trace, redrawn only when asked.
+    const out =
+      process.env.HOLT_UPDATE_PICTURES === '1' ? join(ROOT, 'docs', 'img') : join(scratch, 'pictures');
+    mkdirSync(out, { recursive: true });
+    writeFileSync(join(out, 'demo-trace.svg'), traceSvg(trace));
   });
 });

@@ -1,8 +1,8 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exportSpansToJaeger, type JaegerSpans } from '../../test/harness/jaeger-spans.ts';
 import { type NatsServer, startNats } from '../../test/harness/nats.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
-import { recordSpans } from '../../test/harness/spans.ts';
 import type { Claim } from '../blackboard/types.ts';
 import { connectBus } from '../bus/connect.ts';
 import { silentLogger } from '../common/logger.ts';
@@ -14,19 +14,20 @@ import { fakeClaim, ROLE } from './testkit.ts';
 import { INBOX_SYSTEM } from './trace.ts';
 import { InboxWorker } from './worker.ts';
 
-// Each attempt at an inbox row is a span of its claim's trace, carried through Postgres on the row.
+// Each attempt at an inbox row is a span of its claim's trace, carried through Postgres on the row;
+// the spans are read back from a real Jaeger.
 const I = 'inbox-trace';
 const TARGET = 'traced';
 const TRACE = '0af7651916cd43dd8448eb211c80319c';
 const CLAIM_SPAN = 'b7ad6b7169203331';
-const { spans, stop: stopTracing } = recordSpans('test');
+let jaeger: JaegerSpans;
 let pg: PostgresServer;
 let nats: NatsServer;
 let store: InboxStore;
 let nc: NatsConnection;
 
 beforeAll(async () => {
-  [pg, nats] = await Promise.all([startPostgres(), startNats()]);
+  [pg, nats, jaeger] = await Promise.all([startPostgres(), startNats(), exportSpansToJaeger('worker')]);
   await migrate(pg.url);
   store = InboxStore.connect(pg.url, { max: 5 });
   nc = await connectBus(nats.url, 'inbox-trace-test');
@@ -35,7 +36,7 @@ afterAll(async () => {
   await nc?.drain();
   await store?.close();
   await Promise.all([pg?.stop(), nats?.stop()]);
-  await stopTracing();
+  await jaeger?.stop();
 });
 
 /** A worker of one grant, as a fresh_per_call Job pod runs it; its first attempt fails when asked. */
@@ -78,14 +79,14 @@ describe('inbox attempts as spans', () => {
     expect(await worker(true).runGrant(claim.id, ROLE)).toBe('retry');
     expect(await worker(false).runGrant(claim.id, ROLE)).toBe('done');
 
-    const finished = spans.getFinishedSpans();
-    const attempts = finished.filter((s) => s.name === `process ${TARGET}`);
+    const attempts = (await jaeger.named(TRACE, `process ${TARGET}`, 2)).sort(
+      (a, b) => a.startTime - b.startTime,
+    );
     expect(attempts).toHaveLength(2);
     for (const a of attempts) {
-      expect(a.spanContext().traceId).toBe(TRACE);
-      expect(a.parentSpanContext?.spanId).toBe(CLAIM_SPAN);
-      expect(a.kind).toBe(4); // SpanKind.CONSUMER
+      expect(a.parentSpanId).toBe(CLAIM_SPAN);
       expect(a.attributes).toMatchObject({
+        'span.kind': 'consumer',
         'messaging.system': INBOX_SYSTEM,
         'messaging.operation.type': 'process',
         'messaging.destination.name': TARGET,
@@ -105,9 +106,9 @@ describe('inbox attempts as spans', () => {
       Number(first?.attributes['holt.inbox.epoch']),
     );
     // The agent's invocation nests under the attempt that ran it.
-    const agents = finished.filter((s) => s.name === `invoke_agent ${ROLE}`);
-    expect(agents.map((s) => s.parentSpanContext?.spanId)).toEqual(
-      attempts.map((a) => a.spanContext().spanId),
+    const agents = (await jaeger.named(TRACE, `invoke_agent ${ROLE}`, 2)).sort(
+      (a, b) => a.startTime - b.startTime,
     );
+    expect(agents.map((s) => s.parentSpanId)).toEqual(attempts.map((a) => a.spanId));
   });
 });

@@ -1,5 +1,7 @@
 import type { Attributes, Context, Span } from '@opentelemetry/api';
+import { WorkerExit } from '../blackboard/worker-exits.ts';
 import type { Fence, InboxRow } from '../state/schema.ts';
+import { parseCarrier } from '../telemetry/carrier.ts';
 import { claimContext, markFailed } from '../telemetry/spans.ts';
 import type { Outcome } from './worker.ts';
 
@@ -19,6 +21,11 @@ export function rowTraceFields(payload: Record<string, unknown>): {
 } {
   const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
   return { traceparent: str(payload.traceparent), tracestate: str(payload.tracestate) };
+}
+
+/** Whether `row` carries a valid trace of its claim (else its spans would start new traces). */
+export function rowTraced(row: InboxRow): boolean {
+  return parseCarrier(rowTraceFields(row.payload)) !== undefined;
 }
 
 /** The context an attempt at `row` continues: its claim's trace, else whatever is active. */
@@ -54,4 +61,48 @@ export function attemptSpan(
 export function endAttempt(span: Span, outcome: Outcome): void {
   span.setAttribute('holt.inbox.outcome', outcome);
   if (outcome === 'retry' || outcome === 'failed') markFailed(span, `claim_${outcome}`);
+}
+
+/** Why the watchdog took a lease back: it expired, or the worker holding it was reported dead. */
+export type Recovery = 'lease_expired' | 'worker_exited';
+
+/**
+ * The span's name and attributes for `row` as the watchdog's reclaim returned it (its lease, held by
+ * `owner` when known, taken back; the row pending again or failed for good). The row keeps the launcher's
+ * report only when it is about the worker that just lost it: then the recovery is `worker_exited`, with
+ * the report's exit fields (never its logs). Pure.
+ */
+export function reclaimSpan(
+  row: InboxRow,
+  owner: string | undefined,
+): { name: string; attributes: Attributes; recovery: Recovery } {
+  const reported = row.worker_exit !== null && row.worker_exit !== undefined;
+  const exit = reported ? WorkerExit.safeParse(row.worker_exit) : undefined;
+  const e = exit?.success ? exit.data : undefined;
+  const recovery: Recovery = reported ? 'worker_exited' : 'lease_expired';
+  const lostBy = owner ?? e?.owner;
+  return {
+    name: `reclaim ${row.worker_target}`,
+    recovery,
+    attributes: {
+      'messaging.system': INBOX_SYSTEM,
+      'messaging.destination.name': row.worker_target,
+      'messaging.message.id': row.id,
+      'gen_ai.agent.name': row.role,
+      'holt.claim.id': row.claim_id,
+      'holt.inbox.attempt': row.attempts,
+      'holt.inbox.epoch': row.turn_epoch,
+      ...(lostBy ? { 'holt.inbox.owner': lostBy } : {}),
+      'holt.inbox.recovery': recovery,
+      'holt.inbox.outcome': row.status === 'failed' ? 'failed' : 'retry',
+      ...(e
+        ? {
+            'holt.worker.exit.code': e.exit_code,
+            ...(e.signal ? { 'holt.worker.exit.signal': e.signal } : {}),
+            ...(e.reason ? { 'holt.worker.exit.reason': e.reason } : {}),
+            'holt.worker.exit.at_ms': e.at_ms,
+          }
+        : {}),
+    },
+  };
 }

@@ -5,8 +5,10 @@ import type { RingFn } from '../bus/doorbell.ts';
 import type { Logger } from '../common/logger.ts';
 import { reclaimExpired } from '../state/head-inbox.ts';
 import { InboxRow, type QueueDepth } from '../state/schema.ts';
+import { inSpan, markFailed } from '../telemetry/spans.ts';
 import { ringsFor } from './policy.ts';
 import type { InboxStore } from './store.ts';
+import { reclaimSpan, rowContext, rowTraced } from './trace.ts';
 
 // A worker its launcher saw die: the leases it held then end now (a lease taken or renewed after its
 // death, by a restarted container of the same pod, is left alone), carrying the report.
@@ -104,6 +106,7 @@ async function endExitedLeases(pool: pg.Pool, o: SweepOptions): Promise<number> 
 /**
  * Every expired lease, a batch per statement: the epoch moves on (the worker's fence dies) and the row
  * goes back to pending, or to failed once tried too often (src/state/head-inbox.ts owns the statement).
+ * Each row taken back is a `reclaim {target}` span in its claim's trace (src/inbox/trace.ts).
  */
 async function reclaim(pool: pg.Pool, o: SweepOptions, batch: number): Promise<InboxRow[]> {
   const out: InboxRow[] = [];
@@ -112,10 +115,19 @@ async function reclaim(pool: pg.Pool, o: SweepOptions, batch: number): Promise<I
     // Reclaimed already (committed): a row that does not parse is only left out of the result.
     for (const x of rows) {
       const p = InboxRow.safeParse(x);
-      if (p.success) out.push(p.data);
+      if (!p.success) continue;
+      out.push(p.data);
+      await traceReclaim(p.data, typeof x.lost_owner === 'string' ? x.lost_owner : undefined);
     }
     if (rows.length < batch) return out;
   }
+}
+
+/** The recovery as a span in the row's claim trace; a row without one gets none (no new root trace). */
+async function traceReclaim(row: InboxRow, owner: string | undefined): Promise<void> {
+  if (!rowTraced(row)) return;
+  const { name, attributes, recovery } = reclaimSpan(row, owner);
+  await inSpan(name, { attributes, parent: rowContext(row) }, async (span) => markFailed(span, recovery));
 }
 
 /** Rows parked on a question whose Answer exists are due again: all of them, a page at a time. */

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exportSpansToJaeger, type JaegerSpans } from '../../test/harness/jaeger-spans.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { createLogger, silentLogger } from '../common/logger.ts';
@@ -18,6 +19,8 @@ import { createToken, readTokenFile, revokeToken, tokenSource, writeTokenFile } 
 // stored once with the labels the token gives it.
 
 let postgres: PostgresServer;
+/** The ingress's server spans, as a real Jaeger receives them. */
+let jaeger: JaegerSpans;
 let pool: pg.Pool;
 let dir: string;
 let file: string;
@@ -31,7 +34,7 @@ let other: string;
 let slow: string;
 
 beforeAll(async () => {
-  postgres = await startPostgres();
+  [postgres, jaeger] = await Promise.all([startPostgres(), exportSpansToJaeger('orchestrator')]);
   await ensureSchema(postgres.url, silentLogger());
   pool = createPool(postgres.url, { max: 2 });
   dir = makeTempDir('ingress');
@@ -67,7 +70,7 @@ beforeAll(async () => {
     host: '127.0.0.1',
     life: new LifeStore(pool),
     tokens: tokenSource(file, () => undefined),
-    knows: async (role) => role === 'Writer' || role === 'Reviewer',
+    knows: async (role) => ['Writer', 'Reviewer', 'Traced'].includes(role),
     ring: (role) => rung.push(role),
     log: createLogger('ingress-test', {}, sink),
   });
@@ -78,6 +81,7 @@ afterAll(async () => {
   await close?.();
   await pool?.end();
   await postgres?.stop();
+  await jaeger?.stop();
   removeDir(dir);
 });
 
@@ -357,17 +361,18 @@ describe('the ingress', () => {
   });
 
   it("a message continues its caller's trace: traceparent stored with it, and the turn it wakes continues it", async () => {
+    // An agent of its own: the turn delivers every message queued for it, other tests' too.
     const store = new LifeStore(pool);
-    await store.setState('ing', 'Reviewer', 'running');
-    const token = createToken(file, { name: 'traced', role: 'Reviewer', modes: ['enqueue_message'] }).token;
+    await store.setState('ing', 'Traced', 'running');
+    const token = createToken(file, { name: 'traced', role: 'Traced', modes: ['enqueue_message'] }).token;
     const trace = '4bf92f3577b34da6a3ce929d0e0e4736';
     const traced = await post(
-      '/v1/agents/Reviewer/messages',
+      '/v1/agents/Traced/messages',
       { text: 'traced' },
       { token, headers: { traceparent: `00-${trace}-00f067aa0ba902b7-01`, tracestate: 'vendor=1' } },
     );
     const forged = await post(
-      '/v1/agents/Reviewer/messages',
+      '/v1/agents/Traced/messages',
       { text: 'forged' },
       { token, headers: { traceparent: `00-${'0'.repeat(32)}-00f067aa0ba902b7-01` } },
     );
@@ -378,12 +383,23 @@ describe('the ingress', () => {
         [[traced.body.id, forged.body.id]],
       )
     ).rows;
-    // The ingress's own span has no exporter here: the message carries the caller's context as sent.
-    expect(rows.map((r) => [r.traceparent?.split('-')[1] ?? null, r.tracestate])).toEqual([
-      [trace, 'vendor=1'],
-      [null, null],
+    // The request is a server span under the caller's; the message carries that span on.
+    const [server] = await jaeger.named(trace, 'POST /v1/agents/{role}/messages');
+    expect(server?.parentSpanId).toBe('00f067aa0ba902b7');
+    expect(server?.service).toBe('holt-orchestrator');
+    expect(server?.attributes).toMatchObject({
+      'span.kind': 'server',
+      'http.request.method': 'POST',
+      'http.route': '/v1/agents/{role}/messages',
+      'http.response.status_code': 202,
+      'gen_ai.agent.name': 'Traced',
+    });
+    expect(rows.map((r) => [r.traceparent, r.tracestate])).toEqual([
+      [`00-${trace}-${server?.spanId}-01`, 'vendor=1'],
+      // A forged (all-zero) trace id is ignored: the request starts a trace of its own.
+      [expect.stringMatching(/^00-(?!0{32})[0-9a-f]{32}-[0-9a-f]{16}-01$/), null],
     ]);
-    const turn = await store.step('ing', 'Reviewer', 'test-pup', 60_000);
+    const turn = await store.step('ing', 'Traced', 'test-pup', 60_000);
     expect(turn.decision.kind).toBe('start');
     expect(turn.delivery?.messageIds).toEqual(expect.arrayContaining([traced.body.id, forged.body.id]));
     expect(turn.delivery?.trace?.traceparent.split('-')[1]).toBe(trace);

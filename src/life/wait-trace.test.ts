@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { context, trace } from '@opentelemetry/api';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exportSpansToJaeger, type JaegerSpans } from '../../test/harness/jaeger-spans.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
-import { recordSpans } from '../../test/harness/spans.ts';
 import { eventually } from '../../test/harness/wait.ts';
 import { createPool } from '../common/pg.ts';
 import { migrate } from '../state/migrate.ts';
@@ -13,8 +13,9 @@ import { LifeStore } from './store.ts';
 import { emitWaitSpans } from './wait-trace.ts';
 
 // A living agent's wait keeps the trace of the tool call that set it (Postgres, across pups): its
-// span is written when it ends, and the turn it wakes continues that trace.
-const { spans, stop: stopTracing } = recordSpans('pup');
+// span is written when it ends, and the turn it wakes continues that trace. Spans are read back from
+// a real Jaeger.
+let jaeger: JaegerSpans;
 let postgres: PostgresServer;
 let life: LifeStore;
 let pool: pg.Pool;
@@ -22,6 +23,7 @@ const I = 'wait-trace';
 const ROLE = 'coder';
 
 beforeAll(async () => {
+  jaeger = await exportSpansToJaeger('pup');
   postgres = await startPostgres();
   await migrate(postgres.url);
   pool = createPool(postgres.url, { max: 4 });
@@ -30,7 +32,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await pool?.end();
   await postgres?.stop();
-  await stopTracing();
+  await jaeger?.stop();
 });
 
 describe('a life wait as a span', () => {
@@ -71,17 +73,16 @@ describe('a life wait as a span', () => {
     expect((await life.deliveryOf(woken.fence!.turnId))?.trace).toEqual(woken.delivery?.trace);
 
     emitWaitSpans(ROLE, woken.fence!.turnId, woken.endedWaits!);
-    const [span] = spans.getFinishedSpans().filter((s) => s.name === 'life wait timer');
-    expect(span?.spanContext().traceId).toBe(callCtx.traceId);
-    expect(span?.parentSpanContext?.spanId).toBe(callCtx.spanId);
+    const [span] = await jaeger.named(callCtx.traceId, 'life wait timer');
+    expect(span?.parentSpanId).toBe(callCtx.spanId);
+    expect(span?.service).toBe('holt-pup');
     expect(span?.attributes).toMatchObject({
       'gen_ai.agent.name': ROLE,
       'holt.wait.kind': 'timer',
       'holt.wait.outcome': 'resolved',
       'holt.life.turn.id': woken.fence!.turnId,
     });
-    const ms = (t: [number, number]) => t[0] * 1000 + t[1] / 1e6;
-    expect(ms(span!.endTime) - ms(span!.startTime)).toBeGreaterThanOrEqual(250);
+    expect(span!.duration).toBeGreaterThanOrEqual(250_000);
   });
 
   it('a wait set outside any trace has no span and leaves the woken turn untraced', async () => {
@@ -104,8 +105,9 @@ describe('a life wait as a span', () => {
     });
     expect(woken.endedWaits?.[0]?.trace).toBeUndefined();
     expect(woken.delivery?.trace).toBeUndefined();
-    const before = spans.getFinishedSpans().length;
     emitWaitSpans(role, woken.fence!.turnId, woken.endedWaits!);
-    expect(spans.getFinishedSpans()).toHaveLength(before);
+    // The traced wait of the test above reached Jaeger; none of this agent's did.
+    expect(await jaeger.find('holt-pup', 'life wait timer', { 'gen_ai.agent.name': ROLE })).toHaveLength(1);
+    expect(await jaeger.find('holt-pup', 'life wait timer', { 'gen_ai.agent.name': role })).toEqual([]);
   });
 });

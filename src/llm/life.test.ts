@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { exportSpansToJaeger, type JaegerSpans } from '../../test/harness/jaeger-spans.ts';
 import { call, text } from '../../test/harness/llm.ts';
 import { llmPupEnv, startPupRuntime, useRuntimeStores } from '../../test/harness/llm-runtime.ts';
 import { eventually } from '../../test/harness/wait.ts';
@@ -20,6 +21,12 @@ import { WorkStore } from '../work/store.ts';
 // work items, timers, asynchronous tools over NATS, and restarts (the failures docs/runtime-model.md § Living agents says a pup survives).
 
 const stores = useRuntimeStores('life-ws');
+// The pups' spans go to a real Jaeger (the pup runtime runs in this process).
+let jaeger: JaegerSpans;
+beforeAll(async () => {
+  jaeger = await exportSpansToJaeger('pup');
+});
+afterAll(() => jaeger?.stop());
 const services: { unsubscribe(): void }[] = [];
 let n = 0;
 
@@ -225,6 +232,23 @@ describe('a living agent', () => {
     // The model calls carry each turn's trace: the resumed one its message's, the next one its own's.
     const traceIds = stores.llm.requests.map((q) => String(q.headers.traceparent).split('-')[1]);
     expect(traceIds).toEqual([one, two]);
+    // In Jaeger: each model call under its turn's invocation, under the span that sent the message.
+    for (const [i, traceId] of [one, two].entries()) {
+      const chatId = String(stores.llm.requests[i]!.headers.traceparent).split('-')[2];
+      const spans = await eventually(`turn ${i + 1}'s spans in Jaeger`, async () => {
+        const all = await jaeger.trace(traceId);
+        const chat = all.find((x) => x.spanId === chatId);
+        return chat && all.some((x) => x.spanId === chat.parentSpanId) ? all : undefined;
+      });
+      const chat = spans.find((x) => x.spanId === chatId)!;
+      const turn = spans.find((x) => x.spanId === chat.parentSpanId)!;
+      expect([chat.name, turn.name, turn.parentSpanId]).toEqual([
+        'chat scripted',
+        'invoke_agent coder',
+        '00f067aa0ba902b7',
+      ]);
+      expect(turn.attributes['holt.turn.outcome']).toBe('result');
+    }
     const ts = await eventually('both turns done', async () => {
       const t = await turns(instance);
       return t.length === 2 && t.every((x) => x.status === 'done') ? t : undefined;

@@ -44,7 +44,9 @@ function record(span: Span, d: Write, rev: number | null): void {
         'holt.claim.type': e.claimType,
         'holt.grant.reason': e.reason,
       });
-  if (d.claim.status === 'terminated') markFailed(span, 'claim_terminated');
+  // A claim ended by its review's feedback is the review loop working (a rework follows), not an error.
+  const reworked = d.logs.some((l) => l.event_type === 'claim_terminated_review_feedback');
+  if (d.claim.status === 'terminated' && !reworked) markFailed(span, 'claim_terminated');
 }
 
 /** A log line's scalar fields as event attributes (lists as strings): never payloads, which logs do not carry. */

@@ -1,20 +1,23 @@
-import { afterAll, describe, expect, it } from 'vitest';
-import { recordSpans } from '../../test/harness/spans.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exportSpansToJaeger, type JaegerSpans } from '../../test/harness/jaeger-spans.ts';
 import { artefact } from '../blackboard/testkit.ts';
 import { emitWorkflowSpan, workflowOutcome, workflowSpan } from './workflow-trace.ts';
 
-const { spans, stop: stopTracing } = recordSpans('test');
-afterAll(() => stopTracing());
+// The spans are read back from a real Jaeger.
+let jaeger: JaegerSpans;
+beforeAll(async () => {
+  jaeger = await exportSpansToJaeger('orchestrator');
+});
+afterAll(() => jaeger?.stop());
 
 const CALLER = '00f067aa0ba902b7';
 // Real epoch times: the SDK reads a small number as relative to the process's time origin.
 const T0 = 1_790_000_000_000;
-const hr = (ms: number) => [Math.floor(ms / 1000), (ms % 1000) * 1e6];
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 
 /** The demo's shape: a goal, a draft, a review rejecting it, its rework (v2), a commit, the Terminal. */
-function demo() {
-  const goal = artefact({ traceparent: `00-${TRACE}-${CALLER}-01`, created_at_ms: T0 + 1_000 });
+function demo(traceId = TRACE) {
+  const goal = artefact({ traceparent: `00-${traceId}-${CALLER}-01`, created_at_ms: T0 + 1_000 });
   const v1 = artefact({
     type: 'Draft',
     produced_by_role: 'Drafter',
@@ -70,7 +73,7 @@ describe('the workflow span', () => {
     expect(workflowOutcome(commit)).toBeUndefined();
   });
 
-  it('runs from the goal to the end, each rejection and rework an event, under the span that wrote the goal', () => {
+  it('runs from the goal to the end, each rejection and rework an event, under the span that wrote the goal', async () => {
     const { goal, v1, rejection, v2, approval, commit, end } = demo();
     const w = workflowSpan(end, [end, commit, approval, v2, rejection, v1, goal]);
     expect(w).toMatchObject({ startMs: T0 + 1_000, endMs: T0 + 5_000, outcome: 'completed' });
@@ -91,9 +94,8 @@ describe('the workflow span', () => {
       },
     ]);
     emitWorkflowSpan(w!);
-    const [s] = spans.getFinishedSpans().filter((x) => x.name === 'workflow');
-    expect(s?.spanContext().traceId).toBe(TRACE);
-    expect(s?.parentSpanContext?.spanId).toBe(CALLER);
+    const [s] = await jaeger.named(TRACE, 'workflow');
+    expect(s?.parentSpanId).toBe(CALLER);
     expect(s?.attributes).toMatchObject({
       'holt.goal.id': goal.id,
       'holt.workflow.end.id': end.id,
@@ -101,13 +103,16 @@ describe('the workflow span', () => {
       'holt.workflow.reworks': 1,
       'holt.workflow.review_rejections': 1,
     });
-    expect(s?.startTime).toEqual(hr(T0 + 1_000));
-    expect(s?.endTime).toEqual(hr(T0 + 5_000));
+    // Jaeger keeps microseconds.
+    expect(s?.startTime).toBe((T0 + 1_000) * 1000);
+    expect(s?.duration).toBe(4_000 * 1000);
     expect(s?.events.map((e) => e.name)).toEqual(['review_rejected', 'rework']);
+    expect(s?.events[0]?.attributes).toMatchObject({ 'holt.review.target.id': v1.id });
   });
 
-  it("the orchestrator's Failure ends it failed; without its goal among the artefacts there is none", () => {
-    const { goal, commit } = demo();
+  it("the orchestrator's Failure ends it failed; without its goal among the artefacts there is none", async () => {
+    const failedTrace = '5cf92f3577b34da6a3ce929d0e0e4737';
+    const { goal, commit } = demo(failedTrace);
     const failure = artefact({
       structural_type: 'Failure',
       type: 'MaxIterationsExceeded',
@@ -119,5 +124,14 @@ describe('the workflow span', () => {
     expect(w?.outcome).toBe('failed');
     expect(w?.events.map((e) => e.name)).toEqual(['failure']);
     expect(workflowSpan(failure, [failure, commit])).toBeUndefined();
+    emitWorkflowSpan(w!);
+    const [s] = await jaeger.named(failedTrace, 'workflow');
+    expect(s?.attributes).toMatchObject({
+      'holt.workflow.outcome': 'failed',
+      'holt.workflow.end.type': 'MaxIterationsExceeded',
+      'otel.status_code': 'ERROR',
+    });
+    expect(s?.attributes['error.type']).toBeDefined();
+    expect(s?.events.map((e) => e.name)).toEqual(['failure']);
   });
 });

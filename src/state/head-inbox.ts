@@ -197,7 +197,7 @@ SET status = CASE WHEN x.exhausted THEN 'failed' ELSE 'pending' END, lease_owner
     -- The report stays with the row only when it is about the worker that just lost it.
     worker_exit = CASE WHEN i.worker_exit->>'owner' = x.owner THEN i.worker_exit END
 FROM x WHERE i.id = x.id
-RETURNING i.*`;
+RETURNING i.*, x.owner AS lost_owner`;
 
 type Rows = Promise<Record<string, unknown>[]>;
 
@@ -300,7 +300,10 @@ export async function wakeDueInboxTurns(q: Queryable, instance: string, batch: n
   return r.rows.map((x) => x.worker_target);
 }
 
-/** Takes back up to `batch` expired leases (epoch + 1); the rows as they are now (raw). */
+/**
+ * Takes back up to `batch` expired leases (epoch + 1); the rows as they are now (raw), each with the
+ * owner that lost it as `lost_owner`.
+ */
 export async function reclaimExpired(
   q: Queryable,
   instance: string,

@@ -74,7 +74,10 @@ function jaegerManifests(): string {
   ]);
 }
 
-/** A Holt exporting to that collector, with one agent whose tool writes its TRACEPARENT into the Terminal. */
+/**
+ * A Holt exporting to that collector, with one sealed agent (no egress, no DNS) whose tool writes its
+ * TRACEPARENT into the Terminal.
+ */
 function tracedHolt(): string {
   const tool = `cat >/dev/null; printf '{"artefact_type":"Done","artefact_payload":"%s","summary":"done","structural_type":"Terminal"}\\n' "$TRACEPARENT"`;
   return yamlDocs([
@@ -86,9 +89,7 @@ function tracedHolt(): string {
       role: 'Finisher',
       command: ['sh', '-c', tool],
       bidding: { strategy: 'exclusive' },
-      // A sealed agent (no egress, bundled stores) goes without DNS and so cannot resolve the
-      // collector's name: its pup exports nothing (docs/observability.md). This one keeps DNS.
-      dns: 'allow',
+      // Sealed (no egress, bundled stores): no DNS; its pods find the collector's Service in /etc/hosts.
     }),
   ]);
 }
@@ -116,6 +117,20 @@ export function tracesTests(): void {
       await kubectl(['apply', '-f', '-'], tracedHolt());
       await waitHoltReady(HOLT, 1);
       progress(`traces: Jaeger and Holt ${HOLT} Ready in ${Math.round((Date.now() - t0) / 1000)} s`);
+      // The agent's pods are sealed: no resolver, the collector's Service in their /etc/hosts.
+      const sealed = await kubectl([
+        'get',
+        'pods',
+        '-l',
+        `holt.io/instance=${HOLT},holt.io/role=Finisher`,
+        '-o',
+        'jsonpath={range .items[*]}{.metadata.labels.holt\\.io/dns} {.spec.hostAliases[*].hostnames[*]}{"\\n"}{end}',
+      ]);
+      expect(sealed.trim().split('\n').length).toBeGreaterThan(0);
+      for (const line of sealed.trim().split('\n')) {
+        expect(line.startsWith('deny '), line).toBe(true);
+        expect(line.split(' '), line).toContain(`jaeger.${TRACES_NS}.svc`);
+      }
       const out = await holt(HOLT, [
         'forage',
         '--goal',

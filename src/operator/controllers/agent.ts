@@ -8,7 +8,7 @@ import type { Condition } from '../kube/status.ts';
 import { agentDeployment, agentPoolName, agentWorkerPool, shapeOf } from '../specs/agent.ts';
 import { agentTokens } from '../specs/ingress.ts';
 import { ownerOf } from '../specs/meta.ts';
-import { agentEgressPolicy } from '../specs/networkpolicy.ts';
+import { agentEgressPolicy, collectorService, dnsDenied } from '../specs/networkpolicy.ts';
 import { type AgentFigures, type McpServerStatus, mcpServerNote, mcpServersOf } from './agentfigures.ts';
 import { claimJobs } from './claimjobs.ts';
 import {
@@ -18,7 +18,7 @@ import {
   readinessReporter,
   workloadReady,
 } from './context.ts';
-import { storeAddresses } from './dns.ts';
+import { podAddresses } from './dns.ts';
 import { RUNTIME_READ_TIMEOUT_MS } from './holtdata.ts';
 import { tokenOf } from './ingress.ts';
 import { parseAgent, parseHolt, splitKey } from './resources.ts';
@@ -162,7 +162,16 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     return undefined;
   }
   const shape = shapeOf(a);
-  const stores = storeAddresses(ctx.cache, owner.namespace, a.holt);
+  const stores = await podAddresses(ctx, owner.namespace, a.holt, holtSpec.spec.tracing);
+  const collector = collectorService(holtSpec.spec.tracing.endpoint);
+  if (collector && !stores.collector && dnsDenied(a, holtSpec.spec.stores))
+    ctx.events.emit(
+      agent,
+      'Warning',
+      'CollectorUnresolved',
+      'Apply',
+      `Service ${collector.namespace}/${collector.name} (spec.tracing.endpoint) has no address the operator can read: this agent's pods go without DNS and export no spans until it has`,
+    );
   const desired = [agentDeployment(owner, a, holtSpec.spec, ctx.runtimeImage, stores)];
   if (shape === 'pool' && !a.workerPool) desired.push(agentWorkerPool(owner, a));
   const egress = agentEgressPolicy(owner, a, a.llm?.baseUrl ?? holtSpec.spec.llm?.baseUrl, ctx.network);

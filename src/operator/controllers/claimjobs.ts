@@ -5,7 +5,7 @@ import type { AgentResourceSpec } from '../specs/agent.ts';
 import { CLAIM_EPOCH_LABEL, claimJob, claimJobName } from '../specs/claimjob.ts';
 import type { Owner } from '../specs/meta.ts';
 import { type ControllerContext, jobState } from './context.ts';
-import { storeAddresses } from './dns.ts';
+import { podAddresses } from './dns.ts';
 
 /** The claim a Job runs (its `--execute-claim` argument) and the attempt (its epoch label), if it says. */
 export function claimJobAttempt(job: KubeObject): PendingClaim | undefined {
@@ -65,11 +65,13 @@ export async function claimJobs(
   if (running >= max) return { created: [], deleted };
   const claims = await ctx.claims.pendingClaims(t, max * 2);
   const created: string[] = [];
+  const stores = claims.length
+    ? await podAddresses(ctx, owner.namespace, a.holt, holtSpec.tracing)
+    : undefined;
   for (const { claimId, epoch } of claims) {
     if (running >= max) break;
     if (ctx.cache.get('Job', owner.namespace, claimJobName(owner.name, claimId, epoch))) continue;
     try {
-      const stores = storeAddresses(ctx.cache, owner.namespace, a.holt);
       await ctx.client.create(claimJob(owner, a, holtSpec, ctx.runtimeImage, claimId, epoch, stores));
       created.push(claimId);
       running++;

@@ -80,4 +80,48 @@ describe('agent pods without DNS, on a real API server', () => {
     expect(talker.metadata.labels['holt.io/dns']).toBeUndefined();
     expect(talker.spec.hostAliases).toBeUndefined();
   });
+
+  it('find a trace collector named as a Service by its address; a collector that has none is a Warning', async () => {
+    await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'obs' } });
+    await admin.create({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'jaeger', namespace: 'obs' },
+      spec: { selector: { app: 'jaeger' }, ports: [{ name: 'otlp-http', port: 4318 }] },
+    });
+    const ip = await eventually(
+      'the collector Service address',
+      async () =>
+        ((await admin.get('Service', 'obs', 'jaeger'))?.spec as { clusterIP?: string } | undefined)
+          ?.clusterIP,
+    );
+    await admin.create(obj('Holt', 't', { tracing: { endpoint: 'http://jaeger.obs.svc:4318' } }));
+    await admin.create(
+      obj('Agent', 't-quiet', { holt: 't', command: ['true'], bidding: { strategy: 'claim' } }),
+    );
+    const quiet = await eventually('the sealed agent with its stores and the collector', async () => {
+      const t = await template('t-quiet');
+      return t?.spec.hostAliases?.length === 4 ? t : undefined;
+    });
+    expect(quiet.spec.hostAliases).toContainEqual({ ip, hostnames: ['jaeger.obs.svc'] });
+
+    // A collector Service that does not exist: the sealed agent goes without it, and says so.
+    await admin.create(obj('Holt', 'u', { tracing: { endpoint: 'http://nowhere.obs.svc:4318' } }));
+    await admin.create(
+      obj('Agent', 'u-quiet', { holt: 'u', command: ['true'], bidding: { strategy: 'claim' } }),
+    );
+    const warning = await eventually('a CollectorUnresolved event', async () =>
+      (await admin.list('Event', NS)).items.find(
+        (e) =>
+          (e as { reason?: string }).reason === 'CollectorUnresolved' &&
+          (e as { regarding?: { name?: string } }).regarding?.name === 'u-quiet',
+      ),
+    );
+    expect((warning as { note?: string }).note).toContain('obs/nowhere');
+    const unresolved = await eventually('the sealed agent with its stores', async () => {
+      const t = await template('u-quiet');
+      return t?.spec.hostAliases?.length === 3 ? t : undefined;
+    });
+    expect(unresolved.spec.hostAliases?.flatMap((h) => h.hostnames)).not.toContain('nowhere.obs.svc');
+  });
 });

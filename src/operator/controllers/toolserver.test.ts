@@ -1,15 +1,12 @@
 import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
-import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exportSpansToJaeger, type JaegerSpans } from '../../../test/harness/jaeger-spans.ts';
 import type { KubeCluster } from '../../../test/harness/kube.ts';
 import { eventually } from '../../../test/harness/wait.ts';
-import { silentLogger } from '../../common/logger.ts';
 import { EVERYTHING_JS } from '../../llm/mcp/mcp.testkit.ts';
 import { testBridge } from '../../mcp-bridge/bridge.testkit.ts';
 import type { Bridge } from '../../mcp-bridge/bridge.ts';
-import { tracingSettings } from '../../telemetry/settings.ts';
-import { startTracing } from '../../telemetry/tracing.ts';
 import type { KubeClient, KubeObject } from '../kube/kube.ts';
 import type { Operator } from '../operator.ts';
 import { agentObject, holtObject, startKubeWithCrds, startOperator } from '../testkit.ts';
@@ -43,21 +40,19 @@ const closedPort = () =>
     });
   });
 
-// Each reconcile is a span (src/operator/operator.ts); collected here, checked by the last test.
-const spans = new InMemorySpanExporter();
-const tracing = startTracing('operator', tracingSettings({}), silentLogger(), {
-  processors: [new SimpleSpanProcessor({ exporter: spans })],
-});
+// Each reconcile is a span (src/operator/operator.ts), exported to a real Jaeger; the last test reads them.
+let jaeger: JaegerSpans;
 
 beforeAll(async () => {
+  jaeger = await exportSpansToJaeger('operator');
   ({ kube, admin } = await startKubeWithCrds(NS));
   op = await startOperator(kube, NS, { toolServerRefreshMs: 300 });
   // No kubelet here: the server runs on this machine behind the bridge, named by a url ToolServer.
   bridge = await testBridge([EVERYTHING_JS]);
 });
 afterAll(async () => {
-  await tracing.shutdown();
   await op?.stop();
+  await jaeger?.stop();
   await bridge?.close();
   admin?.close();
   await kube?.stop();
@@ -227,11 +222,12 @@ describe('ToolServer controller on a real API server', () => {
     });
   });
 
-  it('each reconcile is a span naming the kind, namespace and object', () => {
-    const everything = spans
-      .getFinishedSpans()
-      .filter((x) => x.name === 'reconcile ToolServer' && x.attributes['holt.name'] === 'everything');
+  it('each reconcile is a span naming the kind, namespace and object', async () => {
+    const everything = await jaeger.find('holt-operator', 'reconcile ToolServer', {
+      'holt.name': 'everything',
+    });
     expect(everything.length).toBeGreaterThan(0);
     expect(everything[0]!.attributes).toMatchObject({ 'k8s.namespace.name': NS, 'holt.kind': 'ToolServer' });
+    expect(everything[0]!.parentSpanId).toBeUndefined();
   });
 });

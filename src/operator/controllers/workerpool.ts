@@ -3,7 +3,7 @@ import type { Condition } from '../kube/status.ts';
 import { ownerOf } from '../specs/meta.ts';
 import { poolSelector, workerDeployment } from '../specs/workerpool.ts';
 import { applyChildren, type ControllerContext, readinessReporter, workloadReady } from './context.ts';
-import { storeAddresses } from './dns.ts';
+import { podAddresses } from './dns.ts';
 import { holtOf, parseAgent, parseHolt, parsePool, splitKey } from './resources.ts';
 import { withToolServers } from './toolserver.ts';
 
@@ -47,7 +47,7 @@ export async function reconcileWorkerPool(ctx: ControllerContext, key: string): 
         agent,
         holtSpec.spec,
         ctx.runtimeImage,
-        storeAddresses(ctx.cache, ns, spec.holt),
+        await podAddresses(ctx, ns, spec.holt, holtSpec.spec.tracing),
       ),
     ],
     ['Deployment'],

@@ -146,10 +146,12 @@ export function networkPolicies(owner: Owner, spec: HoltSpec, net: NetworkSettin
 /**
  * With a trace collector set, the Holt's pods reach its port (the orchestrator and pups export to it;
  * the default deny would drop every span). A collector named as a cluster Service (`name.namespace.svc`,
- * `.svc.<domain>`) is reached in its namespace only; any other on that port anywhere but the metadata
- * range (in-cluster too). A policy sees the pod's port after a Service's, so a Service that maps its port to
- * another needs a policy of the user's own. Pods without DNS (holt.io/dns=deny) are left out: they
- * cannot resolve a collector's name, and the port would only be a way out for their tools.
+ * `.svc.<domain>`) is reached in its namespace only, by every pod of the Holt: pods without DNS find it
+ * in /etc/hosts (the operator adds the Service's address), and a way out that ends in the user's own
+ * collector namespace is no way out. Any other collector is reached on its port anywhere but the
+ * metadata range (in-cluster too), by pods with DNS only: a pod without DNS could not resolve its
+ * name, and the port would only be a way out for its tools. A policy sees the pod's port after a
+ * Service's, so a Service that maps its port to another needs a policy of the user's own.
  */
 function traceEgress(
   holt: string,
@@ -157,7 +159,7 @@ function traceEgress(
   mk: (suffix: string, s: Record<string, unknown>) => KubeObject,
 ): KubeObject[] {
   if (!endpoint) return [];
-  const ns = serviceNamespace(endpoint);
+  const ns = collectorService(endpoint)?.namespace;
   const to: V1NetworkPolicyPeer[] = ns
     ? [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } }]
     : [...ANYWHERE.map((cidr) => ipBlock(cidr, METADATA_CIDRS)), { namespaceSelector: {} }];
@@ -165,7 +167,7 @@ function traceEgress(
     mk('trace-egress', {
       podSelector: {
         matchLabels: { 'holt.io/instance': holt },
-        matchExpressions: [{ key: DNS_LABEL, operator: 'NotIn', values: ['deny'] }],
+        ...(ns ? {} : { matchExpressions: [{ key: DNS_LABEL, operator: 'NotIn', values: ['deny'] }] }),
       },
       policyTypes: ['Egress'],
       egress: [{ to, ports: [tcp(urlPort(endpoint, 4318))] }],
@@ -173,8 +175,17 @@ function traceEgress(
   ];
 }
 
-/** The namespace of a URL whose host names a cluster Service (`svc.ns.svc[.domain]`), else undefined. */
-function serviceNamespace(url: string): string | undefined {
+/** A trace collector named as a cluster Service (`name.ns.svc[.domain]` in its URL's host). */
+export interface CollectorService {
+  /** The host as the URL writes it (what a pod without DNS needs in /etc/hosts). */
+  host: string;
+  name: string;
+  namespace: string;
+}
+
+/** The Service a URL's host names, else undefined (`name.ns` alone could be a domain on the internet). */
+export function collectorService(url: string | undefined): CollectorService | undefined {
+  if (!url) return undefined;
   let host: string;
   try {
     host = new URL(url).hostname;
@@ -183,9 +194,8 @@ function serviceNamespace(url: string): string | undefined {
   }
   const parts = host.split('.');
   const label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-  // `name.ns` alone could be a domain on the internet (`otlp.example`): only `.svc` says it is a Service.
   if (parts.length >= 3 && parts[2] === 'svc' && parts.slice(0, 2).every((p) => label.test(p)))
-    return parts[1];
+    return { host, name: parts[0]!, namespace: parts[1]! };
   return undefined;
 }
 

@@ -117,6 +117,26 @@ describe('pupPodTemplate DNS', () => {
     expect(urls.length).toBeGreaterThan(0);
   });
 
+  it("a trace collector named as a Service is in a sealed pod's /etc/hosts, by the host its endpoint names", () => {
+    const traced = HoltSpec.parse({ ...holtSpec, tracing: { endpoint: 'http://jaeger.obs.svc:4318' } });
+    const p = pupPodTemplate({
+      holt: 'h',
+      holtSpec: traced,
+      agent: {
+        ...AgentSpec.parse({ holt: 'h', command: ['true'], bidding: { strategy: 'claim' } }),
+        role: 'W',
+      },
+      mode: 'standard',
+      runtimeImage: 'runtime:1',
+      workspaceMode: 'ro',
+      labels: {},
+      stores: { ...stores, collector: { host: 'jaeger.obs.svc', ip: '10.96.0.50' } },
+    });
+    expect(p.spec?.hostAliases?.at(-1)).toEqual({ ip: '10.96.0.50', hostnames: ['jaeger.obs.svc'] });
+    const env = p.spec?.containers.find((c) => c.name === 'pup')?.env ?? [];
+    expect(env).toContainEqual({ name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: 'http://jaeger.obs.svc:4318' });
+  });
+
   it('an agent with egress, one that asks for DNS, or one of a Holt with an external store keeps it', () => {
     const external = HoltSpec.parse({
       ...holtSpec,

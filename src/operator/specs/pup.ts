@@ -64,13 +64,19 @@ export interface PupPodInput {
 export interface StoreAddresses {
   namespace: string;
   clusterIps: Partial<Record<StoreKind, string>>;
+  /** The trace collector's Service address, when `spec.tracing.endpoint` names one (`name.ns.svc`). */
+  collector?: { host: string; ip: string };
 }
 
 /** The hosts entries of a pod without DNS, or undefined when it keeps DNS. */
 function noDnsOf(p: PupPodInput): { hostAliases: V1HostAlias[] } | undefined {
   if (!dnsDenied(p.agent, p.holtSpec.stores)) return undefined;
+  const collector = p.stores?.collector;
   return {
-    hostAliases: p.stores ? storeHostAliases(p.holt, p.stores.namespace, p.stores.clusterIps) : [],
+    hostAliases: [
+      ...(p.stores ? storeHostAliases(p.holt, p.stores.namespace, p.stores.clusterIps) : []),
+      ...(collector ? [{ ip: collector.ip, hostnames: [collector.host] }] : []),
+    ],
   };
 }
 
