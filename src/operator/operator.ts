@@ -52,6 +52,8 @@ export interface OperatorOptions {
   toolServerRefreshMs?: number;
   /** Reports a claim-running pod's dead pup to its Holt (WorkerFailure); unset: not watched. */
   reportWorkerExit?: (holt: HoltRef, e: WorkerExit) => Promise<void>;
+  /** Resolves a trace collector's Service name the operator may not read (default: its own DNS). */
+  resolveHost?: (host: string) => Promise<string>;
 }
 
 /** The part of an Agent's spec that names its ToolServers (read unparsed, to route events). */
@@ -137,6 +139,7 @@ export class Operator {
         clusterCidrs: o.network?.clusterCidrs ?? DEFAULT_CLUSTER_CIDRS,
       },
       toolServerRefreshMs: o.toolServerRefreshMs,
+      resolveHost: o.resolveHost,
     };
     const reconcilers: Record<Primary, (ctx: ControllerContext, key: string) => Promise<ReconcileResult>> = {
       Holt: reconcileHolt,

@@ -100,6 +100,11 @@ export const NO_REGISTRY: OperatorOptions['registry'] = { write: async () => und
  * An operator on one namespace of `kube` (silent, no registry unless given), its informers synced and
  * its controllers running.
  */
+/** Tests send no DNS query off the machine: a name is resolved only where a test says how. */
+export const NO_CLUSTER_DNS = async (host: string): Promise<string> => {
+  throw new Error(`no cluster DNS in this test (${host})`);
+};
+
 export async function startOperator(
   kube: KubeCluster,
   namespace: string,
@@ -110,6 +115,7 @@ export async function startOperator(
     log: silentLogger(),
     namespaces: [namespace],
     registry: NO_REGISTRY,
+    resolveHost: NO_CLUSTER_DNS,
     ...opts,
   });
   await op.startInformers();

@@ -170,7 +170,7 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
       'Warning',
       'CollectorUnresolved',
       'Apply',
-      `Service ${collector.namespace}/${collector.name} (spec.tracing.endpoint) has no address the operator can read: this agent's pods go without DNS and export no spans until it has`,
+      `Service ${collector.namespace}/${collector.name} (spec.tracing.endpoint) has no address the operator can find: this agent's pods go without DNS and export no spans until it has`,
     );
   const desired = [agentDeployment(owner, a, holtSpec.spec, ctx.runtimeImage, stores)];
   if (shape === 'pool' && !a.workerPool) desired.push(agentWorkerPool(owner, a));

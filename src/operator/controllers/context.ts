@@ -32,6 +32,8 @@ export interface ControllerContext {
   network: NetworkSettings;
   /** How often a ToolServer's tools are read again (default 60 s). */
   toolServerRefreshMs?: number;
+  /** Resolves a trace collector's Service name the operator may not read (default: its own DNS). */
+  resolveHost?: (host: string) => Promise<string>;
 }
 
 export interface ChildrenResult {

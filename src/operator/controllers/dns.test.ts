@@ -32,7 +32,13 @@ beforeAll(async () => {
   admin = new KubeClient(kube.kubeconfig);
   await installCrds(admin);
   await admin.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
-  op = await startOperator(kube, NS);
+  // Cluster DNS as the operator's pod has it, for one name: a collector whose Service it may not read.
+  op = await startOperator(kube, NS, {
+    resolveHost: async (host) => {
+      if (host === 'viadns.elsewhere.svc') return '10.96.7.7';
+      throw new Error(`NXDOMAIN ${host}`);
+    },
+  });
 }, 120_000);
 
 afterAll(async () => {
@@ -123,5 +129,17 @@ describe('agent pods without DNS, on a real API server', () => {
       return t?.spec.hostAliases?.length === 3 ? t : undefined;
     });
     expect(unresolved.spec.hostAliases?.flatMap((h) => h.hostnames)).not.toContain('nowhere.obs.svc');
+  });
+
+  it('find a collector whose Service the operator cannot read through its own DNS', async () => {
+    await admin.create(obj('Holt', 'v', { tracing: { endpoint: 'http://viadns.elsewhere.svc:4318' } }));
+    await admin.create(
+      obj('Agent', 'v-quiet', { holt: 'v', command: ['true'], bidding: { strategy: 'claim' } }),
+    );
+    const t = await eventually('the sealed agent with its stores and the collector', async () => {
+      const x = await template('v-quiet');
+      return x?.spec.hostAliases?.length === 4 ? x : undefined;
+    });
+    expect(t.spec.hostAliases).toContainEqual({ ip: '10.96.7.7', hostnames: ['viadns.elsewhere.svc'] });
   });
 });

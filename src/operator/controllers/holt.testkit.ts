@@ -5,7 +5,7 @@ import { createLogger, silentLogger } from '../../common/logger.ts';
 import { freePort } from '../../local/ports.ts';
 import { KubeClient, type KubeObject } from '../kube/kube.ts';
 import { Operator } from '../operator.ts';
-import { agentObject, holtObject, installCrds } from '../testkit.ts';
+import { agentObject, holtObject, installCrds, NO_CLUSTER_DNS } from '../testkit.ts';
 import { RedisRegistryWriter } from './registry.ts';
 
 /** What the Holt controller's tests share (holt.test.ts, holt-features.test.ts). */
@@ -33,6 +33,7 @@ export function startOperator(): Operator {
     registry: new RedisRegistryWriter(async (h) => (unreachable.has(h.name) ? deadUrl : redis.url)),
     resyncMs: 60_000,
     network: { operatorNamespace: 'holt-system' },
+    resolveHost: NO_CLUSTER_DNS,
   });
 }
 
