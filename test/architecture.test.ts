@@ -19,6 +19,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   orchestrator: ['blackboard', 'bus', 'common', 'inbox', 'ingress', 'life', 'state', 'telemetry'],
   pup: ['blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry'],
   work: ['common', 'state'],
+  memory: ['life', 'telemetry'],
   life: ['access', 'blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry', 'work'],
   ingress: ['access', 'common', 'life', 'telemetry'],
   llm: ['api', 'blackboard', 'bus', 'common', 'inbox', 'life', 'pup', 'state', 'telemetry', 'work'],

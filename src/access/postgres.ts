@@ -82,6 +82,8 @@ export const TABLE_GRANTS: Record<PgComponent, Record<string, Grants>> = {
     turn_waiting_tools: { SELECT: ALL, DELETE: ALL },
     llm_usage: { SELECT: ALL, DELETE: ALL },
     llm_plans: { SELECT: ALL, DELETE: ALL },
+    // Retention: expired memories go (src/state/retention.ts).
+    agent_memories: { SELECT: ALL, DELETE: ALL },
     agent_life: { SELECT: ALL, INSERT: ['instance', 'role'], UPDATE: ['last_message_at'] },
     agent_messages: {
       SELECT: ALL,
@@ -152,6 +154,8 @@ export const TABLE_GRANTS: Record<PgComponent, Record<string, Grants>> = {
     llm_usage_totals: { SELECT: ALL },
     llm_memory: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
     llm_plans: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
+    // An agent saves, recalls (counted) and consolidates its memories; forgetting is the operator's.
+    agent_memories: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
     work_items: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
     work_current: { SELECT: ALL, INSERT: ALL, UPDATE: ALL, DELETE: ALL },
     agent_life: {

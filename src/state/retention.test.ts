@@ -118,7 +118,16 @@ describe('retention (real Postgres)', () => {
       [I],
     );
     const pruned = await pruneFinished(store.pool, I, 7 * DAY, 1);
-    expect(pruned).toEqual({ turns: 1, steps: 2, rows: 1, heads: 1, usage: 1, plans: 1, life: 4 });
+    expect(pruned).toEqual({
+      turns: 1,
+      steps: 2,
+      rows: 1,
+      heads: 1,
+      usage: 1,
+      plans: 1,
+      life: 4,
+      memories: 0,
+    });
     expect(
       (await q('SELECT idempotency_key FROM holt.agent_messages WHERE instance = $1 ORDER BY id', [I])).rows,
     ).toEqual([{ idempotency_key: 'undelivered' }, { idempotency_key: 'new' }]);
@@ -146,6 +155,7 @@ describe('retention (real Postgres)', () => {
       usage: 0,
       plans: 0,
       life: 0,
+      memories: 0,
     });
   });
 

@@ -12,7 +12,16 @@ export interface Pruned {
   plans: number;
   /** Living agents' delivered messages, ended waits, old deliveries and audit rows (work items stay). */
   life: number;
+  /** Long-term memories past their expiry and recalled fewer than MEMORY_KEEP_USES times. */
+  memories: number;
 }
+
+/** A memory recalled this often outlives its expiry (it has proved useful): kept until forgotten. */
+export const MEMORY_KEEP_USES = 10;
+
+// Memories go by their own expiry, not the cut-off; the ones the agents keep recalling stay.
+const PRUNE_MEMORIES = `DELETE FROM holt.agent_memories WHERE id IN (SELECT id FROM holt.agent_memories
+  WHERE instance = $1 AND expires_at < now() AND uses < $2 LIMIT $3)`;
 
 // Finished turns older than the cut-off, with what hangs off them: their steps, waits and inbox rows.
 // A turn whose row is still live, or failed and not yet reported as a Failure, is kept.
@@ -84,7 +93,7 @@ export async function pruneFinished(
   keysOlderThanMs = INGRESS_KEYS_KEPT_MS,
 ): Promise<Pruned> {
   const cut = ms(olderThanMs);
-  const out: Pruned = { turns: 0, steps: 0, rows: 0, heads: 0, usage: 0, plans: 0, life: 0 };
+  const out: Pruned = { turns: 0, steps: 0, rows: 0, heads: 0, usage: 0, plans: 0, life: 0, memories: 0 };
   for (;;) {
     const r = await pool.query<{ turns: number; steps: number; rows: number }>(PRUNE_TURNS, [
       instance,
@@ -126,5 +135,10 @@ export async function pruneFinished(
       out.life += r.rowCount ?? 0;
       if ((r.rowCount ?? 0) < batch) break;
     }
+  for (;;) {
+    const r = await pool.query(PRUNE_MEMORIES, [instance, MEMORY_KEEP_USES, batch]);
+    out.memories += r.rowCount ?? 0;
+    if ((r.rowCount ?? 0) < batch) break;
+  }
   return out;
 }

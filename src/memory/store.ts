@@ -1,0 +1,254 @@
+import type pg from 'pg';
+import { anyWordsQuery, bodyKey, cosine, fuse, memoryAuthority, NEAR_DUPLICATE, sketchOf } from './rank.ts';
+import {
+  type Memory,
+  type MemoryKind,
+  MemoryQuery,
+  MemoryRow,
+  memoryOf,
+  NewMemory,
+  type Recalled,
+} from './types.ts';
+
+/**
+ * Long-term memories in Postgres (migration 1767225601300_memories). A save folds a duplicate into the
+ * memory it repeats (the same words, or a vector within NEAR_DUPLICATE of one) instead of adding it; a
+ * recall fuses a full-text ranking with a vector ranking (reciprocal rank fusion), the vectors found by
+ * their SimHash sketches and ordered by their exact cosine. Every row a caller gets is parsed.
+ */
+
+const COLUMNS = `id, instance, scope, role, kind, body, source_kind, source_id, labels, authority, merged,
+  uses, embedding_model, created_at, expires_at`;
+
+/** This agent's memories and its Holt's, live ones only. */
+const VISIBLE = `instance = $1 AND (scope = 'holt' OR role = $2) AND (expires_at IS NULL OR expires_at > now())`;
+
+/** How many candidates each ranking brings to the fusion, per memory asked for. */
+const CANDIDATES_PER_RESULT = 8;
+
+export type SaveOutcome = 'saved' | 'exact_duplicate' | 'near_duplicate';
+
+const parse = (rows: unknown[]): Memory[] => rows.map((r) => memoryOf(MemoryRow.parse(r)));
+
+export class MemoryStore {
+  readonly pool: pg.Pool;
+  constructor(pool: pg.Pool) {
+    this.pool = pool;
+  }
+
+  /** Saves a memory, or folds it into the one it repeats (its authority then the weaker of the two). */
+  async save(input: NewMemory): Promise<{ memory: Memory; outcome: SaveOutcome }> {
+    const m = NewMemory.parse(input);
+    const authority = memoryAuthority(m.labels.authority);
+    const expiresAt = m.ttlMs ? new Date(Date.now() + m.ttlMs) : null;
+    const sketch = m.embedding ? sketchOf(m.embedding.vector) : null;
+    if (m.embedding && sketch) {
+      const near = await this.#nearest(m, m.embedding, sketch);
+      if (near) {
+        const folded = await this.#fold(near, authority, m.labels, expiresAt);
+        if (folded) return { memory: folded, outcome: 'near_duplicate' };
+      }
+    }
+    const r = await this.pool.query(
+      `INSERT INTO holt.agent_memories AS m (instance, scope, role, kind, body, body_key, embedding,
+         embedding_model, sketch, source_kind, source_id, labels, authority, expires_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::real[], $8, $9::bit(256), $10, $11, $12, $13, $14)
+       ON CONFLICT (instance, scope, (CASE WHEN scope = 'agent' THEN role ELSE '' END), body_key)
+       DO UPDATE SET ${FOLD_SET('EXCLUDED.authority', 'EXCLUDED.labels', 'EXCLUDED.expires_at')}
+       RETURNING ${COLUMNS}, (xmax = 0) AS inserted`,
+      [
+        m.instance,
+        m.scope,
+        m.role,
+        m.kind,
+        m.body,
+        bodyKey(m.body),
+        m.embedding?.vector ?? null,
+        m.embedding?.model ?? null,
+        sketch,
+        m.source.kind,
+        m.source.id ?? null,
+        JSON.stringify(m.labels),
+        authority,
+        expiresAt,
+      ],
+    );
+    const row = r.rows[0] as { inserted: boolean };
+    return { memory: parse([row])[0]!, outcome: row.inserted ? 'saved' : 'exact_duplicate' };
+  }
+
+  /**
+   * The live memory of the same owner whose vector is nearest, if it is near enough to be the same (one
+   * with the same words is the exact fold's, in the insert).
+   */
+  async #nearest(
+    m: ReturnType<typeof NewMemory.parse>,
+    e: { model: string; vector: number[] },
+    sketch: string,
+  ): Promise<string | undefined> {
+    const r = await this.pool.query<{ id: string; embedding: number[] }>(
+      `SELECT id, embedding FROM holt.agent_memories
+       WHERE instance = $1 AND scope = $2 AND ($2 = 'holt' OR role = $3) AND embedding_model = $4
+         AND sketch IS NOT NULL AND (expires_at IS NULL OR expires_at > now()) AND body_key <> $6
+       ORDER BY bit_count(sketch # $5::bit(256)), id DESC LIMIT 5`,
+      [m.instance, m.scope, m.role, e.model, sketch, bodyKey(m.body)],
+    );
+    const best = r.rows
+      .map((x) => ({ id: String(x.id), sim: cosine(e.vector, x.embedding) }))
+      .sort((a, b) => b.sim - a.sim)[0];
+    return best && best.sim >= NEAR_DUPLICATE ? best.id : undefined;
+  }
+
+  async #fold(
+    id: string,
+    authority: string,
+    labels: unknown,
+    expiresAt: Date | null,
+  ): Promise<Memory | undefined> {
+    const r = await this.pool.query(
+      `UPDATE holt.agent_memories m SET ${FOLD_SET('$2::text', '$3::jsonb', '$4::timestamptz')}
+       WHERE id = $1 RETURNING ${COLUMNS}`,
+      [id, authority, JSON.stringify(labels), expiresAt],
+    );
+    return parse(r.rows)[0];
+  }
+
+  /**
+   * The `k` memories most relevant to a text, this agent's and its Holt's: a full-text ranking (any of
+   * its words, ts_rank_cd) and, given the query's vector, a vector ranking (nearest sketches, then the
+   * exact cosine), fused. Recalled ones are counted (their `uses`) unless `touch` is false.
+   */
+  async search(input: MemoryQuery): Promise<Recalled[]> {
+    const q = MemoryQuery.parse(input);
+    const n = q.k * CANDIDATES_PER_RESULT;
+    const kinds = q.kinds?.length ? q.kinds : null;
+    const [text, vector] = await Promise.all([
+      this.#textRanking(q.instance, q.role, q.text, kinds, n),
+      q.embedding ? this.#vectorRanking(q.instance, q.role, q.embedding, kinds, n) : [],
+    ]);
+    const fused = fuse([text, vector.map((v) => v.id)]).slice(0, q.k);
+    if (!fused.length) return [];
+    const ids = fused.map((f) => f.id);
+    const r = await this.pool.query(
+      q.touch
+        ? `UPDATE holt.agent_memories SET uses = uses + 1, last_used_at = now()
+           WHERE id = ANY($1::bigint[]) RETURNING ${COLUMNS}`
+        : `SELECT ${COLUMNS} FROM holt.agent_memories WHERE id = ANY($1::bigint[])`,
+      [ids],
+    );
+    const byId = new Map(parse(r.rows).map((m) => [m.id, m]));
+    const sim = new Map(vector.map((v) => [v.id, v.sim]));
+    return fused.flatMap((f): Recalled[] => {
+      const m = byId.get(f.id);
+      if (!m) return []; // forgotten between the rankings and now
+      const t = text.indexOf(f.id);
+      const v = vector.findIndex((x) => x.id === f.id);
+      const s = sim.get(f.id);
+      return [
+        {
+          ...m,
+          score: f.score,
+          ranks: { ...(t >= 0 ? { text: t + 1 } : {}), ...(v >= 0 ? { vector: v + 1 } : {}) },
+          ...(s !== undefined ? { similarity: s } : {}),
+        },
+      ];
+    });
+  }
+
+  async #textRanking(
+    instance: string,
+    role: string,
+    text: string,
+    kinds: MemoryKind[] | null,
+    n: number,
+  ): Promise<string[]> {
+    const query = anyWordsQuery(text);
+    if (!query) return [];
+    const r = await this.pool.query<{ id: string }>(
+      `SELECT id FROM holt.agent_memories, to_tsquery('english', $3) q
+       WHERE ${VISIBLE} AND tsv @@ q AND ($4::text[] IS NULL OR kind = ANY($4))
+       ORDER BY ts_rank_cd(tsv, q) DESC, id DESC LIMIT $5`,
+      [instance, role, query, kinds, n],
+    );
+    return r.rows.map((x) => String(x.id));
+  }
+
+  async #vectorRanking(
+    instance: string,
+    role: string,
+    e: { model: string; vector: number[] },
+    kinds: MemoryKind[] | null,
+    n: number,
+  ): Promise<{ id: string; sim: number }[]> {
+    // The sketches' order finds the neighbourhood (a scan of cheap bit operations); the cosine orders it.
+    const r = await this.pool.query<{ id: string; embedding: number[] }>(
+      `SELECT id, embedding FROM holt.agent_memories
+       WHERE ${VISIBLE} AND embedding_model = $3 AND sketch IS NOT NULL AND ($4::text[] IS NULL OR kind = ANY($4))
+       ORDER BY bit_count(sketch # $5::bit(256)), id DESC LIMIT $6`,
+      [instance, role, e.model, kinds, sketchOf(e.vector), n * 2],
+    );
+    return r.rows
+      .map((x) => ({ id: String(x.id), sim: cosine(e.vector, x.embedding) }))
+      .filter((x) => x.sim > 0)
+      .sort((a, b) => b.sim - a.sim)
+      .slice(0, n);
+  }
+
+  /** The newest memories of an instance (of one agent, its own and the Holt's, when `role` is given). */
+  async list(o: {
+    instance: string;
+    role?: string;
+    kinds?: MemoryKind[];
+    limit?: number;
+  }): Promise<Memory[]> {
+    const r = await this.pool.query(
+      `SELECT ${COLUMNS} FROM holt.agent_memories
+       WHERE instance = $1 AND ($2::text IS NULL OR scope = 'holt' OR role = $2)
+         AND ($3::text[] IS NULL OR kind = ANY($3)) AND (expires_at IS NULL OR expires_at > now())
+       ORDER BY created_at DESC, id DESC LIMIT $4`,
+      [o.instance, o.role ?? null, o.kinds?.length ? o.kinds : null, Math.min(o.limit ?? 50, 1000)],
+    );
+    return parse(r.rows);
+  }
+
+  /** Forgets one memory, or every memory an agent wrote; how many went. */
+  async forget(instance: string, what: { id: string } | { role: string }): Promise<number> {
+    const r =
+      'id' in what
+        ? await this.pool.query('DELETE FROM holt.agent_memories WHERE instance = $1 AND id = $2::bigint', [
+            instance,
+            what.id,
+          ])
+        : await this.pool.query('DELETE FROM holt.agent_memories WHERE instance = $1 AND role = $2', [
+            instance,
+            what.role,
+          ]);
+    return r.rowCount ?? 0;
+  }
+
+  /** Each agent's live memories by kind. */
+  async counts(instance: string): Promise<Record<string, Partial<Record<MemoryKind, number>>>> {
+    const r = await this.pool.query<{ role: string; kind: MemoryKind; n: string }>(
+      `SELECT role, kind, count(*) AS n FROM holt.agent_memories
+       WHERE instance = $1 AND (expires_at IS NULL OR expires_at > now()) GROUP BY role, kind`,
+      [instance],
+    );
+    const out: Record<string, Partial<Record<MemoryKind, number>>> = {};
+    for (const x of r.rows) out[x.role] = { ...out[x.role], [x.kind]: Number(x.n) };
+    return out;
+  }
+}
+
+/**
+ * Folding a save into the memory it repeats: one more merge, the weaker authority (and the labels that
+ * carry it), the later expiry (none if either keeps it for good).
+ */
+function FOLD_SET(authority: string, labels: string, expiresAt: string): string {
+  const weaker = `(m.authority = 'external_evidence' OR ${authority} = 'external_evidence')`;
+  return `merged = m.merged + 1, updated_at = now(),
+    authority = CASE WHEN ${weaker} THEN 'external_evidence' ELSE 'agent_note' END,
+    labels = CASE WHEN ${authority} = 'external_evidence' AND m.authority <> 'external_evidence'
+      THEN ${labels} ELSE m.labels END,
+    expires_at = CASE WHEN m.expires_at IS NULL OR ${expiresAt} IS NULL THEN NULL
+      ELSE greatest(m.expires_at, ${expiresAt}) END`;
+}
