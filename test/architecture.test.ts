@@ -22,7 +22,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   memory: ['life', 'telemetry'],
   life: ['access', 'blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry', 'work'],
   ingress: ['access', 'common', 'life', 'telemetry'],
-  llm: ['api', 'blackboard', 'bus', 'common', 'inbox', 'life', 'pup', 'state', 'telemetry', 'work'],
+  llm: ['api', 'blackboard', 'bus', 'common', 'inbox', 'life', 'memory', 'pup', 'state', 'telemetry', 'work'],
   agent: ['common', 'llm', 'pup', 'telemetry'],
   graph: ['blackboard'],
   'mcp-server': ['blackboard', 'telemetry'],

@@ -60,6 +60,15 @@ export const LlmEnv = z
     HOLT_LLM_MAX_OUTPUT_ERRORS: int(3, 1),
     HOLT_LLM_PLANNING: bool,
     HOLT_LLM_WORKING_MEMORY_BYTES: int(0, 0),
+    HOLT_LLM_MEMORY: bool,
+    HOLT_LLM_MEMORY_SCOPE: z.preprocess(blank, z.enum(['agent', 'holt']).default('agent')),
+    HOLT_LLM_MEMORY_TOP_K: int(5, 0),
+    HOLT_LLM_MEMORY_TTL_DAYS: int(15, 0),
+    HOLT_LLM_MEMORY_AUTO: z
+      .preprocess(blank, z.enum(['true', 'false']).default('true'))
+      .transform((v) => v === 'true'),
+    HOLT_LLM_EMBEDDINGS_BASE_URL: z.preprocess(blank, z.url({ error: 'must be a URL' }).optional()),
+    HOLT_LLM_EMBEDDINGS_MODEL: z.preprocess(blank, z.string().optional()),
     HOLT_LLM_TOOLS: json(z.array(AgentTool), 'a list of tools'),
     HOLT_LLM_MCP_SERVERS: json(z.array(McpServer), 'a list of MCP servers'),
     HOLT_LLM_APPROVAL_TIMEOUT_MS: int(3_600_000, 1000),
@@ -114,6 +123,25 @@ export const LlmEnv = z
     maxOutputErrors: e.HOLT_LLM_MAX_OUTPUT_ERRORS,
     planning: e.HOLT_LLM_PLANNING,
     workingMemoryBytes: e.HOLT_LLM_WORKING_MEMORY_BYTES,
+    /**
+     * Long-term memory (src/memory): the memory tools, recall into each turn's opening, and the turn's
+     * actions and reports saved when `auto`. Vectors only with an embeddings model; else full-text.
+     */
+    longMemory: e.HOLT_LLM_MEMORY
+      ? {
+          scope: e.HOLT_LLM_MEMORY_SCOPE,
+          topK: e.HOLT_LLM_MEMORY_TOP_K,
+          /** 0: kept until forgotten. */
+          ttlDays: e.HOLT_LLM_MEMORY_TTL_DAYS,
+          auto: e.HOLT_LLM_MEMORY_AUTO,
+          embeddings: e.HOLT_LLM_EMBEDDINGS_MODEL
+            ? {
+                model: e.HOLT_LLM_EMBEDDINGS_MODEL,
+                baseUrl: e.HOLT_LLM_EMBEDDINGS_BASE_URL ?? e.HOLT_LLM_BASE_URL,
+              }
+            : undefined,
+        }
+      : undefined,
     tools: e.HOLT_LLM_TOOLS ?? [],
     /** MCP servers whose tools the model may call (src/llm/mcp). */
     mcpServers: e.HOLT_LLM_MCP_SERVERS ?? [],

@@ -21,6 +21,7 @@ import type { WorkStore } from '../work/store.ts';
 import type { LlmSettings } from './config.ts';
 import type { McpHub } from './mcp/hub.ts';
 import type { LlmAgent } from './model/agent.ts';
+import type { LongMemory } from './stores/long-memory.ts';
 import type { MemoryStore } from './stores/memory-store.ts';
 import type { PlanStore } from './stores/plan-store.ts';
 import type { TurnStore } from './stores/turn-store.ts';
@@ -45,6 +46,8 @@ export interface LlmExecutorDeps {
   countFailure?: (c: ErrorClass) => void;
   /** The agent's MCP servers (src/llm/mcp). */
   mcp?: McpHub;
+  /** Long-term memory (src/memory), when the agent has `llm.memory`. */
+  longMemory?: LongMemory;
 }
 
 /** On an inbox worker: the worker's fence, sink (fenced commit) and report (waiting, failure reason). */
@@ -226,6 +229,7 @@ export class LlmExecutor {
           scrub: this.deps.scrub,
           runner: cfg.runner,
           mcp: this.deps.mcp,
+          longMemory: this.deps.longMemory,
           events: ev,
           log: tl,
           signal: ac.signal,

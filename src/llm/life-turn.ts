@@ -9,6 +9,7 @@ import { labelsOf, wrapMessage } from '../life/labels.ts';
 import type { LifeTurnEnd } from '../life/loop.ts';
 import { lifeOpening } from '../life/opening.ts';
 import type { Delivery, LifeStore } from '../life/store.ts';
+import { type MemoryAuthority, memoryAuthority, weaker } from '../memory/rank.ts';
 import type { Fence } from '../state/schema.ts';
 import { traceFieldsOf } from '../telemetry/carrier.ts';
 import type { LlmExecutorDeps } from './executor.ts';
@@ -96,6 +97,7 @@ export class LifeTurns {
       scrub: d.scrub,
       runner: cfg.runner,
       mcp: d.mcp,
+      longMemory: d.longMemory,
       events: d.events ?? noAgentEvents,
       log: d.log.child({ turn_id: fence.turnId, life: true }),
       signal,
@@ -148,6 +150,7 @@ export class LifeTurns {
           memory,
         });
         const goal = tick ?? current;
+        const said = messages.filter((m) => m.kind === 'message');
         return {
           messages: [
             { role: 'system', content: o.system },
@@ -155,6 +158,10 @@ export class LifeTurns {
           ],
           goalId: goal ? `item:${goal.id}` : `life:${fence.turnId}`,
           goalAtMs: goal?.createdAtMs ?? now,
+          evidence: said
+            .map((m) => memoryAuthority(m.labels.authority))
+            .reduce<MemoryAuthority>(weaker, 'agent_note'),
+          recallText: [...said.map((m) => m.body ?? ''), goal?.objective ?? ''].join('\n').trim(),
         };
       },
       wait: async (a: WaitArgs) => {

@@ -14,6 +14,8 @@ import { createPool } from '../common/pg.ts';
 import { Scrubber } from '../common/secrets.ts';
 import { LifeLoop } from '../life/loop.ts';
 import { LifeStore } from '../life/store.ts';
+import { OpenAiEmbedder } from '../memory/embeddings.ts';
+import { MemoryStore as LongMemoryStore } from '../memory/store.ts';
 import { decideBid } from '../pup/bid.ts';
 import type { PupConfig } from '../pup/config.ts';
 import type { ModelPlugin } from '../pup/executor.ts';
@@ -33,6 +35,7 @@ import { LlmAgent } from './model/agent.ts';
 import { LlmMetrics, MeteredModel } from './model/metrics.ts';
 import { OpenAiModel } from './model/model.ts';
 import { TracedModel } from './model/traced.ts';
+import { LongMemory } from './stores/long-memory.ts';
 import { MemoryStore } from './stores/memory-store.ts';
 import { PlanStore } from './stores/plan-store.ts';
 import { TurnStore } from './stores/turn-store.ts';
@@ -170,6 +173,26 @@ export async function startLlmPlugin(
           owner: `${hostname()}/${process.pid}/${randomUUID()}`,
           countFailure,
           ...(mcp ? { mcp } : {}),
+          ...(s.longMemory
+            ? {
+                longMemory: new LongMemory({
+                  store: new LongMemoryStore(pool),
+                  settings: s.longMemory,
+                  instance: cfg.instance,
+                  log,
+                  ...(s.longMemory.embeddings?.baseUrl
+                    ? {
+                        embedder: new OpenAiEmbedder({
+                          baseUrl: s.longMemory.embeddings.baseUrl,
+                          model: s.longMemory.embeddings.model,
+                          // The model's key goes only to the model's own server, never to another.
+                          ...(apiKey && s.longMemory.embeddings.baseUrl === s.baseUrl ? { apiKey } : {}),
+                        }),
+                      }
+                    : {}),
+                }),
+              }
+            : {}),
         }
       : undefined;
   const executor = deps && new LlmExecutor(deps);

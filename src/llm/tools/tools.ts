@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { AgentTool } from '../../api/agent.ts';
 import { formatIssues } from '../../common/config.ts';
 import type { ToolSpec } from '../model/model.ts';
+import { isMemoryTool, MEMORY_TOOLS } from './memory-tools.ts';
 import { isWorkTool, WORK_TOOLS } from './work-tools.ts';
 import { FILE_TOOLS, isFileTool } from './workspace-tools.ts';
 
@@ -78,6 +79,7 @@ const builtinSpecs: Record<string, { description: string; schema: z.ZodType }> =
   ...CORE_SPECS,
   ...FILE_TOOLS,
   ...WORK_TOOLS,
+  ...MEMORY_TOOLS,
 };
 
 export const BUILTINS = Object.keys(builtinSpecs);
@@ -118,6 +120,8 @@ export function buildToolSet(
     files?: boolean;
     /** The work item tools (work-tools.ts). */
     work?: boolean;
+    /** The long-term memory tools (memory-tools.ts). */
+    longMemory?: boolean;
     /** A life turn (src/life): `wait` is offered, ask_question is not (no claim to ask from). */
     life?: boolean;
     /** The MCP servers' tools and built-ins (src/llm/mcp), as they are when the turn starts. */
@@ -138,7 +142,8 @@ export function buildToolSet(
         (b !== WAIT || opts.life === true) &&
         (b !== ASK_QUESTION || opts.life !== true) &&
         (!isFileTool(b) || opts.files === true) &&
-        (!isWorkTool(b) || opts.work === true)),
+        (!isWorkTool(b) || opts.work === true) &&
+        (!isMemoryTool(b) || opts.longMemory === true)),
   );
   const specs: ToolSpec[] = [
     ...[...declared.values()].map((t) => ({

@@ -94,7 +94,7 @@ export async function runWorkTool(
   a: Record<string, unknown>,
   spoken: string,
   nowMs = Date.now(),
-): Promise<{ text: string }> {
+): Promise<{ text: string; report?: { itemId: string; text: string } }> {
   let itemId = typeof a.id === 'string' ? a.id : '';
   if (!itemId && (name === WORK_UPDATE || name === WORK_COMPLETE)) {
     itemId = (await store.current(f.instance, role))?.id ?? '';
@@ -141,10 +141,11 @@ export async function runWorkTool(
         return {
           text: 'error: the work item stays open: a completion needs its report. Write what was done and concluded, then call work_complete again (as report, or as your message text).',
         };
-      return said(
+      const done = said(
         await store.complete(f, role, itemId, report),
         (i) => `completed ${describeItem(i, nowMs)}`,
       );
+      return done.text.startsWith('error:') ? done : { ...done, report: { itemId, text: report } };
     }
   }
 }

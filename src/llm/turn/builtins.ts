@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { ToolCall } from '../model/model.ts';
 import { checkValues } from '../tools/args.ts';
+import { MEMORY_TOOLS, type MemoryToolName, runMemoryTool, saveLabels } from '../tools/memory-tools.ts';
 import {
   ASK_QUESTION,
   AskArgs,
@@ -15,7 +16,7 @@ import {
   WAIT,
   WaitArgs,
 } from '../tools/tools.ts';
-import { runWorkTool, WORK_TOOLS, type WorkToolName } from '../tools/work-tools.ts';
+import { runWorkTool, WORK_COMPLETE, WORK_TOOLS, type WorkToolName } from '../tools/work-tools.ts';
 import { FILE_TOOLS, type FileToolName } from '../tools/workspace-tools.ts';
 import { resultProblem } from './contract.ts';
 import { mark } from './planning.ts';
@@ -93,7 +94,39 @@ export async function workCall(x: CallContext, name: WorkToolName): Promise<void
     (m) => m.role === 'assistant' && m.tool_calls?.some((c) => c.id === call.id),
   );
   const r = await runWorkTool(deps.work, deps.fence, deps.role, name, a.value, spoken?.content ?? '');
-  return x.reply(r.text, t.state.ctl, { outcome: r.text.startsWith('error:') ? 'work_error' : 'ok' });
+  const failed = r.text.startsWith('error:');
+  // A completion report is remembered: `work_search` finds what was concluded without a transcript.
+  if (!failed && name === WORK_COMPLETE && r.report && deps.longMemory)
+    await deps.longMemory
+      .save(deps.role, {
+        body: r.report.text,
+        kind: 'report',
+        scope: 'holt',
+        source: { kind: 'work_item', id: r.report.itemId },
+        labels: saveLabels(t.state.ctl.evidence, t.state.messages),
+      })
+      .catch((e: unknown) =>
+        deps.log.warn(
+          { event_type: 'memory_save_failed', error: String(e) },
+          'completion report not remembered',
+        ),
+      );
+  return x.reply(r.text, t.state.ctl, { outcome: failed ? 'work_error' : 'ok' });
+}
+
+/** A long-term memory tool (src/memory): saves carry what the turn has seen as their authority. */
+export async function memoryCall(x: CallContext, name: MemoryToolName): Promise<void> {
+  const { t } = x;
+  const { deps } = t;
+  const a = builtinArgs(MEMORY_TOOLS[name].schema, x.args);
+  if (!a.ok) return x.bad(a.error);
+  if (!deps.longMemory) return x.bad('long-term memory is not enabled for this agent');
+  const labels = saveLabels(t.state.ctl.evidence, t.state.messages);
+  const text = await runMemoryTool(deps.longMemory, deps.role, name, a.value, {
+    labels,
+    turnId: deps.fence.turnId,
+  });
+  return x.reply(text, t.state.ctl, { outcome: 'ok' });
 }
 
 /** A workspace file tool: its path checked here, the operation run where the tools run. */

@@ -1,6 +1,7 @@
 import { GEN_AI, inSpan } from '../../telemetry/spans.ts';
 import type { ToolCall } from '../model/model.ts';
 import { checkValues, resolvePaths } from '../tools/args.ts';
+import { isMemoryTool } from '../tools/memory-tools.ts';
 import { declaredArgs } from '../tools/tools.ts';
 import { isWorkTool } from '../tools/work-tools.ts';
 import { isFileTool } from '../tools/workspace-tools.ts';
@@ -11,6 +12,7 @@ import {
   type CallContext,
   fileCall,
   isCoreBuiltin,
+  memoryCall,
   type Reply,
   workCall,
 } from './builtins.ts';
@@ -29,7 +31,8 @@ export function handle(t: TurnScope, call: ToolCall): Promise<void> {
     !t.tools.declared.has(name) &&
     !isCoreBuiltin(name) &&
     !isFileTool(name) &&
-    !isWorkTool(name);
+    !isWorkTool(name) &&
+    !isMemoryTool(name);
   return inSpan(
     `execute_tool ${name}`,
     {
@@ -74,6 +77,7 @@ async function handleCall(t: TurnScope, call: ToolCall): Promise<void> {
   const x: CallContext = { t, call, args: screened.args, reply, bad };
   if (isCoreBuiltin(name)) return BUILTIN_HANDLERS[name](x);
   if (isWorkTool(name) && deps.work) return workCall(x, name);
+  if (isMemoryTool(name) && deps.longMemory) return memoryCall(x, name);
   if (isFileTool(name)) return fileCall(x, name);
   if (deps.mcp && !t.tools.declared.has(name)) return mcpCall(x, deps.mcp);
   return declaredCall(x);

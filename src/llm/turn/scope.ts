@@ -15,6 +15,7 @@ import type { LlmSettings } from '../config.ts';
 import type { McpHub } from '../mcp/hub.ts';
 import type { LlmAgent } from '../model/agent.ts';
 import type { ChatMessage, ToolCall } from '../model/model.ts';
+import type { LongMemory } from '../stores/long-memory.ts';
 import type { MemoryStore } from '../stores/memory-store.ts';
 import type { PlanStore } from '../stores/plan-store.ts';
 import type { TurnStore } from '../stores/turn-store.ts';
@@ -40,7 +41,15 @@ export type TurnEnd =
  * provenance labels), the wait tool that ends it, and the requests of asynchronous tools.
  */
 export interface LifeHooks {
-  opening(): Promise<{ messages: ChatMessage[]; goalId: string; goalAtMs: number }>;
+  opening(): Promise<{
+    messages: ChatMessage[];
+    goalId: string;
+    goalAtMs: number;
+    /** The weakest authority of what woke the agent (Ctl.evidence). */
+    evidence: 'agent_note' | 'external_evidence';
+    /** What woke it, as text to recall memories by. */
+    recallText: string;
+  }>;
   /** Stores the model's wait (FenceLostError when the fence is lost). The turn ends after it. */
   wait(a: WaitArgs): Promise<string>;
   /** Sends an asynchronous tool's request (its wait row stored first; FenceLostError when the fence is lost). */
@@ -80,6 +89,8 @@ export interface TurnDeps {
   signal: AbortSignal;
   /** A life turn's hooks; absent for a claim's turn. */
   life?: LifeHooks;
+  /** Long-term memory (src/memory), when the agent has `llm.memory`. */
+  longMemory?: LongMemory;
 }
 
 /**
@@ -123,6 +134,7 @@ export class TurnScope {
       memory: st.workingMemoryBytes > 0,
       files: st.fileTools,
       work: st.workItems && deps.work !== undefined,
+      longMemory: deps.longMemory !== undefined,
       life: deps.life !== undefined,
       submit: mayEndWith(SUBMIT_RESULT, st.mustEndWith),
       resultFields: describeFields(this.fields),

@@ -85,6 +85,12 @@ export const Ctl = z.object({
   outputErrors: z.number().int().default(0),
   /** The model's text when the turn ended without a tool (must_end_with empty). */
   finalText: z.string().optional(),
+  /**
+   * The weakest authority of what opened the turn: a life turn woken by its operator's or the runtime's
+   * words alone is `agent_note`, anything else (a webhook's message, a claim's artefacts) outside
+   * content. What the model saves as a memory keeps it (tools/memory-tools.ts saveLabels).
+   */
+  evidence: z.enum(['agent_note', 'external_evidence']).default('external_evidence'),
   /** A tool marked `terminate` ended the turn; its output is the result. */
   endedBy: z.object({ tool: z.string(), output: z.string() }).optional(),
 });

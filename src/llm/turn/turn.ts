@@ -16,6 +16,7 @@ import { plan } from './planning.ts';
 import { nextStep, onNoToolCalls, timeBoxExceeded } from './policy.ts';
 import { turnMessages } from './prompt.ts';
 import { answer, unanswered } from './questions.ts';
+import { recallMessages, rememberTurn } from './remember.ts';
 import { fenced, type TurnEnd, TurnScope } from './scope.ts';
 import { type Ctl, foldSteps, pendingToolCalls, transcriptSummary } from './state.ts';
 
@@ -42,6 +43,7 @@ export class Turn extends TurnScope {
         this.trace = spanCarrier(span);
         const end = await fenced(() => this.loop());
         span.setAttribute('holt.turn.outcome', end.kind);
+        await rememberTurn(this, end, deps.life ? 'a life turn' : `${deps.target.type} ${deps.target.id}`);
         return end;
       },
     );
@@ -109,14 +111,18 @@ export class Turn extends TurnScope {
   private async start(): Promise<void> {
     const { deps } = this;
     // A life turn opens with what woke the agent; a claim's turn with its target and context.
-    const o = deps.life ? { ...(await deps.life.opening()), extra: {} } : await this.claimOpening();
+    const o = deps.life
+      ? { ...(await deps.life.opening()), extra: {} }
+      : { ...(await this.claimOpening()), evidence: 'external_evidence' as const };
+    const recalled = await recallMessages(this, o.recallText);
     await this.record(
       'init',
-      o.messages,
+      [...o.messages, ...recalled],
       {
         ...this.state.ctl,
+        evidence: o.evidence,
         llmSteps: 0,
-        headLength: o.messages.length,
+        headLength: o.messages.length + recalled.length,
         startedAtMs: Date.now(),
         goalAtMs: o.goalAtMs,
         goalId: o.goalId,
@@ -130,6 +136,7 @@ export class Turn extends TurnScope {
     messages: ChatMessage[];
     goalId: string;
     goalAtMs: number;
+    recallText: string;
     extra: Record<string, unknown>;
   }> {
     const { deps } = this;
@@ -159,6 +166,7 @@ export class Turn extends TurnScope {
       messages,
       goalId: goal.id,
       goalAtMs: goal.created_at_ms,
+      recallText: `${deps.target.type}: ${deps.target.payload}`.slice(0, 4_000),
       extra: { context_size: context.length },
     };
   }
