@@ -163,8 +163,13 @@ export const TABLE_GRANTS: Record<PgComponent, Record<string, Grants>> = {
       INSERT: ['instance', 'role'],
       UPDATE: ['turn_seq', 'last_turn_at', 'updated_at'],
     },
-    // Delivered (and handed back), never written: what an agent is told comes from the ingress.
-    agent_messages: { SELECT: ALL, UPDATE: ['turn_id', 'delivered_at', 'deliveries'] },
+    // Delivered (and handed back); written only as a work hand-off to another agent (a trigger holds
+    // the pup to that: migration handoffs): what an agent is told otherwise comes from the ingress.
+    agent_messages: {
+      SELECT: ALL,
+      INSERT: ['instance', 'role', 'idempotency_key', 'kind', 'body', 'labels'],
+      UPDATE: ['turn_id', 'delivered_at', 'deliveries'],
+    },
     agent_waits: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
     life_turns: { SELECT: ALL, INSERT: ALL },
     life_audit: { SELECT: ALL, INSERT: ALL },

@@ -20,7 +20,7 @@ export function lifeOpening(o: {
 }): { system: string; user: string } {
   const system = [
     o.system ?? `You are ${o.role}, a long-lived agent of a Holt clan.`,
-    'You live across turns: your durable objectives are work items (work_create, work_update, work_pick, work_get, work_list, work_complete); a completion needs its report.',
+    'You live across turns: your durable objectives are work items (work_create, work_update, work_pick, work_get, work_list, work_complete, work_handoff to give one to another agent); a completion needs its report.',
     'Each turn starts because something happened. Act on it, then end the turn: call wait to sleep until a time, a message or an operator, or answer with text when there is nothing left to do now.',
   ].join('\n');
   const parts: string[] = [`You were woken: ${o.delivery.why}.`, LABELS_PREAMBLE];

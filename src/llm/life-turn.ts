@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { AgentTool } from '../api/agent.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { noAgentEvents } from '../bus/events.ts';
-import { REPLY_ID, toolRequestSubject } from '../bus/subjects.ts';
+import { lifeWakeSubject, REPLY_ID, toolRequestSubject } from '../bus/subjects.ts';
 import { newReplyId, publishToolRequest } from '../bus/tools.ts';
 import { labelsOf, wrapMessage } from '../life/labels.ts';
 import type { LifeTurnEnd } from '../life/loop.ts';
@@ -196,6 +196,7 @@ export class LifeTurns {
         this.send(fence.turnId, callId, tool, stored.success ? stored.data : asked, deadlineMs);
         return { deadlineMs };
       },
+      wake: (other) => this.nc?.publish(lifeWakeSubject(cfg.instance, other)),
       showResult: (tool, result) => {
         const t = d.settings.tools.find((x) => x.name === tool);
         const r = (result ?? {}) as { ok?: boolean; output?: string; error?: string };

@@ -3,6 +3,7 @@ import { agentLabels, type Labels } from '../../life/labels.ts';
 import { MAX_MEMORY_CHARS } from '../../memory/types.ts';
 import type { ChatMessage } from '../model/model.ts';
 import { type LongMemory, showRecalled } from '../stores/long-memory.ts';
+import { WORK_TOOL_NAMES } from './work-tools.ts';
 
 /**
  * The model's tools over its long-term memory (src/memory): save a memory, search its memories, search
@@ -50,12 +51,7 @@ const INSIDE = new Set([
   'mark_subtask_complete',
   'update_memory',
   ...Object.keys(MEMORY_TOOLS),
-  'work_create',
-  'work_update',
-  'work_pick',
-  'work_get',
-  'work_list',
-  'work_complete',
+  ...WORK_TOOL_NAMES,
 ]);
 
 /**

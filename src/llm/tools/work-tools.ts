@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { handOff } from '../../life/handoff.ts';
 import type { Fence } from '../../state/schema.ts';
 import { readiness, Todo, type WorkItem } from '../../work/items.ts';
 import type { WorkStore, Written } from '../../work/store.ts';
@@ -15,6 +16,7 @@ export const WORK_PICK = 'work_pick';
 export const WORK_GET = 'work_get';
 export const WORK_LIST = 'work_list';
 export const WORK_COMPLETE = 'work_complete';
+export const WORK_HANDOFF = 'work_handoff';
 
 const id = z.uuid('must be a work item id');
 export const WORK_TOOLS = {
@@ -52,6 +54,15 @@ export const WORK_TOOLS = {
     description:
       'Complete a work item (your current one when no id is given) with its completion report: what was done and what was concluded. Write the report as your message text, or pass it as report.',
     schema: z.object({ id: id.optional(), report: z.string().max(20_000).optional() }),
+  },
+  [WORK_HANDOFF]: {
+    description:
+      'Hand an open work item (your current one when no id is given), unfinished, to another living agent of your Holt, with a note saying where it stands and what is left. It becomes theirs; they are told.',
+    schema: z.object({
+      id: id.optional(),
+      to: z.string().min(1).max(253),
+      note: z.string().trim().min(1).max(4000),
+    }),
   },
 } as const;
 export type WorkToolName = keyof typeof WORK_TOOLS;
@@ -96,7 +107,7 @@ export async function runWorkTool(
   nowMs = Date.now(),
 ): Promise<{ text: string; report?: { itemId: string; text: string } }> {
   let itemId = typeof a.id === 'string' ? a.id : '';
-  if (!itemId && (name === WORK_UPDATE || name === WORK_COMPLETE)) {
+  if (!itemId && (name === WORK_UPDATE || name === WORK_COMPLETE || name === WORK_HANDOFF)) {
     itemId = (await store.current(f.instance, role))?.id ?? '';
     if (!itemId) return { text: `error: you have no current work item; pass its id to ${name}` };
   }
@@ -135,6 +146,11 @@ export async function runWorkTool(
         text: items.length ? items.map((i) => describeItem(i, nowMs, states)).join('\n') : 'no work items',
       };
     }
+    case WORK_HANDOFF:
+      return said(
+        await handOff(store.pool, f, role, itemId, String(a.to), String(a.note)),
+        (i) => `handed to ${a.to}: ${describeItem(i, nowMs)}`,
+      );
     case WORK_COMPLETE: {
       const report = (typeof a.report === 'string' && a.report.trim() ? a.report : spoken).trim();
       if (!report)

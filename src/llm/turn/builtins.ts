@@ -16,7 +16,13 @@ import {
   WAIT,
   WaitArgs,
 } from '../tools/tools.ts';
-import { runWorkTool, WORK_COMPLETE, WORK_TOOLS, type WorkToolName } from '../tools/work-tools.ts';
+import {
+  runWorkTool,
+  WORK_COMPLETE,
+  WORK_HANDOFF,
+  WORK_TOOLS,
+  type WorkToolName,
+} from '../tools/work-tools.ts';
 import { FILE_TOOLS, type FileToolName } from '../tools/workspace-tools.ts';
 import { resultProblem } from './contract.ts';
 import { mark } from './planning.ts';
@@ -95,6 +101,8 @@ export async function workCall(x: CallContext, name: WorkToolName): Promise<void
   );
   const r = await runWorkTool(deps.work, deps.fence, deps.role, name, a.value, spoken?.content ?? '');
   const failed = r.text.startsWith('error:');
+  // The agent the item went to is woken at once (else its loop's next pass finds the message).
+  if (!failed && name === WORK_HANDOFF) deps.life?.wake?.(String((a.value as { to?: unknown }).to));
   // A completion report is remembered: `work_search` finds what was concluded without a transcript.
   if (!failed && name === WORK_COMPLETE && r.report && deps.longMemory)
     await deps.longMemory

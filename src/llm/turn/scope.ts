@@ -56,6 +56,8 @@ export interface LifeHooks {
   request(callId: string, tool: Tool, args: Record<string, unknown>): Promise<{ deadlineMs: number }>;
   /** How an asynchronous tool's result is shown to the model (wrapped in its labels). */
   showResult(tool: string, result: unknown): string;
+  /** Rings another living agent of the Holt (after a work hand-off). */
+  wake?(role: string): void;
 }
 
 export interface TurnDeps {
