@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { LLM_KEY_VARS, STORE_URL_VARS } from '../common/secrets.ts';
+import { AgentMemory, AgentSelfAudit } from './agent-memory.ts';
 import { argv } from './common.ts';
 
 // The Agent's model settings (spec.llm, spec.budgets): tools, workflow steps, result fields and their checks.
@@ -208,7 +209,9 @@ export const WorkflowStep = z
           .string()
           .min(1)
           .max(20000)
-          .describe('Prompt template: {{target}}, {{target.type}}, {{step}}, {{step.field}}.'),
+          .describe(
+            'Prompt template: {{target}}, {{target.type}}, {{step}}, {{step.field}}, {{self.success_rate}}, {{self.stuck}}.',
+          ),
         output: stepFields.describe(
           'Fields of the JSON object the model answers with (checked); free text when omitted.',
         ),
@@ -251,11 +254,19 @@ export const WorkflowStep = z
       })
       .optional()
       .describe('The next step, chosen by a field.'),
+    self_audit: z
+      .object({})
+      .strict()
+      .optional()
+      .describe(
+        "The agent's self-audit as this step's output: success_rate, turns, failures_in_row, loops, turns_since_progress, stuck, looping, total_turns.",
+      ),
   })
   .refine(
-    (s) => [s.llm, s.code, s.branch].filter(Boolean).length === 1,
-    'a step is exactly one of llm, code or branch',
+    (s) => [s.llm, s.code, s.branch, s.self_audit].filter(Boolean).length === 1,
+    'a step is exactly one of llm, code, branch or self_audit',
   )
+  .refine((s) => s.name !== 'self' && s.name !== 'target', 'self and target are reserved names')
   .describe('One step of a workflow agent.');
 
 export const AgentLlm = z
@@ -304,6 +315,8 @@ export const AgentLlm = z
       .nonnegative()
       .default(0)
       .describe('Size of working memory kept between turns (0 = off).'),
+    memory: AgentMemory.optional(),
+    selfAudit: AgentSelfAudit.optional(),
     turnTimeoutSeconds: z
       .number()
       .int()

@@ -132,6 +132,23 @@ const fileAgent = z.object({
       max_output_errors: z.number().int().optional(),
       planning: z.boolean().optional(),
       working_memory_bytes: z.number().int().optional(),
+      memory: z
+        .object({
+          enabled: z.boolean().optional(),
+          scope: z.string().optional(),
+          top_k: z.number().int().optional(),
+          ttl_days: z.number().int().optional(),
+          auto: z.boolean().optional(),
+          embeddings: z.object({ model: z.string(), base_url: z.string().optional() }).optional(),
+        })
+        .optional(),
+      self_audit: z
+        .object({
+          enabled: z.boolean().optional(),
+          review_every_turns: z.number().int().optional(),
+          review_prompt: z.string().optional(),
+        })
+        .optional(),
       tools: z.array(fileTool).optional(),
       mcp_servers: z.array(fileMcpServer).optional(),
       approval_timeout: duration.optional(),
@@ -280,6 +297,22 @@ function toAgent(
           maxOutputErrors: a.llm.max_output_errors,
           planning: a.llm.planning,
           workingMemoryBytes: a.llm.working_memory_bytes,
+          memory: a.llm.memory && {
+            enabled: a.llm.memory.enabled,
+            scope: a.llm.memory.scope,
+            topK: a.llm.memory.top_k,
+            ttlDays: a.llm.memory.ttl_days,
+            auto: a.llm.memory.auto,
+            embeddings: a.llm.memory.embeddings && {
+              model: a.llm.memory.embeddings.model,
+              baseUrl: a.llm.memory.embeddings.base_url,
+            },
+          },
+          selfAudit: a.llm.self_audit && {
+            enabled: a.llm.self_audit.enabled,
+            reviewEveryTurns: a.llm.self_audit.review_every_turns,
+            reviewPrompt: a.llm.self_audit.review_prompt,
+          },
           tools: a.llm.tools?.map(
             ({ timeout, max_argument_bytes, async_timeout, require_approval, ...t }) => ({
               ...t,

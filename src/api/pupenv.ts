@@ -39,6 +39,22 @@ export function llmEnvironment(agent: AgentSpec, holt: PupContext['llm']): Recor
     set('HOLT_LLM_MAX_OUTPUT_ERRORS', l.maxOutputErrors);
     set('HOLT_LLM_PLANNING', l.planning);
     set('HOLT_LLM_WORKING_MEMORY_BYTES', l.workingMemoryBytes);
+    const m = l.memory;
+    if (m?.enabled) {
+      env.HOLT_LLM_MEMORY = 'true';
+      set('HOLT_LLM_MEMORY_SCOPE', m.scope);
+      set('HOLT_LLM_MEMORY_TOP_K', m.topK);
+      set('HOLT_LLM_MEMORY_TTL_DAYS', m.ttlDays);
+      set('HOLT_LLM_MEMORY_AUTO', m.auto);
+      set('HOLT_LLM_EMBEDDINGS_MODEL', m.embeddings?.model);
+      set('HOLT_LLM_EMBEDDINGS_BASE_URL', m.embeddings?.baseUrl);
+    }
+    const a = l.selfAudit;
+    if (a) {
+      set('HOLT_LLM_SELF_AUDIT', a.enabled);
+      if (a.reviewEveryTurns) set('HOLT_LLM_REVIEW_EVERY', a.reviewEveryTurns);
+      set('HOLT_LLM_REVIEW_PROMPT', a.reviewPrompt);
+    }
     if (l.tools.length) env.HOLT_LLM_TOOLS = JSON.stringify(l.tools);
     if (l.mcpServers.length) env.HOLT_LLM_MCP_SERVERS = JSON.stringify(l.mcpServers);
     set('HOLT_LLM_APPROVAL_TIMEOUT_MS', l.approvalTimeoutSeconds * 1000);

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { errorMessage, isUnreachable } from '../common/errors.ts';
 import { createPool } from '../common/pg.ts';
 import { CliError, EXIT } from './output.ts';
 import { resolveInstance } from './resolve.ts';
@@ -17,6 +18,13 @@ export async function withInstancePostgres<T>(
   const pool = createPool(at.url, { max: 1, ...(at.ssl ? { ssl: at.ssl } : {}) });
   try {
     return await fn(pool, at.name);
+  } catch (e) {
+    if (!(e instanceof CliError) && isUnreachable(e))
+      throw new CliError(
+        `the Postgres of '${at.name}' does not answer (${errorMessage(e)}): is it running? see \`holt status\``,
+        EXIT.error,
+      );
+    throw e;
   } finally {
     await pool.end();
   }

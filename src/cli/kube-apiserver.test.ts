@@ -134,7 +134,7 @@ describe('holt --kube against the API server', () => {
     expect(pending.stderr).toContain("no pod of 'Watcher' has started yet (demo-watcher-0: Pending)");
   });
 
-  it('work and life: a bundled Postgres without a ready pod is a clear error', async () => {
+  it('work, life and memory: a bundled Postgres without a ready pod is a clear error', async () => {
     await kube.kubectl([
       'create',
       'service',
@@ -147,6 +147,9 @@ describe('holt --kube against the API server', () => {
     for (const args of [
       ['work', 'list'],
       ['life', 'show', 'Watcher'],
+      ['memory', 'list'],
+      ['memory', 'search', 'Watcher', 'deploy'],
+      ['memory', 'forget', '--role', 'Watcher', '--all'],
     ]) {
       const r = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', ...args]);
       expect(r.code).toBe(1);

@@ -12,6 +12,7 @@ import { GRAPH_FORMATS } from './commands/graph-formats.ts';
 import { bashCompletion, zshCompletion } from './completion.ts';
 import type { KubeHolt, KubeRefHolt } from './kube.ts';
 import { CliError, EXIT, err, out, paint } from './output.ts';
+import { addLifeCommands, addWorkCommands, POSTGRES_KUBE_COMMANDS } from './postgres-commands.ts';
 import { closeRemoteTarget, positiveInt, useRemotePostgres, useRemoteTarget } from './target.ts';
 
 // Every command's module is imported when it runs: `holt pup` (every agent process) must not load the
@@ -25,7 +26,6 @@ const cmd = {
   graph: () => import('./commands/graph.ts'),
   hoard: () => import('./commands/hoard.ts'),
   ingress: () => import('./commands/ingress.ts'),
-  life: () => import('./commands/life.ts'),
   init: () => import('./commands/init.ts'),
   list: () => import('./commands/list.ts'),
   logs: () => import('./commands/logs.ts'),
@@ -35,7 +35,6 @@ const cmd = {
   status: () => import('./commands/status.ts'),
   up: () => import('./commands/up.ts'),
   watch: () => import('./commands/watch.ts'),
-  work: () => import('./commands/work.ts'),
 };
 
 /**
@@ -54,11 +53,7 @@ const KUBE_COMMANDS: Record<string, 'redis' | 'postgres' | 'api'> = {
   logs: 'api',
   send: 'api',
   wake: 'api',
-  'work list': 'postgres',
-  'work show': 'postgres',
-  'life show': 'postgres',
-  'life stop': 'postgres',
-  'life start': 'postgres',
+  ...Object.fromEntries(POSTGRES_KUBE_COMMANDS.map((c) => [c, 'postgres' as const])),
   'token list': 'api',
   'token show': 'api',
   'token create': 'api',
@@ -97,7 +92,7 @@ export function program(): Command {
     .addHelpText('after', EXIT_HELP)
     .option(
       '--kube <namespace/name>',
-      "a Holt in a Kubernetes cluster instead of a local instance (env HOLT_KUBE): forage, watch, hoard, graph, questions, answer, status, mcp, logs, send, wake, work, life and token list|show reach it through the API server, with your kubeconfig's rights",
+      "a Holt in a Kubernetes cluster instead of a local instance (env HOLT_KUBE): forage, watch, hoard, graph, questions, answer, status, mcp, logs, send, wake, work, memory, life and token list|show reach it through the API server, with your kubeconfig's rights",
     )
     .option(
       '--context <context>',
@@ -234,22 +229,7 @@ export function program(): Command {
     .argument('<text>', 'the answer')
     .addOption(nameOpt())
     .action(async (id, text, o) => (await cmd.questions()).answer(id, text, o));
-  const work = p.command('work').description("agents' work items: durable objectives that outlive turns");
-  work
-    .command('list')
-    .description('work items with their readiness (open ones unless --all)')
-    .argument('[role]', 'one agent role')
-    .addOption(nameOpt())
-    .option('--all', 'finished items too')
-    .option('-j, --json', 'JSON output')
-    .action(async (role, o) => (await cmd.work()).workList(role, o));
-  work
-    .command('show')
-    .description('one work item: objective, readiness, todos, what blocks it, its report')
-    .argument('<id>', 'work item id or prefix')
-    .addOption(nameOpt())
-    .option('-j, --json', 'JSON output')
-    .action(async (id, o) => (await cmd.work()).workShow(id, o));
+  addWorkCommands(p, nameOpt);
   const token = p
     .command('token')
     .description(
@@ -340,26 +320,7 @@ export function program(): Command {
     .addOption(nameOpt())
     .option('--tool <name>', "one tool's user: it hears that tool's requests only")
     .action(async (o) => (await cmd.ingress()).toolUrl(o));
-  const life = p.command('life').description('living agents: their messages, decisions, and stopping them');
-  life
-    .command('show')
-    .description("an agent's messages with their provenance labels, and its scheduler's decisions")
-    .argument('<role>', 'agent role')
-    .addOption(nameOpt())
-    .option('-j, --json', 'JSON output')
-    .action(async (role, o) => (await cmd.life()).lifeShow(role, o));
-  life
-    .command('stop')
-    .description('stop an agent: its ingress answers 409 and it starts no turn')
-    .argument('<role>', 'agent role')
-    .addOption(nameOpt())
-    .action(async (role, o) => (await cmd.life()).lifeState(role, 'stopped', o));
-  life
-    .command('start')
-    .description('start a stopped agent again')
-    .argument('<role>', 'agent role')
-    .addOption(nameOpt())
-    .action(async (role, o) => (await cmd.life()).lifeState(role, 'running', o));
+  addLifeCommands(p, nameOpt);
   p.command('logs')
     .description("show a component's log (an agent role, or orchestrator)")
     .argument('<component>', 'agent role or orchestrator')

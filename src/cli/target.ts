@@ -35,7 +35,7 @@ export function remoteTarget(): BlackboardTarget | undefined {
   return remote;
 }
 
-/** Where the Postgres commands (work, life) read and write a Holt in a cluster. */
+/** Where the Postgres commands (work, memory, life) read and write a Holt in a cluster. */
 export interface PostgresTarget {
   name: string;
   url: string;
@@ -43,7 +43,7 @@ export interface PostgresTarget {
 }
 let remotePg: (PostgresTarget & { close(): Promise<void> }) | undefined;
 
-/** `--kube` for work and life: the Holt's Postgres (through its port-forward) instead of a local one. */
+/** `--kube` for work, memory and life: the Holt's Postgres (through its port-forward) instead of a local one. */
 export function useRemotePostgres(t: PostgresTarget & { close(): Promise<void> }): void {
   remotePg = t;
 }

@@ -69,6 +69,11 @@ export const LlmEnv = z
       .transform((v) => v === 'true'),
     HOLT_LLM_EMBEDDINGS_BASE_URL: z.preprocess(blank, z.url({ error: 'must be a URL' }).optional()),
     HOLT_LLM_EMBEDDINGS_MODEL: z.preprocess(blank, z.string().optional()),
+    HOLT_LLM_SELF_AUDIT: z
+      .preprocess(blank, z.enum(['true', 'false']).default('true'))
+      .transform((v) => v === 'true'),
+    HOLT_LLM_REVIEW_EVERY: int(0, 0),
+    HOLT_LLM_REVIEW_PROMPT: z.preprocess(blank, z.string().max(20_000).optional()),
     HOLT_LLM_TOOLS: json(z.array(AgentTool), 'a list of tools'),
     HOLT_LLM_MCP_SERVERS: json(z.array(McpServer), 'a list of MCP servers'),
     HOLT_LLM_APPROVAL_TIMEOUT_MS: int(3_600_000, 1000),
@@ -127,6 +132,11 @@ export const LlmEnv = z
      * Long-term memory (src/memory): the memory tools, recall into each turn's opening, and the turn's
      * actions and reports saved when `auto`. Vectors only with an embeddings model; else full-text.
      */
+    /** The self-audit at each turn's opening (turn/audit.ts): a forced pivot when stuck or looping. */
+    selfAudit: e.HOLT_LLM_SELF_AUDIT,
+    /** A strategic review every this many turns, and when stuck or looping; 0: never. */
+    reviewEvery: e.HOLT_LLM_REVIEW_EVERY,
+    reviewPrompt: e.HOLT_LLM_REVIEW_PROMPT,
     longMemory: e.HOLT_LLM_MEMORY
       ? {
           scope: e.HOLT_LLM_MEMORY_SCOPE,

@@ -4,12 +4,22 @@ import type { TraceCarrier } from '../telemetry/carrier.ts';
 import { GEN_AI, invokeAgent, spanCarrier } from '../telemetry/spans.ts';
 import { classOf } from './model/errors.ts';
 import type { ChatMessage } from './model/model.ts';
+import { readAudit } from './self-audit.ts';
 import { renderArgv } from './tools/tools.ts';
 import { describeFields, type ResultFields, resultProblem } from './turn/contract.ts';
 import { DEFAULT_EXECUTION_PROMPT } from './turn/prompt.ts';
 import { fenced } from './turn/scope.ts';
 import type { TurnDeps, TurnEnd } from './turn/turn.ts';
-import { jsonIn, nextIndex, type Outputs, render, type Step, stepOutput, WorkflowState } from './workflow.ts';
+import {
+  jsonIn,
+  nextIndex,
+  type Outputs,
+  render,
+  SELF,
+  type Step,
+  stepOutput,
+  WorkflowState,
+} from './workflow.ts';
 
 type StepResult =
   | { ok: true; value: unknown; raw: string; input: string }
@@ -48,6 +58,10 @@ export class WorkflowRun {
     let seq = stored.length ? (stored.at(-1)?.seq ?? 0) + 1 : 0;
     const last = stored.at(-1)?.metadata as { workflow?: unknown } | undefined;
     let st = WorkflowState.parse(last?.workflow ?? {});
+    // The self-audit is read once, at the first step, and kept with the outputs: a resumed run sees
+    // the same figures.
+    if (!stored.length && d.settings.selfAudit)
+      st = { ...st, outputs: { ...st.outputs, [SELF]: await readAudit(d.store.pool, d.instance, d.role) } };
     if (stored.length)
       d.log.info({ event_type: 'workflow_resumed', next_step: steps[st.next]?.name ?? 'end' });
     const fields = d.claimType === 'review' ? undefined : d.settings.resultFields;
@@ -98,6 +112,15 @@ export class WorkflowRun {
   private runStep(step: Step, outputs: Outputs): Promise<StepResult> {
     if (step.llm) return this.llmStep(step.llm, outputs);
     if (step.code) return this.codeStep(step.name, step.code, outputs);
+    if (step.self_audit) {
+      const audit = outputs[SELF];
+      if (!audit)
+        return Promise.resolve(
+          fail('self_audit needs the self-audit, which is off for this agent', 'config'),
+        );
+      const raw = JSON.stringify(audit);
+      return Promise.resolve({ ok: true, value: audit, raw, input: 'self_audit' });
+    }
     const field = step.branch?.field ?? '';
     return Promise.resolve({ ok: true, value: field, raw: '', input: field });
   }

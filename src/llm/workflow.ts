@@ -15,6 +15,9 @@ export type Step = z.output<typeof WorkflowStep>;
 /** Outputs of the finished steps, by name: an object for a step with declared fields, else its text. */
 export type Outputs = Record<string, unknown>;
 
+/** The key of the self-audit among the outputs (`self` is no step's name). */
+export const SELF = 'self';
+
 /** Where a branch may go besides a step: the end of the workflow. */
 export const END = 'end';
 
@@ -27,6 +30,15 @@ function lookup(
   target: Artefact,
   outputs: Outputs,
 ): { ok: true; value: unknown } | { ok: false; error: string } {
+  if (name === 'self') {
+    // The agent's self-audit, read when the run started (workflow-run.ts), kept with its outputs.
+    const audit = outputs[SELF] as Record<string, unknown> | undefined;
+    if (!audit) return { ok: false, error: '{{self}} needs the self-audit, which is off for this agent' };
+    if (!field) return { ok: true, value: audit };
+    return field in audit
+      ? { ok: true, value: audit[field] }
+      : { ok: false, error: `self has no field ${field}` };
+  }
   if (name === 'target') {
     if (!field) return { ok: true, value: target.payload };
     const v = (target as unknown as Record<string, unknown>)[field];
@@ -44,7 +56,7 @@ function lookup(
 const text = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
 
 /**
- * A template with `{{target}}`, `{{target.type}}`, `{{step}}` and `{{step.field}}` filled in; an unknown
+ * A template with `{{target}}`, `{{target.type}}`, `{{step}}`, `{{step.field}}` and `{{self.field}}` filled in; an unknown
  * reference is an error (the step's input does not validate), never an empty string.
  */
 export function render(

@@ -143,8 +143,12 @@ describe('the memory store', () => {
       useful.memory.id,
       MEMORY_KEEP_USES,
     ]);
+    // The stale one is gone from view at once; the useful one stays in it.
     const listed = await store.list({ instance: I, role: 'Old' });
-    expect(listed.filter((m) => m.role === 'Old').map((m) => m.id)).toEqual([kept.memory.id]);
+    expect(listed.filter((m) => m.role === 'Old').map((m) => m.id)).toEqual([
+      kept.memory.id,
+      useful.memory.id,
+    ]);
     const pruned = await pruneFinished(pool, I, 7 * 86_400_000);
     expect(pruned.memories).toBe(1);
     const left = await pool.query('SELECT id FROM holt.agent_memories WHERE role = $1 ORDER BY id', ['Old']);

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { MEMORY_KEEP_USES } from '../state/retention.ts';
 import { anyWordsQuery, bodyKey, cosine, fuse, memoryAuthority, NEAR_DUPLICATE, sketchOf } from './rank.ts';
 import {
   type Memory,
@@ -20,8 +21,14 @@ import {
 const COLUMNS = `id, instance, scope, role, kind, body, source_kind, source_id, labels, authority, merged,
   uses, embedding_model, created_at, expires_at`;
 
+/**
+ * A memory is live until it expires, and for good once recalled MEMORY_KEEP_USES times (retention keeps
+ * it then: it proved useful).
+ */
+const LIVE = `(expires_at IS NULL OR expires_at > now() OR uses >= ${MEMORY_KEEP_USES})`;
+
 /** This agent's memories and its Holt's, live ones only. */
-const VISIBLE = `instance = $1 AND (scope = 'holt' OR role = $2) AND (expires_at IS NULL OR expires_at > now())`;
+const VISIBLE = `instance = $1 AND (scope = 'holt' OR role = $2) AND ${LIVE}`;
 
 /** How many candidates each ranking brings to the fusion, per memory asked for. */
 const CANDIDATES_PER_RESULT = 8;
@@ -89,7 +96,7 @@ export class MemoryStore {
     const r = await this.pool.query<{ id: string; embedding: number[] }>(
       `SELECT id, embedding FROM holt.agent_memories
        WHERE instance = $1 AND scope = $2 AND ($2 = 'holt' OR role = $3) AND embedding_model = $4
-         AND sketch IS NOT NULL AND (expires_at IS NULL OR expires_at > now()) AND body_key <> $6
+         AND sketch IS NOT NULL AND ${LIVE} AND body_key <> $6
        ORDER BY bit_count(sketch # $5::bit(256)), id DESC LIMIT 5`,
       [m.instance, m.scope, m.role, e.model, sketch, bodyKey(m.body)],
     );
@@ -204,7 +211,7 @@ export class MemoryStore {
     const r = await this.pool.query(
       `SELECT ${COLUMNS} FROM holt.agent_memories
        WHERE instance = $1 AND ($2::text IS NULL OR scope = 'holt' OR role = $2)
-         AND ($3::text[] IS NULL OR kind = ANY($3)) AND (expires_at IS NULL OR expires_at > now())
+         AND ($3::text[] IS NULL OR kind = ANY($3)) AND ${LIVE}
        ORDER BY created_at DESC, id DESC LIMIT $4`,
       [o.instance, o.role ?? null, o.kinds?.length ? o.kinds : null, Math.min(o.limit ?? 50, 1000)],
     );
@@ -230,7 +237,7 @@ export class MemoryStore {
   async counts(instance: string): Promise<Record<string, Partial<Record<MemoryKind, number>>>> {
     const r = await this.pool.query<{ role: string; kind: MemoryKind; n: string }>(
       `SELECT role, kind, count(*) AS n FROM holt.agent_memories
-       WHERE instance = $1 AND (expires_at IS NULL OR expires_at > now()) GROUP BY role, kind`,
+       WHERE instance = $1 AND ${LIVE} GROUP BY role, kind`,
       [instance],
     );
     const out: Record<string, Partial<Record<MemoryKind, number>>> = {};

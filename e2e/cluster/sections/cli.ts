@@ -233,6 +233,10 @@ export function cliTests(): void {
     const shown = await holt('living', ['work', 'show', items[0]!.id.slice(0, 8)]);
     expect(shown).toContain(`Work item ${items[0]!.id} (Watcher)`);
     expect(shown).toContain('state:      completed');
+    // Its memories, from the same Postgres (the table the migration Job made; none unless it remembers).
+    expect(
+      Array.isArray(JSON.parse(await holt('living', ['memory', 'list', '--role', 'Watcher', '-j']))),
+    ).toBe(true);
 
     type Life = {
       messages: { body: string | null; labels: { origin: string; admission: string } }[];

@@ -254,6 +254,21 @@ export const MALFORMED: Malformed[] = [
     error: /spec\.llm\.temperature in body should be less than or equal to 2/,
   },
   {
+    what: 'memory recalling more than 20 a turn',
+    doc: agent({ llm: { memory: { enabled: true, topK: 50 } } }),
+    error: /spec\.llm\.memory\.topK in body should be less than or equal to 20/,
+  },
+  {
+    what: 'memory of an unknown scope',
+    doc: agent({ llm: { memory: { enabled: true, scope: 'everyone' } } }),
+    error: /spec\.llm\.memory\.scope: Unsupported value: "everyone"/,
+  },
+  {
+    what: 'memory embeddings without a model',
+    doc: agent({ llm: { memory: { embeddings: { baseUrl: 'http://e/v1' } } } }),
+    error: /spec\.llm\.memory\.embeddings\.model: Required value/,
+  },
+  {
     what: 'tool name with a space',
     doc: agent({ llm: { tools: [{ name: 'run tests', argv: ['make'] }] } }),
     error: /spec\.llm\.tools\[0\]\.name in body should match/,

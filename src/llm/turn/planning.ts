@@ -29,7 +29,8 @@ export async function plan(t: TurnScope): Promise<void> {
     deps.plans && t.state.ctl.goalId
       ? await deps.plans.load(deps.instance, deps.role, t.state.ctl.goalId)
       : undefined;
-  if (stored && activeLeaf(stored)) {
+  // After a strategic review the goal is planned afresh, with the review in view.
+  if (stored && activeLeaf(stored) && !t.state.ctl.reviewed) {
     const note: ChatMessage = {
       role: 'user',
       content: `Your plan for this goal, carried on from earlier turns (work on the subtask marked →; call ${MARK_SUBTASK_COMPLETE} when it is done or has failed):\n${renderPlan(stored)}`,

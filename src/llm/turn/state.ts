@@ -91,6 +91,8 @@ export const Ctl = z.object({
    * content. What the model saves as a memory keeps it (tools/memory-tools.ts saveLabels).
    */
   evidence: z.enum(['agent_note', 'external_evidence']).default('external_evidence'),
+  /** The turn opened with a strategic review (turn/audit.ts): a planning agent plans its goal afresh. */
+  reviewed: z.boolean().default(false),
   /** A tool marked `terminate` ended the turn; its output is the result. */
   endedBy: z.object({ tool: z.string(), output: z.string() }).optional(),
 });

@@ -8,6 +8,7 @@ import type { ChatMessage, ToolCall } from '../model/model.ts';
 import { callId, specsNamed } from '../tools/tools.ts';
 import { probeMessage } from '../tools/workspace-tools.ts';
 import { collect } from './async-calls.ts';
+import { auditMessages } from './audit.ts';
 import { handle } from './calls.ts';
 import { compactionCut, summaryMessage, summaryRequest } from './compaction.ts';
 import { describeFields, finalTools } from './contract.ts';
@@ -115,14 +116,17 @@ export class Turn extends TurnScope {
       ? { ...(await deps.life.opening()), extra: {} }
       : { ...(await this.claimOpening()), evidence: 'external_evidence' as const };
     const recalled = await recallMessages(this, o.recallText);
+    const audit = await auditMessages(this, o.recallText);
+    const head = [...o.messages, ...recalled, ...audit.messages];
     await this.record(
       'init',
-      [...o.messages, ...recalled],
+      head,
       {
         ...this.state.ctl,
         evidence: o.evidence,
+        reviewed: audit.reviewed,
         llmSteps: 0,
-        headLength: o.messages.length + recalled.length,
+        headLength: head.length,
         startedAtMs: Date.now(),
         goalAtMs: o.goalAtMs,
         goalId: o.goalId,

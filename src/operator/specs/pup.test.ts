@@ -57,6 +57,19 @@ describe('pupPodTemplate env', () => {
     expect(env.find((e) => e.name === 'HOLT_LLM_BASE_URL')?.value).toBe('http://holt-default/v1');
   });
 
+  it("an Agent's spec.llm.memory reaches its pup as HOLT_LLM_MEMORY*, as holt up writes it", () => {
+    const env = envOf({ llm: { memory: { enabled: true, topK: 2, embeddings: { model: 'embed' } } } });
+    const value = (n: string) => env.find((e) => e.name === n)?.value;
+    expect(value('HOLT_LLM_MEMORY')).toBe('true');
+    expect(value('HOLT_LLM_MEMORY_SCOPE')).toBe('agent');
+    expect(value('HOLT_LLM_MEMORY_TOP_K')).toBe('2');
+    expect(value('HOLT_LLM_MEMORY_TTL_DAYS')).toBe('15');
+    expect(value('HOLT_LLM_MEMORY_AUTO')).toBe('true');
+    expect(value('HOLT_LLM_EMBEDDINGS_MODEL')).toBe('embed');
+    expect(env.map((e) => e.name)).not.toContain('HOLT_LLM_EMBEDDINGS_BASE_URL');
+    expect(envOf({ llm: { tools: [] } }).map((e) => e.name)).not.toContain('HOLT_LLM_MEMORY');
+  });
+
   it('a user variable named like a runtime one is refused by the schema', () => {
     const r = AgentSpec.safeParse({
       holt: 'h',
