@@ -14,24 +14,14 @@ import type { Outcome } from './worker.ts';
 /** The messaging system Holt names for its Postgres inbox (not one of the conventions' well-known values). */
 export const INBOX_SYSTEM = 'holt_inbox';
 
-/** The trace fields a row's payload carries (strings only; anything else is ignored). */
-export function rowTraceFields(payload: Record<string, unknown>): {
-  traceparent?: string;
-  tracestate?: string;
-} {
-  const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
-  return { traceparent: str(payload.traceparent), tracestate: str(payload.tracestate) };
-}
+/** The trace a row's payload carries (the dispatcher copies its claim's), or undefined (a malformed one too). */
+export const rowCarrier = (row: InboxRow) => parseCarrier(row.payload);
 
 /** Whether `row` carries a valid trace of its claim (else its spans would start new traces). */
-export function rowTraced(row: InboxRow): boolean {
-  return parseCarrier(rowTraceFields(row.payload)) !== undefined;
-}
+export const rowTraced = (row: InboxRow): boolean => rowCarrier(row) !== undefined;
 
 /** The context an attempt at `row` continues: its claim's trace, else whatever is active. */
-export function rowContext(row: InboxRow): Context {
-  return claimContext(rowTraceFields(row.payload));
-}
+export const rowContext = (row: InboxRow): Context => claimContext(rowCarrier(row) ?? {});
 
 /** The span's name and attributes for an attempt at `row` under `fence`. Pure. */
 export function attemptSpan(

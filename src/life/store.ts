@@ -7,7 +7,7 @@ import { beginLease, endLease, ensureHead, insertLifeTurn, resumeLease } from '.
 import { lifeActorOf, lifeTurnIdOf } from '../state/ids.ts';
 import type { Fence } from '../state/schema.ts';
 import { holdsFence, tx } from '../state/sql.ts';
-import { carrierOf, parseCarrier, TraceCarrier } from '../telemetry/carrier.ts';
+import { carrierOf, carrierOfRow, TraceCarrier } from '../telemetry/carrier.ts';
 import { addBlocker, dropWaitBlocker, takeDueRecheck } from '../work/in-tx.ts';
 import type { Blocker } from '../work/items.ts';
 import { type Enqueued, type EnqueueRequest, enqueueMessage, ensureLifeRow } from './enqueue.ts';
@@ -319,13 +319,7 @@ async function deliverMessages(
     [at.instance, at.role, turnId, ids],
   );
   const first = r.rows.filter((m) => m.traceparent).sort((a, b) => Number(a.id) - Number(b.id))[0];
-  return (
-    first &&
-    parseCarrier({
-      traceparent: first.traceparent,
-      ...(first.tracestate ? { tracestate: first.tracestate } : {}),
-    })
-  );
+  return first && carrierOfRow(first);
 }
 
 /** Ends the waits a new turn is woken by (their items no longer blocked by them), as their spans need them. */
@@ -350,10 +344,7 @@ async function endWaits(c: pg.PoolClient, turnId: string, waits: Delivery['waits
     const row = r.rows[0];
     if (!row) continue;
     if (row.item_id) await dropWaitBlocker(c, row.item_id, w.id);
-    const trace = parseCarrier({
-      traceparent: row.traceparent ?? undefined,
-      ...(row.tracestate ? { tracestate: row.tracestate } : {}),
-    });
+    const trace = carrierOfRow(row);
     ended.push({
       id: w.id,
       kind: row.kind,

@@ -1,7 +1,5 @@
-import { SpanKind, trace } from '@opentelemetry/api';
 import { contextFrom } from '../telemetry/carrier.ts';
-import { GEN_AI } from '../telemetry/spans.ts';
-import { TRACER_NAME } from '../telemetry/tracing.ts';
+import { GEN_AI, pastSpan } from '../telemetry/spans.ts';
 import type { EndedWait } from './store.ts';
 
 /**
@@ -10,25 +8,19 @@ import type { EndedWait } from './store.ts';
  * outside any trace has no span: there is nothing to hang it on.
  */
 export function emitWaitSpans(role: string, turnId: string, waits: EndedWait[]): void {
-  const tracer = trace.getTracer(TRACER_NAME);
   for (const w of waits) {
     if (!w.trace) continue;
-    tracer
-      .startSpan(
-        `life wait ${w.kind}`,
-        {
-          kind: SpanKind.INTERNAL,
-          startTime: w.startMs,
-          attributes: {
-            [GEN_AI.agentName]: role,
-            'holt.wait.id': w.id,
-            'holt.wait.kind': w.kind,
-            'holt.wait.outcome': w.outcome,
-            'holt.life.turn.id': turnId,
-          },
-        },
-        contextFrom(w.trace),
-      )
-      .end(Math.max(w.startMs, w.endMs));
+    pastSpan(`life wait ${w.kind}`, {
+      parent: contextFrom(w.trace),
+      startMs: w.startMs,
+      endMs: w.endMs,
+      attributes: {
+        [GEN_AI.agentName]: role,
+        'holt.wait.id': w.id,
+        'holt.wait.kind': w.kind,
+        'holt.wait.outcome': w.outcome,
+        'holt.life.turn.id': turnId,
+      },
+    });
   }
 }

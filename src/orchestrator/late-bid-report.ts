@@ -1,7 +1,6 @@
-import { SpanKind } from '@opentelemetry/api';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { Logger } from '../common/logger.ts';
-import { claimContext, GEN_AI, inSpan } from '../telemetry/spans.ts';
+import { claimContext, GEN_AI, pastSpan } from '../telemetry/spans.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
 
 /**
@@ -26,22 +25,20 @@ export function reportLateBid(
     .catch((e: unknown) => deps.log.warn({ event_type: 'event_publish_failed', error: String(e) }));
   void deps.bb
     .getClaim(bid.claimId)
-    .then((found) =>
-      inSpan(
-        `bid_late ${bid.role}`,
-        {
-          kind: SpanKind.INTERNAL,
-          parent: claimContext(found?.claim ?? {}),
-          attributes: {
-            [GEN_AI.agentName]: bid.role,
-            'holt.claim.id': bid.claimId,
-            'holt.bid.type': bid.bidType ?? '',
-            'holt.bid.late_by_ms': bid.lateByMs,
-            'holt.bid.outcome': 'ignored_late',
-          },
+    .then((found) => {
+      const now = Date.now();
+      pastSpan(`bid_late ${bid.role}`, {
+        parent: claimContext(found?.claim ?? {}),
+        startMs: now,
+        endMs: now,
+        attributes: {
+          [GEN_AI.agentName]: bid.role,
+          'holt.claim.id': bid.claimId,
+          'holt.bid.type': bid.bidType ?? '',
+          'holt.bid.late_by_ms': bid.lateByMs,
+          'holt.bid.outcome': 'ignored_late',
         },
-        async () => undefined,
-      ),
-    )
+      });
+    })
     .catch(() => undefined); // a trace is best effort: the log line and the event said it already
 }

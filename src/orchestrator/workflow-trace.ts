@@ -1,11 +1,10 @@
-import { type Attributes, SpanKind, trace } from '@opentelemetry/api';
+import type { Attributes } from '@opentelemetry/api';
 import type { Blackboard } from '../blackboard/client.ts';
 import { isApproval } from '../blackboard/review.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { Artefact } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
-import { claimContext, GEN_AI, markFailed } from '../telemetry/spans.ts';
-import { TRACER_NAME } from '../telemetry/tracing.ts';
+import { claimContext, GEN_AI, pastSpan } from '../telemetry/spans.ts';
 
 /**
  * The workflow as one span, from its goal to its end: written by the leader when a Terminal (or the
@@ -104,16 +103,14 @@ export async function ancestorsOf(bb: Blackboard, end: Artefact, max = 500): Pro
 
 /** Writes the span (its times given, so it covers the whole workflow though made at its end). */
 export function emitWorkflowSpan(w: WorkflowSpan): void {
-  const span = trace
-    .getTracer(TRACER_NAME)
-    .startSpan(
-      'workflow',
-      { kind: SpanKind.INTERNAL, startTime: w.startMs, attributes: w.attributes },
-      claimContext(w.goal),
-    );
-  for (const e of w.events) span.addEvent(e.name, e.attributes, e.atMs);
-  if (w.outcome === 'failed') markFailed(span, 'workflow_failed');
-  span.end(w.endMs);
+  pastSpan('workflow', {
+    parent: claimContext(w.goal),
+    startMs: w.startMs,
+    endMs: w.endMs,
+    attributes: w.attributes,
+    events: w.events,
+    ...(w.outcome === 'failed' ? { errorType: 'workflow_failed' } : {}),
+  });
 }
 
 /**

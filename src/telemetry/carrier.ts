@@ -33,6 +33,18 @@ export function parseCarrier(input: unknown): TraceCarrier | undefined {
   return r.success ? r.data : undefined;
 }
 
+/** The carrier of a stored row's nullable `traceparent`/`tracestate` columns, or undefined. */
+export function carrierOfRow(row: {
+  traceparent: string | null;
+  tracestate: string | null;
+}): TraceCarrier | undefined {
+  if (!row.traceparent) return undefined;
+  return parseCarrier({
+    traceparent: row.traceparent,
+    ...(row.tracestate ? { tracestate: row.tracestate } : {}),
+  });
+}
+
 /** The context a carrier continues (the remote parent), or `base` when there is none. */
 export function contextFrom(carrier: TraceCarrier | undefined, base: Context = ROOT_CONTEXT): Context {
   if (!carrier) return base;

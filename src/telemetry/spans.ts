@@ -65,6 +65,29 @@ export async function inSpan<T>(
   }
 }
 
+/**
+ * A span written after the fact (a wait, a workflow, a late bid: known only once over), with its times
+ * given, under `parent`; its events at their own times; failed with `errorType` when given.
+ */
+export function pastSpan(
+  name: string,
+  o: {
+    parent: Context;
+    startMs: number;
+    endMs: number;
+    attributes: Attributes;
+    events?: readonly { name: string; attributes?: Attributes; atMs: number }[];
+    errorType?: string;
+  },
+): void {
+  const span = trace
+    .getTracer(TRACER_NAME)
+    .startSpan(name, { kind: SpanKind.INTERNAL, startTime: o.startMs, attributes: o.attributes }, o.parent);
+  for (const e of o.events ?? []) span.addEvent(e.name, e.attributes, e.atMs);
+  if (o.errorType) markFailed(span, o.errorType);
+  span.end(Math.max(o.startMs, o.endMs));
+}
+
 /** The carrier naming `span` itself, whatever context is active (a process without a context manager
  * too): what a record written for the span's work carries on. */
 export function spanCarrier(span: Span): TraceCarrier | undefined {

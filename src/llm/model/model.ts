@@ -3,7 +3,7 @@ import OpenAI, { APIConnectionError, APIError } from 'openai';
 import { z } from 'zod';
 import type { ErrorClass } from '../../blackboard/error-class.ts';
 import { backoffDelay } from '../../common/backoff.ts';
-import { carrierOf } from '../../telemetry/carrier.ts';
+import { carrierOf, traceFieldsOf } from '../../telemetry/carrier.ts';
 import { ClassifiedError, classifyModelFailure, isRetryableClass } from './errors.ts';
 
 /** The chat messages the loop keeps (OpenAI's wire shape, reduced to what we use). */
@@ -295,7 +295,4 @@ export class OpenAiModel implements ModelClient {
 }
 
 /** The active span's W3C headers (the `chat` span of traced.ts), so a model gateway can continue the trace. */
-function traceHeaders(): Record<string, string> {
-  const c = carrierOf();
-  return c ? { traceparent: c.traceparent, ...(c.tracestate ? { tracestate: c.tracestate } : {}) } : {};
-}
+const traceHeaders = (): Record<string, string> => traceFieldsOf(carrierOf() ?? {});
