@@ -20,6 +20,7 @@ import { closeRemoteTarget, positiveInt, useRemotePostgres, useRemoteTarget } fr
 const cmd = {
   cluster: () => import('./commands/cluster.ts'),
   clusterTokens: () => import('./commands/cluster-tokens.ts'),
+  console: () => import('./commands/console.ts'),
   convert: () => import('./commands/convert.ts'),
   down: () => import('./commands/down.ts'),
   forage: () => import('./commands/forage.ts'),
@@ -46,6 +47,7 @@ const KUBE_COMMANDS: Record<string, 'redis' | 'postgres' | 'api'> = {
   watch: 'redis',
   hoard: 'redis',
   graph: 'redis',
+  console: 'redis',
   questions: 'redis',
   answer: 'redis',
   status: 'redis',
@@ -92,7 +94,7 @@ export function program(): Command {
     .addHelpText('after', EXIT_HELP)
     .option(
       '--kube <namespace/name>',
-      "a Holt in a Kubernetes cluster instead of a local instance (env HOLT_KUBE): forage, watch, hoard, graph, questions, answer, status, mcp, logs, send, wake, work, memory, life and token list|show reach it through the API server, with your kubeconfig's rights",
+      "a Holt in a Kubernetes cluster instead of a local instance (env HOLT_KUBE): forage, watch, hoard, graph, console, questions, answer, status, mcp, logs, send, wake, work, memory, life and token list|show reach it through the API server, with your kubeconfig's rights",
     )
     .option(
       '--context <context>',
@@ -207,6 +209,11 @@ export function program(): Command {
     .option('--serve', 'with -o html: serve the page on 127.0.0.1, redrawn live while the work goes on')
     .option('--port <port>', 'with --serve: the port (default: a free one, printed)')
     .action(async (o) => (await cmd.graph()).graph(o));
+  p.command('console')
+    .description('open the console in a browser: workflows live (the link it prints works once)')
+    .addOption(nameOpt())
+    .option('--port <port>', 'the port on 127.0.0.1 (default: a free one, printed)')
+    .action(async (o) => (await cmd.console()).consoleCommand(o));
   p.command('questions')
     .description('questions agents asked that nobody answered yet')
     .addOption(nameOpt())

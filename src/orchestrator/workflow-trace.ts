@@ -3,6 +3,7 @@ import type { Blackboard } from '../blackboard/client.ts';
 import { isApproval } from '../blackboard/review.ts';
 import { type Subscription, subscribe } from '../blackboard/subscriber.ts';
 import { Artefact } from '../blackboard/types.ts';
+import { workflowOutcome } from '../blackboard/workflow-end.ts';
 import type { Logger } from '../common/logger.ts';
 import { claimContext, GEN_AI, pastSpan } from '../telemetry/spans.ts';
 
@@ -22,12 +23,7 @@ export interface WorkflowSpan {
   events: { name: string; atMs: number; attributes: Attributes }[];
 }
 
-/** Whether an artefact ends its workflow, and how (as `holt watch` decides). Pure. */
-export function workflowOutcome(a: Artefact): WorkflowSpan['outcome'] | undefined {
-  if (a.structural_type === 'Terminal') return 'completed';
-  if (a.structural_type === 'Failure' && a.produced_by_role === 'orchestrator') return 'failed';
-  return undefined;
-}
+export { workflowOutcome };
 
 /** The span of the workflow `end` closes, from its ancestors (`chain`, `end` among them). Pure. */
 export function workflowSpan(end: Artefact, chain: Artefact[]): WorkflowSpan | undefined {

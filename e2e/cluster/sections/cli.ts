@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -137,6 +138,35 @@ export function cliTests(): void {
     expect((JSON.parse(plugin.stdout) as Status).status.phase).toBe('Ready');
     progress(`cli: status, logs, plugin in ${Math.round((Date.now() - t0) / 1000)} s`);
   }, 300_000);
+
+  it.concurrent('holt --kube console on the finished demo: the one-time link signs in, the workflow is listed completed', async () => {
+    const served = spawn(join(ROOT, 'bin', 'holt'), ['--kube', `${NS}/demo`, 'console'], {
+      env: { ...process.env, KUBECONFIG: c.kubeconfigPath, NO_COLOR: '1' },
+    });
+    try {
+      const url = await new Promise<string>((resolveUrl, reject) => {
+        let text = '';
+        served.stdout.on('data', (b: Buffer) => {
+          text += b.toString();
+          const m = /http:\/\/127\.0\.0\.1:\d+\/\?token=\S+/.exec(text);
+          if (m) resolveUrl(m[0]);
+        });
+        served.once('exit', (code) => reject(new Error(`holt console exited ${code}: ${text}`)));
+      });
+      const signIn = await fetch(url, { redirect: 'manual' });
+      expect(signIn.status).toBe(303);
+      const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0]!;
+      const list = (await (await fetch(new URL('/api/workflows', url), { headers: { cookie } })).json()) as {
+        workflows: { goalType: string; status: string }[];
+      };
+      expect(list.workflows).toContainEqual(
+        expect.objectContaining({ goalType: 'GoalDefined', status: 'completed' }),
+      );
+      expect((await fetch(new URL('/api/workflows', url))).status).toBe(401);
+    } finally {
+      served.kill('SIGTERM');
+    }
+  });
 
   it.concurrent('holt --kube mcp on the finished demo: an MCP client reads its status, waits for a workflow, reads its graph', async () => {
     const t0 = Date.now();

@@ -1,0 +1,85 @@
+import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { type Browser, launch } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../test/harness/wait.ts';
+import { commitWorkspace } from './git-workspace.ts';
+
+/**
+ * `holt console` on the demo through `holt up`'s real processes, in headless Chromium: the user opens
+ * the link it printed and watches a workflow appear and complete, the page never reloaded. With
+ * HOLT_UPDATE_PICTURES=1 the page is photographed into docs/img/console-workflows.png (the README's).
+ */
+const run = promisify(execFile);
+const ROOT = resolve(import.meta.dirname, '..');
+const HOLT = join(ROOT, 'bin', 'holt');
+const NAME = 'consoled';
+
+let scratch: string;
+let ws: string;
+let env: NodeJS.ProcessEnv;
+let served: ChildProcessWithoutNullStreams | undefined;
+let browser: Browser | undefined;
+const holt = (args: string[]) => run(HOLT, args, { cwd: ws, env, maxBuffer: 20 << 20 });
+
+beforeAll(async () => {
+  scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'console-'));
+  ws = join(scratch, 'ws');
+  cpSync(join(ROOT, 'examples', 'demo'), ws, { recursive: true });
+  commitWorkspace(ws);
+  env = { ...process.env, HOLT_HOME: join(scratch, 'home'), NO_COLOR: '1' };
+});
+afterAll(async () => {
+  await browser?.close();
+  served?.kill('SIGTERM');
+  await holt(['down', '--name', NAME]).catch(() => undefined);
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('holt console', () => {
+  it('a user opens the printed link and watches the demo workflow appear and complete live', async () => {
+    await holt(['up', '--name', NAME, '--timeout', '120']);
+    served = spawn(HOLT, ['console', '--name', NAME], { cwd: ws, env });
+    const url = await new Promise<string>((resolveUrl, reject) => {
+      let text = '';
+      served!.stdout.on('data', (c: Buffer) => {
+        text += c.toString();
+        const m = /http:\/\/127\.0\.0\.1:\d+\/\?token=\S+/.exec(text);
+        if (m) resolveUrl(m[0]);
+      });
+      served!.once('exit', (code) => reject(new Error(`holt console exited ${code}: ${text}`)));
+    });
+    browser = await launch({
+      executablePath: '/usr/bin/chromium',
+      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+    });
+    const page = await browser.newPage();
+    await page.setViewport({ width: 1100, height: 420 });
+    await page.goto(url);
+    await page.waitForSelector('[data-conn="live"]');
+    expect(await page.$$('tr[data-goal]')).toHaveLength(0);
+
+    const forage = await holt(['forage', '--name', NAME, '--goal', 'a haiku for the console']);
+    const goal = /[0-9a-f-]{36}/.exec(forage.stdout)?.[0];
+    expect(goal).toBeDefined();
+    const status = () =>
+      page.$eval(`tr[data-goal="${goal}"]`, (tr) => tr.getAttribute('data-status')).catch(() => undefined);
+    await eventually('the workflow listed', async () => (await status()) !== undefined, {
+      timeoutMs: 30_000,
+    });
+    await eventually('the workflow completed, live', async () => (await status()) === 'completed', {
+      timeoutMs: 120_000,
+    });
+    const cells = await page.$$eval(`tr[data-goal="${goal}"] td`, (tds) => tds.map((t) => t.textContent));
+    expect(cells[0]).toBe('a haiku for the console');
+    expect(Number(cells[3])).toBeGreaterThanOrEqual(7);
+    expect(Number(cells[4])).toBe(1);
+    if (process.env.HOLT_UPDATE_PICTURES === '1') {
+      mkdirSync(join(ROOT, 'docs', 'img'), { recursive: true });
+      await page.screenshot({ path: join(ROOT, 'docs', 'img', 'console-workflows.png') });
+    }
+  });
+});

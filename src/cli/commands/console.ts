@@ -1,0 +1,37 @@
+import { Blackboard } from '../../blackboard/client.ts';
+import { createLogger } from '../../common/logger.ts';
+import { startConsole } from '../../console/server.ts';
+import { CliError, EXIT, out } from '../output.ts';
+import { resolveTarget } from '../resolve.ts';
+
+export interface ConsoleOptions {
+  name?: string;
+  port?: string;
+}
+
+/**
+ * `holt console`: the console of a Holt (docs/console.md) on 127.0.0.1, opened with the one-time link
+ * it prints; with --kube, of a Holt in a cluster, through the API server like the other commands.
+ */
+export async function consoleCommand(opts: ConsoleOptions): Promise<void> {
+  const port = Number(opts.port ?? 0);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new CliError(`--port: "${opts.port}" is not a port number`, EXIT.usage);
+  const s = resolveTarget(opts.name);
+  const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
+  let c: Awaited<ReturnType<typeof startConsole>>;
+  try {
+    c = await startConsole({ bb, log: createLogger('console', {}), port });
+  } catch (e) {
+    await bb.close();
+    throw new CliError(`console: ${(e as Error).message}`, EXIT.error);
+  }
+  out(`Console of '${s.name}': ${c.url}`);
+  out('The link works once (it signs this browser in); Ctrl-C stops.');
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await c.close();
+  await bb.close();
+}

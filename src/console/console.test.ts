@@ -1,0 +1,110 @@
+import { type Browser, launch, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { eventually } from '../../test/harness/wait.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import { artefact } from '../blackboard/testkit.ts';
+import { silentLogger } from '../common/logger.ts';
+import { consoleAssets, pageWeight } from './assets.ts';
+import { type Console, CSP, startConsole } from './server.ts';
+
+// The console in headless Chromium against a real Redis blackboard: a workflow watched live, a
+// hostile payload rendered inert, and no way in without the one-time token.
+
+let redis: RedisServer;
+let bb: Blackboard;
+let con: Console;
+let browser: Browser;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  bb = Blackboard.connect(redis.url, 'console');
+  con = await startConsole({ bb, log: silentLogger(), backstopMs: 500 });
+  browser = await launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  });
+});
+afterAll(async () => {
+  await browser?.close();
+  await con?.close();
+  await bb?.close();
+  await redis?.stop();
+});
+
+const base = () => new URL(con.url).origin;
+
+/** A browser tab signed in with the console's one-time link. */
+let signedIn: Page | undefined;
+async function page(): Promise<Page> {
+  if (signedIn) return signedIn;
+  const p = await browser.newPage();
+  await p.goto(con.url);
+  await p.waitForSelector('[data-conn="live"]');
+  signedIn = p;
+  return p;
+}
+
+const rowStatus = (p: Page, goal: string) =>
+  p.$eval(`tr[data-goal="${goal}"]`, (tr) => tr.getAttribute('data-status')).catch(() => undefined);
+
+describe('holt console (headless Chromium, real Redis)', () => {
+  it('a user watches a workflow progress live: it appears, runs, and completes without a reload', async () => {
+    const p = await page();
+    const goal = artefact({ type: 'GoalDefined', payload: 'Write a haiku about the sea' });
+    await bb.createArtefact(goal);
+    await eventually('the workflow listed, running', async () => (await rowStatus(p, goal.id)) === 'running');
+    const draft = artefact({ type: 'Draft', source_artefacts: [goal.id], payload: 'waves' });
+    await bb.createArtefact(draft);
+    await bb.createArtefact(
+      artefact({ type: 'WorkflowComplete', structural_type: 'Terminal', source_artefacts: [draft.id] }),
+    );
+    await eventually('the workflow completed', async () => (await rowStatus(p, goal.id)) === 'completed');
+    const cells = await p.$$eval(`tr[data-goal="${goal.id}"] td`, (tds) => tds.map((t) => t.textContent));
+    expect(cells.slice(0, 4)).toEqual([
+      'Write a haiku about the sea',
+      'GoalDefined',
+      'completed (WorkflowComplete)',
+      '3',
+    ]);
+  });
+
+  it('renders a hostile payload as inert text: no script runs, no link or image is made', async () => {
+    const p = await page();
+    const hostile =
+      '<script>window.pwned=1</script><img src=x onerror="window.pwned=2"><a href="javascript:window.pwned=3">click</a>';
+    const goal = artefact({ payload: hostile });
+    await bb.createArtefact(goal);
+    await eventually('the hostile goal listed', async () => (await rowStatus(p, goal.id)) === 'running');
+    const cell = await p.$eval(`tr[data-goal="${goal.id}"] td.goal`, (td) => ({
+      text: td.textContent,
+      elements: td.querySelectorAll('*').length,
+    }));
+    expect(cell).toEqual({ text: hostile, elements: 0 });
+    await p.click(`tr[data-goal="${goal.id}"] td.goal`);
+    expect(await p.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
+    expect(await p.$$('a[href^="javascript:"]')).toHaveLength(0);
+  });
+
+  it('refuses a request without the token; the token works once; every answer carries the CSP', async () => {
+    const p = await page(); // signed in: the one-time token is spent
+    const noSession = await fetch(`${base()}/api/workflows`);
+    expect(noSession.status).toBe(401);
+    expect(noSession.headers.get('content-security-policy')).toBe(CSP);
+    expect((await fetch(`${base()}/?token=wrong`, { redirect: 'manual' })).status).toBe(401);
+    // The token was traded by the browser above: it is spent.
+    const again = await fetch(con.url, { redirect: 'manual' });
+    expect(again.status).toBe(401);
+    expect(await again.text()).toMatch(/used or is wrong/);
+    expect((await fetch(`${base()}/api/workflows`, { method: 'POST' })).status).toBe(405);
+    // No inline script in the page: the policy would refuse it.
+    const html = await p.content();
+    expect(html).not.toMatch(/<script(?![^>]*\ssrc=)[^>]*>/);
+  });
+
+  it('ships a small page', () => {
+    const bytes = pageWeight(consoleAssets());
+    expect(bytes).toBeGreaterThan(10_000);
+    expect(bytes).toBeLessThan(60_000);
+  });
+});
