@@ -155,6 +155,17 @@ export const AgentStatus = z
       })
       .optional()
       .describe("A living agent's (spec.llm.life or spec.ingress): from its pup's agent_status hash."),
+    memory: z
+      .object({
+        memories: count(
+          'Its live memories: those it wrote, its own and those it saved for the Holt (expired ones left out).',
+        ),
+        recalls: count('How often those were recalled in all (Holt-wide ones by any agent).'),
+      })
+      .optional()
+      .describe(
+        "An agent's long-term memory (spec.llm.memory): from its pup's agent_status hash, as of the pup's start and its last save or recall; absent without a memory.",
+      ),
     ingress: z
       .object({
         tokens: z

@@ -3,7 +3,7 @@ import { z } from 'zod';
 
 /**
  * An LLM agent's status, written by its runtime (src/llm) and read by `holt status` and the operator
- * (the Agent's `status.budget`): Redis hash
+ * (the Agent's `status.budget`, `status.life` and `status.memory`): Redis hash
  * `holt:{instance}:agent_status:{role}` (extension; Holt ignores it), rewritten after every call.
  */
 export const agentStatusKey = (instance: string, role: string) => `holt:${instance}:agent_status:${role}`;
@@ -31,6 +31,12 @@ export const AgentStatus = z.object({
   items_blocked: z.coerce.number().default(0),
   items_completed: z.coerce.number().default(0),
   last_message_at_ms: z.coerce.number().default(0),
+  // Its long-term memory's (src/memory), written by the pup after each save and recall (and at its start):
+  // absent when the agent has no memory.
+  /** The live memories it wrote (its own and those it saved for the Holt). */
+  memories: z.coerce.number().optional(),
+  /** How often those were recalled in all (by it, and Holt-wide ones by any agent). */
+  memory_recalls: z.coerce.number().default(0),
 });
 export type AgentStatus = z.infer<typeof AgentStatus>;
 
@@ -53,20 +59,49 @@ export async function writeLifeStatus(
 ): Promise<void> {
   await redis.hset(
     agentStatusKey(instance, role),
-    Object.fromEntries(Object.entries(s).map(([k, v]) => [k, String(v)])),
+    Object.fromEntries(
+      Object.entries(s)
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => [k, String(v)]),
+    ),
   );
+}
+
+/** The memory fields of the status hash, written by the pup of an agent with a long-term memory. */
+export type MemoryStatus = Required<Pick<AgentStatus, 'memories' | 'memory_recalls'>>;
+export const MEMORY_STATUS_FIELDS = ['memories', 'memory_recalls'] as const satisfies (keyof MemoryStatus)[];
+
+export async function writeMemoryStatus(
+  redis: Redis,
+  instance: string,
+  role: string,
+  s: MemoryStatus,
+): Promise<void> {
+  await redis.hset(agentStatusKey(instance, role), {
+    memories: String(s.memories),
+    memory_recalls: String(s.memory_recalls),
+  });
+}
+
+/** An agent without a memory (any more): its memory fields go, so no count outlives the spec that had it. */
+export async function clearMemoryStatus(redis: Redis, instance: string, role: string): Promise<void> {
+  await redis.hdel(agentStatusKey(instance, role), ...MEMORY_STATUS_FIELDS);
 }
 
 export async function writeAgentStatus(
   redis: Redis,
   instance: string,
   role: string,
-  /** The model plugin's fields: the life loop writes the others. */
-  s: Omit<AgentStatus, keyof LifeStatus>,
+  /** The model plugin's fields: the life loop and the long-term memory write the others. */
+  s: Omit<AgentStatus, keyof LifeStatus | keyof MemoryStatus>,
 ): Promise<void> {
   await redis.hset(
     agentStatusKey(instance, role),
-    Object.fromEntries(Object.entries(s).map(([k, v]) => [k, String(v)])),
+    Object.fromEntries(
+      Object.entries(s)
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => [k, String(v)]),
+    ),
   );
 }
 

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
-import { writeLifeStatus } from '../blackboard/agent-status.ts';
+import { clearMemoryStatus, writeLifeStatus, writeMemoryStatus } from '../blackboard/agent-status.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { ErrorClass } from '../blackboard/error-class.ts';
 import { mcpStatusKey } from '../blackboard/mcp-status.ts';
@@ -148,6 +148,35 @@ export async function startLlmPlugin(
     // None now: a report left by an earlier spec would name servers the agent no longer has.
     await bb.redis.del(mcpStatusKey(cfg.instance, cfg.role)).catch(() => undefined);
   await mcp?.start();
+  // Its long-term memory, whose counts go to the agent's status hash (the Agent's status.memory).
+  const longMemory =
+    s.execute && pool && s.longMemory
+      ? new LongMemory({
+          store: new LongMemoryStore(pool),
+          settings: s.longMemory,
+          instance: cfg.instance,
+          log,
+          onCounts: (role, c) =>
+            writeMemoryStatus(bb.redis, cfg.instance, role, {
+              memories: c.memories,
+              memory_recalls: c.recalls,
+            }),
+          ...(s.longMemory.embeddings?.baseUrl
+            ? {
+                embedder: new OpenAiEmbedder({
+                  baseUrl: s.longMemory.embeddings.baseUrl,
+                  model: s.longMemory.embeddings.model,
+                  // The model's key goes only to the model's own server, never to another.
+                  ...(apiKey && s.longMemory.embeddings.baseUrl === s.baseUrl ? { apiKey } : {}),
+                }),
+              }
+            : {}),
+        })
+      : undefined;
+  if (longMemory) await longMemory.publishCounts(cfg.role);
+  else if (!s.longMemory)
+    // None now: counts left by an earlier spec would show a memory the agent no longer has.
+    await clearMemoryStatus(bb.redis, cfg.instance, cfg.role).catch(() => undefined);
   const deps: LlmExecutorDeps | undefined =
     s.execute && pool
       ? {
@@ -173,26 +202,7 @@ export async function startLlmPlugin(
           owner: `${hostname()}/${process.pid}/${randomUUID()}`,
           countFailure,
           ...(mcp ? { mcp } : {}),
-          ...(s.longMemory
-            ? {
-                longMemory: new LongMemory({
-                  store: new LongMemoryStore(pool),
-                  settings: s.longMemory,
-                  instance: cfg.instance,
-                  log,
-                  ...(s.longMemory.embeddings?.baseUrl
-                    ? {
-                        embedder: new OpenAiEmbedder({
-                          baseUrl: s.longMemory.embeddings.baseUrl,
-                          model: s.longMemory.embeddings.model,
-                          // The model's key goes only to the model's own server, never to another.
-                          ...(apiKey && s.longMemory.embeddings.baseUrl === s.baseUrl ? { apiKey } : {}),
-                        }),
-                      }
-                    : {}),
-                }),
-              }
-            : {}),
+          ...(longMemory ? { longMemory } : {}),
         }
       : undefined;
   const executor = deps && new LlmExecutor(deps);

@@ -99,7 +99,8 @@ export function dormantLines(dormant: Claim[]): string[] {
 
 /**
  * The LLM agents' table (src/blackboard/agent-status.ts: holt:{i}:agent_status:{role}): budget use (0 as
- * a limit means none) and, for a paused agent, the class of the error that paused it and why.
+ * a limit means none) and, for a paused agent, the class of the error that paused it and why; the living
+ * agents' work items; one line on the long-term memories of those that have one.
  */
 export function llmAgentLines(llm: Map<string, AgentStatus>): string[] {
   const lim = (v: number, l: number) => (l ? `${v}/${l}` : String(v));
@@ -137,6 +138,12 @@ export function llmAgentLines(llm: Map<string, AgentStatus>): string[] {
         ]),
       ]),
     );
+  const remembering = [...llm].flatMap(([role, a]) =>
+    a.memories === undefined
+      ? []
+      : [`${role} ${a.memories} (recalled ${a.memory_recalls} time${a.memory_recalls === 1 ? '' : 's'})`],
+  );
+  if (remembering.length) lines.push('', `Long-term memories: ${remembering.join(', ')}`);
   return lines;
 }
 

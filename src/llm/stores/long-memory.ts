@@ -3,15 +3,26 @@ import { LABELS_PREAMBLE, type Labels, wrapMessage } from '../../life/labels.ts'
 import type { Embedder } from '../../memory/embeddings.ts';
 import type { MemoryStore, SaveOutcome } from '../../memory/store.ts';
 import type { Memory, MemoryKind, MemoryScope, Recalled, SourceKind } from '../../memory/types.ts';
+import { MEMORY_KEEP_USES } from '../../state/retention.ts';
 import type { LlmSettings } from '../config.ts';
 
 export type LongMemorySettings = NonNullable<LlmSettings['longMemory']>;
+
+/** What the Agent's status shows of an agent's memory (`status.memory`, `holt status`). */
+export interface MemoryCounts {
+  /** Its live memories: those it wrote, its own and those it saved for the Holt. */
+  memories: number;
+  /** How often those were recalled, in all. */
+  recalls: number;
+}
 
 /**
  * An LLM agent's long-term memory (src/memory) as its turns use it: saves with the agent's TTL and
  * scope, recalls of its own and its Holt's memories, vectors when an embeddings model is set. An
  * embeddings endpoint that fails costs recall its vectors, never the turn: the save keeps its words and
- * the recall ranks by them (logged once per outage).
+ * the recall ranks by them (logged once per outage). After each save and each recall of one of its own
+ * memories, its counts go to `onCounts` (the agent's status hash), best-effort: serialised and
+ * coalesced, never awaited by the turn, a failure logged.
  */
 export class LongMemory {
   readonly settings: LongMemorySettings;
@@ -19,7 +30,11 @@ export class LongMemory {
   readonly #embedder: Embedder | undefined;
   readonly #instance: string;
   readonly #log: Logger;
+  readonly #onCounts: ((role: string, c: MemoryCounts) => Promise<void>) | undefined;
   #embedFailing = false;
+  /** Roles whose counts changed since they were last published, and the pass publishing them. */
+  readonly #dirty = new Set<string>();
+  #publishing: Promise<void> | undefined;
 
   constructor(o: {
     store: MemoryStore;
@@ -27,12 +42,56 @@ export class LongMemory {
     settings: LongMemorySettings;
     instance: string;
     log: Logger;
+    /** Where the counts go after a change (the pup: its `agent_status` hash). */
+    onCounts?: (role: string, c: MemoryCounts) => Promise<void>;
   }) {
     this.settings = o.settings;
     this.#store = o.store;
     this.#embedder = o.embedder;
     this.#instance = o.instance;
     this.#log = o.log;
+    this.#onCounts = o.onCounts;
+  }
+
+  /** An agent's counts now: live memories as recall sees them (src/memory/store.ts LIVE), and their uses. */
+  async counts(role: string): Promise<MemoryCounts> {
+    const r = await this.#store.pool.query<{ memories: string; recalls: string }>(
+      `SELECT count(*) AS memories, coalesce(sum(uses), 0) AS recalls FROM holt.agent_memories
+       WHERE instance = $1 AND role = $2 AND (expires_at IS NULL OR expires_at > now() OR uses >= $3)`,
+      [this.#instance, role, MEMORY_KEEP_USES],
+    );
+    const row = r.rows[0];
+    return { memories: Number(row?.memories ?? 0), recalls: Number(row?.recalls ?? 0) };
+  }
+
+  /**
+   * Sends an agent's counts to `onCounts` (once at the pup's start, then after each change); resolves
+   * when they are sent or failed (logged), never rejects. Calls during a pass coalesce into one more.
+   */
+  publishCounts(role: string): Promise<void> {
+    if (!this.#onCounts) return Promise.resolve();
+    this.#dirty.add(role);
+    this.#publishing ??= this.#publish().finally(() => {
+      this.#publishing = undefined;
+      // Marked between the pass's last look and its end: one more pass.
+      const [next] = this.#dirty;
+      if (next !== undefined) void this.publishCounts(next);
+    });
+    return this.#publishing;
+  }
+
+  async #publish(): Promise<void> {
+    for (let [role] = this.#dirty; role !== undefined; [role] = this.#dirty) {
+      this.#dirty.delete(role);
+      try {
+        await this.#onCounts?.(role, await this.counts(role));
+      } catch (e) {
+        this.#log.warn(
+          { event_type: 'memory_status_failed', error: String(e) },
+          "the memory's counts were not published: the agent's status shows the last ones",
+        );
+      }
+    }
   }
 
   async save(
@@ -47,7 +106,7 @@ export class LongMemory {
   ): Promise<{ memory: Memory; outcome: SaveOutcome }> {
     const embedding = await this.#vector(m.body);
     const ttlDays = this.settings.ttlDays;
-    return this.#store.save({
+    const saved = await this.#store.save({
       instance: this.#instance,
       role,
       scope: m.scope ?? this.settings.scope,
@@ -58,13 +117,15 @@ export class LongMemory {
       ...(ttlDays > 0 ? { ttlMs: ttlDays * 86_400_000 } : {}),
       ...(embedding ? { embedding } : {}),
     });
+    void this.publishCounts(role);
+    return saved;
   }
 
   /** The `k` memories most relevant to `text` (counted as recalled). */
   async recall(role: string, text: string, k: number, kinds?: MemoryKind[]): Promise<Recalled[]> {
     if (k <= 0 || !text.trim()) return [];
     const embedding = await this.#vector(text);
-    return this.#store.search({
+    const recalled = await this.#store.search({
       instance: this.#instance,
       role,
       text: text.slice(0, 4_000),
@@ -72,6 +133,9 @@ export class LongMemory {
       ...(kinds ? { kinds } : {}),
       ...(embedding ? { embedding } : {}),
     });
+    // Their uses grew: the writers' recall counts (this agent's, when it wrote one of them).
+    if (recalled.some((m) => m.role === role)) void this.publishCounts(role);
+    return recalled;
   }
 
   async #vector(text: string): Promise<{ model: string; vector: number[] } | undefined> {

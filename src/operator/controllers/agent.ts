@@ -72,6 +72,7 @@ async function runtimeStatus(
     claimsInFlight?: number;
     budget?: AgentFigures['budget'];
     life?: AgentFigures['life'];
+    memory?: AgentFigures['memory'];
     mcpServers?: McpServerStatus[];
   },
 ): Promise<{ fields: Record<string, unknown>; note: string }> {
@@ -88,6 +89,7 @@ async function runtimeStatus(
         claimsInFlight: r.claimsInFlight,
         ...(r.budget ? { budget: r.budget } : {}),
         ...(r.life ? { life: r.life } : {}),
+        ...(r.memory ? { memory: r.memory } : {}),
         ...(mcpServers ? { mcpServers } : {}),
       },
       note:
@@ -106,6 +108,7 @@ async function runtimeStatus(
         ...(prev.claimsInFlight !== undefined ? { claimsInFlight: prev.claimsInFlight } : {}),
         ...(prev.budget ? { budget: prev.budget } : {}),
         ...(prev.life ? { life: prev.life } : {}),
+        ...(prev.memory ? { memory: prev.memory } : {}),
         ...(prev.mcpServers && inline.length ? { mcpServers: prev.mcpServers } : {}),
       },
       // Fixed text: a changing error string would be a status write on every poll.
@@ -130,6 +133,7 @@ export async function reconcileAgent(ctx: ControllerContext, key: string): Promi
     claimsInFlight?: number;
     budget?: AgentFigures['budget'];
     life?: AgentFigures['life'];
+    memory?: AgentFigures['memory'];
     mcpServers?: McpServerStatus[];
   };
   // The Agent status has no phase field: phase here only names the Ready/Progressing/Degraded mix.

@@ -43,6 +43,19 @@ export function lifeOf(s: LlmAgentStatus): AgentLife | undefined {
   };
 }
 
+/** `status.memory` of an Agent with a long-term memory: its live memories and how often they were recalled. */
+export interface AgentMemory {
+  memories: number;
+  recalls: number;
+}
+
+/** The memory fields of the `agent_status` hash, when the agent has a memory. */
+export function memoryOf(s: LlmAgentStatus): AgentMemory | undefined {
+  if (s.memories === undefined || !Number.isFinite(s.memories)) return undefined;
+  const n = (v: number) => (Number.isFinite(v) ? Math.max(0, Math.round(v)) : 0);
+  return { memories: n(s.memories), recalls: n(s.memory_recalls) };
+}
+
 /** What an Agent's status reports from its Holt's Redis (values that change without a Kubernetes event). */
 export interface AgentFigures {
   /** The role's open grants lacking output, as the Holt's leader last published them. */
@@ -53,6 +66,8 @@ export interface AgentFigures {
   budget?: AgentBudget;
   /** Absent for agents that do not live. */
   life?: AgentLife;
+  /** Absent for agents without a long-term memory. */
+  memory?: AgentMemory;
   /** Its pup's MCP servers (`mcp_status:{role}`); absent before a pup reported (or a bad report). */
   mcp?: McpStatusReport;
 }
@@ -167,6 +182,7 @@ export class RedisFiguresReader implements HoltFiguresReader {
       ...(load && Date.now() - load.updated_at_ms > LOAD_STALE_MS ? { loadStale: true } : {}),
       ...(s ? { budget: budgetOf(s) } : {}),
       ...(s && lifeOf(s) ? { life: lifeOf(s) } : {}),
+      ...(s && memoryOf(s) ? { memory: memoryOf(s) } : {}),
       ...(mcp ? { mcp } : {}),
     };
   }

@@ -6,7 +6,11 @@ import { eventually } from '../../../test/harness/wait.ts';
 import { newPasswords } from '../../access/principals.ts';
 import { redisAclLines, redisUrl } from '../../access/redis.ts';
 import { writeAgentLoad } from '../../blackboard/agent-load.ts';
-import { type AgentStatus as LlmAgentStatus, writeAgentStatus } from '../../blackboard/agent-status.ts';
+import {
+  type AgentStatus as LlmAgentStatus,
+  writeAgentStatus,
+  writeMemoryStatus,
+} from '../../blackboard/agent-status.ts';
 import { Blackboard } from '../../blackboard/client.ts';
 import { outputId } from '../../blackboard/grants.ts';
 import { type McpStatusReport, writeMcpStatus } from '../../blackboard/mcp-status.ts';
@@ -27,6 +31,7 @@ import {
   LOAD_STALE_MS,
   mcpServerNote,
   mcpServersOf,
+  memoryOf,
   RedisFiguresReader,
 } from './agentfigures.ts';
 import { HoltBoards, type HoltRef, RedisRegistryWriter } from './registry.ts';
@@ -52,6 +57,10 @@ describe('pure: budget mapping', () => {
       paused: true,
     });
     expect(budgetOf({ ...s, window_ms: 0 }).windowStart).toBeUndefined();
+  });
+  it('memoryOf: the counts when the hash has them, nothing for an agent without a memory', () => {
+    expect(memoryOf(llmStatus())).toBeUndefined();
+    expect(memoryOf(llmStatus({ memories: 3, memory_recalls: 7 }))).toEqual({ memories: 3, recalls: 7 });
   });
 });
 
@@ -102,6 +111,7 @@ function llmStatus(over: Partial<LlmAgentStatus> = {}): LlmAgentStatus {
     items_blocked: 0,
     items_completed: 0,
     last_message_at_ms: 0,
+    memory_recalls: 0,
     ...over,
   };
 }
@@ -121,6 +131,7 @@ let reads = 0;
 type Status = {
   claimsInFlight?: number;
   budget?: Record<string, unknown>;
+  memory?: { memories: number; recalls: number };
   conditions?: { type: string; status: string; message: string }[];
 };
 const agentStatus = async () => ((await admin.get('Agent', NS, 'rt-coder'))?.status ?? {}) as Status;
@@ -294,6 +305,17 @@ describe('Agent status from the Holt Redis (real API server + real Redis)', () =
     });
   });
 
+  it("the pup's memory counts → status.memory, beside the budget", async () => {
+    expect((await agentStatus()).memory).toBeUndefined(); // no memory fields in the hash yet
+    await writeMemoryStatus(asPup.redis, HOLT, ROLE, { memories: 4, memory_recalls: 9 }); // as its pup
+    const st = await eventually('status.memory', async () => {
+      const s = await agentStatus();
+      return s.memory?.memories === 4 ? s : undefined;
+    });
+    expect(st.memory).toEqual({ memories: 4, recalls: 9 });
+    expect(st.budget).toMatchObject({ calls: 4 });
+  });
+
   it('Holt status: the quarantine count and the retention report; more quarantined items are a Warning event', async () => {
     type HoltData = { quarantined?: number; retention?: Record<string, unknown> };
     const holtData = async () =>
@@ -435,6 +457,7 @@ describe('Agent status from the Holt Redis (real API server + real Redis)', () =
     });
     expect(st.claimsInFlight).toBe(1);
     expect(st.budget).toMatchObject({ paused: true, calls: 4 });
+    expect(st.memory).toEqual({ memories: 4, recalls: 9 });
     expect(st.conditions?.find((x) => x.type === 'Degraded')?.status).toBe('False');
     await output(c, 'exclusive');
     await published();
