@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { text } from '../../test/harness/llm.ts';
+import { call, submit, text } from '../../test/harness/llm.ts';
+import { artefact } from '../pup/testkit.ts';
 import { llmKit } from './llm.testkit.ts';
 import { auditOf, pivotMessage, reviewDue } from './self-audit.ts';
 import { DEFAULT_REVIEW_PROMPT } from './turn/audit.ts';
@@ -95,5 +96,37 @@ describe('the self-audit in turns and workflows (real stores, scripted model)', 
     expect(stores.llm.requests[0]!.body.messages.at(-1)?.content).toBe(
       'Rethink: success rate 0.25, 3 failures.',
     );
+  });
+
+  it('a strategic review makes a planning agent plan its goal afresh instead of carrying the old plan on', async () => {
+    const s = await setup(
+      [
+        text('{"tasks":[{"description":"T","subtasks":["first","second"]}]}'),
+        call('mark_subtask_complete', { success: true }),
+        submit('one'),
+        text('The plan splits the work badly: do it in one go.'),
+        text('{"tasks":[{"description":"T","subtasks":["all of it"]}]}'),
+        submit('two'),
+      ],
+      { HOLT_LLM_PLANNING: 'true', HOLT_LLM_MAX_STEPS: '10', HOLT_LLM_REVIEW_EVERY: '1' },
+    );
+    const goal = artefact({ type: 'GoalDefined', payload: 'ship it' });
+    await s.bb.createArtefact(goal);
+    const step = (type: string) =>
+      artefact({
+        type,
+        payload: `do ${type}`,
+        source_artefacts: [goal.id],
+        created_at_ms: goal.created_at_ms + 10,
+      });
+    expect((await grantAndRun(s, step('Step1'))).out?.payload).toBe('one');
+    expect((await grantAndRun(s, step('Step2'))).out?.payload).toBe('two');
+    // The second turn: the review (its first turn done, every 1 turn), then a new decomposition.
+    const second = stores.llm.requests.slice(3);
+    expect(second[0]!.body.messages[0]?.content).toBe(DEFAULT_REVIEW_PROMPT);
+    expect(second[1]!.body.response_format).toEqual({ type: 'json_object' });
+    expect(JSON.stringify(second[1]!.body.messages)).toContain('The plan splits the work badly');
+    const plan = await stores.pool.query('SELECT plan FROM holt.llm_plans WHERE instance = $1', [s.instance]);
+    expect(JSON.stringify(plan.rows[0]?.plan)).toContain('all of it');
   });
 });
