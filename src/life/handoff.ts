@@ -3,7 +3,7 @@ import { FenceLostError } from '../common/errors.ts';
 import type { Fence } from '../state/schema.ts';
 import { holdsFence, tx } from '../state/sql.ts';
 import type { WorkItem } from '../work/items.ts';
-import { ITEM_COLUMNS, itemOf, type Written } from '../work/store.ts';
+import { ITEM_COLUMNS, itemOf, releaseItem, type Written } from '../work/store.ts';
 import { ensureLifeRow } from './enqueue.ts';
 import type { Labels } from './labels.ts';
 
@@ -57,15 +57,7 @@ export async function handOff(
        WHERE id = $1 RETURNING ${ITEM_COLUMNS}`,
       [itemId, to],
     );
-    await c.query(
-      `UPDATE holt.agent_waits SET state = 'cancelled', ended_at = now() WHERE item_id = $1 AND state = 'waiting'`,
-      [itemId],
-    );
-    await c.query('DELETE FROM holt.work_current WHERE instance = $1 AND role = $2 AND item_id = $3', [
-      f.instance,
-      from,
-      itemId,
-    ]);
+    await releaseItem(c, f.instance, from, itemId);
     await ensureLifeRow(c, f.instance, to);
     await c.query(
       `INSERT INTO holt.agent_messages (instance, role, idempotency_key, kind, body, labels)

@@ -1,14 +1,15 @@
-import { randomUUID } from 'node:crypto';
 import type { Msg } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { call, text } from '../../test/harness/llm.ts';
-import { llmPupEnv, startPupRuntime, useRuntimeStores } from '../../test/harness/llm-runtime.ts';
+import {
+  llmPupEnv,
+  sendLifeMessage,
+  startPupRuntime,
+  useRuntimeStores,
+} from '../../test/harness/llm-runtime.ts';
 import { eventually } from '../../test/harness/wait.ts';
-import { lifeWakeSubject } from '../bus/subjects.ts';
 import { ToolRequest } from '../bus/tools.ts';
-import { labelsOf } from '../life/labels.ts';
-import { LifeStore } from '../life/store.ts';
 
 // Untrusted tool services and callers (issue 28) on real Redis, Postgres and NATS with the scripted
 // model: an answer counts only for the call it is bound to; a body cannot forge its labels; what one
@@ -40,17 +41,8 @@ async function pup(instance: string, env: Record<string, string> = {}) {
   return { registry, answers };
 }
 
-async function send(instance: string, body: string) {
-  await new LifeStore(stores.pool).enqueue({
-    instance,
-    role: 'coder',
-    key: randomUUID(),
-    kind: 'message',
-    body,
-    labels: labelsOf('webhook', 'message', 'POST /v1/agents/coder/messages', 'token ci'),
-  });
-  stores.nc.publish(lifeWakeSubject(instance, 'coder'));
-}
+const send = (instance: string, body: string) =>
+  sendLifeMessage(stores, instance, body, { origin: 'webhook', admission: 'token ci' });
 
 const userText = (i: number) =>
   stores.llm.requests[i]!.body.messages.find((m) => m.role === 'user')?.content ?? '';

@@ -1,16 +1,18 @@
-import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { call, text } from '../../test/harness/llm.ts';
-import { llmPupEnv, startPupRuntime, useRuntimeStores } from '../../test/harness/llm-runtime.ts';
+import {
+  llmPupEnv,
+  sendLifeMessage,
+  startPupRuntime,
+  useRuntimeStores,
+} from '../../test/harness/llm-runtime.ts';
 import { eventually } from '../../test/harness/wait.ts';
 import { type AgentStatus, readAgentStatuses } from '../blackboard/agent-status.ts';
 import type { Blackboard } from '../blackboard/client.ts';
-import { lifeWakeSubject } from '../bus/subjects.ts';
 import { llmAgentLines } from '../cli/commands/status.ts';
 import { createLogger } from '../common/logger.ts';
 import { labelsOf } from '../life/labels.ts';
-import { LifeStore } from '../life/store.ts';
 import { MemoryStore } from '../memory/store.ts';
 import { LongMemory } from './stores/long-memory.ts';
 
@@ -35,17 +37,8 @@ const pup = (instance: string, memory = true) =>
     }),
   );
 
-async function send(instance: string, body: string) {
-  await new LifeStore(stores.pool).enqueue({
-    instance,
-    role: 'coder',
-    key: randomUUID(),
-    kind: 'message',
-    body,
-    labels: labelsOf('operator', 'message', 'POST /v1/agents/coder/messages', 'token t-operator'),
-  });
-  stores.nc.publish(lifeWakeSubject(instance, 'coder'));
-}
+const send = (instance: string, body: string) =>
+  sendLifeMessage(stores, instance, body, { origin: 'operator' });
 
 const statusOf = async (bb: Blackboard, instance: string): Promise<AgentStatus | undefined> =>
   (await readAgentStatuses(bb.redis, instance, ['coder'])).get('coder');

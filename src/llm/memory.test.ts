@@ -1,12 +1,13 @@
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type EmbeddingsServer, startEmbeddingsServer } from '../../test/harness/embeddings.ts';
 import { call, text } from '../../test/harness/llm.ts';
-import { llmPupEnv, startPupRuntime, useRuntimeStores } from '../../test/harness/llm-runtime.ts';
+import {
+  llmPupEnv,
+  sendLifeMessage,
+  startPupRuntime,
+  useRuntimeStores,
+} from '../../test/harness/llm-runtime.ts';
 import { eventually } from '../../test/harness/wait.ts';
-import { lifeWakeSubject } from '../bus/subjects.ts';
-import { labelsOf } from '../life/labels.ts';
-import { LifeStore } from '../life/store.ts';
 import { MemoryStore } from '../memory/store.ts';
 
 // Long-term memory in a living agent's turns, on real Redis, Postgres and NATS, the scripted model and
@@ -35,17 +36,8 @@ async function pup(instance: string) {
   );
 }
 
-async function send(instance: string, body: string, origin: 'operator' | 'webhook') {
-  await new LifeStore(stores.pool).enqueue({
-    instance,
-    role: 'coder',
-    key: randomUUID(),
-    kind: 'message',
-    body,
-    labels: labelsOf(origin, 'message', 'POST /v1/agents/coder/messages', `token t-${origin}`),
-  });
-  stores.nc.publish(lifeWakeSubject(instance, 'coder'));
-}
+const send = (instance: string, body: string, origin: 'operator' | 'webhook') =>
+  sendLifeMessage(stores, instance, body, { origin });
 
 /** Everything the model was shown as user messages in request `i`. */
 const shown = (i: number) =>

@@ -59,6 +59,24 @@ export type ItemPatch = z.input<typeof ItemPatch>;
 
 export type Written<T> = { ok: true; value: T } | { ok: false; error: string };
 
+/** An item leaves a role (finished, or handed on): its waits end and it is no longer the role's current one. */
+export async function releaseItem(
+  c: pg.PoolClient,
+  instance: string,
+  role: string,
+  id: string,
+): Promise<void> {
+  await c.query(
+    `UPDATE holt.agent_waits SET state = 'cancelled', ended_at = now() WHERE item_id = $1 AND state = 'waiting'`,
+    [id],
+  );
+  await c.query('DELETE FROM holt.work_current WHERE instance = $1 AND role = $2 AND item_id = $3', [
+    instance,
+    role,
+    id,
+  ]);
+}
+
 /**
  * Work items in Postgres (holt.work_items, holt.work_current). Every write a turn makes is fenced; a
  * stale turn writes nothing (FenceLostError). Reads are for anyone (the turn, `holt work`, the operator).
@@ -180,15 +198,7 @@ export class WorkStore {
         [id, report.trim()],
       );
       // Its waits end with it: nothing wakes the agent for a finished item.
-      await c.query(
-        `UPDATE holt.agent_waits SET state = 'cancelled', ended_at = now() WHERE item_id = $1 AND state = 'waiting'`,
-        [id],
-      );
-      await c.query('DELETE FROM holt.work_current WHERE instance = $1 AND role = $2 AND item_id = $3', [
-        f.instance,
-        role,
-        id,
-      ]);
+      await releaseItem(c, f.instance, role, id);
       return { value: { ok: true, value: itemOf(r.rows[0]) } };
     });
   }

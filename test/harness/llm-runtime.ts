@@ -1,12 +1,16 @@
 // The set-up shared by the LLM plugin tests: real Redis, Postgres and NATS plus the scripted model
 // server, a temp workspace, a pg pool and a NATS connection; and the pup env of an LLM agent.
+import { randomUUID } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
 import { afterAll, beforeAll } from 'vitest';
 import { Blackboard } from '../../src/blackboard/client.ts';
+import { lifeWakeSubject } from '../../src/bus/subjects.ts';
 import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
+import { labelsOf } from '../../src/life/labels.ts';
+import { LifeStore } from '../../src/life/store.ts';
 import { type LlmPlugin, startLlmPlugin } from '../../src/llm/plugin.ts';
 import { config } from '../../src/pup/testkit.ts';
 import { tracingSettings } from '../../src/telemetry/settings.ts';
@@ -126,4 +130,32 @@ export async function startPupRuntime(
   };
   s.cleanup.push(stop);
   return { bb, rt, stop };
+}
+
+/**
+ * A message for the living agent `role` of `instance`, as the ingress queues it (labels of `origin`,
+ * admitted by `admission`), and its doorbell rung.
+ */
+export async function sendLifeMessage(
+  s: RuntimeStores,
+  instance: string,
+  body: string,
+  o: { role?: string; origin?: 'operator' | 'webhook'; admission?: string } = {},
+): Promise<void> {
+  const role = o.role ?? 'coder';
+  const origin = o.origin ?? 'webhook';
+  await new LifeStore(s.pool).enqueue({
+    instance,
+    role,
+    key: randomUUID(),
+    kind: 'message',
+    body,
+    labels: labelsOf(
+      origin,
+      'message',
+      `POST /v1/agents/${role}/messages`,
+      o.admission ?? `token t-${origin}`,
+    ),
+  });
+  s.nc.publish(lifeWakeSubject(instance, role));
 }
