@@ -236,6 +236,16 @@ export class MemoryStore {
     return r.rowCount ?? 0;
   }
 
+  /** The live memories an agent wrote (its own and those it saved for the Holt), and their uses. */
+  async ownCounts(instance: string, role: string): Promise<{ memories: number; recalls: number }> {
+    const r = await this.pool.query<{ memories: string; recalls: string }>(
+      `SELECT count(*) AS memories, coalesce(sum(uses), 0) AS recalls FROM holt.agent_memories
+       WHERE instance = $1 AND role = $2 AND ${LIVE}`,
+      [instance, role],
+    );
+    return { memories: Number(r.rows[0]?.memories ?? 0), recalls: Number(r.rows[0]?.recalls ?? 0) };
+  }
+
   /** Each agent's live memories by kind. */
   async counts(instance: string): Promise<Record<string, Partial<Record<MemoryKind, number>>>> {
     const r = await this.pool.query<{ role: string; kind: MemoryKind; n: string }>(

@@ -3,7 +3,6 @@ import { LABELS_PREAMBLE, type Labels, wrapMessage } from '../../life/labels.ts'
 import type { Embedder } from '../../memory/embeddings.ts';
 import type { MemoryStore, SaveOutcome } from '../../memory/store.ts';
 import type { Memory, MemoryKind, MemoryScope, Recalled, SourceKind } from '../../memory/types.ts';
-import { MEMORY_KEEP_USES } from '../../state/retention.ts';
 import type { LlmSettings } from '../config.ts';
 
 export type LongMemorySettings = NonNullable<LlmSettings['longMemory']>;
@@ -54,14 +53,8 @@ export class LongMemory {
   }
 
   /** An agent's counts now: live memories as recall sees them (src/memory/store.ts LIVE), and their uses. */
-  async counts(role: string): Promise<MemoryCounts> {
-    const r = await this.#store.pool.query<{ memories: string; recalls: string }>(
-      `SELECT count(*) AS memories, coalesce(sum(uses), 0) AS recalls FROM holt.agent_memories
-       WHERE instance = $1 AND role = $2 AND (expires_at IS NULL OR expires_at > now() OR uses >= $3)`,
-      [this.#instance, role, MEMORY_KEEP_USES],
-    );
-    const row = r.rows[0];
-    return { memories: Number(row?.memories ?? 0), recalls: Number(row?.recalls ?? 0) };
+  counts(role: string): Promise<MemoryCounts> {
+    return this.#store.ownCounts(this.#instance, role);
   }
 
   /**
