@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import type { NewArtefact } from './client.ts';
 import type { Artefact } from './types.ts';
 
 // Approval of risky calls (src/llm/turn/approval.ts): a Question of this type asks a person to approve
@@ -18,4 +20,19 @@ export function settles(
     answer.source_artefacts.includes(question.id) &&
     (question.type !== APPROVAL_TYPE || answer.produced_by_role === PERSON_ROLE)
   );
+}
+
+/** A person's Answer to a Question (`holt answer`, the console): the asking agent resumes on it. */
+export function personAnswer(questionId: string, text: string): NewArtefact {
+  const id = randomUUID();
+  return {
+    id,
+    logical_id: id,
+    version: 1,
+    structural_type: 'Answer',
+    type: 'Answer',
+    payload: text,
+    source_artefacts: [questionId],
+    produced_by_role: PERSON_ROLE,
+  };
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { APPROVAL_TYPE, PERSON_ROLE } from '../blackboard/approval.ts';
+import { APPROVAL_TYPE, PERSON_ROLE, personAnswer } from '../blackboard/approval.ts';
 import { claimIdsForArtefacts } from '../blackboard/claim-engine.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
@@ -119,17 +119,9 @@ export async function answerQuestion(
   if (!text.trim()) throw new CliError('the answer must not be empty', EXIT.usage);
   const q = await findArtefact(bb, questionId);
   if (q.structural_type !== 'Question') throw new CliError(`${q.id} is not a Question artefact`, EXIT.usage);
-  const answerId = randomUUID();
-  await bb.createArtefact({
-    id: answerId,
-    logical_id: answerId,
-    version: 1,
-    structural_type: 'Answer',
-    type: 'Answer',
-    payload: text,
-    source_artefacts: [q.id],
-    produced_by_role: PERSON_ROLE,
-  });
+  const a = personAnswer(q.id, text);
+  await bb.createArtefact(a);
+  const answerId = a.id;
   return { answerId, questionId: q.id };
 }
 

@@ -210,9 +210,12 @@ export function program(): Command {
     .option('--port <port>', 'with --serve: the port (default: a free one, printed)')
     .action(async (o) => (await cmd.graph()).graph(o));
   p.command('console')
-    .description('open the console in a browser: workflows live (the link it prints works once)')
+    .description(
+      'open the console in a browser: workflows live, questions answered and calls approved (the link it prints works once)',
+    )
     .addOption(nameOpt())
     .option('--port <port>', 'the port on 127.0.0.1 (default: a free one, printed)')
+    .option('--read-only', 'a link that may look but not answer or approve')
     .action(async (o) => (await cmd.console()).consoleCommand(o));
   p.command('questions')
     .description('questions agents asked that nobody answered yet')

@@ -36,6 +36,16 @@ td.goal { max-width: 40rem; overflow-wrap: anywhere; white-space: pre-wrap; }
 .status.completed { background: #d1fae5; color: #065f46; }
 .status.failed { background: #fee2e2; color: #991b1b; }
 :focus-visible { outline: 2px solid #2563eb; outline-offset: 2px; }
+nav button { background: none; border: 0; color: #cbd5e1; font: inherit; padding: .2rem .5rem; cursor: pointer; }
+nav button[aria-selected="true"] { color: #fff; border-bottom: 2px solid #f8fafc; }
+.question { background: #fff; border: 1px solid #e2e8f0; border-radius: .4rem; padding: .6rem .8rem; margin-bottom: .75rem; }
+.question header { display: flex; gap: .6rem; align-items: baseline; background: none; color: inherit; padding: 0; }
+.payload { white-space: pre-wrap; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: .85rem; background: #f1f5f9; padding: .5rem; }
+.actions { display: flex; gap: .5rem; align-items: flex-start; }
+.actions textarea, .actions input { flex: 1; font: inherit; }
+.badge { background: #fef9c3; color: #854d0e; font-size: .75rem; padding: .05rem .4rem; border-radius: .3rem; }
+.muted { color: #64748b; font-size: .8rem; }
+.error { color: #991b1b; }
 `;
 
 // No backtick and no dollar-brace below: this is a template literal's text.
@@ -53,35 +63,50 @@ function age(ms, now) {
   return Math.round(s / 86400) + 'd';
 }
 
-function useWorkflows() {
-  const [rows, setRows] = useState(new Map());
+// The lists, read once, then kept from the server's events (replayed after a drop, or a reset).
+function useBoard() {
+  const [workflows, setWorkflows] = useState(new Map());
+  const [questions, setQuestions] = useState(new Map());
+  const [session, setSession] = useState({ csrf: '', canAct: false });
   const [conn, setConn] = useState('connecting');
   useEffect(() => {
     let source;
     let closed = false;
-    const load = async () => {
-      const r = await fetch('/api/workflows', { credentials: 'same-origin' });
-      if (!r.ok) { setConn('refused (' + r.status + ')'); return false; }
-      const body = await r.json();
-      setRows(new Map(body.workflows.map((w) => [w.goalId, w])));
-      return body.lastEventId;
+    const get = async (path) => {
+      const r = await fetch(path, { credentials: 'same-origin' });
+      if (!r.ok) throw new Error('refused (' + r.status + ')');
+      return r.json();
     };
-    load().then((after) => {
-      if (after === false || closed) return;
-      // The browser reconnects by itself and sends Last-Event-ID: the server replays what was missed,
-      // or says reset when it cannot, and the list is read once more.
+    const load = async () => {
+      const [w, q] = await Promise.all([get('/api/workflows'), get('/api/questions')]);
+      setWorkflows(new Map(w.workflows.map((x) => [x.goalId, x])));
+      setQuestions(new Map(q.questions.map((x) => [x.id, x])));
+      return Math.min(w.lastEventId, q.lastEventId);
+    };
+    Promise.all([get('/api/session'), load()]).then(([s, after]) => {
+      if (closed) return;
+      setSession(s);
       source = new EventSource('/api/events?after=' + after);
       source.addEventListener('workflow', (e) => {
         const w = JSON.parse(e.data);
-        setRows((m) => new Map(m).set(w.goalId, w));
+        setWorkflows((m) => new Map(m).set(w.goalId, w));
+      });
+      source.addEventListener('question', (e) => {
+        const c = JSON.parse(e.data);
+        setQuestions((m) => {
+          const next = new Map(m);
+          if (c.open) next.set(c.question.id, c.question);
+          else next.delete(c.id);
+          return next;
+        });
       });
       source.addEventListener('reset', () => { load(); });
       source.onopen = () => setConn('live');
       source.onerror = () => setConn('reconnecting');
-    });
+    }, (e) => setConn(String(e.message)));
     return () => { closed = true; if (source) source.close(); };
   }, []);
-  return { rows, conn };
+  return { workflows, questions, session, conn };
 }
 
 function useNow(everyMs) {
@@ -119,20 +144,76 @@ function WorkflowTable(props) {
         h('td', null, w.traceId || '')))));
 }
 
-function App() {
-  const { rows, conn } = useWorkflows();
+function Workflows(props) {
   const [status, setStatus] = useState('all');
   const [text, setText] = useState('');
   const shown = useMemo(() => {
     const t = text.trim().toLowerCase();
-    return [...rows.values()]
+    return [...props.workflows.values()]
       .filter((w) => status === 'all' || w.status === status)
       .filter((w) => !t || w.goal.toLowerCase().includes(t) || w.goalType.toLowerCase().includes(t))
       .sort((a, b) => b.updatedAtMs - a.updatedAtMs);
-  }, [rows, status, text]);
+  }, [props.workflows, status, text]);
+  return h('section', { 'aria-label': 'workflows' }, h(Filters, { status, setStatus, text, setText }), h(WorkflowTable, { rows: shown }));
+}
+
+async function post(session, id, text) {
+  const r = await fetch('/api/questions/' + id + '/answer', {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { 'content-type': 'application/json', 'x-holt-csrf': session.csrf },
+    body: JSON.stringify({ text }),
+  });
+  if (!r.ok) throw new Error((await r.text()).trim() || 'refused (' + r.status + ')');
+}
+
+function QuestionCard(props) {
+  const q = props.q;
+  const [text, setText] = useState('');
+  const [error, setError] = useState('');
+  const [busy, setBusy] = useState(false);
+  const send = async (answer) => {
+    setBusy(true);
+    setError('');
+    try { await post(props.session, q.id, answer); } catch (e) { setError(String(e.message)); setBusy(false); }
+  };
+  const now = useNow(5000);
+  const actions = !props.session.canAct
+    ? h('p', { class: 'muted' }, 'Read-only: open the console with a link that may act to answer.')
+    : q.approval
+      ? h('div', { class: 'actions' },
+          h('input', { type: 'text', value: text, placeholder: 'reason (for a rejection)', onInput: (e) => setText(e.target.value), 'aria-label': 'reason' }),
+          h('button', { type: 'button', disabled: busy, onClick: () => send('approve'), 'data-act': 'approve' }, 'Approve'),
+          h('button', { type: 'button', disabled: busy, onClick: () => send('reject ' + (text || 'rejected in the console')), 'data-act': 'reject' }, 'Reject'))
+      : h('form', { class: 'actions', onSubmit: (e) => { e.preventDefault(); if (text.trim()) send(text); } },
+          h('textarea', { value: text, rows: 3, onInput: (e) => setText(e.target.value), 'aria-label': 'answer' }),
+          h('button', { type: 'submit', disabled: busy || !text.trim(), 'data-act': 'answer' }, 'Answer'));
+  return h('article', { class: 'question', 'data-question': q.id, 'aria-label': 'question from ' + q.role },
+    h('header', null, h('strong', null, q.role), q.approval ? h('span', { class: 'badge' }, 'approval of a tool call') : null, h('span', { class: 'muted' }, age(q.askedAtMs, now) + ' ago')),
+    h('pre', { class: 'payload' }, q.text),
+    actions,
+    error ? h('p', { class: 'error', role: 'alert' }, error) : null);
+}
+
+function Questions(props) {
+  const list = [...props.questions.values()].sort((a, b) => a.askedAtMs - b.askedAtMs);
+  if (!list.length) return h('p', { role: 'status' }, 'No open question.');
+  return h('section', { 'aria-label': 'questions' }, list.map((q) => h(QuestionCard, { key: q.id, q, session: props.session })));
+}
+
+function App() {
+  const board = useBoard();
+  const [page, setPage] = useState('workflows');
+  const tab = (name, label) =>
+    h('button', { type: 'button', role: 'tab', 'aria-selected': String(page === name), 'data-page': name, onClick: () => setPage(name) }, label);
   return h('div', null,
-    h('header', null, h('h1', null, 'Holt console · Workflows'), h('span', { class: 'live', role: 'status', 'data-conn': conn }, conn)),
-    h('main', null, h(Filters, { status, setStatus, text, setText }), h(WorkflowTable, { rows: shown })));
+    h('header', null,
+      h('h1', null, 'Holt console'),
+      h('nav', { role: 'tablist' }, tab('workflows', 'Workflows'), tab('questions', 'Questions (' + board.questions.size + ')')),
+      h('span', { class: 'live', role: 'status', 'data-conn': board.conn, 'data-can-act': String(board.session.canAct) }, board.conn)),
+    h('main', null, page === 'workflows'
+      ? h(Workflows, { workflows: board.workflows })
+      : h(Questions, { questions: board.questions, session: board.session })));
 }
 
 const root = document.getElementById('app');

@@ -96,7 +96,7 @@ describe('holt console (headless Chromium, real Redis)', () => {
     const again = await fetch(con.url, { redirect: 'manual' });
     expect(again.status).toBe(401);
     expect(await again.text()).toMatch(/used or is wrong/);
-    expect((await fetch(`${base()}/api/workflows`, { method: 'POST' })).status).toBe(405);
+    expect((await fetch(`${base()}/api/workflows`, { method: 'POST' })).status).toBe(401);
     // No inline script in the page: the policy would refuse it.
     const html = await p.content();
     expect(html).not.toMatch(/<script(?![^>]*\ssrc=)[^>]*>/);
@@ -106,5 +106,113 @@ describe('holt console (headless Chromium, real Redis)', () => {
     const bytes = pageWeight(consoleAssets());
     expect(bytes).toBeGreaterThan(10_000);
     expect(bytes).toBeLessThan(60_000);
+  });
+
+  it("answers a question from the page: the Answer is a person's, and the question leaves the list", async () => {
+    const p = await page();
+    const goal = artefact({ payload: 'ask me' });
+    await bb.createArtefact(goal);
+    const q = artefact({
+      structural_type: 'Question',
+      type: 'Question',
+      payload: 'Which branch should I use?',
+      source_artefacts: [goal.id],
+      produced_by_role: 'Writer',
+    });
+    await bb.createArtefact(q);
+    await p.click('[data-page="questions"]');
+    const card = `[data-question="${q.id}"]`;
+    await p.waitForSelector(card);
+    await p.type(`${card} textarea`, 'main, please');
+    await p.click(`${card} [data-act="answer"]`);
+    await p.waitForSelector(card, { hidden: true });
+    const answers = (await bb.getArtefacts(await bb.listArtefactIds())).filter(
+      (a) => a?.structural_type === 'Answer' && a.source_artefacts.includes(q.id),
+    );
+    expect(answers).toEqual([expect.objectContaining({ payload: 'main, please', produced_by_role: 'user' })]);
+  });
+
+  it('approves a tool call from the page', async () => {
+    const p = await page();
+    const q = artefact({
+      structural_type: 'Question',
+      type: 'ApprovalRequest',
+      payload: 'Approve: run deploy.sh --prod',
+      produced_by_role: 'Deployer',
+    });
+    await bb.createArtefact(q);
+    await p.click('[data-page="questions"]');
+    const card = `[data-question="${q.id}"]`;
+    await p.waitForSelector(`${card} [data-act="approve"]`);
+    await p.click(`${card} [data-act="approve"]`);
+    await p.waitForSelector(card, { hidden: true });
+    const [a] = (await bb.getArtefacts(await bb.listArtefactIds())).filter(
+      (x) => x?.structural_type === 'Answer' && x.source_artefacts.includes(q.id),
+    );
+    expect(a).toMatchObject({ payload: 'approve', produced_by_role: 'user' });
+  });
+
+  it('refuses an action without the CSRF token, from another origin, or from a read-only session', async () => {
+    const p = await page();
+    const q = artefact({ structural_type: 'Question', type: 'Question', payload: 'still open?' });
+    await bb.createArtefact(q);
+    // From the signed-in page itself, but without the header, or claiming another origin.
+    const statuses = await p.evaluate(async (id: string) => {
+      const s = (await (await fetch('/api/session')).json()) as { csrf: string };
+      const send = (headers: Record<string, string>) =>
+        fetch(`/api/questions/${id}/answer`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({ text: 'yes' }),
+        }).then((r) => r.status);
+      return [
+        await send({}),
+        await send({ 'x-holt-csrf': 'forged' }),
+        await send({ 'x-holt-csrf': s.csrf, 'content-type': 'text/plain' }),
+      ];
+    }, q.id);
+    expect(statuses).toEqual([403, 403, 415]);
+    // With the session and its token, but from a page of another origin (a browser sends its Origin).
+    const [cookie] = await p.cookies();
+    const csrf = await p.evaluate(
+      async () => ((await (await fetch('/api/session')).json()) as { csrf: string }).csrf,
+    );
+    const cross = await fetch(`${base()}/api/questions/${q.id}/answer`, {
+      method: 'POST',
+      headers: {
+        cookie: `${cookie!.name}=${cookie!.value}`,
+        'x-holt-csrf': csrf,
+        origin: 'http://evil.example',
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ text: 'yes' }),
+    });
+    expect(cross.status).toBe(403);
+    // A read-only console: its page offers no action, and the server refuses one.
+    const ro = await startConsole({ bb, log: silentLogger(), readOnly: true });
+    try {
+      const rp = await browser.newPage();
+      await rp.goto(ro.url);
+      await rp.waitForSelector('[data-conn="live"][data-can-act="false"]');
+      await rp.click('[data-page="questions"]');
+      await rp.waitForSelector(`[data-question="${q.id}"]`);
+      expect(await rp.$$(`[data-question="${q.id}"] [data-act]`)).toHaveLength(0);
+      const status = await rp.evaluate(async (id: string) => {
+        const s = (await (await fetch('/api/session')).json()) as { csrf: string };
+        const r = await fetch(`/api/questions/${id}/answer`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-holt-csrf': s.csrf },
+          body: JSON.stringify({ text: 'yes' }),
+        });
+        return r.status;
+      }, q.id);
+      expect(status).toBe(403);
+      await rp.close();
+    } finally {
+      await ro.close();
+    }
+    expect(
+      (await bb.getArtefacts(await bb.listArtefactIds())).some((a) => a?.source_artefacts.includes(q.id)),
+    ).toBe(false);
   });
 });

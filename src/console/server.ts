@@ -1,19 +1,24 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { z } from 'zod';
+import { personAnswer } from '../blackboard/approval.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import { Artefact } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
 import { consoleAssets } from './assets.ts';
-import { WorkflowIndex, type WorkflowRow } from './model.ts';
+import { WorkflowIndex } from './model.ts';
+import { QuestionIndex } from './questions.ts';
 
 /**
- * The console's server (docs/console.md): the page and its assets, the workflows as JSON, and their
- * changes as server-sent events fed by the blackboard's artefact channel. The board is read once, at
- * start; after that only what is announced (and, as a backstop for pub/sub's lost messages, the ids
- * it has not seen) is read. A browser gets in with the one-time token of the URL `holt console`
- * prints, which it trades for a session cookie (HttpOnly, SameSite=Strict); every answer carries a
- * Content-Security-Policy that allows the console's own scripts and nothing else.
+ * The console's server (docs/console.md): the page and its assets, the workflows and the open
+ * questions as JSON, and their changes as server-sent events fed by the blackboard's artefact channel.
+ * The board is read once, at start; after that only what is announced (and, as a backstop for
+ * pub/sub's lost messages, the ids it has not seen) is read. A browser gets in with the one-time token
+ * of the URL `holt console` prints, which it trades for a session cookie (HttpOnly, SameSite=Strict);
+ * every answer carries a Content-Security-Policy that allows the console's own scripts and nothing
+ * else. Acting (answering a question, approving a call) takes a session that may act (not `readOnly`),
+ * the session's CSRF token in a header, and a same-origin JSON request.
  */
 
 export interface ConsoleOptions {
@@ -26,6 +31,8 @@ export interface ConsoleOptions {
   token?: string;
   /** How often the ids of the board are compared with what the console has (pub/sub loses messages). */
   backstopMs?: number;
+  /** The link signs in a session that may look but not act. */
+  readOnly?: boolean;
 }
 
 export interface Console {
@@ -48,6 +55,15 @@ const SECURITY_HEADERS = {
 /** Events kept for a browser that reconnects (Last-Event-ID); one further back gets `reset`. */
 const REPLAY = 1000;
 const COOKIE = 'holt_console';
+/** The most an action's body may hold. */
+const MAX_BODY = 64 * 1024;
+
+const AnswerBody = z.object({ text: z.string().trim().min(1, 'an answer needs text').max(20_000) });
+
+interface Session {
+  csrf: string;
+  canAct: boolean;
+}
 
 const same = (a: string, b: string) =>
   a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
@@ -60,30 +76,65 @@ function cookieOf(req: IncomingMessage): string | undefined {
   return undefined;
 }
 
+const refuse = (res: ServerResponse, status: number, text: string) => {
+  res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': 'text/plain; charset=utf-8' });
+  res.end(`${text}\n`);
+};
+
+const json = (res: ServerResponse, status: number, body: unknown) => {
+  res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+};
+
+/** A JSON body of at most MAX_BODY bytes, or the reason it is refused. */
+async function jsonBody(
+  req: IncomingMessage,
+): Promise<{ ok: true; body: unknown } | { ok: false; status: number; why: string }> {
+  if (!(req.headers['content-type'] ?? '').startsWith('application/json'))
+    return { ok: false, status: 415, why: 'the body must be JSON' };
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req) {
+    size += (c as Buffer).length;
+    if (size > MAX_BODY) return { ok: false, status: 413, why: 'the body is too long' };
+    chunks.push(c as Buffer);
+  }
+  try {
+    return { ok: true, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) };
+  } catch {
+    return { ok: false, status: 400, why: 'the body is not JSON' };
+  }
+}
+
 export async function startConsole(o: ConsoleOptions): Promise<Console> {
   const assets = consoleAssets();
   const oneTime = o.token ?? randomBytes(24).toString('base64url');
   let token: string | undefined = oneTime;
-  const sessions = new Set<string>();
-  const index = new WorkflowIndex();
-  const events: { id: number; row: WorkflowRow }[] = [];
+  const sessions = new Map<string, Session>();
+  const workflows = new WorkflowIndex();
+  const questions = new QuestionIndex();
+  const events: { id: number; text: string }[] = [];
   let seq = 0;
   const clients = new Set<ServerResponse>();
 
-  const publish = (rows: WorkflowRow[]) => {
-    for (const row of rows) {
-      events.push({ id: ++seq, row });
+  const publish = (event: 'workflow' | 'question', items: unknown[]) => {
+    for (const item of items) {
+      const text = `id: ${++seq}\nevent: ${event}\ndata: ${JSON.stringify(item)}\n\n`;
+      events.push({ id: seq, text });
       if (events.length > REPLAY) events.shift();
-      for (const c of clients) c.write(`id: ${seq}\nevent: workflow\ndata: ${JSON.stringify(row)}\n\n`);
+      for (const c of clients) c.write(text);
     }
   };
-  const take = (list: Artefact[]) => {
-    for (const a of [...list].sort((x, y) => x.created_at_ms - y.created_at_ms)) publish(index.add(a));
+  const add = (a: Artefact) => {
+    publish('workflow', workflows.add(a));
+    publish('question', questions.add(a));
   };
   /** The artefacts the console has not seen yet, read by id (the whole board only the first time). */
   const catchUp = async () => {
-    const unseen = (await o.bb.listArtefactIds()).filter((id) => !index.has(id));
-    if (unseen.length) take((await o.bb.getArtefacts(unseen)).filter((a): a is Artefact => a !== null));
+    const unseen = (await o.bb.listArtefactIds()).filter((id) => !workflows.has(id));
+    if (!unseen.length) return;
+    const read = (await o.bb.getArtefacts(unseen)).filter((a): a is Artefact => a !== null);
+    for (const a of read.sort((x, y) => x.created_at_ms - y.created_at_ms)) add(a);
   };
   await catchUp();
 
@@ -100,8 +151,7 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
       return;
     }
     // An artefact whose sources the console missed waits for the catch-up, which reads them first.
-    if (parsed.success && parsed.data.source_artefacts.every((s) => index.has(s)))
-      publish(index.add(parsed.data));
+    if (parsed.success && parsed.data.source_artefacts.every((s) => workflows.has(s))) add(parsed.data);
   });
   await sub.subscribe(channel);
   let lost = false;
@@ -120,56 +170,80 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     );
   }, o.backstopMs ?? 30_000);
 
-  const refuse = (res: ServerResponse, status: number, text: string) => {
-    res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': 'text/plain; charset=utf-8' });
-    res.end(`${text}\n`);
+  /** A person's answer from the page: a session that may act, its CSRF token, this origin, a valid body. */
+  const answer = async (req: IncomingMessage, res: ServerResponse, s: Session, id: string) => {
+    if (!s.canAct) return refuse(res, 403, 'this console session is read-only');
+    const csrf = req.headers['x-holt-csrf'];
+    if (typeof csrf !== 'string' || !same(csrf, s.csrf))
+      return refuse(res, 403, 'missing or wrong CSRF token');
+    const origin = req.headers.origin;
+    if (origin !== undefined && origin !== `http://${req.headers.host}`)
+      return refuse(res, 403, 'a request from another origin');
+    const b = await jsonBody(req);
+    if (!b.ok) return refuse(res, b.status, b.why);
+    const a = AnswerBody.safeParse(b.body);
+    if (!a.success) return refuse(res, 400, a.error.issues[0]?.message ?? 'a bad answer');
+    if (!questions.get(id)) return refuse(res, 404, `no open question ${id}`);
+    const created = personAnswer(id, a.data.text);
+    await o.bb.createArtefact(created);
+    return json(res, 201, { answerId: created.id, questionId: id });
   };
 
-  const server = createServer((req, res) => {
+  /** Server-sent events from where the browser was: its Last-Event-ID on a reconnect, else `after`. */
+  const stream = (req: IncomingMessage, res: ServerResponse, url: URL) => {
+    res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'text/event-stream' });
+    const last = Number(req.headers['last-event-id'] ?? url.searchParams.get('after') ?? Number.NaN);
+    if (Number.isInteger(last) && last !== seq) {
+      const missed = events.filter((e) => e.id > last);
+      // Too far back (or from before a restart): the browser reads the lists again.
+      if (last > seq || missed[0]?.id !== last + 1) res.write('event: reset\ndata: {}\n\n');
+      else for (const e of missed) res.write(e.text);
+    }
+    res.write(': connected\n\n');
+    clients.add(res);
+    req.on('close', () => clients.delete(res));
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://console');
-    if (req.method !== 'GET') return refuse(res, 405, 'method not allowed');
     // The one-time token, traded for a session: the address bar and history keep no credential.
-    const offered = url.searchParams.get('token');
+    const offered = req.method === 'GET' ? url.searchParams.get('token') : null;
     if (offered !== null) {
       if (!token || !same(offered, token)) return refuse(res, 401, 'this console link was used or is wrong');
       token = undefined;
-      const session = randomBytes(24).toString('base64url');
-      sessions.add(session);
+      const id = randomBytes(24).toString('base64url');
+      sessions.set(id, { csrf: randomBytes(24).toString('base64url'), canAct: !o.readOnly });
       res.writeHead(303, {
         ...SECURITY_HEADERS,
         location: '/',
-        'set-cookie': `${COOKIE}=${session}; HttpOnly; SameSite=Strict; Path=/`,
+        'set-cookie': `${COOKIE}=${id}; HttpOnly; SameSite=Strict; Path=/`,
       });
       return res.end();
     }
-    const session = cookieOf(req);
-    if (!session || ![...sessions].some((s) => same(s, session)))
-      return refuse(res, 401, 'open the link holt console printed');
-    if (url.pathname === '/api/workflows') {
-      res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'application/json' });
-      return res.end(JSON.stringify({ workflows: index.list(), lastEventId: seq }));
-    }
-    if (url.pathname === '/api/events') {
-      res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'text/event-stream' });
-      // Where the browser was: its Last-Event-ID on a reconnect, else the list it read (`after`).
-      const last = Number(req.headers['last-event-id'] ?? url.searchParams.get('after') ?? Number.NaN);
-      if (Number.isInteger(last) && last !== seq) {
-        const missed = events.filter((e) => e.id > last);
-        // Too far back (or from before a restart): the browser reads the list again.
-        if (last > seq || missed[0]?.id !== last + 1) res.write('event: reset\ndata: {}\n\n');
-        else
-          for (const e of missed)
-            res.write(`id: ${e.id}\nevent: workflow\ndata: ${JSON.stringify(e.row)}\n\n`);
-      }
-      res.write(': connected\n\n');
-      clients.add(res);
-      req.on('close', () => clients.delete(res));
-      return;
-    }
+    const cookie = cookieOf(req);
+    const session = cookie ? [...sessions.entries()].find(([k]) => same(k, cookie))?.[1] : undefined;
+    if (!session) return refuse(res, 401, 'open the link holt console printed');
+    const act = /^\/api\/questions\/([0-9a-f-]{36})\/answer$/.exec(url.pathname);
+    if (req.method === 'POST' && act) return answer(req, res, session, act[1]!);
+    if (req.method !== 'GET') return refuse(res, 405, 'method not allowed');
+    if (url.pathname === '/api/session')
+      return json(res, 200, { csrf: session.csrf, canAct: session.canAct });
+    if (url.pathname === '/api/workflows')
+      return json(res, 200, { workflows: workflows.list(), lastEventId: seq });
+    if (url.pathname === '/api/questions')
+      return json(res, 200, { questions: questions.list(), lastEventId: seq });
+    if (url.pathname === '/api/events') return stream(req, res, url);
     const asset = assets.get(url.pathname === '/index.html' ? '/' : url.pathname);
     if (!asset) return refuse(res, 404, 'not found');
     res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': asset.type });
     res.end(asset.body);
+  };
+  const server = createServer((req, res) => {
+    handle(req, res).catch((e: unknown) => {
+      o.log.warn({ event_type: 'console_request_failed', error: String(e) }, 'console request failed');
+      if (!res.headersSent) refuse(res, 500, 'the console could not do that');
+      else res.end();
+    });
   });
   const keepalive = setInterval(() => {
     for (const c of clients) c.write(': keepalive\n\n');

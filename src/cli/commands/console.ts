@@ -7,6 +7,8 @@ import { resolveTarget } from '../resolve.ts';
 export interface ConsoleOptions {
   name?: string;
   port?: string;
+  /** The link signs in a session that may look but not answer or approve. */
+  readOnly?: boolean;
 }
 
 /**
@@ -21,7 +23,7 @@ export async function consoleCommand(opts: ConsoleOptions): Promise<void> {
   const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
   let c: Awaited<ReturnType<typeof startConsole>>;
   try {
-    c = await startConsole({ bb, log: createLogger('console', {}), port });
+    c = await startConsole({ bb, log: createLogger('console', {}), port, readOnly: opts.readOnly === true });
   } catch (e) {
     await bb.close();
     throw new CliError(`console: ${(e as Error).message}`, EXIT.error);
