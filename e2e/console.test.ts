@@ -1,5 +1,5 @@
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -17,46 +17,73 @@ const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '..');
 const HOLT = join(ROOT, 'bin', 'holt');
 const NAME = 'consoled';
+const ASKING = 'consoleask';
+const FIX = join(ROOT, 'test', 'fixtures', 'agents');
+let asking: string;
 
 let scratch: string;
 let ws: string;
 let env: NodeJS.ProcessEnv;
-let served: ChildProcessWithoutNullStreams | undefined;
 let browser: Browser | undefined;
-const holt = (args: string[]) => run(HOLT, args, { cwd: ws, env, maxBuffer: 20 << 20 });
+const holt = (args: string[], cwd = ws) => run(HOLT, args, { cwd, env, maxBuffer: 20 << 20 });
+const consoles: ChildProcessWithoutNullStreams[] = [];
+
+/** `holt console --name <name>` started, and the link it printed. */
+function openConsole(name: string): Promise<string> {
+  const served = spawn(HOLT, ['console', '--name', name], { cwd: ws, env });
+  consoles.push(served);
+  return new Promise<string>((resolveUrl, reject) => {
+    let text = '';
+    served.stdout.on('data', (c: Buffer) => {
+      text += c.toString();
+      const m = /http:\/\/127\.0\.0\.1:\d+\/\?token=\S+/.exec(text);
+      if (m) resolveUrl(m[0]);
+    });
+    served.once('exit', (code) => reject(new Error(`holt console exited ${code}: ${text}`)));
+  });
+}
+
+async function chromium(): Promise<Browser> {
+  browser ??= await launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  });
+  return browser;
+}
 
 beforeAll(async () => {
   scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'console-'));
   ws = join(scratch, 'ws');
   cpSync(join(ROOT, 'examples', 'demo'), ws, { recursive: true });
   commitWorkspace(ws);
+  // A Holt whose one agent asks a question about its goal, and finishes once it is answered.
+  asking = join(scratch, 'asking');
+  mkdirSync(asking);
+  writeFileSync(
+    join(asking, 'holt.yml'),
+    `version: "2"
+agents:
+  Asker:
+    command: ["node", "${join(FIX, 'asker.mjs')}"]
+    bid_script: ["node", "${join(FIX, 'bid-types.mjs')}", "GoalDefined", "exclusive"]
+`,
+  );
+  commitWorkspace(asking);
   env = { ...process.env, HOLT_HOME: join(scratch, 'home'), NO_COLOR: '1' };
 });
 afterAll(async () => {
   await browser?.close();
-  served?.kill('SIGTERM');
+  for (const c of consoles) c.kill('SIGTERM');
   await holt(['down', '--name', NAME]).catch(() => undefined);
+  await holt(['down', '--name', ASKING], asking).catch(() => undefined);
   if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
 describe('holt console', () => {
   it('a user opens the printed link and watches the demo workflow appear and complete live', async () => {
     await holt(['up', '--name', NAME, '--timeout', '120']);
-    served = spawn(HOLT, ['console', '--name', NAME], { cwd: ws, env });
-    const url = await new Promise<string>((resolveUrl, reject) => {
-      let text = '';
-      served!.stdout.on('data', (c: Buffer) => {
-        text += c.toString();
-        const m = /http:\/\/127\.0\.0\.1:\d+\/\?token=\S+/.exec(text);
-        if (m) resolveUrl(m[0]);
-      });
-      served!.once('exit', (code) => reject(new Error(`holt console exited ${code}: ${text}`)));
-    });
-    browser = await launch({
-      executablePath: '/usr/bin/chromium',
-      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-    });
-    const page = await browser.newPage();
+    const url = await openConsole(NAME);
+    const page = await (await chromium()).newPage();
     await page.setViewport({ width: 1100, height: 420 });
     await page.goto(url);
     await page.waitForSelector('[data-conn="live"]');
@@ -81,5 +108,25 @@ describe('holt console', () => {
       mkdirSync(join(ROOT, 'docs', 'img'), { recursive: true });
       await page.screenshot({ path: join(ROOT, 'docs', 'img', 'console-workflows.png') });
     }
+  });
+
+  it('a user answers a question in the page and sees the workflow finish', async () => {
+    await holt(['up', '--name', ASKING, '--timeout', '120'], asking);
+    const page = await (await chromium()).newPage();
+    await page.goto(await openConsole(ASKING));
+    await page.waitForSelector('[data-conn="live"][data-can-act="true"]');
+    await holt(['forage', '--name', ASKING, '--goal', 'paint the shed'], asking);
+    await page.click('[data-page="questions"]');
+    await page.waitForSelector('[data-question]', { timeout: 60_000 });
+    expect(await page.$eval('[data-question] .payload', (p) => p.textContent)).toBe(
+      'Which colour for: paint the shed?',
+    );
+    await page.type('[data-question] textarea', 'green');
+    await page.click('[data-question] [data-act="answer"]');
+    await page.waitForSelector('[data-question]', { hidden: true });
+    await page.click('[data-page="workflows"]');
+    await page.waitForSelector('tr[data-status="completed"]', { timeout: 60_000 });
+    const trail = (await holt(['hoard', '--name', ASKING, '-o', 'jsonl'], asking)).stdout;
+    expect(trail).toContain('answer was: green');
   });
 });
