@@ -67,6 +67,7 @@ function age(ms, now) {
 function useBoard() {
   const [workflows, setWorkflows] = useState(new Map());
   const [questions, setQuestions] = useState(new Map());
+  const [agents, setAgents] = useState([]);
   const [session, setSession] = useState({ csrf: '', canAct: false });
   const [conn, setConn] = useState('connecting');
   useEffect(() => {
@@ -78,10 +79,11 @@ function useBoard() {
       return r.json();
     };
     const load = async () => {
-      const [w, q] = await Promise.all([get('/api/workflows'), get('/api/questions')]);
+      const [w, q, a] = await Promise.all([get('/api/workflows'), get('/api/questions'), get('/api/agents')]);
       setWorkflows(new Map(w.workflows.map((x) => [x.goalId, x])));
       setQuestions(new Map(q.questions.map((x) => [x.id, x])));
-      return Math.min(w.lastEventId, q.lastEventId);
+      setAgents(a.agents);
+      return Math.min(w.lastEventId, q.lastEventId, a.lastEventId);
     };
     Promise.all([get('/api/session'), load()]).then(([s, after]) => {
       if (closed) return;
@@ -100,13 +102,14 @@ function useBoard() {
           return next;
         });
       });
+      source.addEventListener('agents', (e) => setAgents(JSON.parse(e.data)));
       source.addEventListener('reset', () => { load(); });
       source.onopen = () => setConn('live');
       source.onerror = () => setConn('reconnecting');
     }, (e) => setConn(String(e.message)));
     return () => { closed = true; if (source) source.close(); };
   }, []);
-  return { workflows, questions, session, conn };
+  return { workflows, questions, agents, session, conn };
 }
 
 function useNow(everyMs) {
@@ -201,6 +204,32 @@ function Questions(props) {
   return h('section', { 'aria-label': 'questions' }, list.map((q) => h(QuestionCard, { key: q.id, q, session: props.session })));
 }
 
+function Agents(props) {
+  const now = useNow(5000);
+  if (!props.agents.length) return h('p', { role: 'status' }, 'No agent registered yet.');
+  const num = (v) => (v === undefined ? '' : String(v));
+  return h('table', { role: 'table', 'aria-label': 'agents' },
+    h('thead', null, h('tr', null, ['Agent', 'Kind', 'In flight', 'State', 'Model', 'Calls', 'Tokens', 'Cost (USD)', 'Errors in a row', 'Life', 'Memories', 'Image', 'Last errors'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', null, props.agents.map((a) =>
+      h('tr', { key: a.role, 'data-agent': a.role, 'data-state': a.state || '' },
+        h('td', null, a.role),
+        h('td', null, a.kind),
+        h('td', null, String(a.inFlight)),
+        h('td', null, a.state === 'paused'
+          ? h('span', { class: 'status failed' }, 'paused' + (a.pausedClass ? ' (' + a.pausedClass + ')' : '') + (a.pausedReason ? ': ' + a.pausedReason : ''))
+          : (a.state || '')),
+        h('td', null, a.model || ''),
+        h('td', null, num(a.calls)),
+        h('td', null, num(a.tokens)),
+        h('td', null, a.costUsd === undefined ? '' : a.costUsd.toFixed(4)),
+        h('td', null, num(a.consecutiveErrors)),
+        h('td', null, a.life || ''),
+        h('td', null, num(a.memories)),
+        h('td', { class: 'goal' }, a.image || ''),
+        h('td', { class: 'goal' }, a.lastErrors.map((x) =>
+          h('div', { class: 'agent-error' }, x.type + (x.errorClass ? ' [' + x.errorClass + ']' : '') + ', ' + age(x.atMs, now) + ' ago: ' + x.text)))))));
+}
+
 function App() {
   const board = useBoard();
   const [page, setPage] = useState('workflows');
@@ -209,11 +238,13 @@ function App() {
   return h('div', null,
     h('header', null,
       h('h1', null, 'Holt console'),
-      h('nav', { role: 'tablist' }, tab('workflows', 'Workflows'), tab('questions', 'Questions (' + board.questions.size + ')')),
+      h('nav', { role: 'tablist' }, tab('workflows', 'Workflows'), tab('questions', 'Questions (' + board.questions.size + ')'), tab('agents', 'Agents')),
       h('span', { class: 'live', role: 'status', 'data-conn': board.conn, 'data-can-act': String(board.session.canAct) }, board.conn)),
     h('main', null, page === 'workflows'
       ? h(Workflows, { workflows: board.workflows })
-      : h(Questions, { questions: board.questions, session: board.session })));
+      : page === 'questions'
+        ? h(Questions, { questions: board.questions, session: board.session })
+        : h(Agents, { agents: board.agents })));
 }
 
 const root = document.getElementById('app');

@@ -2,7 +2,9 @@ import { type Browser, launch, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { eventually } from '../../test/harness/wait.ts';
+import { writeAgentStatus } from '../blackboard/agent-status.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { setAgents } from '../blackboard/registry.ts';
 import { artefact } from '../blackboard/testkit.ts';
 import { silentLogger } from '../common/logger.ts';
 import { consoleAssets, pageWeight } from './assets.ts';
@@ -19,7 +21,7 @@ let browser: Browser;
 beforeAll(async () => {
   redis = await startRedis();
   bb = Blackboard.connect(redis.url, 'console');
-  con = await startConsole({ bb, log: silentLogger(), backstopMs: 500 });
+  con = await startConsole({ bb, log: silentLogger(), backstopMs: 500, agentsPollMs: 200 });
   browser = await launch({
     executablePath: '/usr/bin/chromium',
     args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
@@ -214,5 +216,56 @@ describe('holt console (headless Chromium, real Redis)', () => {
     expect(
       (await bb.getArtefacts(await bb.listArtefactIds())).some((a) => a?.source_artefacts.includes(q.id)),
     ).toBe(false);
+  });
+
+  it('shows each agent: its load, a pause with its reason and class, and its last Failure with its class', async () => {
+    const p = await page();
+    await setAgents(bb, [
+      { role: 'Writer', kind: 'standard' },
+      { role: 'Finisher', kind: 'standard' },
+    ]);
+    await writeAgentStatus(bb.redis, bb.instance, 'Writer', {
+      state: 'paused',
+      paused_reason: 'the model server refused the key',
+      paused_class: 'auth',
+      paused_until_ms: 0,
+      model: 'gpt-test',
+      calls_in_window: 7,
+      tokens_in_window: 1200,
+      window_ms: 3_600_000,
+      calls_limit: 0,
+      tokens_limit: 0,
+      cost_usd_total: 0.0123,
+      cost_usd_limit: 0,
+      consecutive_errors: 3,
+      updated_at_ms: Date.now(),
+    });
+    await bb.createArtefact(
+      artefact({
+        structural_type: 'Failure',
+        type: 'ToolFailure',
+        produced_by_role: 'Writer',
+        payload: JSON.stringify({ error_class: 'auth', reason: '<b>401</b>' }),
+      }),
+    );
+    await p.click('[data-page="agents"]');
+    await p.waitForSelector('tr[data-agent="Writer"][data-state="paused"]');
+    const cells = await p.$$eval('tr[data-agent="Writer"] td', (tds) => tds.map((t) => t.textContent));
+    expect(cells.slice(0, 6)).toEqual([
+      'Writer',
+      'standard',
+      '0',
+      'paused (auth): the model server refused the key',
+      'gpt-test',
+      '7',
+    ]);
+    await p.waitForFunction(
+      () =>
+        (globalThis as { document?: { querySelector(s: string): { textContent: string } | null } }).document
+          ?.querySelector('tr[data-agent="Writer"] .agent-error')
+          ?.textContent.startsWith('ToolFailure [auth]') === true,
+    );
+    expect(await p.$$('tr[data-agent="Writer"] b')).toHaveLength(0);
+    expect(await p.$('tr[data-agent="Finisher"]')).not.toBeNull();
   });
 });

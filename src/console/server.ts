@@ -6,6 +6,7 @@ import { personAnswer } from '../blackboard/approval.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import { Artefact } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
+import { type AgentRow, FailureLog, readAgents } from './agents.ts';
 import { consoleAssets } from './assets.ts';
 import { WorkflowIndex } from './model.ts';
 import { QuestionIndex } from './questions.ts';
@@ -33,6 +34,8 @@ export interface ConsoleOptions {
   backstopMs?: number;
   /** The link signs in a session that may look but not act. */
   readOnly?: boolean;
+  /** How often the agents' registry and status hashes are read again (they change without an artefact). */
+  agentsPollMs?: number;
 }
 
 export interface Console {
@@ -113,11 +116,13 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
   const sessions = new Map<string, Session>();
   const workflows = new WorkflowIndex();
   const questions = new QuestionIndex();
+  const failures = new FailureLog();
+  let agents: AgentRow[] = [];
   const events: { id: number; text: string }[] = [];
   let seq = 0;
   const clients = new Set<ServerResponse>();
 
-  const publish = (event: 'workflow' | 'question', items: unknown[]) => {
+  const publish = (event: 'workflow' | 'question' | 'agents', items: unknown[]) => {
     for (const item of items) {
       const text = `id: ${++seq}\nevent: ${event}\ndata: ${JSON.stringify(item)}\n\n`;
       events.push({ id: seq, text });
@@ -128,6 +133,14 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
   const add = (a: Artefact) => {
     publish('workflow', workflows.add(a));
     publish('question', questions.add(a));
+    failures.add(a);
+  };
+  /** The agents read again; their list sent when it changed. */
+  const pollAgents = async () => {
+    const now = await readAgents(o.bb, failures);
+    if (JSON.stringify(now) === JSON.stringify(agents)) return;
+    agents = now;
+    publish('agents', [agents]);
   };
   /** The artefacts the console has not seen yet, read by id (the whole board only the first time). */
   const catchUp = async () => {
@@ -137,6 +150,7 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     for (const a of read.sort((x, y) => x.created_at_ms - y.created_at_ms)) add(a);
   };
   await catchUp();
+  await pollAgents();
 
   // Re-subscribed by hand after a reconnect (ioredis' own leaves its SUBSCRIBE uncaught when closed
   // meanwhile); what was published while it was away is read by the catch-up.
@@ -169,6 +183,11 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
       o.log.warn({ event_type: 'console_catch_up_failed', error: String(e) }, 'catch-up failed'),
     );
   }, o.backstopMs ?? 30_000);
+  const agentsTimer = setInterval(() => {
+    pollAgents().catch((e: unknown) =>
+      o.log.warn({ event_type: 'console_agents_failed', error: String(e) }, 'agents not read'),
+    );
+  }, o.agentsPollMs ?? 3_000);
 
   /** A person's answer from the page: a session that may act, its CSRF token, this origin, a valid body. */
   const answer = async (req: IncomingMessage, res: ServerResponse, s: Session, id: string) => {
@@ -232,6 +251,7 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
       return json(res, 200, { workflows: workflows.list(), lastEventId: seq });
     if (url.pathname === '/api/questions')
       return json(res, 200, { questions: questions.list(), lastEventId: seq });
+    if (url.pathname === '/api/agents') return json(res, 200, { agents, lastEventId: seq });
     if (url.pathname === '/api/events') return stream(req, res, url);
     const asset = assets.get(url.pathname === '/index.html' ? '/' : url.pathname);
     if (!asset) return refuse(res, 404, 'not found');
@@ -259,6 +279,7 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     port,
     async close() {
       clearInterval(backstop);
+      clearInterval(agentsTimer);
       clearInterval(keepalive);
       for (const c of clients) c.end();
       server.closeAllConnections();
