@@ -46,6 +46,11 @@ nav button[aria-selected="true"] { color: #fff; border-bottom: 2px solid #f8fafc
 .badge { background: #fef9c3; color: #854d0e; font-size: .75rem; padding: .05rem .4rem; border-radius: .3rem; }
 .muted { color: #64748b; font-size: .8rem; }
 .error { color: #991b1b; }
+button.link { background: none; border: 0; padding: 0; color: #1d4ed8; cursor: pointer; font: inherit; text-align: left; }
+img.graph { max-width: 100%; height: auto; background: #fff; border: 1px solid #e2e8f0; margin: .5rem 0; }
+.bar-cell { width: 20%; }
+.bar { display: inline-block; width: .5rem; height: .6rem; background: #2563eb; border-radius: .2rem; }
+.viewer { margin-top: 1rem; }
 `;
 
 // No backtick and no dollar-brace below: this is a template literal's text.
@@ -137,7 +142,7 @@ function WorkflowTable(props) {
     h('thead', null, h('tr', null, ['Goal', 'Type', 'Status', 'Artefacts', 'Reworks', 'Started', 'Updated', 'Trace'].map((c) => h('th', { scope: 'col' }, c)))),
     h('tbody', null, props.rows.map((w) =>
       h('tr', { key: w.goalId, 'data-goal': w.goalId, 'data-status': w.status },
-        h('td', { class: 'goal' }, w.goal),
+        h('td', { class: 'goal' }, h('button', { type: 'button', class: 'link', onClick: () => props.open(w.goalId), 'aria-label': 'open workflow' }, w.goal || '(empty goal)')),
         h('td', null, w.goalType),
         h('td', null, h('span', { class: 'status ' + w.status }, w.endType ? w.status + ' (' + w.endType + ')' : w.status)),
         h('td', null, String(w.artefacts)),
@@ -157,7 +162,51 @@ function Workflows(props) {
       .filter((w) => !t || w.goal.toLowerCase().includes(t) || w.goalType.toLowerCase().includes(t))
       .sort((a, b) => b.updatedAtMs - a.updatedAtMs);
   }, [props.workflows, status, text]);
-  return h('section', { 'aria-label': 'workflows' }, h(Filters, { status, setStatus, text, setText }), h(WorkflowTable, { rows: shown }));
+  return h('section', { 'aria-label': 'workflows' }, h(Filters, { status, setStatus, text, setText }), h(WorkflowTable, { rows: shown, open: props.open }));
+}
+
+function ms(v) {
+  if (v === undefined) return '';
+  return v < 1000 ? v + ' ms' : (v / 1000).toFixed(1) + ' s';
+}
+
+// One workflow: its graph, the timeline of its artefacts (read again whenever its row changes), and
+// one artefact's payload, as text.
+function WorkflowDetail(props) {
+  const [detail, setDetail] = useState(null);
+  const [open, setOpen] = useState(null);
+  const row = props.row;
+  useEffect(() => {
+    let gone = false;
+    fetch('/api/workflows/' + props.goal, { credentials: 'same-origin' })
+      .then((r) => (r.ok ? r.json() : null))
+      .then((d) => { if (!gone) setDetail(d); });
+    return () => { gone = true; };
+  }, [props.goal, row ? row.updatedAtMs : 0]);
+  const show = async (id) => {
+    const r = await fetch('/api/artefacts/' + id, { credentials: 'same-origin' });
+    setOpen(r.ok ? await r.json() : { id, payload: 'could not read it (' + r.status + ')' });
+  };
+  if (!detail) return h('p', { role: 'status' }, 'Loading the workflow…');
+  const total = Math.max(1, ...detail.timeline.map((t) => t.offsetMs));
+  return h('section', { 'aria-label': 'workflow', 'data-workflow': props.goal },
+    h('p', null, h('button', { type: 'button', class: 'link', onClick: props.back }, '← all workflows')),
+    h('h2', null, detail.workflow.goal),
+    h('p', { class: 'muted' }, detail.workflow.status + (detail.workflow.endType ? ' (' + detail.workflow.endType + ')' : '') + ' · ' + detail.timeline.length + ' artefacts · ' + detail.workflow.reworks + ' rework(s)' + (detail.workflow.traceId ? ' · trace ' + detail.workflow.traceId : '')),
+    h('img', { class: 'graph', alt: 'the workflow graph', src: '/api/workflows/' + props.goal + '/graph.svg?v=' + detail.workflow.updatedAtMs }),
+    h('table', { role: 'table', 'aria-label': 'timeline' },
+      h('thead', null, h('tr', null, ['At', 'Artefact', 'By', 'Claim', 'Then', ''].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', null, detail.timeline.map((t) =>
+        h('tr', { key: t.id, 'data-artefact': t.id, 'data-structural': t.structural },
+          h('td', null, '+' + ms(t.offsetMs)),
+          h('td', null, h('button', { type: 'button', class: 'link', onClick: () => show(t.id) }, t.type + (t.version > 1 ? ' v' + t.version : '')), ' ', h('span', { class: 'muted' }, t.structural)),
+          h('td', null, t.role),
+          h('td', null, t.claim ? t.claim.status + (t.claim.granted.length ? ' → ' + t.claim.granted.join(', ') : '') : ''),
+          h('td', null, ms(t.gapMs)),
+          h('td', { class: 'bar-cell' }, h('span', { class: 'bar', style: { marginLeft: (100 * t.offsetMs / total) + '%' } })))))),
+    open ? h('div', { class: 'viewer', role: 'region', 'aria-label': 'payload', 'data-open': open.id },
+      h('h3', null, (open.type || '') + ' ' + open.id),
+      h('pre', { class: 'payload' }, open.payload)) : null);
 }
 
 async function post(session, id, text) {
@@ -233,6 +282,7 @@ function Agents(props) {
 function App() {
   const board = useBoard();
   const [page, setPage] = useState('workflows');
+  const [goal, setGoal] = useState(null);
   const tab = (name, label) =>
     h('button', { type: 'button', role: 'tab', 'aria-selected': String(page === name), 'data-page': name, onClick: () => setPage(name) }, label);
   return h('div', null,
@@ -240,8 +290,10 @@ function App() {
       h('h1', null, 'Holt console'),
       h('nav', { role: 'tablist' }, tab('workflows', 'Workflows'), tab('questions', 'Questions (' + board.questions.size + ')'), tab('agents', 'Agents')),
       h('span', { class: 'live', role: 'status', 'data-conn': board.conn, 'data-can-act': String(board.session.canAct) }, board.conn)),
-    h('main', null, page === 'workflows'
-      ? h(Workflows, { workflows: board.workflows })
+    h('main', null, page === 'workflows' && goal
+      ? h(WorkflowDetail, { goal, row: board.workflows.get(goal), back: () => setGoal(null) })
+      : page === 'workflows'
+      ? h(Workflows, { workflows: board.workflows, open: setGoal })
       : page === 'questions'
         ? h(Questions, { questions: board.questions, session: board.session })
         : h(Agents, { agents: board.agents })));

@@ -71,6 +71,60 @@ describe('holt console (headless Chromium, real Redis)', () => {
     ]);
   });
 
+  it("a workflow's page: its graph, the timeline of its artefacts with their claims, a payload opened", async () => {
+    const p = await page();
+    const goal = artefact({ type: 'GoalDefined', payload: 'Draw the workflow page' });
+    await bb.createArtefact(goal);
+    const draft = artefact({
+      type: 'Draft',
+      source_artefacts: [goal.id],
+      payload: 'a first draft',
+      produced_by_role: 'Drafter',
+    });
+    await bb.createArtefact(draft);
+    await p.waitForSelector(`tr[data-goal="${goal.id}"] button`);
+    await p.click(`tr[data-goal="${goal.id}"] button`);
+    const page_ = `[data-workflow="${goal.id}"]`;
+    await p.waitForSelector(`${page_} [data-artefact="${draft.id}"]`);
+    // The graph is an image of Graphviz's SVG, loaded.
+    await p.waitForFunction(
+      (sel: string) =>
+        ((
+          globalThis as {
+            document?: { querySelector(s: string): { complete: boolean; naturalWidth: number } | null };
+          }
+        ).document?.querySelector(sel)?.naturalWidth ?? 0) > 0,
+      {},
+      `${page_} img.graph`,
+    );
+    const rows = await p.$$eval(`${page_} tr[data-artefact]`, (trs) =>
+      trs.map((tr) => tr.getAttribute('data-artefact')),
+    );
+    expect(rows).toEqual([goal.id, draft.id]);
+    // A new artefact of this workflow shows up on its page by itself.
+    const review = artefact({
+      type: 'Review',
+      structural_type: 'Review',
+      source_artefacts: [draft.id],
+      payload: '{}',
+    });
+    await bb.createArtefact(review);
+    await p.waitForSelector(`${page_} [data-artefact="${review.id}"]`);
+    await p.click(`${page_} [data-artefact="${draft.id}"] button`);
+    const viewer = await p.waitForSelector(`[data-open="${draft.id}"] pre`);
+    expect(await viewer!.evaluate((pre) => pre.textContent)).toBe('a first draft');
+    // The graph's own answer keeps the policy: nothing can run in it even opened on its own.
+    const [cookie] = await p.cookies();
+    const svg = await fetch(`${base()}/api/workflows/${goal.id}/graph.svg`, {
+      headers: { cookie: `${cookie!.name}=${cookie!.value}` },
+    });
+    expect([svg.status, svg.headers.get('content-type'), svg.headers.get('content-security-policy')]).toEqual(
+      [200, 'image/svg+xml', CSP],
+    );
+    expect(await svg.text()).toContain('<svg');
+    await p.click(`${page_} button.link`);
+  });
+
   it('renders a hostile payload as inert text: no script runs, no link or image is made', async () => {
     const p = await page();
     const hostile =
@@ -78,14 +132,21 @@ describe('holt console (headless Chromium, real Redis)', () => {
     const goal = artefact({ payload: hostile });
     await bb.createArtefact(goal);
     await eventually('the hostile goal listed', async () => (await rowStatus(p, goal.id)) === 'running');
+    // The goal's text inside its one button (which opens the workflow), and nothing else made of it.
     const cell = await p.$eval(`tr[data-goal="${goal.id}"] td.goal`, (td) => ({
       text: td.textContent,
-      elements: td.querySelectorAll('*').length,
+      elements: [...td.querySelectorAll('*')].map((e) => e.tagName),
     }));
-    expect(cell).toEqual({ text: hostile, elements: 0 });
-    await p.click(`tr[data-goal="${goal.id}"] td.goal`);
+    expect(cell).toEqual({ text: hostile, elements: ['BUTTON'] });
+    // Opened, the workflow shows the payload in its viewer: text again.
+    await p.click(`tr[data-goal="${goal.id}"] td.goal button`);
+    await p.waitForSelector(`[data-workflow="${goal.id}"] [data-artefact="${goal.id}"] button`);
+    await p.click(`[data-workflow="${goal.id}"] [data-artefact="${goal.id}"] button`);
+    const viewer = await p.waitForSelector(`[data-open="${goal.id}"] pre`);
+    expect(await viewer!.evaluate((pre) => [pre.textContent, pre.children.length])).toEqual([hostile, 0]);
     expect(await p.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
     expect(await p.$$('a[href^="javascript:"]')).toHaveLength(0);
+    await p.click('[data-workflow] button.link'); // back to the list
   });
 
   it('refuses a request without the token; the token works once; every answer carries the CSP', async () => {

@@ -30,6 +30,8 @@ export class WorkflowIndex {
   readonly #rows = new Map<string, WorkflowRow>();
   /** Artefact id → the goals it descends from (an artefact from two workflows counts in both). */
   readonly #roots = new Map<string, string[]>();
+  /** Goal → the ids of its workflow's artefacts, in the order they came. */
+  readonly #members = new Map<string, string[]>();
 
   /** Takes one artefact in (again: a no-op); the rows it changed. */
   add(a: Artefact): WorkflowRow[] {
@@ -38,6 +40,7 @@ export class WorkflowIndex {
       ? [...new Set(a.source_artefacts.flatMap((s) => this.#roots.get(s) ?? []))]
       : [a.id];
     this.#roots.set(a.id, roots);
+    for (const g of roots) this.#members.set(g, [...(this.#members.get(g) ?? []), a.id]);
     const changed: WorkflowRow[] = [];
     if (!a.source_artefacts.length) {
       const trace = traceIdOf(a);
@@ -70,6 +73,12 @@ export class WorkflowIndex {
       changed.push(next);
     }
     return changed;
+  }
+
+  /** A workflow's row and its artefacts' ids, or undefined for no goal of this board. */
+  workflow(goalId: string): { row: WorkflowRow; ids: string[] } | undefined {
+    const row = this.#rows.get(goalId);
+    return row ? { row, ids: this.#members.get(goalId) ?? [goalId] } : undefined;
   }
 
   has(id: string): boolean {

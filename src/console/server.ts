@@ -10,6 +10,7 @@ import { type AgentRow, FailureLog, readAgents } from './agents.ts';
 import { consoleAssets } from './assets.ts';
 import { WorkflowIndex } from './model.ts';
 import { QuestionIndex } from './questions.ts';
+import { graphSvg, readWorkflow, timelineOf } from './workflow.ts';
 
 /**
  * The console's server (docs/console.md): the page and its assets, the workflows and the open
@@ -208,6 +209,16 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     return json(res, 201, { answerId: created.id, questionId: id });
   };
 
+  /** One workflow: its timeline (JSON), or its graph (SVG, under the same CSP: no script runs in it). */
+  const workflowPage = async (res: ServerResponse, goal: string, svg: boolean) => {
+    const w = workflows.workflow(goal);
+    if (!w) return refuse(res, 404, `no workflow ${goal}`);
+    const { artefacts, claims } = await readWorkflow(o.bb, w.ids);
+    if (!svg) return json(res, 200, { workflow: w.row, timeline: timelineOf(artefacts, claims) });
+    res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'image/svg+xml' });
+    res.end(await graphSvg(artefacts, claims, `workflow ${goal.slice(0, 8)}`));
+  };
+
   /** Server-sent events from where the browser was: its Last-Event-ID on a reconnect, else `after`. */
   const stream = (req: IncomingMessage, res: ServerResponse, url: URL) => {
     res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'text/event-stream' });
@@ -252,6 +263,15 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     if (url.pathname === '/api/questions')
       return json(res, 200, { questions: questions.list(), lastEventId: seq });
     if (url.pathname === '/api/agents') return json(res, 200, { agents, lastEventId: seq });
+    const wf = /^\/api\/workflows\/([0-9a-f-]{36})(\/graph\.svg)?$/.exec(url.pathname);
+    if (wf) return workflowPage(res, wf[1]!, wf[2] !== undefined);
+    const art = /^\/api\/artefacts\/([0-9a-f-]{36})$/.exec(url.pathname);
+    if (art) {
+      // Only an artefact of a workflow the console knows: its id was announced on this board.
+      if (!workflows.has(art[1]!)) return refuse(res, 404, 'no such artefact');
+      const [a] = await o.bb.getArtefacts([art[1]!]);
+      return a ? json(res, 200, a) : refuse(res, 404, 'no such artefact');
+    }
     if (url.pathname === '/api/events') return stream(req, res, url);
     const asset = assets.get(url.pathname === '/index.html' ? '/' : url.pathname);
     if (!asset) return refuse(res, 404, 'not found');

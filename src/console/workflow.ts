@@ -1,0 +1,84 @@
+import { claimIdsForArtefacts } from '../blackboard/claim-engine.ts';
+import type { Blackboard } from '../blackboard/client.ts';
+import type { Artefact, Claim } from '../blackboard/types.ts';
+import { artefactGraph } from '../graph/model.ts';
+import { toDot } from '../graph/render.ts';
+import { dotToSvg } from '../graph/svg.ts';
+
+/**
+ * One workflow's page: its artefacts (read by id: this workflow's, never the whole board) with their
+ * claims, each as a timeline entry (when it came, how long after the goal, who made it, its claim's
+ * state), and its graph as `holt graph` draws it. Payloads are not in the list: one is read when a
+ * person opens it.
+ */
+
+export interface TimelineEntry {
+  id: string;
+  type: string;
+  structural: Artefact['structural_type'];
+  role: string;
+  version: number;
+  atMs: number;
+  /** Since the goal. */
+  offsetMs: number;
+  /** Until the next artefact of the workflow (the last: none). */
+  gapMs?: number;
+  claim?: { status: Claim['status']; granted: string[] };
+}
+
+/** The workflow's artefacts and their claims (artefact id → claim). */
+export async function readWorkflow(
+  bb: Blackboard,
+  ids: string[],
+): Promise<{ artefacts: Artefact[]; claims: Map<string, Claim> }> {
+  const artefacts = (await bb.getArtefacts(ids))
+    .filter((a): a is Artefact => a !== null)
+    .sort((a, b) => a.created_at_ms - b.created_at_ms || a.id.localeCompare(b.id));
+  const claimIds = await claimIdsForArtefacts(
+    bb,
+    artefacts.map((a) => a.id),
+  );
+  const claims = new Map<string, Claim>();
+  for (const vc of await bb.getClaims(claimIds.filter((c): c is string => c !== null)))
+    if (vc) claims.set(vc.claim.artefact_id, vc.claim);
+  return { artefacts, claims };
+}
+
+/** The timeline of a workflow's artefacts, oldest first. Pure. */
+export function timelineOf(
+  artefacts: readonly Artefact[],
+  claims: ReadonlyMap<string, Claim>,
+): TimelineEntry[] {
+  const start = artefacts[0]?.created_at_ms ?? 0;
+  return artefacts.map((a, i) => {
+    const c = claims.get(a.id);
+    const next = artefacts[i + 1];
+    return {
+      id: a.id,
+      type: a.type,
+      structural: a.structural_type,
+      role: a.produced_by_role,
+      version: a.version,
+      atMs: a.created_at_ms,
+      offsetMs: a.created_at_ms - start,
+      ...(next ? { gapMs: next.created_at_ms - a.created_at_ms } : {}),
+      ...(c
+        ? {
+            claim: {
+              status: c.status,
+              granted: [
+                ...c.granted_review_agents,
+                ...c.granted_parallel_agents,
+                ...(c.granted_exclusive_agent ? [c.granted_exclusive_agent] : []),
+              ],
+            },
+          }
+        : {}),
+    };
+  });
+}
+
+/** The workflow's graph as SVG (Graphviz escapes every label). */
+export function graphSvg(artefacts: readonly Artefact[], claims: ReadonlyMap<string, Claim>, title: string) {
+  return dotToSvg(toDot(artefactGraph(artefacts, claims), title));
+}
