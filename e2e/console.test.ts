@@ -104,9 +104,25 @@ describe('holt console', () => {
     expect(cells[0]).toBe('a haiku for the console');
     expect(Number(cells[3])).toBeGreaterThanOrEqual(7);
     expect(Number(cells[4])).toBe(1);
-    if (process.env.HOLT_UPDATE_PICTURES === '1') {
+    const pictures = process.env.HOLT_UPDATE_PICTURES === '1';
+    if (pictures) {
       mkdirSync(join(ROOT, 'docs', 'img'), { recursive: true });
       await page.screenshot({ path: join(ROOT, 'docs', 'img', 'console-workflows.png') });
+    }
+    // Its page: the timeline of its eight artefacts (the rejected draft, the review, the rework…).
+    await page.click(`tr[data-goal="${goal}"] button`);
+    await page.waitForSelector(`[data-workflow="${goal}"] img.graph`);
+    const timeline = await page.$$eval(`[data-workflow="${goal}"] tr[data-artefact]`, (trs) => trs.length);
+    expect(timeline).toBe(Number(cells[3]));
+    if (pictures) {
+      await page.setViewport({ width: 1100, height: 1300 });
+      await page.waitForFunction(
+        () =>
+          ((
+            globalThis as { document?: { querySelector(s: string): { naturalWidth: number } | null } }
+          ).document?.querySelector('img.graph')?.naturalWidth ?? 0) > 0,
+      );
+      await page.screenshot({ path: join(ROOT, 'docs', 'img', 'console-workflow.png'), fullPage: true });
     }
   });
 
