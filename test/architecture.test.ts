@@ -19,7 +19,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   orchestrator: ['blackboard', 'bus', 'common', 'inbox', 'ingress', 'life', 'state', 'telemetry'],
   pup: ['blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry'],
   work: ['common', 'state'],
-  memory: ['life', 'state', 'telemetry'],
+  memory: ['common', 'life', 'state', 'telemetry'],
   console: ['blackboard', 'common', 'graph', 'telemetry'],
   life: ['access', 'blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry', 'work'],
   ingress: ['access', 'common', 'life', 'telemetry'],

@@ -1,3 +1,4 @@
+import { seeded } from '../../src/common/seeded.ts';
 import { embedText } from '../../test/harness/embeddings.ts';
 
 /**
@@ -91,16 +92,7 @@ function pick<T>(xs: readonly T[], r: () => number): T {
 }
 
 /** A deterministic generator (mulberry32), so every run writes the same corpus. */
-export function generator(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const generator = seeded;
 
 /** The n-th synthetic memory (unique by its ticket number). */
 export function memoryText(n: number, r: () => number): string {

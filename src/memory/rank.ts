@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { seeded } from '../common/seeded.ts';
 
 /**
  * The pure parts of memory: how a text is keyed for exact duplicates, how a vector is sketched for the
@@ -17,25 +18,13 @@ export function bodyKey(body: string): string {
   return createHash('sha256').update(words.join(' ')).digest('hex');
 }
 
-/** A deterministic generator (mulberry32): every process draws the same hyperplanes for a dimension. */
-function generator(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const planes = new Map<number, Float32Array>();
 
 /** SKETCH_BITS random ±1 hyperplanes in `dim` dimensions, the same for every process. */
 function hyperplanes(dim: number): Float32Array {
   const have = planes.get(dim);
   if (have) return have;
-  const next = generator(0x5eed ^ dim);
+  const next = seeded(0x5eed ^ dim);
   const p = new Float32Array(SKETCH_BITS * dim);
   for (let i = 0; i < p.length; i++) p[i] = next() < 0.5 ? -1 : 1;
   planes.set(dim, p);

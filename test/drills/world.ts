@@ -7,6 +7,7 @@ import { childrenOf } from '../../src/blackboard/claim-engine.ts';
 import { Blackboard } from '../../src/blackboard/client.ts';
 import { outputId } from '../../src/blackboard/grants.ts';
 import { createPool } from '../../src/common/pg.ts';
+import { seeded } from '../../src/common/seeded.ts';
 import { type NatsServer, startNats } from '../../src/local/nats.ts';
 import { freePort } from '../../src/local/ports.ts';
 import { type PostgresServer, startPostgres } from '../../src/local/postgres.ts';
@@ -94,17 +95,7 @@ function resultOf(
   };
 }
 
-/** A seeded stream of numbers in [0, 1) (mulberry32): the same drill kills at the same moments. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seeded };
 
 /** A supervised program: started, killed with SIGKILL, started again; each start waits for its log line. */
 class Program {
