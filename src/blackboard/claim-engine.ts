@@ -311,6 +311,14 @@ export async function claimIdsForArtefacts(
   return bb.redis.mget(artefactIds.map((id) => bb.k.claimByArtefact(id)));
 }
 
+/** The claim on each of these artefacts that has one, by artefact id (two round trips in all). */
+export async function claimsForArtefacts(bb: Blackboard, artefactIds: string[]): Promise<Map<string, Claim>> {
+  const ids = (await claimIdsForArtefacts(bb, artefactIds)).filter((c): c is string => c !== null);
+  const claims = new Map<string, Claim>();
+  for (const vc of await bb.getClaims(ids)) if (vc) claims.set(vc.claim.artefact_id, vc.claim);
+  return claims;
+}
+
 /** Moves claims already marked dormant out of the active set (a one-off for claims from before the dormant set). */
 export async function moveToDormant(bb: Blackboard, ids: string[]): Promise<void> {
   if (!ids.length) return;

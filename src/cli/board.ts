@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { APPROVAL_TYPE, PERSON_ROLE, personAnswer } from '../blackboard/approval.ts';
-import { claimIdsForArtefacts } from '../blackboard/claim-engine.ts';
+import { claimsForArtefacts } from '../blackboard/claim-engine.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { type ArtefactGraph, artefactGraph, workflowOf } from '../graph/model.ts';
@@ -128,13 +128,10 @@ export async function answerQuestion(
 /** The artefacts on the blackboard and the claim of each (one read of each kind). */
 async function readBoard(bb: Blackboard): Promise<{ artefacts: Artefact[]; claims: Map<string, Claim> }> {
   const artefacts = await listArtefacts(bb);
-  const claimIds = await claimIdsForArtefacts(
+  const claims = await claimsForArtefacts(
     bb,
     artefacts.map((a) => a.id),
   );
-  const wanted = claimIds.filter((c): c is string => c !== null);
-  const claims = new Map<string, Claim>();
-  for (const vc of await bb.getClaims(wanted)) if (vc) claims.set(vc.claim.artefact_id, vc.claim);
   return { artefacts, claims };
 }
 

@@ -1,4 +1,4 @@
-import { claimIdsForArtefacts } from '../blackboard/claim-engine.ts';
+import { claimsForArtefacts } from '../blackboard/claim-engine.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { artefactGraph } from '../graph/model.ts';
@@ -34,13 +34,10 @@ export async function readWorkflow(
   const artefacts = (await bb.getArtefacts(ids))
     .filter((a): a is Artefact => a !== null)
     .sort((a, b) => a.created_at_ms - b.created_at_ms || a.id.localeCompare(b.id));
-  const claimIds = await claimIdsForArtefacts(
+  const claims = await claimsForArtefacts(
     bb,
     artefacts.map((a) => a.id),
   );
-  const claims = new Map<string, Claim>();
-  for (const vc of await bb.getClaims(claimIds.filter((c): c is string => c !== null)))
-    if (vc) claims.set(vc.claim.artefact_id, vc.claim);
   return { artefacts, claims };
 }
 
