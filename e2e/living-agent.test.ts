@@ -108,6 +108,7 @@ beforeAll(async () => {
       text: 'Build 7 is green: all 212 tests passed.',
     },
     text('reported'),
+    call('wait', { for: 'operator', on: 'a go-ahead for tomorrow' }),
     text('standing down'),
   ]);
   scratch = mkdtempSync(join(process.env.HOLT_TEST_TMP ?? tmpdir(), 'living-'));
@@ -262,6 +263,28 @@ describe('a living agent under holt up (real binary, real stores, scripted model
     expect(userText(5)).toContain('authority="operator_instruction"');
     expect(userText(5)).toContain('Stand down for today.');
 
+    // It waits for an operator; the operator lists its tasks and cancels that wait (through the
+    // ingress's task API, with the CLI's operator token): the next turn is told.
+    const tasks = await eventually(
+      'the operator wait is a task',
+      async () => {
+        const out = await holt(['life', 'tasks', 'Watcher', '--name', NAME]);
+        return out.includes('a go-ahead for tomorrow') ? out : undefined;
+      },
+      { timeoutMs: 30_000 },
+    );
+    expect(tasks).toMatch(/^ID\s+KIND\s+STATE\s+DEADLINE\s+AGE\s+WHAT\n[0-9a-f]{8}\s+operator\s+waiting\s+none\s+/);
+    const taskId = tasks.split('\n')[1]!.slice(0, 8);
+    expect(await holt(['life', 'cancel', 'Watcher', taskId, '--name', NAME])).toBe(
+      `cancelled operator task ${taskId} (a go-ahead for tomorrow): Watcher's next turn gets a cancellation report\n`,
+    );
+    await llm.waitForRequests(7, 60_000);
+    expect(userText(6)).toContain('Cancellation report: an operator cancelled your wait for an operator');
+    expect(await holt(['life', 'tasks', 'Watcher', '--name', NAME])).toBe('Watcher has no open tasks.\n');
+    await expect(holt(['life', 'cancel', 'Watcher', taskId, '--name', NAME])).rejects.toThrow(
+      /the ingress answered 404: agent Watcher has no open task/,
+    );
+
     // What came in, with its labels, and what the scheduler decided; the status counts the item.
     const life = await holt(['life', 'show', 'Watcher', '--name', NAME]);
     expect(life).toContain('webhook via POST /v1/agents/Watcher/messages (token ci; external evidence)');
@@ -270,6 +293,7 @@ describe('a living agent under holt up (real binary, real stores, scripted model
     );
     expect(life).toMatch(/start: 1 message\(s\) or wake\(s\) came in/);
     expect(life).toMatch(/start: 1 wait\(s\) ended/);
+    expect(life).toMatch(/cancel: operator token cli-operator cancelled operator task [0-9a-f-]{36} \(a go-ahead/);
     const st = await eventually(
       'the life status',
       async () => {

@@ -11,6 +11,7 @@ import { createPool } from '../src/common/pg.ts';
 import { InboxMetrics } from '../src/inbox/metrics.ts';
 import { startIngressServer } from '../src/ingress/server.ts';
 import { LifeStore } from '../src/life/store.ts';
+import { LifeTasks } from '../src/life/tasks.ts';
 import { LlmMetrics, MeteredModel } from '../src/llm/model/metrics.ts';
 import { OpenAiModel } from '../src/llm/model/model.ts';
 import { KubeClient } from '../src/operator/kube/kube.ts';
@@ -124,6 +125,7 @@ describe('metrics follow Prometheus conventions (promlint, real samples)', () =>
       port: 0,
       host: '127.0.0.1',
       life: new LifeStore(pool),
+      tasks: new LifeTasks(pool),
       tokens: () => [],
       knows: async () => true,
       ring: () => undefined,

@@ -5,6 +5,7 @@ import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
 import { startIngressServer } from '../../src/ingress/server.ts';
 import { LifeStore } from '../../src/life/store.ts';
+import { LifeTasks } from '../../src/life/tasks.ts';
 
 const url = process.env.DATABASE_URL;
 const sha256 = process.env.TOKEN_SHA256;
@@ -15,6 +16,7 @@ const srv = await startIngressServer({
   port: 0,
   host: '127.0.0.1',
   life: new LifeStore(pool),
+  tasks: new LifeTasks(pool),
   tokens: () => [
     {
       name: 'bench',

@@ -10,6 +10,7 @@ import { percentile } from '../../src/inbox/policy.ts';
 import { startIngressServer } from '../../src/ingress/server.ts';
 import { labelsOf } from '../../src/life/labels.ts';
 import { LifeStore } from '../../src/life/store.ts';
+import { LifeTasks } from '../../src/life/tasks.ts';
 import { startPostgres } from '../../src/local/postgres.ts';
 import { migrate } from '../../src/state/migrate.ts';
 
@@ -36,6 +37,7 @@ try {
     port: 0,
     host: '127.0.0.1',
     life,
+    tasks: new LifeTasks(pool),
     tokens: () => [
       {
         name: 'bench',

@@ -4,11 +4,13 @@ import { startPostgres } from '../../test/harness/postgres.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
+import { LifeTasks } from '../life/tasks.ts';
 import { UsageStore } from '../llm/stores/usage-store.ts';
 import { PostgresBacklogReader } from '../operator/autoscale/backlog.ts';
 import { migrate } from '../state/migrate.ts';
 import { pruneFinished } from '../state/retention.ts';
 import { fenceOf } from '../state/schema.ts';
+import { StepStore } from '../state/steps.ts';
 import {
   ensureRoles,
   PG_COMPONENTS,
@@ -165,6 +167,36 @@ describe('Postgres roles', () => {
     // Retention, as the orchestrator, removes what is finished.
     const pruned = await pruneFinished(as('orchestrator'), P, 0);
     expect(pruned.turns).toBeGreaterThanOrEqual(1);
+  });
+
+  it("the ingress (the orchestrator's role) lists and cancels an agent's tasks: its wait and its call", async () => {
+    const life = new LifeStore(as('pup'));
+    await new LifeStore(as('orchestrator')).enqueue({
+      instance: P,
+      role: 'Tasker',
+      key: 't1',
+      kind: 'message',
+      body: 'wait, then look it up',
+      labels: labelsOf('operator', 'message', 'POST /v1/agents/Tasker/messages', 'token ops'),
+    });
+    const step = await life.step(P, 'Tasker', 'pod-1', 60_000);
+    const f = step.fence!;
+    await life.addWait(f, 'Tasker', { kind: 'operator', on: 'a go-ahead' });
+    await new StepStore(as('pup')).waitTool(f, {
+      toolCallId: 'call-1',
+      toolName: 'lookup',
+      request: { via: 'nats' },
+    });
+    const tasks = new LifeTasks(as('orchestrator'));
+    const open = await tasks.list(P, 'Tasker');
+    expect(open.map((t) => t.kind).sort()).toEqual(['nats', 'operator']);
+    for (const t of open)
+      expect(await tasks.cancel(P, 'Tasker', t.id, 'operator token ops')).toMatchObject({
+        kind: 'cancelled',
+      });
+    expect((await tasks.list(P, 'Tasker')).map((t) => t.state)).toEqual(['cancelling']);
+    // The pup may not cancel on an operator's behalf: it has no cancelled_by to write.
+    await refused(sql('pup', `UPDATE holt.agent_waits SET cancelled_by = 'me' WHERE instance = $1`, [P]));
   });
 
   it('a pup may not write what only the ingress or the orchestrator writes: operator messages, grants, finished turns, the usage record', async () => {

@@ -79,7 +79,8 @@ export const TABLE_GRANTS: Record<PgComponent, Record<string, Grants>> = {
     agent_turns: { SELECT: ALL, INSERT: ALL, UPDATE: ALL, DELETE: ALL },
     agent_inbox: { SELECT: ALL, INSERT: ALL, UPDATE: ALL, DELETE: ALL },
     agent_steps: { SELECT: ALL, DELETE: ALL },
-    turn_waiting_tools: { SELECT: ALL, DELETE: ALL },
+    // An operator's cancel through the ingress gives a waiting call its cancellation report (life/tasks.ts).
+    turn_waiting_tools: { SELECT: ALL, UPDATE: ['wait_status', 'result', 'received_at'], DELETE: ALL },
     llm_usage: { SELECT: ALL, DELETE: ALL },
     llm_plans: { SELECT: ALL, DELETE: ALL },
     // Retention: expired memories go (src/state/retention.ts).
@@ -87,13 +88,24 @@ export const TABLE_GRANTS: Record<PgComponent, Record<string, Grants>> = {
     agent_life: { SELECT: ALL, INSERT: ['instance', 'role'], UPDATE: ['last_message_at'] },
     agent_messages: {
       SELECT: ALL,
-      INSERT: ['instance', 'role', 'idempotency_key', 'kind', 'body', 'labels', 'traceparent', 'tracestate'],
+      INSERT: [
+        'instance',
+        'role',
+        'idempotency_key',
+        'kind',
+        'body',
+        'labels',
+        'traceparent',
+        'tracestate',
+        'priority',
+      ],
       DELETE: ALL,
     },
     ingress_idempotency: { SELECT: ALL, INSERT: ALL, DELETE: ALL },
-    agent_waits: { SELECT: ALL, DELETE: ALL },
+    // A cancel marks a wait (the scheduler ends it) and is audited.
+    agent_waits: { SELECT: ALL, UPDATE: ['cancelled_by'], DELETE: ALL },
     life_turns: { SELECT: ALL, DELETE: ALL },
-    life_audit: { SELECT: ALL, DELETE: ALL },
+    life_audit: { SELECT: ALL, INSERT: ALL, DELETE: ALL },
   },
   pup: {
     pgmigrations: { SELECT: ALL },
@@ -170,7 +182,7 @@ export const TABLE_GRANTS: Record<PgComponent, Record<string, Grants>> = {
       INSERT: ['instance', 'role', 'idempotency_key', 'kind', 'body', 'labels'],
       UPDATE: ['turn_id', 'delivered_at', 'deliveries'],
     },
-    agent_waits: { SELECT: ALL, INSERT: ALL, UPDATE: ALL },
+    agent_waits: { SELECT: ALL, INSERT: ALL, UPDATE: ['state', 'ended_at', 'turn_id', 'deliveries'] },
     life_turns: { SELECT: ALL, INSERT: ALL },
     life_audit: { SELECT: ALL, INSERT: ALL },
   },

@@ -12,7 +12,12 @@ import { GRAPH_FORMATS } from './commands/graph-formats.ts';
 import { bashCompletion, zshCompletion } from './completion.ts';
 import type { KubeHolt, KubeRefHolt } from './kube.ts';
 import { CliError, EXIT, err, out, paint } from './output.ts';
-import { addLifeCommands, addWorkCommands, POSTGRES_KUBE_COMMANDS } from './postgres-commands.ts';
+import {
+  addLifeCommands,
+  addWorkCommands,
+  INGRESS_KUBE_COMMANDS,
+  POSTGRES_KUBE_COMMANDS,
+} from './postgres-commands.ts';
 import { closeRemoteTarget, positiveInt, useRemotePostgres, useRemoteTarget } from './target.ts';
 
 // Every command's module is imported when it runs: `holt pup` (every agent process) must not load the
@@ -56,6 +61,7 @@ const KUBE_COMMANDS: Record<string, 'redis' | 'postgres' | 'api'> = {
   send: 'api',
   wake: 'api',
   ...Object.fromEntries(POSTGRES_KUBE_COMMANDS.map((c) => [c, 'postgres' as const])),
+  ...Object.fromEntries(INGRESS_KUBE_COMMANDS.map((c) => [c, 'api' as const])),
   'token list': 'api',
   'token show': 'api',
   'token create': 'api',
@@ -330,7 +336,7 @@ export function program(): Command {
     .addOption(nameOpt())
     .option('--tool <name>', "one tool's user: it hears that tool's requests only")
     .action(async (o) => (await cmd.ingress()).toolUrl(o));
-  addLifeCommands(p, nameOpt);
+  addLifeCommands(p, nameOpt, () => kubeRef);
   p.command('logs')
     .description("show a component's log (an agent role, or orchestrator)")
     .argument('<component>', 'agent role or orchestrator')

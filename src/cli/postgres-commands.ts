@@ -1,4 +1,5 @@
 import type { Command, Option } from 'commander';
+import type { KubeRefHolt } from './kube.ts';
 
 // The command families on a Holt's Postgres (work items, memories, living agents), registered here to
 // keep main.ts short. As there, each command's module is imported only when it runs.
@@ -79,8 +80,18 @@ export function addWorkCommands(p: Command, nameOpt: () => Option): void {
     .action(async (id, o) => (await cmd.memory()).memoryForget(id, o));
 }
 
-/** `holt life`. */
-export function addLifeCommands(p: Command, nameOpt: () => Option): void {
+/** What each reaches with `--kube` through the orchestrator's ingress API, port-forwarded (send.ts). */
+export const INGRESS_KUBE_COMMANDS = ['life tasks', 'life cancel'] as const;
+
+const TOKEN_HELP =
+  "an operator token of the agent (env HOLT_TOKEN; default: the CLI's own; with --kube, the agent's first token of origin operator)";
+
+/** `holt life`; `kube` is the Holt of --kube, if any (read before the command runs). */
+export function addLifeCommands(
+  p: Command,
+  nameOpt: () => Option,
+  kube: () => KubeRefHolt | undefined,
+): void {
   const life = p.command('life').description('living agents: their messages, decisions, and stopping them');
   life
     .command('show')
@@ -101,4 +112,24 @@ export function addLifeCommands(p: Command, nameOpt: () => Option): void {
     .argument('<role>', 'agent role')
     .addOption(nameOpt())
     .action(async (role, o) => (await cmd.life()).lifeState(role, 'running', o));
+  life
+    .command('tasks')
+    .description(
+      "an agent's open tasks: its waits (timer, message, operator) and asynchronous calls (nats, command)",
+    )
+    .argument('<role>', 'agent role')
+    .addOption(nameOpt())
+    .option('--token <token>', TOKEN_HELP)
+    .option('-j, --json', 'JSON output (full ids, deadlines)')
+    .action(async (role, o) => (await cmd.life()).lifeTasks(kube(), role, o));
+  life
+    .command('cancel')
+    .description(
+      'cancel one task: a wait ends, a call gets a cancellation report, a background command is killed (its process group); the next turn is told',
+    )
+    .argument('<role>', 'agent role')
+    .argument('<id>', 'task id, or its first 6 characters or more (holt life tasks ROLE)')
+    .addOption(nameOpt())
+    .option('--token <token>', TOKEN_HELP)
+    .action(async (role, id, o) => (await cmd.life()).lifeCancel(kube(), role, id, o));
 }

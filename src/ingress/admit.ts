@@ -3,6 +3,7 @@ import { findToken, type Mode, type TokenEntry, tokenId } from '../access/tokens
 import type { Logger } from '../common/logger.ts';
 import { labelsOf, PRIVILEGED_LABELS } from '../life/labels.ts';
 import type { Enqueued, LifeStore } from '../life/store.ts';
+import type { LifeTasks, Task } from '../life/tasks.ts';
 import type { TraceCarrier } from '../telemetry/carrier.ts';
 import { FailureLimiter, type GuardLimits } from './guard.ts';
 import type { IngressMetrics } from './metrics.ts';
@@ -27,6 +28,8 @@ const MessageBody = z.union([
 export interface IngressDeps {
   instance: string;
   life: Pick<LifeStore, 'enqueue'>;
+  /** The agents' tasks (waits, asynchronous calls): listed and cancelled by operator tokens. */
+  tasks: Pick<LifeTasks, 'list' | 'cancel'>;
   tokens: () => TokenEntry[];
   /** Whether an agent of that role exists (registered). */
   knows: (role: string) => Promise<boolean>;
@@ -70,14 +73,27 @@ export interface Head {
 }
 
 /** A request whose head was admitted: whose it is and where it goes. */
-export interface Admitted {
-  token: TokenEntry;
-  role: string;
-  mode: Mode;
-  key: string;
-}
+export type Admitted =
+  | { token: TokenEntry; role: string; mode: Mode; key: string }
+  | { token: TokenEntry; role: string; mode: 'tasks'; method: 'GET' | 'DELETE'; id?: string };
+
+/** An admitted message or wake hint (its body is read next). */
+export type AdmittedMessage = Extract<Admitted, { key: string }>;
+/** An admitted task request (it has no body). */
+export type AdmittedTasks = Extract<Admitted, { mode: 'tasks' }>;
 
 const retryAfter = (ms: number) => ({ 'retry-after': String(Math.max(1, Math.ceil(ms / 1000))) });
+
+/** The agent's tasks as the API shows them (life/tasks.ts). */
+const taskView = (t: Task) => ({
+  id: t.id,
+  kind: t.kind,
+  what: t.what,
+  state: t.state,
+  deadline: t.deadlineMs === null ? null : new Date(t.deadlineMs).toISOString(),
+  created: new Date(t.createdMs).toISOString(),
+  ...(t.itemId ? { work_item: t.itemId } : {}),
+});
 
 /** Decides and acts on requests; never throws for a bad request (only a store failure throws). */
 export class Ingress {
@@ -114,9 +130,10 @@ export class Ingress {
     if (!route.ok)
       return {
         ...fail(route.status, route.error),
-        ...(route.status === 405 ? { headers: { allow: 'POST' } } : {}),
+        ...(route.allow ? { headers: { allow: route.allow } } : {}),
       };
-    const { role, mode } = route.value;
+    const r = route.value;
+    const { role, mode } = r;
     const now = (this.deps.now ?? Date.now)();
     const bearer = /^Bearer\s+(\S+)$/i.exec(h.authorization ?? '')?.[1];
     const token = bearer ? findToken(this.deps.tokens(), bearer) : undefined;
@@ -127,7 +144,9 @@ export class Ingress {
       });
     }
     if (token.role !== role) return fail(403, `this token is for agent ${token.role}, not ${role}`);
-    if (!token.modes.includes(mode))
+    if (mode === 'tasks' && token.origin !== 'operator')
+      return fail(403, `an agent's tasks are its operators': this token's origin is ${token.origin}`);
+    if (mode !== 'tasks' && !token.modes.includes(mode))
       return fail(403, `this token may not ${mode} (its scope: ${token.modes.join(', ')})`);
     const bucketKey = `${token.role}/${token.name}`;
     const t = take(this.buckets.get(bucketKey), now, token.ratePerMinute);
@@ -138,18 +157,44 @@ export class Ingress {
         `rate limit: ${token.ratePerMinute} requests a minute for this token`,
         retryAfter(t.retryAfterMs),
       );
+    if (r.mode === 'tasks')
+      return { token, role, mode: 'tasks', method: r.method, ...(r.id !== undefined ? { id: r.id } : {}) };
     if (!h.idempotencyKey || !IDEMPOTENCY_KEY.test(h.idempotencyKey))
       return fail(400, 'an Idempotency-Key header of 1-200 [A-Za-z0-9._:-] is required');
     const badType = contentTypeProblem(h.contentType);
     if (badType) return fail(415, badType);
     if (h.contentLength !== undefined && h.contentLength > MAX_BODY_BYTES)
       return fail(413, `the body is over ${MAX_BODY_BYTES} bytes`);
-    return { token, role, mode, key: h.idempotencyKey };
+    return { token, role, mode: r.mode, key: h.idempotencyKey };
+  }
+
+  /**
+   * An operator's request on the agent's tasks: the list, one task, or a cancel (the agent's doorbell
+   * rung after it, so its next pass tells the turn and kills a background command at once).
+   */
+  async tasks(a: AdmittedTasks): Promise<Reply> {
+    const { instance } = this.deps;
+    if (!(await this.deps.knows(a.role))) return fail(404, `no agent ${a.role}`);
+    if (a.method === 'DELETE') {
+      const c = await this.deps.tasks.cancel(instance, a.role, a.id ?? '', `operator token ${a.token.name}`);
+      if (c.kind === 'ambiguous')
+        return fail(409, `${a.id} is the start of ${c.ids.length} tasks' ids: give more of it`);
+      if (c.kind === 'not_found') return fail(404, `agent ${a.role} has no open task ${a.id}`);
+      this.deps.ring(a.role);
+      return { status: 202, body: { status: 'cancelling', task: taskView(c.task) } };
+    }
+    const all = (await this.deps.tasks.list(instance, a.role)).map(taskView);
+    if (a.id === undefined) return { status: 200, body: { tasks: all } };
+    const one = all.filter((t) => t.id.startsWith(a.id ?? ''));
+    if (one.length === 1) return { status: 200, body: { task: one[0] } };
+    return one.length
+      ? fail(409, `${a.id} is the start of ${one.length} tasks' ids: give more of it`)
+      : fail(404, `agent ${a.role} has no open task ${a.id}`);
   }
 
   /** The body of an admitted request: checked, then queued once per token and key, with the trace
    * context the turn it wakes is to continue (the request's span's). */
-  async deliver(a: Admitted, body: Buffer, trace?: TraceCarrier): Promise<Reply> {
+  async deliver(a: AdmittedMessage, body: Buffer, trace?: TraceCarrier): Promise<Reply> {
     const { token, role, mode } = a;
     const text = textOf(body);
     if (!text.ok) return fail(text.status, text.error);

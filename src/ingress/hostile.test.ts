@@ -8,6 +8,7 @@ import { hashToken, type TokenEntry } from '../access/tokens.ts';
 import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { LifeStore } from '../life/store.ts';
+import { LifeTasks } from '../life/tasks.ts';
 import { ensureSchema } from '../state/migrate.ts';
 import { sourceOf } from './guard.ts';
 import { tooDeep } from './request.ts';
@@ -54,6 +55,7 @@ async function serve(limits: Partial<IngressLimits>, serving?: () => boolean) {
     port: 0,
     host: '127.0.0.1',
     life: new LifeStore(pool),
+    tasks: new LifeTasks(pool),
     tokens: () => TOKENS,
     knows: async (role) => role === 'Writer',
     ring: () => undefined,

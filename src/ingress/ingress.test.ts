@@ -9,6 +9,7 @@ import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { createLogger, silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { LifeStore } from '../life/store.ts';
+import { LifeTasks } from '../life/tasks.ts';
 import { ensureSchema } from '../state/migrate.ts';
 import { pruneFinished } from '../state/retention.ts';
 import { take } from './rate-limit.ts';
@@ -69,6 +70,7 @@ beforeAll(async () => {
     port: 0,
     host: '127.0.0.1',
     life: new LifeStore(pool),
+    tasks: new LifeTasks(pool),
     tokens: tokenSource(file, () => undefined),
     knows: async (role) => ['Writer', 'Reviewer', 'Traced'].includes(role),
     ring: (role) => rung.push(role),
@@ -323,6 +325,7 @@ describe('the ingress', () => {
       port: 0,
       host: '127.0.0.1',
       life: new LifeStore(pool),
+      tasks: new LifeTasks(pool),
       tokens: tokenSource(file, () => undefined),
       knows: async () => true,
       ring: () => undefined,

@@ -6,35 +6,58 @@ import type { Mode } from '../access/tokens.ts';
  * malformed request can never surface as a store failure (503, "retry").
  */
 
-export type Checked<T> = { ok: true; value: T } | { ok: false; status: number; error: string };
+export type Checked<T> =
+  | { ok: true; value: T }
+  | { ok: false; status: number; error: string; allow?: string };
 
-const no = (status: number, error: string): { ok: false; status: number; error: string } => ({
-  ok: false,
-  status,
-  error,
-});
+const no = (status: number, error: string, allow?: string) =>
+  ({ ok: false, status, error, ...(allow ? { allow } : {}) }) as const;
 
 /** JSON nested deeper than this is refused before it is parsed. */
 export const MAX_JSON_DEPTH = 32;
 
 // An agent's role name (src/api/common.ts roleName; the ingress layer does not import the API).
 const ROLE = /^[A-Za-z0-9-]{1,64}$/;
-const ROUTE = /^\/v1\/agents\/([^/]+)\/(messages|wake)$/;
+const ROUTE = /^\/v1\/agents\/([^/]+)\/(messages|wake|tasks)(?:\/([^/]+))?$/;
+const TASK_ID = /^[0-9a-f-]{6,36}$/;
 
-/** `POST /v1/agents/{role}/messages|wake`: the role (percent-decoded, a role name) and the mode. */
-export function routeOf(method: string, url: string): Checked<{ role: string; mode: Mode }> {
+/** Where a request goes: a message or a wake hint for an agent, or its tasks (an operator's). */
+export type Route =
+  | { role: string; mode: Mode }
+  | { role: string; mode: 'tasks'; method: 'GET' | 'DELETE'; id?: string };
+
+/**
+ * `POST /v1/agents/{role}/messages|wake`, `GET /v1/agents/{role}/tasks[/{id}]`, `DELETE
+ * /v1/agents/{role}/tasks/{id}`: the role (percent-decoded, a role name) and what is asked.
+ */
+export function routeOf(method: string, url: string): Checked<Route> {
   const path = url.split('?')[0] ?? '/';
   const m = ROUTE.exec(path);
-  if (!m) return no(404, 'not found: POST /v1/agents/{role}/messages or /v1/agents/{role}/wake');
-  if (method !== 'POST') return no(405, 'use POST');
+  const kind = m?.[2];
+  if (!m || (kind !== 'tasks' && m[3] !== undefined))
+    return no(
+      404,
+      'not found: POST /v1/agents/{role}/messages or /wake; GET /v1/agents/{role}/tasks[/{id}]; DELETE /v1/agents/{role}/tasks/{id}',
+    );
   let role: string;
+  let id: string | undefined;
   try {
     role = decodeURIComponent(m[1]!);
+    id = m[3] === undefined ? undefined : decodeURIComponent(m[3]).toLowerCase();
   } catch {
     return no(400, 'the path has a malformed % escape');
   }
   if (!ROLE.test(role)) return no(400, 'the role in the path must be 1-64 letters, digits or hyphens');
-  return { ok: true, value: { role, mode: m[2] === 'messages' ? 'enqueue_message' : 'wake_hint' } };
+  if (kind !== 'tasks') {
+    if (method !== 'POST') return no(405, 'use POST', 'POST');
+    return { ok: true, value: { role, mode: kind === 'messages' ? 'enqueue_message' : 'wake_hint' } };
+  }
+  if (method !== 'GET' && method !== 'DELETE')
+    return no(405, 'use GET or DELETE', id === undefined ? 'GET' : 'GET, DELETE');
+  if (id !== undefined && !TASK_ID.test(id))
+    return no(400, 'a task id is 6-36 hex digits and hyphens (holt life tasks ROLE lists them)');
+  if (method === 'DELETE' && id === undefined) return no(405, 'DELETE a task by its id: /tasks/{id}', 'GET');
+  return { ok: true, value: { role, mode: 'tasks', method, ...(id !== undefined ? { id } : {}) } };
 }
 
 /** A body is JSON: no content type (curl and many hooks send none), application/json or a +json type, in UTF-8. */

@@ -9,7 +9,16 @@ import type { Socket } from 'node:net';
 import type { Registry } from 'prom-client';
 import { contextFrom, parseCarrier, type TraceCarrier } from '../telemetry/carrier.ts';
 import { GEN_AI, inSpan, markFailed, SpanKind, spanCarrier } from '../telemetry/spans.ts';
-import { type Admitted, fail, Ingress, type IngressDeps, MAX_BODY_BYTES, type Reply } from './admit.ts';
+import {
+  type Admitted,
+  type AdmittedMessage,
+  type AdmittedTasks,
+  fail,
+  Ingress,
+  type IngressDeps,
+  MAX_BODY_BYTES,
+  type Reply,
+} from './admit.ts';
 import { ConnectionGuard, DEFAULT_LIMITS, type GuardLimits, sourceOf } from './guard.ts';
 import { IngressMetrics } from './metrics.ts';
 
@@ -73,7 +82,7 @@ const callerTrace = (req: IncomingMessage) =>
  * An admitted request's delivery in its server span (HTTP semantic conventions), under the caller's
  * trace when it sent one; the queued message carries this span on to the turn it wakes.
  */
-function deliverInSpan(ingress: Ingress, a: Admitted, body: Buffer, caller: TraceCarrier | undefined) {
+function deliverInSpan(ingress: Ingress, a: AdmittedMessage, body: Buffer, caller: TraceCarrier | undefined) {
   const route = `/v1/agents/{role}/${a.mode === 'enqueue_message' ? 'messages' : 'wake'}`;
   return inSpan(
     `POST ${route}`,
@@ -86,6 +95,24 @@ function deliverInSpan(ingress: Ingress, a: Admitted, body: Buffer, caller: Trac
       const r = await ingress.deliver(a, body, spanCarrier(span));
       span.setAttribute('http.response.status_code', r.status);
       if (r.status >= 500) markFailed(span, String(r.status));
+      return r;
+    },
+  );
+}
+
+/** An operator's request on an agent's tasks, in its server span. */
+function tasksInSpan(ingress: Ingress, a: AdmittedTasks, caller: TraceCarrier | undefined) {
+  const route = `/v1/agents/{role}/tasks${a.id === undefined ? '' : '/{id}'}`;
+  return inSpan(
+    `${a.method} ${route}`,
+    {
+      kind: SpanKind.SERVER,
+      parent: contextFrom(caller),
+      attributes: { 'http.request.method': a.method, 'http.route': route, [GEN_AI.agentName]: a.role },
+    },
+    async (span) => {
+      const r = await ingress.tasks(a);
+      span.setAttribute('http.response.status_code', r.status);
       return r;
     },
   );
@@ -136,6 +163,15 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
           : {}),
       });
       if ('status' in a) return logged(refused(req, a));
+      if (a.mode === 'tasks') {
+        // A task request has no body: whatever came is dropped (a large one closes the connection).
+        return void tasksInSpan(ingress, a, callerTrace(req))
+          .then((r) => logged({ ...refused(req, r), who: a }))
+          .catch((e: unknown) => {
+            d.log.error({ event_type: 'ingress_failed', error: String(e) }, 'ingress request failed');
+            logged({ ...fail(503, 'the agent store is unavailable; retry'), who: a });
+          });
+      }
       readBody(req, limits.bodyTimeoutMs, metrics)
         .then(async (body) => {
           if (body === 'gone') return;

@@ -46,11 +46,13 @@ export function lifeOpening(o: {
     const item = w.item_id ? ` (work item ${w.item_id})` : '';
     const what = w.kind === 'operator' ? 'an operator' : 'a message';
     const text =
-      ended.outcome === 'resolved'
-        ? w.kind === 'timer'
-          ? `Your timer ${w.id}${item} fired.`
-          : `Your wait ${w.id} for ${what}${item} is over: see the messages above.`
-        : `Timeout report: your wait ${w.id} for ${what}${item} passed its deadline and nothing came. Decide what to do without it.`;
+      ended.outcome === 'cancelled'
+        ? `Cancellation report: an operator cancelled your ${w.kind === 'timer' ? 'timer' : `wait for ${what}`} ${w.id}${item}. Do not wait for it again unless asked; decide what to do without it.`
+        : ended.outcome === 'resolved'
+          ? w.kind === 'timer'
+            ? `Your timer ${w.id}${item} fired.`
+            : `Your wait ${w.id} for ${what}${item} is over: see the messages above.`
+          : `Timeout report: your wait ${w.id} for ${what}${item} passed its deadline and nothing came. Decide what to do without it.`;
     parts.push(wrapMessage(runtimeLabels(w.kind === 'timer' ? 'timer' : 'system'), text));
     parts.push(wrapMessage(agentLabels(`wait ${w.id}`), w.on_what));
   }

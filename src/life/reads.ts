@@ -20,11 +20,13 @@ export const WaitRow = z.object({
   on_what: z.string(),
   deadline_ms: num.nullable(),
   state: z.enum(['waiting', 'resolved', 'timed_out', 'cancelled']),
+  /** Who cancelled it (life/tasks.ts), while it still waits for the scheduler to end it. */
+  cancelled_by: z.string().nullable().default(null),
   created_ms: num,
 });
 export type LifeWait = z.infer<typeof WaitRow>;
 
-export const WAIT_COLS = `id, kind, item_id, on_what, state,
+export const WAIT_COLS = `id, kind, item_id, on_what, state, cancelled_by,
   (EXTRACT(EPOCH FROM deadline) * 1000)::bigint AS deadline_ms,
   (EXTRACT(EPOCH FROM created_at) * 1000)::bigint AS created_ms`;
 export const MSG_COLS = `id, kind, body, labels, (EXTRACT(EPOCH FROM created_at) * 1000)::bigint AS at_ms`;

@@ -17,6 +17,8 @@ export interface WaitView {
   kind: 'timer' | 'message' | 'operator';
   itemId: string | null;
   deadlineMs: number | null;
+  /** An operator cancelled it (life/tasks.ts): the next turn ends it and is told. */
+  cancelled?: boolean;
 }
 
 export interface LifeSnapshot {
@@ -43,7 +45,7 @@ export interface LifeSnapshot {
   lastTurnMs: number;
 }
 
-export type WaitOutcome = { id: string; outcome: 'resolved' | 'timed_out' };
+export type WaitOutcome = { id: string; outcome: 'resolved' | 'timed_out' | 'cancelled' };
 
 export type Decision =
   | { kind: 'stop'; why: string }
@@ -74,7 +76,10 @@ export function fitTurn(msgs: LifeSnapshot['messages'], turnBytes = Number.POSIT
   return msgs.slice(0, n);
 }
 
-/** Which open waits end now, and how: a timer by firing, a message wait by a message or its deadline. */
+/**
+ * Which open waits end now, and how: a cancelled one first, a timer by firing, a message wait by a
+ * message or its deadline.
+ */
 function endedWaits(s: LifeSnapshot, delivered: LifeSnapshot['messages']): WaitOutcome[] {
   const hasMessage = delivered.some((m) => m.kind === 'message');
   const fromOperator = delivered.some((m) => m.kind === 'message' && m.origin === 'operator');
@@ -82,7 +87,8 @@ function endedWaits(s: LifeSnapshot, delivered: LifeSnapshot['messages']): WaitO
   for (const w of s.waits) {
     const due = w.deadlineMs !== null && w.deadlineMs <= s.nowMs;
     const met = w.kind === 'message' ? hasMessage : w.kind === 'operator' ? fromOperator : false;
-    if (met) out.push({ id: w.id, outcome: 'resolved' });
+    if (w.cancelled) out.push({ id: w.id, outcome: 'cancelled' });
+    else if (met) out.push({ id: w.id, outcome: 'resolved' });
     else if (due) out.push({ id: w.id, outcome: w.kind === 'timer' ? 'resolved' : 'timed_out' });
   }
   return out;

@@ -76,7 +76,13 @@ export async function readSnapshot(
     ...(turnBytes ? { turnBytes } : {}),
     waits: waits.rows.map((r) => {
       const w = WaitRow.parse(r);
-      return { id: w.id, kind: w.kind, itemId: w.item_id, deadlineMs: w.deadline_ms };
+      return {
+        id: w.id,
+        kind: w.kind,
+        itemId: w.item_id,
+        deadlineMs: w.deadline_ms,
+        ...(w.cancelled_by ? { cancelled: true } : {}),
+      };
     }),
     items: await openItemsOf(c, instance, role),
     lastTurnMs: l.last_ms === null ? 0 : Number(l.last_ms),

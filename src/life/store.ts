@@ -24,7 +24,9 @@ export type { LifeMessage, LifeWait } from './reads.ts';
 /** What a life turn was started with (holt.life_turns.delivery). */
 export const Delivery = z.object({
   messageIds: z.array(z.string()).default([]),
-  waits: z.array(z.object({ id: z.uuid(), outcome: z.enum(['resolved', 'timed_out']) })).default([]),
+  waits: z
+    .array(z.object({ id: z.uuid(), outcome: z.enum(['resolved', 'timed_out', 'cancelled']) }))
+    .default([]),
   tick: z.object({ itemId: z.uuid(), why: z.string() }).optional(),
   why: z.string(),
   /** The trace the turn continues: its first traced message's. Stored with the turn, so a resumed
@@ -37,7 +39,7 @@ export type Delivery = z.infer<typeof Delivery>;
 export interface EndedWait {
   id: string;
   kind: LifeWait['kind'];
-  outcome: 'resolved' | 'timed_out';
+  outcome: 'resolved' | 'timed_out' | 'cancelled';
   startMs: number;
   endMs: number;
   trace?: TraceCarrier;

@@ -5,10 +5,11 @@ import type { Artefact, Claim } from '../blackboard/types.ts';
 import { noAgentEvents } from '../bus/events.ts';
 import { lifeWakeSubject, REPLY_ID, toolRequestSubject } from '../bus/subjects.ts';
 import { newReplyId, publishToolRequest } from '../bus/tools.ts';
-import { labelsOf, wrapMessage } from '../life/labels.ts';
+import { labelsOf, runtimeLabels, wrapMessage } from '../life/labels.ts';
 import type { LifeTurnEnd } from '../life/loop.ts';
 import { lifeOpening } from '../life/opening.ts';
 import type { Delivery, LifeStore } from '../life/store.ts';
+import { CancelledResult } from '../life/tasks.ts';
 import { type MemoryAuthority, memoryAuthority, weaker } from '../memory/rank.ts';
 import type { Fence } from '../state/schema.ts';
 import { traceFieldsOf } from '../telemetry/carrier.ts';
@@ -39,7 +40,11 @@ export class LifeTurns {
   private readonly deps: LlmExecutorDeps;
   private readonly life: LifeStore;
   private readonly nc: NatsConnection | undefined;
-  private readonly tasks = new Map<string, Promise<void>>();
+  /** Background commands running, by `turnId:callId`: each can be aborted alone (a cancel) or all (a stop). */
+  private readonly tasks = new Map<
+    string,
+    { turnId: string; callId: string; abort: AbortController; done: Promise<void> }
+  >();
   /** Aborted when the pup stops: its background commands are killed, and run again by the next pup. */
   private readonly stopping = new AbortController();
   poke: () => void = () => undefined;
@@ -198,6 +203,12 @@ export class LifeTurns {
       },
       wake: (other) => this.nc?.publish(lifeWakeSubject(cfg.instance, other)),
       showResult: (tool, result) => {
+        const cancelled = CancelledResult.safeParse(result);
+        if (cancelled.success)
+          return wrapMessage(
+            runtimeLabels('system'),
+            `Cancellation report: your call of ${tool} was ${cancelled.data.error} before it answered; this is not its answer. Go on without it, or call ${tool} again if it is still needed.`,
+          );
         const t = d.settings.tools.find((x) => x.name === tool);
         const r = (result ?? {}) as { ok?: boolean; output?: string; error?: string };
         const surface =
@@ -239,6 +250,7 @@ export class LifeTurns {
     }
     const key = `${turnId}:${callId}`;
     if (this.tasks.has(key)) return;
+    const abort = new AbortController();
     const task = cfg.runner
       .run(
         {
@@ -250,10 +262,11 @@ export class LifeTurns {
           env: tool.env,
           callId: key,
         },
-        this.stopping.signal,
+        AbortSignal.any([this.stopping.signal, abort.signal]),
       )
       .then(async (run) => {
         if (this.stopping.signal.aborted) return; // killed by our stop: the next pup runs it again
+        if (abort.signal.aborted) return; // cancelled: its result is the cancellation report
         const ok = run.exitCode === 0 && !run.timedOut && !run.spawnError;
         const limit = d.settings.toolResultChars;
         const output = `${run.stdout.slice(0, limit)}${run.stderr ? `\nstderr:\n${run.stderr.slice(0, limit)}` : ''}`;
@@ -271,7 +284,7 @@ export class LifeTurns {
         d.log.warn({ event_type: 'background_tool_failed', tool: tool.name, error: String(e) }),
       )
       .finally(() => this.tasks.delete(key));
-    this.tasks.set(key, task);
+    this.tasks.set(key, { turnId, callId, abort, done: task });
   }
 
   /**
@@ -292,9 +305,37 @@ export class LifeTurns {
     return n;
   }
 
+  /**
+   * Kills the background commands whose calls are no longer waiting (an operator cancelled them:
+   * life/tasks.ts gave them a cancellation report), their whole process group. Run after each pass of
+   * the loop (a cancel rings the agent's doorbell). Returns how many.
+   */
+  async reap(): Promise<number> {
+    const turns = new Set([...this.tasks.values()].map((t) => t.turnId));
+    let n = 0;
+    for (const turnId of turns) {
+      const waiting = new Set(
+        (await this.deps.steps.toolWaits(turnId))
+          .filter((w) => w.status === 'waiting')
+          .map((w) => w.toolCallId),
+      );
+      for (const t of this.tasks.values())
+        if (t.turnId === turnId && !waiting.has(t.callId) && !t.abort.signal.aborted) {
+          t.abort.abort();
+          n++;
+          this.deps.log.info({
+            event_type: 'background_tool_cancelled',
+            turn_id: turnId,
+            tool_call_id: t.callId,
+          });
+        }
+    }
+    return n;
+  }
+
   /** Stops: background commands killed (their calls still wait, so the next pup runs them again). */
   async drain(): Promise<void> {
     this.stopping.abort();
-    await Promise.allSettled([...this.tasks.values()]);
+    await Promise.allSettled([...this.tasks.values()].map((t) => t.done));
   }
 }

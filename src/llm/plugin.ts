@@ -282,21 +282,25 @@ function startLife(
         )
         .catch(() => undefined); // lossy, like every event
     },
-    onPass: throttled(2_000, async () => {
-      const [row, items] = await Promise.all([
-        store.lifeRow(cfg.instance, cfg.role),
-        deps.work ? deps.work.list(cfg.instance, cfg.role, { all: true, limit: 500 }) : [],
-      ]);
-      const c = countByReadiness(items, Date.now());
-      await writeLifeStatus(deps.bb.redis, cfg.instance, cfg.role, {
-        life_state: row.state,
-        items_runnable: c.runnable,
-        items_waiting: c.waiting,
-        items_blocked: c.blocked,
-        items_completed: c.completed,
-        last_message_at_ms: row.lastMessageMs,
-      });
-    }),
+    onPass: async () => {
+      await turns.reap(); // a cancelled background command dies at the pass its doorbell rang
+      await status();
+    },
+  });
+  const status = throttled(2_000, async () => {
+    const [row, items] = await Promise.all([
+      store.lifeRow(cfg.instance, cfg.role),
+      deps.work ? deps.work.list(cfg.instance, cfg.role, { all: true, limit: 500 }) : [],
+    ]);
+    const c = countByReadiness(items, Date.now());
+    await writeLifeStatus(deps.bb.redis, cfg.instance, cfg.role, {
+      life_state: row.state,
+      items_runnable: c.runnable,
+      items_waiting: c.waiting,
+      items_blocked: c.blocked,
+      items_completed: c.completed,
+      last_message_at_ms: row.lastMessageMs,
+    });
   });
   turns.poke = () => loop.poke();
   // Subscribed first, so the answers to the requests recovery sends again cannot arrive unheard.

@@ -97,6 +97,34 @@ export function anyWordsQuery(text: string): string | undefined {
 }
 
 /**
+ * A lexeme in more than this share of the memories finds too many to rank (ranking is per row matched)
+ * and tells little about any of them: it is left out of a recall's full-text query while a rarer one is
+ * there (what an inverse document frequency does to a ranking, without ranking what it would bury).
+ */
+export const COMMON_LEXEME = 0.02;
+
+/**
+ * A recall's full-text query (a tsquery, its lexemes quoted as they are) from the text's lexemes (as
+ * Postgres parses and stems them, at most 32) and each one's share of the memories (undefined: rare, as
+ * the statistics list only the commonest). Any of the rare ones; when every one is common, the two
+ * rarest together (a memory with both is still a find), and `fallback` the rarest alone for when none has
+ * both. Undefined without lexemes.
+ */
+export function recallQuery(
+  lexemes: readonly string[],
+  share: (lexeme: string) => number | undefined,
+): { query: string; fallback?: string } | undefined {
+  const quote = (l: string) => `'${l.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
+  const all = [...new Set(lexemes)].slice(0, 32).map((l) => ({ l, share: share(l) ?? 0 }));
+  if (!all.length) return undefined;
+  const rare = all.filter((x) => x.share <= COMMON_LEXEME);
+  if (rare.length) return { query: rare.map((x) => quote(x.l)).join(' | ') };
+  const [a, b] = all.sort((x, y) => x.share - y.share);
+  if (!a) return undefined;
+  return b ? { query: `${quote(a.l)} & ${quote(b.l)}`, fallback: quote(a.l) } : { query: quote(a.l) };
+}
+
+/**
  * What a memory may claim when recalled: never an instruction. What the agent concluded from its own
  * and its operator's words is its note; anything drawn from outside content (a webhook's message, a
  * tool's output, a callback) stays external evidence, however often it is saved again.

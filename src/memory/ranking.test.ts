@@ -7,7 +7,7 @@ import { agentLabels } from '../life/labels.ts';
 import { migrate } from '../state/migrate.ts';
 import { OpenAiEmbedder } from './embeddings.ts';
 import { MEMORIES, QUERIES, type Ranker, recallAt } from './fixtures/recall.ts';
-import { anyWordsQuery } from './rank.ts';
+import { anyWordsQuery, recallQuery } from './rank.ts';
 import { MemoryStore } from './store.ts';
 
 // Recall on the labelled fixture (fixtures/recall.ts), real Postgres, vectors from the scripted
@@ -114,5 +114,25 @@ describe('recall on the labelled fixture', () => {
     const answer = found.find((m) => indexOf.get(m.id) === 9);
     expect(answer?.ranks).toEqual({ vector: 1 });
     expect(answer?.similarity).toBeGreaterThan(0.3);
+  });
+});
+
+describe('the full-text query of a recall (recallQuery)', () => {
+  const shares = new Map([
+    ['product', 0.4],
+    ['deploy', 0.3],
+    ['stage', 0.1],
+  ]);
+  const q = (...lexemes: string[]) => recallQuery(lexemes, (l) => shares.get(l));
+  it('any of the rare lexemes, the common ones left out', () => {
+    expect(q('product', 'billing', 'kafka')).toEqual({ query: "'billing' | 'kafka'" });
+  });
+  it('only common ones: the two rarest together, the rarest alone as the fallback', () => {
+    expect(q('product', 'deploy', 'stage')).toEqual({ query: "'stage' & 'deploy'", fallback: "'stage'" });
+    expect(q('product')).toEqual({ query: "'product'" });
+    expect(q()).toBeUndefined();
+  });
+  it('quotes what a lexeme holds, so no lexeme is an operator', () => {
+    expect(q("o'brien", 'a\\b')).toEqual({ query: "'o''brien' | 'a\\\\b'" });
   });
 });

@@ -170,4 +170,32 @@ describe('the memory store', () => {
     await expect(embedder.embed(['anything'])).rejects.toThrow(/answered 500/);
     expect(server.requests.at(-1)?.authorization).toBe('Bearer sk-embed-test');
   });
+
+  // Last: it ANALYZEs the table, and the words it makes common would be common to the tests after it.
+  it('full-text recall leaves out the words most memories have, and finds by the rarer ones', async () => {
+    const rows = Array.from({ length: 180 }, (_, n) => {
+      const where = n < 120 ? 'production' : 'staging';
+      const extra = n % 60 === 0 ? ' billing' : n === 7 || n === 8 ? ' kafka' : '';
+      return { role: 'Stats', kind: 'note' as const, body: `deploy ${100 + n} went to ${where}${extra}` };
+    });
+    for (const m of rows) await save(m, false);
+    await pool.query('ANALYZE holt.agent_memories');
+    const fresh = new MemoryStore(pool); // its lexeme shares read now, after the ANALYZE
+    const recall = async (text: string) =>
+      (await fresh.search({ instance: I, role: 'Stats', text, k: 50, touch: false })).map((m) => m.body);
+    // "production" and "deploy" are in most memories: only "billing" is looked for (3 of them).
+    const billing = await recall('billing in production after a deploy');
+    expect(billing).toHaveLength(rows.filter((r) => r.body.includes('billing')).length);
+    expect(billing.every((b) => b.includes('billing'))).toBe(true);
+    // Only common words: the memories with the two rarest together (all 60 with staging and deploy).
+    const both = await recall('staging deploy');
+    expect(both).toHaveLength(50);
+    expect(both.every((b) => b.includes('staging'))).toBe(true);
+    // No memory has both: the rarer one alone, rather than nothing.
+    const either = await recall('production staging');
+    expect(either.length).toBeGreaterThan(0);
+    expect(either.every((b) => b.includes('staging'))).toBe(true);
+    // A rare word with a common one: the rare one's memories.
+    expect((await recall('kafka production')).sort()).toEqual([rows[7]!.body, rows[8]!.body].sort());
+  });
 });

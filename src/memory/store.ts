@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { MEMORY_KEEP_USES } from '../state/retention.ts';
-import { anyWordsQuery, bodyKey, cosine, fuse, memoryAuthority, NEAR_DUPLICATE, sketchOf } from './rank.ts';
+import { bodyKey, cosine, fuse, memoryAuthority, NEAR_DUPLICATE, recallQuery, sketchOf } from './rank.ts';
 import {
   type Memory,
   type MemoryKind,
@@ -37,8 +37,12 @@ export type SaveOutcome = 'saved' | 'exact_duplicate' | 'near_duplicate';
 
 const parse = (rows: unknown[]): Memory[] => rows.map((r) => memoryOf(MemoryRow.parse(r)));
 
+/** How long the lexemes' shares of the memories are kept before they are read again. */
+const SHARES_TTL_MS = 60_000;
+
 export class MemoryStore {
   readonly pool: pg.Pool;
+  #shares?: { at: number; map: Map<string, number> };
   constructor(pool: pg.Pool) {
     this.pool = pool;
   }
@@ -94,10 +98,12 @@ export class MemoryStore {
     sketch: string,
   ): Promise<string | undefined> {
     const r = await this.pool.query<{ id: string; embedding: number[] }>(
-      `SELECT id, embedding FROM holt.agent_memories
-       WHERE instance = $1 AND scope = $2 AND ($2 = 'holt' OR role = $3) AND embedding_model = $4
-         AND sketch IS NOT NULL AND ${LIVE} AND body_key <> $6
-       ORDER BY bit_count(sketch # $5::bit(256)), id DESC LIMIT 5`,
+      `SELECT m.id, m.embedding FROM (
+         SELECT id FROM holt.agent_memories
+         WHERE instance = $1 AND scope = $2 AND ($2 = 'holt' OR role = $3) AND embedding_model = $4
+           AND sketch IS NOT NULL AND ${LIVE}
+         ORDER BY bit_count(sketch # $5::bit(256)), id DESC LIMIT 5) nearest
+       JOIN holt.agent_memories m ON m.id = nearest.id WHERE m.body_key <> $6`,
       [m.instance, m.scope, m.role, e.model, sketch, bodyKey(m.body)],
     );
     const best = r.rows
@@ -122,7 +128,7 @@ export class MemoryStore {
 
   /**
    * The `k` memories most relevant to a text, this agent's and its Holt's: a full-text ranking (any of
-   * its words, ts_rank) and, given the query's vector, a vector ranking (nearest sketches, then the
+   * its words but the commonest, ts_rank: rank.ts recallQuery) and, given the query's vector, a vector ranking (nearest sketches, then the
    * exact cosine), fused. Recalled ones are counted (their `uses`) unless `touch` is false.
    */
   async search(input: MemoryQuery): Promise<Recalled[]> {
@@ -169,15 +175,40 @@ export class MemoryStore {
     kinds: MemoryKind[] | null,
     n: number,
   ): Promise<string[]> {
-    const query = anyWordsQuery(text);
-    if (!query) return [];
-    const r = await this.pool.query<{ id: string }>(
-      `SELECT id FROM holt.agent_memories, to_tsquery('english', $3) q
-       WHERE ${VISIBLE} AND tsv @@ q AND ($4::text[] IS NULL OR kind = ANY($4))
-       ORDER BY ts_rank(tsv, q) DESC, id DESC LIMIT $5`,
-      [instance, role, query, kinds, n],
+    const [lexemes, shares] = await Promise.all([
+      this.pool.query<{ l: string[] }>(`SELECT tsvector_to_array(to_tsvector('english', $1)) AS l`, [text]),
+      this.#lexemeShares(),
+    ]);
+    const q = recallQuery(lexemes.rows[0]?.l ?? [], (l) => shares.get(l));
+    if (!q) return [];
+    const rank = async (query: string) =>
+      (
+        await this.pool.query<{ id: string }>(
+          `SELECT id FROM holt.agent_memories, CAST($3 AS tsquery) q
+           WHERE ${VISIBLE} AND tsv @@ q AND ($4::text[] IS NULL OR kind = ANY($4))
+           ORDER BY ts_rank(tsv, q) DESC, id DESC LIMIT $5`,
+          [instance, role, query, kinds, n],
+        )
+      ).rows.map((x) => String(x.id));
+    const found = await rank(q.query);
+    return found.length || !q.fallback ? found : rank(q.fallback);
+  }
+
+  /**
+   * Each common lexeme's share of the memories, from the statistics ANALYZE keeps on `tsv` (its most
+   * common elements; autovacuum refreshes them), read at most once a minute. Empty before the first
+   * ANALYZE: every lexeme is rare then, as it is in a small table.
+   */
+  async #lexemeShares(): Promise<Map<string, number>> {
+    if (this.#shares && Date.now() - this.#shares.at < SHARES_TTL_MS) return this.#shares.map;
+    const r = await this.pool.query<{ elems: string[] | null; freqs: number[] | null }>(
+      `SELECT most_common_elems::text::text[] AS elems, most_common_elem_freqs AS freqs FROM pg_stats
+       WHERE schemaname = 'holt' AND tablename = 'agent_memories' AND attname = 'tsv'`,
     );
-    return r.rows.map((x) => String(x.id));
+    const { elems, freqs } = r.rows[0] ?? { elems: null, freqs: null };
+    const map = new Map((elems ?? []).map((e, i) => [e, Number(freqs?.[i] ?? 0)]));
+    this.#shares = { at: Date.now(), map };
+    return map;
   }
 
   async #vectorRanking(
@@ -187,14 +218,15 @@ export class MemoryStore {
     kinds: MemoryKind[] | null,
     n: number,
   ): Promise<{ id: string; sim: number }[]> {
-    // The sketches' order finds the neighbourhood (a scan of cheap bit operations); the cosine orders it.
-    // Only the nearest's vectors are read, in Postgres's binary form (base64): parsing their text form
+    // The sketches' order finds the neighbourhood (a scan of cheap bit operations over the covering index
+    // agent_memories_sketch, no table page); the cosine orders it. Only the nearest's vectors are read, in Postgres's binary form (base64): parsing their text form
     // cost five times more.
     const r = await this.pool.query<{ id: string; embedding: string | null }>(
-      `SELECT id, encode(array_send(embedding), 'base64') AS embedding
-       FROM (SELECT id, embedding FROM holt.agent_memories
+      `SELECT m.id, encode(array_send(m.embedding), 'base64') AS embedding
+       FROM (SELECT id FROM holt.agent_memories
              WHERE ${VISIBLE} AND embedding_model = $3 AND sketch IS NOT NULL AND ($4::text[] IS NULL OR kind = ANY($4))
-             ORDER BY bit_count(sketch # $5::bit(256)), id DESC LIMIT $6) nearest`,
+             ORDER BY bit_count(sketch # $5::bit(256)), id DESC LIMIT $6) nearest
+       JOIN holt.agent_memories m ON m.id = nearest.id`,
       [instance, role, e.model, kinds, sketchOf(e.vector), n * 2],
     );
     return r.rows

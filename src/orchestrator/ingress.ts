@@ -7,6 +7,7 @@ import type { Logger } from '../common/logger.ts';
 import { startIngressServer } from '../ingress/server.ts';
 import { tokenSource } from '../ingress/tokens.ts';
 import { LifeStore } from '../life/store.ts';
+import { LifeTasks } from '../life/tasks.ts';
 import type { OrchestratorInbox } from './inbox.ts';
 
 export const IngressEnv = z.object({
@@ -60,6 +61,7 @@ export async function startOrchestratorIngress(o: {
     instance: o.instance,
     port: env.HOLT_INGRESS_PORT,
     life: new LifeStore(store.pool),
+    tasks: new LifeTasks(store.pool),
     tokens: tokenSource(env.HOLT_INGRESS_TOKENS_FILE, (e) =>
       log.error(
         { event_type: 'ingress_tokens_unreadable', error: e.message },

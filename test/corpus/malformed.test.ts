@@ -15,6 +15,7 @@ import { createPool } from '../../src/common/pg.ts';
 import { InboxStore } from '../../src/inbox/store.ts';
 import { startIngressServer } from '../../src/ingress/server.ts';
 import { LifeStore } from '../../src/life/store.ts';
+import { LifeTasks } from '../../src/life/tasks.ts';
 import { parseAgent, parseHolt } from '../../src/operator/controllers/resources.ts';
 import { InboxDispatcher } from '../../src/orchestrator/inbox-dispatcher.ts';
 import {
@@ -280,6 +281,7 @@ describe("the living agents' ingress (real HTTP, real Postgres)", () => {
       port: 0,
       host: '127.0.0.1',
       life: new LifeStore(pool),
+      tasks: new LifeTasks(pool),
       tokens: () => [
         {
           name: 'corpus',

@@ -291,12 +291,17 @@ export function cliTests(): void {
     const again = await holt('living', ['send', 'Watcher', 'cli: are you there?', '--key', 'cli-1']);
     expect(again).toMatch(/^already queued: message/);
     expect(await holt('living', ['wake', 'Watcher'])).toMatch(/^queued: wake \S+ for Watcher/);
+    // Its tasks, through the orchestrator's ingress API (the agent's operator token, read by the CLI).
+    const tasks = JSON.parse(await holt('living', ['life', 'tasks', 'Watcher', '-j'])) as { kind: string }[];
+    expect(Array.isArray(tasks)).toBe(true);
+    const unknown = await holtFails('living', ['life', 'cancel', 'Watcher', 'deadbeef']);
+    expect(unknown.stderr).toContain('the ingress answered 404: agent Watcher has no open task deadbeef');
     const after = JSON.parse(await holt('living', ['life', 'show', 'Watcher', '-j'])) as Life;
     const mine = after.messages.filter((m) => m.body?.startsWith('cli:') || m.body === 'while stopped');
     expect(mine.map((m) => [m.labels.origin, m.labels.admission, m.body])).toEqual([
       ['operator', 'token ops', 'cli: are you there?'],
     ]);
-    progress(`cli: token, work, life, send in ${Math.round((Date.now() - t0) / 1000)} s`);
+    progress(`cli: token, work, life, send, tasks in ${Math.round((Date.now() - t0) / 1000)} s`);
   }, 300_000);
 
   it.concurrent('holt --kube questions and answer: a Question asked on the cluster is answered from the CLI, the agent resumes; graph draws it', async () => {

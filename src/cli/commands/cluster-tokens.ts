@@ -83,18 +83,21 @@ export async function kubeTokenShow(h: KubeRefHolt, role: string, name: string):
 }
 
 /**
- * The token `send`/`wake` use on a cluster when none is given: the role's first token of origin
- * operator that allows the mode (an operator's instruction, as the local CLI's own token is).
+ * The token `send`/`wake`/`life tasks|cancel` use on a cluster when none is given: the role's first
+ * token of origin operator that allows the mode, if one is asked (an operator's instruction, as the
+ * local CLI's own token is).
  */
 export async function operatorToken(
   h: KubeRefHolt,
   role: string,
-  mode: 'enqueue_message' | 'wake_hint',
+  mode: 'enqueue_message' | 'wake_hint' | undefined,
 ): Promise<string> {
-  const t = (await kubeTokens(h, role)).find((x) => x.origin === 'operator' && x.modes.includes(mode));
+  const t = (await kubeTokens(h, role)).find(
+    (x) => x.origin === 'operator' && (mode === undefined || x.modes.includes(mode)),
+  );
   if (!t)
     throw new CliError(
-      `agent ${role} has no token of origin operator allowing ${mode}: add one to its Agent's spec.ingress.tokens, or pass --token (env HOLT_TOKEN)`,
+      `agent ${role} has no token of origin operator${mode ? ` allowing ${mode}` : ''}: add one to its Agent's spec.ingress.tokens, or pass --token (env HOLT_TOKEN)`,
       EXIT.usage,
     );
   return h.secretValue(t.secretName, 'token');

@@ -1,7 +1,10 @@
+import { z } from 'zod';
 import { describeLabels } from '../../life/labels.ts';
 import { LifeStore } from '../../life/store.ts';
 import { withInstancePostgres } from '../instance-pg.ts';
-import { age, out } from '../output.ts';
+import type { KubeRefHolt } from '../kube.ts';
+import { age, out, table } from '../output.ts';
+import { atIngress, ingressRequest } from '../send.ts';
 
 /** The instance's life store (its Postgres). */
 export const withLife = <T>(name: string | undefined, fn: (l: LifeStore, instance: string) => Promise<T>) =>
@@ -46,4 +49,68 @@ export async function lifeShow(role: string, o: { name?: string; json?: boolean 
       );
     }
   });
+}
+
+const TaskJson = z.object({
+  id: z.string(),
+  kind: z.string(),
+  what: z.string(),
+  state: z.string(),
+  deadline: z.string().nullable(),
+  created: z.string(),
+  work_item: z.string().optional(),
+});
+
+/** `holt life tasks ROLE`: the agent's waits and asynchronous calls, through its ingress's API. */
+export async function lifeTasks(
+  k: KubeRefHolt | undefined,
+  role: string,
+  o: { name?: string; token?: string; json?: boolean },
+): Promise<void> {
+  const json = await atIngress(k, role, o, undefined, (url, token) =>
+    ingressRequest(url, 'GET', `/v1/agents/${encodeURIComponent(role)}/tasks`, token),
+  );
+  const tasks = z.object({ tasks: z.array(TaskJson) }).parse(json).tasks;
+  if (o.json) return out(JSON.stringify(tasks, null, 2));
+  if (!tasks.length) return out(`${role} has no open tasks.`);
+  const until = (iso: string | null) => {
+    if (!iso) return 'none';
+    const ms = Date.parse(iso) - Date.now();
+    return ms > 0 ? `in ${age(Date.now() - ms).replace(/ ago$/, '')}` : 'due';
+  };
+  for (const l of table([
+    ['ID', 'KIND', 'STATE', 'DEADLINE', 'AGE', 'WHAT'],
+    ...tasks.map((t) => [
+      t.id.slice(0, 8),
+      t.kind,
+      t.state,
+      until(t.deadline),
+      age(Date.parse(t.created)),
+      `${t.what.slice(0, 60)}${t.work_item ? ` (item ${t.work_item.slice(0, 8)})` : ''}`,
+    ]),
+  ]))
+    out(l);
+}
+
+/** `holt life cancel ROLE ID`: cancels one task; the agent's next turn gets a cancellation report. */
+export async function lifeCancel(
+  k: KubeRefHolt | undefined,
+  role: string,
+  id: string,
+  o: { name?: string; token?: string },
+): Promise<void> {
+  const json = await atIngress(k, role, o, undefined, (url, token) =>
+    ingressRequest(
+      url,
+      'DELETE',
+      `/v1/agents/${encodeURIComponent(role)}/tasks/${encodeURIComponent(id)}`,
+      token,
+    ),
+  );
+  const t = z.object({ task: TaskJson }).parse(json).task;
+  out(
+    `cancelled ${t.kind} task ${t.id.slice(0, 8)} (${t.what.slice(0, 60)}): ${
+      t.kind === 'command' ? 'its process group is killed, and ' : ''
+    }${role}'s next turn gets a cancellation report`,
+  );
 }

@@ -1,3 +1,4 @@
+import { CancelledResult } from '../../life/tasks.ts';
 import type { ToolCall } from '../model/model.ts';
 import type { Tool, TurnScope } from './scope.ts';
 
@@ -60,7 +61,10 @@ export async function collect(t: TurnScope): Promise<number | undefined> {
       'tool',
       [{ role: 'tool', tool_call_id: w.toolCallId, content }],
       { ...ctl, toolWaits: ctl.toolWaits.filter((x) => x.toolCallId !== w.toolCallId) },
-      { tool: w.tool, outcome: got ? 'ok' : 'timed_out' },
+      {
+        tool: w.tool,
+        outcome: got ? (CancelledResult.safeParse(r.result).success ? 'cancelled' : 'ok') : 'timed_out',
+      },
       [w.toolCallId],
     );
     return undefined;
