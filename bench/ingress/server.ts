@@ -25,6 +25,7 @@ const srv = await startIngressServer({
       modes: ['enqueue_message'],
       origin: 'webhook',
       ratePerMinute: 100_000,
+      maxPriority: 0,
       createdAtMs: 0,
     },
   ],

@@ -46,6 +46,7 @@ try {
         modes: ['enqueue_message', 'wake_hint'],
         origin: 'webhook',
         ratePerMinute: 100_000,
+        maxPriority: 0,
         createdAtMs: 0,
       },
     ],

@@ -14,6 +14,9 @@ export const TOKEN_ORIGINS = ['operator', 'webhook', 'callback'] as const;
 export type TokenOrigin = (typeof TOKEN_ORIGINS)[number];
 
 export const MODES = ['enqueue_message', 'wake_hint'] as const;
+
+/** The highest priority a message may have (0 is the default; the scheduler feeds higher ones first). */
+export const MAX_PRIORITY = 9;
 export type Mode = (typeof MODES)[number];
 
 export const TokenEntry = z.object({
@@ -26,6 +29,8 @@ export const TokenEntry = z.object({
   origin: z.enum(TOKEN_ORIGINS).default('webhook'),
   /** Requests per minute (a bucket of as many, refilled evenly). */
   ratePerMinute: z.number().int().min(1).max(100_000).default(60),
+  /** The highest priority its messages may ask for (0: all are of the default priority). */
+  maxPriority: z.number().int().min(0).max(MAX_PRIORITY).default(0),
   createdAtMs: z.number().int().default(0),
 });
 export type TokenEntry = z.infer<typeof TokenEntry>;

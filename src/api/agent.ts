@@ -130,6 +130,15 @@ export const AgentIngressToken = z
       .max(100_000)
       .optional()
       .describe("Requests a minute (default: the ingress's rateLimitPerMinute)."),
+    maxPriority: z
+      .number()
+      .int()
+      .min(0)
+      .max(9)
+      .default(0)
+      .describe(
+        'The highest priority (0-9) its messages may ask for with "priority" in their body; the agent reads higher ones first. 0: every message of this token is of the default priority.',
+      ),
   })
   .describe("A capability token of the agent's ingress.");
 
@@ -144,7 +153,7 @@ export const AgentIngress = z
     tokens: z
       .array(AgentIngressToken)
       .max(20)
-      .default([{ name: 'default', origin: 'webhook' }])
+      .default([{ name: 'default', origin: 'webhook', maxPriority: 0 }])
       .describe('Its capability tokens, stored hashed by the orchestrator.'),
     rateLimitPerMinute: z.number().int().min(1).max(100_000).default(60).describe('Per token.'),
   })

@@ -258,6 +258,10 @@ describe('holt --kube against the API server', () => {
     const send = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'send', 'Watcher', 'hi']);
     expect(send.code).toBe(3);
     expect(send.stderr).toContain('Secret default/demo-watcher-ingress-ops not found');
+    // So do life tasks and cancel (the orchestrator's ingress API), with any operator token.
+    const tasks = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'life', 'tasks', 'Watcher']);
+    expect(tasks.code).toBe(3);
+    expect(tasks.stderr).toContain('Secret default/demo-watcher-ingress-ops not found');
     // Tokens are made and revoked in the Agent's spec, not by the CLI.
     const create = await holt(kube.kubeconfigPath, ['--kube', 'default/demo', 'token', 'create', 'Watcher']);
     expect(create.code).toBe(2);

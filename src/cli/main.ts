@@ -262,6 +262,7 @@ export function program(): Command {
       'what it admits: webhook (external evidence), callback (signals) or operator (instructions) [webhook]',
     )
     .option('--rate <n>', 'requests a minute [60]')
+    .option('--max-priority <n>', 'the highest "priority" (0-9) its messages may ask for [0]')
     .addOption(nameOpt())
     .action(async (role, tokenName, o) =>
       kubeRef

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { findToken, type Mode, type TokenEntry, tokenId } from '../access/tokens.ts';
+import { findToken, MAX_PRIORITY, type Mode, type TokenEntry, tokenId } from '../access/tokens.ts';
 import type { Logger } from '../common/logger.ts';
 import { labelsOf, PRIVILEGED_LABELS } from '../life/labels.ts';
 import type { Enqueued, LifeStore } from '../life/store.ts';
@@ -20,9 +20,13 @@ import { contentTypeProblem, routeOf, storable, textOf, tooDeep } from './reques
 export const MAX_BODY_BYTES = 64 * 1024;
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;
 
+const Priority = z.number().int().min(0).max(MAX_PRIORITY).optional();
 const MessageBody = z.union([
-  z.strictObject({ text: z.string().min(1).max(60_000) }),
-  z.strictObject({ data: z.unknown().refine((v) => v !== undefined, 'data is required') }),
+  z.strictObject({ text: z.string().min(1).max(60_000), priority: Priority }),
+  z.strictObject({
+    data: z.unknown().refine((v) => v !== undefined, 'data is required'),
+    priority: Priority,
+  }),
 ]);
 
 export interface IngressDeps {
@@ -212,10 +216,21 @@ export class Ingress {
       }
     }
     let message: string | undefined;
+    let priority = 0;
     if (mode === 'enqueue_message') {
       const b = MessageBody.safeParse(json);
-      if (!b.success) return fail(400, 'the body must be {"text": "..."} or {"data": <any JSON>}');
+      if (!b.success)
+        return fail(
+          400,
+          `the body must be {"text": "..."} or {"data": <any JSON>}, with an optional "priority" of 0-${MAX_PRIORITY}`,
+        );
       message = 'text' in b.data ? b.data.text : JSON.stringify(b.data.data);
+      priority = b.data.priority ?? 0;
+      if (priority > token.maxPriority)
+        return fail(
+          403,
+          `this token may send priority up to ${token.maxPriority}, not ${priority} (its maxPriority)`,
+        );
       if (!storable(message)) return fail(400, 'the text holds a NUL character or a lone surrogate');
     }
     if (!(await this.deps.knows(role))) return fail(404, `no agent ${role}`);
@@ -229,7 +244,10 @@ export class Ingress {
       maxUndelivered: this.deps.maxUndelivered,
       kind,
       ...(message !== undefined ? { body: message } : {}),
-      labels: labelsOf(token.origin, kind, `POST /v1/agents/${role}/${route}`, `token ${token.name}`),
+      labels: {
+        ...labelsOf(token.origin, kind, `POST /v1/agents/${role}/${route}`, `token ${token.name}`),
+        ...(priority ? { priority } : {}),
+      },
       ...(trace ? { trace } : {}),
     });
     if (q.kind === 'stopped') return fail(409, `agent ${role} is stopped: nothing was queued`);

@@ -30,6 +30,7 @@ const TOKENS: TokenEntry[] = [
     modes: ['enqueue_message', 'wake_hint'],
     origin: 'webhook',
     ratePerMinute: 100_000,
+    maxPriority: 0,
     createdAtMs: 0,
   },
 ];

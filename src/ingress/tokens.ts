@@ -33,7 +33,14 @@ export function writeTokenFile(file: string, f: TokenFile): void {
 /** Adds a token for `role`; returns the token itself, which is not kept anywhere. */
 export function createToken(
   file: string,
-  t: { name: string; role: string; modes: Mode[]; origin?: TokenEntry['origin']; ratePerMinute?: number },
+  t: {
+    name: string;
+    role: string;
+    modes: Mode[];
+    origin?: TokenEntry['origin'];
+    ratePerMinute?: number;
+    maxPriority?: number;
+  },
 ): { token: string; entry: TokenEntry } {
   const f = readTokenFile(file);
   if (f.tokens.some((x) => x.role === t.role && x.name === t.name))

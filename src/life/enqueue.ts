@@ -78,8 +78,9 @@ export async function enqueueMessage(pool: pg.Pool, m: EnqueueRequest): Promise<
       if (undelivered >= m.maxUndelivered) return { value: { kind: 'full' as const, undelivered } };
     }
     const r = await c.query<{ id: string }>(
-      `INSERT INTO holt.agent_messages (instance, role, idempotency_key, kind, body, labels, traceparent, tracestate)
-       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8) ON CONFLICT (instance, role, idempotency_key) DO NOTHING
+      `INSERT INTO holt.agent_messages (instance, role, idempotency_key, kind, body, labels, traceparent, tracestate,
+         priority)
+       VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9) ON CONFLICT (instance, role, idempotency_key) DO NOTHING
        RETURNING id`,
       [
         m.instance,
@@ -90,6 +91,7 @@ export async function enqueueMessage(pool: pg.Pool, m: EnqueueRequest): Promise<
         JSON.stringify(labels),
         m.trace?.traceparent ?? null,
         m.trace?.tracestate ?? null,
+        labels.priority ?? 0,
       ],
     );
     if (!r.rows[0]) {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { WorkItem } from '../work/items.ts';
 import { workItem } from '../work/testkit.ts';
 import { authorityOf, labelsOf, wrapMessage } from './labels.ts';
-import { decide, type LifeSnapshot } from './scheduler.ts';
+import { decide, fitTurn, type LifeSnapshot } from './scheduler.ts';
 
 const NOW = 1_000_000;
 const snap = (over: Partial<LifeSnapshot> = {}): LifeSnapshot => ({
@@ -33,6 +33,21 @@ const turn = (over: Partial<NonNullable<LifeSnapshot['turn']>> = {}): LifeSnapsh
 });
 
 describe('the life scheduler (pure)', () => {
+  it('feeds the higher priority first, the older first within a priority, as far as the turn holds', () => {
+    const m = (id: string, priority?: number) => ({
+      id,
+      kind: 'message' as const,
+      origin: 'webhook',
+      bytes: 10,
+      ...(priority === undefined ? {} : { priority }),
+    });
+    const queued = [m('9'), m('10', 5), m('11'), m('100', 5), m('12', 9), m('8', 1)];
+    expect(fitTurn(queued).map((x) => x.id)).toEqual(['12', '10', '100', '8', '9', '11']);
+    expect(fitTurn(queued, 25).map((x) => x.id)).toEqual(['12', '10']);
+    const d = decide(snap({ messages: queued, turnBytes: 30 }));
+    expect(d).toMatchObject({ kind: 'start', messageIds: ['12', '10', '100'], deferred: 3 });
+  });
+
   it('a stopped agent does nothing, whatever is queued', () => {
     expect(
       decide(snap({ state: 'stopped', messages: [{ id: '1', kind: 'message', origin: 'operator' }] })).kind,

@@ -33,8 +33,8 @@ export interface LifeSnapshot {
     leaseExpiresMs: number | null;
     toolWaits: ToolWaitView[];
   } | null;
-  /** Messages and wake hints not yet delivered to a turn (oldest first), with their body's size. */
-  messages: { id: string; kind: 'message' | 'wake'; origin: string; bytes?: number }[];
+  /** Messages and wake hints not yet delivered to a turn, with their body's size and priority (0-9). */
+  messages: { id: string; kind: 'message' | 'wake'; origin: string; bytes?: number; priority?: number }[];
   /** The most message bytes one turn is fed (HOLT_LIFE_TURN_BYTES); the rest waits for the next turn. */
   turnBytes?: number;
   /** Waits still waiting. */
@@ -60,13 +60,23 @@ const min = (xs: (number | null | undefined)[]): number | null => {
   return v.length ? Math.min(...v) : null;
 };
 
+/** Ids are bigints as text: the shorter is the smaller, then the order of their digits. */
+const byId = (a: { id: string }, b: { id: string }) =>
+  a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+/** The order messages are fed in: the higher priority first, the older first within a priority. */
+export const byPriority = (a: LifeSnapshot['messages'][number], b: LifeSnapshot['messages'][number]) =>
+  (b.priority ?? 0) - (a.priority ?? 0) || byId(a, b);
+
 /**
- * The messages one turn gets: the oldest first, as long as their bodies fit in `turnBytes` (the first
- * always, so none is stuck); the others stay queued for the next turn.
+ * The messages one turn gets: the highest priority first, the oldest first within one, as long as their
+ * bodies fit in `turnBytes` (the first always, so none is stuck); the others stay queued for the next
+ * turn (a higher priority that comes meanwhile goes before them).
  */
 export function fitTurn(msgs: LifeSnapshot['messages'], turnBytes = Number.POSITIVE_INFINITY) {
   let used = 0;
   let n = 0;
+  msgs = [...msgs].sort(byPriority);
   for (const m of msgs) {
     const b = m.bytes ?? 0;
     if (n > 0 && used + b > turnBytes) break;

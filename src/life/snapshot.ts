@@ -53,10 +53,16 @@ export async function readSnapshot(
       })),
     };
   }
-  const msgs = await c.query<{ id: string; kind: 'message' | 'wake'; origin: string; bytes: number }>(
-    `SELECT id, kind, labels->>'origin' AS origin, octet_length(coalesce(body, '')) AS bytes
+  const msgs = await c.query<{
+    id: string;
+    kind: 'message' | 'wake';
+    origin: string;
+    bytes: number;
+    priority: number;
+  }>(
+    `SELECT id, kind, labels->>'origin' AS origin, octet_length(coalesce(body, '')) AS bytes, priority
      FROM holt.agent_messages
-     WHERE instance = $1 AND role = $2 AND turn_id IS NULL ORDER BY id LIMIT 100`,
+     WHERE instance = $1 AND role = $2 AND turn_id IS NULL ORDER BY priority DESC, id LIMIT 100`,
     [instance, role],
   );
   const waits = await c.query(
@@ -72,6 +78,7 @@ export async function readSnapshot(
       kind: m.kind,
       origin: m.origin,
       bytes: Number(m.bytes),
+      priority: Number(m.priority),
     })),
     ...(turnBytes ? { turnBytes } : {}),
     waits: waits.rows.map((r) => {

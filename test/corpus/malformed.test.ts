@@ -290,6 +290,7 @@ describe("the living agents' ingress (real HTTP, real Postgres)", () => {
           modes: ['enqueue_message', 'wake_hint'],
           origin: 'webhook',
           ratePerMinute: 100_000,
+          maxPriority: 0,
           createdAtMs: 0,
         },
       ],

@@ -57,7 +57,7 @@ export async function kubeTokenList(
       `No tokens${role ? ` for ${role}` : ''}: an Agent's spec.ingress (enabled: true, tokens: [...]) declares them.`,
     );
   for (const l of table([
-    ['NAME', 'AGENT', 'ROLE', 'MODES', 'ORIGIN', 'RATE/MIN', 'SECRET'],
+    ['NAME', 'AGENT', 'ROLE', 'MODES', 'ORIGIN', 'RATE/MIN', 'MAX PRIORITY', 'SECRET'],
     ...tokens.map((t) => [
       t.name,
       t.agent,
@@ -65,6 +65,7 @@ export async function kubeTokenList(
       t.modes.join(','),
       t.origin,
       String(t.ratePerMinute),
+      String(t.maxPriority),
       t.secretName,
     ]),
   ]))

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { MODES, type Mode, TokenEntry } from '../../access/tokens.ts';
+import { MAX_PRIORITY, MODES, type Mode, TokenEntry } from '../../access/tokens.ts';
 import { loadHoltFile } from '../../api/holtfile.ts';
 import { createToken, readTokenFile, revokeToken } from '../../ingress/tokens.ts';
 import { TOKEN_ORIGINS } from '../../life/labels.ts';
@@ -25,7 +25,7 @@ function modesOf(v: string | undefined): Mode[] {
 export async function tokenCreate(
   role: string,
   tokenName: string | undefined,
-  o: { name?: string; mode?: string; origin?: string; rate?: string },
+  o: { name?: string; mode?: string; origin?: string; rate?: string; maxPriority?: string },
 ): Promise<void> {
   const s = resolveInstance(o.name, { mustRun: false });
   livingAgent(s.holtFile, role);
@@ -38,6 +38,13 @@ export async function tokenCreate(
     .max(100_000)
     .safeParse(o.rate ?? '60');
   if (!rate.success) throw new CliError('--rate is requests a minute, 1 to 100000', EXIT.usage);
+  const maxPriority = z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_PRIORITY)
+    .safeParse(o.maxPriority ?? '0');
+  if (!maxPriority.success) throw new CliError(`--max-priority is 0 to ${MAX_PRIORITY}`, EXIT.usage);
   const name = TokenEntry.shape.name.safeParse(tokenName ?? `${origin.data}-${randomUUID().slice(0, 8)}`);
   if (!name.success) throw new CliError(`token name: ${name.error.issues[0]?.message}`, EXIT.usage);
   let made: ReturnType<typeof createToken>;
@@ -48,13 +55,14 @@ export async function tokenCreate(
       modes: modesOf(o.mode),
       origin: origin.data,
       ratePerMinute: rate.data,
+      maxPriority: maxPriority.data,
     });
   } catch (e) {
     throw new CliError((e as Error).message, EXIT.usage);
   }
   out(made.token);
   process.stderr.write(
-    `token ${made.entry.name} for agent ${role} (${made.entry.modes.join(', ')}; origin ${made.entry.origin}; ${made.entry.ratePerMinute}/min). It is shown once: only its hash is kept.\n` +
+    `token ${made.entry.name} for agent ${role} (${made.entry.modes.join(', ')}; origin ${made.entry.origin}; ${made.entry.ratePerMinute}/min${made.entry.maxPriority ? `; priority up to ${made.entry.maxPriority}` : ''}). It is shown once: only its hash is kept.\n` +
       (s.ingressUrl
         ? `  curl -X POST ${s.ingressUrl}/v1/agents/${encodeURIComponent(role)}/messages -H "Authorization: Bearer $TOKEN" -H "Idempotency-Key: $(uuidgen)" -d '{"text":"hello"}'\n`
         : `  (instance '${s.name}' has no living agent, so no ingress yet: give an agent llm.life: true)\n`),
@@ -103,13 +111,14 @@ export async function tokenList(
   if (!tokens.length)
     return out(role ? `No tokens for ${role}.` : 'No tokens: `holt token create ROLE` makes one.');
   for (const l of table([
-    ['NAME', 'AGENT', 'MODES', 'ORIGIN', 'RATE/MIN', 'CREATED'],
+    ['NAME', 'AGENT', 'MODES', 'ORIGIN', 'RATE/MIN', 'MAX PRIORITY', 'CREATED'],
     ...tokens.map((t) => [
       t.name,
       t.role,
       t.modes.join(','),
       t.origin,
       String(t.ratePerMinute),
+      String(t.maxPriority),
       age(t.createdAtMs),
     ]),
   ]))

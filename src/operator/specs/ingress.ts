@@ -32,6 +32,7 @@ export interface AgentToken {
   modes: ('enqueue_message' | 'wake_hint')[];
   origin: 'operator' | 'webhook' | 'callback';
   ratePerMinute: number;
+  maxPriority: number;
 }
 
 /** The tokens an Agent's spec declares (none unless its ingress is enabled). */
@@ -47,6 +48,7 @@ export function agentTokens(agent: string, role: string, spec: AgentSpec): Agent
     modes: (t.modes ?? i.modes).filter((m) => i.modes.includes(m)),
     origin: t.origin,
     ratePerMinute: t.ratePerMinute ?? i.rateLimitPerMinute,
+    maxPriority: t.maxPriority,
   }));
 }
 
@@ -75,6 +77,7 @@ export function tokenFileOf(tokens: (AgentToken & { token: string })[]): string 
       modes: t.modes,
       origin: t.origin,
       ratePerMinute: t.ratePerMinute,
+      maxPriority: t.maxPriority,
       createdAtMs: 0,
     }))
     .sort((a, b) => `${a.role}/${a.name}`.localeCompare(`${b.role}/${b.name}`));
