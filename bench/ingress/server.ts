@@ -26,6 +26,7 @@ const srv = await startIngressServer({
       origin: 'webhook',
       ratePerMinute: 100_000,
       maxPriority: 0,
+      callbacks: [],
       createdAtMs: 0,
     },
   ],

@@ -47,6 +47,7 @@ try {
         origin: 'webhook',
         ratePerMinute: 100_000,
         maxPriority: 0,
+        callbacks: [],
         createdAtMs: 0,
       },
     ],

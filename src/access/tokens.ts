@@ -1,5 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import { Callback } from '../common/callback.ts';
 
 /**
  * Ingress capability tokens (a living agent's external ingress): the model of a token and how it is
@@ -29,6 +30,11 @@ export const TokenEntry = z.object({
   origin: z.enum(TOKEN_ORIGINS).default('webhook'),
   /** Requests per minute (a bucket of as many, refilled evenly). */
   ratePerMinute: z.number().int().min(1).max(100_000).default(60),
+  /**
+   * Where its messages may ask their outcome to be delivered, by name (a message names one: never a URL
+   * of its own, so no caller can make the Holt call an address of its choosing).
+   */
+  callbacks: z.array(Callback).max(20).default([]),
   /** The highest priority its messages may ask for (0: all are of the default priority). */
   maxPriority: z.number().int().min(0).max(MAX_PRIORITY).default(0),
   createdAtMs: z.number().int().default(0),

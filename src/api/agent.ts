@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Callback } from '../common/callback.ts';
 import { isCidr } from '../common/cidr.ts';
 import { AgentBudgets, AgentLlm, mcpServerProblems, unendingTools, workflowProblems } from './agent-llm.ts';
 import {
@@ -130,6 +131,13 @@ export const AgentIngressToken = z
       .max(100_000)
       .optional()
       .describe("Requests a minute (default: the ingress's rateLimitPerMinute)."),
+    callbacks: z
+      .array(Callback)
+      .max(20)
+      .default([])
+      .describe(
+        'Where its messages may ask their outcome to be delivered ("reply_to": "<name>" in the body): a name and an http(s) URL. The orchestrator POSTs the outcome there, signed with HMAC-SHA256 keyed by the hex SHA-256 of the token (docs/agents.md § Delivery). A message can never give a URL of its own.',
+      ),
     maxPriority: z
       .number()
       .int()
@@ -153,7 +161,7 @@ export const AgentIngress = z
     tokens: z
       .array(AgentIngressToken)
       .max(20)
-      .default([{ name: 'default', origin: 'webhook', maxPriority: 0 }])
+      .default([{ name: 'default', origin: 'webhook', maxPriority: 0, callbacks: [] }])
       .describe('Its capability tokens, stored hashed by the orchestrator.'),
     rateLimitPerMinute: z.number().int().min(1).max(100_000).default(60).describe('Per token.'),
   })

@@ -82,6 +82,35 @@ export function publishLifeEvent(nc: NatsConnection, e: LifeEvent): boolean {
   }
 }
 
+/**
+ * An attempt to deliver a message's outcome to its callback (the orchestrator's delivery loop): how it
+ * went, never the URL's secrets nor the outcome's text (the receiver has it; events are for watching).
+ */
+export const DeliveryEvent = z.object({
+  actor_id: z.uuid(),
+  role: z.string(),
+  delivery_id: z.uuid(),
+  message_id: z.string(),
+  callback: z.string(),
+  state: z.enum(['delivered', 'retrying', 'failed']),
+  outcome: z.string(),
+  attempt: z.number().int(),
+  status: z.number().int().nullable(),
+  error: z.string().optional(),
+  at_ms: z.number().int(),
+});
+export type DeliveryEvent = z.infer<typeof DeliveryEvent>;
+
+/** Publishes a delivery event (lossy, like every event). */
+export function publishDeliveryEvent(nc: NatsConnection, e: DeliveryEvent): boolean {
+  try {
+    nc.publish(agentEventSubject(e.actor_id, 'delivery'), JSON.stringify(DeliveryEvent.parse(e)));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export interface AgentEvents {
   step(e: StepEvent): void;
   task(e: TaskEvent): void;

@@ -11,7 +11,7 @@ export function assertWorkerTarget(target: string): string {
 export const doorbellSubject = (target: string) => `cmd.agent.${assertWorkerTarget(target)}.wakeup`;
 
 /** Actor ids are UUIDs, hence single tokens too. */
-export const agentEventSubject = (actorId: string, kind: 'step' | 'task' | 'chunk' | 'life') => {
+export const agentEventSubject = (actorId: string, kind: 'step' | 'task' | 'chunk' | 'life' | 'delivery') => {
   if (!/^[A-Za-z0-9_-]+$/.test(actorId)) throw new Error(`invalid actor id ${JSON.stringify(actorId)}`);
   return `evt.agent.${actorId}.${kind}`;
 };

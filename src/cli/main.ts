@@ -263,6 +263,11 @@ export function program(): Command {
     )
     .option('--rate <n>', 'requests a minute [60]')
     .option('--max-priority <n>', 'the highest "priority" (0-9) its messages may ask for [0]')
+    .option(
+      '--callback <name=url>',
+      'a callback its messages may name ("reply_to") to have their outcome POSTed there, signed (repeatable)',
+      (v: string, prev: string[] = []) => [...prev, v],
+    )
     .addOption(nameOpt())
     .action(async (role, tokenName, o) =>
       kubeRef

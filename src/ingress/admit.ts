@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { findToken, MAX_PRIORITY, type Mode, type TokenEntry, tokenId } from '../access/tokens.ts';
 import type { Logger } from '../common/logger.ts';
 import { labelsOf, PRIVILEGED_LABELS } from '../life/labels.ts';
-import type { Enqueued, LifeStore } from '../life/store.ts';
+import type { Enqueued, EnqueueRequest, LifeStore } from '../life/store.ts';
 import type { LifeTasks, Task } from '../life/tasks.ts';
 import type { TraceCarrier } from '../telemetry/carrier.ts';
 import { FailureLimiter, type GuardLimits } from './guard.ts';
@@ -21,11 +21,14 @@ export const MAX_BODY_BYTES = 64 * 1024;
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9._:-]{1,200}$/;
 
 const Priority = z.number().int().min(0).max(MAX_PRIORITY).optional();
+/** Where the outcome goes: the name of one of the token's callbacks (never a URL). */
+const ReplyTo = z.string().max(63).optional();
 const MessageBody = z.union([
-  z.strictObject({ text: z.string().min(1).max(60_000), priority: Priority }),
+  z.strictObject({ text: z.string().min(1).max(60_000), priority: Priority, reply_to: ReplyTo }),
   z.strictObject({
     data: z.unknown().refine((v) => v !== undefined, 'data is required'),
     priority: Priority,
+    reply_to: ReplyTo,
   }),
 ]);
 
@@ -217,15 +220,26 @@ export class Ingress {
     }
     let message: string | undefined;
     let priority = 0;
+    let reply: EnqueueRequest['reply'];
     if (mode === 'enqueue_message') {
       const b = MessageBody.safeParse(json);
       if (!b.success)
         return fail(
           400,
-          `the body must be {"text": "..."} or {"data": <any JSON>}, with an optional "priority" of 0-${MAX_PRIORITY}`,
+          `the body must be {"text": "..."} or {"data": <any JSON>}, with an optional "priority" of 0-${MAX_PRIORITY} and "reply_to" (a callback of the token, by name)`,
         );
       message = 'text' in b.data ? b.data.text : JSON.stringify(b.data.data);
       priority = b.data.priority ?? 0;
+      const name = b.data.reply_to;
+      if (name !== undefined) {
+        const cb = token.callbacks.find((c) => c.name === name);
+        if (!cb)
+          return fail(
+            400,
+            `this token has no callback named ${JSON.stringify(name)} (${token.callbacks.length ? `its callbacks: ${token.callbacks.map((c) => c.name).join(', ')}` : 'it registered none'})`,
+          );
+        reply = { tokenName: token.name, callback: cb.name, url: cb.url };
+      }
       if (priority > token.maxPriority)
         return fail(
           403,
@@ -249,6 +263,7 @@ export class Ingress {
         ...(priority ? { priority } : {}),
       },
       ...(trace ? { trace } : {}),
+      ...(reply ? { reply } : {}),
     });
     if (q.kind === 'stopped') return fail(409, `agent ${role} is stopped: nothing was queued`);
     if (q.kind === 'full') {

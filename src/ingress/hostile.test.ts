@@ -31,6 +31,7 @@ const TOKENS: TokenEntry[] = [
     origin: 'webhook',
     ratePerMinute: 100_000,
     maxPriority: 0,
+    callbacks: [],
     createdAtMs: 0,
   },
 ];

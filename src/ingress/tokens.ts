@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { hashToken, type Mode, newToken, TokenEntry, TokenFile } from '../access/tokens.ts';
+import type { Callback } from '../common/callback.ts';
 
 /**
  * The token file (src/access/tokens.ts has the token model; docs/runtime-model.md § Living agents):
@@ -40,6 +41,7 @@ export function createToken(
     origin?: TokenEntry['origin'];
     ratePerMinute?: number;
     maxPriority?: number;
+    callbacks?: Callback[];
   },
 ): { token: string; entry: TokenEntry } {
   const f = readTokenFile(file);

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { tx } from '../state/sql.ts';
 import type { TraceCarrier } from '../telemetry/carrier.ts';
@@ -26,6 +26,8 @@ export interface EnqueueRequest {
   maxUndelivered?: number;
   /** The caller's trace context (the ingress's `traceparent` header): the turn it wakes continues it. */
   trace?: TraceCarrier;
+  /** Where its outcome is delivered: a callback its token registered (replies.ts), by name and URL. */
+  reply?: { tokenName: string; callback: string; url: string };
 }
 
 /** The agent's life row, made (running) if it has none. */
@@ -108,6 +110,12 @@ export async function enqueueMessage(pool: pg.Pool, m: EnqueueRequest): Promise<
         `INSERT INTO holt.ingress_idempotency (instance, role, token_id, key_hash, message_id)
          VALUES ($1, $2, $3, $4, $5)`,
         [m.instance, m.role, m.scope, keyHash, id],
+      );
+    if (m.reply)
+      await c.query(
+        `INSERT INTO holt.message_replies (id, instance, role, message_id, token_name, callback, url)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+        [randomUUID(), m.instance, m.role, id, m.reply.tokenName, m.reply.callback, m.reply.url],
       );
     await c.query('UPDATE holt.agent_life SET last_message_at = now() WHERE instance = $1 AND role = $2', [
       m.instance,

@@ -9,6 +9,7 @@ import { failureArtefact, workerFailureArtefact } from '../blackboard/results.ts
 import { readWorkerExits, WorkerExit } from '../blackboard/worker-exits.ts';
 import { busProblem, connectBus, watchBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
+import { type DeliveryEvent, publishDeliveryEvent } from '../bus/events.ts';
 import { traceHeaders } from '../bus/message.ts';
 import { lifeWakeSubject } from '../bus/subjects.ts';
 import { envMs, parseEnv } from '../common/config.ts';
@@ -52,6 +53,8 @@ export interface OrchestratorInbox {
   unready(): Promise<string | null>;
   /** Rings a living agent's wake doorbell (lossy: its loop also polls). */
   wakeLife(role: string): void;
+  /** Publishes a delivery's event (lossy). */
+  deliveryEvent(e: DeliveryEvent): void;
   close(): Promise<void>;
 }
 
@@ -118,6 +121,7 @@ export async function startOrchestratorInbox(o: {
       problem: () => null,
       unready: async () => null,
       wakeLife: () => undefined,
+      deliveryEvent: () => undefined,
       close: async () => undefined,
     };
   }
@@ -203,6 +207,7 @@ export async function startOrchestratorInbox(o: {
     dispatcher,
     store,
     problem: () => busProblem(nc),
+    deliveryEvent: (e) => publishDeliveryEvent(nc, e),
     wakeLife(role) {
       try {
         nc.publish(lifeWakeSubject(o.instance, role), undefined, traceHeaders());

@@ -6,8 +6,10 @@ import { parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
 import { startIngressServer } from '../ingress/server.ts';
 import { tokenSource } from '../ingress/tokens.ts';
+import { ReplyStore } from '../life/replies.ts';
 import { LifeStore } from '../life/store.ts';
 import { LifeTasks } from '../life/tasks.ts';
+import { DEFAULT_DELIVERY, DeliveryLoop } from './delivery.ts';
 import type { OrchestratorInbox } from './inbox.ts';
 
 export const IngressEnv = z.object({
@@ -24,6 +26,12 @@ export const IngressEnv = z.object({
   HOLT_INGRESS_MAX_UNDELIVERED: z.coerce.number().int().min(1).max(10_000_000).default(1000),
   /** Idempotency keys (hashes) are kept this long: a replay within it is a duplicate, however late. */
   HOLT_INGRESS_IDEMPOTENCY_DAYS: z.coerce.number().min(1).default(365),
+  // Delivery of outcomes to callbacks (orchestrator/delivery.ts).
+  HOLT_DELIVERY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(DEFAULT_DELIVERY.maxAttempts),
+  HOLT_DELIVERY_RETRY_BASE_MS: z.coerce.number().int().min(10).default(DEFAULT_DELIVERY.retryBaseMs),
+  HOLT_DELIVERY_MAX_BACKOFF_MS: z.coerce.number().int().min(10).default(DEFAULT_DELIVERY.maxBackoffMs),
+  HOLT_DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(DEFAULT_DELIVERY.timeoutMs),
+  HOLT_DELIVERY_POLL_MS: z.coerce.number().int().min(50).default(DEFAULT_DELIVERY.pollMs),
 });
 
 /** How long the ingress's idempotency keys are kept (for retention). */
@@ -57,17 +65,32 @@ export async function startOrchestratorIngress(o: {
     return undefined;
   }
   const log = o.log.child({ component: 'ingress' });
+  const tokens = tokenSource(env.HOLT_INGRESS_TOKENS_FILE, (e) =>
+    log.error(
+      { event_type: 'ingress_tokens_unreadable', error: e.message },
+      'token file unreadable; keeping the last good one',
+    ),
+  );
+  const delivery = new DeliveryLoop({
+    replies: new ReplyStore(store.pool),
+    tokens,
+    log: o.log.child({ component: 'delivery' }),
+    serving: o.isLeader,
+    publish: (e) => o.inbox.deliveryEvent(e),
+    settings: {
+      maxAttempts: env.HOLT_DELIVERY_MAX_ATTEMPTS,
+      retryBaseMs: env.HOLT_DELIVERY_RETRY_BASE_MS,
+      maxBackoffMs: env.HOLT_DELIVERY_MAX_BACKOFF_MS,
+      timeoutMs: env.HOLT_DELIVERY_TIMEOUT_MS,
+      pollMs: env.HOLT_DELIVERY_POLL_MS,
+    },
+  });
   const srv = await startIngressServer({
     instance: o.instance,
     port: env.HOLT_INGRESS_PORT,
     life: new LifeStore(store.pool),
     tasks: new LifeTasks(store.pool),
-    tokens: tokenSource(env.HOLT_INGRESS_TOKENS_FILE, (e) =>
-      log.error(
-        { event_type: 'ingress_tokens_unreadable', error: e.message },
-        'token file unreadable; keeping the last good one',
-      ),
-    ),
+    tokens,
     knows: async (role) => (await getAgents(o.bb)).agents.some((a) => a.role === role),
     ring: (role) => o.inbox.wakeLife(role),
     log,
@@ -84,5 +107,12 @@ export async function startOrchestratorIngress(o: {
     ...(o.registry ? { registry: o.registry } : {}),
   });
   log.info({ event_type: 'ingress_started', port: srv.port }, `ingress on :${srv.port}`);
-  return srv;
+  delivery.start();
+  return {
+    port: srv.port,
+    close: async () => {
+      await delivery.stop();
+      await srv.close();
+    },
+  };
 }

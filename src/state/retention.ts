@@ -57,11 +57,15 @@ const PRUNE_PLANS = `
 DELETE FROM holt.llm_plans WHERE (instance, role, goal_id) IN (
   SELECT instance, role, goal_id FROM holt.llm_plans WHERE instance = $1 AND updated_at < now() - $2::interval LIMIT $3)`;
 
-// Living agents (src/life): what was delivered or ended before the cut-off, and the deliveries of
-// pruned turns. Work items and their completion reports are kept: they are the agents' record.
+// Living agents (src/life): what was delivered or ended before the cut-off (a message whose outcome is
+// still to be delivered stays), finished deliveries, and the deliveries of pruned turns. Work items and their completion reports are kept: they are the agents' record.
 const PRUNE_LIFE = [
-  `DELETE FROM holt.agent_messages WHERE id IN (SELECT id FROM holt.agent_messages WHERE instance = $1
-     AND turn_id IS NOT NULL AND delivered_at < now() - $2::interval LIMIT $3)`,
+  `DELETE FROM holt.agent_messages WHERE id IN (SELECT m.id FROM holt.agent_messages m WHERE m.instance = $1
+     AND m.turn_id IS NOT NULL AND m.delivered_at < now() - $2::interval
+     AND NOT EXISTS (SELECT 1 FROM holt.message_replies r WHERE r.message_id = m.id AND r.status = 'pending')
+     LIMIT $3)`,
+  `DELETE FROM holt.message_replies WHERE id IN (SELECT id FROM holt.message_replies WHERE instance = $1
+     AND status <> 'pending' AND created_at < now() - $2::interval LIMIT $3)`,
   `DELETE FROM holt.agent_waits WHERE id IN (SELECT id FROM holt.agent_waits WHERE instance = $1
      AND state <> 'waiting' AND ended_at < now() - $2::interval LIMIT $3)`,
   `DELETE FROM holt.life_turns WHERE turn_id IN (SELECT l.turn_id FROM holt.life_turns l WHERE l.instance = $1

@@ -117,8 +117,9 @@ export class WorkStore {
         }
       }
       const r = await c.query(
-        `INSERT INTO holt.work_items (id, instance, role, objective) VALUES ($1, $2, $3, $4) RETURNING ${ITEM_COLUMNS}`,
-        [id, f.instance, role, objective],
+        `INSERT INTO holt.work_items (id, instance, role, objective, created_by_turn)
+         VALUES ($1, $2, $3, $4, $5) RETURNING ${ITEM_COLUMNS}`,
+        [id, f.instance, role, objective, f.turnId],
       );
       await c.query(
         'INSERT INTO holt.work_current (instance, role, item_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',

@@ -291,6 +291,7 @@ describe("the living agents' ingress (real HTTP, real Postgres)", () => {
           origin: 'webhook',
           ratePerMinute: 100_000,
           maxPriority: 0,
+          callbacks: [],
           createdAtMs: 0,
         },
       ],

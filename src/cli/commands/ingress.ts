@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { MAX_PRIORITY, MODES, type Mode, TokenEntry } from '../../access/tokens.ts';
 import { loadHoltFile } from '../../api/holtfile.ts';
+import { Callback } from '../../common/callback.ts';
+import { deliverySecretOf } from '../../ingress/signature.ts';
 import { createToken, readTokenFile, revokeToken } from '../../ingress/tokens.ts';
 import { TOKEN_ORIGINS } from '../../life/labels.ts';
 import { ingressTokensFile } from '../../local/instance.ts';
@@ -25,7 +27,14 @@ function modesOf(v: string | undefined): Mode[] {
 export async function tokenCreate(
   role: string,
   tokenName: string | undefined,
-  o: { name?: string; mode?: string; origin?: string; rate?: string; maxPriority?: string },
+  o: {
+    name?: string;
+    mode?: string;
+    origin?: string;
+    rate?: string;
+    maxPriority?: string;
+    callback?: string[];
+  },
 ): Promise<void> {
   const s = resolveInstance(o.name, { mustRun: false });
   livingAgent(s.holtFile, role);
@@ -45,6 +54,16 @@ export async function tokenCreate(
     .max(MAX_PRIORITY)
     .safeParse(o.maxPriority ?? '0');
   if (!maxPriority.success) throw new CliError(`--max-priority is 0 to ${MAX_PRIORITY}`, EXIT.usage);
+  const callbacks = (o.callback ?? []).map((c) => {
+    const at = c.indexOf('=');
+    const cb = Callback.safeParse({ name: c.slice(0, Math.max(0, at)), url: c.slice(at + 1) });
+    if (at < 1 || !cb.success)
+      throw new CliError(
+        `--callback ${JSON.stringify(c)}: give name=url, a DNS-label name and an http(s) URL without credentials${cb.success ? '' : ` (${cb.error.issues[0]?.message})`}`,
+        EXIT.usage,
+      );
+    return cb.data;
+  });
   const name = TokenEntry.shape.name.safeParse(tokenName ?? `${origin.data}-${randomUUID().slice(0, 8)}`);
   if (!name.success) throw new CliError(`token name: ${name.error.issues[0]?.message}`, EXIT.usage);
   let made: ReturnType<typeof createToken>;
@@ -56,13 +75,17 @@ export async function tokenCreate(
       origin: origin.data,
       ratePerMinute: rate.data,
       maxPriority: maxPriority.data,
+      callbacks,
     });
   } catch (e) {
     throw new CliError((e as Error).message, EXIT.usage);
   }
   out(made.token);
   process.stderr.write(
-    `token ${made.entry.name} for agent ${role} (${made.entry.modes.join(', ')}; origin ${made.entry.origin}; ${made.entry.ratePerMinute}/min${made.entry.maxPriority ? `; priority up to ${made.entry.maxPriority}` : ''}). It is shown once: only its hash is kept.\n` +
+    `token ${made.entry.name} for agent ${role} (${made.entry.modes.join(', ')}; origin ${made.entry.origin}; ${made.entry.ratePerMinute}/min${made.entry.maxPriority ? `; priority up to ${made.entry.maxPriority}` : ''}${callbacks.length ? `; callbacks ${callbacks.map((c) => c.name).join(', ')}` : ''}). It is shown once: only its hash is kept.\n` +
+      (callbacks.length
+        ? `  deliveries to its callbacks are signed (Standard Webhooks) with the secret ${deliverySecretOf(made.token)}\n`
+        : '') +
       (s.ingressUrl
         ? `  curl -X POST ${s.ingressUrl}/v1/agents/${encodeURIComponent(role)}/messages -H "Authorization: Bearer $TOKEN" -H "Idempotency-Key: $(uuidgen)" -d '{"text":"hello"}'\n`
         : `  (instance '${s.name}' has no living agent, so no ingress yet: give an agent llm.life: true)\n`),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { describeLabels } from '../../life/labels.ts';
+import { type Reply, ReplyStore } from '../../life/replies.ts';
 import { LifeStore } from '../../life/store.ts';
 import { withInstancePostgres } from '../instance-pg.ts';
 import type { KubeRefHolt } from '../kube.ts';
@@ -29,17 +30,23 @@ export async function lifeState(
 /** `holt life show ROLE`: the agent's messages with their labels, and the scheduler's decisions. */
 export async function lifeShow(role: string, o: { name?: string; json?: boolean }): Promise<void> {
   await withLife(o.name, async (l, instance) => {
-    const [messages, audit] = await Promise.all([
+    const [messages, audit, deliveries] = await Promise.all([
       l.recentMessages(instance, role),
       l.audit(instance, role, 20),
+      new ReplyStore(l.pool).list(instance, role),
     ]);
-    if (o.json) return out(JSON.stringify({ messages, audit }, null, 2));
+    if (o.json) {
+      const shown = deliveries.map(({ url, ...d }) => ({ ...d, host: new URL(url).host }));
+      return out(JSON.stringify({ messages, audit, deliveries: shown }, null, 2));
+    }
     out(`Messages to ${role} (newest last):`);
     if (!messages.length) out('  none');
     for (const m of messages)
       out(
         `  #${m.id} ${age(m.at_ms)} ${m.kind}${m.turnId ? '' : ' (not delivered yet)'} · ${describeLabels(m.labels)}${m.kind === 'message' ? `\n      ${(m.body ?? '').slice(0, 200)}` : ''}`,
       );
+    if (deliveries.length) out('Deliveries of outcomes (newest last):');
+    for (const d of deliveries) out(`  ${describeDelivery(d)}`);
     out(`Scheduler decisions (newest last):`);
     if (!audit.length) out('  none');
     for (const a of audit) {
@@ -113,4 +120,16 @@ export async function lifeCancel(
       t.kind === 'command' ? 'its process group is killed, and ' : ''
     }${role}'s next turn gets a cancellation report`,
   );
+}
+
+/** One delivery, as `holt life show` prints it. */
+export function describeDelivery(d: Reply, now = Date.now()): string {
+  // Only the URL's host: a callback's path may hold a secret (chat webhooks put their token there).
+  const head = `${d.id.slice(0, 8)} message #${d.message_id} → ${d.callback} (${new URL(d.url).host})`;
+  const last = d.last_error ? `: ${d.last_error}` : d.last_status ? ` (${d.last_status})` : '';
+  if (d.status === 'delivered')
+    return `${head}: delivered ${age(d.delivered_ms ?? now, now)} after ${d.attempts} attempt(s)${last}`;
+  if (d.status === 'failed') return `${head}: failed after ${d.attempts} attempt(s)${last}`;
+  if (!d.attempts) return `${head}: waiting for the outcome`;
+  return `${head}: retrying, attempt ${d.attempts} failed${last}; next ${d.next_ms > now ? `in ${Math.ceil((d.next_ms - now) / 1000)}s` : 'now'}`;
 }

@@ -1,6 +1,7 @@
 import { hashToken, type TokenEntry } from '../../access/tokens.ts';
 import type { AgentSpec } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
+import type { Callback } from '../../common/callback.ts';
 import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner } from './meta.ts';
 import { orchestratorName } from './orchestrator.ts';
@@ -33,6 +34,7 @@ export interface AgentToken {
   origin: 'operator' | 'webhook' | 'callback';
   ratePerMinute: number;
   maxPriority: number;
+  callbacks: Callback[];
 }
 
 /** The tokens an Agent's spec declares (none unless its ingress is enabled). */
@@ -49,6 +51,7 @@ export function agentTokens(agent: string, role: string, spec: AgentSpec): Agent
     origin: t.origin,
     ratePerMinute: t.ratePerMinute ?? i.rateLimitPerMinute,
     maxPriority: t.maxPriority,
+    callbacks: t.callbacks,
   }));
 }
 
@@ -78,6 +81,7 @@ export function tokenFileOf(tokens: (AgentToken & { token: string })[]): string 
       origin: t.origin,
       ratePerMinute: t.ratePerMinute,
       maxPriority: t.maxPriority,
+      callbacks: t.callbacks,
       createdAtMs: 0,
     }))
     .sort((a, b) => `${a.role}/${a.name}`.localeCompare(`${b.role}/${b.name}`));
