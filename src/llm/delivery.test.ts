@@ -249,4 +249,44 @@ describe('delivery of outcomes to callbacks', () => {
       await down.close();
     }
   });
+
+  it('two replicas send each delivery once; one started after the other stopped sends what was pending', async () => {
+    const rx = await receiver();
+    try {
+      await serve({ rx: rx.url });
+      await loop!.stop(); // nothing sends until the outcomes are in
+      let release!: () => void;
+      const held = new Promise<void>((r) => {
+        release = r;
+      });
+      stores.llm.reset([{ after: held, reply: text('first') }, text('second'), text('third')]);
+      for (const t of ['one', 'two', 'three'])
+        expect((await send({ text: t, reply_to: 'rx' })).status).toBe(202);
+      const replicas = [0, 1].map(
+        () =>
+          new DeliveryLoop({
+            replies: new ReplyStore(stores.pool),
+            tokens: tokenSource(file, () => undefined),
+            log: silentLogger(),
+            settings: { ...DEFAULT_DELIVERY, pollMs: 20 },
+          }),
+      );
+      for (const r of replicas) r.start();
+      release();
+      await eventually(
+        'all delivered',
+        async () =>
+          (await new ReplyStore(stores.pool).list(instance, 'coder')).every((r) => r.status === 'delivered'),
+        { timeoutMs: 20_000 },
+      );
+      await Promise.all(replicas.map((r) => r.stop()));
+      // Three deliveries, each sent once, by one replica or the other.
+      expect(rx.got).toHaveLength(3);
+      expect(new Set(rx.got.map((g) => g.id)).size).toBe(3);
+      const replies = await new ReplyStore(stores.pool).list(instance, 'coder');
+      expect(replies.map((r) => r.attempts)).toEqual([1, 1, 1]);
+    } finally {
+      await rx.close();
+    }
+  });
 });
