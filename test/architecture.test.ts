@@ -20,7 +20,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   pup: ['blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry'],
   work: ['common', 'state'],
   memory: ['common', 'life', 'state', 'telemetry'],
-  console: ['blackboard', 'common', 'graph', 'telemetry'],
+  console: ['blackboard', 'common', 'graph', 'life', 'telemetry', 'work'],
   life: ['access', 'blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry', 'work'],
   ingress: ['access', 'common', 'life', 'telemetry'],
   llm: ['api', 'blackboard', 'bus', 'common', 'inbox', 'life', 'memory', 'pup', 'state', 'telemetry', 'work'],

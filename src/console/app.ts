@@ -57,6 +57,7 @@ img.graph { max-width: 100%; height: auto; background: #fff; border: 1px solid #
 export const APP_JS = String.raw`
 import { h, render } from '/assets/preact.js';
 import { useEffect, useMemo, useState } from '/assets/hooks.js';
+import { Living } from '/assets/life.js';
 
 const STATUSES = ['all', 'running', 'completed', 'failed'];
 
@@ -73,6 +74,7 @@ function useBoard() {
   const [workflows, setWorkflows] = useState(new Map());
   const [questions, setQuestions] = useState(new Map());
   const [agents, setAgents] = useState([]);
+  const [living, setLiving] = useState({ living: [], enabled: false });
   const [session, setSession] = useState({ csrf: '', canAct: false });
   const [conn, setConn] = useState('connecting');
   useEffect(() => {
@@ -84,11 +86,12 @@ function useBoard() {
       return r.json();
     };
     const load = async () => {
-      const [w, q, a] = await Promise.all([get('/api/workflows'), get('/api/questions'), get('/api/agents')]);
+      const [w, q, a, l] = await Promise.all([get('/api/workflows'), get('/api/questions'), get('/api/agents'), get('/api/living')]);
+      setLiving({ living: l.living, enabled: l.enabled });
       setWorkflows(new Map(w.workflows.map((x) => [x.goalId, x])));
       setQuestions(new Map(q.questions.map((x) => [x.id, x])));
       setAgents(a.agents);
-      return Math.min(w.lastEventId, q.lastEventId, a.lastEventId);
+      return Math.min(w.lastEventId, q.lastEventId, a.lastEventId, l.lastEventId);
     };
     Promise.all([get('/api/session'), load()]).then(([s, after]) => {
       if (closed) return;
@@ -108,13 +111,14 @@ function useBoard() {
         });
       });
       source.addEventListener('agents', (e) => setAgents(JSON.parse(e.data)));
+      source.addEventListener('living', (e) => setLiving((x) => ({ living: JSON.parse(e.data), enabled: x.enabled })));
       source.addEventListener('reset', () => { load(); });
       source.onopen = () => setConn('live');
       source.onerror = () => setConn('reconnecting');
     }, (e) => setConn(String(e.message)));
     return () => { closed = true; if (source) source.close(); };
   }, []);
-  return { workflows, questions, agents, session, conn };
+  return { workflows, questions, agents, living, session, conn };
 }
 
 function useNow(everyMs) {
@@ -288,7 +292,7 @@ function App() {
   return h('div', null,
     h('header', null,
       h('h1', null, 'Holt console'),
-      h('nav', { role: 'tablist' }, tab('workflows', 'Workflows'), tab('questions', 'Questions (' + board.questions.size + ')'), tab('agents', 'Agents')),
+      h('nav', { role: 'tablist' }, tab('workflows', 'Workflows'), tab('questions', 'Questions (' + board.questions.size + ')'), tab('agents', 'Agents'), tab('living', 'Living agents')),
       h('span', { class: 'live', role: 'status', 'data-conn': board.conn, 'data-can-act': String(board.session.canAct) }, board.conn)),
     h('main', null, page === 'workflows' && goal
       ? h(WorkflowDetail, { goal, row: board.workflows.get(goal), back: () => setGoal(null) })
@@ -296,7 +300,9 @@ function App() {
       ? h(Workflows, { workflows: board.workflows, open: setGoal })
       : page === 'questions'
         ? h(Questions, { questions: board.questions, session: board.session })
-        : h(Agents, { agents: board.agents })));
+        : page === 'living'
+          ? h(Living, { living: board.living.living, enabled: board.living.enabled, session: board.session })
+          : h(Agents, { agents: board.agents })));
 }
 
 const root = document.getElementById('app');

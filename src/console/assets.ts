@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { APP_CSS, APP_JS, INDEX_HTML } from './app.ts';
+import { LIFE_JS } from './life-app.ts';
 
 /**
  * What the console's pages are made of, all served by the console itself (no CDN, no build step at
@@ -37,6 +38,7 @@ export function consoleAssets(): Map<string, Asset> {
       },
     ],
     ['/assets/app.js', { body: Buffer.from(APP_JS), type: js }],
+    ['/assets/life.js', { body: Buffer.from(LIFE_JS), type: js }],
     ['/assets/app.css', { body: Buffer.from(APP_CSS), type: 'text/css; charset=utf-8' }],
   ]);
 }

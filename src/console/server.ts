@@ -1,13 +1,16 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type pg from 'pg';
 import { z } from 'zod';
 import { personAnswer } from '../blackboard/approval.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import { Artefact } from '../blackboard/types.ts';
 import type { Logger } from '../common/logger.ts';
+import { LifeTasks } from '../life/tasks.ts';
 import { type AgentRow, FailureLog, readAgents } from './agents.ts';
 import { consoleAssets } from './assets.ts';
+import { type LivingAgent, readLiving } from './life.ts';
 import { WorkflowIndex } from './model.ts';
 import { QuestionIndex } from './questions.ts';
 import { graphSvg, readWorkflow, timelineOf } from './workflow.ts';
@@ -37,6 +40,8 @@ export interface ConsoleOptions {
   readOnly?: boolean;
   /** How often the agents' registry and status hashes are read again (they change without an artefact). */
   agentsPollMs?: number;
+  /** The Holt's Postgres: the living agents page, and cancelling their tasks (none: no such page). */
+  pool?: pg.Pool;
 }
 
 export interface Console {
@@ -58,7 +63,11 @@ const SECURITY_HEADERS = {
 
 /** Events kept for a browser that reconnects (Last-Event-ID); one further back gets `reset`. */
 const REPLAY = 1000;
-const COOKIE = 'holt_console';
+/**
+ * The session cookie's name, per port: cookies do not tell ports apart, so two consoles on one host
+ * (two Holts, or a read-only link beside one that acts) would otherwise sign each other out.
+ */
+const cookieName = (port: number) => `holt_console_${port}`;
 /** The most an action's body may hold. */
 const MAX_BODY = 64 * 1024;
 
@@ -72,10 +81,10 @@ interface Session {
 const same = (a: string, b: string) =>
   a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
 
-function cookieOf(req: IncomingMessage): string | undefined {
+function cookieOf(req: IncomingMessage, name: string): string | undefined {
   for (const part of (req.headers.cookie ?? '').split(';')) {
     const [k, ...v] = part.trim().split('=');
-    if (k === COOKIE) return v.join('=');
+    if (k === name) return v.join('=');
   }
   return undefined;
 }
@@ -123,7 +132,8 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
   let seq = 0;
   const clients = new Set<ServerResponse>();
 
-  const publish = (event: 'workflow' | 'question' | 'agents', items: unknown[]) => {
+  let living: LivingAgent[] = [];
+  const publish = (event: 'workflow' | 'question' | 'agents' | 'living', items: unknown[]) => {
     for (const item of items) {
       const text = `id: ${++seq}\nevent: ${event}\ndata: ${JSON.stringify(item)}\n\n`;
       events.push({ id: seq, text });
@@ -150,8 +160,16 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     const read = (await o.bb.getArtefacts(unseen)).filter((a): a is Artefact => a !== null);
     for (const a of read.sort((x, y) => x.created_at_ms - y.created_at_ms)) add(a);
   };
+  /** The living agents read again from Postgres; sent when they changed. */
+  const pollLiving = async () => {
+    if (!o.pool) return;
+    const now = await readLiving(o.pool, o.bb.instance);
+    if (JSON.stringify(now) === JSON.stringify(living)) return;
+    living = now;
+    publish('living', [living]);
+  };
   await catchUp();
-  await pollAgents();
+  await Promise.all([pollAgents(), pollLiving()]);
 
   // Re-subscribed by hand after a reconnect (ioredis' own leaves its SUBSCRIBE uncaught when closed
   // meanwhile); what was published while it was away is read by the catch-up.
@@ -188,17 +206,26 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     pollAgents().catch((e: unknown) =>
       o.log.warn({ event_type: 'console_agents_failed', error: String(e) }, 'agents not read'),
     );
+    pollLiving().catch((e: unknown) =>
+      o.log.warn({ event_type: 'console_living_failed', error: String(e) }, 'living agents not read'),
+    );
   }, o.agentsPollMs ?? 3_000);
+
+  /** Why a session may not act now: read-only, no or a wrong CSRF token, another origin (or undefined). */
+  const mayNotAct = (req: IncomingMessage, s: Session): string | undefined => {
+    if (!s.canAct) return 'this console session is read-only';
+    const csrf = req.headers['x-holt-csrf'];
+    if (typeof csrf !== 'string' || !same(csrf, s.csrf)) return 'missing or wrong CSRF token';
+    const origin = req.headers.origin;
+    if (origin !== undefined && origin !== `http://${req.headers.host}`)
+      return 'a request from another origin';
+    return undefined;
+  };
 
   /** A person's answer from the page: a session that may act, its CSRF token, this origin, a valid body. */
   const answer = async (req: IncomingMessage, res: ServerResponse, s: Session, id: string) => {
-    if (!s.canAct) return refuse(res, 403, 'this console session is read-only');
-    const csrf = req.headers['x-holt-csrf'];
-    if (typeof csrf !== 'string' || !same(csrf, s.csrf))
-      return refuse(res, 403, 'missing or wrong CSRF token');
-    const origin = req.headers.origin;
-    if (origin !== undefined && origin !== `http://${req.headers.host}`)
-      return refuse(res, 403, 'a request from another origin');
+    const no = mayNotAct(req, s);
+    if (no) return refuse(res, 403, no);
     const b = await jsonBody(req);
     if (!b.ok) return refuse(res, b.status, b.why);
     const a = AnswerBody.safeParse(b.body);
@@ -207,6 +234,26 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     const created = personAnswer(id, a.data.text);
     await o.bb.createArtefact(created);
     return json(res, 201, { answerId: created.id, questionId: id });
+  };
+
+  /**
+   * A person cancels a living agent's task from the page (as `holt life cancel` does, audited as the
+   * console's); the agent's loop sees it at its next pass (its poll: the console rings no doorbell).
+   */
+  const cancelTask = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    s: Session,
+    role: string,
+    id: string,
+  ) => {
+    const no = mayNotAct(req, s);
+    if (no) return refuse(res, 403, no);
+    if (!o.pool) return refuse(res, 404, 'this console has no living agents (no Postgres)');
+    const c = await new LifeTasks(o.pool).cancel(o.bb.instance, role, id, 'the console');
+    if (c.kind !== 'cancelled') return refuse(res, 404, `agent ${role} has no open task ${id}`);
+    await pollLiving();
+    return json(res, 202, { task: c.task });
   };
 
   /** One workflow: its timeline (JSON), or its graph (SVG, under the same CSP: no script runs in it). */
@@ -234,6 +281,8 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     req.on('close', () => clients.delete(res));
   };
 
+  /** The port it listens on (the session cookie's name has it). */
+  let listening = 0;
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://console');
     // The one-time token, traded for a session: the address bar and history keep no credential.
@@ -246,15 +295,17 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
       res.writeHead(303, {
         ...SECURITY_HEADERS,
         location: '/',
-        'set-cookie': `${COOKIE}=${id}; HttpOnly; SameSite=Strict; Path=/`,
+        'set-cookie': `${cookieName(listening)}=${id}; HttpOnly; SameSite=Strict; Path=/`,
       });
       return res.end();
     }
-    const cookie = cookieOf(req);
+    const cookie = cookieOf(req, cookieName(listening));
     const session = cookie ? [...sessions.entries()].find(([k]) => same(k, cookie))?.[1] : undefined;
     if (!session) return refuse(res, 401, 'open the link holt console printed');
     const act = /^\/api\/questions\/([0-9a-f-]{36})\/answer$/.exec(url.pathname);
     if (req.method === 'POST' && act) return answer(req, res, session, act[1]!);
+    const cancel = /^\/api\/living\/([A-Za-z0-9-]{1,64})\/tasks\/([0-9a-f-]{36})\/cancel$/.exec(url.pathname);
+    if (req.method === 'POST' && cancel) return cancelTask(req, res, session, cancel[1]!, cancel[2]!);
     if (req.method !== 'GET') return refuse(res, 405, 'method not allowed');
     if (url.pathname === '/api/session')
       return json(res, 200, { csrf: session.csrf, canAct: session.canAct });
@@ -263,6 +314,8 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     if (url.pathname === '/api/questions')
       return json(res, 200, { questions: questions.list(), lastEventId: seq });
     if (url.pathname === '/api/agents') return json(res, 200, { agents, lastEventId: seq });
+    if (url.pathname === '/api/living')
+      return json(res, 200, { living, enabled: o.pool !== undefined, lastEventId: seq });
     const wf = /^\/api\/workflows\/([0-9a-f-]{36})(\/graph\.svg)?$/.exec(url.pathname);
     if (wf) return workflowPage(res, wf[1]!, wf[2] !== undefined);
     const art = /^\/api\/artefacts\/([0-9a-f-]{36})$/.exec(url.pathname);
@@ -293,6 +346,7 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     server.listen(o.port ?? 0, o.host ?? '127.0.0.1', resolve);
   });
   const { port } = server.address() as AddressInfo;
+  listening = port;
   const host = o.host && o.host !== '0.0.0.0' ? o.host : '127.0.0.1';
   return {
     url: `http://${host}:${port}/?token=${encodeURIComponent(oneTime)}`,

@@ -1,8 +1,10 @@
 import { Blackboard } from '../../blackboard/client.ts';
 import { createLogger } from '../../common/logger.ts';
+import { createPool } from '../../common/pg.ts';
 import { startConsole } from '../../console/server.ts';
 import { CliError, EXIT, out } from '../output.ts';
-import { resolveTarget } from '../resolve.ts';
+import { resolveInstance, resolveTarget } from '../resolve.ts';
+import { remoteTarget } from '../target.ts';
 
 export interface ConsoleOptions {
   name?: string;
@@ -21,11 +23,21 @@ export async function consoleCommand(opts: ConsoleOptions): Promise<void> {
     throw new CliError(`--port: "${opts.port}" is not a port number`, EXIT.usage);
   const s = resolveTarget(opts.name);
   const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
+  // A local instance's Postgres: the living agents page (with --kube the console reads the board only).
+  const pgUrl = remoteTarget() ? undefined : resolveInstance(opts.name).postgresUrl;
+  const pool = pgUrl ? createPool(pgUrl, { max: 2 }) : undefined;
   let c: Awaited<ReturnType<typeof startConsole>>;
   try {
-    c = await startConsole({ bb, log: createLogger('console', {}), port, readOnly: opts.readOnly === true });
+    c = await startConsole({
+      bb,
+      log: createLogger('console', {}),
+      port,
+      readOnly: opts.readOnly === true,
+      ...(pool ? { pool } : {}),
+    });
   } catch (e) {
     await bb.close();
+    await pool?.end();
     throw new CliError(`console: ${(e as Error).message}`, EXIT.error);
   }
   out(`Console of '${s.name}': ${c.url}`);
@@ -36,4 +48,5 @@ export async function consoleCommand(opts: ConsoleOptions): Promise<void> {
   });
   await c.close();
   await bb.close();
+  await pool?.end();
 }

@@ -1,0 +1,123 @@
+import type pg from 'pg';
+import { type Browser, launch, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { eventually } from '../../test/harness/wait.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import { silentLogger } from '../common/logger.ts';
+import { createPool } from '../common/pg.ts';
+import { labelsOf } from '../life/labels.ts';
+import { LifeStore } from '../life/store.ts';
+import { migrate } from '../state/migrate.ts';
+import { WorkStore } from '../work/store.ts';
+import { type Console, startConsole } from './server.ts';
+
+// The living agents page in headless Chromium, on a real Redis blackboard and a real Postgres: an
+// agent's messages in their labels (a hostile body inert), its work item, and its wait cancelled from
+// the page by a session that may act (a read-only one has no button).
+
+let redis: RedisServer;
+let postgres: PostgresServer;
+let pool: pg.Pool;
+let bb: Blackboard;
+let con: Console;
+let browser: Browser;
+const I = 'living';
+
+beforeAll(async () => {
+  [redis, postgres] = await Promise.all([startRedis(), startPostgres()]);
+  await migrate(postgres.url);
+  pool = createPool(postgres.url, { max: 4 });
+  bb = Blackboard.connect(redis.url, I);
+  con = await startConsole({ bb, pool, log: silentLogger(), agentsPollMs: 200 });
+  browser = await launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  });
+});
+afterAll(async () => {
+  await browser?.close();
+  await con?.close();
+  await bb?.close();
+  await pool?.end();
+  await Promise.all([redis?.stop(), postgres?.stop()]);
+});
+
+async function signIn(c: Console): Promise<Page> {
+  const p = await browser.newPage();
+  await p.goto(c.url);
+  await p.waitForSelector('[data-conn="live"]');
+  await p.click('[data-page="living"]');
+  return p;
+}
+
+/** The agent `Watcher`: a webhook's message delivered to a turn, which made a work item and set a wait. */
+async function livingAgent(): Promise<{ waitId: string }> {
+  const life = new LifeStore(pool);
+  await life.enqueue({
+    instance: I,
+    role: 'Watcher',
+    key: 'k1',
+    kind: 'message',
+    body: 'Build 7 started <img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>',
+    labels: {
+      ...labelsOf('webhook', 'message', 'POST /v1/agents/Watcher/messages', 'token ci'),
+      priority: 3,
+    },
+  });
+  const step = await life.step(I, 'Watcher', 'pod-1', 60_000);
+  const f = step.fence!;
+  const made = await new WorkStore(pool).create(f, 'Watcher', 'Report on build 7');
+  if (!made.ok) throw new Error(made.error);
+  const wait = await life.addWait(f, 'Watcher', {
+    kind: 'operator',
+    on: 'a go-ahead',
+    itemId: made.value.id,
+  });
+  await life.finish(f, { status: 'done' });
+  return { waitId: wait.id };
+}
+
+describe('the living agents page (headless Chromium, real Redis and Postgres)', () => {
+  it("shows a living agent's messages, items and tasks; cancels its wait from the page", async () => {
+    const { waitId } = await livingAgent();
+    const p = await signIn(con);
+    const row = `[data-living="Watcher"] tr[data-task="${waitId}"]`;
+    await p.waitForSelector(`${row}[data-state="waiting"]`);
+    // The message in its labels, as text: the markup is shown, never made.
+    const msg = await p.$eval('[data-living="Watcher"] [data-message] .payload', (e) => e.textContent);
+    expect(msg).toContain('<script>window.__pwned=1</script>');
+    expect(await p.$$('[data-living="Watcher"] img, [data-living="Watcher"] script')).toHaveLength(0);
+    expect(await p.evaluate(() => (globalThis as { __pwned?: number }).__pwned)).toBeUndefined();
+    const badge = await p.$eval('[data-living="Watcher"] [data-message] .badge', (e) => e.textContent);
+    expect(badge).toBe('webhook · external_evidence · priority 3');
+    expect(await p.$eval('[data-living="Watcher"] [data-item]', (e) => e.textContent)).toContain(
+      'Report on build 7',
+    );
+    // A read-only session sees the task, and no button to cancel it.
+    const ro = await startConsole({ bb, pool, log: silentLogger(), readOnly: true });
+    try {
+      const rp = await signIn(ro);
+      await rp.waitForSelector(row);
+      expect(await rp.$(`${row} [data-act="cancel"]`)).toBeNull();
+      await rp.close();
+    } finally {
+      await ro.close();
+    }
+    await p.click(`${row} [data-act="cancel"]`);
+    await p.waitForSelector(`${row}[data-state="cancelling"]`);
+    const w = await pool.query('SELECT state, cancelled_by FROM holt.agent_waits WHERE id = $1', [waitId]);
+    expect(w.rows[0]).toEqual({ state: 'waiting', cancelled_by: 'the console' });
+    // The scheduler ends it at the agent's next step, and the page follows.
+    const step = await new LifeStore(pool).step(I, 'Watcher', 'pod-1', 60_000);
+    expect(step.delivery?.waits).toEqual([{ id: waitId, outcome: 'cancelled' }]);
+    await p.waitForSelector(row, { hidden: true });
+    await eventually('the decision shown', async () =>
+      (await p.$$eval('[data-living="Watcher"] li', (ls) => ls.map((l) => l.textContent ?? ''))).some((t) =>
+        t.includes('cancel: the console cancelled operator task'),
+      ),
+    );
+    await p.close();
+  });
+});
