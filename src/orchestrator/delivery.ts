@@ -1,4 +1,3 @@
-import type { TokenEntry } from '../access/tokens.ts';
 import type { DeliveryEvent } from '../bus/events.ts';
 import type { Logger } from '../common/logger.ts';
 import { deliveryKey, signedHeaders } from '../ingress/signature.ts';
@@ -66,7 +65,8 @@ export function deliveryBody(r: Reply, o: Outcome, atMs: number): string {
 
 export interface DeliveryDeps {
   replies: ReplyStore;
-  tokens: () => TokenEntry[];
+  /** The ingress's tokens (their hashes key the signatures). */
+  tokens: () => { role: string; name: string; sha256: string }[];
   log: Logger;
   settings: DeliverySettings;
   serving?: () => boolean;
