@@ -171,6 +171,30 @@ describe('the memory store', () => {
     expect(server.requests.at(-1)?.authorization).toBe('Bearer sk-embed-test');
   });
 
+  it('finds by meaning what another process saved since, and never what was forgotten', async () => {
+    // This store's sketch index is loaded by a first recall; another pup (another store) then saves.
+    const mine = new MemoryStore(pool);
+    const first = await save({ role: 'Index', kind: 'note', body: 'The deploy key rotates every quarter.' });
+    const recall = async (text: string) => {
+      const [vector] = await embedder.embed([text]);
+      return (
+        await mine.search({
+          instance: I,
+          role: 'Index',
+          text: 'zzz',
+          k: 5,
+          touch: false,
+          embedding: { model: embedder.model, vector: vector! },
+        })
+      ).map((m) => m.body);
+    };
+    expect(await recall('When does the deploy key rotate?')).toContain(first.memory.body);
+    const later = await save({ role: 'Index', kind: 'note', body: 'Backups of the ledger run at midnight.' });
+    expect(await recall('When do the ledger backups run?')).toContain(later.memory.body);
+    expect(await store.forget(I, { id: later.memory.id })).toBe(1);
+    expect(await recall('When do the ledger backups run?')).not.toContain(later.memory.body);
+  });
+
   // Last: it ANALYZEs the table, and the words it makes common would be common to the tests after it.
   it('full-text recall leaves out the words most memories have, and finds by the rarer ones', async () => {
     const rows = Array.from({ length: 180 }, (_, n) => {

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { MEMORY_KEEP_USES } from '../state/retention.ts';
 import { bodyKey, cosine, fuse, memoryAuthority, NEAR_DUPLICATE, recallQuery, sketchOf } from './rank.ts';
+import { SketchIndex, type SketchRow } from './sketch-index.ts';
 import {
   type Memory,
   type MemoryKind,
@@ -40,9 +41,22 @@ const parse = (rows: unknown[]): Memory[] => rows.map((r) => memoryOf(MemoryRow.
 /** How long the lexemes' shares of the memories are kept before they are read again. */
 const SHARES_TTL_MS = 60_000;
 
+/**
+ * The most matches a full-text ranking ranks: ranking costs a table read per match, so a query of words
+ * thousands of memories share stops there (recallQuery already leaves out the commonest words).
+ */
+const TEXT_MATCHES = 2000;
+
+/** How often the sketch index is loaded whole again (dropping what was forgotten or pruned). */
+const SKETCH_RELOAD_MS = 10 * 60_000;
+/** How far behind the last id a refresh reads (a save committed after a later one). */
+const SKETCH_BEHIND = 1000n;
+const SKETCH_PAGE = 20_000;
+
 export class MemoryStore {
   readonly pool: pg.Pool;
   #shares?: { at: number; map: Map<string, number> };
+  readonly #indexes = new Map<string, { index: SketchIndex; refreshing: Promise<void> }>();
   constructor(pool: pg.Pool) {
     this.pool = pool;
   }
@@ -97,19 +111,52 @@ export class MemoryStore {
     e: { model: string; vector: number[] },
     sketch: string,
   ): Promise<string | undefined> {
+    const index = await this.#sketchIndex(m.instance, e.model);
+    const ids = index.nearest(sketch, 8, { role: m.role, scope: m.scope });
+    if (!ids.length) return undefined;
     const r = await this.pool.query<{ id: string; embedding: number[] }>(
-      `SELECT m.id, m.embedding FROM (
-         SELECT id FROM holt.agent_memories
-         WHERE instance = $1 AND scope = $2 AND ($2 = 'holt' OR role = $3) AND embedding_model = $4
-           AND sketch IS NOT NULL AND ${LIVE}
-         ORDER BY bit_count(sketch # $5::bit(256)), id DESC LIMIT 5) nearest
-       JOIN holt.agent_memories m ON m.id = nearest.id WHERE m.body_key <> $6`,
-      [m.instance, m.scope, m.role, e.model, sketch, bodyKey(m.body)],
+      `SELECT id, embedding FROM holt.agent_memories
+       WHERE id = ANY($1::bigint[]) AND instance = $2 AND scope = $3 AND ($3 = 'holt' OR role = $4)
+         AND embedding_model = $5 AND ${LIVE} AND body_key <> $6`,
+      [ids, m.instance, m.scope, m.role, e.model, bodyKey(m.body)],
     );
     const best = r.rows
       .map((x) => ({ id: String(x.id), sim: cosine(e.vector, x.embedding) }))
       .sort((a, b) => b.sim - a.sim)[0];
     return best && best.sim >= NEAR_DUPLICATE ? best.id : undefined;
+  }
+
+  /**
+   * The sketches of an instance's memories of one embedding model (sketch-index.ts), brought up to date
+   * with what was saved since (one query, reading a little behind the last id: ids are not committed in
+   * order), and loaded whole again every SKETCH_RELOAD_MS, which drops the forgotten and pruned.
+   */
+  async #sketchIndex(instance: string, model: string): Promise<SketchIndex> {
+    const key = `${instance}\0${model}`;
+    let e = this.#indexes.get(key);
+    if (!e || Date.now() - e.index.loadedAtMs > SKETCH_RELOAD_MS) {
+      const index = new SketchIndex();
+      index.loadedAtMs = Date.now();
+      e = { index, refreshing: Promise.resolve() };
+      this.#indexes.set(key, e);
+    }
+    const entry = e;
+    entry.refreshing = entry.refreshing.then(async () => {
+      for (;;) {
+        const from = entry.index.lastId - SKETCH_BEHIND;
+        const r = await this.pool.query<SketchRow>(
+          `SELECT id::text AS id, scope, role, kind, sketch::text AS sketch FROM holt.agent_memories
+           WHERE instance = $1 AND embedding_model = $2 AND sketch IS NOT NULL AND id > $3
+             AND id <> ALL($5::bigint[])
+           ORDER BY id LIMIT $4`,
+          [instance, model, (from < 0n ? 0n : from).toString(), SKETCH_PAGE, entry.index.idsAbove(from)],
+        );
+        entry.index.append(r.rows);
+        if (r.rows.length < SKETCH_PAGE) return;
+      }
+    });
+    await entry.refreshing;
+    return entry.index;
   }
 
   async #fold(
@@ -184,10 +231,12 @@ export class MemoryStore {
     const rank = async (query: string) =>
       (
         await this.pool.query<{ id: string }>(
-          `SELECT id FROM holt.agent_memories, CAST($3 AS tsquery) q
-           WHERE ${VISIBLE} AND tsv @@ q AND ($4::text[] IS NULL OR kind = ANY($4))
-           ORDER BY ts_rank(tsv, q) DESC, id DESC LIMIT $5`,
-          [instance, role, query, kinds, n],
+          `SELECT id FROM (
+             SELECT id, tsv FROM holt.agent_memories
+             WHERE ${VISIBLE} AND tsv @@ CAST($3 AS tsquery) AND ($4::text[] IS NULL OR kind = ANY($4))
+             LIMIT $6) m, CAST($3 AS tsquery) q
+           ORDER BY ts_rank(m.tsv, q) DESC, id DESC LIMIT $5`,
+          [instance, role, query, kinds, n, TEXT_MATCHES],
         )
       ).rows.map((x) => String(x.id));
     const found = await rank(q.query);
@@ -218,16 +267,16 @@ export class MemoryStore {
     kinds: MemoryKind[] | null,
     n: number,
   ): Promise<{ id: string; sim: number }[]> {
-    // The sketches' order finds the neighbourhood (a scan of cheap bit operations over the covering index
-    // agent_memories_sketch, no table page); the cosine orders it. Only the nearest's vectors are read, in Postgres's binary form (base64): parsing their text form
-    // cost five times more.
+    // The sketches' order finds the neighbourhood (sketch-index.ts, in this process); the cosine orders
+    // it. Only the nearest's vectors are read, under the visibility and liveness rules, in Postgres's
+    // binary form (base64): parsing their text form cost five times more.
+    const index = await this.#sketchIndex(instance, e.model);
+    const ids = index.nearest(sketchOf(e.vector), n * 2, { role, kinds });
+    if (!ids.length) return [];
     const r = await this.pool.query<{ id: string; embedding: string | null }>(
-      `SELECT m.id, encode(array_send(m.embedding), 'base64') AS embedding
-       FROM (SELECT id FROM holt.agent_memories
-             WHERE ${VISIBLE} AND embedding_model = $3 AND sketch IS NOT NULL AND ($4::text[] IS NULL OR kind = ANY($4))
-             ORDER BY bit_count(sketch # $5::bit(256)), id DESC LIMIT $6) nearest
-       JOIN holt.agent_memories m ON m.id = nearest.id`,
-      [instance, role, e.model, kinds, sketchOf(e.vector), n * 2],
+      `SELECT id, encode(array_send(embedding), 'base64') AS embedding FROM holt.agent_memories
+       WHERE id = ANY($3::bigint[]) AND ${VISIBLE} AND embedding_model = $4`,
+      [instance, role, ids, e.model],
     );
     return r.rows
       .map((x) => ({ id: String(x.id), sim: x.embedding ? cosine(e.vector, floatsOf(x.embedding)) : 0 }))
