@@ -104,24 +104,27 @@ export function anyWordsQuery(text: string): string | undefined {
 export const COMMON_LEXEME = 0.02;
 
 /**
- * A recall's full-text query (a tsquery, its lexemes quoted as they are) from the text's lexemes (as
- * Postgres parses and stems them, at most 32) and each one's share of the memories (undefined: rare, as
- * the statistics list only the commonest). Any of the rare ones; when every one is common, the two
- * rarest together (a memory with both is still a find), and `fallback` the rarest alone for when none has
- * both. Undefined without lexemes.
+ * A recall's full-text queries (tsqueries, their lexemes quoted as they are), tried in order until one
+ * finds enough, from the text's lexemes (as Postgres parses and stems them, at most 32) and each one's
+ * share of the memories (undefined: rare, as the statistics list only the commonest):
+ * - with rare lexemes: all of them together, then any of them (the common ones left out);
+ * - with common ones only: all of them together, then the two rarest together, then the rarest alone.
+ * The first tiers are the most precise and the cheapest (few memories have every word). Empty without
+ * lexemes.
  */
 export function recallQuery(
   lexemes: readonly string[],
   share: (lexeme: string) => number | undefined,
-): { query: string; fallback?: string } | undefined {
+): string[] {
   const quote = (l: string) => `'${l.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
   const all = [...new Set(lexemes)].slice(0, 32).map((l) => ({ l, share: share(l) ?? 0 }));
-  if (!all.length) return undefined;
+  const and = (xs: { l: string }[]) => xs.map((x) => quote(x.l)).join(' & ');
   const rare = all.filter((x) => x.share <= COMMON_LEXEME);
-  if (rare.length) return { query: rare.map((x) => quote(x.l)).join(' | ') };
-  const [a, b] = all.sort((x, y) => x.share - y.share);
-  if (!a) return undefined;
-  return b ? { query: `${quote(a.l)} & ${quote(b.l)}`, fallback: quote(a.l) } : { query: quote(a.l) };
+  if (rare.length)
+    return rare.length > 1 ? [and(rare), rare.map((x) => quote(x.l)).join(' | ')] : [and(rare)];
+  const byShare = [...all].sort((x, y) => x.share - y.share);
+  const tiers = [and(all), and(byShare.slice(0, 2)), and(byShare.slice(0, 1))].filter((t) => t);
+  return [...new Set(tiers)];
 }
 
 /**

@@ -117,22 +117,27 @@ describe('recall on the labelled fixture', () => {
   });
 });
 
-describe('the full-text query of a recall (recallQuery)', () => {
+describe('the full-text queries of a recall (recallQuery)', () => {
   const shares = new Map([
     ['product', 0.4],
     ['deploy', 0.3],
     ['stage', 0.1],
   ]);
   const q = (...lexemes: string[]) => recallQuery(lexemes, (l) => shares.get(l));
-  it('any of the rare lexemes, the common ones left out', () => {
-    expect(q('product', 'billing', 'kafka')).toEqual({ query: "'billing' | 'kafka'" });
+  it('the rare lexemes together, then any of them; the common ones left out', () => {
+    expect(q('product', 'billing', 'kafka')).toEqual(["'billing' & 'kafka'", "'billing' | 'kafka'"]);
+    expect(q('product', 'billing')).toEqual(["'billing'"]);
   });
-  it('only common ones: the two rarest together, the rarest alone as the fallback', () => {
-    expect(q('product', 'deploy', 'stage')).toEqual({ query: "'stage' & 'deploy'", fallback: "'stage'" });
-    expect(q('product')).toEqual({ query: "'product'" });
-    expect(q()).toBeUndefined();
+  it('only common ones: all together, the two rarest together, the rarest alone', () => {
+    expect(q('product', 'deploy', 'stage')).toEqual([
+      "'product' & 'deploy' & 'stage'",
+      "'stage' & 'deploy'",
+      "'stage'",
+    ]);
+    expect(q('product')).toEqual(["'product'"]);
+    expect(q()).toEqual([]);
   });
   it('quotes what a lexeme holds, so no lexeme is an operator', () => {
-    expect(q("o'brien", 'a\\b')).toEqual({ query: "'o''brien' | 'a\\\\b'" });
+    expect(q("o'brien", 'a\\b')).toEqual(["'o''brien' & 'a\\\\b'", "'o''brien' | 'a\\\\b'"]);
   });
 });

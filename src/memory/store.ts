@@ -183,7 +183,7 @@ export class MemoryStore {
     const n = q.k * CANDIDATES_PER_RESULT;
     const kinds = q.kinds?.length ? q.kinds : null;
     const [text, vector] = await Promise.all([
-      this.#textRanking(q.instance, q.role, q.text, kinds, n),
+      this.#textRanking(q.instance, q.role, q.text, kinds, n, q.k),
       q.embedding ? this.#vectorRanking(q.instance, q.role, q.embedding, kinds, n) : [],
     ]);
     const fused = fuse([text, vector.map((v) => v.id)]).slice(0, q.k);
@@ -221,26 +221,28 @@ export class MemoryStore {
     text: string,
     kinds: MemoryKind[] | null,
     n: number,
+    enough: number,
   ): Promise<string[]> {
     const [lexemes, shares] = await Promise.all([
       this.pool.query<{ l: string[] }>(`SELECT tsvector_to_array(to_tsvector('english', $1)) AS l`, [text]),
       this.#lexemeShares(),
     ]);
-    const q = recallQuery(lexemes.rows[0]?.l ?? [], (l) => shares.get(l));
-    if (!q) return [];
-    const rank = async (query: string) =>
-      (
-        await this.pool.query<{ id: string }>(
-          `SELECT id FROM (
-             SELECT id, tsv FROM holt.agent_memories
-             WHERE ${VISIBLE} AND tsv @@ CAST($3 AS tsquery) AND ($4::text[] IS NULL OR kind = ANY($4))
-             LIMIT $6) m, CAST($3 AS tsquery) q
-           ORDER BY ts_rank(m.tsv, q) DESC, id DESC LIMIT $5`,
-          [instance, role, query, kinds, n, TEXT_MATCHES],
-        )
-      ).rows.map((x) => String(x.id));
-    const found = await rank(q.query);
-    return found.length || !q.fallback ? found : rank(q.fallback);
+    const tiers = recallQuery(lexemes.rows[0]?.l ?? [], (l) => shares.get(l));
+    const found: string[] = [];
+    for (const query of tiers) {
+      const r = await this.pool.query<{ id: string }>(
+        `SELECT id FROM (
+           SELECT id, tsv FROM holt.agent_memories
+           WHERE ${VISIBLE} AND tsv @@ CAST($3 AS tsquery) AND ($4::text[] IS NULL OR kind = ANY($4))
+           LIMIT $6) m, CAST($3 AS tsquery) q
+         ORDER BY ts_rank(m.tsv, q) DESC, id DESC LIMIT $5`,
+        [instance, role, query, kinds, n, TEXT_MATCHES],
+      );
+      for (const x of r.rows) if (!found.includes(String(x.id))) found.push(String(x.id));
+      // A tier that found what is asked for is the best there is: the next are looser.
+      if (found.length >= enough) break;
+    }
+    return found.slice(0, n);
   }
 
   /**
