@@ -45,12 +45,12 @@ const SHARES_TTL_MS = 60_000;
  * The most matches a full-text ranking ranks: ranking costs a table read per match, so a query of words
  * thousands of memories share stops there (recallQuery already leaves out the commonest words).
  */
-const TEXT_MATCHES = 2000;
+const TEXT_MATCHES = 1000;
 
 /** How often the sketch index is loaded whole again (dropping what was forgotten or pruned). */
 const SKETCH_RELOAD_MS = 10 * 60_000;
 /** How far behind the last id a refresh reads (a save committed after a later one). */
-const SKETCH_BEHIND = 1000n;
+const SKETCH_BEHIND = 200n;
 const SKETCH_PAGE = 20_000;
 
 export class MemoryStore {
@@ -273,7 +273,7 @@ export class MemoryStore {
     // it. Only the nearest's vectors are read, under the visibility and liveness rules, in Postgres's
     // binary form (base64): parsing their text form cost five times more.
     const index = await this.#sketchIndex(instance, e.model);
-    const ids = index.nearest(sketchOf(e.vector), n * 2, { role, kinds });
+    const ids = index.nearest(sketchOf(e.vector), n, { role, kinds });
     if (!ids.length) return [];
     const r = await this.pool.query<{ id: string; embedding: string | null }>(
       `SELECT id, encode(array_send(embedding), 'base64') AS embedding FROM holt.agent_memories

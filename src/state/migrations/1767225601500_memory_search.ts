@@ -13,5 +13,6 @@ CREATE INDEX agent_memories_sketch ON holt.agent_memories (instance, embedding_m
 }
 
 export async function down(pgm: MigrationBuilder): Promise<void> {
-  pgm.sql('DROP INDEX holt.agent_memories_sketch');
+  pgm.sql(`DROP INDEX holt.agent_memories_sketch;
+ALTER TABLE holt.agent_memories ALTER COLUMN embedding SET STORAGE EXTENDED`);
 }
