@@ -1,10 +1,10 @@
 import type { MigrationBuilder } from 'node-pg-migrate';
 
-// Recall at scale (bench/memory: 100 000 memories of one agent). The vector ranking orders an agent's
-// sketches by their distance to the query's: a scan of every one. On the table it read every heap page
-// (a memory's row is wide: its text, its tsvector, its labels), so this index holds what that scan needs
-// and nothing more: an index-only scan reads a sixth of the pages. The near-duplicate check of a save
-// runs the same scan.
+// Recall at scale (bench/memory: 100 000 memories of one agent). The vector ranking's coarse scan runs
+// over every sketch of an instance, held in the searching process (src/memory/sketch-index.ts) and read
+// from here: whole at its load, by id since at each search. A memory's row is wide (its text, its
+// tsvector, its labels), so this index holds what those reads need and nothing more: an index-only scan
+// reads a sixth of the pages the table would.
 export async function up(pgm: MigrationBuilder): Promise<void> {
   pgm.sql(`
 CREATE INDEX agent_memories_sketch ON holt.agent_memories (instance, embedding_model)
