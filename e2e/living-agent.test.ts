@@ -273,7 +273,9 @@ describe('a living agent under holt up (real binary, real stores, scripted model
       },
       { timeoutMs: 30_000 },
     );
-    expect(tasks).toMatch(/^ID\s+KIND\s+STATE\s+DEADLINE\s+AGE\s+WHAT\n[0-9a-f]{8}\s+operator\s+waiting\s+none\s+/);
+    expect(tasks).toMatch(
+      /^ID\s+KIND\s+STATE\s+DEADLINE\s+AGE\s+WHAT\n[0-9a-f]{8}\s+operator\s+waiting\s+none\s+/,
+    );
     const taskId = tasks.split('\n')[1]!.slice(0, 8);
     expect(await holt(['life', 'cancel', 'Watcher', taskId, '--name', NAME])).toBe(
       `cancelled operator task ${taskId} (a go-ahead for tomorrow): Watcher's next turn gets a cancellation report\n`,
@@ -293,7 +295,9 @@ describe('a living agent under holt up (real binary, real stores, scripted model
     );
     expect(life).toMatch(/start: 1 message\(s\) or wake\(s\) came in/);
     expect(life).toMatch(/start: 1 wait\(s\) ended/);
-    expect(life).toMatch(/cancel: operator token cli-operator cancelled operator task [0-9a-f-]{36} \(a go-ahead/);
+    expect(life).toMatch(
+      /cancel: operator token cli-operator cancelled operator task [0-9a-f-]{36} \(a go-ahead/,
+    );
     const st = await eventually(
       'the life status',
       async () => {
