@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { launch } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artefact } from '../src/blackboard/types.ts';
 import { type InstanceState, isAlive } from '../src/local/instance.ts';
+import { launchChromium } from '../test/harness/browser.ts';
 import { eventually } from '../test/harness/wait.ts';
 import { expectDemoTrail } from './demo-trail.ts';
 import { commitWorkspace } from './git-workspace.ts';
@@ -75,10 +75,7 @@ afterAll(async () => {
  */
 async function livePage(ids: string[]): Promise<void> {
   const served = spawn(HOLT, ['graph', '--name', 'demo', '-o', 'html', '--serve'], { cwd: ws, env });
-  const browser = await launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
+  const browser = await launchChromium();
   try {
     const url = await new Promise<string>((resolve, reject) => {
       let text = '';

@@ -3,8 +3,9 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { type Browser, launch } from 'puppeteer-core';
+import type { Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium } from '../test/harness/browser.ts';
 import { eventually } from '../test/harness/wait.ts';
 import { commitWorkspace } from './git-workspace.ts';
 
@@ -44,10 +45,7 @@ function openConsole(name: string): Promise<string> {
 }
 
 async function chromium(): Promise<Browser> {
-  browser ??= await launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
+  browser ??= await launchChromium();
   return browser;
 }
 

@@ -1,16 +1,17 @@
 // The console's latency: the time from an artefact written to the blackboard to a page showing it.
+
 // A real Redis, the console server (src/console/server.ts) and headless Chromium with the workflows
 // page open; `--workflows` goals are created one after another (each followed by a Draft and, for the
 // last of each ten, a Terminal), and a MutationObserver in the page stamps when each row appears or
 // changes status. Prints JSON: p50/p99/max of the write → page times (the same machine's clock), the
 // page weight, and how many updates the page got. Usage: node bench/console/main.ts [--workflows 200]
 import { parseArgs } from 'node:util';
-import { launch } from 'puppeteer-core';
 import { Blackboard } from '../../src/blackboard/client.ts';
 import { artefact } from '../../src/blackboard/testkit.ts';
 import { silentLogger } from '../../src/common/logger.ts';
 import { consoleAssets, pageWeight } from '../../src/console/assets.ts';
 import { startConsole } from '../../src/console/server.ts';
+import { launchChromium } from '../../test/harness/browser.ts';
 import { startRedis } from '../../test/harness/redis.ts';
 import { pct, round } from '../lib/proc.ts';
 
@@ -21,10 +22,7 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
 const redis = await startRedis();
 const bb = Blackboard.connect(redis.url, 'bench-console');
 const con = await startConsole({ bb, log: silentLogger() });
-const browser = await launch({
-  executablePath: '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-});
+const browser = await launchChromium();
 try {
   const page = await browser.newPage();
   await page.goto(con.url);

@@ -1,5 +1,6 @@
-import { type Browser, launch, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium } from '../../test/harness/browser.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { eventually } from '../../test/harness/wait.ts';
 import { writeAgentStatus } from '../blackboard/agent-status.ts';
@@ -22,10 +23,7 @@ beforeAll(async () => {
   redis = await startRedis();
   bb = Blackboard.connect(redis.url, 'console');
   con = await startConsole({ bb, log: silentLogger(), backstopMs: 500, agentsPollMs: 200 });
-  browser = await launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

@@ -1,6 +1,7 @@
 import type pg from 'pg';
-import { type Browser, launch, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium } from '../../test/harness/browser.ts';
 import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { eventually } from '../../test/harness/wait.ts';
@@ -31,10 +32,7 @@ beforeAll(async () => {
   pool = createPool(postgres.url, { max: 4 });
   bb = Blackboard.connect(redis.url, I);
   con = await startConsole({ bb, pool, log: silentLogger(), agentsPollMs: 200 });
-  browser = await launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();

@@ -3,19 +3,22 @@ import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { call, text } from '../../test/harness/llm.ts';
-import { llmPupEnv, startPupRuntime, useRuntimeStores } from '../../test/harness/llm-runtime.ts';
+import {
+  llmPupEnv,
+  startLifeIngress,
+  startPupRuntime,
+  useRuntimeStores,
+} from '../../test/harness/llm-runtime.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { eventually } from '../../test/harness/wait.ts';
 import { DeliveryEvent } from '../bus/events.ts';
-import { agentEventSubject, lifeWakeSubject } from '../bus/subjects.ts';
+import { agentEventSubject } from '../bus/subjects.ts';
 import { describeDelivery } from '../cli/commands/life.ts';
 import { silentLogger } from '../common/logger.ts';
-import { type IngressServer, startIngressServer } from '../ingress/server.ts';
+import type { IngressServer } from '../ingress/server.ts';
 import { deliverySecretOf } from '../ingress/signature.ts';
 import { createToken, tokenSource } from '../ingress/tokens.ts';
 import { ReplyStore } from '../life/replies.ts';
-import { LifeStore } from '../life/store.ts';
-import { LifeTasks } from '../life/tasks.ts';
 import { DEFAULT_DELIVERY, DeliveryLoop } from '../orchestrator/delivery.ts';
 import { lifeActorOf } from '../state/ids.ts';
 
@@ -109,17 +112,7 @@ async function serve(callbacks: Record<string, string>): Promise<void> {
     callbacks: Object.entries(callbacks).map(([name, url]) => ({ name, url })),
   }).token;
   const tokens = tokenSource(file, () => undefined);
-  ingress = await startIngressServer({
-    instance: served,
-    port: 0,
-    host: '127.0.0.1',
-    life: new LifeStore(stores.pool),
-    tasks: new LifeTasks(stores.pool),
-    tokens,
-    knows: async (role) => role === 'coder',
-    ring: (role) => stores.nc.publish(lifeWakeSubject(served, role)),
-    log: silentLogger(),
-  });
+  ingress = await startLifeIngress(stores, served, tokens);
   loop = new DeliveryLoop({
     replies: new ReplyStore(stores.pool),
     tokens,

@@ -5,17 +5,15 @@ import { call, text } from '../../test/harness/llm.ts';
 import {
   llmPupEnv,
   sendLifeMessage,
+  startLifeIngress,
   startPupRuntime,
   useRuntimeStores,
 } from '../../test/harness/llm-runtime.ts';
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { eventually } from '../../test/harness/wait.ts';
-import { lifeWakeSubject } from '../bus/subjects.ts';
-import { silentLogger } from '../common/logger.ts';
-import { type IngressServer, startIngressServer } from '../ingress/server.ts';
+import type { IngressServer } from '../ingress/server.ts';
 import { createToken, tokenSource } from '../ingress/tokens.ts';
 import { LifeStore } from '../life/store.ts';
-import { LifeTasks } from '../life/tasks.ts';
 
 // A living agent's tasks (life/tasks.ts) listed and cancelled through the real ingress (GET/DELETE
 // /v1/agents/{role}/tasks) with an operator token: each kind (a timer, a message wait, an operator
@@ -60,18 +58,11 @@ afterAll(() => removeDir(dir));
 /** A new instance for the test, and its ingress (the orchestrator's, as it serves it). */
 async function newInstance(): Promise<void> {
   instance = `tasks${++n}`;
-  const served = instance;
-  ingress = await startIngressServer({
-    instance: served,
-    port: 0,
-    host: '127.0.0.1',
-    life: new LifeStore(stores.pool),
-    tasks: new LifeTasks(stores.pool),
-    tokens: tokenSource(file, () => undefined),
-    knows: async (role) => role === 'coder',
-    ring: (role) => stores.nc.publish(lifeWakeSubject(served, role)),
-    log: silentLogger(),
-  });
+  ingress = await startLifeIngress(
+    stores,
+    instance,
+    tokenSource(file, () => undefined),
+  );
   base = `http://127.0.0.1:${ingress.port}/v1/agents/coder/tasks`;
 }
 

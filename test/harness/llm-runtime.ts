@@ -5,12 +5,15 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
 import { afterAll, beforeAll } from 'vitest';
+import type { TokenEntry } from '../../src/access/tokens.ts';
 import { Blackboard } from '../../src/blackboard/client.ts';
 import { lifeWakeSubject } from '../../src/bus/subjects.ts';
 import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
+import { type IngressServer, startIngressServer } from '../../src/ingress/server.ts';
 import { labelsOf } from '../../src/life/labels.ts';
 import { LifeStore } from '../../src/life/store.ts';
+import { LifeTasks } from '../../src/life/tasks.ts';
 import { type LlmPlugin, startLlmPlugin } from '../../src/llm/plugin.ts';
 import { config } from '../../src/pup/testkit.ts';
 import { tracingSettings } from '../../src/telemetry/settings.ts';
@@ -158,4 +161,26 @@ export async function sendLifeMessage(
     ),
   });
   s.nc.publish(lifeWakeSubject(instance, role));
+}
+
+/**
+ * The ingress of `instance` on these stores, as the orchestrator serves it (its token file `tokens`),
+ * ringing the living agent's doorbell on NATS; its agent is `coder`.
+ */
+export function startLifeIngress(
+  s: RuntimeStores,
+  instance: string,
+  tokens: () => TokenEntry[],
+): Promise<IngressServer> {
+  return startIngressServer({
+    instance,
+    port: 0,
+    host: '127.0.0.1',
+    life: new LifeStore(s.pool),
+    tasks: new LifeTasks(s.pool),
+    tokens,
+    knows: async (role) => role === 'coder',
+    ring: (role) => s.nc.publish(lifeWakeSubject(instance, role)),
+    log: silentLogger(),
+  });
 }
