@@ -126,4 +126,32 @@ describe('long-term memory in living turns', () => {
     const [report] = (await memories(instance)).filter((m) => m.kind === 'report');
     expect(report).toMatchObject({ scope: 'holt', source: { kind: 'work_item' } });
   });
+
+  it('a tool that went wrong is remembered as an observation: its own words, external evidence', async () => {
+    const instance = `mem${++n}`;
+    const build = {
+      name: 'build',
+      description: 'build it',
+      argv: [process.execPath, '-e', "process.stderr.write('disk full on /var'); process.exit(3)"],
+    };
+    stores.llm.reset([call('build'), text('the build failed: the disk is full')]);
+    await startPupRuntime(
+      stores,
+      llmPupEnv(stores, instance, {
+        HOLT_LLM_LIFE: 'true',
+        HOLT_LIFE_POLL_MS: '200',
+        HOLT_LLM_TOOLS: JSON.stringify([build]),
+        HOLT_LLM_MEMORY: 'true',
+      }),
+    );
+    await send(instance, 'Build it.', 'operator');
+    const saved = await eventually('the turn remembered', async () => {
+      const m = await memories(instance);
+      return m.some((x) => x.kind === 'observation') && m.some((x) => x.kind === 'action') ? m : undefined;
+    });
+    const seen = saved.filter((m) => m.kind === 'observation');
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ authority: 'external_evidence' });
+    expect(seen[0]!.body).toMatch(/^build said: exit code 3\n[\s\S]*disk full on \/var/);
+  });
 });

@@ -5,7 +5,11 @@ import { stepIdOf } from './ids.ts';
 import { type Fence, StepInput } from './schema.ts';
 import { ms } from './sql.ts';
 
-const StepRow = z.object({ seq: z.number().int(), metadata: z.unknown() });
+const StepRow = z.object({
+  seq: z.number().int(),
+  metadata: z.unknown(),
+  tool_call_ids: z.array(z.string()).nullable().catch(null),
+});
 const WaitRowS = z.object({
   tool_call_id: z.string(),
   tool_name: z.string(),
@@ -36,12 +40,15 @@ export class StepStore {
   }
 
   /** The turn's stored steps, in order (what a resumed turn folds). */
-  async steps(turnId: string): Promise<{ seq: number; metadata: unknown }[]> {
+  async steps(turnId: string): Promise<{ seq: number; metadata: unknown; toolCallIds: string[] }[]> {
     const r = await this.pool.query(
-      'SELECT seq, metadata FROM holt.agent_steps WHERE turn_id = $1 ORDER BY seq',
+      'SELECT seq, metadata, tool_call_ids FROM holt.agent_steps WHERE turn_id = $1 ORDER BY seq',
       [turnId],
     );
-    return r.rows.map((x) => StepRow.parse(x));
+    return r.rows.map((x) => {
+      const s = StepRow.parse(x);
+      return { seq: s.seq, metadata: s.metadata, toolCallIds: s.tool_call_ids ?? [] };
+    });
   }
 
   /** Records a step of the turn (LLM usage and cost in metadata, tool call ids); FenceLostError when stale. */
