@@ -37,7 +37,13 @@ describe("Holt reconciler: living agents' ingress and asynchronous NATS tools, o
           enabled: true,
           tokens: [
             { name: 'ci' },
-            { name: 'ops', origin: 'operator', modes: ['enqueue_message'] },
+            {
+              name: 'ops',
+              origin: 'operator',
+              modes: ['enqueue_message'],
+              maxPriority: 9,
+              callbacks: [{ name: 'pager', url: 'https://pager.example/hooks/holt' }],
+            },
             { name: 'byo', secretName: 'my-token' },
           ],
           rateLimitPerMinute: 30,
@@ -81,9 +87,18 @@ describe("Holt reconciler: living agents' ingress and asynchronous NATS tools, o
         modes: ['enqueue_message', 'wake_hint'],
         origin: 'webhook',
         ratePerMinute: 30,
+        maxPriority: 0,
+        callbacks: [],
         createdAtMs: 0,
       },
-      expect.objectContaining({ name: 'ops', modes: ['enqueue_message'], origin: 'operator' }),
+      // A token's priority and callbacks reach the orchestrator with its hash.
+      expect.objectContaining({
+        name: 'ops',
+        modes: ['enqueue_message'],
+        origin: 'operator',
+        maxPriority: 9,
+        callbacks: [{ name: 'pager', url: 'https://pager.example/hooks/holt' }],
+      }),
     ]);
     // The token file holds no token.
     expect(JSON.stringify(file)).not.toContain(ci);
