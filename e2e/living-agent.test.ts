@@ -101,7 +101,8 @@ const toolText = (i: number) =>
 beforeAll(async () => {
   llm = await startLlmServer([
     call('work_create', { objective: 'Report on build 7 once it settles' }),
-    call('wait', { for: 'timer', seconds: 3, on: 'build 7 to settle' }),
+    // Long enough for the test to see it waiting (a CLI call can take seconds on a busy machine).
+    call('wait', { for: 'timer', seconds: 12, on: 'build 7 to settle' }),
     call('lookup', { build: '7' }),
     {
       toolCalls: [{ name: 'work_complete', arguments: {} }],

@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artefact } from '../src/blackboard/types.ts';
 import type { InstanceState } from '../src/local/instance.ts';
+import { eventually } from '../test/harness/wait.ts';
 import { commitWorkspace } from './git-workspace.ts';
 
 /**
@@ -58,15 +59,25 @@ describe('a worker that dies with a claim', () => {
   it('is reported, retried at once, and ends as a WorkerFailure with its exit and logs', async () => {
     await holt(['up', '--name', 'crashy', '--timeout', '90']);
     await holt(['forage', '--name', 'crashy', '--goal', 'crash please']);
-    let failure: Artefact | undefined;
-    for (let i = 0; i < 600 && !failure; i++) {
-      const out = (await holt(['hoard', '--name', 'crashy', '-o', 'jsonl'])).stdout.trim();
-      failure = out
-        .split('\n')
-        .map((l) => JSON.parse(l) as Artefact)
-        .find((a) => a.structural_type === 'Failure');
-      if (!failure) await sleep(200);
-    }
+    const logOf = (name: string) =>
+      readFileSync(join(env.HOLT_HOME!, 'instances', 'crashy', 'logs', `${name}.log`), 'utf8');
+    // If it never comes, what the orchestrator said last is in the error.
+    const failure = await eventually(
+      'the WorkerFailure',
+      async () => {
+        const out = (await holt(['hoard', '--name', 'crashy', '-o', 'jsonl'])).stdout.trim();
+        return out
+          .split('\n')
+          .map((l) => JSON.parse(l) as Artefact)
+          .find((a) => a.structural_type === 'Failure');
+      },
+      {
+        timeoutMs: 240_000,
+        intervalMs: 200,
+        describe: () =>
+          `orchestrator log, last lines:\n${logOf('orchestrator').split('\n').slice(-40).join('\n')}`,
+      },
+    );
     expect(failure?.type).toBe('WorkerFailure');
     expect(failure?.produced_by_role).toBe('Crasher');
     const payload = failure?.payload ?? '';
