@@ -77,22 +77,24 @@ export function demoTests(): void {
     );
     let peak = 0;
     const workerNodes = new Set<string>();
-    // A ReadWriteMany workspace: the workers' preferred anti-affinity puts them on different nodes. A
-    // preference, so the first two may share one; the pool keeps growing on backlog and spreads.
+    // A ReadWriteMany workspace: the workers' anti-affinity prefers different nodes. A preference only
+    // (the scheduler may still put two on one, and the backlog may be done before a third starts), so the
+    // nodes they ran on are reported, not required; the spec's own test checks the preference is there
+    // (src/operator/specs/workspace.test.ts › spreads the workers of a ReadWriteMany workspace).
     const spread = rwx && nodeCount > 1;
     await eventually(
-      `more than one worker pod running${spread ? ', on more than one node' : ''}`,
+      'more than one worker pod running',
       async () => {
         const running = (await pods('holt.io/instance=scale,app.kubernetes.io/component=worker')).filter(
           (p) => p.status.phase === 'Running' && !p.metadata.deletionTimestamp,
         );
         peak = Math.max(peak, running.length);
         for (const p of running) if (p.spec.nodeName) workerNodes.add(p.spec.nodeName);
-        return peak > 1 && (!spread || workerNodes.size > 1) ? true : undefined;
+        return peak > 1 ? true : undefined;
       },
       CLUSTER_WAIT,
     );
-    if (spread) expect(workerNodes.size).toBeGreaterThan(1);
+    if (spread) progress(`scale: workers ran on ${workerNodes.size} node(s): ${[...workerNodes].join(', ')}`);
     await eventually(
       `the ${goals} workflows of scale to finish`,
       async () => {
