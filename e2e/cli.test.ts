@@ -272,7 +272,8 @@ agents:
 `,
     );
     execFileSync('git', ['init', '-q'], { cwd: dir });
-    const r = await holt(['up', '--name', 'sick', '--timeout', '4'], { cwd: dir });
+    // Long enough for the stores to start on a busy machine (then Sick's health is what fails), not more.
+    const r = await holt(['up', '--name', 'sick', '--timeout', '20'], { cwd: dir });
     expect(r.code).not.toBe(0);
     // Sick is among those not healthy in time (under load the orchestrator may be named beside it).
     expect(r.stderr).toMatch(/failed to start: not healthy in time: [\w, -]*\bSick\b/);
