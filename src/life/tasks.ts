@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { lifeActorOf } from '../state/ids.ts';
 import { StepStore } from '../state/steps.ts';
+import { WAIT_COLS, WaitRow } from './reads.ts';
 
 /**
  * A living agent's tasks: what it has running on its behalf beyond a turn, each a handle that can be
@@ -53,15 +54,6 @@ export type Cancelled =
   | { kind: 'not_found' }
   | { kind: 'ambiguous'; ids: string[] };
 
-const WaitTaskRow = z.object({
-  id: z.uuid(),
-  kind: z.enum(['timer', 'message', 'operator']),
-  on_what: z.string(),
-  item_id: z.uuid().nullable(),
-  cancelled_by: z.string().nullable(),
-  deadline_ms: z.coerce.number().nullable(),
-  created_ms: z.coerce.number(),
-});
 const CallTaskRow = z.object({
   turn_id: z.uuid(),
   tool_call_id: z.string(),
@@ -84,10 +76,7 @@ export class LifeTasks {
   async list(instance: string, role: string): Promise<Task[]> {
     const [waits, calls] = await Promise.all([
       this.pool.query(
-        `SELECT id, kind, on_what, item_id, cancelled_by,
-           (EXTRACT(EPOCH FROM deadline) * 1000)::bigint AS deadline_ms,
-           (EXTRACT(EPOCH FROM created_at) * 1000)::bigint AS created_ms
-         FROM holt.agent_waits WHERE instance = $1 AND role = $2 AND state = 'waiting'`,
+        `SELECT ${WAIT_COLS} FROM holt.agent_waits WHERE instance = $1 AND role = $2 AND state = 'waiting'`,
         [instance, role],
       ),
       this.pool.query(
@@ -101,7 +90,7 @@ export class LifeTasks {
     ]);
     const tasks: Task[] = [
       ...waits.rows.map((x) => {
-        const w = WaitTaskRow.parse(x);
+        const w = WaitRow.parse(x);
         return {
           id: w.id,
           kind: w.kind,
