@@ -47,4 +47,8 @@ step_start "Jaeger (the tests' trace backend), built from its Go module"
 bash "$root/scripts/setup/jaeger.sh"
 step_done
 
+step_start "The A2A Python SDK (a2a-sdk from PyPI: the A2A tests' client)"
+bash "$root/scripts/setup/a2a-python.sh"
+step_done
+
 echo "setup complete in $(( $(date +%s) - T0 ))s; cache: $CACHE"

@@ -105,6 +105,8 @@ export const TABLE_GRANTS: Record<PgComponent, Record<string, Grants>> = {
     // Delivery to callbacks: a reply queued with its message, its attempts recorded (life/replies.ts);
     // a message's outcome is followed into the work item its turn made.
     message_replies: { SELECT: ALL, INSERT: ALL, UPDATE: ALL, DELETE: ALL },
+    // A2A tasks (src/a2a/store.ts): made, followed and cancelled by the ingress.
+    a2a_tasks: { SELECT: ALL, INSERT: ALL, UPDATE: ALL, DELETE: ALL },
     work_items: { SELECT: ALL },
     // A cancel marks a wait (the scheduler ends it) and is audited.
     agent_waits: { SELECT: ALL, UPDATE: ['cancelled_by'], DELETE: ALL },

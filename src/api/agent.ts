@@ -150,6 +150,35 @@ export const AgentIngressToken = z
   })
   .describe("A capability token of the agent's ingress.");
 
+/** One skill of an agent's A2A card (what callers read to choose it). */
+export const A2ASkill = z.object({
+  id: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/, 'a skill id is 1-64 of [A-Za-z0-9._-]')
+    .describe("The skill's id."),
+  name: z.string().min(1).max(200).describe("The skill's name."),
+  description: z.string().max(2000).default('').describe('What the skill does.'),
+  tags: z.array(z.string().min(1).max(64)).max(20).default([]).describe('Keywords for callers.'),
+  examples: z.array(z.string().min(1).max(500)).max(10).default([]).describe('Example requests.'),
+});
+
+export const AgentA2A = z
+  .object({
+    enabled: z
+      .boolean()
+      .default(true)
+      .describe('Serve the agent over A2A at /a2a/{role} on the ingress port, with the same tokens.'),
+    description: z.string().max(2000).default('').describe("The agent card's description."),
+    skills: z
+      .array(A2ASkill)
+      .max(32)
+      .default([])
+      .describe("The agent card's skills (one made from the role when none)."),
+  })
+  .describe(
+    'The agent over A2A (docs/agents.md § Reaching agents over A2A): an agent card, message/send and /stream, tasks/get, /cancel and /resubscribe.',
+  );
+
 export const AgentIngress = z
   .object({
     enabled: z.boolean().default(false).describe("Serve the agent's ingress (an LLM agent; it then lives)."),
@@ -164,6 +193,7 @@ export const AgentIngress = z
       .default([{ name: 'default', origin: 'webhook', maxPriority: 0, callbacks: [] }])
       .describe('Its capability tokens, stored hashed by the orchestrator.'),
     rateLimitPerMinute: z.number().int().min(1).max(100_000).default(60).describe('Per token.'),
+    a2a: AgentA2A.default({ enabled: true, description: '', skills: [] }),
   })
   .describe(
     "External ingress of a living agent (docs/runtime-model.md): POST /v1/agents/{role}/messages and /wake on the orchestrator's ingress port, with a capability token.",

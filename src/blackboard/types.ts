@@ -236,5 +236,22 @@ export const AgentRegistration = z.object({
     .optional(),
   max_concurrent: z.number().int().positive().optional(),
   image_id: z.string().optional(),
+  /** Served over A2A (the ingress's /a2a/{role}): what its agent card says. */
+  a2a: z
+    .object({
+      description: z.string().max(2000),
+      skills: z
+        .array(
+          z.object({
+            id: z.string().max(64),
+            name: z.string().max(200),
+            description: z.string().max(2000),
+            tags: z.array(z.string().max(64)).max(20),
+            examples: z.array(z.string().max(500)).max(10),
+          }),
+        )
+        .max(32),
+    })
+    .optional(),
 });
 export type AgentRegistration = z.infer<typeof AgentRegistration>;

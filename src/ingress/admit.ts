@@ -5,6 +5,7 @@ import { labelsOf, PRIVILEGED_LABELS } from '../life/labels.ts';
 import type { Enqueued, EnqueueRequest, LifeStore } from '../life/store.ts';
 import type { LifeTasks, Task } from '../life/tasks.ts';
 import type { TraceCarrier } from '../telemetry/carrier.ts';
+import type { IngressA2A } from './a2a-route.ts';
 import { FailureLimiter, type GuardLimits } from './guard.ts';
 import type { IngressMetrics } from './metrics.ts';
 import { type Bucket, take } from './rate-limit.ts';
@@ -50,6 +51,8 @@ export interface IngressDeps {
   maxUndelivered: number;
   limits: GuardLimits;
   metrics: IngressMetrics;
+  /** The agents over A2A (none: the A2A routes answer 404). */
+  a2a?: IngressA2A;
 }
 
 export interface Reply {
@@ -82,12 +85,15 @@ export interface Head {
 /** A request whose head was admitted: whose it is and where it goes. */
 export type Admitted =
   | { token: TokenEntry; role: string; mode: Mode; key: string }
-  | { token: TokenEntry; role: string; mode: 'tasks'; method: 'GET' | 'DELETE'; id?: string };
+  | { token: TokenEntry; role: string; mode: 'tasks'; method: 'GET' | 'DELETE'; id?: string }
+  | { token: TokenEntry; role: string; mode: 'a2a' | 'a2a_card' };
 
 /** An admitted message or wake hint (its body is read next). */
 export type AdmittedMessage = Extract<Admitted, { key: string }>;
 /** An admitted task request (it has no body). */
 export type AdmittedTasks = Extract<Admitted, { mode: 'tasks' }>;
+/** An admitted A2A request (its JSON-RPC body is read next) or card request. */
+export type AdmittedA2A = Extract<Admitted, { mode: 'a2a' | 'a2a_card' }>;
 
 const retryAfter = (ms: number) => ({ 'retry-after': String(Math.max(1, Math.ceil(ms / 1000))) });
 
@@ -153,8 +159,10 @@ export class Ingress {
     if (token.role !== role) return fail(403, `this token is for agent ${token.role}, not ${role}`);
     if (mode === 'tasks' && token.origin !== 'operator')
       return fail(403, `an agent's tasks are its operators': this token's origin is ${token.origin}`);
-    if (mode !== 'tasks' && !token.modes.includes(mode))
-      return fail(403, `this token may not ${mode} (its scope: ${token.modes.join(', ')})`);
+    // A2A is messages: a token that may not enqueue them may still read the card.
+    const needs = mode === 'a2a' ? 'enqueue_message' : mode;
+    if (needs !== 'tasks' && needs !== 'a2a_card' && !token.modes.includes(needs))
+      return fail(403, `this token may not ${needs} (its scope: ${token.modes.join(', ')})`);
     const bucketKey = `${token.role}/${token.name}`;
     const t = take(this.buckets.get(bucketKey), now, token.ratePerMinute);
     this.buckets.set(bucketKey, t.bucket);
@@ -166,6 +174,14 @@ export class Ingress {
       );
     if (r.mode === 'tasks')
       return { token, role, mode: 'tasks', method: r.method, ...(r.id !== undefined ? { id: r.id } : {}) };
+    if (r.mode === 'a2a_card') return { token, role, mode: r.mode };
+    if (r.mode === 'a2a') {
+      const badType = contentTypeProblem(h.contentType);
+      if (badType) return fail(415, badType);
+      if (h.contentLength !== undefined && h.contentLength > MAX_BODY_BYTES)
+        return fail(413, `the body is over ${MAX_BODY_BYTES} bytes`);
+      return { token, role, mode: r.mode };
+    }
     if (!h.idempotencyKey || !IDEMPOTENCY_KEY.test(h.idempotencyKey))
       return fail(400, 'an Idempotency-Key header of 1-200 [A-Za-z0-9._:-] is required');
     const badType = contentTypeProblem(h.contentType);

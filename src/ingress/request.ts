@@ -21,10 +21,29 @@ const ROLE = /^[A-Za-z0-9-]{1,64}$/;
 const ROUTE = /^\/v1\/agents\/([^/]+)\/(messages|wake|tasks)(?:\/([^/]+))?$/;
 const TASK_ID = /^[0-9a-f-]{6,36}$/;
 
-/** Where a request goes: a message or a wake hint for an agent, or its tasks (an operator's). */
+/** Where a request goes: a message or a wake hint for an agent, its tasks (an operator's), or A2A. */
 export type Route =
   | { role: string; mode: Mode }
-  | { role: string; mode: 'tasks'; method: 'GET' | 'DELETE'; id?: string };
+  | { role: string; mode: 'tasks'; method: 'GET' | 'DELETE'; id?: string }
+  | { role: string; mode: 'a2a' | 'a2a_card' };
+
+const A2A_ROUTE = /^\/a2a\/([^/]+)(\/\.well-known\/agent-card\.json)?\/?$/;
+
+/** `POST /a2a/{role}` (A2A JSON-RPC) and `GET /a2a/{role}/.well-known/agent-card.json`. */
+function a2aRouteOf(method: string, m: RegExpExecArray): Checked<Route> {
+  let role: string;
+  try {
+    role = decodeURIComponent(m[1]!);
+  } catch {
+    return no(400, 'the path has a malformed % escape');
+  }
+  if (!ROLE.test(role)) return no(400, 'the role in the path must be 1-64 letters, digits or hyphens');
+  if (m[2])
+    return method === 'GET' ? { ok: true, value: { role, mode: 'a2a_card' } } : no(405, 'use GET', 'GET');
+  return method === 'POST'
+    ? { ok: true, value: { role, mode: 'a2a' } }
+    : no(405, 'A2A is JSON-RPC: use POST (the card is at .well-known/agent-card.json)', 'POST');
+}
 
 /**
  * `POST /v1/agents/{role}/messages|wake`, `GET /v1/agents/{role}/tasks[/{id}]`, `DELETE
@@ -32,12 +51,14 @@ export type Route =
  */
 export function routeOf(method: string, url: string): Checked<Route> {
   const path = url.split('?')[0] ?? '/';
+  const a2a = A2A_ROUTE.exec(path);
+  if (a2a) return a2aRouteOf(method, a2a);
   const m = ROUTE.exec(path);
   const kind = m?.[2];
   if (!m || (kind !== 'tasks' && m[3] !== undefined))
     return no(
       404,
-      'not found: POST /v1/agents/{role}/messages or /wake; GET /v1/agents/{role}/tasks[/{id}]; DELETE /v1/agents/{role}/tasks/{id}',
+      'not found: POST /v1/agents/{role}/messages or /wake; GET /v1/agents/{role}/tasks[/{id}]; DELETE /v1/agents/{role}/tasks/{id}; A2A: POST /a2a/{role}, GET /a2a/{role}/.well-known/agent-card.json',
     );
   let role: string;
   let id: string | undefined;

@@ -9,8 +9,10 @@ import type { Socket } from 'node:net';
 import type { Registry } from 'prom-client';
 import { contextFrom, parseCarrier, type TraceCarrier } from '../telemetry/carrier.ts';
 import { GEN_AI, inSpan, markFailed, SpanKind, spanCarrier } from '../telemetry/spans.ts';
+import { serveA2A } from './a2a-route.ts';
 import {
   type Admitted,
+  type AdmittedA2A,
   type AdmittedMessage,
   type AdmittedTasks,
   fail,
@@ -118,12 +120,42 @@ function tasksInSpan(ingress: Ingress, a: AdmittedTasks, caller: TraceCarrier | 
   );
 }
 
+/** An admitted A2A request in its server span (JSON-RPC, or the card). */
+function a2aInSpan(
+  deps: IngressDeps,
+  a: AdmittedA2A,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: Buffer | undefined,
+  caller: TraceCarrier | undefined,
+) {
+  const route = a.mode === 'a2a' ? 'POST /a2a/{role}' : 'GET /a2a/{role}/.well-known/agent-card.json';
+  return inSpan(
+    route,
+    {
+      kind: SpanKind.SERVER,
+      parent: contextFrom(caller),
+      attributes: {
+        'http.request.method': a.mode === 'a2a' ? 'POST' : 'GET',
+        'http.route': route.split(' ')[1],
+        [GEN_AI.agentName]: a.role,
+      },
+    },
+    async (span) => {
+      const r = await serveA2A(deps, a, req, res, body);
+      span.setAttribute('http.response.status_code', r?.status ?? 200);
+      return r;
+    },
+  );
+}
+
 /** Serves the ingress on `port` (0: any free port). Tokens never reach a log line. */
 export async function startIngressServer(d: IngressServerOptions): Promise<IngressServer> {
   const limits: IngressLimits = { ...DEFAULT_INGRESS_LIMITS, ...d.limits };
   const metrics = new IngressMetrics(d.registry, () => guard.size);
   const guard = new ConnectionGuard(limits, (why) => metrics.refuse(why));
-  const ingress = new Ingress({ ...d, limits, metrics, maxUndelivered: limits.maxUndelivered });
+  const deps = { ...d, limits, metrics, maxUndelivered: limits.maxUndelivered };
+  const ingress = new Ingress(deps);
   const server = createServer(
     {
       headersTimeout: limits.headersTimeoutMs,
@@ -172,6 +204,15 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
             logged({ ...fail(503, 'the agent store is unavailable; retry'), who: a });
           });
       }
+      const storeDown = (e: unknown) => {
+        d.log.error({ event_type: 'ingress_failed', error: String(e) }, 'ingress request failed');
+        if (!res.headersSent) logged({ ...fail(503, 'the agent store is unavailable; retry'), who: a });
+        else res.end();
+      };
+      if (a.mode === 'a2a_card')
+        return void a2aInSpan(deps, a, req, res, undefined, callerTrace(req))
+          .then((r) => r && logged({ ...refused(req, r), who: a }))
+          .catch(storeDown);
       readBody(req, limits.bodyTimeoutMs, metrics)
         .then(async (body) => {
           if (body === 'gone') return;
@@ -184,6 +225,21 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
               close: true,
               who: a,
             });
+          }
+          if (!('key' in a)) {
+            const r = await a2aInSpan(deps, a, req, res, body, callerTrace(req));
+            if (r) return logged({ ...r, who: a });
+            metrics.answered(200);
+            return d.log.info(
+              {
+                event_type: 'ingress_request',
+                status: 200,
+                role: a.role,
+                mode: a.mode,
+                token_name: a.token.name,
+              },
+              'ingress 200',
+            );
           }
           logged({ ...(await deliverInSpan(ingress, a, body, callerTrace(req))), who: a });
         })

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { MAX_PRIORITY } from '../access/tokens.ts';
+import { MAX_PRIORITY, type TokenOrigin } from '../access/tokens.ts';
 
 /**
  * Provenance and authority labels (docs/runtime-model.md § Living agents: what came in says where from and what it may claim). They are
@@ -10,7 +10,16 @@ import { MAX_PRIORITY } from '../access/tokens.ts';
  * `agent_note`: its own notes, never an instruction.
  */
 
-export const ORIGINS = ['operator', 'webhook', 'callback', 'timer', 'system', 'task', 'agent'] as const;
+export const ORIGINS = [
+  'operator',
+  'webhook',
+  'callback',
+  'a2a',
+  'timer',
+  'system',
+  'task',
+  'agent',
+] as const;
 export type Origin = (typeof ORIGINS)[number];
 
 export const AUTHORITIES = [
@@ -45,7 +54,7 @@ export const PRIVILEGED_LABELS = ['labels', 'origin', 'surface', 'admission', 'a
  * evidence; a callback's content and every wake hint are signals; timers and the system are the
  * runtime's own instructions.
  */
-export function authorityOf(origin: Origin, kind: 'message' | 'wake'): Authority {
+export function authorityOf(origin: Exclude<Origin, 'a2a'>, kind: 'message' | 'wake'): Authority {
   if (origin === 'agent') return 'agent_note';
   if (origin === 'timer' || origin === 'system') return 'runtime_instruction';
   if (kind === 'wake') return 'integration_signal';
@@ -55,7 +64,7 @@ export function authorityOf(origin: Origin, kind: 'message' | 'wake'): Authority
 }
 
 export const labelsOf = (
-  origin: Origin,
+  origin: Exclude<Origin, 'a2a'>,
   kind: 'message' | 'wake',
   surface: string,
   admission: string,
@@ -114,3 +123,14 @@ export function wrapMessage(l: Labels, body: string, atMs?: number): string {
 /** One line of labels for people (`holt work show`, events). */
 export const describeLabels = (l: Labels) =>
   `${l.origin} via ${l.surface} (${l.admission}; ${l.authority.replace(/_/g, ' ')}${l.priority ? `; priority ${l.priority}` : ''})`;
+
+/**
+ * What came in over A2A (src/a2a): origin `a2a`, with the authority its token's origin gives (an
+ * operator token's A2A message instructs, a webhook token's is evidence).
+ */
+export const a2aLabels = (tokenOrigin: TokenOrigin, surface: string, admission: string): Labels => ({
+  origin: 'a2a',
+  surface,
+  admission,
+  authority: authorityOf(tokenOrigin, 'message'),
+});

@@ -34,7 +34,15 @@ export interface LifeSnapshot {
     toolWaits: ToolWaitView[];
   } | null;
   /** Messages and wake hints not yet delivered to a turn, with their body's size and priority (0-9). */
-  messages: { id: string; kind: 'message' | 'wake'; origin: string; bytes?: number; priority?: number }[];
+  messages: {
+    id: string;
+    kind: 'message' | 'wake';
+    origin: string;
+    /** Its labels' authority: an operator's instruction ends an operator wait, whatever its surface (A2A too). */
+    authority?: string;
+    bytes?: number;
+    priority?: number;
+  }[];
   /** The most message bytes one turn is fed (HOLT_LIFE_TURN_BYTES); the rest waits for the next turn. */
   turnBytes?: number;
   /** Waits still waiting. */
@@ -92,7 +100,9 @@ export function fitTurn(msgs: LifeSnapshot['messages'], turnBytes = Number.POSIT
  */
 function endedWaits(s: LifeSnapshot, delivered: LifeSnapshot['messages']): WaitOutcome[] {
   const hasMessage = delivered.some((m) => m.kind === 'message');
-  const fromOperator = delivered.some((m) => m.kind === 'message' && m.origin === 'operator');
+  const fromOperator = delivered.some(
+    (m) => m.kind === 'message' && (m.origin === 'operator' || m.authority === 'operator_instruction'),
+  );
   const out: WaitOutcome[] = [];
   for (const w of s.waits) {
     const due = w.deadlineMs !== null && w.deadlineMs <= s.nowMs;

@@ -57,10 +57,11 @@ export async function readSnapshot(
     id: string;
     kind: 'message' | 'wake';
     origin: string;
+    authority: string;
     bytes: number;
     priority: number;
   }>(
-    `SELECT id, kind, labels->>'origin' AS origin, octet_length(coalesce(body, '')) AS bytes, priority
+    `SELECT id, kind, labels->>'origin' AS origin, labels->>'authority' AS authority, octet_length(coalesce(body, '')) AS bytes, priority
      FROM holt.agent_messages
      WHERE instance = $1 AND role = $2 AND turn_id IS NULL ORDER BY priority DESC, id LIMIT 100`,
     [instance, role],
@@ -77,6 +78,7 @@ export async function readSnapshot(
       id: String(m.id),
       kind: m.kind,
       origin: m.origin,
+      authority: m.authority,
       bytes: Number(m.bytes),
       priority: Number(m.priority),
     })),

@@ -1,9 +1,11 @@
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
+import { A2ATasks } from '../a2a/store.ts';
 import type { Blackboard } from '../blackboard/client.ts';
 import { getAgents } from '../blackboard/registry.ts';
 import { parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
+import { VERSION } from '../common/version.ts';
 import { startIngressServer } from '../ingress/server.ts';
 import { tokenSource } from '../ingress/tokens.ts';
 import { ReplyStore } from '../life/replies.ts';
@@ -32,6 +34,12 @@ export const IngressEnv = z.object({
   HOLT_DELIVERY_MAX_BACKOFF_MS: z.coerce.number().int().min(10).default(DEFAULT_DELIVERY.maxBackoffMs),
   HOLT_DELIVERY_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(DEFAULT_DELIVERY.timeoutMs),
   HOLT_DELIVERY_POLL_MS: z.coerce.number().int().min(50).default(DEFAULT_DELIVERY.pollMs),
+  // A2A (src/a2a): the URL its cards name (else the request's Host), a blocking send's longest wait,
+  // a stream's longest life, and how often a followed task is read at first.
+  HOLT_A2A_PUBLIC_URL: z.url().optional(),
+  HOLT_A2A_BLOCK_MS: z.coerce.number().int().min(0).max(600_000).default(60_000),
+  HOLT_A2A_STREAM_MS: z.coerce.number().int().min(1000).max(86_400_000).default(1_800_000),
+  HOLT_A2A_POLL_MS: z.coerce.number().int().min(20).max(10_000).default(250),
 });
 
 /** How long the ingress's idempotency keys are kept (for retention). */
@@ -71,8 +79,10 @@ export async function startOrchestratorIngress(o: {
       'token file unreadable; keeping the last good one',
     ),
   );
+  const replies = new ReplyStore(store.pool);
+  const lifeTasks = new LifeTasks(store.pool);
   const delivery = new DeliveryLoop({
-    replies: new ReplyStore(store.pool),
+    replies,
     tokens,
     log: o.log.child({ component: 'delivery' }),
     serving: o.isLeader,
@@ -89,8 +99,18 @@ export async function startOrchestratorIngress(o: {
     instance: o.instance,
     port: env.HOLT_INGRESS_PORT,
     life: new LifeStore(store.pool),
-    tasks: new LifeTasks(store.pool),
+    tasks: lifeTasks,
     tokens,
+    a2a: {
+      tasks: new A2ATasks(store.pool, replies),
+      lifeTasks,
+      describe: async (role) => (await getAgents(o.bb)).agents.find((a) => a.role === role)?.a2a,
+      ...(env.HOLT_A2A_PUBLIC_URL ? { publicUrl: env.HOLT_A2A_PUBLIC_URL } : {}),
+      version: VERSION,
+      blockMs: env.HOLT_A2A_BLOCK_MS,
+      streamMs: env.HOLT_A2A_STREAM_MS,
+      pollMs: env.HOLT_A2A_POLL_MS,
+    },
     knows: async (role) => (await getAgents(o.bb)).agents.some((a) => a.role === role),
     ring: (role) => o.inbox.wakeLife(role),
     log,

@@ -58,12 +58,15 @@ DELETE FROM holt.llm_plans WHERE (instance, role, goal_id) IN (
   SELECT instance, role, goal_id FROM holt.llm_plans WHERE instance = $1 AND updated_at < now() - $2::interval LIMIT $3)`;
 
 // Living agents (src/life): what was delivered or ended before the cut-off (a message whose outcome is
-// still to be delivered stays), finished deliveries, and the deliveries of pruned turns. Work items and their completion reports are kept: they are the agents' record.
+// still to be delivered, or whose A2A task is not final, stays), finished deliveries and A2A tasks, and the deliveries of pruned turns. Work items and their completion reports are kept: they are the agents' record.
 const PRUNE_LIFE = [
   `DELETE FROM holt.agent_messages WHERE id IN (SELECT m.id FROM holt.agent_messages m WHERE m.instance = $1
      AND m.turn_id IS NOT NULL AND m.delivered_at < now() - $2::interval
      AND NOT EXISTS (SELECT 1 FROM holt.message_replies r WHERE r.message_id = m.id AND r.status = 'pending')
+     AND NOT EXISTS (SELECT 1 FROM holt.a2a_tasks a WHERE a.message_id = m.id AND a.outcome IS NULL)
      LIMIT $3)`,
+  `DELETE FROM holt.a2a_tasks WHERE id IN (SELECT id FROM holt.a2a_tasks WHERE instance = $1
+     AND outcome IS NOT NULL AND updated_at < now() - $2::interval LIMIT $3)`,
   `DELETE FROM holt.message_replies WHERE id IN (SELECT id FROM holt.message_replies WHERE instance = $1
      AND status <> 'pending' AND created_at < now() - $2::interval LIMIT $3)`,
   `DELETE FROM holt.agent_waits WHERE id IN (SELECT id FROM holt.agent_waits WHERE instance = $1

@@ -5,6 +5,8 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import type pg from 'pg';
 import type { Registry } from 'prom-client';
 import { afterAll, beforeAll } from 'vitest';
+import type { CardInfo } from '../../src/a2a/card.ts';
+import { A2ATasks } from '../../src/a2a/store.ts';
 import type { TokenEntry } from '../../src/access/tokens.ts';
 import { Blackboard } from '../../src/blackboard/client.ts';
 import { lifeWakeSubject } from '../../src/bus/subjects.ts';
@@ -12,6 +14,7 @@ import { silentLogger } from '../../src/common/logger.ts';
 import { createPool } from '../../src/common/pg.ts';
 import { type IngressServer, startIngressServer } from '../../src/ingress/server.ts';
 import { labelsOf } from '../../src/life/labels.ts';
+import { ReplyStore } from '../../src/life/replies.ts';
 import { LifeStore } from '../../src/life/store.ts';
 import { LifeTasks } from '../../src/life/tasks.ts';
 import { type LlmPlugin, startLlmPlugin } from '../../src/llm/plugin.ts';
@@ -171,13 +174,29 @@ export function startLifeIngress(
   s: RuntimeStores,
   instance: string,
   tokens: () => TokenEntry[],
+  /** Serve the agent over A2A with this card (src/a2a). */
+  a2a?: CardInfo,
 ): Promise<IngressServer> {
+  const lifeTasks = new LifeTasks(s.pool);
   return startIngressServer({
+    ...(a2a
+      ? {
+          a2a: {
+            tasks: new A2ATasks(s.pool, new ReplyStore(s.pool)),
+            lifeTasks,
+            describe: async (role: string) => (role === 'coder' ? a2a : undefined),
+            version: '0.0.0-test',
+            blockMs: 30_000,
+            pollMs: 100,
+            streamMs: 60_000,
+          },
+        }
+      : {}),
     instance,
     port: 0,
     host: '127.0.0.1',
     life: new LifeStore(s.pool),
-    tasks: new LifeTasks(s.pool),
+    tasks: lifeTasks,
     tokens,
     knows: async (role) => role === 'coder',
     ring: (role) => s.nc.publish(lifeWakeSubject(instance, role)),
