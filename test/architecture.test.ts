@@ -24,7 +24,9 @@ const MAY_IMPORT: Record<string, string[]> = {
   life: ['access', 'blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry', 'work'],
   a2a: ['access', 'life'],
   ingress: ['a2a', 'access', 'common', 'life', 'telemetry'],
-  llm: ['api',
+  llm: [
+    'a2a',
+    'api',
     'blackboard',
     'bus',
     'common',

@@ -8,6 +8,9 @@ import { argv } from './common.ts';
 /** A run's time limit in seconds (a tool's, a workflow's code step's). */
 const killAfter = z.number().int().positive().max(3600).default(60);
 
+/** A variable name: what a header's value or a stdio server's environment is taken from. */
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be an environment variable name');
+
 export const AgentTool = z
   .object({
     name: z
@@ -45,10 +48,26 @@ export const AgentTool = z
       .default(16384)
       .describe('Largest argument the model may pass (each string, or the JSON of each other value).'),
     async: z
-      .enum(['nats', 'command'])
+      .enum(['nats', 'command', 'a2a'])
       .optional()
       .describe(
-        "Asynchronous (a living agent's turns only): the turn suspends until the result arrives or asyncTimeoutSeconds pass, then the model gets the result or a timeout report. nats: a request on cmd.tool.<instance>.<name> that a tool service answers on the call's own reply subject; command: argv runs as a supervised background task.",
+        "Asynchronous (a living agent's turns only): the turn suspends until the result arrives or asyncTimeoutSeconds pass, then the model gets the result or a timeout report. nats: a request on cmd.tool.<instance>.<name> that a tool service answers on the call's own reply subject; command: argv runs as a supervised background task; a2a: a message to the remote A2A agent at a2a.url, its task followed until it ends or needs input.",
+      ),
+    a2a: z
+      .object({
+        url: z
+          .url({ protocol: /^https?$/ })
+          .describe("The remote agent's A2A URL (its card at <url>/.well-known/agent-card.json)."),
+        token: z
+          .object({
+            env: envName.describe("The pup's variable holding it (a Secret on Kubernetes)."),
+          })
+          .optional()
+          .describe("Its bearer token, from the pup's environment: never a tool's, a model's or a log's."),
+      })
+      .optional()
+      .describe(
+        'The remote A2A agent of an async: a2a tool (an agent of another Holt is one: its ingress /a2a/{role}). The model passes message (and task_id to answer a task that needs input).',
       ),
     asyncTimeoutSeconds: z
       .number()
@@ -70,16 +89,17 @@ export const AgentTool = z
         "Each call needs a person's approval first: it becomes a Question showing the tool and its arguments, and runs only once a person answers approve (holt answer); a rejection or no answer within approvalTimeoutSeconds refuses it (docs/agents.md, Approval of risky calls).",
       ),
   })
-  .refine((t) => t.argv !== undefined || t.async === 'nats', {
-    message: 'a tool needs argv unless it is async: nats',
+  .refine((t) => t.argv !== undefined || t.async === 'nats' || t.async === 'a2a', {
+    message: 'a tool needs argv unless it is async: nats or a2a',
     path: ['argv'],
+  })
+  .refine((t) => (t.async === 'a2a') === (t.a2a !== undefined), {
+    message: 'a2a (the remote agent: url, token) goes with async: a2a, and only with it',
+    path: ['a2a'],
   })
   .describe(
     'A tool the model may call. A parameter with format "path" is a path inside the workspace: relative, no "..", no leading "-", no symbolic link out.',
   );
-
-/** A variable name: what a header's value or a stdio server's environment is taken from. */
-const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'must be an environment variable name');
 
 /**
  * An MCP server whose tools the model may call (src/llm/mcp). A stdio server runs where the tools run

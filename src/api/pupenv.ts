@@ -115,12 +115,14 @@ export function pupEnvironment(agent: AgentSpec, ctx: PupContext): Record<string
   return env;
 }
 
-/** The variables a remote MCP server's headers are read from (its tokens): the pup's alone. */
+/** The variables a remote MCP server's headers and a remote A2A agent's token are read from: the pup's alone. */
 export function mcpHeaderVars(agent: Pick<AgentSpec, 'llm'>): string[] {
   return [
-    ...new Set(
-      (agent.llm?.mcpServers ?? []).flatMap((m) => Object.values(m.headers ?? {}).map((h) => h.env)),
-    ),
+    ...new Set([
+      ...(agent.llm?.mcpServers ?? []).flatMap((m) => Object.values(m.headers ?? {}).map((h) => h.env)),
+      // A remote A2A agent's token (an async: a2a tool's a2a.token) is the pup's alone too.
+      ...(agent.llm?.tools ?? []).flatMap((t) => (t.a2a?.token ? [t.a2a.token.env] : [])),
+    ]),
   ];
 }
 

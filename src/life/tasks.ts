@@ -17,7 +17,7 @@ import { WAIT_COLS, WaitRow } from './reads.ts';
  * group when it sees the call settled (llm/life-turn.ts `reap`).
  */
 
-export const TASK_KINDS = ['timer', 'message', 'operator', 'nats', 'command'] as const;
+export const TASK_KINDS = ['timer', 'message', 'operator', 'nats', 'command', 'a2a'] as const;
 export type TaskKind = (typeof TASK_KINDS)[number];
 
 export const Task = z.object({
@@ -107,7 +107,7 @@ export class LifeTasks {
         const via = (c.request as { via?: unknown } | null)?.via;
         return {
           id: callTaskId(c.turn_id, c.tool_call_id),
-          kind: via === 'nats' ? ('nats' as const) : ('command' as const),
+          kind: via === 'nats' ? ('nats' as const) : via === 'a2a' ? ('a2a' as const) : ('command' as const),
           what: c.tool_name,
           state: 'waiting' as const,
           deadlineMs: c.deadline_ms,

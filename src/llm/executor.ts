@@ -39,6 +39,8 @@ export interface LlmExecutorDeps {
   plans?: PlanStore;
   work?: WorkStore;
   scrub: Scrubber;
+  /** The pup's environment: where a remote A2A agent's token is read from (never a tool's). */
+  env?: NodeJS.ProcessEnv;
   events?: AgentEvents;
   log: Logger;
   owner: string;

@@ -1,5 +1,6 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
+import { callRemoteAgent } from '../a2a/client.ts';
 import type { AgentTool } from '../api/agent.ts';
 import type { Artefact, Claim } from '../blackboard/types.ts';
 import { noAgentEvents } from '../bus/events.ts';
@@ -25,7 +26,7 @@ type Tool = z.output<typeof AgentTool>;
  * with the NATS call's reply id, so the request sent again names the same reply subject.
  */
 const AsyncRequest = z.object({
-  via: z.enum(['nats', 'command']),
+  via: z.enum(['nats', 'command', 'a2a']),
   args: z.record(z.string(), z.unknown()),
   reply: z.string().regex(REPLY_ID).optional(),
 });
@@ -186,7 +187,7 @@ export class LifeTurns {
         return `waiting for ${a.for === 'timer' ? 'the timer' : a.for === 'operator' ? 'an operator' : 'a message'} "${on}"${until}${itemId ? ` (work item ${itemId} waits too)` : ''}; the turn ends now`;
       },
       request: async (callId, tool, args) => {
-        const via = tool.async === 'nats' ? 'nats' : 'command';
+        const via = tool.async ?? 'command';
         const deadlineMs = Date.now() + tool.asyncTimeoutSeconds * 1000;
         const asked: AsyncRequest = { via, args, ...(via === 'nats' ? { reply: newReplyId() } : {}) };
         await d.steps.waitTool(fence, {
@@ -211,14 +212,15 @@ export class LifeTurns {
           );
         const t = d.settings.tools.find((x) => x.name === tool);
         const r = (result ?? {}) as { ok?: boolean; output?: string; error?: string };
-        const surface =
-          t?.async === 'nats' ? toolRequestSubject(cfg.instance, tool) : `background command ${tool}`;
+        const [surface, admission] =
+          t?.async === 'nats'
+            ? [toolRequestSubject(cfg.instance, tool), 'tool service']
+            : t?.async === 'a2a'
+              ? [`A2A ${t.a2a?.url ?? ''}`, 'remote A2A agent']
+              : [`background command ${tool}`, 'tool runner'];
         const body =
           r.ok === false ? `error: ${r.error ?? 'the tool failed'}\n${r.output ?? ''}` : (r.output ?? '');
-        return wrapMessage(
-          labelsOf('task', 'message', surface, t?.async === 'nats' ? 'tool service' : 'tool runner'),
-          body,
-        );
+        return wrapMessage(labelsOf('task', 'message', surface, admission), body);
       },
     };
   }
@@ -250,6 +252,7 @@ export class LifeTurns {
     }
     const key = `${turnId}:${callId}`;
     if (this.tasks.has(key)) return;
+    if (req.via === 'a2a') return this.callRemote(turnId, callId, tool, req.args, deadlineMs);
     const abort = new AbortController();
     const task = cfg.runner
       .run(
@@ -282,6 +285,69 @@ export class LifeTurns {
       })
       .catch((e: unknown) =>
         d.log.warn({ event_type: 'background_tool_failed', tool: tool.name, error: String(e) }),
+      )
+      .finally(() => this.tasks.delete(key));
+    this.tasks.set(key, { turnId, callId, abort, done: task });
+  }
+
+  /**
+   * A remote A2A agent's call (src/a2a/client.ts), supervised like a background command: its result
+   * recorded when its task ends or needs input; aborted by a cancel (the remote task is cancelled) or
+   * by its deadline (the turn then gets the timeout report); sent again after a restart with the same
+   * message id. Its token is read from the pup's environment here, and nowhere else.
+   */
+  private callRemote(
+    turnId: string,
+    callId: string,
+    tool: Tool,
+    args: Record<string, unknown>,
+    deadlineMs: number,
+  ) {
+    const d = this.deps;
+    const key = `${turnId}:${callId}`;
+    const abort = new AbortController();
+    const remote = tool.a2a;
+    const tokenVar = remote?.token?.env;
+    const token = tokenVar ? d.env?.[tokenVar] : undefined;
+    const record = async (r: { ok: boolean; output: string; error?: string }) => {
+      await d.steps.receiveTool(turnId, callId, {
+        ok: r.ok,
+        output: d.scrub.text(r.output.slice(0, d.settings.toolResultChars)),
+        ...(r.error ? { error: d.scrub.text(r.error) } : {}),
+      });
+      this.poke();
+    };
+    const signal = AbortSignal.any([
+      this.stopping.signal,
+      abort.signal,
+      AbortSignal.timeout(Math.max(1000, deadlineMs - Date.now())),
+    ]);
+    const task = (async () => {
+      if (!remote) return record({ ok: false, output: '', error: `${tool.name} names no remote agent` });
+      if (tokenVar && !token)
+        return record({
+          ok: false,
+          output: '',
+          error: `the variable ${tokenVar} (its token) is not set in the pup`,
+        });
+      try {
+        const r = await callRemoteAgent({
+          url: remote.url,
+          ...(token ? { token } : {}),
+          text: typeof args.message === 'string' ? args.message : JSON.stringify(args),
+          messageId: `holt-${turnId}-${callId}`,
+          ...(typeof args.task_id === 'string' && args.task_id ? { taskId: args.task_id } : {}),
+          signal,
+        });
+        if (!signal.aborted) await record({ ...r, output: r.output });
+      } catch (e) {
+        // Stopped, cancelled or past its deadline: the next pup, the cancellation report or the timeout report.
+        if (signal.aborted) return;
+        await record({ ok: false, output: '', error: `the remote agent failed: ${(e as Error).message}` });
+      }
+    })()
+      .catch((e: unknown) =>
+        d.log.warn({ event_type: 'remote_agent_failed', tool: tool.name, error: String(e) }),
       )
       .finally(() => this.tasks.delete(key));
     this.tasks.set(key, { turnId, callId, abort, done: task });

@@ -71,9 +71,13 @@ export async function startLlmPlugin(
   const s = cfg.llm;
   const apiKey = cfg.apiKey ?? apiKeyFrom(env, s);
   // A remote MCP server's header values are credentials of the pup's too: cut out of all it writes.
-  const headerSecrets = s.mcpServers.flatMap((m) =>
-    Object.values(m.headers ?? {}).flatMap((h) => [env[h.env], h.prefix + (env[h.env] ?? '')]),
-  );
+  const headerSecrets = [
+    ...s.mcpServers.flatMap((m) =>
+      Object.values(m.headers ?? {}).flatMap((h) => [env[h.env], h.prefix + (env[h.env] ?? '')]),
+    ),
+    // So is a remote A2A agent's token (an async: a2a tool's).
+    ...s.tools.flatMap((t) => (t.a2a?.token ? [env[t.a2a.token.env]] : [])),
+  ];
   const scrub = new Scrubber([apiKey, ...cfg.secrets, ...headerSecrets]);
   let pool: pg.Pool | undefined;
   if (s.databaseUrl) {
@@ -197,6 +201,7 @@ export async function startLlmPlugin(
               }
             : {}),
           scrub,
+          env,
           events,
           log,
           owner: `${hostname()}/${process.pid}/${randomUUID()}`,

@@ -111,6 +111,8 @@ export async function startPupRuntime(
   s: RuntimeStores,
   env: Record<string, string>,
   registry?: Registry,
+  /** The pup's own environment beyond its config (a remote agent's token: never a tool's). */
+  pupOnly: Record<string, string> = {},
 ): Promise<{ bb: Blackboard; rt: LlmPlugin; stop: () => Promise<void> }> {
   // As the pup program does (src/agent/main.ts): with no endpoint this only sets the context manager,
   // so trace context flows from a turn to its model calls and tools as it does in a real pup.
@@ -123,6 +125,7 @@ export async function startPupRuntime(
     silentLogger(),
     {
       HOLT_LLM_API_KEY: 'sk-unit-test-key-000',
+      ...pupOnly,
       ...(env.HOLT_TRACE_CONTENT_CHARS ? { HOLT_TRACE_CONTENT_CHARS: env.HOLT_TRACE_CONTENT_CHARS } : {}),
     },
     registry,

@@ -84,10 +84,24 @@ const builtinSpecs: Record<string, { description: string; schema: z.ZodType }> =
 
 export const BUILTINS = Object.keys(builtinSpecs);
 
+/** What the model passes to a remote A2A agent (an async: a2a tool declaring no parameters of its own). */
+export const A2A_CALL_PARAMETERS = {
+  type: 'object',
+  properties: {
+    message: { type: 'string', minLength: 1, description: 'What to ask or tell the remote agent.' },
+    task_id: {
+      type: 'string',
+      description: "Answer the remote agent's task that needs input (its id, from the earlier result).",
+    },
+  },
+  required: ['message'],
+} as const;
+
 /** The parameters the model sees: `fixed` arguments are injected later and hidden from it. */
 export function visibleParameters(t: Tool): Json {
   const fixed = new Set(Object.keys(t.fixed ?? {}));
-  const p = { ...t.parameters } as Json;
+  const declared = Object.keys((t.parameters.properties ?? {}) as Json).length > 0;
+  const p = { ...(t.async === 'a2a' && !declared ? A2A_CALL_PARAMETERS : t.parameters) } as Json;
   const props = (p.properties ?? {}) as Json;
   p.properties = Object.fromEntries(Object.entries(props).filter(([k]) => !fixed.has(k)));
   if (Array.isArray(p.required)) p.required = (p.required as string[]).filter((k) => !fixed.has(k));
