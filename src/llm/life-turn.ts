@@ -225,7 +225,7 @@ export class LifeTurns {
     };
   }
 
-  /** Sends an asynchronous call: a NATS request, or a background command whose end is recorded. */
+  /** Sends an asynchronous call: a NATS request, a remote A2A agent's call, or a background command whose end is recorded. */
   private send(turnId: string, callId: string, tool: Tool, req: AsyncRequest, deadlineMs: number): void {
     const d = this.deps;
     const { cfg } = d;
@@ -252,7 +252,10 @@ export class LifeTurns {
     }
     const key = `${turnId}:${callId}`;
     if (this.tasks.has(key)) return;
-    if (req.via === 'a2a') return this.callRemote(turnId, callId, tool, req.args, deadlineMs);
+    if (req.via === 'a2a') {
+      this.callRemote(turnId, callId, tool, req.args, deadlineMs);
+      return;
+    }
     const abort = new AbortController();
     const task = cfg.runner
       .run(
