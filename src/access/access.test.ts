@@ -7,7 +7,7 @@ import { eventually } from '../../test/harness/wait.ts';
 import { readAgentLoad } from '../blackboard/agent-load.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { setAgents } from '../blackboard/registry.ts';
-import { toolReplySubject, toolRequestSubject } from '../bus/subjects.ts';
+import { toolOutcomeSubject, toolReplySubject, toolRequestSubject } from '../bus/subjects.ts';
 import { newReplyId } from '../bus/tools.ts';
 import { natsAuthorization, natsUrl, toolPermissions, toolUserName, toolUsers } from './nats.ts';
 import { newPasswords, type Principal } from './principals.ts';
@@ -217,10 +217,49 @@ describe('NATS users', () => {
     await denied(as('tool').get(`holt:${I}:agents`));
   });
 
+  it("outcomes for a nats:<tool> callback: the orchestrator sends them, that tool's user alone hears and answers them, a pup cannot forge one", async () => {
+    const orchestrator = await nc('orchestrator');
+    const pup = await nc('pup');
+    const [deployUser, lookupUser] = toolUsers(pw.nats.tool, TOOLS);
+    const user = (u: typeof lookupUser) =>
+      connect({ servers: `127.0.0.1:${natsPort}`, user: u!.user, pass: u!.password });
+    const lookup = await user(lookupUser);
+    const deploy = await user(deployUser);
+    const pupErrors = watchErrors(pup);
+    const deployErrors = watchErrors(deploy);
+    const heard: string[] = [];
+    lookup.subscribe(toolOutcomeSubject(I, 'lookup'), {
+      callback: (_e, m) => {
+        heard.push(m.string());
+        m.respond('{"ok":true}');
+      },
+    });
+    deploy.subscribe(toolOutcomeSubject(I, 'lookup')); // another tool's outcomes: refused
+    await Promise.all([lookup.flush(), deploy.flush()]);
+    const answer = await orchestrator.request(toolOutcomeSubject(I, 'lookup'), '{"state":"completed"}', {
+      timeout: 5000,
+    });
+    expect(answer.string()).toBe('{"ok":true}');
+    pup.publish(toolOutcomeSubject(I, 'lookup'), '{"state":"forged"}');
+    await pup.flush();
+    await eventually(
+      'the refusals',
+      () =>
+        pupErrors
+          .join('\n')
+          .includes(`Permissions Violation for Publish to "${toolOutcomeSubject(I, 'lookup')}"`) &&
+        deployErrors
+          .join('\n')
+          .includes(`Permissions Violation for Subscription to "${toolOutcomeSubject(I, 'lookup')}"`),
+    );
+    expect(heard).toEqual(['{"state":"completed"}']);
+    for (const c of [orchestrator, pup, lookup, deploy]) await c.close();
+  });
+
   it("a tool's own user hears that tool's requests only, so it cannot answer another tool's call", async () => {
     expect(toolPermissions(I, ['lookup'])).toEqual({
       publish: [],
-      subscribe: [toolRequestSubject(I, 'lookup')],
+      subscribe: [toolRequestSubject(I, 'lookup'), toolOutcomeSubject(I, 'lookup')],
       responses: true,
     });
     expect(() => toolPermissions(I, ['a.b'])).toThrow(/invalid tool name/);

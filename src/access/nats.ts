@@ -36,7 +36,11 @@ const RESPONSE_WINDOW = '168h';
 export function toolPermissions(instance: string, tools: string[]): Permissions {
   for (const t of tools)
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(t)) throw new Error(`invalid tool name ${JSON.stringify(t)}`);
-  return { publish: [], subscribe: tools.map((t) => toolRequests(instance, t)), responses: true };
+  return {
+    publish: [],
+    subscribe: tools.flatMap((t) => [toolRequests(instance, t), `${toolRequests(instance, t)}.outcome`]),
+    responses: true,
+  };
 }
 
 /**
@@ -49,13 +53,21 @@ export function toolPermissions(instance: string, tools: string[]): Permissions 
  */
 export function natsPermissions(instance = '*'): Record<Exclude<Principal, 'admin'>, Permissions> {
   return {
-    orchestrator: { publish: [DOORBELLS, EVENTS, LIFE_BELLS], subscribe: [INBOX] },
+    // It also delivers outcomes to tool services (a token's nats:<tool> callback).
+    orchestrator: {
+      publish: [DOORBELLS, EVENTS, LIFE_BELLS, `${toolRequests(instance, '*')}.outcome`],
+      subscribe: [INBOX],
+    },
     pup: {
       publish: [DOORBELLS, EVENTS, toolRequests(instance, '*')],
       subscribe: [DOORBELLS, INBOX, LIFE_BELLS, TOOL_RESULTS],
     },
     operator: { publish: [], subscribe: [DOORBELLS, INBOX] },
-    tool: { publish: [], subscribe: [toolRequests(instance, '*')], responses: true },
+    tool: {
+      publish: [],
+      subscribe: [toolRequests(instance, '*'), `${toolRequests(instance, '*')}.outcome`],
+      responses: true,
+    },
   };
 }
 

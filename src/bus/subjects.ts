@@ -36,6 +36,10 @@ export function assertToolName(tool: string): string {
 export const toolRequestSubject = (instance: string, tool: string) =>
   `cmd.tool.${subjectToken(instance)}.${assertToolName(tool)}`;
 
+/** Where the outcomes a token's `nats:<tool>` callback names are delivered (the tool's service hears it). */
+export const toolOutcomeSubject = (instance: string, tool: string) =>
+  `${toolRequestSubject(instance, tool)}.outcome`;
+
 /** A call's reply id: 128 random bits as hex, unguessable, kept with the call's wait row. */
 export const REPLY_ID = /^[0-9a-f]{32}$/;
 

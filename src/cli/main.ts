@@ -265,7 +265,7 @@ export function program(): Command {
     .option('--max-priority <n>', 'the highest "priority" (0-9) its messages may ask for [0]')
     .option(
       '--callback <name=url>',
-      'a callback its messages may name ("reply_to") to have their outcome POSTed there, signed (repeatable)',
+      'a callback its messages may name ("reply_to") to have their outcome delivered there, signed: an http(s) URL, or nats:<tool> for the service of that async: nats tool (repeatable)',
       (v: string, prev: string[] = []) => [...prev, v],
     )
     .addOption(nameOpt())

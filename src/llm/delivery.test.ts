@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
+import { headers as natsHeaders } from '@nats-io/transport-node';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { call, text } from '../../test/harness/llm.ts';
@@ -12,7 +13,7 @@ import {
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { eventually } from '../../test/harness/wait.ts';
 import { DeliveryEvent } from '../bus/events.ts';
-import { agentEventSubject } from '../bus/subjects.ts';
+import { agentEventSubject, toolOutcomeSubject } from '../bus/subjects.ts';
 import { describeDelivery } from '../cli/commands/life.ts';
 import { silentLogger } from '../common/logger.ts';
 import type { IngressServer } from '../ingress/server.ts';
@@ -119,6 +120,11 @@ async function serve(callbacks: Record<string, string>): Promise<void> {
     log: silentLogger(),
     settings: { ...DEFAULT_DELIVERY, retryBaseMs: 100, pollMs: 100 },
     publish: (e) => stores.nc.publish(agentEventSubject(e.actor_id, 'delivery'), JSON.stringify(e)),
+    request: async (subject, body, h, timeoutMs) => {
+      const hs = natsHeaders();
+      for (const [k, v] of Object.entries(h)) hs.set(k, v);
+      return (await stores.nc.request(subject, body, { timeout: timeoutMs, headers: hs })).string();
+    },
   });
   loop.start();
   await startPupRuntime(
@@ -241,6 +247,51 @@ describe('delivery of outcomes to callbacks', () => {
       await ok.close();
       await down.close();
     }
+  });
+
+  it('delivers to a tool service over NATS (a nats:<tool> callback), signed; no responder yet is retried', async () => {
+    await serve({ svc: 'nats:notify' });
+    stores.llm.reset([text('Deployed 1.2.3.')]);
+    const subject = toolOutcomeSubject(instance, 'notify');
+    // Nobody listens at first: "no responders", retried until the service is up.
+    expect((await send({ text: 'deploy 1.2.3', reply_to: 'svc' })).status).toBe(202);
+    await eventually(
+      'a failed attempt',
+      async () => ((await new ReplyStore(stores.pool).list(instance, 'coder'))[0]?.attempts ?? 0) >= 1,
+      { timeoutMs: 20_000 },
+    );
+    const got: { body: Record<string, unknown>; verified: boolean }[] = [];
+    const sub = stores.nc.subscribe(subject, {
+      callback: (_e, m) => {
+        const headers = Object.fromEntries(
+          ['webhook-id', 'webhook-timestamp', 'webhook-signature'].map((k) => [k, m.headers?.get(k) ?? '']),
+        );
+        let verified = false;
+        try {
+          new Webhook(deliverySecretOf(token)).verify(m.string(), headers);
+          verified = true;
+        } catch {
+          verified = false;
+        }
+        got.push({ body: JSON.parse(m.string()) as Record<string, unknown>, verified });
+        m.respond('{"ok":true}');
+      },
+    });
+    await stores.nc.flush();
+    await eventually(
+      'delivered over NATS',
+      async () => (await new ReplyStore(stores.pool).list(instance, 'coder'))[0]?.status === 'delivered',
+      { timeoutMs: 20_000 },
+    );
+    sub.unsubscribe();
+    expect(got).toHaveLength(1);
+    expect(got[0]).toMatchObject({
+      verified: true,
+      body: { state: 'completed', text: 'Deployed 1.2.3.', callback: 'svc' },
+    });
+    const [reply] = await new ReplyStore(stores.pool).list(instance, 'coder');
+    expect(reply!.last_error).toBeNull();
+    expect(reply!.attempts).toBeGreaterThanOrEqual(2);
   });
 
   it('two replicas send each delivery once; one started after the other stopped sends what was pending', async () => {

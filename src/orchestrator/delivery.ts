@@ -1,4 +1,6 @@
 import type { DeliveryEvent } from '../bus/events.ts';
+import { toolOutcomeSubject } from '../bus/subjects.ts';
+import { NATS_CALLBACK } from '../common/callback.ts';
 import type { Logger } from '../common/logger.ts';
 import { deliveryKey, signedHeaders } from '../ingress/signature.ts';
 import { isFinal, type Outcome } from '../life/outcome.ts';
@@ -63,6 +65,8 @@ export function deliveryBody(r: Reply, o: Outcome, atMs: number): string {
   });
 }
 
+type AttemptResult = { ok: true; status: number } | { ok: false; status: number | null; error: string };
+
 export interface DeliveryDeps {
   replies: ReplyStore;
   /** The ingress's tokens (their hashes key the signatures). */
@@ -71,6 +75,13 @@ export interface DeliveryDeps {
   settings: DeliverySettings;
   serving?: () => boolean;
   publish?: (e: DeliveryEvent) => void;
+  /** A NATS request (for `nats:<tool>` callbacks); its answer, or it throws. */
+  request?: (
+    subject: string,
+    body: string,
+    headers: Record<string, string>,
+    timeoutMs: number,
+  ) => Promise<string>;
   now?: () => number;
 }
 
@@ -125,35 +136,62 @@ export class DeliveryLoop {
     }
   }
 
+  /** A POST to the callback's URL: a 2xx is delivered. */
+  async #post(url: string, body: string, headers: Record<string, string>): Promise<AttemptResult> {
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers,
+        body,
+        redirect: 'manual', // a redirect is not followed: the URL registered is the only one called
+        signal: AbortSignal.timeout(this.#d.settings.timeoutMs),
+      });
+      await res.body?.cancel().catch(() => undefined);
+      return res.status >= 200 && res.status < 300
+        ? { ok: true, status: res.status }
+        : { ok: false, status: res.status, error: `the callback answered ${res.status}` };
+    } catch (e) {
+      const err = e as Error & { cause?: { code?: string } };
+      return { ok: false, status: null, error: `${err.name}: ${err.cause?.code ?? err.message}` };
+    }
+  }
+
+  /**
+   * A NATS request to a tool service (a `nats:<tool>` callback), the same body and signed headers: its
+   * answer is the acknowledgement (status 200), unless it is `{"ok": false}`; no responder or no
+   * answer in time is retried.
+   */
+  async #request(subject: string, body: string, headers: Record<string, string>): Promise<AttemptResult> {
+    const request = this.#d.request;
+    if (!request) return { ok: false, status: null, error: 'no NATS connection to deliver on' };
+    try {
+      const answer = await request(subject, body, headers, this.#d.settings.timeoutMs);
+      const refused = /^\s*\{/.test(answer) && (JSON.parse(answer) as { ok?: unknown }).ok === false;
+      return refused
+        ? { ok: false, status: 500, error: 'the tool service answered ok: false' }
+        : { ok: true, status: 200 };
+    } catch (e) {
+      return { ok: false, status: null, error: `NATS: ${(e as Error).message}` };
+    }
+  }
+
   async #attempt(r: Reply, o: Outcome): Promise<void> {
     const d = this.#d;
     const now = (d.now ?? Date.now)();
     const token = d.tokens().find((t) => t.role === r.role && t.name === r.token_name);
-    let result: { ok: true; status: number } | { ok: false; status: number | null; error: string };
+    let result: AttemptResult;
     if (!token)
       result = { ok: false, status: null, error: `token ${r.token_name} was revoked: nothing signs it` };
     else {
       const body = deliveryBody(r, o, now);
-      try {
-        const res = await fetch(r.url, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            ...signedHeaders(deliveryKey(token.sha256), r.id, body, now),
-          },
-          body,
-          redirect: 'manual', // a redirect is not followed: the URL registered is the only one called
-          signal: AbortSignal.timeout(d.settings.timeoutMs),
-        });
-        await res.body?.cancel().catch(() => undefined);
-        result =
-          res.status >= 200 && res.status < 300
-            ? { ok: true, status: res.status }
-            : { ok: false, status: res.status, error: `the callback answered ${res.status}` };
-      } catch (e) {
-        const err = e as Error & { cause?: { code?: string } };
-        result = { ok: false, status: null, error: `${err.name}: ${err.cause?.code ?? err.message}` };
-      }
+      const headers = {
+        'content-type': 'application/json',
+        ...signedHeaders(deliveryKey(token.sha256), r.id, body, now),
+      };
+      const service = NATS_CALLBACK.exec(r.url)?.[1];
+      result = service
+        ? await this.#request(toolOutcomeSubject(r.instance, service), body, headers)
+        : await this.#post(r.url, body, headers);
     }
     const retryable = token !== undefined && r.attempts < d.settings.maxAttempts;
     const retryAtMs = result.ok || !retryable ? null : now + backoffMs(r.attempts, d.settings, Math.random());

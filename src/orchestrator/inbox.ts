@@ -1,4 +1,4 @@
-import type { NatsConnection } from '@nats-io/transport-node';
+import { type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
 import { z } from 'zod';
 import { settles } from '../blackboard/approval.ts';
 import { childrenOf } from '../blackboard/claim-engine.ts';
@@ -55,6 +55,13 @@ export interface OrchestratorInbox {
   wakeLife(role: string): void;
   /** Publishes a delivery's event (lossy). */
   deliveryEvent(e: DeliveryEvent): void;
+  /** A NATS request (a delivery to a tool service); its answer, or it throws (no responder, timeout). */
+  request?(
+    subject: string,
+    body: string,
+    headers: Record<string, string>,
+    timeoutMs: number,
+  ): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -208,6 +215,11 @@ export async function startOrchestratorInbox(o: {
     store,
     problem: () => busProblem(nc),
     deliveryEvent: (e) => publishDeliveryEvent(nc, e),
+    request: async (subject, body, h, timeoutMs) => {
+      const hs = natsHeaders();
+      for (const [k, v] of Object.entries(h)) hs.set(k, v);
+      return (await nc.request(subject, body, { timeout: timeoutMs, headers: hs })).string();
+    },
     wakeLife(role) {
       try {
         nc.publish(lifeWakeSubject(o.instance, role), undefined, traceHeaders());

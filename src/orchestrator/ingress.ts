@@ -87,6 +87,7 @@ export async function startOrchestratorIngress(o: {
     log: o.log.child({ component: 'delivery' }),
     serving: o.isLeader,
     publish: (e) => o.inbox.deliveryEvent(e),
+    ...(o.inbox.request ? { request: o.inbox.request } : {}),
     settings: {
       maxAttempts: env.HOLT_DELIVERY_MAX_ATTEMPTS,
       retryBaseMs: env.HOLT_DELIVERY_RETRY_BASE_MS,

@@ -59,7 +59,7 @@ export async function tokenCreate(
     const cb = Callback.safeParse({ name: c.slice(0, Math.max(0, at)), url: c.slice(at + 1) });
     if (at < 1 || !cb.success)
       throw new CliError(
-        `--callback ${JSON.stringify(c)}: give name=url, a DNS-label name and an http(s) URL without credentials${cb.success ? '' : ` (${cb.error.issues[0]?.message})`}`,
+        `--callback ${JSON.stringify(c)}: give name=url, a DNS-label name and an http(s) URL without credentials or nats:<tool> (a tool service)${cb.success ? '' : ` (${cb.error.issues[0]?.message})`}`,
         EXIT.usage,
       );
     return cb.data;
