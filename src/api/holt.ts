@@ -232,7 +232,7 @@ export const HoltIngress = z
       .enum(['none', 'Ingress', 'Gateway'])
       .default('none')
       .describe(
-        "Expose the living agents' ingress (the orchestrator's ingress port, path /v1/agents) outside the cluster: an Ingress, or a Gateway API HTTPRoute.",
+        "Expose the living agents' ingress (the orchestrator's ingress port, paths /v1/agents and /a2a) outside the cluster: an Ingress, or a Gateway API HTTPRoute.",
       ),
     host: z.string().optional().describe('Host name the Ingress or HTTPRoute answers for.'),
     className: z.string().optional().describe('ingressClassName of the Ingress.'),

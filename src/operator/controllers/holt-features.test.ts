@@ -149,13 +149,11 @@ describe("Holt reconciler: living agents' ingress and asynchronous NATS tools, o
         {
           host: 'agents.example.test',
           http: {
-            paths: [
-              {
-                path: '/v1/agents',
-                pathType: 'Prefix',
-                backend: { service: { name: 'open-orchestrator', port: { name: 'ingress' } } },
-              },
-            ],
+            paths: ['/v1/agents', '/a2a'].map((path) => ({
+              path,
+              pathType: 'Prefix',
+              backend: { service: { name: 'open-orchestrator', port: { name: 'ingress' } } },
+            })),
           },
         },
       ],

@@ -124,7 +124,10 @@ export function ingressNetworkPolicy(owner: Owner, spec: HoltSpec): KubeObject {
   };
 }
 
-/** The Ingress or HTTPRoute that exposes /v1/agents of the orchestrator's ingress port; none for `none`. */
+/** What of the ingress port is exposed: the agents' API and their A2A endpoints (src/a2a). */
+export const EXPOSED_PATHS = ['/v1/agents', '/a2a'] as const;
+
+/** The Ingress or HTTPRoute that exposes EXPOSED_PATHS of the orchestrator's ingress port; none for `none`. */
 export function ingressExposure(owner: Owner, spec: HoltSpec): KubeObject | undefined {
   const i = spec.ingress;
   const name = ingressName(owner.name);
@@ -142,13 +145,11 @@ export function ingressExposure(owner: Owner, spec: HoltSpec): KubeObject | unde
           {
             ...(i.host ? { host: i.host } : {}),
             http: {
-              paths: [
-                {
-                  path: '/v1/agents',
-                  pathType: 'Prefix',
-                  backend: { service: { name: service, port: { name: 'ingress' } } },
-                },
-              ],
+              paths: EXPOSED_PATHS.map((path) => ({
+                path,
+                pathType: 'Prefix',
+                backend: { service: { name: service, port: { name: 'ingress' } } },
+              })),
             },
           },
         ],
@@ -170,7 +171,7 @@ export function ingressExposure(owner: Owner, spec: HoltSpec): KubeObject | unde
         ...(i.host ? { hostnames: [i.host] } : {}),
         rules: [
           {
-            matches: [{ path: { type: 'PathPrefix', value: '/v1/agents' } }],
+            matches: EXPOSED_PATHS.map((value) => ({ path: { type: 'PathPrefix', value } })),
             backendRefs: [{ name: service, port: INGRESS_PORT }],
           },
         ],
