@@ -2,8 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { c, kubectl, LIFE_NS, NS, progress, ROOT, setTarget } from './cluster/ctx.ts';
+import { A2A_NS, c, kubectl, LIFE_NS, NS, progress, ROOT, setTarget } from './cluster/ctx.ts';
 import { gitServer, llmServer } from './cluster/fixtures.ts';
+import { a2aTests } from './cluster/sections/a2a.ts';
 import { cliTests } from './cluster/sections/cli.ts';
 import { demoTests } from './cluster/sections/demo.ts';
 import { externalTests } from './cluster/sections/external.ts';
@@ -58,6 +59,7 @@ const LANES: [string, [string, () => void][]][] = [
       ['mcp', mcpTests],
       ['toolserver', toolServerTests],
       ['traces', tracesTests],
+      ['a2a', a2aTests],
     ],
   ],
 ];
@@ -78,6 +80,7 @@ beforeAll(async () => {
   setTarget(await e2eTarget(Number(process.env.HOLT_E2E_NODES ?? 2), progress));
   await c.kubectl(['create', 'namespace', NS]);
   await c.kubectl(['create', 'namespace', LIFE_NS]);
+  for (const ns of Object.values(A2A_NS)) await c.kubectl(['create', 'namespace', ns]);
   progress('helm install holt-operator');
   await c.helm([
     'install',
@@ -88,7 +91,7 @@ beforeAll(async () => {
     '--create-namespace',
     '--set',
     // LIFE_NS: a namespace of its own for the lifecycle tests, which end by deleting it.
-    `watchNamespaces={${NS},${LIFE_NS}}`,
+    `watchNamespaces={${[NS, LIFE_NS, ...Object.values(A2A_NS)].join(',')}}`,
     '--wait',
     '--timeout',
     '5m',
@@ -121,7 +124,8 @@ afterAll(async () => {
   if (c) {
     await c.keepLogs('end');
     await c.helm(['uninstall', 'holt-operator', '-n', 'holt-system']).catch(() => {});
-    await c.kubectl(['delete', 'namespace', NS, '--wait=false'], { allowFail: true }).catch(() => {});
+    for (const ns of [NS, ...Object.values(A2A_NS)])
+      await c.kubectl(['delete', 'namespace', ns, '--wait=false'], { allowFail: true }).catch(() => {});
     await c.stop();
   }
 }, 300_000);

@@ -166,3 +166,6 @@ export async function shownToModel(llm: string, surface: string): Promise<string
     .map((l) => (JSON.parse(l) as { last?: string }).last ?? '')
     .find((l) => l.includes(`surface="${surface}"`));
 }
+
+/** Two Holts talking A2A: each in a namespace of its own (e2e/cluster/sections/a2a.ts). */
+export const A2A_NS = { alpha: 'holt-e2e-alpha', beta: 'holt-e2e-beta' } as const;

@@ -239,3 +239,79 @@ export function lifeManifests(): string {
     ),
   ]);
 }
+
+/** What the two A2A agents' one scripted model answers, in order (alpha asks, beta answers, alpha ends). */
+export const A2A_SCRIPT: ScriptedReply[] = [
+  call('ask_reporter', { message: 'How did build 9 do?' }),
+  text('Build 9 is green: 300/300 tests passed.'),
+  text('The reporter of Holt beta says build 9 is green.'),
+];
+
+/**
+ * Two Holts in two namespaces: beta's living agent Reporter is served over A2A by beta's ingress;
+ * alpha's living agent Asker calls it as an asynchronous tool with beta's token (a Secret of alpha's
+ * namespace). Asker's egress admits exactly the model server and beta's orchestrator ingress port.
+ */
+export function a2aManifests(
+  ns: { alpha: string; beta: string },
+  llmBase: string,
+): { alpha: string; beta: string } {
+  const llm = { namespace: NS, labels: { app: 'llm-a2a' } };
+  const llmSpec = (model: string, extra: Record<string, unknown> = {}) => ({
+    model,
+    baseUrl: llmBase,
+    maxSteps: 4,
+    ...extra,
+  });
+  return {
+    beta: yamlDocs([
+      holtDoc('beta', { llm: {} }),
+      agentDoc('beta-reporter', 'beta', {
+        role: 'Reporter',
+        bidding: { strategy: 'ignore' },
+        llm: llmSpec('scripted-reporter'),
+        ingress: {
+          enabled: true,
+          tokens: [{ name: 'alpha' }],
+          a2a: { description: 'Reports on builds.', skills: [{ id: 'builds', name: 'Build reports' }] },
+        },
+        egress: true,
+        egressTo: { ports: [8080], pods: [llm] },
+      }),
+    ]),
+    alpha: yamlDocs([
+      holtDoc('alpha', { llm: {} }),
+      agentDoc('alpha-asker', 'alpha', {
+        role: 'Asker',
+        bidding: { strategy: 'ignore' },
+        env: [{ name: 'BETA_TOKEN', secretKeyRef: { name: 'beta-reporter-token', key: 'token' } }],
+        llm: llmSpec('scripted-asker', {
+          tools: [
+            {
+              name: 'ask_reporter',
+              description: "Asks Holt beta's build reporter.",
+              async: 'a2a',
+              asyncTimeoutSeconds: 300,
+              a2a: {
+                url: `http://beta-orchestrator.${ns.beta}.svc:8090/a2a/Reporter`,
+                token: { env: 'BETA_TOKEN' },
+              },
+            },
+          ],
+        }),
+        ingress: { enabled: true, tokens: [{ name: 'ops', origin: 'operator' }] },
+        egress: true,
+        egressTo: {
+          ports: [8080, 8090],
+          pods: [
+            llm,
+            {
+              namespace: ns.beta,
+              labels: { 'holt.io/instance': 'beta', 'app.kubernetes.io/component': 'orchestrator' },
+            },
+          ],
+        },
+      }),
+    ]),
+  };
+}
