@@ -15,6 +15,7 @@ import {
   TaskState,
 } from '@a2a-js/sdk';
 import {
+  A2AError,
   ExtendedAgentCardNotConfiguredError,
   PushNotificationNotSupportedError,
   RequestMalformedError,
@@ -57,6 +58,39 @@ export interface A2ADeps {
 }
 
 const MAX_TEXT = 60_000;
+
+/** A refusal the caller may read as it is (any other failure is the store's: its detail is logged, not sent). */
+export class CallerError extends Error {}
+
+/**
+ * The handler with its failures made safe to send: an A2A error or a CallerError as it is, anything
+ * else (a store's error names tables and hosts) as "unavailable; retry", its detail to `onError`.
+ */
+export function guarded(h: A2ARequestHandler, onError: (e: unknown) => void): A2ARequestHandler {
+  const fix = (e: unknown): never => {
+    if (e instanceof A2AError || e instanceof CallerError) throw e;
+    onError(e);
+    throw new CallerError('the agent store is unavailable; retry');
+  };
+  return new Proxy(h, {
+    get(target, key, receiver) {
+      const v: unknown = Reflect.get(target, key, receiver);
+      if (typeof v !== 'function') return v;
+      return (...args: unknown[]) => {
+        const r: unknown = v.apply(target, args);
+        if (r && typeof r === 'object' && Symbol.asyncIterator in r)
+          return (async function* () {
+            try {
+              yield* r as AsyncGenerator<unknown, void, undefined>;
+            } catch (e) {
+              fix(e);
+            }
+          })();
+        return r instanceof Promise ? r.catch(fix) : r;
+      };
+    },
+  });
+}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The message's content as the agent reads it: its text parts, its data parts as JSON. */

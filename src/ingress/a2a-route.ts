@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { agentCard, type CardInfo } from '../a2a/card.ts';
-import { type A2ADeps, AgentA2AHandler } from '../a2a/handler.ts';
+import { type A2ADeps, AgentA2AHandler, guarded } from '../a2a/handler.ts';
 import { cardJson, requestedVersion, serveJsonRpc } from '../a2a/http.ts';
 import type { AdmittedA2A, IngressDeps, Reply } from './admit.ts';
 import { fail } from './admit.ts';
@@ -54,21 +54,24 @@ export async function serveA2A(
   const text = textOf(body ?? Buffer.alloc(0));
   if (!text.ok) return fail(text.status, text.error);
   if (tooDeep(text.value)) return fail(400, 'the body nests JSON deeper than 32 levels');
-  const handler = new AgentA2AHandler(
-    {
-      instance: d.instance,
-      life: d.life,
-      ring: d.ring,
-      maxUndelivered: d.maxUndelivered,
-      tasks: x.tasks,
-      lifeTasks: x.lifeTasks,
-      blockMs: x.blockMs,
-      pollMs: x.pollMs,
-      streamMs: x.streamMs,
-      ...(d.now ? { now: d.now } : {}),
-    },
-    a.token,
-    card,
+  const handler = guarded(
+    new AgentA2AHandler(
+      {
+        instance: d.instance,
+        life: d.life,
+        ring: d.ring,
+        maxUndelivered: d.maxUndelivered,
+        tasks: x.tasks,
+        lifeTasks: x.lifeTasks,
+        blockMs: x.blockMs,
+        pollMs: x.pollMs,
+        streamMs: x.streamMs,
+        ...(d.now ? { now: d.now } : {}),
+      },
+      a.token,
+      card,
+    ),
+    (e) => d.log.error({ event_type: 'a2a_failed', role: a.role, error: String(e) }, 'A2A request failed'),
   );
   await serveJsonRpc(req, res, text.value, handler, card, `token ${a.token.name}`);
   return undefined;

@@ -177,19 +177,20 @@ export function startLifeIngress(
   s: RuntimeStores,
   instance: string,
   tokens: () => TokenEntry[],
-  /** Serve the agent over A2A with this card (src/a2a). */
-  a2a?: CardInfo,
+  /** Serve the agent over A2A with this card (src/a2a); null: A2A served, but not for this agent. */
+  a2a?: CardInfo | null,
+  a2aOptions: { blockMs?: number } = {},
 ): Promise<IngressServer> {
   const lifeTasks = new LifeTasks(s.pool);
   return startIngressServer({
-    ...(a2a
+    ...(a2a !== undefined
       ? {
           a2a: {
             tasks: new A2ATasks(s.pool, new ReplyStore(s.pool)),
             lifeTasks,
-            describe: async (role: string) => (role === 'coder' ? a2a : undefined),
+            describe: async (role: string) => (role === 'coder' && a2a ? a2a : undefined),
             version: '0.0.0-test',
-            blockMs: 30_000,
+            blockMs: a2aOptions.blockMs ?? 30_000,
             pollMs: 100,
             streamMs: 60_000,
           },
