@@ -248,70 +248,39 @@ export const A2A_SCRIPT: ScriptedReply[] = [
 ];
 
 /**
- * Two Holts in two namespaces: beta's living agent Reporter is served over A2A by beta's ingress;
- * alpha's living agent Asker calls it as an asynchronous tool with beta's token (a Secret of alpha's
- * namespace). Asker's egress admits exactly the model server and beta's orchestrator ingress port.
+ * examples/a2a (two Holts in two namespaces: beta's living agent Reporter served over A2A by beta's
+ * ingress; alpha's living agent Asker calling it as an asynchronous tool with beta's token, a Secret of
+ * alpha's namespace), in the e2e's namespaces, on its scripted model: each agent's egress opens the model
+ * server's pods instead of the internet's 443, and Asker's still opens beta's orchestrator alone.
  */
 export function a2aManifests(
   ns: { alpha: string; beta: string },
   llmBase: string,
 ): { alpha: string; beta: string } {
   const llm = { namespace: NS, labels: { app: 'llm-a2a' } };
-  const llmSpec = (model: string, extra: Record<string, unknown> = {}) => ({
-    model,
-    baseUrl: llmBase,
-    maxSteps: 4,
-    ...extra,
-  });
+  type Doc = { kind: string; spec: Record<string, any> };
+  const read = (f: string) =>
+    parseAllDocuments(readFileSync(join(ROOT, 'examples', 'a2a', f), 'utf8')).map((d) => d.toJS() as Doc);
+  const patch = (docs: Doc[], model: string) => {
+    for (const d of docs.filter((x) => x.kind === 'Agent')) {
+      d.spec.llm = { ...d.spec.llm, model, baseUrl: llmBase };
+      const e = d.spec.egressTo ?? {};
+      const pods = (e.pods ?? []).map((p: { namespace?: string }) => ({
+        ...p,
+        namespace: p.namespace === 'holt-beta' ? ns.beta : p.namespace,
+      }));
+      d.spec.egressTo = {
+        ...e,
+        ports: [8080, ...(e.ports ?? []).filter((p: number) => p !== 443)],
+        pods: [llm, ...pods],
+      };
+      for (const t of d.spec.llm.tools ?? [])
+        if (t.a2a) t.a2a.url = String(t.a2a.url).replace('.holt-beta.svc', `.${ns.beta}.svc`);
+    }
+    return yamlDocs(docs);
+  };
   return {
-    beta: yamlDocs([
-      holtDoc('beta', { llm: {} }),
-      agentDoc('beta-reporter', 'beta', {
-        role: 'Reporter',
-        bidding: { strategy: 'ignore' },
-        llm: llmSpec('scripted-reporter'),
-        ingress: {
-          enabled: true,
-          tokens: [{ name: 'alpha' }],
-          a2a: { description: 'Reports on builds.', skills: [{ id: 'builds', name: 'Build reports' }] },
-        },
-        egress: true,
-        egressTo: { ports: [8080], pods: [llm] },
-      }),
-    ]),
-    alpha: yamlDocs([
-      holtDoc('alpha', { llm: {} }),
-      agentDoc('alpha-asker', 'alpha', {
-        role: 'Asker',
-        bidding: { strategy: 'ignore' },
-        env: [{ name: 'BETA_TOKEN', secretKeyRef: { name: 'beta-reporter-token', key: 'token' } }],
-        llm: llmSpec('scripted-asker', {
-          tools: [
-            {
-              name: 'ask_reporter',
-              description: "Asks Holt beta's build reporter.",
-              async: 'a2a',
-              asyncTimeoutSeconds: 300,
-              a2a: {
-                url: `http://beta-orchestrator.${ns.beta}.svc:8090/a2a/Reporter`,
-                token: { env: 'BETA_TOKEN' },
-              },
-            },
-          ],
-        }),
-        ingress: { enabled: true, tokens: [{ name: 'ops', origin: 'operator' }] },
-        egress: true,
-        egressTo: {
-          ports: [8080, 8090],
-          pods: [
-            llm,
-            {
-              namespace: ns.beta,
-              labels: { 'holt.io/instance': 'beta', 'app.kubernetes.io/component': 'orchestrator' },
-            },
-          ],
-        },
-      }),
-    ]),
+    beta: patch(read('beta.yaml'), 'scripted-reporter'),
+    alpha: patch(read('alpha.yaml'), 'scripted-asker'),
   };
 }

@@ -77,6 +77,10 @@ describe('holt.io CRDs on kube-apiserver', () => {
     expect(drafter.spec).toMatchObject({ replicas: 1, strategy: 'reuse', egress: false });
     // Applying again changes nothing.
     expect(await kube.kubectl(['apply', '-f', join(ROOT, 'examples/k8s')])).not.toMatch(/configured|created/);
+    // And the two Holts talking A2A (examples/a2a).
+    const a2a = await kube.kubectl(['apply', '-f', join(ROOT, 'examples/a2a')]);
+    expect(a2a).toContain('agent.holt.io/alpha-asker created');
+    expect(a2a).toContain('agent.holt.io/beta-reporter created');
     const cat = await kube.kubectl(['get', 'holt-all']);
     expect(cat).toContain('holt.holt.io/minimal');
     expect(cat).toContain('workerpool.holt.io/minimal-coder-workers');

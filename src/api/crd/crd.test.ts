@@ -116,11 +116,12 @@ describe('zod and the CRD agree', () => {
     expect(accepted).toEqual([]);
   });
   it('the samples parse with zod', () => {
-    for (const f of readdirSync(join(ROOT, 'examples/k8s')).filter((f) => f.endsWith('.yaml')))
-      for (const doc of readFileSync(join(ROOT, 'examples/k8s', f), 'utf8')
-        .split(/^---$/m)
-        .map((d) => parse(d)))
-        if (doc?.apiVersion === 'holt.io/v1alpha1')
-          expect(zodOf[doc.kind]!.safeParse(doc.spec).error, f).toBeUndefined();
+    for (const dir of ['examples/k8s', 'examples/a2a'])
+      for (const f of readdirSync(join(ROOT, dir)).filter((f) => f.endsWith('.yaml')))
+        for (const doc of readFileSync(join(ROOT, dir, f), 'utf8')
+          .split(/^---$/m)
+          .map((d) => parse(d)))
+          if (doc?.apiVersion === 'holt.io/v1alpha1')
+            expect(zodOf[doc.kind]!.safeParse(doc.spec).error, f).toBeUndefined();
   });
 });
