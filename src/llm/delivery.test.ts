@@ -292,6 +292,9 @@ describe('delivery of outcomes to callbacks', () => {
     const [reply] = await new ReplyStore(stores.pool).list(instance, 'coder');
     expect(reply!.last_error).toBeNull();
     expect(reply!.attempts).toBeGreaterThanOrEqual(2);
+    expect(describeDelivery(reply!)).toMatch(
+      /→ svc \(nats:notify\): delivered .* after \d+ attempt\(s\) \(200\)/,
+    );
   });
 
   it('two replicas send each delivery once; one started after the other stopped sends what was pending', async () => {

@@ -117,7 +117,11 @@ export async function lifeCancel(
   const t = z.object({ task: TaskJson }).parse(json).task;
   out(
     `cancelled ${t.kind} task ${t.id.slice(0, 8)} (${t.what.slice(0, 60)}): ${
-      t.kind === 'command' ? 'its process group is killed, and ' : ''
+      t.kind === 'command'
+        ? 'its process group is killed, and '
+        : t.kind === 'a2a'
+          ? "the remote agent's task is cancelled, and "
+          : ''
     }${role}'s next turn gets a cancellation report`,
   );
 }
@@ -125,7 +129,8 @@ export async function lifeCancel(
 /** One delivery, as `holt life show` prints it. */
 export function describeDelivery(d: Reply, now = Date.now()): string {
   // Only the URL's host: a callback's path may hold a secret (chat webhooks put their token there).
-  const head = `${d.id.slice(0, 8)} message #${d.message_id} → ${d.callback} (${new URL(d.url).host})`;
+  const where = d.url.startsWith('nats:') ? d.url : new URL(d.url).host;
+  const head = `${d.id.slice(0, 8)} message #${d.message_id} → ${d.callback} (${where})`;
   const last = d.last_error ? `: ${d.last_error}` : d.last_status ? ` (${d.last_status})` : '';
   if (d.status === 'delivered')
     return `${head}: delivered ${age(d.delivered_ms ?? now, now)} after ${d.attempts} attempt(s)${last}`;
