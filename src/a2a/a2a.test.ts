@@ -122,6 +122,8 @@ describe('A2A routes of the ingress', () => {
       },
     });
     expect(file.body.error).toMatchObject({ code: -32602, message: expect.stringContaining('no files') });
+    const nul = await rpc(url, ok, 'SendMessage', message('a\u0000b'));
+    expect(nul.body.error).toMatchObject({ code: -32602, message: expect.stringContaining('NUL') });
     const high = await rpc(url, ok, 'SendMessage', message('urgent', { metadata: { priority: 7 } }));
     expect(high.body.error?.message).toContain('priority up to 5');
     const sent = await rpc(url, ok, 'SendMessage', message('urgent enough', { metadata: { priority: 4 } }));

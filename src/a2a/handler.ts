@@ -106,8 +106,9 @@ function contentOf(m: Message): string {
   const text = out.join('\n');
   if (!text.trim()) throw new RequestMalformedError('the message has no text');
   if (text.length > MAX_TEXT) throw new RequestMalformedError(`the message is over ${MAX_TEXT} characters`);
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: a NUL is what is refused
-  if (/\u0000/.test(text)) throw new RequestMalformedError('the message holds a NUL character');
+  // What Postgres text cannot hold (src/ingress/request.ts storable): refused, never a store error.
+  if (text.includes('\u0000') || !text.isWellFormed())
+    throw new RequestMalformedError('the message holds a NUL character or a lone surrogate');
   return text;
 }
 
