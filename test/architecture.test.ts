@@ -20,7 +20,7 @@ const MAY_IMPORT: Record<string, string[]> = {
   pup: ['blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry'],
   work: ['common', 'state'],
   memory: ['common', 'life', 'state', 'telemetry'],
-  console: ['blackboard', 'common', 'graph', 'life', 'telemetry', 'work'],
+  console: ['blackboard', 'common', 'graph', 'life', 'memory', 'telemetry', 'work'],
   life: ['access', 'blackboard', 'bus', 'common', 'inbox', 'state', 'telemetry', 'work'],
   a2a: ['access', 'life'],
   ingress: ['a2a', 'access', 'common', 'life', 'telemetry'],

@@ -1,7 +1,7 @@
 /**
  * The console's living agents page (served as /assets/life.js, imported by app.js): each agent that
  * lives, its tasks with a Cancel button for a session that may act, its messages in their labels, its
- * work items with their reports, the scheduler's decisions and the deliveries of outcomes. Everything is
+ * work items with their reports, its memories, the scheduler's decisions and the deliveries of outcomes. Everything is
  * text to Preact, never HTML.
  */
 
@@ -63,6 +63,12 @@ function Agent(props) {
       h('li', { key: i.id, 'data-item': i.id, 'data-state': i.state },
         h('strong', null, i.state), ' ', i.objective,
         i.report ? h('pre', { class: 'payload' }, i.report) : null))) : h('p', { class: 'muted' }, 'None.'),
+    h('h3', null, 'Memories'),
+    a.memories.length ? h('ul', { 'aria-label': 'memories of ' + a.role }, a.memories.map((m) =>
+      h('li', { key: m.id, 'data-memory': m.id },
+        h('span', { class: 'badge' }, m.kind + ' · ' + m.scope + ' · ' + m.authority),
+        ' ', h('span', { class: 'muted' }, when(m.atMs) + (m.uses ? ', recalled ' + m.uses + ' time(s)' : '')),
+        h('pre', { class: 'payload' }, m.body)))) : h('p', { class: 'muted' }, 'None.'),
     a.deliveries.length ? h('div', null, h('h3', null, 'Deliveries'), h('ul', null, a.deliveries.map((d) =>
       h('li', { key: d.id, 'data-delivery': d.status }, d.callback + ' (' + d.host + '): ' + d.status + ' after ' + d.attempts + ' attempt(s)' + (d.lastError ? ': ' + d.lastError : ''))))) : null,
     h('h3', null, 'Scheduler decisions'),

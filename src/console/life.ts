@@ -2,13 +2,14 @@ import type pg from 'pg';
 import { type Reply, ReplyStore } from '../life/replies.ts';
 import { LifeStore } from '../life/store.ts';
 import { LifeTasks, type Task } from '../life/tasks.ts';
+import { MemoryStore } from '../memory/store.ts';
 import { WorkStore } from '../work/store.ts';
 
 /**
  * The living agents page (docs/console.md): each agent that lives, from the Holt's Postgres: its state,
  * its tasks (waits and asynchronous calls, cancelled from the page), the messages that came in with
- * their labels, its work items with their reports, the scheduler's decisions and the deliveries of
- * outcomes. Read again every few seconds (these change in Postgres, not on the board) and sent when
+ * their labels, its work items with their reports, its newest memories, the scheduler's decisions
+ * and the deliveries of outcomes. Read again every few seconds (these change in Postgres, not on the board) and sent when
  * they changed.
  */
 
@@ -26,6 +27,16 @@ export interface LivingAgent {
   }[];
   items: { id: string; objective: string; state: string; report: string | null; updatedAtMs: number }[];
   decisions: { decision: string; why: string; atMs: number }[];
+  /** Its newest memories (its own and the Holt's), as recall would show them. */
+  memories: {
+    id: string;
+    kind: string;
+    scope: string;
+    body: string;
+    authority: string;
+    uses: number;
+    atMs: number;
+  }[];
   deliveries: {
     id: string;
     callback: string;
@@ -50,15 +61,17 @@ export async function readLiving(pool: pg.Pool, instance: string): Promise<Livin
   const tasks = new LifeTasks(pool);
   const work = new WorkStore(pool);
   const replies = new ReplyStore(pool);
+  const memory = new MemoryStore(pool);
   const out: LivingAgent[] = [];
   for (const role of await livingRoles(pool, instance)) {
-    const [row, open, messages, items, audit, sent] = await Promise.all([
+    const [row, open, messages, items, audit, sent, memories] = await Promise.all([
       life.lifeRow(instance, role),
       tasks.list(instance, role),
       life.recentMessages(instance, role, 20),
       work.list(instance, role, { all: true, limit: 20 }),
       life.audit(instance, role, 20),
       replies.list(instance, role, 20),
+      memory.list({ instance, role, limit: 10 }),
     ]);
     out.push({
       role,
@@ -84,11 +97,20 @@ export async function readLiving(pool: pg.Pool, instance: string): Promise<Livin
         why: String((a.detail as { why?: unknown }).why ?? ''),
         atMs: a.atMs,
       })),
-      // The URL's host only: its path may hold a secret.
+      memories: memories.map((m) => ({
+        id: m.id,
+        kind: m.kind,
+        scope: m.scope,
+        body: m.body,
+        authority: m.authority,
+        uses: m.uses,
+        atMs: m.createdAtMs,
+      })),
+      // The URL's host only (its path may hold a secret), or the tool service's nats:<tool>.
       deliveries: sent.map((d) => ({
         id: d.id,
         callback: d.callback,
-        host: new URL(d.url).host,
+        host: d.url.startsWith('nats:') ? d.url : new URL(d.url).host,
         status: d.status,
         attempts: d.attempts,
         lastError: d.last_error,

@@ -10,6 +10,7 @@ import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
+import { MemoryStore } from '../memory/store.ts';
 import { migrate } from '../state/migrate.ts';
 import { WorkStore } from '../work/store.ts';
 import { type Console, startConsole } from './server.ts';
@@ -74,6 +75,14 @@ async function livingAgent(): Promise<{ waitId: string }> {
     itemId: made.value.id,
   });
   await life.finish(f, { status: 'done' });
+  await new MemoryStore(pool).save({
+    instance: I,
+    role: 'Watcher',
+    kind: 'observation',
+    body: 'Build 7 flakes on <b>Tuesdays</b>',
+    source: { kind: 'turn' },
+    labels: labelsOf('webhook', 'message', 'POST /v1/agents/Watcher/messages', 'token ci'),
+  });
   return { waitId: wait.id };
 }
 
@@ -88,6 +97,10 @@ describe('the living agents page (headless Chromium, real Redis and Postgres)', 
     expect(msg).toContain('<script>window.__pwned=1</script>');
     expect(await p.$$('[data-living="Watcher"] img, [data-living="Watcher"] script')).toHaveLength(0);
     expect(await p.evaluate(() => (globalThis as { __pwned?: number }).__pwned)).toBeUndefined();
+    // Its memories, as text.
+    const memory = await p.$eval('[data-living="Watcher"] [data-memory]', (e) => e.textContent ?? '');
+    expect(memory).toContain('observation · agent · external_evidence');
+    expect(memory).toContain('Build 7 flakes on <b>Tuesdays</b>');
     const badge = await p.$eval('[data-living="Watcher"] [data-message] .badge', (e) => e.textContent);
     expect(badge).toBe('webhook · external_evidence · priority 3');
     expect(await p.$eval('[data-living="Watcher"] [data-item]', (e) => e.textContent)).toContain(
