@@ -222,6 +222,10 @@ export function program(): Command {
     .addOption(nameOpt())
     .option('--port <port>', 'the port on 127.0.0.1 (default: a free one, printed)')
     .option('--read-only', 'a link that may look but not answer or approve')
+    .option(
+      '--traces-url <url>',
+      "a trace viewer's URL (Jaeger's UI): each workflow's trace id links to <url>/trace/<id> [$HOLT_TRACES_UI_URL]",
+    )
     .action(async (o) => (await cmd.console()).consoleCommand(o));
   p.command('questions')
     .description('questions agents asked that nobody answered yet')

@@ -196,7 +196,10 @@ function WorkflowDetail(props) {
   return h('section', { 'aria-label': 'workflow', 'data-workflow': props.goal },
     h('p', null, h('button', { type: 'button', class: 'link', onClick: props.back }, '← all workflows')),
     h('h2', null, detail.workflow.goal),
-    h('p', { class: 'muted' }, detail.workflow.status + (detail.workflow.endType ? ' (' + detail.workflow.endType + ')' : '') + ' · ' + detail.timeline.length + ' artefacts · ' + detail.workflow.reworks + ' rework(s)' + (detail.workflow.traceId ? ' · trace ' + detail.workflow.traceId : '')),
+    h('p', { class: 'muted' }, detail.workflow.status + (detail.workflow.endType ? ' (' + detail.workflow.endType + ')' : '') + ' · ' + detail.timeline.length + ' artefacts · ' + detail.workflow.reworks + ' rework(s)' + (detail.workflow.traceId ? ' · trace ' : ''),
+      detail.workflow.traceId ? (detail.traceUrl
+        ? h('a', { href: detail.traceUrl, target: '_blank', rel: 'noopener noreferrer', 'data-trace': detail.workflow.traceId }, detail.workflow.traceId)
+        : detail.workflow.traceId) : null),
     h('img', { class: 'graph', alt: 'the workflow graph', src: '/api/workflows/' + props.goal + '/graph.svg?v=' + detail.workflow.updatedAtMs }),
     h('table', { role: 'table', 'aria-label': 'timeline' },
       h('thead', null, h('tr', null, ['At', 'Artefact', 'By', 'Claim', 'Then', ''].map((c) => h('th', { scope: 'col' }, c)))),

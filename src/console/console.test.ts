@@ -9,7 +9,7 @@ import { setAgents } from '../blackboard/registry.ts';
 import { artefact } from '../blackboard/testkit.ts';
 import { silentLogger } from '../common/logger.ts';
 import { consoleAssets, pageWeight } from './assets.ts';
-import { type Console, CSP, startConsole } from './server.ts';
+import { type Console, CSP, startConsole, traceLink } from './server.ts';
 
 // The console in headless Chromium against a real Redis blackboard: a workflow watched live, a
 // hostile payload rendered inert, and no way in without the one-time token.
@@ -22,7 +22,13 @@ let browser: Browser;
 beforeAll(async () => {
   redis = await startRedis();
   bb = Blackboard.connect(redis.url, 'console');
-  con = await startConsole({ bb, log: silentLogger(), backstopMs: 500, agentsPollMs: 200 });
+  con = await startConsole({
+    bb,
+    log: silentLogger(),
+    backstopMs: 500,
+    agentsPollMs: 200,
+    tracesUrl: 'http://jaeger.example:16686/',
+  });
   browser = await launchChromium();
 });
 afterAll(async () => {
@@ -36,6 +42,20 @@ const base = () => new URL(con.url).origin;
 
 /** A browser tab signed in with the console's one-time link. */
 let signedIn: Page | undefined;
+/**
+ * Opens an artefact's payload from its timeline button: clicked again until the viewer shows, as a click
+ * that lands while the page re-renders the timeline (its workflow's row changed) goes to a node just
+ * replaced, and is lost.
+ */
+async function openPayload(p: Page, button: string, id: string) {
+  return eventually(`the payload of ${id} open`, async () => {
+    await p.click(button);
+    return (
+      (await p.waitForSelector(`[data-open="${id}"] pre`, { timeout: 2000 }).catch(() => null)) ?? undefined
+    );
+  });
+}
+
 async function page(): Promise<Page> {
   if (signedIn) return signedIn;
   const p = await browser.newPage();
@@ -71,7 +91,12 @@ describe('holt console (headless Chromium, real Redis)', () => {
 
   it("a workflow's page: its graph, the timeline of its artefacts with their claims, a payload opened", async () => {
     const p = await page();
-    const goal = artefact({ type: 'GoalDefined', payload: 'Draw the workflow page' });
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const goal = artefact({
+      type: 'GoalDefined',
+      payload: 'Draw the workflow page',
+      traceparent: `00-${traceId}-00f067aa0ba902b7-01`,
+    });
     await bb.createArtefact(goal);
     const draft = artefact({
       type: 'Draft',
@@ -99,6 +124,12 @@ describe('holt console (headless Chromium, real Redis)', () => {
       trs.map((tr) => tr.getAttribute('data-artefact')),
     );
     expect(rows).toEqual([goal.id, draft.id]);
+    // Its trace id links to the trace viewer the console was given (a new tab, no referrer).
+    const link = await p.$eval(`${page_} a[data-trace]`, (a) => [
+      a.getAttribute('href'),
+      a.getAttribute('rel'),
+    ]);
+    expect(link).toEqual([`http://jaeger.example:16686/trace/${traceId}`, 'noopener noreferrer']);
     // A new artefact of this workflow shows up on its page by itself.
     const review = artefact({
       type: 'Review',
@@ -108,8 +139,7 @@ describe('holt console (headless Chromium, real Redis)', () => {
     });
     await bb.createArtefact(review);
     await p.waitForSelector(`${page_} [data-artefact="${review.id}"]`);
-    await p.click(`${page_} [data-artefact="${draft.id}"] button`);
-    const viewer = await p.waitForSelector(`[data-open="${draft.id}"] pre`);
+    const viewer = await openPayload(p, `${page_} [data-artefact="${draft.id}"] button`, draft.id);
     expect(await viewer!.evaluate((pre) => pre.textContent)).toBe('a first draft');
     // The graph's own answer keeps the policy: nothing can run in it even opened on its own.
     const [cookie] = await p.cookies();
@@ -139,8 +169,11 @@ describe('holt console (headless Chromium, real Redis)', () => {
     // Opened, the workflow shows the payload in its viewer: text again.
     await p.click(`tr[data-goal="${goal.id}"] td.goal button`);
     await p.waitForSelector(`[data-workflow="${goal.id}"] [data-artefact="${goal.id}"] button`);
-    await p.click(`[data-workflow="${goal.id}"] [data-artefact="${goal.id}"] button`);
-    const viewer = await p.waitForSelector(`[data-open="${goal.id}"] pre`);
+    const viewer = await openPayload(
+      p,
+      `[data-workflow="${goal.id}"] [data-artefact="${goal.id}"] button`,
+      goal.id,
+    );
     expect(await viewer!.evaluate((pre) => [pre.textContent, pre.children.length])).toEqual([hostile, 0]);
     expect(await p.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
     expect(await p.$$('a[href^="javascript:"]')).toHaveLength(0);
@@ -161,6 +194,14 @@ describe('holt console (headless Chromium, real Redis)', () => {
     // No inline script in the page: the policy would refuse it.
     const html = await p.content();
     expect(html).not.toMatch(/<script(?![^>]*\ssrc=)[^>]*>/);
+  });
+
+  it('links a trace only to an http(s) viewer, and only a well-formed trace id', () => {
+    const id = '4bf92f3577b34da6a3ce929d0e0e4736';
+    expect(traceLink('https://traces.example/jaeger/', id)).toBe(`https://traces.example/jaeger/trace/${id}`);
+    expect(traceLink('javascript:alert(1)//', id)).toBeUndefined();
+    expect(traceLink('https://traces.example', '"><script>')).toBeUndefined();
+    expect(traceLink(undefined, id)).toBeUndefined();
   });
 
   it('ships a small page', () => {

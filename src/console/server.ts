@@ -42,6 +42,16 @@ export interface ConsoleOptions {
   agentsPollMs?: number;
   /** The Holt's Postgres: the living agents page, and cancelling their tasks (none: no such page). */
   pool?: pg.Pool;
+  /** A trace viewer's base URL (Jaeger's UI): a workflow's trace id links to `<url>/trace/<id>`. */
+  tracesUrl?: string;
+}
+
+/** Where a workflow's trace is shown, or none (pure). Only an http(s) base is ever linked. */
+export function traceLink(base: string | undefined, traceId: string | undefined): string | undefined {
+  if (!base || !traceId || !/^[0-9a-f]{32}$/.test(traceId)) return undefined;
+  const u = URL.parse(base);
+  if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:')) return undefined;
+  return `${u.href.replace(/\/+$/, '')}/trace/${traceId}`;
 }
 
 export interface Console {
@@ -261,7 +271,13 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     const w = workflows.workflow(goal);
     if (!w) return refuse(res, 404, `no workflow ${goal}`);
     const { artefacts, claims } = await readWorkflow(o.bb, w.ids);
-    if (!svg) return json(res, 200, { workflow: w.row, timeline: timelineOf(artefacts, claims) });
+    const traceUrl = traceLink(o.tracesUrl, w.row.traceId);
+    if (!svg)
+      return json(res, 200, {
+        workflow: w.row,
+        timeline: timelineOf(artefacts, claims),
+        ...(traceUrl ? { traceUrl } : {}),
+      });
     res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'image/svg+xml' });
     res.end(await graphSvg(artefacts, claims, `workflow ${goal.slice(0, 8)}`));
   };

@@ -11,6 +11,8 @@ export interface ConsoleOptions {
   port?: string;
   /** The link signs in a session that may look but not answer or approve. */
   readOnly?: boolean;
+  /** A trace viewer's base URL: workflows' trace ids link there. */
+  tracesUrl?: string;
 }
 
 /**
@@ -21,6 +23,9 @@ export async function consoleCommand(opts: ConsoleOptions): Promise<void> {
   const port = Number(opts.port ?? 0);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new CliError(`--port: "${opts.port}" is not a port number`, EXIT.usage);
+  const tracesUrl = opts.tracesUrl ?? process.env.HOLT_TRACES_UI_URL;
+  if (tracesUrl && !/^https?:\/\/\S+$/.test(tracesUrl))
+    throw new CliError(`--traces-url: "${tracesUrl}" is not an http(s) URL`, EXIT.usage);
   const s = resolveTarget(opts.name);
   const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
   // A local instance's Postgres: the living agents page (with --kube the console reads the board only).
@@ -34,6 +39,7 @@ export async function consoleCommand(opts: ConsoleOptions): Promise<void> {
       port,
       readOnly: opts.readOnly === true,
       ...(pool ? { pool } : {}),
+      ...(tracesUrl ? { tracesUrl } : {}),
     });
   } catch (e) {
     await bb.close();
