@@ -226,6 +226,24 @@ async function post(session, id, text) {
   if (!r.ok) throw new Error((await r.text()).trim() || 'refused (' + r.status + ')');
 }
 
+// What a question cites: each source artefact opened on demand (type, author, payload as text).
+function Context(props) {
+  const [open, setOpen] = useState({});
+  if (!props.sources.length) return null;
+  const show = async (id) => {
+    const r = await fetch('/api/artefacts/' + id, { credentials: 'same-origin' });
+    const a = r.ok ? await r.json() : { payload: 'could not read it (' + r.status + ')' };
+    setOpen((o) => Object.assign({}, o, { [id]: a }));
+  };
+  return h('div', { class: 'context', 'aria-label': 'context' },
+    h('p', { class: 'muted' }, 'It cites:'),
+    props.sources.map((id) => h('div', { key: id, 'data-source': id },
+      open[id]
+        ? h('div', null, h('span', { class: 'badge' }, (open[id].type || '') + (open[id].produced_by_role ? ' by ' + open[id].produced_by_role : '')),
+            h('pre', { class: 'payload' }, open[id].payload))
+        : h('button', { type: 'button', class: 'link', 'data-act': 'context', onClick: () => show(id) }, 'Show ' + id.slice(0, 8)))));
+}
+
 function QuestionCard(props) {
   const q = props.q;
   const [text, setText] = useState('');
@@ -250,6 +268,7 @@ function QuestionCard(props) {
   return h('article', { class: 'question', 'data-question': q.id, 'aria-label': 'question from ' + q.role },
     h('header', null, h('strong', null, q.role), q.approval ? h('span', { class: 'badge' }, 'approval of a tool call') : null, h('span', { class: 'muted' }, age(q.askedAtMs, now) + ' ago')),
     h('pre', { class: 'payload' }, q.text),
+    h(Context, { sources: q.sources || [] }),
     actions,
     error ? h('p', { class: 'error', role: 'alert' }, error) : null);
 }

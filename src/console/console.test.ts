@@ -225,6 +225,10 @@ describe('holt console (headless Chromium, real Redis)', () => {
     await p.click('[data-page="questions"]');
     const card = `[data-question="${q.id}"]`;
     await p.waitForSelector(card);
+    // Its context: what it cites (the goal here), opened as text.
+    await p.click(`${card} [data-source="${goal.id}"] button`);
+    const cited = await p.waitForSelector(`${card} [data-source="${goal.id}"] pre`);
+    expect(await cited!.evaluate((pre) => pre.textContent)).toBe('ask me');
     await p.type(`${card} textarea`, 'main, please');
     await p.click(`${card} [data-act="answer"]`);
     await p.waitForSelector(card, { hidden: true });

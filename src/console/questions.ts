@@ -15,6 +15,8 @@ export interface OpenQuestion {
   /** It asks a person to approve a tool call (answered approve, or reject with a reason). */
   approval: boolean;
   askedAtMs: number;
+  /** What it cites (its source artefacts): its context, opened on the page one at a time. */
+  sources: string[];
 }
 
 export type QuestionChange = { open: true; question: OpenQuestion } | { open: false; id: string };
@@ -33,6 +35,7 @@ export class QuestionIndex {
         text: a.payload,
         approval: a.type === APPROVAL_TYPE,
         askedAtMs: a.created_at_ms,
+        sources: a.source_artefacts,
       };
       this.#open.set(a.id, { q, type: a.type });
       return [{ open: true, question: q }];
