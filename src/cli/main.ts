@@ -47,12 +47,13 @@ const cmd = {
  * The commands that work on a Holt in a cluster (`--kube`), and what each opens: its Redis or its
  * Postgres (port-forwarded by the API server), or nothing but the API server.
  */
-const KUBE_COMMANDS: Record<string, 'redis' | 'postgres' | 'api'> = {
+const KUBE_COMMANDS: Record<string, 'redis' | 'postgres' | 'redis+postgres' | 'api'> = {
   forage: 'redis',
   watch: 'redis',
   hoard: 'redis',
   graph: 'redis',
-  console: 'redis',
+  // Its board, and its Postgres for the living agents page (without it, the board alone).
+  console: 'redis+postgres',
   questions: 'redis',
   answer: 'redis',
   status: 'redis',
@@ -116,7 +117,7 @@ export function program(): Command {
     const needs = KUBE_COMMANDS[path];
     if (!needs) throw new CliError(`--kube: \`${path}\` works on local instances only`, EXIT.usage);
     const k = await import('./kube.ts');
-    if (needs === 'redis') {
+    if (needs === 'redis' || needs === 'redis+postgres') {
       kubeHolt = await k.openKubeHolt(k.parseKubeRef(ref), context);
       kubeRef = kubeHolt;
       useRemoteTarget({
@@ -125,6 +126,14 @@ export function program(): Command {
         redisOptions: kubeHolt.redisOptions,
         close: kubeHolt.close,
       });
+      if (needs === 'redis+postgres')
+        try {
+          useRemotePostgres({ name: kubeHolt.name, ...(await k.openKubePostgres(kubeHolt)) });
+        } catch (e) {
+          process.stderr.write(
+            `holt: the Holt's Postgres is out of reach (${errorMessage(e)}): the board only\n`,
+          );
+        }
       return;
     }
     kubeRef = await k.readKubeHolt(k.parseKubeRef(ref), context);

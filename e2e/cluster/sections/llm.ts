@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { eventually } from '../../../test/harness/wait.ts';
 import { DEMO_LLM_PLAN } from '../../demo-llm-script.ts';
@@ -10,6 +12,7 @@ import {
   NS,
   type Pod,
   pods,
+  ROOT,
   run,
   trailOf,
   waitHoltReady,
@@ -158,5 +161,39 @@ export function llmTests(): void {
     // The exposure asked for: an Ingress in front of the ingress port.
     const ing = await getJson<{ spec: { rules: { host: string }[] } }>(['ingress', 'living-ingress']);
     expect(ing?.spec.rules[0]?.host).toBe('agents.example.test');
+    // The console with --kube shows it on the living agents page, read from the Holt's Postgres.
+    const served = spawn(join(ROOT, 'bin', 'holt'), ['--kube', `${NS}/living`, 'console'], {
+      env: { ...process.env, KUBECONFIG: c.kubeconfigPath, NO_COLOR: '1' },
+    });
+    try {
+      const url = await new Promise<string>((resolveUrl, reject) => {
+        let out = '';
+        served.stdout.on('data', (b: Buffer) => {
+          out += b.toString();
+          const m = /http:\/\/127\.0\.0\.1:\d+\/\?token=\S+/.exec(out);
+          if (m) resolveUrl(m[0]);
+        });
+        served.once('exit', (code) => reject(new Error(`holt console exited ${code}: ${out}`)));
+      });
+      const signIn = await fetch(url, { redirect: 'manual' });
+      const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0]!;
+      const living = await eventually(
+        'the living agents page',
+        async () => {
+          const r = (await (await fetch(new URL('/api/living', url), { headers: { cookie } })).json()) as {
+            enabled?: boolean;
+            living: { role: string; items: { state: string; report: string | null }[] }[];
+          };
+          return r.living.length ? r : undefined;
+        },
+        CLUSTER_WAIT,
+      );
+      const w = living.living.find((a) => a.role === 'Watcher');
+      expect(w?.items).toContainEqual(
+        expect.objectContaining({ state: 'completed', report: 'Build 7 is green: 212/212 tests passed.' }),
+      );
+    } finally {
+      served.kill('SIGTERM');
+    }
   }, 900_000);
 }

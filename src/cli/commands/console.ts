@@ -4,7 +4,7 @@ import { createPool } from '../../common/pg.ts';
 import { startConsole } from '../../console/server.ts';
 import { CliError, EXIT, out } from '../output.ts';
 import { resolveInstance, resolveTarget } from '../resolve.ts';
-import { remoteTarget } from '../target.ts';
+import { remotePostgres, remoteTarget } from '../target.ts';
 
 export interface ConsoleOptions {
   name?: string;
@@ -28,9 +28,12 @@ export async function consoleCommand(opts: ConsoleOptions): Promise<void> {
     throw new CliError(`--traces-url: "${tracesUrl}" is not an http(s) URL`, EXIT.usage);
   const s = resolveTarget(opts.name);
   const bb = Blackboard.connect(s.redisUrl, s.name, s.redisOptions);
-  // A local instance's Postgres: the living agents page (with --kube the console reads the board only).
-  const pgUrl = remoteTarget() ? undefined : resolveInstance(opts.name).postgresUrl;
-  const pool = pgUrl ? createPool(pgUrl, { max: 2 }) : undefined;
+  // The Holt's Postgres (--kube: its port-forward; else the local instance's): the living agents page.
+  const remotePg = remotePostgres();
+  const pgUrl = remoteTarget() ? remotePg?.url : resolveInstance(opts.name).postgresUrl;
+  const pool = pgUrl
+    ? createPool(pgUrl, { max: 2, ...(remotePg?.ssl ? { ssl: remotePg.ssl } : {}) })
+    : undefined;
   let c: Awaited<ReturnType<typeof startConsole>>;
   try {
     c = await startConsole({
