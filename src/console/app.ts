@@ -208,7 +208,10 @@ function WorkflowDetail(props) {
           h('td', null, '+' + ms(t.offsetMs)),
           h('td', null, h('button', { type: 'button', class: 'link', onClick: () => show(t.id) }, t.type + (t.version > 1 ? ' v' + t.version : '')), ' ', h('span', { class: 'muted' }, t.structural)),
           h('td', null, t.role),
-          h('td', null, t.claim ? t.claim.status + (t.claim.granted.length ? ' → ' + t.claim.granted.join(', ') : '') : ''),
+          h('td', null, t.claim ? t.claim.status + (t.claim.granted.length ? ' → ' + t.claim.granted.join(', ') : '') : '',
+            t.claim && Object.keys(t.claim.bids || {}).length
+              ? h('div', { class: 'muted', 'data-bids': '' }, 'bids: ' + Object.entries(t.claim.bids).map((b) => b[0] + ' ' + b[1]).join(', '))
+              : null),
           h('td', null, ms(t.gapMs)),
           h('td', { class: 'bar-cell' }, h('span', { class: 'bar', style: { marginLeft: (100 * t.offsetMs / total) + '%' } })))))),
     open ? h('div', { class: 'viewer', role: 'region', 'aria-label': 'payload', 'data-open': open.id },

@@ -105,6 +105,18 @@ describe('holt console (headless Chromium, real Redis)', () => {
       produced_by_role: 'Drafter',
     });
     await bb.createArtefact(draft);
+    // The agents' bids on the draft's claim, shown in its timeline row.
+    const claimId = '9a8b7c6d-0000-4000-8000-000000000001';
+    await bb.createClaim({
+      id: claimId,
+      artefact_id: draft.id,
+      status: 'pending_review',
+      granted_review_agents: [],
+      granted_parallel_agents: [],
+      granted_exclusive_agent: '',
+    });
+    await bb.setBid(claimId, 'Reviewer', 'review');
+    await bb.setBid(claimId, 'Drafter', 'ignore');
     await p.waitForSelector(`tr[data-goal="${goal.id}"] button`);
     await p.click(`tr[data-goal="${goal.id}"] button`);
     const page_ = `[data-workflow="${goal.id}"]`;
@@ -124,6 +136,8 @@ describe('holt console (headless Chromium, real Redis)', () => {
       trs.map((tr) => tr.getAttribute('data-artefact')),
     );
     expect(rows).toEqual([goal.id, draft.id]);
+    const bids = await p.$eval(`${page_} tr[data-artefact="${draft.id}"] [data-bids]`, (d) => d.textContent);
+    expect(bids?.split(': ')[1]?.split(', ').sort()).toEqual(['Drafter ignore', 'Reviewer review']);
     // Its trace id links to the trace viewer the console was given (a new tab, no referrer).
     const link = await p.$eval(`${page_} a[data-trace]`, (a) => [
       a.getAttribute('href'),

@@ -270,12 +270,12 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
   const workflowPage = async (res: ServerResponse, goal: string, svg: boolean) => {
     const w = workflows.workflow(goal);
     if (!w) return refuse(res, 404, `no workflow ${goal}`);
-    const { artefacts, claims } = await readWorkflow(o.bb, w.ids);
+    const { artefacts, claims, bids } = await readWorkflow(o.bb, w.ids);
     const traceUrl = traceLink(o.tracesUrl, w.row.traceId);
     if (!svg)
       return json(res, 200, {
         workflow: w.row,
-        timeline: timelineOf(artefacts, claims),
+        timeline: timelineOf(artefacts, claims, bids),
         ...(traceUrl ? { traceUrl } : {}),
       });
     res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'image/svg+xml' });

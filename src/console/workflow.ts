@@ -8,7 +8,7 @@ import { dotToSvg } from '../graph/svg.ts';
 /**
  * One workflow's page: its artefacts (read by id: this workflow's, never the whole board) with their
  * claims, each as a timeline entry (when it came, how long after the goal, who made it, its claim's
- * state), and its graph as `holt graph` draws it. Payloads are not in the list: one is read when a
+ * state, the agents' bids on it and who it was granted to), and its graph as `holt graph` draws it. Payloads are not in the list: one is read when a
  * person opens it.
  */
 
@@ -23,14 +23,15 @@ export interface TimelineEntry {
   offsetMs: number;
   /** Until the next artefact of the workflow (the last: none). */
   gapMs?: number;
-  claim?: { status: Claim['status']; granted: string[] };
+  /** Its claim: its state, who it is granted to, and each agent's bid on it (role → bid). */
+  claim?: { status: Claim['status']; granted: string[]; bids: Record<string, string> };
 }
 
 /** The workflow's artefacts and their claims (artefact id → claim). */
 export async function readWorkflow(
   bb: Blackboard,
   ids: string[],
-): Promise<{ artefacts: Artefact[]; claims: Map<string, Claim> }> {
+): Promise<{ artefacts: Artefact[]; claims: Map<string, Claim>; bids: Map<string, Record<string, string>> }> {
   const artefacts = (await bb.getArtefacts(ids))
     .filter((a): a is Artefact => a !== null)
     .sort((a, b) => a.created_at_ms - b.created_at_ms || a.id.localeCompare(b.id));
@@ -38,13 +39,18 @@ export async function readWorkflow(
     bb,
     artefacts.map((a) => a.id),
   );
-  return { artefacts, claims };
+  // Each claim's bids (claim id → role → bid), read together.
+  const bids = new Map(
+    await Promise.all([...claims.values()].map(async (c) => [c.id, await bb.getBids(c.id)] as const)),
+  );
+  return { artefacts, claims, bids };
 }
 
 /** The timeline of a workflow's artefacts, oldest first. Pure. */
 export function timelineOf(
   artefacts: readonly Artefact[],
   claims: ReadonlyMap<string, Claim>,
+  bids: ReadonlyMap<string, Record<string, string>> = new Map(),
 ): TimelineEntry[] {
   const start = artefacts[0]?.created_at_ms ?? 0;
   return artefacts.map((a, i) => {
@@ -68,6 +74,7 @@ export function timelineOf(
                 ...c.granted_parallel_agents,
                 ...(c.granted_exclusive_agent ? [c.granted_exclusive_agent] : []),
               ],
+              bids: bids.get(c.id) ?? {},
             },
           }
         : {}),
