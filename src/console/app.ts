@@ -216,7 +216,23 @@ function WorkflowDetail(props) {
           h('td', { class: 'bar-cell' }, h('span', { class: 'bar', style: { marginLeft: (100 * t.offsetMs / total) + '%' } })))))),
     open ? h('div', { class: 'viewer', role: 'region', 'aria-label': 'payload', 'data-open': open.id },
       h('h3', null, (open.type || '') + ' ' + open.id),
+      open.structural_type === 'Failure' ? h(FailureView, { payload: open.payload }) : null,
       h('pre', { class: 'payload' }, open.payload)) : null);
+}
+
+// A Failure's fields on their own (its payload is Holt's JSON): the reason, its class and exit code,
+// and its stderr and stdout as they were written, not as JSON escapes.
+function FailureView(props) {
+  let f;
+  try { f = JSON.parse(props.payload); } catch { return null; }
+  if (!f || typeof f !== 'object') return null;
+  const text = (v) => (typeof v === 'string' ? v : '');
+  return h('div', { class: 'failure', 'data-failure': '' },
+    h('p', null, h('strong', null, text(f.reason) || 'failed'),
+      f.error_class ? h('span', { class: 'badge' }, text(f.error_class)) : null,
+      typeof f.exit_code === 'number' ? h('span', { class: 'muted' }, ' exit code ' + f.exit_code) : null),
+    text(f.stderr) ? h('div', null, h('h4', null, 'stderr'), h('pre', { class: 'payload', 'data-stderr': '' }, text(f.stderr))) : null,
+    text(f.stdout) ? h('div', null, h('h4', null, 'stdout'), h('pre', { class: 'payload' }, text(f.stdout))) : null);
 }
 
 async function post(session, id, text) {

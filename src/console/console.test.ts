@@ -6,6 +6,7 @@ import { eventually } from '../../test/harness/wait.ts';
 import { writeAgentStatus } from '../blackboard/agent-status.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { setAgents } from '../blackboard/registry.ts';
+import { failurePayload } from '../blackboard/results.ts';
 import { artefact } from '../blackboard/testkit.ts';
 import { silentLogger } from '../common/logger.ts';
 import { consoleAssets, pageWeight } from './assets.ts';
@@ -164,6 +165,29 @@ describe('holt console (headless Chromium, real Redis)', () => {
       [200, 'image/svg+xml', CSP],
     );
     expect(await svg.text()).toContain('<svg');
+    // A Failure opens with its stderr as written (not JSON escapes), and its reason and class.
+    const failure = artefact({
+      type: 'ToolExecutionFailure',
+      structural_type: 'Failure',
+      source_artefacts: [review.id],
+      produced_by_role: 'Drafter',
+      payload: failurePayload({
+        reason: 'exit code 2',
+        exit_code: 2,
+        stdout: '',
+        stderr: 'make: *** [all] Error 2\n<b>not bold</b>',
+        error_class: 'tool',
+      }),
+    });
+    await bb.createArtefact(failure);
+    await p.waitForSelector(`${page_} [data-artefact="${failure.id}"]`);
+    const fv = await openPayload(p, `${page_} [data-artefact="${failure.id}"] button`, failure.id);
+    expect(fv).toBeTruthy();
+    const stderr = await p.$eval(`[data-open="${failure.id}"] [data-stderr]`, (pre) => pre.textContent);
+    expect(stderr).toBe('make: *** [all] Error 2\n<b>not bold</b>');
+    expect(await p.$eval(`[data-open="${failure.id}"] [data-failure]`, (d) => d.textContent)).toContain(
+      'exit code 2',
+    );
     await p.click(`${page_} button.link`);
   });
 
