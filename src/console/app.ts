@@ -169,6 +169,10 @@ function Workflows(props) {
   return h('section', { 'aria-label': 'workflows' }, h(Filters, { status, setStatus, text, setText }), h(WorkflowTable, { rows: shown, open: props.open }));
 }
 
+function time(at) {
+  return new Date(at).toISOString().slice(11, 19);
+}
+
 function ms(v) {
   if (v === undefined) return '';
   return v < 1000 ? v + ' ms' : (v / 1000).toFixed(1) + ' s';
@@ -211,7 +215,11 @@ function WorkflowDetail(props) {
           h('td', null, t.claim ? t.claim.status + (t.claim.granted.length ? ' → ' + t.claim.granted.join(', ') : '') : '',
             t.claim && Object.keys(t.claim.bids || {}).length
               ? h('div', { class: 'muted', 'data-bids': '' }, 'bids: ' + Object.entries(t.claim.bids).map((b) => b[0] + ' ' + b[1]).join(', '))
-              : null),
+              : null,
+            t.steps ? h('details', { 'data-steps': t.id },
+              h('summary', null, t.steps.length + ' model call(s) and tool run(s)'),
+              h('ol', null, t.steps.map((x, i) => h('li', { key: i, 'data-step': x.kind },
+                time(x.atMs) + ' ' + x.role + ' ' + (x.kind === 'model' ? 'model ' : 'tool ') + x.what + (x.detail ? ' (' + x.detail + ')' : '') + (x.error ? ': ' + x.error : ''))))) : null),
           h('td', null, ms(t.gapMs)),
           h('td', { class: 'bar-cell' }, h('span', { class: 'bar', style: { marginLeft: (100 * t.offsetMs / total) + '%' } })))))),
     open ? h('div', { class: 'viewer', role: 'region', 'aria-label': 'payload', 'data-open': open.id },

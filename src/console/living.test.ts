@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -6,11 +7,13 @@ import { type PostgresServer, startPostgres } from '../../test/harness/postgres.
 import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
 import { eventually } from '../../test/harness/wait.ts';
 import { Blackboard } from '../blackboard/client.ts';
+import { artefact } from '../blackboard/testkit.ts';
 import { silentLogger } from '../common/logger.ts';
 import { createPool } from '../common/pg.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
 import { MemoryStore } from '../memory/store.ts';
+import { ensureHead, ensureTurn } from '../state/head.ts';
 import { migrate } from '../state/migrate.ts';
 import { WorkStore } from '../work/store.ts';
 import { type Console, startConsole } from './server.ts';
@@ -130,5 +133,58 @@ describe('the living agents page (headless Chromium, real Redis and Postgres)', 
       ),
     );
     await p.close();
+  });
+});
+
+describe("a workflow's timeline with the Holt's Postgres", () => {
+  it('shows the model calls and tool runs of the turns that answered its claims', async () => {
+    const goal = artefact({ type: 'GoalDefined', payload: 'Write the notes' });
+    await bb.createArtefact(goal);
+    const draft = artefact({ type: 'Draft', source_artefacts: [goal.id], produced_by_role: 'Drafter' });
+    await bb.createArtefact(draft);
+    const claimId = randomUUID();
+    await bb.createClaim({
+      id: claimId,
+      artefact_id: draft.id,
+      status: 'complete',
+      granted_review_agents: [],
+      granted_parallel_agents: [],
+      granted_exclusive_agent: 'Drafter',
+    });
+    const [actorId, turnId] = [randomUUID(), randomUUID()];
+    await ensureHead(pool, { instance: I, actorId, role: 'Drafter', workerTarget: 'drafter', claimId });
+    await ensureTurn(pool, {
+      turnId,
+      instance: I,
+      actorId,
+      claimId,
+      role: 'Drafter',
+      phase: 'exclusive',
+      claimType: 'exclusive',
+    });
+    const step = (seq: number, kind: string, metadata: object) =>
+      pool.query(
+        `INSERT INTO holt.agent_steps (step_id, instance, actor_id, turn_id, turn_epoch, seq, kind, metadata)
+         VALUES ($1, $2, $3, $4, 1, $5, $6, $7::jsonb)`,
+        [randomUUID(), I, actorId, turnId, seq, kind, JSON.stringify(metadata)],
+      );
+    await step(0, 'llm', { model: 'scripted', llm_usage: { total_tokens: 120 } });
+    await step(1, 'tool', { tool: 'read_file', outcome: 'ok' });
+    // A console of its own (the shared one's one-time link is spent).
+    const own = await startConsole({ bb, pool, log: silentLogger() });
+    const p = await browser.newPage();
+    await p.goto(own.url);
+    await p.waitForSelector(`tr[data-goal="${goal.id}"] button`);
+    await p.click(`tr[data-goal="${goal.id}"] button`);
+    const steps = `[data-workflow="${goal.id}"] [data-steps="${draft.id}"]`;
+    await p.waitForSelector(steps);
+    const shown = await p.$$eval(`${steps} li`, (ls) =>
+      ls.map((l) => [l.getAttribute('data-step'), l.textContent]),
+    );
+    expect(shown.map(([k]) => k)).toEqual(['model', 'tool']);
+    expect(shown[0]![1]).toContain('Drafter model scripted (120 tokens)');
+    expect(shown[1]![1]).toContain('Drafter tool read_file (ok)');
+    await p.close();
+    await own.close();
   });
 });

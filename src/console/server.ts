@@ -13,7 +13,7 @@ import { consoleAssets } from './assets.ts';
 import { type LivingAgent, readLiving } from './life.ts';
 import { WorkflowIndex } from './model.ts';
 import { QuestionIndex } from './questions.ts';
-import { graphSvg, readWorkflow, timelineOf } from './workflow.ts';
+import { graphSvg, readSteps, readWorkflow, timelineOf } from './workflow.ts';
 
 /**
  * The console's server (docs/console.md): the page and its assets, the workflows and the open
@@ -271,11 +271,18 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     const w = workflows.workflow(goal);
     if (!w) return refuse(res, 404, `no workflow ${goal}`);
     const { artefacts, claims, bids } = await readWorkflow(o.bb, w.ids);
+    const steps = o.pool
+      ? await readSteps(
+          o.pool,
+          o.bb.instance,
+          [...claims.values()].map((c) => c.id),
+        )
+      : undefined;
     const traceUrl = traceLink(o.tracesUrl, w.row.traceId);
     if (!svg)
       return json(res, 200, {
         workflow: w.row,
-        timeline: timelineOf(artefacts, claims, bids),
+        timeline: timelineOf(artefacts, claims, bids, steps),
         ...(traceUrl ? { traceUrl } : {}),
       });
     res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': 'image/svg+xml' });
