@@ -63,7 +63,7 @@ beforeAll(async () => {
     stores,
     llmPupEnv(stores, instance, { HOLT_LLM_LIFE: 'true', HOLT_LIFE_POLL_MS: '200' }),
   );
-}, 60_000);
+}, 300_000);
 afterAll(async () => {
   await ingress?.close();
   removeDir(dir);
@@ -95,7 +95,7 @@ describe('A2A server for living agents (the Python SDK as client)', () => {
     const none = await py('card', [], '');
     expect(none.error).toBeDefined();
     expect(none.message).toContain('401');
-  }, 60_000);
+  }, 300_000);
 
   it("message/send queues a message labelled a2a with its token's authority; the task completes with the answer; tasks/get reads it; another token cannot", async () => {
     stores.llm.reset([text('It is 42.')]);
@@ -123,7 +123,7 @@ describe('A2A server for living agents (the Python SDK as client)', () => {
     // A completed task cannot be cancelled, nor resubscribed to.
     expect(await py('cancel', [task.id!])).toMatchObject({ error: 'TaskNotCancelableError' });
     expect(await py('resubscribe', [task.id!])).toMatchObject({ error: 'UnsupportedOperationError' });
-  }, 90_000);
+  }, 300_000);
 
   it("message/stream streams a work item's progress and its completion report as the artifact", async () => {
     stores.llm.reset([
@@ -141,7 +141,7 @@ describe('A2A server for living agents (the Python SDK as client)', () => {
         .filter((x) => x.startsWith('status:'))
         .at(0),
     ).toMatch(/WORKING|COMPLETED/);
-  }, 90_000);
+  }, 300_000);
 
   it('a task waiting for an operator is input-required; the answer in the same task resumes it to completion', async () => {
     stores.llm.reset([call('wait', { for: 'operator', on: 'which colour' }), text('Painted it blue.')]);
@@ -162,7 +162,7 @@ describe('A2A server for living agents (the Python SDK as client)', () => {
       artifacts: [{ text: 'Painted it blue.' }],
       history: ['Paint the shed.', 'Blue.'],
     });
-  }, 90_000);
+  }, 300_000);
 
   it('tasks/cancel ends a working task at once, ends its wait and tells the agent; tasks/resubscribe follows a task sent without waiting', async () => {
     stores.llm.reset([
@@ -173,12 +173,18 @@ describe('A2A server for living agents (the Python SDK as client)', () => {
     ]);
     const sent = await py('send', ['Crunch the numbers.', '--now']);
     const id = sent.events![0]!.id!;
-    await stores.llm.waitForRequests(1);
-    await eventually('the agent waits', async () => (await py('get', [id])).state === 'TASK_STATE_WORKING');
+    await stores.llm.waitForRequests(1, 90_000);
+    await eventually(
+      'the agent works on it',
+      async () => (await py('get', [id])).state === 'TASK_STATE_WORKING',
+      {
+        timeoutMs: 90_000,
+      },
+    );
     const cancelled = await py('cancel', [id]);
     expect(cancelled).toMatchObject({ id, state: 'TASK_STATE_CANCELED' });
     expect(cancelled.status_text).toContain('cancelled by A2A caller (token ops)');
-    await stores.llm.waitForRequests(2);
+    await stores.llm.waitForRequests(2, 90_000);
     expect(lastUserText()).toContain(`The A2A task ${id} was cancelled by its caller`);
     expect(await py('get', [id])).toMatchObject({ state: 'TASK_STATE_CANCELED' });
     expect(await py('cancel', [id])).toMatchObject({ error: 'TaskNotCancelableError' });
@@ -187,7 +193,9 @@ describe('A2A server for living agents (the Python SDK as client)', () => {
     expect(dropped).toMatchObject({ kind: 'task' });
     // Resubscribed while it waits (its stream is the ingress's one request in flight), then woken.
     const following = py('resubscribe', [dropped.id as string]);
-    await eventually('the resubscription is open', async () => ingress.inFlight() === 1);
+    await eventually('the resubscription is open', async () => ingress.inFlight() === 1, {
+      timeoutMs: 90_000,
+    });
     const go = await fetch(`http://127.0.0.1:${ingress.port}/v1/agents/coder/messages`, {
       method: 'POST',
       headers: {
@@ -202,7 +210,7 @@ describe('A2A server for living agents (the Python SDK as client)', () => {
     expect(r.events![0]).toMatchObject({ kind: 'task', id: dropped.id });
     expect(r.events!.at(-2)).toMatchObject({ kind: 'artifact', text: 'three' });
     expect(r.events!.at(-1)).toMatchObject({ kind: 'status', state: 'TASK_STATE_COMPLETED' });
-  }, 120_000);
+  }, 300_000);
 
   it("an A2A v0.3 client (the SDK's compat transport) sends, gets and is refused the same way", async () => {
     stores.llm.reset([text('v0.3 is fine.')]);
@@ -217,5 +225,5 @@ describe('A2A server for living agents (the Python SDK as client)', () => {
     expect(await py('get', [sent.events![0]!.id!], other, '0.3')).toMatchObject({
       error: expect.any(String),
     });
-  }, 60_000);
+  }, 300_000);
 });

@@ -62,7 +62,7 @@ beforeAll(async () => {
     undefined,
     { BETA_A2A_TOKEN: betaToken },
   );
-}, 60_000);
+}, 300_000);
 afterAll(async () => {
   await beta?.close();
   removeDir(dir);
@@ -76,7 +76,7 @@ describe('two Holts over A2A', () => {
       text('Beta says build 7 is green.'),
     ]);
     await sendLifeMessage(stores, 'alpha', 'Find out how build 7 did.');
-    await stores.llm.waitForRequests(3);
+    await stores.llm.waitForRequests(3, 90_000);
     // beta's agent got the question as an A2A message of alpha's token (evidence, not instruction).
     expect(requestText(1)).toContain('What is the status of build 7?');
     const labels = await stores.pool.query<{ labels: Record<string, string> }>(
@@ -91,12 +91,16 @@ describe('two Holts over A2A', () => {
     const tool = (stores.llm.requests[2]?.body.messages ?? []).filter((m) => m.role === 'tool').at(-1);
     expect(tool?.content).toContain('Build 7 is green: 212/212.');
     expect(tool?.content).toContain(`A2A http://127.0.0.1:${beta.port}/a2a/coder`);
-    await eventually("alpha's turn ends with the answer", async () => {
-      const done = await stores.pool.query<{ payload: string }>(
-        `SELECT result->>'payload' AS payload FROM holt.agent_turns WHERE instance = 'alpha' AND status = 'done'`,
-      );
-      return done.rows.some((r) => r.payload === 'Beta says build 7 is green.');
-    });
+    await eventually(
+      "alpha's turn ends with the answer",
+      async () => {
+        const done = await stores.pool.query<{ payload: string }>(
+          `SELECT result->>'payload' AS payload FROM holt.agent_turns WHERE instance = 'alpha' AND status = 'done'`,
+        );
+        return done.rows.some((r) => r.payload === 'Beta says build 7 is green.');
+      },
+      { timeoutMs: 90_000 },
+    );
     // The token is in no request to the model and no recorded step of either Holt.
     expect(JSON.stringify(stores.llm.requests)).not.toContain(betaToken);
     const steps = await stores.pool.query(
@@ -104,7 +108,7 @@ describe('two Holts over A2A', () => {
       [`%${betaToken}%`],
     );
     expect(steps.rows[0]?.n).toBe(0);
-  }, 90_000);
+  }, 300_000);
 
   it("cancelling alpha's call cancels beta's task; alpha's turn gets a cancellation report", async () => {
     stores.llm.reset([
@@ -114,7 +118,7 @@ describe('two Holts over A2A', () => {
       text('Dropped build 8.'),
     ]);
     await sendLifeMessage(stores, 'alpha', 'Keep an eye on build 8.');
-    await stores.llm.waitForRequests(2);
+    await stores.llm.waitForRequests(2, 90_000);
     const betaTask = async () =>
       (
         await stores.pool.query<{ id: string; cancelled_by: string | null }>(
@@ -122,8 +126,10 @@ describe('two Holts over A2A', () => {
         )
       ).rows[0];
     const tasks = new LifeTasks(stores.pool);
-    await eventually('the call is a task of alpha', async () =>
-      (await tasks.list('alpha', 'coder')).some((t) => t.kind === 'a2a' && t.state === 'waiting'),
+    await eventually(
+      'the call is a task of alpha',
+      async () => (await tasks.list('alpha', 'coder')).some((t) => t.kind === 'a2a' && t.state === 'waiting'),
+      { timeoutMs: 90_000 },
     );
     const [c] = (await tasks.list('alpha', 'coder')).filter((t) => t.kind === 'a2a');
     expect(c?.what).toBe('ask_beta');
@@ -133,12 +139,12 @@ describe('two Holts over A2A', () => {
     await eventually(
       "beta's task is cancelled by alpha's pup",
       async () => !!(await betaTask())?.cancelled_by,
-      { timeoutMs: 30_000 },
+      { timeoutMs: 90_000 },
     );
     expect((await betaTask())?.cancelled_by).toBe('A2A caller (token alpha)');
-    await stores.llm.waitForRequests(4);
+    await stores.llm.waitForRequests(4, 90_000);
     const all = stores.llm.requests.map((q) => JSON.stringify(q.body.messages)).join('\n');
     expect(all).toContain('Cancellation report: your call of ask_beta');
     expect(all).toContain('was cancelled by its caller');
-  }, 90_000);
+  }, 300_000);
 });

@@ -55,7 +55,7 @@ export async function a2aClient(
 ): Promise<A2AClientOut> {
   const { stdout } = await promisify(execFile)(a2aPython(), [CLIENT, step, ...args], {
     env: { ...process.env, BASE: base, TOKEN: token, VERSION: version },
-    timeout: 90_000,
+    timeout: 180_000,
   });
   return JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as A2AClientOut;
 }

@@ -190,7 +190,7 @@ export function startLifeIngress(
             lifeTasks,
             describe: async (role: string) => (role === 'coder' && a2a ? a2a : undefined),
             version: '0.0.0-test',
-            blockMs: a2aOptions.blockMs ?? 30_000,
+            blockMs: a2aOptions.blockMs ?? 90_000,
             pollMs: 100,
             streamMs: 60_000,
           },
