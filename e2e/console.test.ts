@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import type { Browser } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium } from '../test/harness/browser.ts';
+import { consoleLink } from '../test/harness/console-cli.ts';
 import { eventually } from '../test/harness/wait.ts';
 import { commitWorkspace } from './git-workspace.ts';
 
@@ -33,15 +34,7 @@ const consoles: ChildProcessWithoutNullStreams[] = [];
 function openConsole(name: string): Promise<string> {
   const served = spawn(HOLT, ['console', '--name', name], { cwd: ws, env });
   consoles.push(served);
-  return new Promise<string>((resolveUrl, reject) => {
-    let text = '';
-    served.stdout.on('data', (c: Buffer) => {
-      text += c.toString();
-      const m = /http:\/\/127\.0\.0\.1:\d+\/\?token=\S+/.exec(text);
-      if (m) resolveUrl(m[0]);
-    });
-    served.once('exit', (code) => reject(new Error(`holt console exited ${code}: ${text}`)));
-  });
+  return consoleLink(served);
 }
 
 async function chromium(): Promise<Browser> {

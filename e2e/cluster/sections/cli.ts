@@ -7,6 +7,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { expect, it } from 'vitest';
 import type { Artefact } from '../../../src/blackboard/types.ts';
 import { kubeBinary } from '../../../test/harness/bins.ts';
+import { consoleLink } from '../../../test/harness/console-cli.ts';
 import { eventually } from '../../../test/harness/wait.ts';
 import {
   CLUSTER_WAIT,
@@ -144,15 +145,7 @@ export function cliTests(): void {
       env: { ...process.env, KUBECONFIG: c.kubeconfigPath, NO_COLOR: '1' },
     });
     try {
-      const url = await new Promise<string>((resolveUrl, reject) => {
-        let text = '';
-        served.stdout.on('data', (b: Buffer) => {
-          text += b.toString();
-          const m = /http:\/\/127\.0\.0\.1:\d+\/\?token=\S+/.exec(text);
-          if (m) resolveUrl(m[0]);
-        });
-        served.once('exit', (code) => reject(new Error(`holt console exited ${code}: ${text}`)));
-      });
+      const url = await consoleLink(served);
       const signIn = await fetch(url, { redirect: 'manual' });
       expect(signIn.status).toBe(303);
       const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0]!;

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
+import { consoleLink } from '../../../test/harness/console-cli.ts';
 import { eventually } from '../../../test/harness/wait.ts';
 import { DEMO_LLM_PLAN } from '../../demo-llm-script.ts';
 import {
@@ -166,15 +167,7 @@ export function llmTests(): void {
       env: { ...process.env, KUBECONFIG: c.kubeconfigPath, NO_COLOR: '1' },
     });
     try {
-      const url = await new Promise<string>((resolveUrl, reject) => {
-        let out = '';
-        served.stdout.on('data', (b: Buffer) => {
-          out += b.toString();
-          const m = /http:\/\/127\.0\.0\.1:\d+\/\?token=\S+/.exec(out);
-          if (m) resolveUrl(m[0]);
-        });
-        served.once('exit', (code) => reject(new Error(`holt console exited ${code}: ${out}`)));
-      });
+      const url = await consoleLink(served);
       const signIn = await fetch(url, { redirect: 'manual' });
       const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0]!;
       const living = await eventually(
