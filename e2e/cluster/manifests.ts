@@ -258,6 +258,7 @@ export function a2aManifests(
   llmBase: string,
 ): { alpha: string; beta: string } {
   const llm = { namespace: NS, labels: { app: 'llm-a2a' } };
+  // biome-ignore lint/suspicious/noExplicitAny: the example's YAML, read loosely and patched in place
   type Doc = { kind: string; spec: Record<string, any> };
   const read = (f: string) =>
     parseAllDocuments(readFileSync(join(ROOT, 'examples', 'a2a', f), 'utf8')).map((d) => d.toJS() as Doc);
