@@ -86,6 +86,9 @@ export function cliTests(): void {
       pods: string[][];
       claims: Record<string, number>;
     };
+    // The demo Holt may be rolling its agents' pods right now (seen once: its Deployments scaled 1 → 0 → 1
+    // mid-run, cause not found): what is checked here is what the CLI shows of it once it is Ready.
+    await waitHoltReady('demo', 5);
     const st = JSON.parse(await holt('demo', ['status', '--json'])) as Status;
     expect(st.status.phase).toBe('Ready');
     expect(st.status.agents).toMatchObject({ total: 5, ready: 5 });
@@ -179,6 +182,7 @@ export function cliTests(): void {
       return { isError: r.isError === true, text };
     };
     try {
+      await waitHoltReady('demo', 5);
       const st = await call('status');
       expect(st.isError, st.text).toBe(false);
       expect(JSON.parse(st.text)).toMatchObject({ namespace: NS, name: 'demo', status: { phase: 'Ready' } });
