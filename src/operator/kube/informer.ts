@@ -107,7 +107,6 @@ export class Informer {
   /** Per namespace watched: a namespace being deleted (403s) does not slow the others' restarts. */
   #failures = new Map<string, WatchFailures>();
   #resyncTimer?: NodeJS.Timeout;
-  #relisting = false;
   #restartTimers = new Set<NodeJS.Timeout>();
   lastEventAt = 0;
   restarts = 0;
@@ -227,35 +226,21 @@ export class Informer {
   }
 
   async #relistAll(): Promise<void> {
-    // One relist at a time (a slow list must not pile up behind the timer).
-    if (this.#relisting) return;
-    this.#relisting = true;
-    try {
-      for (const [scope, old] of [...this.#watches]) {
-        if (this.#stopped) return;
-        const fresh = this.#newWatch(scope);
-        // Swapped in only once it has listed: readers see the old cache until then, never an empty
-        // one (a reconcile that read an empty cache rendered pods without the objects it needs).
-        // Objects the old cache had and the new list lacks were deleted while we were not looking.
-        try {
-          await fresh.start();
-        } catch (e) {
-          await fresh.stop().catch(() => undefined);
-          this.#log.warn({ event_type: 'relist_failed', error: String(e) }, 'relist failed');
-          continue;
-        }
-        if (this.#stopped || this.#watches.get(scope) !== old) {
-          await fresh.stop();
-          continue;
-        }
+    for (const [scope, old] of [...this.#watches]) {
+      if (this.#stopped) return;
+      const fresh = this.#newWatch(scope);
+      // Swap first so events of the fresh watch land in the new cache; objects the old cache had
+      // and the new list lacks were deleted while we were not looking.
+      try {
         const before = old.list();
         this.#watches.set(scope, fresh);
-        await old.stop().catch(() => undefined);
+        await fresh.start();
+        await old.stop();
         for (const o of before)
           if (!fresh.get(o.metadata?.name ?? '', o.metadata?.namespace)) this.#emit('delete', o);
+      } catch (e) {
+        this.#log.warn({ event_type: 'relist_failed', error: String(e) }, 'relist failed');
       }
-    } finally {
-      this.#relisting = false;
     }
   }
 }
