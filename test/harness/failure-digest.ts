@@ -1,15 +1,16 @@
 import type { Reporter, SerializedError, TestModule } from 'vitest/node';
 import { keptLogsDir } from '../../e2e/cluster/keep-logs.ts';
 
-/** The first lines of an error, without colour codes: enough to know what broke. */
+/**
+ * The first and last lines of an error, without colour codes: enough to know what broke (a server that
+ * died puts its log's tail, whose last line is the reason, after the first line).
+ */
 function gist(e: SerializedError | undefined): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: strips ANSI colour codes
   const plain = (v: unknown) => String(v ?? '').replace(/\x1b\[[0-9;]*m/g, '');
-  const text = plain(e?.message ?? e)
-    .split('\n')
-    .slice(0, 6)
-    .join('\n    ')
-    .slice(0, 1500);
+  const lines = plain(e?.message ?? e).split('\n');
+  const kept = lines.length <= 8 ? lines : [...lines.slice(0, 3), '…', ...lines.slice(-4)];
+  const text = kept.join('\n    ').slice(0, 2000);
   // An assertion's message cuts long values short ('abc…'): its expected and actual, whole (to a point).
   const whole = (v: unknown) => plain(v).replace(/\s+/g, ' ').slice(0, 400);
   const x = e as { expected?: unknown; actual?: unknown } | undefined;

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { type AddressInfo, createServer, type Server } from 'node:net';
 import {
   ApiextensionsV1Api,
   AppsV1Api,
@@ -9,6 +10,7 @@ import {
 } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeCluster, startKube } from './kube.ts';
+import { freePort } from './ports.ts';
 import { eventually } from './wait.ts';
 
 const GROUP = 'test.holt.dev';
@@ -45,11 +47,24 @@ const widgetCrd: V1CustomResourceDefinition = {
 
 describe('kube harness: etcd + kube-apiserver', () => {
   let kube: KubeCluster;
+  let held: Server;
+  let picks = 0;
   beforeAll(async () => {
-    kube = await startKube();
+    // The apiserver's first port is one another process holds: it is started again on a new one.
+    held = createServer();
+    await new Promise<void>((resolve) => held.listen(0, '127.0.0.1', resolve));
+    const heldPort = (held.address() as AddressInfo).port;
+    kube = await startKube({ pickPort: () => (++picks === 1 ? Promise.resolve(heldPort) : freePort()) });
   });
   afterAll(async () => {
     await kube?.stop();
+    held?.close();
+  });
+
+  it('an apiserver that lost its port to another process is started again on a new one', () => {
+    expect(picks).toBe(2);
+    expect(new URL(kube.server).port).not.toBe(String((held.address() as AddressInfo).port));
+    expect(kube.procs.filter((p) => p.name === 'kube-apiserver')).toHaveLength(1);
   });
 
   it('serves a CRD and its custom objects to client-node and kubectl', async () => {

@@ -27,6 +27,8 @@ export interface KubeOptions {
   dir?: string;
   /** The processes outlive this one (`make cluster-up`); stop them by pid. */
   detached?: boolean;
+  /** Picks the apiserver's, controller manager's and scheduler's ports (default: freePort; tests of the harness lose one on purpose). */
+  pickPort?: () => Promise<number>;
 }
 
 /**
@@ -186,6 +188,31 @@ export function writeKubeconfig(
   writeFileSync(path, stringify(config), { mode: 0o600 });
 }
 
+/**
+ * Starts a component on a port picked free, and again on a new one when it lost that port to another
+ * process before it bound it (other tests start servers at the same time). Resolves with the port.
+ */
+async function startOnFreePort(
+  pickPort: () => Promise<number>,
+  procs: ServerProcess[],
+  start: (port: number) => ServerProcess,
+  ready: (port: number) => Promise<boolean>,
+): Promise<number> {
+  return retryOnPortClash(async () => {
+    const port = await pickPort();
+    const proc = start(port);
+    procs.push(proc);
+    try {
+      await waitReady(proc, () => ready(port), 60_000, 100);
+    } catch (e) {
+      procs.splice(procs.indexOf(proc), 1);
+      await proc.stop(1000);
+      throw e;
+    }
+    return port;
+  });
+}
+
 async function startEtcd(
   dir: string,
   spawn: typeof spawnServer,
@@ -250,6 +277,7 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
   const nodes = opts.nodes;
   const spawn = (o: Parameters<typeof spawnServer>[0]) => spawnServer({ ...o, detached: opts.detached });
   const procs: ServerProcess[] = [];
+  const pickPort = opts.pickPort ?? freePort;
   const stopAll = async (): Promise<void> => {
     // Dependents first, etcd last.
     for (const p of [...procs].reverse()) await p.stop(10_000);
@@ -293,8 +321,6 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
     const etcd = await retryOnPortClash(() => startEtcd(dir, spawn));
     procs.push(etcd.proc);
 
-    const port = await freePort();
-    const server = `https://127.0.0.1:${port}`;
     // Without nodes the apiserver writes a self-signed CA + serving cert (SANs: 127.0.0.1, localhost,
     // kubernetes.default.svc, ...) to <cert-dir>/apiserver.crt; the file holds the serving cert followed by its CA.
     const caPath = nodes ? nodes.pki.caCert : join(certDir, 'apiserver.crt');
@@ -318,40 +344,40 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
           '--endpoint-reconciler-type=none',
         ];
     const serviceCidr = nodes?.serviceCidr ?? SERVICE_CIDR;
-    const apiserver = spawn({
-      name: 'kube-apiserver',
-      command: kubeBinary('kube-apiserver'),
-      args: [
-        `--etcd-servers=${etcd.url}`,
-        `--cert-dir=${certDir}`,
-        `--secure-port=${port}`,
-        ...forNodes,
-        `--token-auth-file=${tokenFile}`,
-        '--authorization-mode=Node,RBAC',
-        `--service-account-key-file=${saPub}`,
-        `--service-account-signing-key-file=${saKey}`,
-        `--service-account-issuer=${ISSUER}`,
-        `--service-cluster-ip-range=${serviceCidr}`,
-        '--allow-privileged=true',
-        // Without a controller manager nothing creates the `default` ServiceAccount, so the
-        // ServiceAccount admission plugin would reject every pod (envtest disables it too).
-        ...(opts.controllerManager ? [] : ['--disable-admission-plugins=ServiceAccount']),
-        '--profiling=false',
-        '--v=1',
-      ],
-      dir,
-    });
-    procs.push(apiserver);
-    await waitReady(
-      apiserver,
-      async () => {
+    const port = await startOnFreePort(
+      pickPort,
+      procs,
+      (port) =>
+        spawn({
+          name: 'kube-apiserver',
+          command: kubeBinary('kube-apiserver'),
+          args: [
+            `--etcd-servers=${etcd.url}`,
+            `--cert-dir=${certDir}`,
+            `--secure-port=${port}`,
+            ...forNodes,
+            `--token-auth-file=${tokenFile}`,
+            '--authorization-mode=Node,RBAC',
+            `--service-account-key-file=${saPub}`,
+            `--service-account-signing-key-file=${saKey}`,
+            `--service-account-issuer=${ISSUER}`,
+            `--service-cluster-ip-range=${serviceCidr}`,
+            '--allow-privileged=true',
+            // Without a controller manager nothing creates the `default` ServiceAccount, so the
+            // ServiceAccount admission plugin would reject every pod (envtest disables it too).
+            ...(opts.controllerManager ? [] : ['--disable-admission-plugins=ServiceAccount']),
+            '--profiling=false',
+            '--v=1',
+          ],
+          dir,
+        }),
+      async (port) => {
         if (!existsSync(caPath)) return false;
         const res = await httpsGet(port, '/readyz', readFileSync(caPath, 'utf8'), token);
         return res.status === 200;
       },
-      60_000,
-      100,
     );
+    const server = `https://127.0.0.1:${port}`;
 
     const kubeconfigPath = join(dir, 'kubeconfig');
     writeKubeconfig(kubeconfigPath, server, caPath, ADMIN_USER, token);
@@ -361,73 +387,69 @@ export async function startKube(opts: KubeOptions = {}): Promise<KubeCluster> {
     if (opts.controllerManager) {
       const kcmConfig = join(dir, 'kube-controller-manager.kubeconfig');
       writeKubeconfig(kcmConfig, server, caPath, 'system:kube-controller-manager', kcmToken);
-      const kcmPort = await freePort();
       // With real nodes, volumes are bound (the provisioner's PVs), attached and expanded too.
       const disabled = nodes ? KCM_DISABLED.filter((c) => !c.startsWith('persistentvolume-')) : KCM_DISABLED;
-      const kcm = spawn({
-        name: 'kube-controller-manager',
-        command: kubeBinary('kube-controller-manager'),
-        args: [
-          `--kubeconfig=${kcmConfig}`,
-          // Its own HTTPS endpoint only serves /healthz (always allowed) to the harness: no delegated
-          // authn/authz, which would look for a client-CA ConfigMap this apiserver does not publish.
-          '--bind-address=127.0.0.1',
-          `--secure-port=${kcmPort}`,
-          `--cert-dir=${join(dir, 'kcm-certs')}`,
-          '--leader-elect=false',
-          // Each controller gets its own service account and token, as in a real cluster.
-          '--use-service-account-credentials=true',
-          `--service-account-private-key-file=${saKey}`,
-          `--root-ca-file=${caPath}`,
-          `--service-cluster-ip-range=${serviceCidr}`,
-          // Everything on by default except what needs a cloud, volumes, node CIDRs or metrics.
-          `--controllers=*,${disabled.map((c) => `-${c}`).join(',')}`,
-          // A stopped node is NotReady after 20 s instead of 50 s (the multi-node tests stop one).
-          ...(nodes ? ['--node-monitor-grace-period=20s'] : []),
-          '--v=1',
-        ],
-        dir,
-      });
-      procs.push(kcm);
-      await waitReady(
-        kcm,
-        async () => {
+      await startOnFreePort(
+        pickPort,
+        procs,
+        (kcmPort) =>
+          spawn({
+            name: 'kube-controller-manager',
+            command: kubeBinary('kube-controller-manager'),
+            args: [
+              `--kubeconfig=${kcmConfig}`,
+              // Its own HTTPS endpoint only serves /healthz (always allowed) to the harness: no delegated
+              // authn/authz, which would look for a client-CA ConfigMap this apiserver does not publish.
+              '--bind-address=127.0.0.1',
+              `--secure-port=${kcmPort}`,
+              `--cert-dir=${join(dir, 'kcm-certs')}`,
+              '--leader-elect=false',
+              // Each controller gets its own service account and token, as in a real cluster.
+              '--use-service-account-credentials=true',
+              `--service-account-private-key-file=${saKey}`,
+              `--root-ca-file=${caPath}`,
+              `--service-cluster-ip-range=${serviceCidr}`,
+              // Everything on by default except what needs a cloud, volumes, node CIDRs or metrics.
+              `--controllers=*,${disabled.map((c) => `-${c}`).join(',')}`,
+              // A stopped node is NotReady after 20 s instead of 50 s (the multi-node tests stop one).
+              ...(nodes ? ['--node-monitor-grace-period=20s'] : []),
+              '--v=1',
+            ],
+            dir,
+          }),
+        async (kcmPort) => {
           const ca = join(dir, 'kcm-certs', 'kube-controller-manager.crt');
           if (!existsSync(ca)) return false;
           return (await httpsGet(kcmPort, '/healthz', readFileSync(ca, 'utf8'), token)).status === 200;
         },
-        60_000,
-        100,
       );
     }
 
     if (opts.scheduler) {
       const schedConfig = join(dir, 'kube-scheduler.kubeconfig');
       writeKubeconfig(schedConfig, server, caPath, 'system:kube-scheduler', schedToken);
-      const schedPort = await freePort();
-      const sched = spawn({
-        name: 'kube-scheduler',
-        command: kubeBinary('kube-scheduler'),
-        args: [
-          `--kubeconfig=${schedConfig}`,
-          '--bind-address=127.0.0.1',
-          `--secure-port=${schedPort}`,
-          `--cert-dir=${join(dir, 'scheduler-certs')}`,
-          '--leader-elect=false',
-          '--v=1',
-        ],
-        dir,
-      });
-      procs.push(sched);
-      await waitReady(
-        sched,
-        async () => {
+      await startOnFreePort(
+        pickPort,
+        procs,
+        (schedPort) =>
+          spawn({
+            name: 'kube-scheduler',
+            command: kubeBinary('kube-scheduler'),
+            args: [
+              `--kubeconfig=${schedConfig}`,
+              '--bind-address=127.0.0.1',
+              `--secure-port=${schedPort}`,
+              `--cert-dir=${join(dir, 'scheduler-certs')}`,
+              '--leader-elect=false',
+              '--v=1',
+            ],
+            dir,
+          }),
+        async (schedPort) => {
           const ca = join(dir, 'scheduler-certs', 'kube-scheduler.crt');
           if (!existsSync(ca)) return false;
           return (await httpsGet(schedPort, '/healthz', readFileSync(ca, 'utf8'), token)).status === 200;
         },
-        60_000,
-        100,
       );
     }
 
