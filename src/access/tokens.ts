@@ -41,7 +41,22 @@ export const TokenEntry = z.object({
 });
 export type TokenEntry = z.infer<typeof TokenEntry>;
 
-export const TokenFile = z.object({ tokens: z.array(TokenEntry).default([]) });
+/**
+ * A token that signs a browser into the console the orchestrator serves (src/console): `act` is an
+ * operator's (answers, approvals, cancels), `read` may only look. It addresses no agent.
+ */
+export const ConsoleTokenEntry = z.object({
+  name: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'a token name is a DNS label'),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  access: z.enum(['read', 'act']),
+  createdAtMs: z.number().int().default(0),
+});
+export type ConsoleTokenEntry = z.infer<typeof ConsoleTokenEntry>;
+
+export const TokenFile = z.object({
+  tokens: z.array(TokenEntry).default([]),
+  console: z.array(ConsoleTokenEntry).default([]),
+});
 export type TokenFile = z.infer<typeof TokenFile>;
 
 export const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest('hex');
@@ -56,7 +71,10 @@ export const tokenId = (t: Pick<TokenEntry, 'sha256'>) => t.sha256.slice(0, 16);
 export const newToken = () => `holt_${randomBytes(32).toString('base64url')}`;
 
 /** The entry a presented token is for, compared in constant time; undefined for an unknown token. */
-export function findToken(tokens: TokenEntry[], presented: string): TokenEntry | undefined {
+export function findToken<T extends Pick<TokenEntry, 'sha256'>>(
+  tokens: T[],
+  presented: string,
+): T | undefined {
   const h = Buffer.from(hashToken(presented), 'hex');
   return tokens.find((t) => timingSafeEqual(Buffer.from(t.sha256, 'hex'), h));
 }

@@ -226,13 +226,55 @@ export const HoltMonitoring = z
   .default({ podMonitor: false, interval: '30s', labels: {} })
   .describe('Metrics scraping of the Holt (docs/metrics.md).');
 
+export const HoltConsoleToken = z.object({
+  name: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$/, 'a token name is a DNS label of at most 32')
+    .describe('Token name (in the orchestrator log line of each sign-in).'),
+  access: z
+    .enum(['read', 'act'])
+    .default('read')
+    .describe(
+      'read: look only; act: an operator, who may also answer questions, approve calls and cancel tasks.',
+    ),
+  secretName: z
+    .string()
+    .optional()
+    .describe(
+      'A Secret of yours holding the token under the key `token` (never changed by the operator). Without it the operator makes `<holt>-console-<name>` with a random token; delete that Secret to revoke the token (a new one is made in its place).',
+    ),
+});
+export type HoltConsoleToken = z.infer<typeof HoltConsoleToken>;
+
+export const HoltConsole = z
+  .object({
+    enabled: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Serve the console (docs/console.md) at /console on the orchestrator's ingress port, exposed with the agents' ingress; a browser signs in with one of its tokens.",
+      ),
+    tokens: z
+      .array(HoltConsoleToken)
+      .max(50)
+      .default([{ name: 'operator', access: 'act' }])
+      .refine((ts) => new Set(ts.map((t) => t.name)).size === ts.length, 'token names must be unique')
+      .describe('Who may sign in (default: one token `operator` that may act).'),
+    tracesUrl: z
+      .url({ error: 'must be a URL' })
+      .optional()
+      .describe("A trace viewer's base URL (Jaeger's UI): a workflow's trace id links to <url>/trace/<id>."),
+  })
+  .default({ enabled: false, tokens: [{ name: 'operator', access: 'act' }] })
+  .describe('The console of the Holt, served by its orchestrator (docs/console.md § On a cluster).');
+
 export const HoltIngress = z
   .object({
     expose: z
       .enum(['none', 'Ingress', 'Gateway'])
       .default('none')
       .describe(
-        "Expose the living agents' ingress (the orchestrator's ingress port, paths /v1/agents and /a2a) outside the cluster: an Ingress, or a Gateway API HTTPRoute.",
+        "Expose the living agents' ingress (the orchestrator's ingress port, paths /v1/agents and /a2a, and /console when it is enabled) outside the cluster: an Ingress, or a Gateway API HTTPRoute.",
       ),
     host: z.string().optional().describe('Host name the Ingress or HTTPRoute answers for.'),
     className: z.string().optional().describe('ingressClassName of the Ingress.'),
@@ -251,13 +293,20 @@ export const HoltIngress = z
       .describe(
         'Addresses the NetworkPolicy admits to the ingress port (pods of any namespace are admitted too: ingress controllers and gateways run in-cluster). Nothing else of the orchestrator is reachable.',
       ),
+    console: HoltConsole,
   })
   .refine((i) => i.expose !== 'Gateway' || i.gateway !== undefined, {
     message: 'expose: Gateway needs gateway.name (the Gateway the HTTPRoute attaches to)',
     path: ['gateway'],
   })
-  .default({ expose: 'none', allowFrom: ['0.0.0.0/0', '::/0'] })
-  .describe("How the living agents' ingress is reached (it is served once an Agent enables spec.ingress).");
+  .default({
+    expose: 'none',
+    allowFrom: ['0.0.0.0/0', '::/0'],
+    console: { enabled: false, tokens: [{ name: 'operator', access: 'act' }] },
+  })
+  .describe(
+    "How the living agents' ingress is reached (it is served once an Agent enables spec.ingress, or the console is enabled).",
+  );
 
 export const HoltTracing = z
   .object({

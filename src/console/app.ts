@@ -11,8 +11,8 @@ export const INDEX_HTML = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Holt console</title>
-<link rel="stylesheet" href="/assets/app.css">
-<script type="module" src="/assets/app.js"></script>
+<link rel="stylesheet" href="assets/app.css">
+<script type="module" src="assets/app.js"></script>
 </head>
 <body>
 <div id="app" role="application" aria-busy="true">Loading…</div>
@@ -51,13 +51,14 @@ img.graph { max-width: 100%; height: auto; background: #fff; border: 1px solid #
 .bar-cell { width: 20%; }
 .bar { display: inline-block; width: .5rem; height: .6rem; background: #2563eb; border-radius: .2rem; }
 .viewer { margin-top: 1rem; }
+form.sign-in { display: flex; flex-direction: column; gap: .5rem; max-width: 28rem; }
 `;
 
 // No backtick and no dollar-brace below: this is a template literal's text.
 export const APP_JS = String.raw`
-import { h, render } from '/assets/preact.js';
-import { useEffect, useMemo, useState } from '/assets/hooks.js';
-import { Living } from '/assets/life.js';
+import { h, render } from './preact.js';
+import { useEffect, useMemo, useState } from './hooks.js';
+import { Living } from './life.js';
 
 const STATUSES = ['all', 'running', 'completed', 'failed'];
 
@@ -86,17 +87,17 @@ function useBoard() {
       return r.json();
     };
     const load = async () => {
-      const [w, q, a, l] = await Promise.all([get('/api/workflows'), get('/api/questions'), get('/api/agents'), get('/api/living')]);
+      const [w, q, a, l] = await Promise.all([get('api/workflows'), get('api/questions'), get('api/agents'), get('api/living')]);
       setLiving({ living: l.living, enabled: l.enabled });
       setWorkflows(new Map(w.workflows.map((x) => [x.goalId, x])));
       setQuestions(new Map(q.questions.map((x) => [x.id, x])));
       setAgents(a.agents);
       return Math.min(w.lastEventId, q.lastEventId, a.lastEventId, l.lastEventId);
     };
-    Promise.all([get('/api/session'), load()]).then(([s, after]) => {
+    Promise.all([get('api/session'), load()]).then(([s, after]) => {
       if (closed) return;
       setSession(s);
-      source = new EventSource('/api/events?after=' + after);
+      source = new EventSource('api/events?after=' + after);
       source.addEventListener('workflow', (e) => {
         const w = JSON.parse(e.data);
         setWorkflows((m) => new Map(m).set(w.goalId, w));
@@ -186,13 +187,13 @@ function WorkflowDetail(props) {
   const row = props.row;
   useEffect(() => {
     let gone = false;
-    fetch('/api/workflows/' + props.goal, { credentials: 'same-origin' })
+    fetch('api/workflows/' + props.goal, { credentials: 'same-origin' })
       .then((r) => (r.ok ? r.json() : null))
       .then((d) => { if (!gone) setDetail(d); });
     return () => { gone = true; };
   }, [props.goal, row ? row.updatedAtMs : 0]);
   const show = async (id) => {
-    const r = await fetch('/api/artefacts/' + id, { credentials: 'same-origin' });
+    const r = await fetch('api/artefacts/' + id, { credentials: 'same-origin' });
     setOpen(r.ok ? await r.json() : { id, payload: 'could not read it (' + r.status + ')' });
   };
   if (!detail) return h('p', { role: 'status' }, 'Loading the workflow…');
@@ -204,7 +205,7 @@ function WorkflowDetail(props) {
       detail.workflow.traceId ? (detail.traceUrl
         ? h('a', { href: detail.traceUrl, target: '_blank', rel: 'noopener noreferrer', 'data-trace': detail.workflow.traceId }, detail.workflow.traceId)
         : detail.workflow.traceId) : null),
-    h('img', { class: 'graph', alt: 'the workflow graph', src: '/api/workflows/' + props.goal + '/graph.svg?v=' + detail.workflow.updatedAtMs }),
+    h('img', { class: 'graph', alt: 'the workflow graph', src: 'api/workflows/' + props.goal + '/graph.svg?v=' + detail.workflow.updatedAtMs }),
     h('table', { role: 'table', 'aria-label': 'timeline' },
       h('thead', null, h('tr', null, ['At', 'Artefact', 'By', 'Claim', 'Then', ''].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', null, detail.timeline.map((t) =>
@@ -244,7 +245,7 @@ function FailureView(props) {
 }
 
 async function post(session, id, text) {
-  const r = await fetch('/api/questions/' + id + '/answer', {
+  const r = await fetch('api/questions/' + id + '/answer', {
     method: 'POST',
     credentials: 'same-origin',
     headers: { 'content-type': 'application/json', 'x-holt-csrf': session.csrf },
@@ -258,7 +259,7 @@ function Context(props) {
   const [open, setOpen] = useState({});
   if (!props.sources.length) return null;
   const show = async (id) => {
-    const r = await fetch('/api/artefacts/' + id, { credentials: 'same-origin' });
+    const r = await fetch('api/artefacts/' + id, { credentials: 'same-origin' });
     const a = r.ok ? await r.json() : { payload: 'could not read it (' + r.status + ')' };
     setOpen((o) => Object.assign({}, o, { [id]: a }));
   };

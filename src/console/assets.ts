@@ -32,7 +32,7 @@ export function consoleAssets(): Map<string, Asset> {
       '/assets/hooks.js',
       {
         body: vendored('hooks/dist/hooks.module.js', (s) =>
-          s.replace(/from\s*"preact"/g, 'from"/assets/preact.js"'),
+          s.replace(/from\s*"preact"/g, 'from"./preact.js"'),
         ),
         type: js,
       },

@@ -7,15 +7,15 @@
 
 // No backtick and no dollar-brace below: this is a template literal's text.
 export const LIFE_JS = String.raw`
-import { h } from '/assets/preact.js';
-import { useState } from '/assets/hooks.js';
+import { h } from './preact.js';
+import { useState } from './hooks.js';
 
 function when(ms) {
   return ms ? new Date(ms).toISOString().replace('T', ' ').slice(0, 19) : '';
 }
 
 async function cancel(session, role, id) {
-  const r = await fetch('/api/living/' + encodeURIComponent(role) + '/tasks/' + id + '/cancel', {
+  const r = await fetch('api/living/' + encodeURIComponent(role) + '/tasks/' + id + '/cancel', {
     method: 'POST',
     credentials: 'same-origin',
     headers: { 'content-type': 'application/json', 'x-holt-csrf': session.csrf },

@@ -1,4 +1,4 @@
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type pg from 'pg';
@@ -13,6 +13,14 @@ import { consoleAssets } from './assets.ts';
 import { type LivingAgent, readLiving } from './life.ts';
 import { WorkflowIndex } from './model.ts';
 import { QuestionIndex } from './questions.ts';
+import {
+  type ConsoleGate,
+  mayNotAct,
+  oneTimeLink,
+  refuse,
+  SECURITY_HEADERS,
+  type Session,
+} from './session.ts';
 import { graphSvg, readSteps, readWorkflow, timelineOf } from './workflow.ts';
 
 /**
@@ -61,15 +69,7 @@ export interface Console {
   close(): Promise<void>;
 }
 
-export const CSP =
-  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-
-const SECURITY_HEADERS = {
-  'content-security-policy': CSP,
-  'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
-  'cache-control': 'no-store',
-};
+export { CSP } from './session.ts';
 
 /** Events kept for a browser that reconnects (Last-Event-ID); one further back gets `reset`. */
 const REPLAY = 1000;
@@ -82,27 +82,6 @@ const cookieName = (port: number) => `holt_console_${port}`;
 const MAX_BODY = 64 * 1024;
 
 const AnswerBody = z.object({ text: z.string().trim().min(1, 'an answer needs text').max(20_000) });
-
-interface Session {
-  csrf: string;
-  canAct: boolean;
-}
-
-const same = (a: string, b: string) =>
-  a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
-
-function cookieOf(req: IncomingMessage, name: string): string | undefined {
-  for (const part of (req.headers.cookie ?? '').split(';')) {
-    const [k, ...v] = part.trim().split('=');
-    if (k === name) return v.join('=');
-  }
-  return undefined;
-}
-
-const refuse = (res: ServerResponse, status: number, text: string) => {
-  res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': 'text/plain; charset=utf-8' });
-  res.end(`${text}\n`);
-};
 
 const json = (res: ServerResponse, status: number, body: unknown) => {
   res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': 'application/json' });
@@ -129,11 +108,19 @@ async function jsonBody(
   }
 }
 
-export async function startConsole(o: ConsoleOptions): Promise<Console> {
+/** The console's data and routes, behind a gate; served by `holt console` or by the orchestrator's ingress. */
+export interface ConsoleCore {
+  /** Answers a request for `path` (the console's own path: `/`, `/api/…`, `/assets/…`). */
+  handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export type ConsoleCoreOptions = Omit<ConsoleOptions, 'host' | 'port' | 'token' | 'readOnly'> & {
+  gate: ConsoleGate;
+};
+
+export async function createConsole(o: ConsoleCoreOptions): Promise<ConsoleCore> {
   const assets = consoleAssets();
-  const oneTime = o.token ?? randomBytes(24).toString('base64url');
-  let token: string | undefined = oneTime;
-  const sessions = new Map<string, Session>();
   const workflows = new WorkflowIndex();
   const questions = new QuestionIndex();
   const failures = new FailureLog();
@@ -221,17 +208,6 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     );
   }, o.agentsPollMs ?? 3_000);
 
-  /** Why a session may not act now: read-only, no or a wrong CSRF token, another origin (or undefined). */
-  const mayNotAct = (req: IncomingMessage, s: Session): string | undefined => {
-    if (!s.canAct) return 'this console session is read-only';
-    const csrf = req.headers['x-holt-csrf'];
-    if (typeof csrf !== 'string' || !same(csrf, s.csrf)) return 'missing or wrong CSRF token';
-    const origin = req.headers.origin;
-    if (origin !== undefined && origin !== `http://${req.headers.host}`)
-      return 'a request from another origin';
-    return undefined;
-  };
-
   /** A person's answer from the page: a session that may act, its CSRF token, this origin, a valid body. */
   const answer = async (req: IncomingMessage, res: ServerResponse, s: Session, id: string) => {
     const no = mayNotAct(req, s);
@@ -304,70 +280,80 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     req.on('close', () => clients.delete(res));
   };
 
-  /** The port it listens on (the session cookie's name has it). */
-  let listening = 0;
-  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+  const handle = async (req: IncomingMessage, res: ServerResponse, path: string) => {
+    const session = await o.gate.session(req, res, path);
+    if (!session) return;
     const url = new URL(req.url ?? '/', 'http://console');
-    // The one-time token, traded for a session: the address bar and history keep no credential.
-    const offered = req.method === 'GET' ? url.searchParams.get('token') : null;
-    if (offered !== null) {
-      if (!token || !same(offered, token)) return refuse(res, 401, 'this console link was used or is wrong');
-      token = undefined;
-      const id = randomBytes(24).toString('base64url');
-      sessions.set(id, { csrf: randomBytes(24).toString('base64url'), canAct: !o.readOnly });
-      res.writeHead(303, {
-        ...SECURITY_HEADERS,
-        location: '/',
-        'set-cookie': `${cookieName(listening)}=${id}; HttpOnly; SameSite=Strict; Path=/`,
-      });
-      return res.end();
-    }
-    const cookie = cookieOf(req, cookieName(listening));
-    const session = cookie ? [...sessions.entries()].find(([k]) => same(k, cookie))?.[1] : undefined;
-    if (!session) return refuse(res, 401, 'open the link holt console printed');
-    const act = /^\/api\/questions\/([0-9a-f-]{36})\/answer$/.exec(url.pathname);
+    const act = /^\/api\/questions\/([0-9a-f-]{36})\/answer$/.exec(path);
     if (req.method === 'POST' && act) return answer(req, res, session, act[1]!);
-    const cancel = /^\/api\/living\/([A-Za-z0-9-]{1,64})\/tasks\/([0-9a-f-]{36})\/cancel$/.exec(url.pathname);
+    const cancel = /^\/api\/living\/([A-Za-z0-9-]{1,64})\/tasks\/([0-9a-f-]{36})\/cancel$/.exec(path);
     if (req.method === 'POST' && cancel) return cancelTask(req, res, session, cancel[1]!, cancel[2]!);
     if (req.method !== 'GET') return refuse(res, 405, 'method not allowed');
-    if (url.pathname === '/api/session')
-      return json(res, 200, { csrf: session.csrf, canAct: session.canAct });
-    if (url.pathname === '/api/workflows')
-      return json(res, 200, { workflows: workflows.list(), lastEventId: seq });
-    if (url.pathname === '/api/questions')
-      return json(res, 200, { questions: questions.list(), lastEventId: seq });
-    if (url.pathname === '/api/agents') return json(res, 200, { agents, lastEventId: seq });
-    if (url.pathname === '/api/living')
+    if (path === '/api/session') return json(res, 200, { csrf: session.csrf, canAct: session.canAct });
+    if (path === '/api/workflows') return json(res, 200, { workflows: workflows.list(), lastEventId: seq });
+    if (path === '/api/questions') return json(res, 200, { questions: questions.list(), lastEventId: seq });
+    if (path === '/api/agents') return json(res, 200, { agents, lastEventId: seq });
+    if (path === '/api/living')
       return json(res, 200, { living, enabled: o.pool !== undefined, lastEventId: seq });
-    const wf = /^\/api\/workflows\/([0-9a-f-]{36})(\/graph\.svg)?$/.exec(url.pathname);
+    const wf = /^\/api\/workflows\/([0-9a-f-]{36})(\/graph\.svg)?$/.exec(path);
     if (wf) return workflowPage(res, wf[1]!, wf[2] !== undefined);
-    const art = /^\/api\/artefacts\/([0-9a-f-]{36})$/.exec(url.pathname);
+    const art = /^\/api\/artefacts\/([0-9a-f-]{36})$/.exec(path);
     if (art) {
       // Only an artefact of a workflow the console knows: its id was announced on this board.
       if (!workflows.has(art[1]!)) return refuse(res, 404, 'no such artefact');
       const [a] = await o.bb.getArtefacts([art[1]!]);
       return a ? json(res, 200, a) : refuse(res, 404, 'no such artefact');
     }
-    if (url.pathname === '/api/events') return stream(req, res, url);
-    const asset = assets.get(url.pathname === '/index.html' ? '/' : url.pathname);
+    if (path === '/api/events') return stream(req, res, url);
+    const asset = assets.get(path === '/index.html' ? '/' : path);
     if (!asset) return refuse(res, 404, 'not found');
     res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': asset.type });
     res.end(asset.body);
   };
-  const server = createServer((req, res) => {
-    handle(req, res).catch((e: unknown) => {
-      o.log.warn({ event_type: 'console_request_failed', error: String(e) }, 'console request failed');
-      if (!res.headersSent) refuse(res, 500, 'the console could not do that');
-      else res.end();
-    });
-  });
   const keepalive = setInterval(() => {
     for (const c of clients) c.write(': keepalive\n\n');
   }, 15_000);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(o.port ?? 0, o.host ?? '127.0.0.1', resolve);
+  return {
+    handle: (req, res, path) =>
+      handle(req, res, path).catch((e: unknown) => {
+        o.log.warn({ event_type: 'console_request_failed', error: String(e) }, 'console request failed');
+        if (!res.headersSent) refuse(res, 500, 'the console could not do that');
+        else res.end();
+      }),
+    async close() {
+      clearInterval(backstop);
+      clearInterval(agentsTimer);
+      clearInterval(keepalive);
+      for (const c of clients) c.end();
+      sub.disconnect();
+    },
+  };
+}
+
+/**
+ * `holt console`'s server: the console on its own port of 127.0.0.1 (by default), opened with the
+ * one-time link it returns.
+ */
+export async function startConsole(o: ConsoleOptions): Promise<Console> {
+  const oneTime = o.token ?? randomBytes(24).toString('base64url');
+  /** The port it listens on (the session cookie's name has it). */
+  let listening = 0;
+  const core = await createConsole({
+    ...o,
+    gate: oneTimeLink({ token: oneTime, readOnly: o.readOnly === true, cookie: () => cookieName(listening) }),
   });
+  const server = createServer((req, res) => {
+    void core.handle(req, res, new URL(req.url ?? '/', 'http://console').pathname);
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(o.port ?? 0, o.host ?? '127.0.0.1', resolve);
+    });
+  } catch (e) {
+    await core.close();
+    throw e;
+  }
   const { port } = server.address() as AddressInfo;
   listening = port;
   const host = o.host && o.host !== '0.0.0.0' ? o.host : '127.0.0.1';
@@ -375,13 +361,9 @@ export async function startConsole(o: ConsoleOptions): Promise<Console> {
     url: `http://${host}:${port}/?token=${encodeURIComponent(oneTime)}`,
     port,
     async close() {
-      clearInterval(backstop);
-      clearInterval(agentsTimer);
-      clearInterval(keepalive);
-      for (const c of clients) c.end();
+      await core.close();
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
-      sub.disconnect();
     },
   };
 }

@@ -135,6 +135,11 @@ export class Ingress {
     return undefined;
   }
 
+  /** A failed authentication elsewhere on the port (the console's sign-in): counted like a wrong token. */
+  authFailed(source: string): void {
+    this.failures.fail(source, (this.deps.now ?? Date.now)());
+  }
+
   /** From the head alone: a refusal (its body never read), or who may send the body. */
   admit(h: Head): Reply | Admitted {
     const early = this.early(h.source);

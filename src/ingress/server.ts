@@ -58,6 +58,21 @@ export interface IngressServerOptions extends Omit<IngressDeps, 'limits' | 'metr
   limits?: Partial<IngressLimits>;
   /** Prometheus registry for the ingress's metrics (none: in-process figures only). */
   registry?: Registry;
+  /**
+   * Pages served under CONSOLE_BASE (the orchestrator's console, src/console), made once the server
+   * is: they check their own sessions, and report a failed sign-in as a failed authentication of its
+   * source (the same limit as a wrong bearer token). The standby's 503 and that limit come first.
+   */
+  console?: (hooks: { failed(req: IncomingMessage): void }) => Promise<MountedPages>;
+}
+
+/** Where the console is served on the ingress port. */
+export const CONSOLE_BASE = '/console';
+
+export interface MountedPages {
+  /** Answers a request for `path`, the part of the URL's path after CONSOLE_BASE. */
+  handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void>;
+  close(): Promise<void>;
 }
 
 export interface IngressServer {
@@ -156,6 +171,9 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
   const guard = new ConnectionGuard(limits, (why) => metrics.refuse(why));
   const deps = { ...d, limits, metrics, maxUndelivered: limits.maxUndelivered };
   const ingress = new Ingress(deps);
+  const pages = d.console
+    ? await d.console({ failed: (req) => ingress.authFailed(sourceOf(req.socket.remoteAddress)) })
+    : undefined;
   const server = createServer(
     {
       headersTimeout: limits.headersTimeoutMs,
@@ -183,6 +201,15 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
         else d.log.debug(line, `ingress ${r.status}`);
         send(res, r);
       };
+      if (pages) {
+        const path = new URL(req.url ?? '/', 'http://ingress').pathname;
+        if (path === CONSOLE_BASE) {
+          res.writeHead(308, { location: `${CONSOLE_BASE}/` });
+          return void res.end();
+        }
+        if (path.startsWith(`${CONSOLE_BASE}/`))
+          return void pages.handle(req, res, path.slice(CONSOLE_BASE.length));
+      }
       const a = ingress.admit({
         method: req.method ?? 'GET',
         url: req.url ?? '/',
@@ -310,11 +337,13 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
     metrics,
     connections: () => guard.size,
     inFlight: () => guard.inFlight,
-    close: () =>
-      new Promise<void>((resolve) => {
+    close: async () => {
+      await pages?.close();
+      await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
-      }),
+      });
+    },
   };
 }
 

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import type { z } from 'zod';
 import { hashToken, type Mode, newToken, TokenEntry, TokenFile } from '../access/tokens.ts';
 import type { Callback } from '../common/callback.ts';
 
@@ -10,7 +11,7 @@ import type { Callback } from '../common/callback.ts';
  */
 
 export function readTokenFile(file: string): TokenFile {
-  if (!existsSync(file)) return { tokens: [] };
+  if (!existsSync(file)) return { tokens: [], console: [] };
   const raw = readFileSync(file, 'utf8');
   let json: unknown;
   try {
@@ -24,7 +25,7 @@ export function readTokenFile(file: string): TokenFile {
 }
 
 /** Atomic replace, owner-only (it holds hashes, but still: nobody else needs it). */
-export function writeTokenFile(file: string, f: TokenFile): void {
+export function writeTokenFile(file: string, f: z.input<typeof TokenFile>): void {
   mkdirSync(dirname(file), { recursive: true });
   const tmp = join(dirname(file), `.tokens.${process.pid}.tmp`);
   writeFileSync(tmp, `${JSON.stringify(TokenFile.parse(f), null, 2)}\n`, { mode: 0o600 });
@@ -51,7 +52,7 @@ export function createToken(
     );
   const token = newToken();
   const entry = TokenEntry.parse({ ...t, sha256: hashToken(token), createdAtMs: Date.now() });
-  writeTokenFile(file, { tokens: [...f.tokens, entry] });
+  writeTokenFile(file, { ...f, tokens: [...f.tokens, entry] });
   return { token, entry };
 }
 
@@ -60,7 +61,7 @@ export function revokeToken(file: string, role: string, name: string): boolean {
   const f = readTokenFile(file);
   const left = f.tokens.filter((x) => !(x.role === role && x.name === name));
   if (left.length === f.tokens.length) return false;
-  writeTokenFile(file, { tokens: left });
+  writeTokenFile(file, { ...f, tokens: left });
   return true;
 }
 
@@ -68,9 +69,9 @@ export function revokeToken(file: string, role: string, name: string): boolean {
  * The token file as the server sees it: read again when it changes (mtime and size), so a revoke or a
  * new token takes effect without a restart. A file that breaks keeps the last good list, and says so.
  */
-export function tokenSource(file: string, onError: (e: Error) => void): () => TokenEntry[] {
+export function tokenFileSource(file: string, onError: (e: Error) => void): () => TokenFile {
   let seen = '';
-  let tokens: TokenEntry[] = [];
+  let current: TokenFile = { tokens: [], console: [] };
   return () => {
     let stamp = 'absent';
     try {
@@ -79,13 +80,19 @@ export function tokenSource(file: string, onError: (e: Error) => void): () => To
     } catch {
       // absent: no tokens
     }
-    if (stamp === seen) return tokens;
+    if (stamp === seen) return current;
     try {
-      tokens = stamp === 'absent' ? [] : readTokenFile(file).tokens;
+      current = stamp === 'absent' ? { tokens: [], console: [] } : readTokenFile(file);
       seen = stamp;
     } catch (e) {
       onError(e as Error);
     }
-    return tokens;
+    return current;
   };
+}
+
+/** The agents' tokens of the token file (tokenFileSource). */
+export function tokenSource(file: string, onError: (e: Error) => void): () => TokenEntry[] {
+  const source = tokenFileSource(file, onError);
+  return () => source().tokens;
 }

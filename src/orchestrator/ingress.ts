@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Registry } from 'prom-client';
 import { z } from 'zod';
 import { A2ATasks } from '../a2a/store.ts';
@@ -6,8 +7,10 @@ import { getAgents } from '../blackboard/registry.ts';
 import { parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
 import { VERSION } from '../common/version.ts';
-import { startIngressServer } from '../ingress/server.ts';
-import { tokenSource } from '../ingress/tokens.ts';
+import { createConsole } from '../console/server.ts';
+import { tokenSignIn } from '../console/session.ts';
+import { CONSOLE_BASE, startIngressServer } from '../ingress/server.ts';
+import { tokenFileSource } from '../ingress/tokens.ts';
 import { ReplyStore } from '../life/replies.ts';
 import { LifeStore } from '../life/store.ts';
 import { LifeTasks } from '../life/tasks.ts';
@@ -40,6 +43,9 @@ export const IngressEnv = z.object({
   HOLT_A2A_BLOCK_MS: z.coerce.number().int().min(0).max(600_000).default(60_000),
   HOLT_A2A_STREAM_MS: z.coerce.number().int().min(1000).max(86_400_000).default(1_800_000),
   HOLT_A2A_POLL_MS: z.coerce.number().int().min(20).max(10_000).default(250),
+  // The console (src/console) at /console of the ingress port, signed in with the file's console tokens.
+  HOLT_CONSOLE: z.enum(['true', 'false']).default('false'),
+  HOLT_CONSOLE_TRACES_URL: z.url().optional(),
 });
 
 /** How long the ingress's idempotency keys are kept (for retention). */
@@ -73,12 +79,13 @@ export async function startOrchestratorIngress(o: {
     return undefined;
   }
   const log = o.log.child({ component: 'ingress' });
-  const tokens = tokenSource(env.HOLT_INGRESS_TOKENS_FILE, (e) =>
+  const tokenFile = tokenFileSource(env.HOLT_INGRESS_TOKENS_FILE, (e) =>
     log.error(
       { event_type: 'ingress_tokens_unreadable', error: e.message },
       'token file unreadable; keeping the last good one',
     ),
   );
+  const tokens = () => tokenFile().tokens;
   const replies = new ReplyStore(store.pool);
   const lifeTasks = new LifeTasks(store.pool);
   const delivery = new DeliveryLoop({
@@ -126,8 +133,32 @@ export async function startOrchestratorIngress(o: {
       maxUndelivered: env.HOLT_INGRESS_MAX_UNDELIVERED,
     },
     ...(o.registry ? { registry: o.registry } : {}),
+    ...(env.HOLT_CONSOLE === 'true'
+      ? {
+          console: ({ failed }: { failed: (req: IncomingMessage) => void }) =>
+            createConsole({
+              bb: o.bb,
+              pool: store.pool,
+              log: o.log.child({ component: 'console' }),
+              ...(env.HOLT_CONSOLE_TRACES_URL ? { tracesUrl: env.HOLT_CONSOLE_TRACES_URL } : {}),
+              gate: tokenSignIn({
+                base: CONSOLE_BASE,
+                tokens: () => tokenFile().console,
+                failed,
+                signedIn: (t) =>
+                  log.info(
+                    { event_type: 'console_signed_in', token_name: t.name, access: t.access },
+                    `console: signed in with token ${t.name}`,
+                  ),
+              }),
+            }),
+        }
+      : {}),
   });
-  log.info({ event_type: 'ingress_started', port: srv.port }, `ingress on :${srv.port}`);
+  log.info(
+    { event_type: 'ingress_started', port: srv.port, console: env.HOLT_CONSOLE === 'true' },
+    `ingress on :${srv.port}`,
+  );
   delivery.start();
   return {
     port: srv.port,
