@@ -16,7 +16,9 @@ export const CSP =
 export const SECURITY_HEADERS = {
   'content-security-policy': CSP,
   'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
+  // Not no-referrer: under it a form's POST says `Origin: null`, which sameOrigin() must refuse (another
+  // site can send that too). Other sites still get no Referer.
+  'referrer-policy': 'same-origin',
   'cache-control': 'no-store',
 };
 

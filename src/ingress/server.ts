@@ -203,6 +203,11 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
       };
       if (pages) {
         const path = new URL(req.url ?? '/', 'http://ingress').pathname;
+        // A kept-alive connection asks again: the standby's 503 and the failure limit, per request.
+        const early = path.startsWith(CONSOLE_BASE)
+          ? ingress.early(sourceOf(socket.remoteAddress))
+          : undefined;
+        if (early) return logged(refused(req, early));
         if (path === CONSOLE_BASE) {
           res.writeHead(308, { location: `${CONSOLE_BASE}/` });
           return void res.end();

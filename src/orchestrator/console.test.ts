@@ -1,0 +1,228 @@
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import type { Browser } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium } from '../../test/harness/browser.ts';
+import { type NatsServer, startNats } from '../../test/harness/nats.ts';
+import { freePort } from '../../test/harness/ports.ts';
+import { type PostgresServer, startPostgres } from '../../test/harness/postgres.ts';
+import { type RedisServer, startRedis } from '../../test/harness/redis.ts';
+import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
+import { eventually } from '../../test/harness/wait.ts';
+import { hashToken, newToken } from '../access/tokens.ts';
+import { Blackboard } from '../blackboard/client.ts';
+import { artefact } from '../blackboard/testkit.ts';
+import { silentLogger } from '../common/logger.ts';
+import { writeTokenFile } from '../ingress/tokens.ts';
+import { ensureSchema } from '../state/migrate.ts';
+import { type OrchestratorInbox, startOrchestratorInbox } from './inbox.ts';
+import { startOrchestratorIngress } from './ingress.ts';
+import type { Orchestrator } from './orchestrator.ts';
+import { startOrchestrator } from './testkit.ts';
+
+// The console as the orchestrator serves it at /console of its ingress port (real Redis, Postgres,
+// NATS, headless Chromium): a browser signs in with a console token of the Holt's token file, watches a
+// goal arrive and answers a question (an `act` token) or only looks (a `read` token); no way in without
+// a token, a wrong one counts against its source, a revoked one ends its sessions, a standby answers 503.
+
+let redis: RedisServer;
+let pg: PostgresServer;
+let nats: NatsServer;
+let dir: string;
+let browser: Browser;
+const stops: (() => Promise<void>)[] = [];
+const instance = `c${randomUUID().slice(0, 8)}`;
+const actToken = newToken();
+const readToken = newToken();
+let file: string;
+let bb: Blackboard;
+
+const consoleTokens = (tokens: { name: string; token: string; access: 'read' | 'act' }[]) =>
+  writeTokenFile(file, {
+    tokens: [],
+    console: tokens.map((t) => ({ name: t.name, sha256: hashToken(t.token), access: t.access })),
+  });
+
+/** The orchestrator's ingress with its console, for `orch`; resolves with its base URL. */
+async function serve(orch: Orchestrator, authFailures = 20): Promise<string> {
+  const env = {
+    DATABASE_URL: pg.url,
+    NATS_URL: nats.url,
+    HOLT_INGRESS_PORT: String(await freePort()),
+    HOLT_INGRESS_TOKENS_FILE: file,
+    HOLT_INGRESS_AUTH_FAILURES: String(authFailures),
+    HOLT_CONSOLE: 'true',
+  };
+  const inbox = (await startOrchestratorInbox({
+    instance,
+    env,
+    bb,
+    isLeader: () => orch.isLeader(),
+    log: silentLogger(),
+  })) as OrchestratorInbox;
+  stops.push(() => inbox.close());
+  const ingress = await startOrchestratorIngress({
+    instance,
+    env,
+    bb,
+    inbox,
+    log: silentLogger(),
+    isLeader: () => orch.isLeader(),
+  });
+  stops.push(async () => ingress?.close());
+  return `http://127.0.0.1:${ingress?.port}`;
+}
+
+const signIn = (base: string, token: string, origin?: string) =>
+  fetch(`${base}/console/sign-in`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      ...(origin ? { origin } : {}),
+    },
+    body: new URLSearchParams({ token }).toString(),
+  });
+
+let leader: Orchestrator;
+let base: string;
+
+beforeAll(async () => {
+  [redis, pg, nats] = await Promise.all([startRedis(), startPostgres(), startNats()]);
+  await ensureSchema(pg.url, silentLogger());
+  dir = makeTempDir('orch-console');
+  file = join(dir, 'tokens.json');
+  consoleTokens([
+    { name: 'operator', token: actToken, access: 'act' },
+    { name: 'viewer', token: readToken, access: 'read' },
+  ]);
+  bb = Blackboard.connect(redis.url, instance);
+  stops.push(() => bb.close());
+  leader = startOrchestrator(redis.url, instance, { leaseTtlMs: 30_000 });
+  stops.push(() => leader.stop());
+  await leader.whenLeader();
+  base = await serve(leader);
+  browser = await launchChromium();
+});
+afterAll(async () => {
+  await browser?.close();
+  for (const s of stops.splice(0).reverse()) await s().catch(() => undefined);
+  await Promise.all([redis?.stop(), pg?.stop(), nats?.stop()]);
+  removeDir(dir);
+});
+
+describe("the orchestrator's console", () => {
+  it('signs a browser in with an act token: the goal appears live and a question is answered from the page', async () => {
+    const ctx = await browser.createBrowserContext();
+    try {
+      const p = await ctx.newPage();
+      await p.goto(`${base}/console`);
+      expect(new URL(p.url()).pathname).toBe('/console/');
+      await p.type('input[name="token"]', actToken);
+      await Promise.all([p.waitForNavigation(), p.click('button[type="submit"]')]);
+      await p.waitForSelector('[data-conn="live"][data-can-act="true"]');
+      // The cookie is the console's only: HttpOnly, SameSite=Strict, under /console/.
+      const [cookie] = await p.browserContext().cookies();
+      expect(cookie).toMatchObject({
+        name: 'holt_console',
+        httpOnly: true,
+        sameSite: 'Strict',
+        path: '/console/',
+      });
+      expect(await p.content()).not.toContain(actToken);
+
+      const goal = artefact({ payload: 'watch me' });
+      await bb.createArtefact(goal);
+      await p.waitForSelector(`tr[data-goal="${goal.id}"]`);
+      const q = artefact({
+        structural_type: 'Question',
+        type: 'Question',
+        payload: 'Which branch?',
+        source_artefacts: [goal.id],
+        produced_by_role: 'Writer',
+      });
+      await bb.createArtefact(q);
+      await p.click('[data-page="questions"]');
+      const card = `[data-question="${q.id}"]`;
+      await p.waitForSelector(card);
+      await p.type(`${card} textarea`, 'main');
+      await p.click(`${card} [data-act="answer"]`);
+      await p.waitForSelector(card, { hidden: true });
+      const answers = (await bb.getArtefacts(await bb.listArtefactIds())).filter(
+        (a) => a?.structural_type === 'Answer' && a.source_artefacts.includes(q.id),
+      );
+      expect(answers).toEqual([expect.objectContaining({ payload: 'main', produced_by_role: 'user' })]);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  it('a read token only looks: no answer button, and its session may not answer', async () => {
+    const ctx = await browser.createBrowserContext();
+    try {
+      const p = await ctx.newPage();
+      await p.goto(`${base}/console/`);
+      await p.type('input[name="token"]', readToken);
+      await Promise.all([p.waitForNavigation(), p.click('button[type="submit"]')]);
+      await p.waitForSelector('[data-conn="live"][data-can-act="false"]');
+      const q = artefact({ structural_type: 'Question', type: 'Question', payload: 'Ship it?' });
+      await bb.createArtefact(q);
+      await p.click('[data-page="questions"]');
+      await p.waitForSelector(`[data-question="${q.id}"]`);
+      expect(await p.$$(`[data-question="${q.id}"] [data-act]`)).toHaveLength(0);
+      const status = await p.evaluate(async (id) => {
+        const s = (await (await fetch('api/session')).json()) as { csrf: string };
+        const r = await fetch(`api/questions/${id}/answer`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-holt-csrf': s.csrf },
+          body: JSON.stringify({ text: 'yes' }),
+        });
+        return r.status;
+      }, q.id);
+      expect(status).toBe(403);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  it('no way in without a token; a sign-in from another origin is refused; a revoked token ends its sessions', async () => {
+    const page = await fetch(`${base}/console/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-security-policy')).toContain("script-src 'self'");
+    expect(await page.text()).toContain('name="token"');
+    expect((await fetch(`${base}/console/api/workflows`)).status).toBe(401);
+    expect((await fetch(`${base}/console/api/events`)).status).toBe(401);
+    expect((await signIn(base, actToken, 'http://evil.example')).status).toBe(403);
+    // What a page under no-referrer (any site may set it) sends: not ours, so refused.
+    expect((await signIn(base, actToken, 'null')).status).toBe(403);
+
+    const ok = await signIn(base, readToken);
+    expect(ok.status).toBe(303);
+    expect(ok.headers.get('location')).toBe('/console/');
+    const cookie = ok.headers.get('set-cookie')!.split(';')[0]!;
+    const workflows = () => fetch(`${base}/console/api/workflows`, { headers: { cookie } });
+    expect((await workflows()).status).toBe(200);
+    // The viewer's token leaves the file: its session ends at its next request.
+    consoleTokens([{ name: 'operator', token: actToken, access: 'act' }]);
+    await eventually('the revoked session refused', async () => (await workflows()).status === 401);
+    expect((await signIn(base, readToken)).status).toBe(401);
+    consoleTokens([
+      { name: 'operator', token: actToken, access: 'act' },
+      { name: 'viewer', token: readToken, access: 'read' },
+    ]);
+  });
+
+  it('wrong tokens count against their source like the ingress’s; a standby answers 503', async () => {
+    const standby = startOrchestrator(redis.url, instance, { leaseTtlMs: 30_000 });
+    stops.push(() => standby.stop());
+    const strict = await serve(leader, 3);
+    for (let i = 0; i < 3; i++) expect((await signIn(strict, 'holt_wrong')).status).toBe(401);
+    // Past its failed authentications the source is refused everything, the right token too.
+    const blocked = await signIn(strict, actToken);
+    expect(blocked.status).toBe(429);
+    const toStandby = await serve(standby);
+    const refused = await fetch(`${toStandby}/console/`);
+    expect(refused.status).toBe(503);
+    expect(await refused.text()).not.toContain('name="token"');
+  });
+});
