@@ -53,6 +53,9 @@ export const ConsoleTokenEntry = z.object({
 });
 export type ConsoleTokenEntry = z.infer<typeof ConsoleTokenEntry>;
 
+/** Where a console token opens the console: this path of the orchestrator's ingress port. */
+export const CONSOLE_BASE = '/console';
+
 export const TokenFile = z.object({
   tokens: z.array(TokenEntry).default([]),
   console: z.array(ConsoleTokenEntry).default([]),

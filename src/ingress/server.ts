@@ -7,6 +7,7 @@ import {
 } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Registry } from 'prom-client';
+import { CONSOLE_BASE } from '../access/tokens.ts';
 import { contextFrom, parseCarrier, type TraceCarrier } from '../telemetry/carrier.ts';
 import { GEN_AI, inSpan, markFailed, SpanKind, spanCarrier } from '../telemetry/spans.ts';
 import { serveA2A } from './a2a-route.ts';
@@ -66,8 +67,7 @@ export interface IngressServerOptions extends Omit<IngressDeps, 'limits' | 'metr
   console?: (hooks: { failed(req: IncomingMessage): void }) => Promise<MountedPages>;
 }
 
-/** Where the console is served on the ingress port. */
-export const CONSOLE_BASE = '/console';
+export { CONSOLE_BASE };
 
 export interface MountedPages {
   /** Answers a request for `path`, the part of the URL's path after CONSOLE_BASE. */

@@ -1,7 +1,7 @@
-import { parseAgent } from './controllers/resources.ts';
+import { parseAgent, parseHolt } from './controllers/resources.ts';
 import type { Cache } from './kube/cache.ts';
 import type { KubeObject } from './kube/kube.ts';
-import { agentTokens, ingressTokensSecretName } from './specs/ingress.ts';
+import { agentTokens, consoleTokens, ingressTokensSecretName } from './specs/ingress.ts';
 import { STORES, storeSecretName } from './specs/stores.ts';
 import { natsToolNames, toolSecretName } from './specs/tool-secrets.ts';
 
@@ -41,6 +41,8 @@ export function namedSecrets(holts: KubeObject[], agents: KubeObject[]): Set<str
     secretNamesIn(h.spec, out);
     for (const s of STORES) out.add(storeSecretName(h.metadata.name, s));
     out.add(ingressTokensSecretName(h.metadata.name));
+    const p = parseHolt(h);
+    if (p.ok) for (const t of consoleTokens(h.metadata.name, p.spec)) out.add(t.secretName);
   }
   for (const a of agents) {
     secretNamesIn(a.spec, out);

@@ -217,6 +217,82 @@ describe("Holt reconciler: living agents' ingress and asynchronous NATS tools, o
     await admin.delete('Holt', NS, 'open');
   });
 
+  it('spec.ingress.console: its token Secrets made by the Holt, their hashes in the file, the orchestrator told, /console exposed; off again, all gone', async () => {
+    await admin.create(
+      holt('seen', {
+        llm: { model: 'm', apiKeySecretRef: { name: 'llm', key: 'key' } },
+        ingress: {
+          expose: 'Ingress',
+          host: 'console.example.test',
+          console: {
+            enabled: true,
+            tracesUrl: 'https://jaeger.example.test/',
+            tokens: [{ name: 'operator', access: 'act' }, { name: 'viewer' }],
+          },
+        },
+      }),
+    );
+    const text = (o: KubeObject | undefined, key: string) =>
+      Buffer.from((o as { data?: Record<string, string> } | undefined)?.data?.[key] ?? '', 'base64').toString(
+        'utf8',
+      );
+    const file = await eventually('the console tokens in the file', async () => {
+      const f = text(await get('Secret', 'seen-ingress-tokens'), 'tokens.json');
+      const parsed = f ? (JSON.parse(f) as { tokens: unknown[]; console?: { name: string }[] }) : undefined;
+      return parsed?.console?.length === 2 ? parsed : undefined;
+    });
+    const operator = await get('Secret', 'seen-console-operator');
+    expect(text(operator, 'token')).toMatch(/^holt_/);
+    expect(operator?.metadata.ownerReferences?.[0]).toMatchObject({ kind: 'Holt', name: 'seen' });
+    expect(file).toEqual({
+      tokens: [],
+      console: [
+        { name: 'operator', sha256: hashToken(text(operator, 'token')), access: 'act', createdAtMs: 0 },
+        {
+          name: 'viewer',
+          sha256: hashToken(text(await get('Secret', 'seen-console-viewer'), 'token')),
+          access: 'read',
+          createdAtMs: 0,
+        },
+      ],
+    });
+    const dep = await eventually('the orchestrator serves the console', async () => {
+      const d = await get('Deployment', 'seen-orchestrator');
+      const env = (podOf(d)?.spec.containers[0]?.env ?? []) as { name: string }[];
+      return env.some((e) => e.name === 'HOLT_CONSOLE') ? d : undefined;
+    });
+    expect(podOf(dep).spec.containers[0]?.env).toEqual(
+      expect.arrayContaining([
+        { name: 'HOLT_INGRESS_PORT', value: '8090' },
+        { name: 'HOLT_CONSOLE', value: 'true' },
+        { name: 'HOLT_CONSOLE_TRACES_URL', value: 'https://jaeger.example.test/' },
+      ]),
+    );
+    const ing = await eventually('the Ingress', () => get('Ingress', 'seen-ingress'));
+    expect(
+      (ing.spec as { rules: { http: { paths: { path: string }[] } }[] }).rules[0]?.http.paths.map(
+        (x) => x.path,
+      ),
+    ).toEqual(['/v1/agents', '/a2a', '/console']);
+    await eventually('the ingress NetworkPolicy', () => get('NetworkPolicy', 'seen-ingress'));
+    // Off: no Agent has ingress, so the port, its file, policy and Ingress go.
+    await admin.mergePatch('Holt', NS, 'seen', { spec: { ingress: { console: { enabled: false } } } });
+    await eventually('the console removed', async () =>
+      !(await get('Secret', 'seen-ingress-tokens')) &&
+      !(await get('NetworkPolicy', 'seen-ingress')) &&
+      !(await get('Ingress', 'seen-ingress'))
+        ? true
+        : undefined,
+    );
+    await eventually('the orchestrator without the console', async () => {
+      const env = (podOf(await get('Deployment', 'seen-orchestrator'))?.spec.containers[0]?.env ?? []) as {
+        name: string;
+      }[];
+      return env.some((e) => e.name === 'HOLT_CONSOLE' || e.name === 'HOLT_INGRESS_PORT') ? undefined : true;
+    });
+    await admin.delete('Holt', NS, 'seen');
+  });
+
   it('asynchronous NATS tools: a Secret per tool (user, HMAC password, URL) read by the bundled NATS; the same set changes nothing; a dropped tool leaves the NATS pod template and loses its Secret', async () => {
     const text = (o: KubeObject | undefined, key: string) =>
       Buffer.from((o as { data?: Record<string, string> } | undefined)?.data?.[key] ?? '', 'base64').toString(

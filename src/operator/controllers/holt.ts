@@ -11,7 +11,12 @@ import {
   writeStatus,
 } from '../kube/status.ts';
 import { bundledStore } from '../specs/bundled.ts';
-import { INGRESS_TOKENS_DIR, ingressNetworkPolicy, ingressTokensSecretName } from '../specs/ingress.ts';
+import {
+  consoleTokens,
+  INGRESS_TOKENS_DIR,
+  ingressNetworkPolicy,
+  ingressTokensSecretName,
+} from '../specs/ingress.ts';
 import { type Owner, ownerOf } from '../specs/meta.ts';
 import { migrationJob } from '../specs/migration.ts';
 import { type NetworkSettings, networkPolicies } from '../specs/networkpolicy.ts';
@@ -57,7 +62,8 @@ const STORE_CONDITION: Record<StoreKind, string> = {
 
 /**
  * Every object a Holt owns, built by the pure spec builders (Secrets apart: created once). `ingress`:
- * an Agent of the Holt enables spec.ingress, so the orchestrator serves the living agents' ingress.
+ * an Agent of the Holt enables spec.ingress or the Holt its console, so the orchestrator serves the
+ * ingress port.
  * `natsTools`: the asynchronous NATS tools whose users the bundled NATS has (tool-secrets.ts).
  */
 export function holtChildren(
@@ -174,11 +180,15 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     return [] as string[];
   });
   // Living agents' ingress: their tokens' Secrets and the hashed file before the orchestrator mounts it.
+  // The ingress port is served for living agents' ingress, or for the console.
   const ingress = holtIngress(ctx, ns, name);
-  const tokens = await syncIngressTokens(ctx, owner, ingress.tokens).catch((e: unknown) => {
-    errors.push(`ingress tokens: ${errorMessage(e)}`);
-    return { present: [], missing: [], created: [] as string[] };
-  });
+  const serving = ingress.serving || spec.ingress.console.enabled;
+  const tokens = await syncIngressTokens(ctx, owner, ingress.tokens, consoleTokens(name, spec)).catch(
+    (e: unknown) => {
+      errors.push(`ingress tokens: ${errorMessage(e)}`);
+      return { present: [], missing: [], created: [] as string[] };
+    },
+  );
   if (tokens.missing.length)
     ctx.events.emit(
       holt,
@@ -200,7 +210,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
     ctx,
     owner.uid,
     ns,
-    holtChildren(owner, spec, ctx.runtimeImage, ctx.network, ingress.serving, natsTools),
+    holtChildren(owner, spec, ctx.runtimeImage, ctx.network, serving, natsTools),
     HOLT_PRUNE_KINDS,
   );
   errors.push(...res.errors);
@@ -259,7 +269,7 @@ export async function reconcileHolt(ctx: ControllerContext, key: string): Promis
   }
   let exposed: ConditionInput | undefined;
   try {
-    exposed = await syncIngressExposure(ctx, owner, spec, ingress.serving);
+    exposed = await syncIngressExposure(ctx, owner, spec, serving);
   } catch (e) {
     errors.push(`ingress exposure: ${errorMessage(e)}`);
   }

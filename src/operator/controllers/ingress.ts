@@ -7,6 +7,8 @@ import {
   type AgentToken,
   agentTokenSecret,
   agentTokens,
+  type ConsoleToken,
+  consoleTokenSecret,
   ingressExposure,
   ingressName,
   ingressTokensSecret,
@@ -18,7 +20,7 @@ import type { ControllerContext } from './context.ts';
 import { holtOf, parseAgent } from './resources.ts';
 
 /**
- * Whether the Holt serves the ingress (an Agent of it enables spec.ingress) and the tokens its Agents
+ * Whether an Agent of the Holt enables spec.ingress (the console may serve the port too) and the tokens its Agents
  * declare (from the cache; an Agent with an invalid spec declares none).
  */
 export function holtIngress(
@@ -46,46 +48,84 @@ export const tokenOf = (s: KubeObject | undefined): string | undefined => {
 };
 
 /**
+ * The token a Secret holds, making the Secret first (with a new random token) when the operator manages
+ * it and it is missing; undefined while a user's Secret is missing or holds none.
+ */
+async function tokenIn(
+  ctx: ControllerContext,
+  namespace: string,
+  t: { secretName: string; managed: boolean },
+  make: () => KubeObject | undefined,
+  created: string[],
+): Promise<string | undefined> {
+  let live = await ctx.client.get('Secret', namespace, t.secretName);
+  if (!live && t.managed) {
+    const secret = make();
+    if (!secret) return undefined;
+    try {
+      await ctx.client.create(secret);
+      created.push(`Secret/${t.secretName}`);
+    } catch (e) {
+      if (!isConflict(e)) throw e; // made by an earlier pass our read missed: read it
+    }
+    live = await ctx.client.get('Secret', namespace, t.secretName);
+  }
+  return tokenOf(live);
+}
+
+/**
  * The tokens' Secrets (made for the tokens that bring none; a user's own Secret is only read) and the
- * Holt's hashed token file, rewritten when the tokens change. A deleted operator-made Secret is made
- * again with a new token: the old one stops working (revoked) once the kubelet refreshes the file.
- * Returns the tokens present and those whose Secret is missing (the user's, not yet created).
+ * Holt's hashed token file, rewritten when the tokens change: the Agents' tokens and the console's. A
+ * deleted operator-made Secret is made again with a new token: the old one stops working (revoked)
+ * once the kubelet refreshes the file. Returns the tokens present and those whose Secret is missing
+ * (the user's, not yet created).
  */
 export async function syncIngressTokens(
   ctx: ControllerContext,
   owner: Owner,
   tokens: AgentToken[],
-): Promise<{ present: AgentToken[]; missing: AgentToken[]; created: string[] }> {
+  consoleTokens: ConsoleToken[] = [],
+): Promise<{ present: AgentToken[]; missing: { secretName: string }[]; created: string[] }> {
   const present: (AgentToken & { token: string })[] = [];
-  const missing: AgentToken[] = [];
+  const presentConsole: (ConsoleToken & { token: string })[] = [];
+  const missing: { secretName: string }[] = [];
   const created: string[] = [];
   for (const t of tokens) {
-    let live = await ctx.client.get('Secret', owner.namespace, t.secretName);
-    if (!live && t.managed) {
-      const agent = ctx.cache.get('Agent', owner.namespace, t.agent);
-      if (!agent) continue;
-      try {
-        await ctx.client.create(agentTokenSecret(ownerOf(agent), owner.name, t, newToken()));
-        created.push(`Secret/${t.secretName}`);
-      } catch (e) {
-        if (!isConflict(e)) throw e; // made by an earlier pass our read missed: read it
-      }
-      live = await ctx.client.get('Secret', owner.namespace, t.secretName);
-    }
-    const token = tokenOf(live);
+    const token = await tokenIn(
+      ctx,
+      owner.namespace,
+      t,
+      () => {
+        const agent = ctx.cache.get('Agent', owner.namespace, t.agent);
+        return agent ? agentTokenSecret(ownerOf(agent), owner.name, t, newToken()) : undefined;
+      },
+      created,
+    );
     if (token) present.push({ ...t, token });
     else missing.push(t);
   }
-  const file = tokenFileOf(present);
+  for (const t of consoleTokens) {
+    const token = await tokenIn(
+      ctx,
+      owner.namespace,
+      t,
+      () => consoleTokenSecret(owner, t, newToken()),
+      created,
+    );
+    if (token) presentConsole.push({ ...t, token });
+    else missing.push(t);
+  }
+  const file = tokenFileOf(present, presentConsole);
+  const any = tokens.length + consoleTokens.length > 0;
   const name = ingressTokensSecretName(owner.name);
   const live = await ctx.client.get('Secret', owner.namespace, name);
   const have = (live as { data?: Record<string, string> } | undefined)?.data?.['tokens.json'];
   if (!live) {
-    if (tokens.length) {
+    if (any) {
       await ctx.client.create(ingressTokensSecret(owner, file));
       created.push(`Secret/${name}`);
     }
-  } else if (!tokens.length) await ctx.client.delete('Secret', owner.namespace, name, live.metadata.uid);
+  } else if (!any) await ctx.client.delete('Secret', owner.namespace, name, live.metadata.uid);
   else if (Buffer.from(have ?? '', 'base64').toString('utf8') !== file)
     await ctx.client.mergePatch('Secret', owner.namespace, name, { stringData: { 'tokens.json': file } });
   return { present, missing, created };
@@ -124,7 +164,9 @@ export async function syncIngressExposure(
       'IngressExposed',
       true,
       serving ? 'NotExposed' : 'NoIngress',
-      serving ? 'spec.ingress.expose is none: reachable in-cluster only' : 'no Agent enables spec.ingress',
+      serving
+        ? 'spec.ingress.expose is none: reachable in-cluster only'
+        : 'no Agent enables spec.ingress and the console is off',
     );
   }
   try {

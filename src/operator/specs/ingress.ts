@@ -1,4 +1,4 @@
-import { hashToken, type TokenEntry } from '../../access/tokens.ts';
+import { CONSOLE_BASE, type ConsoleTokenEntry, hashToken, type TokenEntry } from '../../access/tokens.ts';
 import type { AgentSpec } from '../../api/agent.ts';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { Callback } from '../../common/callback.ts';
@@ -70,8 +70,49 @@ export function agentTokenSecret(agentOwner: Owner, holt: string, t: AgentToken,
   };
 }
 
+/** A console token of the Holt (spec.ingress.console.tokens): it signs a browser into the console. */
+export interface ConsoleToken {
+  name: string;
+  secretName: string;
+  /** The operator makes (and owns, by the Holt) this Secret; else it is the user's. */
+  managed: boolean;
+  access: 'read' | 'act';
+}
+
+export const consoleTokenSecretName = (holt: string, token: string) => childName(holt, 'console', token);
+
+/** The console tokens a Holt declares (none unless its console is enabled). */
+export function consoleTokens(holt: string, spec: HoltSpec): ConsoleToken[] {
+  const c = spec.ingress.console;
+  if (!c.enabled) return [];
+  return c.tokens.map((t) => ({
+    name: t.name,
+    secretName: t.secretName ?? consoleTokenSecretName(holt, t.name),
+    managed: t.secretName === undefined,
+    access: t.access,
+  }));
+}
+
+/** A console token Secret the operator makes, owned by the Holt. */
+export function consoleTokenSecret(owner: Owner, t: ConsoleToken, token: string): KubeObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: meta(
+      t.secretName,
+      owner,
+      labels(owner.name, t.secretName, 'console-token', { 'holt.io/token': t.name }),
+    ),
+    type: 'Opaque',
+    stringData: { token },
+  };
+}
+
 /** The hashed token file of the Holt (what the orchestrator reads). Sorted, so it changes only with the tokens. */
-export function tokenFileOf(tokens: (AgentToken & { token: string })[]): string {
+export function tokenFileOf(
+  tokens: (AgentToken & { token: string })[],
+  console: (ConsoleToken & { token: string })[] = [],
+): string {
   const entries: TokenEntry[] = tokens
     .map((t) => ({
       name: t.name,
@@ -85,7 +126,12 @@ export function tokenFileOf(tokens: (AgentToken & { token: string })[]): string 
       createdAtMs: 0,
     }))
     .sort((a, b) => `${a.role}/${a.name}`.localeCompare(`${b.role}/${b.name}`));
-  return `${JSON.stringify({ tokens: entries }, null, 2)}\n`;
+  const consoleEntries: ConsoleTokenEntry[] = console
+    .map((t) => ({ name: t.name, sha256: hashToken(t.token), access: t.access, createdAtMs: 0 }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  // An older orchestrator's file had no `console`: left out when empty, so its bytes do not change.
+  const file = consoleEntries.length ? { tokens: entries, console: consoleEntries } : { tokens: entries };
+  return `${JSON.stringify(file, null, 2)}\n`;
 }
 
 export function ingressTokensSecret(owner: Owner, file: string): KubeObject {
@@ -126,6 +172,10 @@ export function ingressNetworkPolicy(owner: Owner, spec: HoltSpec): KubeObject {
 
 /** What of the ingress port is exposed: the agents' API and their A2A endpoints (src/a2a). */
 export const EXPOSED_PATHS = ['/v1/agents', '/a2a'] as const;
+const exposedPaths = (spec: HoltSpec): string[] => [
+  ...EXPOSED_PATHS,
+  ...(spec.ingress.console.enabled ? [CONSOLE_BASE] : []),
+];
 
 /** The Ingress or HTTPRoute that exposes EXPOSED_PATHS of the orchestrator's ingress port; none for `none`. */
 export function ingressExposure(owner: Owner, spec: HoltSpec): KubeObject | undefined {
@@ -145,7 +195,7 @@ export function ingressExposure(owner: Owner, spec: HoltSpec): KubeObject | unde
           {
             ...(i.host ? { host: i.host } : {}),
             http: {
-              paths: EXPOSED_PATHS.map((path) => ({
+              paths: exposedPaths(spec).map((path) => ({
                 path,
                 pathType: 'Prefix',
                 backend: { service: { name: service, port: { name: 'ingress' } } },
@@ -171,7 +221,7 @@ export function ingressExposure(owner: Owner, spec: HoltSpec): KubeObject | unde
         ...(i.host ? { hostnames: [i.host] } : {}),
         rules: [
           {
-            matches: EXPOSED_PATHS.map((value) => ({ path: { type: 'PathPrefix', value } })),
+            matches: exposedPaths(spec).map((value) => ({ path: { type: 'PathPrefix', value } })),
             backendRefs: [{ name: service, port: INGRESS_PORT }],
           },
         ],

@@ -1,4 +1,4 @@
-import type { V1DeploymentSpec } from '@kubernetes/client-node';
+import type { V1DeploymentSpec, V1EnvVar } from '@kubernetes/client-node';
 import type { HoltSpec } from '../../api/holt.ts';
 import type { KubeObject } from '../kube/kube.ts';
 import { childName, labels, meta, type Owner, selectorLabels } from './meta.ts';
@@ -27,6 +27,16 @@ export const ORCHESTRATOR_RESOURCES = {
 };
 
 /** The ingress of living agents, when an Agent enables it: the hashed tokens' Secret and where it is mounted. */
+/** The console at /console of the ingress port (src/console), when the Holt enables it. */
+function consoleEnv(spec: HoltSpec): V1EnvVar[] {
+  const c = spec.ingress.console;
+  if (!c.enabled) return [];
+  return [
+    { name: 'HOLT_CONSOLE', value: 'true' },
+    ...(c.tracesUrl ? [{ name: 'HOLT_CONSOLE_TRACES_URL', value: c.tracesUrl }] : []),
+  ];
+}
+
 export interface OrchestratorIngress {
   tokensSecret: string;
   dir: string;
@@ -83,6 +93,7 @@ export function orchestratorDeployment(
                 ? [
                     { name: 'HOLT_INGRESS_PORT', value: String(INGRESS_PORT) },
                     { name: 'HOLT_INGRESS_TOKENS_FILE', value: `${ingress.dir}/tokens.json` },
+                    ...consoleEnv(spec),
                   ]
                 : []),
             ],
