@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres } from '../../test/harness/postgres.ts';
+import { readLiving } from '../console/life.ts';
+import { readSteps } from '../console/workflow.ts';
 import { InboxStore } from '../inbox/store.ts';
 import { labelsOf } from '../life/labels.ts';
 import { LifeStore } from '../life/store.ts';
@@ -316,5 +318,20 @@ describe('Postgres roles', () => {
     await refused(sql('operator', 'SELECT body FROM holt.agent_messages'));
     await refused(sql('operator', "UPDATE holt.agent_inbox SET status = 'done'"));
     await refused(sql('operator', 'SELECT count(*) FROM holt.llm_usage'));
+  });
+  it('the console the orchestrator serves reads what it shows as the orchestrator: living agents, their memories, the steps of claims', async () => {
+    await new LifeStore(as('orchestrator')).enqueue({
+      instance: P,
+      role: 'Seen',
+      key: 'console-1',
+      kind: 'message',
+      body: 'look at me',
+      labels: labelsOf('operator', 'message', 'POST /v1/agents/Seen/messages', 'token ops'),
+    });
+    const living = await readLiving(as('orchestrator'), P);
+    expect(living.find((a) => a.role === 'Seen')).toBeDefined();
+    await expect(
+      readSteps(as('orchestrator'), P, ['00000000-0000-4000-8000-000000000000']),
+    ).resolves.toBeDefined();
   });
 });
