@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { eventually } from '../../../test/harness/wait.ts';
-import { A2A_NS, CLUSTER_WAIT, c, holtIn, kubectl, NS, progress } from '../ctx.ts';
+import { A2A_NS, CLUSTER_WAIT, c, holtIn, kubectl, NS, progress, run } from '../ctx.ts';
 import { llmServer } from '../fixtures.ts';
 import { A2A_SCRIPT, a2aManifests } from '../manifests.ts';
 
@@ -107,5 +107,66 @@ export function a2aTests(): void {
     expect(shown[2]!.last).toContain('Build 9 is green: 300/300 tests passed.');
     expect(shown[2]!.last).toContain(`surface="A2A http://beta-orchestrator.${beta}.svc:8090/a2a/Reporter"`);
     expect(JSON.stringify(shown)).not.toContain(token);
+    if (c.local) await betaConsole(inNs);
   }, 900_000);
+}
+
+/**
+ * beta's console, served by its orchestrator at /console of the ingress port (issue 35): from a node's
+ * network namespace, the sign-in page, a sign-in with the operator-made console token, and the living
+ * agents page showing Reporter and the A2A message it got.
+ */
+async function betaConsole(inNs: (ns: string, args: string[]) => Promise<string>): Promise<void> {
+  const { beta } = A2A_NS;
+  progress("a2a: beta's console");
+  const consoleToken = Buffer.from(
+    (await inNs(beta, ['get', 'secret', 'beta-console-operator', '-o', 'jsonpath={.data.token}'])).trim(),
+    'base64',
+  ).toString('utf8');
+  const ip = (
+    await inNs(beta, [
+      'get',
+      'pods',
+      '-l',
+      'holt.io/instance=beta,app.kubernetes.io/component=orchestrator',
+      '--field-selector=status.phase=Running',
+      '-o',
+      'jsonpath={.items[0].status.podIP}',
+    ])
+  ).trim();
+  const base = `http://${ip}:8090/console`;
+  const curl = async (args: string[]) =>
+    (
+      await run('nsenter', [
+        `--net=/run/netns/${c.local!.nodes[0]!.plan.netns}`,
+        '--',
+        'curl',
+        '-sS',
+        ...args,
+      ])
+    ).stdout;
+  expect(await curl([`${base}/`])).toContain('name="token"');
+  // The orchestrator may have started before its token file had the console's token: the kubelet brings it.
+  const cookie = await eventually(
+    'signed in to the console',
+    async () => {
+      const head = await curl([
+        '-o',
+        '/dev/null',
+        '-D',
+        '-',
+        '--data-urlencode',
+        `token=${consoleToken}`,
+        `${base}/sign-in`,
+      ]);
+      return /^HTTP\/1\.1 303/.test(head) ? /set-cookie: (holt_console=[^;]+)/i.exec(head)?.[1] : undefined;
+    },
+    CLUSTER_WAIT,
+  );
+  const living = JSON.parse(await curl(['-H', `Cookie: ${cookie}`, `${base}/api/living`])) as {
+    living: { role: string; messages: { labels: { origin: string } }[] }[];
+  };
+  const reporter = living.living.find((a) => a.role === 'Reporter');
+  expect(reporter?.messages.map((m) => m.labels.origin)).toContain('a2a');
+  expect(await curl(['-o', '/dev/null', '-w', '%{http_code}', `${base}/api/living`])).toBe('401');
 }
