@@ -121,3 +121,63 @@ describe('an informer whose RBAC is removed, on a real API server', () => {
     }
   }, 120_000);
 });
+
+// A periodic relist must never show an empty cache: a reconcile that read it then saw the Holt's store
+// Services gone and rendered its agents' pods without their host aliases (a rollout there and back,
+// seen once in the cluster e2e as Deployments scaled 1 → 0 → 1).
+describe('an informer relisting, on a real API server', () => {
+  it('never misses an object while it relists', async () => {
+    const log = createLogger('operator', {}, { write: () => undefined });
+    const informer = new Informer(
+      new KubeClient(kube.kubeconfig),
+      { kind: 'Service', namespaces: [NS], resyncMs: 50 },
+      log,
+    );
+    await informer.start();
+    let reads = 0;
+    let misses = 0;
+    try {
+      const until = Date.now() + 3000;
+      while (Date.now() < until) {
+        reads++;
+        if (!informer.get(NS, 'seen')) misses++;
+        if (!informer.list(NS).some((s) => s.metadata.name === 'seen')) misses++;
+        await new Promise((r) => setImmediate(r));
+      }
+    } finally {
+      await informer.stop();
+    }
+    expect(reads).toBeGreaterThan(100);
+    expect(misses).toBe(0);
+  });
+
+  it('tells no delete of an object made while it relists', async () => {
+    const log = createLogger('operator', {}, { write: () => undefined });
+    const informer = new Informer(
+      new KubeClient(kube.kubeconfig),
+      { kind: 'Service', namespaces: [NS], resyncMs: 50 },
+      log,
+    );
+    const deleted: string[] = [];
+    informer.on((event, o) => {
+      if (event === 'delete') deleted.push(o.metadata.name);
+    });
+    await informer.start();
+    const made: string[] = [];
+    try {
+      for (let i = 0; i < 12; i++) {
+        const name = `made-${i}`;
+        await kube.kubectl(['create', 'service', 'clusterip', name, '--tcp=80:80', '-n', NS]);
+        made.push(name);
+      }
+      await eventually('the informer has them all', () =>
+        made.every((n) => informer.get(NS, n)) ? true : undefined,
+      );
+      // A few more relists over what is there now.
+      await new Promise((r) => setTimeout(r, 500));
+    } finally {
+      await informer.stop();
+    }
+    expect(deleted.filter((n) => made.includes(n) || n === 'seen')).toEqual([]);
+  });
+});

@@ -107,6 +107,7 @@ export class Informer {
   /** Per namespace watched: a namespace being deleted (403s) does not slow the others' restarts. */
   #failures = new Map<string, WatchFailures>();
   #resyncTimer?: NodeJS.Timeout;
+  #relisting = false;
   #restartTimers = new Set<NodeJS.Timeout>();
   lastEventAt = 0;
   restarts = 0;
@@ -226,21 +227,37 @@ export class Informer {
   }
 
   async #relistAll(): Promise<void> {
-    for (const [scope, old] of [...this.#watches]) {
-      if (this.#stopped) return;
-      const fresh = this.#newWatch(scope);
-      // Swap first so events of the fresh watch land in the new cache; objects the old cache had
-      // and the new list lacks were deleted while we were not looking.
-      try {
+    // One relist at a time (a slow list must not pile up behind the timer).
+    if (this.#relisting) return;
+    this.#relisting = true;
+    try {
+      for (const [scope, old] of [...this.#watches]) {
+        if (this.#stopped) return;
+        const fresh = this.#newWatch(scope);
+        // Swapped in only once it has listed: readers see the old cache until then, never an empty
+        // one (a reconcile that read an empty cache rendered pods without the objects it needs).
+        // What the old cache had before the list and the list lacks was deleted while we were not
+        // looking. Read before: an object made while the list ran is in the old cache and may not be in
+        // the fresh one yet (its watch event still coming), and is no delete.
         const before = old.list();
+        try {
+          await fresh.start();
+        } catch (e) {
+          await fresh.stop().catch(() => undefined);
+          this.#log.warn({ event_type: 'relist_failed', error: String(e) }, 'relist failed');
+          continue;
+        }
+        if (this.#stopped || this.#watches.get(scope) !== old) {
+          await fresh.stop();
+          continue;
+        }
         this.#watches.set(scope, fresh);
-        await fresh.start();
-        await old.stop();
+        await old.stop().catch(() => undefined);
         for (const o of before)
           if (!fresh.get(o.metadata?.name ?? '', o.metadata?.namespace)) this.#emit('delete', o);
-      } catch (e) {
-        this.#log.warn({ event_type: 'relist_failed', error: String(e) }, 'relist failed');
       }
+    } finally {
+      this.#relisting = false;
     }
   }
 }
