@@ -24,7 +24,7 @@ import {
   UnsupportedOperationError,
 } from '@a2a-js/sdk/errors';
 import type { A2ARequestHandler } from '@a2a-js/sdk/server';
-import { MAX_PRIORITY, type TokenEntry } from '../access/tokens.ts';
+import { MAX_PRIORITY, type TokenEntry, tokenId } from '../access/tokens.ts';
 import { a2aLabels, runtimeLabels } from '../life/labels.ts';
 import { isFinal, type Outcome } from '../life/outcome.ts';
 import type { LifeStore } from '../life/store.ts';
@@ -228,7 +228,7 @@ export class AgentA2AHandler implements A2ARequestHandler {
       instance: this.#d.instance,
       role: this.#owner.role,
       key: `a2a:${messageId}`,
-      scope: this.#token.sha256.slice(0, 16),
+      scope: tokenId(this.#token),
       maxUndelivered: this.#d.maxUndelivered,
       kind: 'message',
       body: text,

@@ -10,7 +10,7 @@ import { z } from 'zod';
 export const NATS_CALLBACK = /^nats:([A-Za-z0-9_-]{1,64})$/;
 
 /** Whether a callback URL is http(s) without credentials, or a tool service's `nats:<tool>`. */
-function callbackTarget(u: string): boolean {
+function validTarget(u: string): boolean {
   if (NATS_CALLBACK.test(u)) return true;
   let p: URL;
   try {
@@ -29,9 +29,18 @@ export const Callback = z.object({
   url: z
     .string()
     .max(2000)
-    .refine(callbackTarget, 'an http(s) URL without credentials in it, or nats:<tool> (a tool service)')
+    .refine(validTarget, 'an http(s) URL without credentials in it, or nats:<tool> (a tool service)')
     .describe(
       'Where the outcome goes: POSTed to an http(s) URL without credentials in it, or sent as a NATS request to the service of the async: nats tool <tool> (nats:<tool>, on cmd.tool.<instance>.<tool>.outcome).',
     ),
 });
 export type Callback = z.infer<typeof Callback>;
+
+/**
+ * Where a delivery goes, as shown to people (`holt life deliveries`, the console): a tool service's
+ * `nats:<tool>`, or an http(s) URL's host only (its path may hold a secret of the receiver's). Pure.
+ */
+export function shownTarget(url: string): string {
+  if (NATS_CALLBACK.test(url)) return url;
+  return URL.parse(url)?.host ?? '';
+}

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { shownTarget } from '../common/callback.ts';
 import { type Reply, ReplyStore } from '../life/replies.ts';
 import { LifeStore } from '../life/store.ts';
 import { LifeTasks, type Task } from '../life/tasks.ts';
@@ -110,7 +111,7 @@ export async function readLiving(pool: pg.Pool, instance: string): Promise<Livin
       deliveries: sent.map((d) => ({
         id: d.id,
         callback: d.callback,
-        host: d.url.startsWith('nats:') ? d.url : new URL(d.url).host,
+        host: shownTarget(d.url),
         status: d.status,
         attempts: d.attempts,
         lastError: d.last_error,

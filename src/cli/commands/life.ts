@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { shownTarget } from '../../common/callback.ts';
 import { describeLabels } from '../../life/labels.ts';
 import { type Reply, ReplyStore } from '../../life/replies.ts';
 import { LifeStore } from '../../life/store.ts';
@@ -36,7 +37,7 @@ export async function lifeShow(role: string, o: { name?: string; json?: boolean 
       new ReplyStore(l.pool).list(instance, role),
     ]);
     if (o.json) {
-      const shown = deliveries.map(({ url, ...d }) => ({ ...d, host: new URL(url).host }));
+      const shown = deliveries.map(({ url, ...d }) => ({ ...d, host: shownTarget(url) }));
       return out(JSON.stringify({ messages, audit, deliveries: shown }, null, 2));
     }
     out(`Messages to ${role} (newest last):`);
@@ -129,7 +130,7 @@ export async function lifeCancel(
 /** One delivery, as `holt life show` prints it. */
 export function describeDelivery(d: Reply, now = Date.now()): string {
   // Only the URL's host: a callback's path may hold a secret (chat webhooks put their token there).
-  const where = d.url.startsWith('nats:') ? d.url : new URL(d.url).host;
+  const where = shownTarget(d.url);
   const head = `${d.id.slice(0, 8)} message #${d.message_id} → ${d.callback} (${where})`;
   const last = d.last_error ? `: ${d.last_error}` : d.last_status ? ` (${d.last_status})` : '';
   if (d.status === 'delivered')
