@@ -53,10 +53,11 @@ export function toolPermissions(instance: string, tools: string[]): Permissions 
  */
 export function natsPermissions(instance = '*'): Record<Exclude<Principal, 'admin'>, Permissions> {
   return {
-    // It also delivers outcomes to tool services (a token's nats:<tool> callback).
+    // It also delivers outcomes to tool services (a token's nats:<tool> callback), and its console
+    // hears living agents' events and wake bells to show their changes at once.
     orchestrator: {
       publish: [DOORBELLS, EVENTS, LIFE_BELLS, `${toolRequests(instance, '*')}.outcome`],
-      subscribe: [INBOX],
+      subscribe: [INBOX, EVENTS, LIFE_BELLS],
     },
     pup: {
       publish: [DOORBELLS, EVENTS, toolRequests(instance, '*')],

@@ -60,3 +60,10 @@ export const toolRepliesSubject = (instance: string, role: string) =>
 /** A living agent's wake doorbell: the ingress rings it after queueing a message or a wake hint. */
 export const lifeWakeSubject = (instance: string, role: string) =>
   `cmd.life.${subjectToken(instance)}.${subjectToken(role)}`;
+
+/** Every living agent's wake bell of an instance. */
+export const lifeWakesSubject = (instance: string) => `cmd.life.${subjectToken(instance)}.*`;
+
+/** One kind of event of every agent. */
+export const agentEventsSubject = (kind: 'step' | 'task' | 'chunk' | 'life' | 'delivery') =>
+  `evt.agent.*.${kind}`;

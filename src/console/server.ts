@@ -52,6 +52,11 @@ export interface ConsoleOptions {
   pool?: pg.Pool;
   /** A trace viewer's base URL (Jaeger's UI): a workflow's trace id links to `<url>/trace/<id>`. */
   tracesUrl?: string;
+  /**
+   * Signs that a living agent changed (the bus's life events and wake bells): the living agents are
+   * read again at once, not only at the next poll. Returns the unsubscribe.
+   */
+  lifeChanges?: (changed: () => void) => () => void;
 }
 
 /** Where a workflow's trace is shown, or none (pure). Only an http(s) base is ever linked. */
@@ -310,6 +315,14 @@ export async function createConsole(o: ConsoleCoreOptions): Promise<ConsoleCore>
     res.writeHead(200, { ...SECURITY_HEADERS, 'content-type': asset.type });
     res.end(asset.body);
   };
+  // A burst of events (a turn's start, its messages' bells) is one read, 100 ms after the first.
+  let soon: NodeJS.Timeout | undefined;
+  const stopLifeChanges = o.lifeChanges?.(() => {
+    soon ??= setTimeout(() => {
+      soon = undefined;
+      pollLiving().catch(() => undefined);
+    }, 100);
+  });
   const keepalive = setInterval(() => {
     for (const c of clients) c.write(': keepalive\n\n');
   }, 15_000);
@@ -324,6 +337,8 @@ export async function createConsole(o: ConsoleCoreOptions): Promise<ConsoleCore>
       clearInterval(backstop);
       clearInterval(agentsTimer);
       clearInterval(keepalive);
+      clearTimeout(soon);
+      stopLifeChanges?.();
       for (const c of clients) c.end();
       sub.disconnect();
     },

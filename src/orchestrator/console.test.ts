@@ -18,7 +18,7 @@ import { ensureSchema } from '../state/migrate.ts';
 import { type OrchestratorInbox, startOrchestratorInbox } from './inbox.ts';
 import { startOrchestratorIngress } from './ingress.ts';
 import type { Orchestrator } from './orchestrator.ts';
-import { startOrchestrator } from './testkit.ts';
+import { register, startOrchestrator } from './testkit.ts';
 
 // The console as the orchestrator serves it at /console of its ingress port (real Redis, Postgres,
 // NATS, headless Chromium): a browser signs in with a console token of the Holt's token file, watches a
@@ -37,9 +37,12 @@ const readToken = newToken();
 let file: string;
 let bb: Blackboard;
 
+/** Watcher's ingress token (an agent's, which opens no console). */
+const agentToken = newToken();
+
 const consoleTokens = (tokens: { name: string; token: string; access: 'read' | 'act' }[]) =>
   writeTokenFile(file, {
-    tokens: [],
+    tokens: [{ name: 'ci', role: 'Watcher', sha256: hashToken(agentToken), modes: ['enqueue_message'] }],
     console: tokens.map((t) => ({ name: t.name, sha256: hashToken(t.token), access: t.access })),
   });
 
@@ -52,6 +55,8 @@ async function serve(orch: Orchestrator, authFailures = 20): Promise<string> {
     HOLT_INGRESS_TOKENS_FILE: file,
     HOLT_INGRESS_AUTH_FAILURES: String(authFailures),
     HOLT_CONSOLE: 'true',
+    // Only the bus's events refresh the living agents within a test: its poll never comes.
+    HOLT_CONSOLE_POLL_MS: '600000',
   };
   const inbox = (await startOrchestratorInbox({
     instance,
@@ -98,6 +103,7 @@ beforeAll(async () => {
   ]);
   bb = Blackboard.connect(redis.url, instance);
   stops.push(() => bb.close());
+  await register(bb, ['Watcher']);
   leader = startOrchestrator(redis.url, instance, { leaseTtlMs: 30_000 });
   stops.push(() => leader.stop());
   await leader.whenLeader();
@@ -152,6 +158,32 @@ describe("the orchestrator's console", () => {
         (a) => a?.structural_type === 'Answer' && a.source_artefacts.includes(q.id),
       );
       expect(answers).toEqual([expect.objectContaining({ payload: 'main', produced_by_role: 'user' })]);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  it("the living agents page shows a message queued through the ingress at once (its wake bell, not a poll); an agent's token opens no console", async () => {
+    expect((await signIn(base, agentToken)).status).toBe(401);
+    const ctx = await browser.createBrowserContext();
+    try {
+      const p = await ctx.newPage();
+      await p.goto(`${base}/console/`);
+      await p.type('input[name="token"]', actToken);
+      await Promise.all([p.waitForNavigation(), p.click('button[type="submit"]')]);
+      await p.waitForSelector('[data-conn="live"]');
+      await p.click('[data-page="living"]');
+      const sent = await fetch(`${base}/v1/agents/Watcher/messages`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${agentToken}`,
+          'idempotency-key': 'build-12',
+          'content-type': 'application/json',
+        },
+        body: JSON.stringify({ text: 'Build 12 is red' }),
+      });
+      expect(sent.status).toBe(202);
+      await p.waitForFunction("document.body.textContent.includes('Build 12 is red')", { timeout: 10_000 });
     } finally {
       await ctx.close();
     }

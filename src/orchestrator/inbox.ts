@@ -11,7 +11,7 @@ import { busProblem, connectBus, watchBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { type DeliveryEvent, publishDeliveryEvent } from '../bus/events.ts';
 import { traceHeaders } from '../bus/message.ts';
-import { lifeWakeSubject } from '../bus/subjects.ts';
+import { agentEventsSubject, lifeWakeSubject, lifeWakesSubject } from '../bus/subjects.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
 import { withTimeout } from '../common/timeout.ts';
@@ -55,6 +55,11 @@ export interface OrchestratorInbox {
   wakeLife(role: string): void;
   /** Publishes a delivery's event (lossy). */
   deliveryEvent(e: DeliveryEvent): void;
+  /**
+   * Calls `changed` on each sign that a living agent changed (its scheduler's events, its wake bells:
+   * lossy, so a reader also polls); returns the unsubscribe.
+   */
+  watchLife?(changed: () => void): () => void;
   /** A NATS request (a delivery to a tool service); its answer, or it throws (no responder, timeout). */
   request?(
     subject: string,
@@ -219,6 +224,17 @@ export async function startOrchestratorInbox(o: {
       const hs = natsHeaders();
       for (const [k, v] of Object.entries(h)) hs.set(k, v);
       return (await nc.request(subject, body, { timeout: timeoutMs, headers: hs })).string();
+    },
+    watchLife(changed) {
+      const subjects = [
+        agentEventsSubject('life'),
+        agentEventsSubject('delivery'),
+        lifeWakesSubject(o.instance),
+      ];
+      const subs = subjects.map((subject) => nc.subscribe(subject, { callback: () => changed() }));
+      return () => {
+        for (const s of subs) s.unsubscribe();
+      };
     },
     wakeLife(role) {
       try {

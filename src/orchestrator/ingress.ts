@@ -46,6 +46,8 @@ export const IngressEnv = z.object({
   // The console (src/console) at /console of the ingress port, signed in with the file's console tokens.
   HOLT_CONSOLE: z.enum(['true', 'false']).default('false'),
   HOLT_CONSOLE_TRACES_URL: z.url().optional(),
+  /** How often the console reads the agents and living agents again (the bus's events also do). */
+  HOLT_CONSOLE_POLL_MS: z.coerce.number().int().min(200).max(3_600_000).default(3_000),
 });
 
 /** How long the ingress's idempotency keys are kept (for retention). */
@@ -141,6 +143,8 @@ export async function startOrchestratorIngress(o: {
               pool: store.pool,
               log: o.log.child({ component: 'console' }),
               ...(env.HOLT_CONSOLE_TRACES_URL ? { tracesUrl: env.HOLT_CONSOLE_TRACES_URL } : {}),
+              agentsPollMs: env.HOLT_CONSOLE_POLL_MS,
+              ...(o.inbox.watchLife ? { lifeChanges: o.inbox.watchLife } : {}),
               gate: tokenSignIn({
                 base: CONSOLE_BASE,
                 tokens: () => tokenFile().console,
