@@ -7,6 +7,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { expect, it } from 'vitest';
 import type { Artefact } from '../../../src/blackboard/types.ts';
 import { kubeBinary } from '../../../test/harness/bins.ts';
+import { launchChromium } from '../../../test/harness/browser.ts';
 import { consoleLink } from '../../../test/harness/console-cli.ts';
 import { eventually } from '../../../test/harness/wait.ts';
 import {
@@ -143,23 +144,23 @@ export function cliTests(): void {
     progress(`cli: status, logs, plugin in ${Math.round((Date.now() - t0) / 1000)} s`);
   }, 300_000);
 
-  it.concurrent('holt --kube console on the finished demo: the one-time link signs in, the workflow is listed completed', async () => {
+  it.concurrent('holt --kube console on the finished demo, in headless Chromium: the one-time link signs in, the workflow is listed completed', async () => {
     const served = spawn(join(ROOT, 'bin', 'holt'), ['--kube', `${NS}/demo`, 'console'], {
       env: { ...process.env, KUBECONFIG: c.kubeconfigPath, NO_COLOR: '1' },
     });
+    const browser = await launchChromium();
     try {
       const url = await consoleLink(served);
-      const signIn = await fetch(url, { redirect: 'manual' });
-      expect(signIn.status).toBe(303);
-      const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0]!;
-      const list = (await (await fetch(new URL('/api/workflows', url), { headers: { cookie } })).json()) as {
-        workflows: { goalType: string; status: string }[];
-      };
-      expect(list.workflows).toContainEqual(
-        expect.objectContaining({ goalType: 'GoalDefined', status: 'completed' }),
-      );
+      const page = await browser.newPage();
+      await page.goto(url);
+      await page.waitForSelector('[data-conn="live"]');
+      const row = await page.waitForSelector('tr[data-goal][data-status="completed"]', { timeout: 60_000 });
+      expect(await row!.evaluate((tr) => tr.textContent)).toContain('GoalDefined');
+      // The link worked once; without the session nothing is served.
+      expect((await fetch(url, { redirect: 'manual' })).status).toBe(401);
       expect((await fetch(new URL('/api/workflows', url))).status).toBe(401);
     } finally {
+      await browser.close();
       served.kill('SIGTERM');
     }
   });
