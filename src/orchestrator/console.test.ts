@@ -15,10 +15,8 @@ import { artefact } from '../blackboard/testkit.ts';
 import { silentLogger } from '../common/logger.ts';
 import { writeTokenFile } from '../ingress/tokens.ts';
 import { ensureSchema } from '../state/migrate.ts';
-import { type OrchestratorInbox, startOrchestratorInbox } from './inbox.ts';
-import { startOrchestratorIngress } from './ingress.ts';
 import type { Orchestrator } from './orchestrator.ts';
-import { register, startOrchestrator } from './testkit.ts';
+import { register, startOrchestrator, startServedIngress } from './testkit.ts';
 
 // The console as the orchestrator serves it at /console of its ingress port (real Redis, Postgres,
 // NATS, headless Chromium): a browser signs in with a console token of the Holt's token file, watches a
@@ -58,24 +56,9 @@ async function serve(orch: Orchestrator, authFailures = 20): Promise<string> {
     // Only the bus's events refresh the living agents within a test: its poll never comes.
     HOLT_CONSOLE_POLL_MS: '600000',
   };
-  const inbox = (await startOrchestratorInbox({
-    instance,
-    env,
-    bb,
-    isLeader: () => orch.isLeader(),
-    log: silentLogger(),
-  })) as OrchestratorInbox;
-  stops.push(() => inbox.close());
-  const ingress = await startOrchestratorIngress({
-    instance,
-    env,
-    bb,
-    inbox,
-    log: silentLogger(),
-    isLeader: () => orch.isLeader(),
-  });
-  stops.push(async () => ingress?.close());
-  return `http://127.0.0.1:${ingress?.port}`;
+  const ingress = await startServedIngress(orch, { instance, env, bb });
+  stops.push(() => ingress.close());
+  return `http://127.0.0.1:${ingress.port}`;
 }
 
 const signIn = (base: string, token: string, origin?: string) =>
@@ -88,6 +71,16 @@ const signIn = (base: string, token: string, origin?: string) =>
     },
     body: new URLSearchParams({ token }).toString(),
   });
+
+/** A new browser context signed in to the console with `token`, on its page. */
+async function signedIn(token: string) {
+  const ctx = await browser.createBrowserContext();
+  const p = await ctx.newPage();
+  await p.goto(`${base}/console/`);
+  await p.type('input[name="token"]', token);
+  await Promise.all([p.waitForNavigation(), p.click('button[type="submit"]')]);
+  return { ctx, p };
+}
 
 let leader: Orchestrator;
 let base: string;
@@ -165,12 +158,8 @@ describe("the orchestrator's console", () => {
 
   it("the living agents page shows a message queued through the ingress at once (its wake bell, not a poll); an agent's token opens no console", async () => {
     expect((await signIn(base, agentToken)).status).toBe(401);
-    const ctx = await browser.createBrowserContext();
+    const { ctx, p } = await signedIn(actToken);
     try {
-      const p = await ctx.newPage();
-      await p.goto(`${base}/console/`);
-      await p.type('input[name="token"]', actToken);
-      await Promise.all([p.waitForNavigation(), p.click('button[type="submit"]')]);
       await p.waitForSelector('[data-conn="live"]');
       await p.click('[data-page="living"]');
       const sent = await fetch(`${base}/v1/agents/Watcher/messages`, {
@@ -190,12 +179,8 @@ describe("the orchestrator's console", () => {
   });
 
   it('a read token only looks: no answer button, and its session may not answer', async () => {
-    const ctx = await browser.createBrowserContext();
+    const { ctx, p } = await signedIn(readToken);
     try {
-      const p = await ctx.newPage();
-      await p.goto(`${base}/console/`);
-      await p.type('input[name="token"]', readToken);
-      await Promise.all([p.waitForNavigation(), p.click('button[type="submit"]')]);
       await p.waitForSelector('[data-conn="live"][data-can-act="false"]');
       const q = artefact({ structural_type: 'Question', type: 'Question', payload: 'Ship it?' });
       await bb.createArtefact(q);

@@ -12,10 +12,8 @@ import { silentLogger } from '../common/logger.ts';
 import { withClient } from '../common/pg.ts';
 import { createToken } from '../ingress/tokens.ts';
 import { ensureSchema } from '../state/migrate.ts';
-import { type OrchestratorInbox, startOrchestratorInbox } from './inbox.ts';
-import { startOrchestratorIngress } from './ingress.ts';
 import type { Orchestrator } from './orchestrator.ts';
-import { register, startOrchestrator } from './testkit.ts';
+import { register, startOrchestrator, startServedIngress } from './testkit.ts';
 
 // The orchestrator's ingress follows its lease (real Redis, Postgres, NATS, two orchestrators): the
 // leader serves, a standby answers 503 with Retry-After and queues nothing, and it serves once it leads.
@@ -52,25 +50,10 @@ describe("the orchestrator's ingress", () => {
         HOLT_INGRESS_PORT: String(await freePort()),
         HOLT_INGRESS_TOKENS_FILE: file,
       };
-      const inbox = (await startOrchestratorInbox({
-        instance,
-        env,
-        bb,
-        isLeader: () => orch.isLeader(),
-        log: silentLogger(),
-      })) as OrchestratorInbox;
-      stops.push(() => inbox.close());
-      const ingress = await startOrchestratorIngress({
-        instance,
-        env,
-        bb,
-        inbox,
-        log: silentLogger(),
-        isLeader: () => orch.isLeader(),
-      });
-      stops.push(async () => ingress?.close());
+      const ingress = await startServedIngress(orch, { instance, env, bb });
+      stops.push(() => ingress.close());
       return (key: string) =>
-        fetch(`http://127.0.0.1:${ingress?.port}/v1/agents/Writer/messages`, {
+        fetch(`http://127.0.0.1:${ingress.port}/v1/agents/Writer/messages`, {
           method: 'POST',
           headers: {
             authorization: `Bearer ${token}`,

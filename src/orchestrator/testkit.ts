@@ -19,6 +19,8 @@ import {
 } from '../blackboard/types.ts';
 import { type Logger, silentLogger } from '../common/logger.ts';
 import { DEFAULTS, MAX_BID_TIMEOUT_FACTOR, type OrchestratorConfig } from './config.ts';
+import { type OrchestratorInbox, startOrchestratorInbox } from './inbox.ts';
+import { startOrchestratorIngress } from './ingress.ts';
 import { Orchestrator, type OrchestratorOptions } from './orchestrator.ts';
 
 /**
@@ -225,6 +227,27 @@ export function startOrchestrator(
   const o = new Orchestrator({ logger: silentLogger(), ...opts, config: testConfig(url, instance, over) });
   o.start();
   return o;
+}
+
+/**
+ * The ingress of an orchestrator as `holt orchestrator` starts it, with its inbox (real Postgres and
+ * NATS from `env`); serving while `orch` leads. Resolves with its port and one close for both.
+ */
+export async function startServedIngress(
+  orch: Pick<Orchestrator, 'isLeader'>,
+  o: { instance: string; env: NodeJS.ProcessEnv; bb: Blackboard },
+): Promise<{ port: number; close(): Promise<void> }> {
+  const isLeader = () => orch.isLeader();
+  const inbox = (await startOrchestratorInbox({ ...o, isLeader, log: silentLogger() })) as OrchestratorInbox;
+  const ingress = await startOrchestratorIngress({ ...o, inbox, log: silentLogger(), isLeader });
+  if (!ingress) throw new Error('no ingress: HOLT_INGRESS_PORT, DATABASE_URL and NATS_URL are needed');
+  return {
+    port: ingress.port,
+    close: async () => {
+      await ingress.close();
+      await inbox.close();
+    },
+  };
 }
 
 /** A goal made now, its logical id apart from its id (as a pup's goal has). */
