@@ -229,7 +229,7 @@ describe("the orchestrator's console", () => {
     ]);
   });
 
-  it('wrong tokens count against their source like the ingress’s; a standby answers 503', async () => {
+  it("wrong tokens count against their source like the ingress's; a standby answers 503", async () => {
     const standby = startOrchestrator(redis.url, instance, { leaseTtlMs: 30_000 });
     stops.push(() => standby.stop());
     const strict = await serve(leader, 3);
