@@ -51,6 +51,7 @@ img.graph { max-width: 100%; height: auto; background: #fff; border: 1px solid #
 .bar-cell { width: 20%; }
 .bar { display: inline-block; width: .5rem; height: .6rem; background: #2563eb; border-radius: .2rem; }
 .viewer { margin-top: 1rem; }
+header button.sign-out { margin-left: auto; background: none; border: 1px solid #cbd5e1; color: #f8fafc; border-radius: .3rem; cursor: pointer; font: inherit; }
 form.sign-in { display: flex; flex-direction: column; gap: .5rem; max-width: 28rem; }
 `;
 
@@ -333,6 +334,12 @@ function Agents(props) {
           h('div', { class: 'agent-error' }, x.type + (x.errorClass ? ' [' + x.errorClass + ']' : '') + ', ' + age(x.atMs, now) + ' ago: ' + x.text)))))));
 }
 
+// A session of the sign-in form ends here (the console then shows the form again).
+async function signOut(session) {
+  await fetch('sign-out', { method: 'POST', credentials: 'same-origin', headers: { 'x-holt-csrf': session.csrf } });
+  location.reload();
+}
+
 function App() {
   const board = useBoard();
   const [page, setPage] = useState('workflows');
@@ -343,7 +350,8 @@ function App() {
     h('header', null,
       h('h1', null, 'Holt console'),
       h('nav', { role: 'tablist' }, tab('workflows', 'Workflows'), tab('questions', 'Questions (' + board.questions.size + ')'), tab('agents', 'Agents'), tab('living', 'Living agents')),
-      h('span', { class: 'live', role: 'status', 'data-conn': board.conn, 'data-can-act': String(board.session.canAct) }, board.conn)),
+      h('span', { class: 'live', role: 'status', 'data-conn': board.conn, 'data-can-act': String(board.session.canAct) }, board.conn),
+      board.session.signOut && h('button', { type: 'button', class: 'sign-out', 'data-act': 'sign-out', onClick: () => signOut(board.session) }, 'Sign out')),
     h('main', null, page === 'workflows' && goal
       ? h(WorkflowDetail, { goal, row: board.workflows.get(goal), back: () => setGoal(null) })
       : page === 'workflows'

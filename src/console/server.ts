@@ -294,7 +294,12 @@ export async function createConsole(o: ConsoleCoreOptions): Promise<ConsoleCore>
     const cancel = /^\/api\/living\/([A-Za-z0-9-]{1,64})\/tasks\/([0-9a-f-]{36})\/cancel$/.exec(path);
     if (req.method === 'POST' && cancel) return cancelTask(req, res, session, cancel[1]!, cancel[2]!);
     if (req.method !== 'GET') return refuse(res, 405, 'method not allowed');
-    if (path === '/api/session') return json(res, 200, { csrf: session.csrf, canAct: session.canAct });
+    if (path === '/api/session')
+      return json(res, 200, {
+        csrf: session.csrf,
+        canAct: session.canAct,
+        signOut: session.signOut === true,
+      });
     if (path === '/api/workflows') return json(res, 200, { workflows: workflows.list(), lastEventId: seq });
     if (path === '/api/questions') return json(res, 200, { questions: questions.list(), lastEventId: seq });
     if (path === '/api/agents') return json(res, 200, { agents, lastEventId: seq });

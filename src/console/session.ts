@@ -25,6 +25,8 @@ export const SECURITY_HEADERS = {
 export interface Session {
   csrf: string;
   canAct: boolean;
+  /** It may end itself (`POST sign-out`): a session of the sign-in form. */
+  signOut?: boolean;
 }
 
 /** What a gate makes of a request: its session, or the gate answered it (a redirect, a refusal, the sign-in page). */
@@ -158,6 +160,7 @@ export function tokenSignIn(o: {
     sessions.set(id, {
       csrf: newId(),
       canAct: t.access === 'act',
+      signOut: true,
       sha256: t.sha256,
       expiresMs: now() + SESSION_MS,
     });

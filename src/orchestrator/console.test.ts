@@ -178,7 +178,7 @@ describe("the orchestrator's console", () => {
     }
   });
 
-  it('a read token only looks: no answer button, and its session may not answer', async () => {
+  it('a read token only looks: no answer button, and its session may not answer; signing out ends it', async () => {
     const { ctx, p } = await signedIn(readToken);
     try {
       await p.waitForSelector('[data-conn="live"][data-can-act="false"]');
@@ -197,6 +197,14 @@ describe("the orchestrator's console", () => {
         return r.status;
       }, q.id);
       expect(status).toBe(403);
+      // Signing out ends the session: the page shows the sign-in form, and the session is gone.
+      const [cookie] = await ctx.cookies();
+      await Promise.all([p.waitForNavigation(), p.click('[data-act="sign-out"]')]);
+      await p.waitForSelector('input[name="token"]');
+      const after = await fetch(`${base}/console/api/workflows`, {
+        headers: { cookie: `${cookie?.name}=${cookie?.value}` },
+      });
+      expect(after.status).toBe(401);
     } finally {
       await ctx.close();
     }
