@@ -1,4 +1,4 @@
-import { headers, type Msg, type MsgHdrs } from '@nats-io/transport-node';
+import { headers, type Msg, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { carrierOf, parseCarrier, type TraceCarrier } from '../telemetry/carrier.ts';
 
 /** A message's JSON body, or undefined when it is not JSON (the caller's schema then refuses it). */
@@ -27,4 +27,17 @@ export function traceHeaders(): { headers?: MsgHdrs } {
 export function traceOf(msg: Pick<Msg, 'headers'>): TraceCarrier | undefined {
   const get = (k: string) => msg.headers?.get(k) || undefined;
   return parseCarrier({ traceparent: get('traceparent'), tracestate: get('tracestate') });
+}
+
+/** A NATS request with these headers; its answer's text, or it throws (no responder, timeout). */
+export async function requestWithHeaders(
+  nc: NatsConnection,
+  subject: string,
+  body: string,
+  h: Record<string, string>,
+  timeoutMs: number,
+): Promise<string> {
+  const hs = headers();
+  for (const [k, v] of Object.entries(h)) hs.set(k, v);
+  return (await nc.request(subject, body, { timeout: timeoutMs, headers: hs })).string();
 }

@@ -1,6 +1,5 @@
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
-import { headers as natsHeaders } from '@nats-io/transport-node';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { call, text } from '../../test/harness/llm.ts';
@@ -13,6 +12,7 @@ import {
 import { makeTempDir, removeDir } from '../../test/harness/tmp.ts';
 import { eventually } from '../../test/harness/wait.ts';
 import { DeliveryEvent } from '../bus/events.ts';
+import { requestWithHeaders } from '../bus/message.ts';
 import { agentEventSubject, toolOutcomeSubject } from '../bus/subjects.ts';
 import { describeDelivery } from '../cli/commands/life.ts';
 import { silentLogger } from '../common/logger.ts';
@@ -120,11 +120,7 @@ async function serve(callbacks: Record<string, string>): Promise<void> {
     log: silentLogger(),
     settings: { ...DEFAULT_DELIVERY, retryBaseMs: 100, pollMs: 100 },
     publish: (e) => stores.nc.publish(agentEventSubject(e.actor_id, 'delivery'), JSON.stringify(e)),
-    request: async (subject, body, h, timeoutMs) => {
-      const hs = natsHeaders();
-      for (const [k, v] of Object.entries(h)) hs.set(k, v);
-      return (await stores.nc.request(subject, body, { timeout: timeoutMs, headers: hs })).string();
-    },
+    request: (subject, body, h, timeoutMs) => requestWithHeaders(stores.nc, subject, body, h, timeoutMs),
   });
   loop.start();
   await startPupRuntime(

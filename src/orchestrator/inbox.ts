@@ -1,4 +1,4 @@
-import { type NatsConnection, headers as natsHeaders } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { z } from 'zod';
 import { settles } from '../blackboard/approval.ts';
 import { childrenOf } from '../blackboard/claim-engine.ts';
@@ -10,7 +10,7 @@ import { readWorkerExits, WorkerExit } from '../blackboard/worker-exits.ts';
 import { busProblem, connectBus, watchBus } from '../bus/connect.ts';
 import { ringer } from '../bus/doorbell.ts';
 import { type DeliveryEvent, publishDeliveryEvent } from '../bus/events.ts';
-import { traceHeaders } from '../bus/message.ts';
+import { requestWithHeaders, traceHeaders } from '../bus/message.ts';
 import { agentEventsSubject, lifeWakeSubject, lifeWakesSubject } from '../bus/subjects.ts';
 import { envMs, parseEnv } from '../common/config.ts';
 import type { Logger } from '../common/logger.ts';
@@ -220,11 +220,7 @@ export async function startOrchestratorInbox(o: {
     store,
     problem: () => busProblem(nc),
     deliveryEvent: (e) => publishDeliveryEvent(nc, e),
-    request: async (subject, body, h, timeoutMs) => {
-      const hs = natsHeaders();
-      for (const [k, v] of Object.entries(h)) hs.set(k, v);
-      return (await nc.request(subject, body, { timeout: timeoutMs, headers: hs })).string();
-    },
+    request: (subject, body, h, timeoutMs) => requestWithHeaders(nc, subject, body, h, timeoutMs),
     watchLife(changed) {
       const subjects = [
         agentEventsSubject('life'),
