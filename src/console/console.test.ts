@@ -11,6 +11,7 @@ import { artefact } from '../blackboard/testkit.ts';
 import { silentLogger } from '../common/logger.ts';
 import { consoleAssets, pageWeight } from './assets.ts';
 import { type Console, CSP, startConsole, traceLink } from './server.ts';
+import { answerCard, answersTo, askQuestion, openQuestion } from './testkit.ts';
 
 // The console in headless Chromium against a real Redis blackboard: a workflow watched live, a
 // hostile payload rendered inert, and no way in without the one-time token.
@@ -252,27 +253,14 @@ describe('holt console (headless Chromium, real Redis)', () => {
     const p = await page();
     const goal = artefact({ payload: 'ask me' });
     await bb.createArtefact(goal);
-    const q = artefact({
-      structural_type: 'Question',
-      type: 'Question',
-      payload: 'Which branch should I use?',
-      source_artefacts: [goal.id],
-      produced_by_role: 'Writer',
-    });
-    await bb.createArtefact(q);
-    await p.click('[data-page="questions"]');
-    const card = `[data-question="${q.id}"]`;
-    await p.waitForSelector(card);
+    const q = await askQuestion(bb, 'Which branch should I use?', [goal.id]);
+    const card = await openQuestion(p, q.id);
     // Its context: what it cites (the goal here), opened as text.
     await p.click(`${card} [data-source="${goal.id}"] button`);
     const cited = await p.waitForSelector(`${card} [data-source="${goal.id}"] pre`);
     expect(await cited!.evaluate((pre) => pre.textContent)).toBe('ask me');
-    await p.type(`${card} textarea`, 'main, please');
-    await p.click(`${card} [data-act="answer"]`);
-    await p.waitForSelector(card, { hidden: true });
-    const answers = (await bb.getArtefacts(await bb.listArtefactIds())).filter(
-      (a) => a?.structural_type === 'Answer' && a.source_artefacts.includes(q.id),
-    );
+    await answerCard(p, card, 'main, please');
+    const answers = await answersTo(bb, q.id);
     expect(answers).toEqual([expect.objectContaining({ payload: 'main, please', produced_by_role: 'user' })]);
   });
 

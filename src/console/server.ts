@@ -27,11 +27,12 @@ import { graphSvg, readSteps, readWorkflow, timelineOf } from './workflow.ts';
  * The console's server (docs/console.md): the page and its assets, the workflows and the open
  * questions as JSON, and their changes as server-sent events fed by the blackboard's artefact channel.
  * The board is read once, at start; after that only what is announced (and, as a backstop for
- * pub/sub's lost messages, the ids it has not seen) is read. A browser gets in with the one-time token
- * of the URL `holt console` prints, which it trades for a session cookie (HttpOnly, SameSite=Strict);
- * every answer carries a Content-Security-Policy that allows the console's own scripts and nothing
- * else. Acting (answering a question, approving a call) takes a session that may act (not `readOnly`),
- * the session's CSRF token in a header, and a same-origin JSON request.
+ * pub/sub's lost messages, the ids it has not seen) is read. A browser gets in through a gate
+ * (session.ts): the one-time link `holt console` prints, or a console token in the orchestrator's
+ * sign-in form, traded for a session cookie (HttpOnly, SameSite=Strict); every answer carries a
+ * Content-Security-Policy that allows the console's own scripts and nothing else. Acting (answering a
+ * question, approving a call, cancelling a task) takes a session that may act, the session's CSRF
+ * token in a header, and a same-origin JSON request.
  */
 
 export interface ConsoleOptions {

@@ -13,6 +13,7 @@ import { hashToken, newToken } from '../access/tokens.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { artefact } from '../blackboard/testkit.ts';
 import { silentLogger } from '../common/logger.ts';
+import { answerCard, answersTo, askQuestion, openQuestion } from '../console/testkit.ts';
 import { writeTokenFile } from '../ingress/tokens.ts';
 import { ensureSchema } from '../state/migrate.ts';
 import type { Orchestrator } from './orchestrator.ts';
@@ -133,23 +134,9 @@ describe("the orchestrator's console", () => {
       const goal = artefact({ payload: 'watch me' });
       await bb.createArtefact(goal);
       await p.waitForSelector(`tr[data-goal="${goal.id}"]`);
-      const q = artefact({
-        structural_type: 'Question',
-        type: 'Question',
-        payload: 'Which branch?',
-        source_artefacts: [goal.id],
-        produced_by_role: 'Writer',
-      });
-      await bb.createArtefact(q);
-      await p.click('[data-page="questions"]');
-      const card = `[data-question="${q.id}"]`;
-      await p.waitForSelector(card);
-      await p.type(`${card} textarea`, 'main');
-      await p.click(`${card} [data-act="answer"]`);
-      await p.waitForSelector(card, { hidden: true });
-      const answers = (await bb.getArtefacts(await bb.listArtefactIds())).filter(
-        (a) => a?.structural_type === 'Answer' && a.source_artefacts.includes(q.id),
-      );
+      const q = await askQuestion(bb, 'Which branch?', [goal.id]);
+      await answerCard(p, await openQuestion(p, q.id), 'main');
+      const answers = await answersTo(bb, q.id);
       expect(answers).toEqual([expect.objectContaining({ payload: 'main', produced_by_role: 'user' })]);
     } finally {
       await ctx.close();
