@@ -20,12 +20,18 @@ export const MODES = ['enqueue_message', 'wake_hint'] as const;
 export const MAX_PRIORITY = 9;
 export type Mode = (typeof MODES)[number];
 
+/** A token's name (an agent's or the console's): a DNS label. */
+const TokenName = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'a token name is a DNS label: [a-z0-9-], at most 63');
+
+/** What the file keeps of a token: its SHA-256, in hex. */
+const Sha256 = z.string().regex(/^[0-9a-f]{64}$/);
+
 export const TokenEntry = z.object({
-  name: z
-    .string()
-    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'a token name is a DNS label: [a-z0-9-], at most 63'),
+  name: TokenName,
   role: z.string().min(1),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  sha256: Sha256,
   modes: z.array(z.enum(MODES)).min(1),
   origin: z.enum(TOKEN_ORIGINS).default('webhook'),
   /** Requests per minute (a bucket of as many, refilled evenly). */
@@ -46,8 +52,8 @@ export type TokenEntry = z.infer<typeof TokenEntry>;
  * operator's (answers, approvals, cancels), `read` may only look. It addresses no agent.
  */
 export const ConsoleTokenEntry = z.object({
-  name: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'a token name is a DNS label'),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  name: TokenName,
+  sha256: Sha256,
   access: z.enum(['read', 'act']),
   createdAtMs: z.number().int().default(0),
 });

@@ -11,6 +11,7 @@ import {
   MAX_REPLICAS,
   resources,
   roleName,
+  tokenName,
   workerTarget,
   workspaceMode,
 } from './common.ts';
@@ -103,10 +104,7 @@ const INGRESS_MODES = ['enqueue_message', 'wake_hint'] as const;
 
 export const AgentIngressToken = z
   .object({
-    name: z
-      .string()
-      .regex(/^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$/, 'a token name is a DNS label of at most 32')
-      .describe('Token name (shown as the admission label of what it lets in).'),
+    name: tokenName.describe('Token name (shown as the admission label of what it lets in).'),
     secretName: z
       .string()
       .optional()

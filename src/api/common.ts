@@ -21,6 +21,14 @@ export const dnsLabel = z
   .max(63)
   .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS label: lower-case letters, digits and hyphens');
 
+/**
+ * A token's name in a spec (an Agent's ingress tokens, a Holt's console tokens): a DNS label short enough
+ * that the Secret the operator makes for it, `<owner>-<kind>-<name>`, stays a valid name.
+ */
+export const tokenName = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$/, 'a token name is a DNS label of at most 32');
+
 /** Reference to a Holt by name: a DNS-1123 subdomain, as metadata.name is. */
 export const holtName = z
   .string()

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { resources, secretKeyRef } from './common.ts';
+import { resources, secretKeyRef, tokenName } from './common.ts';
 
 const storeBase = {
   mode: z
@@ -227,10 +227,7 @@ export const HoltMonitoring = z
   .describe('Metrics scraping of the Holt (docs/metrics.md).');
 
 export const HoltConsoleToken = z.object({
-  name: z
-    .string()
-    .regex(/^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$/, 'a token name is a DNS label of at most 32')
-    .describe('Token name (in the orchestrator log line of each sign-in).'),
+  name: tokenName.describe('Token name (in the orchestrator log line of each sign-in).'),
   access: z
     .enum(['read', 'act'])
     .default('read')

@@ -11,7 +11,7 @@ import type { Callback } from '../common/callback.ts';
  */
 
 export function readTokenFile(file: string): TokenFile {
-  if (!existsSync(file)) return { tokens: [], console: [] };
+  if (!existsSync(file)) return TokenFile.parse({});
   const raw = readFileSync(file, 'utf8');
   let json: unknown;
   try {
@@ -71,7 +71,7 @@ export function revokeToken(file: string, role: string, name: string): boolean {
  */
 export function tokenFileSource(file: string, onError: (e: Error) => void): () => TokenFile {
   let seen = '';
-  let current: TokenFile = { tokens: [], console: [] };
+  let current = TokenFile.parse({});
   return () => {
     let stamp = 'absent';
     try {
@@ -82,7 +82,7 @@ export function tokenFileSource(file: string, onError: (e: Error) => void): () =
     }
     if (stamp === seen) return current;
     try {
-      current = stamp === 'absent' ? { tokens: [], console: [] } : readTokenFile(file);
+      current = stamp === 'absent' ? TokenFile.parse({}) : readTokenFile(file);
       seen = stamp;
     } catch (e) {
       onError(e as Error);
