@@ -201,19 +201,16 @@ export async function startIngressServer(d: IngressServerOptions): Promise<Ingre
         else d.log.debug(line, `ingress ${r.status}`);
         send(res, r);
       };
-      if (pages) {
-        const path = new URL(req.url ?? '/', 'http://ingress').pathname;
+      const path = pages ? new URL(req.url ?? '/', 'http://ingress').pathname : '';
+      if (pages && (path === CONSOLE_BASE || path.startsWith(`${CONSOLE_BASE}/`))) {
         // A kept-alive connection asks again: the standby's 503 and the failure limit, per request.
-        const early = path.startsWith(CONSOLE_BASE)
-          ? ingress.early(sourceOf(socket.remoteAddress))
-          : undefined;
+        const early = ingress.early(sourceOf(socket.remoteAddress));
         if (early) return logged(refused(req, early));
         if (path === CONSOLE_BASE) {
           res.writeHead(308, { location: `${CONSOLE_BASE}/` });
           return void res.end();
         }
-        if (path.startsWith(`${CONSOLE_BASE}/`))
-          return void pages.handle(req, res, path.slice(CONSOLE_BASE.length));
+        return void pages.handle(req, res, path.slice(CONSOLE_BASE.length));
       }
       const a = ingress.admit({
         method: req.method ?? 'GET',

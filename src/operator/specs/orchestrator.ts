@@ -26,7 +26,6 @@ export const ORCHESTRATOR_RESOURCES = {
   limits: { memory: '512Mi' },
 };
 
-/** The ingress of living agents, when an Agent enables it: the hashed tokens' Secret and where it is mounted. */
 /** The console at /console of the ingress port (src/console), when the Holt enables it. */
 function consoleEnv(spec: HoltSpec): V1EnvVar[] {
   const c = spec.ingress.console;
@@ -37,6 +36,10 @@ function consoleEnv(spec: HoltSpec): V1EnvVar[] {
   ];
 }
 
+/**
+ * The ingress port, when an Agent enables ingress or the Holt its console: the hashed tokens' Secret
+ * and where it is mounted.
+ */
 export interface OrchestratorIngress {
   tokensSecret: string;
   dir: string;
