@@ -11,7 +11,7 @@ import { artefact } from '../blackboard/testkit.ts';
 import { silentLogger } from '../common/logger.ts';
 import { consoleAssets, pageWeight } from './assets.ts';
 import { type Console, CSP, startConsole, traceLink } from './server.ts';
-import { answerCard, answersTo, askQuestion, openQuestion } from './testkit.ts';
+import { answerCard, answerFromScript, answersTo, askQuestion, openQuestion } from './testkit.ts';
 
 // The console in headless Chromium against a real Redis blackboard: a workflow watched live, a
 // hostile payload rendered inert, and no way in without the one-time token.
@@ -329,16 +329,7 @@ describe('holt console (headless Chromium, real Redis)', () => {
       await rp.click('[data-page="questions"]');
       await rp.waitForSelector(`[data-question="${q.id}"]`);
       expect(await rp.$$(`[data-question="${q.id}"] [data-act]`)).toHaveLength(0);
-      const status = await rp.evaluate(async (id: string) => {
-        const s = (await (await fetch('/api/session')).json()) as { csrf: string };
-        const r = await fetch(`/api/questions/${id}/answer`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', 'x-holt-csrf': s.csrf },
-          body: JSON.stringify({ text: 'yes' }),
-        });
-        return r.status;
-      }, q.id);
-      expect(status).toBe(403);
+      expect(await answerFromScript(rp, q.id, 'yes')).toBe(403);
       await rp.close();
     } finally {
       await ro.close();

@@ -43,3 +43,23 @@ export async function answersTo(bb: Blackboard, questionId: string): Promise<Art
     (a): a is Artefact => a?.structural_type === 'Answer' && a.source_artefacts.includes(questionId),
   );
 }
+
+/**
+ * What the server answers when the page's own script posts an answer with its session's CSRF token
+ * (a read-only session's page has no button for it: this is the request it would make).
+ */
+export function answerFromScript(p: Page, questionId: string, text: string): Promise<number> {
+  return p.evaluate(
+    async (id: string, t: string) => {
+      const s = (await (await fetch('api/session')).json()) as { csrf: string };
+      const r = await fetch(`api/questions/${id}/answer`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-holt-csrf': s.csrf },
+        body: JSON.stringify({ text: t }),
+      });
+      return r.status;
+    },
+    questionId,
+    text,
+  );
+}

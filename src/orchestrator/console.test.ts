@@ -13,7 +13,7 @@ import { hashToken, newToken } from '../access/tokens.ts';
 import { Blackboard } from '../blackboard/client.ts';
 import { artefact } from '../blackboard/testkit.ts';
 import { silentLogger } from '../common/logger.ts';
-import { answerCard, answersTo, askQuestion, openQuestion } from '../console/testkit.ts';
+import { answerCard, answerFromScript, answersTo, askQuestion, openQuestion } from '../console/testkit.ts';
 import { writeTokenFile } from '../ingress/tokens.ts';
 import { ensureSchema } from '../state/migrate.ts';
 import type { Orchestrator } from './orchestrator.ts';
@@ -174,16 +174,7 @@ describe("the orchestrator's console", () => {
       await p.click('[data-page="questions"]');
       await p.waitForSelector(`[data-question="${q.id}"]`);
       expect(await p.$$(`[data-question="${q.id}"] [data-act]`)).toHaveLength(0);
-      const status = await p.evaluate(async (id) => {
-        const s = (await (await fetch('api/session')).json()) as { csrf: string };
-        const r = await fetch(`api/questions/${id}/answer`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', 'x-holt-csrf': s.csrf },
-          body: JSON.stringify({ text: 'yes' }),
-        });
-        return r.status;
-      }, q.id);
-      expect(status).toBe(403);
+      expect(await answerFromScript(p, q.id, 'yes')).toBe(403);
       // Signing out ends the session: the page shows the sign-in form, and the session is gone.
       const [cookie] = await ctx.cookies();
       await Promise.all([p.waitForNavigation(), p.click('[data-act="sign-out"]')]);
