@@ -101,19 +101,6 @@ export function spawnServer(opts: SpawnServerOptions): ServerProcess {
   };
 }
 
-/**
- * The end of a server's log, without the flag dump Kubernetes components print at start (klog's
- * `FLAG: --x=y` lines): a component that exits at once would show only flags and hide its error.
- */
-function lastWords(proc: ServerProcess): string {
-  return proc
-    .tail(200)
-    .split('\n')
-    .filter((line) => !/\] FLAG: --/.test(line))
-    .slice(-20)
-    .join('\n');
-}
-
 /** Polls `probe` until it resolves truthy; fails early if the process dies, with its log tail. */
 export async function waitReady(
   proc: ServerProcess,
@@ -125,7 +112,7 @@ export async function waitReady(
   for (;;) {
     if (proc.child.exitCode !== null || proc.child.signalCode !== null) {
       throw new Error(
-        `${proc.name} exited (${proc.child.exitCode ?? proc.child.signalCode}) before it was ready:\n${lastWords(proc)}`,
+        `${proc.name} exited (${proc.child.exitCode ?? proc.child.signalCode}) before it was ready:\n${proc.tail()}`,
       );
     }
     try {
@@ -135,7 +122,7 @@ export async function waitReady(
     }
     if (Date.now() > deadline) {
       await proc.stop(1000);
-      throw new Error(`${proc.name} not ready after ${timeoutMs} ms:\n${lastWords(proc)}`);
+      throw new Error(`${proc.name} not ready after ${timeoutMs} ms:\n${proc.tail()}`);
     }
     await sleep(intervalMs);
   }
