@@ -1,13 +1,9 @@
+import { escapeHtml } from '../graph/page.ts';
+
 /**
  * The sign-in page of the orchestrator's console (session.ts, tokenSignIn): a form that posts a console
  * token, and no script. Its one message is fixed text of ours, never anything a caller sent.
  */
-
-const escapeHtml = (s: string) =>
-  s.replace(
-    /[&<>"']/g,
-    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c,
-  );
 
 export function signInPage(message?: string): string {
   return `<!doctype html>

@@ -17,7 +17,8 @@ const LEGEND: [StructuralType | 'rejected' | 'in progress', string][] = [
   ['in progress', 'border:3px solid #ea580c'],
 ];
 
-const escapeHtml = (s: string) =>
+/** Text as HTML text (or a double-quoted attribute): nothing in it can open a tag or an entity. */
+export const escapeHtml = (s: string) =>
   s.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;');
 
 /**
