@@ -16,6 +16,23 @@ export const ROOT = resolve(import.meta.dirname, '..', '..');
 export const HOLT = join(ROOT, 'bin', 'holt');
 export const NS = 'holt-e2e';
 export const run = promisify(execFile);
+/**
+ * Runs a command in the first node's network namespace: a client on the nodes' network, outside every
+ * pod (local cluster only). Resolves with its stdout.
+ */
+export async function onNode(command: string, args: string[]): Promise<string> {
+  const netns = c.local?.nodes[0]?.plan.netns;
+  if (!netns) throw new Error('no node network namespace: only a local cluster has one');
+  return (await run('nsenter', [`--net=/run/netns/${netns}`, '--', command, ...args])).stdout;
+}
+
+/** A GET from the first node's network namespace (onNode); the body as text. */
+export const getOnNode = (url: string) =>
+  onNode(process.execPath, [
+    '-e',
+    `fetch(${JSON.stringify(url)}).then((r) => r.text()).then((t) => process.stdout.write(t))`,
+  ]);
+
 export const progress = (l: string) => console.log(`[e2e ${new Date().toISOString().slice(11, 19)}] ${l}`);
 
 /** The cluster under test: set once by the suite's beforeAll (a live binding for every section). */

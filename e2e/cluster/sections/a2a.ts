@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { eventually } from '../../../test/harness/wait.ts';
-import { A2A_NS, CLUSTER_WAIT, c, holtIn, kubectl, NS, progress, run } from '../ctx.ts';
+import { A2A_NS, CLUSTER_WAIT, c, holtIn, kubectl, NS, onNode, progress } from '../ctx.ts';
 import { llmServer } from '../fixtures.ts';
 import { A2A_SCRIPT, a2aManifests } from '../manifests.ts';
 
@@ -135,16 +135,7 @@ async function betaConsole(inNs: (ns: string, args: string[]) => Promise<string>
     ])
   ).trim();
   const base = `http://${ip}:8090/console`;
-  const curl = async (args: string[]) =>
-    (
-      await run('nsenter', [
-        `--net=/run/netns/${c.local!.nodes[0]!.plan.netns}`,
-        '--',
-        'curl',
-        '-sS',
-        ...args,
-      ])
-    ).stdout;
+  const curl = (args: string[]) => onNode('curl', ['-sS', ...args]);
   expect(await curl([`${base}/`])).toContain('name="token"');
   // The orchestrator may have started before its token file had the console's token: the kubelet brings it.
   const cookie = await eventually(

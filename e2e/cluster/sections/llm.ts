@@ -11,10 +11,10 @@ import {
   holt,
   kubectl,
   NS,
+  onNode,
   type Pod,
   pods,
   ROOT,
-  run,
   trailOf,
   waitHoltReady,
 } from '../ctx.ts';
@@ -68,10 +68,7 @@ export function llmTests(): void {
       const orch = (await pods('holt.io/instance=living,app.kubernetes.io/component=orchestrator')).find(
         (p) => p.status.phase === 'Running',
       ) as (Pod & { status: { podIP?: string } }) | undefined;
-      const { stdout } = await run('nsenter', [
-        `--net=/run/netns/${c.local.nodes[0]!.plan.netns}`,
-        '--',
-        'curl',
+      const stdout = await onNode('curl', [
         '-sS',
         '-o',
         '/dev/null',

@@ -4,7 +4,7 @@ import { expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { eventually } from '../../../test/harness/wait.ts';
 import { MONITORING_NS, type PromVector, prometheusApi } from '../../prometheus.ts';
-import { CLUSTER_WAIT, c, holt, progress, ROOT, run } from '../ctx.ts';
+import { CLUSTER_WAIT, c, getOnNode, holt, progress, ROOT } from '../ctx.ts';
 import { notApplicable } from '../not-applicable.ts';
 
 /** The real cluster: metrics scraped by a real Prometheus. */
@@ -22,16 +22,9 @@ export function metricsTests(): void {
     ) as { items: { status: { podIP?: string } }[] };
     const ip = promPod.items[0]?.status.podIP;
     expect(ip).toBeTruthy();
-    const netns = c.local.nodes[0]!.plan.netns;
     const query = async (q: string, path = 'query', extra: Record<string, string> = {}) => {
       const url = `http://${ip}:9090${prometheusApi(path, { query: q, ...extra })}`;
-      const { stdout } = await run('nsenter', [
-        `--net=/run/netns/${netns}`,
-        '--',
-        process.execPath,
-        '-e',
-        `fetch(${JSON.stringify(url)}).then((r) => r.text()).then((t) => process.stdout.write(t))`,
-      ]);
+      const stdout = await getOnNode(url);
       const r = JSON.parse(stdout) as PromVector;
       expect(r.status, q).toBe('success');
       return r.data.result;

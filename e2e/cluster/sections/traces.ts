@@ -8,7 +8,7 @@ import {
   TracesResponse,
 } from '../../../test/harness/jaeger.ts';
 import { eventually } from '../../../test/harness/wait.ts';
-import { CLUSTER_WAIT, c, holt, kubectl, progress, run, trailOf, waitHoltReady } from '../ctx.ts';
+import { CLUSTER_WAIT, c, getOnNode, holt, kubectl, progress, trailOf, waitHoltReady } from '../ctx.ts';
 import { agentDoc, holtDoc, yamlDocs } from '../manifests.ts';
 import { notApplicable } from '../not-applicable.ts';
 
@@ -145,16 +145,9 @@ export function tracesTests(): void {
       const ip = (
         await inTraces(['get', 'pods', '-l', 'app=jaeger', '-o', 'jsonpath={.items[0].status.podIP}'])
       ).trim();
-      const netns = c.local.nodes[0]!.plan.netns;
       const read = async (): Promise<JaegerTrace | undefined> => {
         const url = `http://${ip}:${QUERY_PORT}/api/traces/${TRACE}`;
-        const { stdout } = await run('nsenter', [
-          `--net=/run/netns/${netns}`,
-          '--',
-          process.execPath,
-          '-e',
-          `fetch(${JSON.stringify(url)}).then((r) => r.text()).then((t) => process.stdout.write(t))`,
-        ]);
+        const stdout = await getOnNode(url);
         const body = TracesResponse.safeParse(JSON.parse(stdout));
         const raw = body.success ? body.data.data?.[0] : undefined;
         return raw ? normalizeTrace(raw) : undefined;
