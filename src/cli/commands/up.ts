@@ -101,11 +101,18 @@ export async function up(opts: UpOptions): Promise<void> {
   child.unref();
 
   const p = progress(`Starting instance '${name}'`);
-  const deadline = Date.now() + timeoutMs + 15_000;
+  // A backstop behind the supervisor's own timeout, which starts once its stores are up and it adds the
+  // components: so the backstop starts again then (a slow start of the stores must not cut it short).
+  let deadline = Date.now() + timeoutMs + 15_000;
+  let componentsSeen = false;
   for (;;) {
     await sleep(200);
     const s = readState(name);
     if (s && s.supervisorPid === child.pid) {
+      if (!componentsSeen && s.components.length) {
+        componentsSeen = true;
+        deadline = Math.max(deadline, Date.now() + timeoutMs + 15_000);
+      }
       const pending = s.components.filter((c) => c.status !== 'running').map((c) => c.name);
       p.update(pending.length ? `(waiting for ${pending.join(', ')})` : '');
       if (s.status === 'running') {
